@@ -1,0 +1,70 @@
+/* cJSON helpers: parsing with a named source, typed getters, printing. */
+#include "evald/base/base.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int ev_json_parse(cJSON **out, const char *text, size_t len, const char *what)
+{
+	const char *end = NULL;
+	*out = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+	if (*out)
+		return 0;
+	size_t off = end && end >= text ? (size_t)(end - text) : 0;
+	return ev_error_set(EV_E_PARSE, "%s: malformed JSON near byte %zu", what, off);
+}
+
+const char *ev_json_str(const cJSON *obj, const char *key, const char *dflt)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	return cJSON_IsString(v) ? v->valuestring : dflt;
+}
+
+double ev_json_num(const cJSON *obj, const char *key, double dflt)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+bool ev_json_bool(const cJSON *obj, const char *key, bool dflt)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	return cJSON_IsBool(v) ? cJSON_IsTrue(v) : dflt;
+}
+
+int ev_json_str_req(const char **out, const cJSON *obj, const char *key, const char *what)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+	if (!v)
+		return ev_error_set(EV_E_INVALID, "%s: %s: missing", what, key);
+	if (!cJSON_IsString(v))
+		return ev_error_set(EV_E_INVALID, "%s: %s: expected a string", what, key);
+	*out = v->valuestring;
+	return 0;
+}
+
+char *ev_json_print(const cJSON *item) { return cJSON_PrintUnformatted(item); }
+
+int ev_json_buf_str(ev_buf *b, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	int rc = ev_buf_putc(b, '"');
+	for (const unsigned char *p = (const unsigned char *)s; !rc && *p; p++) {
+		unsigned char c = *p;
+		switch (c) {
+		case '"': rc = ev_buf_puts(b, "\\\""); break;
+		case '\\': rc = ev_buf_puts(b, "\\\\"); break;
+		case '\n': rc = ev_buf_puts(b, "\\n"); break;
+		case '\r': rc = ev_buf_puts(b, "\\r"); break;
+		case '\t': rc = ev_buf_puts(b, "\\t"); break;
+		default:
+			if (c < 0x20) {
+				char esc[7] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15], 0};
+				rc = ev_buf_puts(b, esc);
+			} else {
+				rc = ev_buf_putc(b, (char)c);
+			}
+		}
+	}
+	return rc ? rc : ev_buf_putc(b, '"');
+}

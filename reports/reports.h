@@ -1,0 +1,28 @@
+/*
+ * reports: a run as Markdown or JSON, read from the tracker.
+ *
+ * The JSON shape is documented in reports/README.md. Both formats show,
+ * per suite, the score with its 95% CI, counts (samples, scored, errors),
+ * failure reasons, and the most failed samples. The per-suite figures come
+ * from the run's stored summary (written by `evald run` and `rescore`).
+ */
+#ifndef EV_REPORTS_H
+#define EV_REPORTS_H
+
+#include <stdio.h>
+
+#include "evald/base/base.h"
+#include "feedback/feedback.h"
+
+typedef enum { EV_REPORT_MD, EV_REPORT_JSON } ev_report_format;
+
+typedef struct {
+	ev_report_format format;
+	int max_failed;   /* most failed samples listed per suite (10) */
+} ev_report_options;
+
+#define EV_REPORT_OPTIONS_INIT {EV_REPORT_MD, 10}
+
+int ev_report_write(ev_tracker *t, int64_t run_id, const ev_report_options *opt, FILE *out);
+
+#endif

@@ -1,0 +1,27 @@
+/*
+ * runners internals: the backend function table. Each backend (openai.c,
+ * backend_engine.c, ...) fills one and wraps its state with it.
+ */
+#ifndef EV_RUNNERS_INT_H
+#define EV_RUNNERS_INT_H
+
+#include "runners/runners.h"
+
+typedef struct {
+	const char *name;
+	int (*capacity)(void *impl);
+	int (*submit)(void *impl, const ev_request *req);
+	int (*poll)(void *impl, ev_completion *out, int max, double wait_s);
+	int (*pending)(void *impl);
+	void (*free)(void *impl);
+} ev_backend_ops;
+
+struct ev_backend {
+	const ev_backend_ops *ops;
+	void *impl;
+};
+
+/* Wraps impl in a backend (takes ownership of impl: ops->free on failure). */
+int ev_backend_wrap(ev_backend **out, const ev_backend_ops *ops, void *impl);
+
+#endif

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian packages evald builds and tests with, only those missing.
+# Idempotent: a second run installs nothing and makes no network call.
+set -euo pipefail
+
+pkgs=(
+  build-essential cmake ninja-build pkg-config git
+  libcurl4-openssl-dev libcjson-dev libarchive-dev libpcre2-dev libsqlite3-dev
+  libssl-dev libmicrohttpd-dev libcmocka-dev libzstd-dev libopenblas-dev
+  sqlite3 zstd python3 unzip zip
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$st" == "install ok installed" ]] || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup-deps: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+
+echo "setup-deps: installing ${missing[*]}"
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
