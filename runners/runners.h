@@ -62,7 +62,9 @@ void ev_completion_clear(ev_completion *c);
 /* Builds the OpenAI chat-completions body of a request (also the basis of
  * the request hash). malloc'd JSON text. */
 int ev_request_to_json(char **out, const ev_request *req, bool stream);
-/* sha256 hex of model + body (+ epoch when sampling is not greedy). */
+/* sha256 hex of model + body (+ epoch when sampling is not greedy). The
+ * body names the model; the caller passes epoch < 0 for greedy decoding
+ * (temperature 0), so that every epoch shares one cache entry. */
 void ev_request_hash(char out[EV_SHA256_HEX], const char *request_json, int epoch);
 /* Parses an OpenAI chat-completions response body into *out (text,
  * tool_calls, finish_reason, usage). */
@@ -139,5 +141,15 @@ bool ev_shard_owns(const char *sample_id, int shard_k, int shard_n);
 /* Runs the plan to the end. Returns 0 when every planned result reached
  * the sink (errors included), or the sink's / backend's failure. */
 int ev_runner_run(ev_backend *b, const ev_run_plan *plan, ev_run_counts *out);
+
+/* ---- benchmark ------------------------------------------------------------ */
+
+/* For `evald bench runner`: sends n_requests trivial chat requests to
+ * base_url ("http://127.0.0.1:PORT/v1") through the OpenAI backend at the
+ * given concurrency (no scoring, no tracker) and reports the wall rate and
+ * this process's CPU seconds (user + system, getrusage) per request. Fails
+ * with EV_E_BACKEND when any request does not complete OK. */
+int ev_bench_runner(const char *base_url, long n_requests, int concurrency, double *out_req_per_s,
+                    double *out_cpu_s_per_req);
 
 #endif

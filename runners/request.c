@@ -1,0 +1,358 @@
+/*
+ * The OpenAI chat-completions wire format: building a request body from an
+ * ev_request, the request hash (the response cache's key), and parsing a
+ * response body into an ev_completion. Used by the OpenAI backend and the
+ * runner; the engine backend may reuse the parsing for its own output.
+ */
+#include "runners/runners.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Images inlined as data: URLs are read whole; past this they are refused. */
+#define MAX_INLINE_IMAGE ((size_t)20 << 20)
+
+void ev_completion_clear(ev_completion *c)
+{
+	if (!c)
+		return;
+	free(c->text);
+	free(c->tool_calls_json);
+	free(c->finish_reason);
+	free(c->error);
+	free(c->raw_json);
+	memset(c, 0, sizeof *c);
+}
+
+static char *base64(const unsigned char *p, size_t n)
+{
+	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
+	if (!out)
+		return NULL;
+	size_t i = 0;
+	for (; i + 2 < n; i += 3) {
+		uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+		*o++ = tab[v >> 18], *o++ = tab[(v >> 12) & 63], *o++ = tab[(v >> 6) & 63], *o++ = tab[v & 63];
+	}
+	if (i < n) {
+		uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
+		*o++ = tab[v >> 18], *o++ = tab[(v >> 12) & 63];
+		*o++ = i + 1 < n ? tab[(v >> 6) & 63] : '=';
+		*o++ = '=';
+	}
+	*o = 0;
+	return out;
+}
+
+static const char *guess_mime(const char *path)
+{
+	static const char *const map[][2] = {{".png", "image/png"},   {".jpg", "image/jpeg"}, {".jpeg", "image/jpeg"},
+	                                     {".gif", "image/gif"},   {".webp", "image/webp"}, {".bmp", "image/bmp"}};
+	for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+		if (ev_str_ends(path, map[i][0]))
+			return map[i][1];
+	return "application/octet-stream";
+}
+
+/* An image part as {"type":"image_url","image_url":{"url":...}}; a part
+ * with only a path is inlined as a data: URL. */
+static int image_part(cJSON **out, const ev_part *p)
+{
+	char *url = NULL, *data = NULL, *b64 = NULL;
+	size_t len = 0;
+	int rc = 0;
+	*out = NULL;
+	if (p->url) {
+		url = ev_strdup(p->url);
+	} else if (p->path) {
+		if ((rc = ev_file_read(&data, &len, p->path, MAX_INLINE_IMAGE)))
+			return ev_error_wrap(rc, "image attachment");
+		b64 = base64((const unsigned char *)data, len);
+		url = b64 ? ev_asprintf("data:%s;base64,%s", p->mime ? p->mime : guess_mime(p->path), b64) : NULL;
+	} else {
+		return ev_error_set(EV_E_INVALID, "image part has neither url nor path");
+	}
+	cJSON *o = cJSON_CreateObject(), *iu = cJSON_CreateObject();
+	if (!url || !o || !iu || !cJSON_AddStringToObject(o, "type", "image_url") ||
+	    !cJSON_AddStringToObject(iu, "url", url)) {
+		cJSON_Delete(o);
+		cJSON_Delete(iu);
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto done;
+	}
+	cJSON_AddItemToObject(o, "image_url", iu);
+	*out = o;
+done:
+	free(url);
+	free(data);
+	free(b64);
+	return rc;
+}
+
+static const char *part_kind_name(ev_part_kind k)
+{
+	switch (k) {
+	case EV_PART_TEXT: return "text";
+	case EV_PART_IMAGE: return "image";
+	case EV_PART_VIDEO: return "video";
+	case EV_PART_DOCUMENT: return "document";
+	}
+	return "unknown";
+}
+
+static int content_json(cJSON **out, const ev_message *m)
+{
+	bool only_text = true;
+	for (size_t i = 0; i < m->n_parts; i++)
+		only_text = only_text && m->parts[i].kind == EV_PART_TEXT;
+	*out = NULL;
+	if (m->n_parts == 0) {
+		*out = m->tool_calls_json ? cJSON_CreateNull() : cJSON_CreateString("");
+		return *out ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
+	}
+	if (only_text) {
+		/* Several text parts are joined by a newline into one string. */
+		ev_buf b = EV_BUF_INIT((size_t)1 << 31);
+		for (size_t i = 0; i < m->n_parts; i++) {
+			if ((i && ev_buf_putc(&b, '\n')) || ev_buf_puts(&b, m->parts[i].text ? m->parts[i].text : "")) {
+				ev_buf_free(&b);
+				return ev_error_wrap(ev_error_code(), "message content");
+			}
+		}
+		*out = cJSON_CreateString(b.data ? b.data : "");
+		ev_buf_free(&b);
+		return *out ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
+	}
+	cJSON *arr = cJSON_CreateArray();
+	if (!arr)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	for (size_t i = 0; i < m->n_parts; i++) {
+		const ev_part *p = &m->parts[i];
+		cJSON *item = NULL;
+		int rc = 0;
+		if (p->kind == EV_PART_TEXT) {
+			item = cJSON_CreateObject();
+			if (!item || !cJSON_AddStringToObject(item, "type", "text") ||
+			    !cJSON_AddStringToObject(item, "text", p->text ? p->text : ""))
+				rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		} else if (p->kind == EV_PART_IMAGE) {
+			rc = image_part(&item, p);
+		} else {
+			rc = ev_error_set(EV_E_UNSUPPORTED, "%s parts cannot be sent to an OpenAI-compatible server yet",
+			                  part_kind_name(p->kind));
+		}
+		if (rc) {
+			cJSON_Delete(item);
+			cJSON_Delete(arr);
+			return rc;
+		}
+		cJSON_AddItemToArray(arr, item);
+	}
+	*out = arr;
+	return 0;
+}
+
+/* Parses JSON text that must be an array (tools, tool_calls). */
+static int json_array(cJSON **out, const char *text, const char *what)
+{
+	int rc = ev_json_parse(out, text, strlen(text), what);
+	if (rc)
+		return rc;
+	if (!cJSON_IsArray(*out)) {
+		cJSON_Delete(*out);
+		*out = NULL;
+		return ev_error_set(EV_E_INVALID, "%s: expected a JSON array", what);
+	}
+	return 0;
+}
+
+int ev_request_to_json(char **out, const ev_request *req, bool stream)
+{
+	int rc = 0;
+	*out = NULL;
+	cJSON *root = cJSON_CreateObject(), *msgs = cJSON_CreateArray();
+	if (!root || !msgs) {
+		cJSON_Delete(msgs);
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto done;
+	}
+	cJSON_AddItemToObject(root, "model", cJSON_CreateString(req->model ? req->model : ""));
+	cJSON_AddItemToObject(root, "messages", msgs);
+	for (size_t i = 0; i < req->n_messages; i++) {
+		const ev_message *m = &req->messages[i];
+		cJSON *o = cJSON_CreateObject(), *content = NULL;
+		if (!o) {
+			rc = ev_error_set(EV_E_NOMEM, "out of memory");
+			goto done;
+		}
+		cJSON_AddItemToArray(msgs, o);
+		cJSON_AddItemToObject(o, "role", cJSON_CreateString(m->role ? m->role : "user"));
+		if ((rc = content_json(&content, m))) {
+			ev_error_wrap(rc, "messages[%zu]", i);
+			goto done;
+		}
+		cJSON_AddItemToObject(o, "content", content);
+		if (m->tool_calls_json) {
+			cJSON *tc = NULL;
+			char what[64];
+			snprintf(what, sizeof what, "messages[%zu].tool_calls", i);
+			if ((rc = json_array(&tc, m->tool_calls_json, what)))
+				goto done;
+			cJSON_AddItemToObject(o, "tool_calls", tc);
+		}
+		if (m->tool_call_id)
+			cJSON_AddStringToObject(o, "tool_call_id", m->tool_call_id);
+		if (m->name)
+			cJSON_AddStringToObject(o, "name", m->name);
+	}
+	if (req->tools_json) {
+		cJSON *tools = NULL;
+		if ((rc = json_array(&tools, req->tools_json, "tools")))
+			goto done;
+		cJSON_AddItemToObject(root, "tools", tools);
+	}
+	const ev_gen *g = &req->gen;
+	if (g->max_tokens > 0)
+		cJSON_AddNumberToObject(root, "max_tokens", g->max_tokens);
+	if (g->temperature >= 0)
+		cJSON_AddNumberToObject(root, "temperature", g->temperature);
+	if (g->top_p >= 0)
+		cJSON_AddNumberToObject(root, "top_p", g->top_p);
+	if (g->has_seed) {
+		/* Raw, so that 64-bit seeds keep every digit. */
+		char seed[32];
+		snprintf(seed, sizeof seed, "%lld", (long long)g->seed);
+		cJSON_AddRawToObject(root, "seed", seed);
+	}
+	if (g->n_stop) {
+		cJSON *stop = cJSON_AddArrayToObject(root, "stop");
+		for (size_t i = 0; stop && i < g->n_stop; i++)
+			cJSON_AddItemToArray(stop, cJSON_CreateString(g->stop[i] ? g->stop[i] : ""));
+	}
+	if (stream)
+		cJSON_AddTrueToObject(root, "stream");
+	*out = ev_json_print(root);
+	if (!*out)
+		rc = ev_error_set(EV_E_NOMEM, "out of memory printing a request");
+done:
+	cJSON_Delete(root);
+	return rc;
+}
+
+void ev_request_hash(char out[EV_SHA256_HEX], const char *request_json, int epoch)
+{
+	/* The body already names the model and every generation setting. A
+	 * version tag keeps old cache entries from matching if the body's
+	 * layout ever changes. */
+	ev_sha256_ctx *c = NULL;
+	if (ev_sha256_begin(&c)) {
+		memset(out, '0', EV_SHA256_HEX - 1);
+		out[EV_SHA256_HEX - 1] = 0;
+		return;
+	}
+	static const char tag[] = "evald-request-v1\n";
+	ev_sha256_update(c, tag, sizeof tag - 1);
+	ev_sha256_update(c, request_json, strlen(request_json));
+	if (epoch >= 0) {
+		char e[32];
+		int n = snprintf(e, sizeof e, "\nepoch=%d", epoch);
+		ev_sha256_update(c, e, (size_t)n);
+	}
+	ev_sha256_end_hex(c, out);
+}
+
+/* The text of a content value: a string, null, or an array of parts
+ * whose text parts are concatenated. */
+static int content_text(ev_buf *b, const cJSON *content)
+{
+	if (!content || cJSON_IsNull(content))
+		return 0;
+	if (cJSON_IsString(content))
+		return ev_buf_puts(b, content->valuestring);
+	if (!cJSON_IsArray(content))
+		return ev_error_set(EV_E_PARSE, "response: choices[0].message.content: expected a string, an array or null");
+	const cJSON *part;
+	cJSON_ArrayForEach(part, content) {
+		const char *t = ev_json_str(part, "text", NULL);
+		int rc = t ? ev_buf_puts(b, t) : 0;
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int ev_completion_from_json(ev_completion *out, const char *body, size_t len)
+{
+	cJSON *root = NULL;
+	ev_buf text = EV_BUF_INIT(len + 64);
+	int rc = ev_json_parse(&root, body, len, "response");
+	if (rc)
+		goto done;
+	if (!cJSON_IsObject(root)) {
+		rc = ev_error_set(EV_E_PARSE, "response: expected a JSON object");
+		goto done;
+	}
+	const cJSON *err = cJSON_GetObjectItemCaseSensitive(root, "error");
+	if (err && !cJSON_IsNull(err)) {
+		const char *msg = cJSON_IsString(err) ? err->valuestring : ev_json_str(err, "message", "(no message)");
+		rc = ev_error_set(EV_E_BACKEND, "response: server error: %.300s", msg);
+		goto done;
+	}
+	const cJSON *choices = cJSON_GetObjectItemCaseSensitive(root, "choices");
+	const cJSON *c0 = cJSON_IsArray(choices) ? cJSON_GetArrayItem(choices, 0) : NULL;
+	if (!cJSON_IsObject(c0)) {
+		rc = ev_error_set(EV_E_PARSE, "response: choices: expected a non-empty array of objects");
+		goto done;
+	}
+	const cJSON *msg = cJSON_GetObjectItemCaseSensitive(c0, "message");
+	if (!msg)
+		msg = cJSON_GetObjectItemCaseSensitive(c0, "delta"); /* one-chunk streams */
+	if (!cJSON_IsObject(msg)) {
+		rc = ev_error_set(EV_E_PARSE, "response: choices[0].message: expected an object");
+		goto done;
+	}
+	/* Reasoning servers return thinking apart; it is kept in the text the
+	 * way models that think inline write it, and the checkers strip it. */
+	const char *reasoning = ev_json_str(msg, "reasoning_content", NULL);
+	if (reasoning && *reasoning &&
+	    (ev_buf_puts(&text, "<think>") || ev_buf_puts(&text, reasoning) || ev_buf_puts(&text, "</think>")))
+		goto nomem;
+	if ((rc = content_text(&text, cJSON_GetObjectItemCaseSensitive(msg, "content"))))
+		goto done;
+	const cJSON *tc = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
+	if (tc && !cJSON_IsNull(tc) && !cJSON_IsArray(tc)) {
+		rc = ev_error_set(EV_E_PARSE, "response: choices[0].message.tool_calls: expected an array");
+		goto done;
+	}
+	const cJSON *fr = cJSON_GetObjectItemCaseSensitive(c0, "finish_reason");
+	const cJSON *usage = cJSON_GetObjectItemCaseSensitive(root, "usage");
+
+	ev_completion c = *out;
+	c.text = ev_buf_detach(&text, NULL);
+	c.tool_calls_json = cJSON_IsArray(tc) && cJSON_GetArraySize(tc) > 0 ? ev_json_print(tc) : NULL;
+	c.finish_reason = ev_strdup(cJSON_IsString(fr) ? fr->valuestring : "");
+	c.raw_json = ev_strndup(body, len);
+	double pt = ev_json_num(usage, "prompt_tokens", 0), ct = ev_json_num(usage, "completion_tokens", 0);
+	c.prompt_tokens = pt > 0 && pt < 2e9 ? (int)pt : 0;
+	c.completion_tokens = ct > 0 && ct < 2e9 ? (int)ct : 0;
+	if (!c.text || !c.finish_reason || !c.raw_json || (cJSON_IsArray(tc) && cJSON_GetArraySize(tc) > 0 && !c.tool_calls_json)) {
+		free(c.text);
+		free(c.tool_calls_json);
+		free(c.finish_reason);
+		free(c.raw_json);
+		goto nomem;
+	}
+	free(out->text);
+	free(out->tool_calls_json);
+	free(out->finish_reason);
+	free(out->raw_json);
+	*out = c;
+	goto done;
+nomem:
+	rc = ev_error_set(EV_E_NOMEM, "out of memory parsing a response");
+done:
+	ev_buf_free(&text);
+	cJSON_Delete(root);
+	return rc;
+}
