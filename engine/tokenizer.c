@@ -1,0 +1,731 @@
+/*
+ * engine/tokenizer.c: loading a byte-level BPE tokenizer.json into flat
+ * tables, encoding (added tokens, then pre-tokenizer and BPE), decoding,
+ * and the streaming detokenizer.
+ */
+#include "engine/tokenizer_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ---- the bytes -> id map ------------------------------------------------- */
+
+static const char *ent_bytes(const eng_tokenizer *tok, int32_t id, size_t *len)
+{
+	*len = tok->ent[id].len;
+	return tok->pool + tok->ent[id].off;
+}
+
+int32_t eng_tok_lookup(const eng_tokenizer *tok, const char *s, size_t len)
+{
+	if (!tok->bmap)
+		return -1;
+	for (size_t i = eng_tok_hash(s, len) & tok->bmap_mask; tok->bmap[i]; i = (i + 1) & tok->bmap_mask) {
+		int32_t id = (int32_t)tok->bmap[i] - 1;
+		size_t n;
+		const char *b = ent_bytes(tok, id, &n);
+		if (n == len && memcmp(b, s, len) == 0)
+			return id;
+	}
+	return -1;
+}
+
+/* Adds id to the map unless its bytes are there already (first one wins). */
+static void bmap_put(eng_tokenizer *tok, int32_t id)
+{
+	size_t len;
+	const char *s = ent_bytes(tok, id, &len);
+	size_t i = eng_tok_hash(s, len) & tok->bmap_mask;
+	for (; tok->bmap[i]; i = (i + 1) & tok->bmap_mask) {
+		size_t n;
+		const char *b = ent_bytes(tok, (int32_t)tok->bmap[i] - 1, &n);
+		if (n == len && memcmp(b, s, len) == 0)
+			return;
+	}
+	tok->bmap[i] = (uint32_t)id + 1;
+}
+
+/* ---- loading ---------------------------------------------------------------- */
+
+typedef struct {
+	const char *what; /* file name for messages */
+	ev_buf pool;
+} loader;
+
+/* Stores vocab text as decoded bytes (byte-level unmapped when it can be,
+ * verbatim otherwise) and returns the pool offset. */
+static int pool_add(loader *ld, const char *text, size_t len, bool unmap, uint32_t *off, uint32_t *out_len)
+{
+	char tmp[ENG_TOK_MAX_TOKEN_BYTES];
+	size_t n = len;
+	const char *src = text;
+	if (unmap && len <= sizeof tmp && eng_tok_unmap(text, len, tmp, &n))
+		src = tmp;
+	if (ld->pool.len > UINT32_MAX - n - 1)
+		return ev_error_set(EV_E_LIMIT, "%s: vocab text over 4 GiB", ld->what);
+	*off = (uint32_t)ld->pool.len;
+	*out_len = (uint32_t)n;
+	return ev_buf_append(&ld->pool, src, n);
+}
+
+static int parse_id(int32_t *out, const cJSON *v, const char *what, const char *field)
+{
+	if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble >= ENG_TOK_MAX_VOCAB ||
+	    v->valuedouble != (double)(int32_t)v->valuedouble)
+		return ev_error_set(EV_E_INVALID, "%s: %s: id must be an integer in [0, %d)", what, field,
+				    ENG_TOK_MAX_VOCAB);
+	*out = (int32_t)v->valuedouble;
+	return 0;
+}
+
+static int load_vocab(eng_tokenizer *tok, loader *ld, const cJSON *vocab, const cJSON *added)
+{
+	int rc = 0;
+	if (!cJSON_IsObject(vocab))
+		return ev_error_set(EV_E_INVALID, "%s: model.vocab: expected an object", ld->what);
+	size_t nv = 0;
+	int32_t max_id = -1;
+	const cJSON *v;
+	cJSON_ArrayForEach(v, vocab)
+	{
+		int32_t id;
+		if (++nv > ENG_TOK_MAX_VOCAB)
+			return ev_error_set(EV_E_LIMIT, "%s: model.vocab: more than %d entries", ld->what,
+					    ENG_TOK_MAX_VOCAB);
+		char field[64];
+		snprintf(field, sizeof field, "model.vocab[%zu]", nv - 1);
+		if ((rc = parse_id(&id, v, ld->what, field)))
+			return rc;
+		max_id = id > max_id ? id : max_id;
+	}
+	if (added && !cJSON_IsArray(added))
+		return ev_error_set(EV_E_INVALID, "%s: added_tokens: expected an array", ld->what);
+	size_t na = 0;
+	cJSON_ArrayForEach(v, added)
+	{
+		int32_t id;
+		char field[64];
+		snprintf(field, sizeof field, "added_tokens[%zu].id", na);
+		if ((rc = parse_id(&id, cJSON_GetObjectItemCaseSensitive(v, "id"), ld->what, field)))
+			return rc;
+		const char *content = ev_json_str(v, "content", NULL);
+		if (!content || !*content)
+			return ev_error_set(EV_E_INVALID, "%s: added_tokens[%zu].content: expected a non-empty string",
+					    ld->what, na);
+		max_id = id > max_id ? id : max_id;
+		na++;
+	}
+	tok->n_ent = (size_t)(max_id + 1);
+	tok->ent = calloc(tok->n_ent ? tok->n_ent : 1, sizeof *tok->ent);
+	tok->added = calloc(na ? na : 1, sizeof *tok->added);
+	if (!tok->ent || !tok->added)
+		return ev_error_set(EV_E_NOMEM, "%s: out of memory for %zu tokens", ld->what, tok->n_ent);
+
+	size_t i = 0;
+	cJSON_ArrayForEach(v, vocab)
+	{
+		int32_t id = (int32_t)v->valuedouble;
+		size_t len = strlen(v->string);
+		if (len == 0 || len > ENG_TOK_MAX_TOKEN_BYTES)
+			return ev_error_set(EV_E_INVALID, "%s: model.vocab[%zu]: token of %zu bytes (1..%d)", ld->what,
+					    i, len, ENG_TOK_MAX_TOKEN_BYTES);
+		if (tok->ent[id].kind != TOK_HOLE)
+			return ev_error_set(EV_E_INVALID, "%s: model.vocab[%zu]: id %d given twice", ld->what, i,
+					    (int)id);
+		tok->ent[id].kind = TOK_VOCAB;
+		if ((rc = pool_add(ld, v->string, len, true, &tok->ent[id].off, &tok->ent[id].len)))
+			return rc;
+		i++;
+	}
+	/* Added tokens are matched and decoded verbatim; one may also sit in
+	 * the vocab under the same id (the usual case). */
+	i = 0;
+	cJSON_ArrayForEach(v, added)
+	{
+		int32_t id = (int32_t)ev_json_num(v, "id", 0);
+		const char *content = ev_json_str(v, "content", "");
+		size_t len = strlen(content);
+		if (len > ENG_TOK_MAX_TOKEN_BYTES)
+			return ev_error_set(EV_E_INVALID, "%s: added_tokens[%zu].content: over %d bytes", ld->what, i,
+					    ENG_TOK_MAX_TOKEN_BYTES);
+		tok->ent[id].kind = ev_json_bool(v, "special", false) ? TOK_SPECIAL : TOK_ADDED;
+		if ((rc = pool_add(ld, content, len, false, &tok->ent[id].off, &tok->ent[id].len)))
+			return rc;
+		bool dup = false;
+		for (size_t k = 0; k < tok->n_added; k++)
+			dup |= tok->added[k] == id;
+		if (!dup)
+			tok->added[tok->n_added++] = id;
+		i++;
+	}
+	return 0;
+}
+
+static int load_merges(eng_tokenizer *tok, loader *ld, const cJSON *merges)
+{
+	if (!merges)
+		return eng_tok_pairmap_init(&tok->merges, 0);
+	if (!cJSON_IsArray(merges))
+		return ev_error_set(EV_E_INVALID, "%s: model.merges: expected an array", ld->what);
+	size_t n = (size_t)cJSON_GetArraySize(merges);
+	if (n > ENG_TOK_MAX_MERGES)
+		return ev_error_set(EV_E_LIMIT, "%s: model.merges: %zu entries, over %d", ld->what, n,
+				    ENG_TOK_MAX_MERGES);
+	int rc = eng_tok_pairmap_init(&tok->merges, n);
+	if (rc)
+		return rc;
+	char a[ENG_TOK_MAX_TOKEN_BYTES], b[ENG_TOK_MAX_TOKEN_BYTES], ab[2 * ENG_TOK_MAX_TOKEN_BYTES];
+	size_t idx = 0;
+	const cJSON *m;
+	cJSON_ArrayForEach(m, merges)
+	{
+		const char *pa = NULL, *pb = NULL;
+		size_t la = 0, lb = 0;
+		if (cJSON_IsString(m)) {
+			const char *s = m->valuestring, *sp = strchr(s, ' ');
+			if (!sp || strchr(sp + 1, ' ') || sp == s || !sp[1])
+				return ev_error_set(EV_E_INVALID,
+						    "%s: model.merges[%zu]: \"%.64s\" is not two tokens split by one space",
+						    ld->what, idx, s);
+			pa = s, la = (size_t)(sp - s);
+			pb = sp + 1, lb = strlen(pb);
+		} else if (cJSON_IsArray(m) && cJSON_GetArraySize(m) == 2 &&
+			   cJSON_IsString(cJSON_GetArrayItem(m, 0)) && cJSON_IsString(cJSON_GetArrayItem(m, 1))) {
+			pa = cJSON_GetArrayItem(m, 0)->valuestring, la = strlen(pa);
+			pb = cJSON_GetArrayItem(m, 1)->valuestring, lb = strlen(pb);
+		} else {
+			return ev_error_set(EV_E_INVALID,
+					    "%s: model.merges[%zu]: expected \"a b\" or [\"a\", \"b\"]", ld->what, idx);
+		}
+		size_t na, nb;
+		if (la == 0 || lb == 0 || la > sizeof a || lb > sizeof b)
+			return ev_error_set(EV_E_INVALID, "%s: model.merges[%zu]: empty or overlong part", ld->what,
+					    idx);
+		if (!eng_tok_unmap(pa, la, a, &na))
+			memcpy(a, pa, na = la);
+		if (!eng_tok_unmap(pb, lb, b, &nb))
+			memcpy(b, pb, nb = lb);
+		int32_t ia = eng_tok_lookup(tok, a, na), ib = eng_tok_lookup(tok, b, nb);
+		if (ia < 0 || ib < 0)
+			return ev_error_set(EV_E_INVALID, "%s: model.merges[%zu]: unknown token \"%.*s\"", ld->what,
+					    idx, (int)(ia < 0 ? la : lb), ia < 0 ? pa : pb);
+		memcpy(ab, a, na);
+		memcpy(ab + na, b, nb);
+		int32_t r = eng_tok_lookup(tok, ab, na + nb);
+		if (r < 0)
+			return ev_error_set(EV_E_INVALID, "%s: model.merges[%zu]: merged token \"%.*s%.*s\" is not in the vocab",
+					    ld->what, idx, (int)la, pa, (int)lb, pb);
+		eng_tok_pairmap_put(&tok->merges, ia, ib, (int32_t)idx, r);
+		idx++;
+	}
+	return 0;
+}
+
+static int parse_split(eng_tok_step *st, const cJSON *pt, const char *what, const char *field)
+{
+	const cJSON *pat = cJSON_GetObjectItemCaseSensitive(pt, "pattern");
+	const char *re = ev_json_str(pat, "Regex", NULL), *lit = ev_json_str(pat, "String", NULL);
+	if (!re && !lit)
+		return ev_error_set(EV_E_INVALID, "%s: %s.pattern: expected {\"Regex\": ...} or {\"String\": ...}",
+				    what, field);
+	const char *beh = ev_json_str(pt, "behavior", "Isolated");
+	static const struct {
+		const char *name;
+		eng_tok_split_behavior b;
+	} names[] = {{"Removed", SPLIT_REMOVED},
+		     {"Isolated", SPLIT_ISOLATED},
+		     {"MergedWithPrevious", SPLIT_MERGED_PREV},
+		     {"MergedWithNext", SPLIT_MERGED_NEXT},
+		     {"Contiguous", SPLIT_CONTIGUOUS}};
+	size_t i;
+	for (i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (strcmp(beh, names[i].name) == 0)
+			break;
+	if (i == sizeof names / sizeof names[0])
+		return ev_error_set(EV_E_INVALID, "%s: %s.behavior: unknown \"%.64s\"", what, field, beh);
+	st->behavior = names[i].b;
+	st->invert = ev_json_bool(pt, "invert", false);
+	char where[160];
+	snprintf(where, sizeof where, "%s: %s.pattern", what, field);
+	return eng_tok_regex(&st->re, re ? re : lit, !re, where);
+}
+
+static int parse_step(eng_tokenizer *tok, const cJSON *pt, const char *what, const char *field, bool *bytelevel)
+{
+	const char *type = ev_json_str(pt, "type", NULL);
+	if (!type)
+		return ev_error_set(EV_E_INVALID, "%s: %s.type: missing", what, field);
+	if (tok->n_steps == ENG_TOK_MAX_STEPS)
+		return ev_error_set(EV_E_LIMIT, "%s: %s: more than %d steps", what, field, ENG_TOK_MAX_STEPS);
+	eng_tok_step *st = &tok->steps[tok->n_steps];
+	memset(st, 0, sizeof *st);
+	if (strcmp(type, "ByteLevel") == 0) {
+		st->bytelevel = true;
+		st->add_prefix_space = ev_json_bool(pt, "add_prefix_space", false);
+		st->behavior = SPLIT_ISOLATED;
+		*bytelevel = true;
+		if (ev_json_bool(pt, "use_regex", true)) {
+			char where[160];
+			snprintf(where, sizeof where, "%s: %s", what, field);
+			int rc = eng_tok_regex(&st->re, eng_tok_gpt2_pattern, false, where);
+			if (rc)
+				return rc;
+		}
+		tok->n_steps++;
+		return 0;
+	}
+	if (strcmp(type, "Split") == 0) {
+		int rc = parse_split(st, pt, what, field);
+		if (!rc)
+			tok->n_steps++;
+		return rc;
+	}
+	return ev_error_set(EV_E_UNSUPPORTED, "%s: %s.type: pre-tokenizer \"%.64s\" is not supported", what, field,
+			    type);
+}
+
+static int load_pretok(eng_tokenizer *tok, const cJSON *root, const char *what)
+{
+	const cJSON *pt = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
+	bool bytelevel = false;
+	int rc = 0;
+	if (cJSON_IsObject(pt) && strcmp(ev_json_str(pt, "type", ""), "Sequence") == 0) {
+		const cJSON *list = cJSON_GetObjectItemCaseSensitive(pt, "pretokenizers");
+		if (!cJSON_IsArray(list))
+			return ev_error_set(EV_E_INVALID, "%s: pre_tokenizer.pretokenizers: expected an array", what);
+		size_t i = 0;
+		const cJSON *s;
+		cJSON_ArrayForEach(s, list)
+		{
+			char field[64];
+			snprintf(field, sizeof field, "pre_tokenizer.pretokenizers[%zu]", i++);
+			if ((rc = parse_step(tok, s, what, field, &bytelevel)))
+				return rc;
+		}
+	} else if (cJSON_IsObject(pt)) {
+		if ((rc = parse_step(tok, pt, what, "pre_tokenizer", &bytelevel)))
+			return rc;
+	}
+	if (!bytelevel)
+		return ev_error_set(EV_E_UNSUPPORTED, "%s: pre_tokenizer: only byte-level BPE is supported "
+						      "(no ByteLevel step found)", what);
+	return 0;
+}
+
+static int check_model(const cJSON *root, const char *what)
+{
+	const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+	if (!cJSON_IsObject(model))
+		return ev_error_set(EV_E_INVALID, "%s: model: expected an object", what);
+	const char *type = ev_json_str(model, "type", "BPE");
+	if (strcmp(type, "BPE") != 0)
+		return ev_error_set(EV_E_UNSUPPORTED, "%s: model.type: \"%.64s\" is not supported (BPE only)", what,
+				    type);
+	const char *pre = ev_json_str(model, "continuing_subword_prefix", ""),
+		   *suf = ev_json_str(model, "end_of_word_suffix", "");
+	if ((pre && *pre) || (suf && *suf))
+		return ev_error_set(EV_E_UNSUPPORTED, "%s: model: subword prefixes/suffixes are not supported", what);
+	if (ev_json_bool(model, "byte_fallback", false))
+		return ev_error_set(EV_E_UNSUPPORTED, "%s: model.byte_fallback is not supported", what);
+	const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
+	if (norm && !cJSON_IsNull(norm)) {
+		/* NFC leaves text that is already composed (nearly all of it)
+		 * unchanged; it is accepted and not applied. */
+		const char *nt = ev_json_str(norm, "type", "");
+		if (strcmp(nt, "NFC") != 0)
+			return ev_error_set(EV_E_UNSUPPORTED, "%s: normalizer \"%.64s\" is not supported", what, nt);
+	}
+	return 0;
+}
+
+static int cmp_added(const void *a, const void *b, void *tokp)
+{
+	const eng_tokenizer *tok = tokp;
+	int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+	if (tok->ent[x].len != tok->ent[y].len)
+		return tok->ent[x].len > tok->ent[y].len ? -1 : 1;
+	return x < y ? -1 : x > y;
+}
+
+int eng_tokenizer_load_json(eng_tokenizer **out, const char *json, size_t len, const char *what)
+{
+	*out = NULL;
+	cJSON *root = NULL;
+	loader ld = {what, EV_BUF_INIT(UINT32_MAX)};
+	eng_tokenizer *tok = calloc(1, sizeof *tok);
+	int rc = 0;
+	if (!tok)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	pthread_mutex_init(&tok->lock, NULL);
+	tok->bos_id = tok->eos_id = -1;
+	if (len > ENG_TOK_MAX_FILE) {
+		rc = ev_error_set(EV_E_LIMIT, "%s: %zu bytes, over the limit of %zu", what, len, ENG_TOK_MAX_FILE);
+		goto done;
+	}
+	if ((rc = ev_json_parse(&root, json, len, what)))
+		goto done;
+	if (!cJSON_IsObject(root)) {
+		rc = ev_error_set(EV_E_INVALID, "%s: expected a JSON object", what);
+		goto done;
+	}
+	if ((rc = check_model(root, what)))
+		goto done;
+	const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+	if ((rc = load_vocab(tok, &ld, cJSON_GetObjectItemCaseSensitive(model, "vocab"),
+			     cJSON_GetObjectItemCaseSensitive(root, "added_tokens"))))
+		goto done;
+	tok->pool = ev_buf_detach(&ld.pool, &tok->pool_len);
+
+	/* bytes -> id over vocab and normal added tokens; special ones are
+	 * reached through the added-token scan only. */
+	size_t cap = 64;
+	while (cap < tok->n_ent * 2 + 1)
+		cap *= 2;
+	tok->bmap = calloc(cap, sizeof *tok->bmap);
+	if (!tok->bmap) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto done;
+	}
+	tok->bmap_mask = cap - 1;
+	for (size_t id = 0; id < tok->n_ent; id++)
+		if (tok->ent[id].kind == TOK_VOCAB || tok->ent[id].kind == TOK_ADDED)
+			bmap_put(tok, (int32_t)id);
+	for (int b = 0; b < 256; b++) {
+		char c = (char)b;
+		tok->byte_id[b] = eng_tok_lookup(tok, &c, 1);
+	}
+	if ((rc = load_merges(tok, &ld, cJSON_GetObjectItemCaseSensitive(model, "merges"))))
+		goto done;
+	tok->ignore_merges = ev_json_bool(model, "ignore_merges", false);
+	if ((rc = load_pretok(tok, root, what)))
+		goto done;
+
+	qsort_r(tok->added, tok->n_added, sizeof *tok->added, cmp_added, tok);
+	for (size_t k = 0; k < tok->n_added; k++) {
+		const eng_tok_entry *e = &tok->ent[tok->added[k]];
+		tok->first_byte[(unsigned char)tok->pool[e->off]] = true;
+		tok->any_normal_added |= e->kind == TOK_ADDED;
+	}
+done:
+	cJSON_Delete(root);
+	ev_buf_free(&ld.pool);
+	if (rc)
+		eng_tokenizer_free(tok);
+	else
+		*out = tok;
+	return rc;
+}
+
+/* bos_token / eos_token: a string, or {"content": ...} (older configs). */
+static int32_t config_token(const eng_tokenizer *tok, const cJSON *cfg, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+	const char *s = cJSON_IsString(v) ? v->valuestring : ev_json_str(v, "content", NULL);
+	return s ? eng_token_id(tok, s) : -1;
+}
+
+int eng_tokenizer_load(eng_tokenizer **out, const char *dir_or_file)
+{
+	*out = NULL;
+	struct stat st;
+	char *path = NULL, *text = NULL, *cfgpath = NULL, *cfgtext = NULL;
+	size_t len = 0, cfglen = 0;
+	cJSON *cfg = NULL;
+	int rc;
+	bool is_dir = stat(dir_or_file, &st) == 0 && S_ISDIR(st.st_mode);
+	path = is_dir ? ev_asprintf("%s/tokenizer.json", dir_or_file) : ev_strdup(dir_or_file);
+	if (!path)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	if ((rc = ev_file_read(&text, &len, path, ENG_TOK_MAX_FILE)))
+		goto done;
+	if ((rc = eng_tokenizer_load_json(out, text, len, path)))
+		goto done;
+	if (is_dir) {
+		cfgpath = ev_asprintf("%s/tokenizer_config.json", dir_or_file);
+		if (cfgpath && ev_file_read(&cfgtext, &cfglen, cfgpath, ENG_TOK_MAX_CONFIG) == 0) {
+			if ((rc = ev_json_parse(&cfg, cfgtext, cfglen, cfgpath)))
+				goto done;
+			(*out)->bos_id = config_token(*out, cfg, "bos_token");
+			(*out)->eos_id = config_token(*out, cfg, "eos_token");
+		}
+		ev_error_clear(); /* a missing config is fine */
+	}
+done:
+	if (rc) {
+		eng_tokenizer_free(*out);
+		*out = NULL;
+	}
+	cJSON_Delete(cfg);
+	free(cfgtext);
+	free(cfgpath);
+	free(text);
+	free(path);
+	return rc;
+}
+
+void eng_tokenizer_free(eng_tokenizer *tok)
+{
+	if (!tok)
+		return;
+	eng_tok_cache_clear(tok);
+	free(tok->cache);
+	for (size_t k = 0; k < tok->n_steps; k++)
+		pcre2_code_free(tok->steps[k].re);
+	eng_tok_pairmap_free(&tok->merges);
+	pthread_mutex_destroy(&tok->lock);
+	free(tok->added);
+	free(tok->bmap);
+	free(tok->ent);
+	free(tok->pool);
+	free(tok);
+}
+
+/* ---- encoding ------------------------------------------------------------------ */
+
+/* The longest added token at text[i], or -1. */
+static int32_t added_at(const eng_tokenizer *tok, const char *text, size_t left, bool allow_special)
+{
+	for (size_t k = 0; k < tok->n_added; k++) {
+		int32_t id = tok->added[k];
+		const eng_tok_entry *e = &tok->ent[id];
+		if (e->kind == TOK_SPECIAL && !allow_special)
+			continue;
+		if (e->len <= left && memcmp(tok->pool + e->off, text, e->len) == 0)
+			return id; /* longest first */
+	}
+	return -1;
+}
+
+int eng_tokenize(const eng_tokenizer *tok, const char *text, size_t len, bool allow_special, int32_t **ids,
+		 size_t *n)
+{
+	*ids = NULL;
+	*n = 0;
+	if (len > ENG_TOK_MAX_INPUT)
+		return ev_error_set(EV_E_LIMIT, "tokenize: %zu bytes of input, over the limit of %zu", len,
+				    ENG_TOK_MAX_INPUT);
+	eng_tok_enc e;
+	int rc = eng_tok_enc_init(&e, tok);
+	if (rc)
+		goto done;
+	size_t seg = 0;
+	if (tok->n_added && (allow_special || tok->any_normal_added)) {
+		for (size_t i = 0; i < len; i++) {
+			if (!tok->first_byte[(unsigned char)text[i]])
+				continue;
+			int32_t id = added_at(tok, text + i, len - i, allow_special);
+			if (id < 0)
+				continue;
+			if ((rc = eng_tok_encode_segment(&e, text + seg, i - seg)) || (rc = eng_tok_emit(&e, id)))
+				goto done;
+			i += tok->ent[id].len;
+			seg = i;
+			i--; /* the loop's i++ */
+		}
+	}
+	if ((rc = eng_tok_encode_segment(&e, text + seg, len - seg)))
+		goto done;
+	if (!e.ids && (rc = eng_tok_emit(&e, 0)) == 0)
+		e.n = 0; /* never NULL on success */
+	if (rc)
+		goto done;
+	*ids = e.ids;
+	*n = e.n;
+	e.ids = NULL;
+done:
+	eng_tok_enc_free(&e);
+	return rc;
+}
+
+/* ---- decoding ------------------------------------------------------------------ */
+
+static int check_id(const eng_tokenizer *tok, int32_t id)
+{
+	if (id < 0 || (size_t)id >= tok->n_ent || tok->ent[id].kind == TOK_HOLE)
+		return ev_error_set(EV_E_INVALID, "detokenize: id %d is not in the vocab (size %zu)", (int)id,
+				    tok->n_ent);
+	return 0;
+}
+
+int eng_detokenize(const eng_tokenizer *tok, const int32_t *ids, size_t n, bool skip_special, char **out,
+		   size_t *out_len)
+{
+	*out = NULL;
+	ev_buf b = EV_BUF_INIT(ENG_TOK_MAX_INPUT);
+	int rc = 0;
+	for (size_t i = 0; i < n && !rc; i++) {
+		if ((rc = check_id(tok, ids[i])))
+			break;
+		if (skip_special && tok->ent[ids[i]].kind == TOK_SPECIAL)
+			continue;
+		size_t len;
+		const char *s = ent_bytes(tok, ids[i], &len);
+		rc = ev_buf_append(&b, s, len);
+	}
+	if (rc) {
+		ev_buf_free(&b);
+		return rc;
+	}
+	*out = ev_buf_detach(&b, out_len);
+	return *out ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
+}
+
+int32_t eng_token_id(const eng_tokenizer *tok, const char *token)
+{
+	if (!tok || !token)
+		return -1;
+	size_t len = strlen(token);
+	for (size_t k = 0; k < tok->n_added; k++) {
+		const eng_tok_entry *e = &tok->ent[tok->added[k]];
+		if (e->len == len && memcmp(tok->pool + e->off, token, len) == 0)
+			return tok->added[k];
+	}
+	char tmp[ENG_TOK_MAX_TOKEN_BYTES];
+	size_t n;
+	if (len <= sizeof tmp && eng_tok_unmap(token, len, tmp, &n)) {
+		int32_t id = eng_tok_lookup(tok, tmp, n);
+		if (id >= 0)
+			return id;
+	}
+	return eng_tok_lookup(tok, token, len);
+}
+
+const char *eng_token_bytes(const eng_tokenizer *tok, int32_t id, size_t *len)
+{
+	if (id < 0 || (size_t)id >= tok->n_ent || tok->ent[id].kind == TOK_HOLE) {
+		*len = 0;
+		return NULL;
+	}
+	return ent_bytes(tok, id, len);
+}
+
+bool eng_token_is_special(const eng_tokenizer *tok, int32_t id)
+{
+	return id >= 0 && (size_t)id < tok->n_ent && tok->ent[id].kind == TOK_SPECIAL;
+}
+
+size_t eng_tokenizer_vocab_size(const eng_tokenizer *tok) { return tok->n_ent; }
+int32_t eng_tokenizer_bos_id(const eng_tokenizer *tok) { return tok->bos_id; }
+int32_t eng_tokenizer_eos_id(const eng_tokenizer *tok) { return tok->eos_id; }
+
+/* ---- streaming ------------------------------------------------------------------ */
+
+struct eng_detok_stream {
+	const eng_tokenizer *tok;
+	bool skip_special;
+	unsigned char held[4]; /* the start of an incomplete UTF-8 sequence */
+	size_t n_held;
+};
+
+int eng_detok_stream_new(eng_detok_stream **out, const eng_tokenizer *tok, bool skip_special)
+{
+	*out = calloc(1, sizeof **out);
+	if (!*out)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	(*out)->tok = tok;
+	(*out)->skip_special = skip_special;
+	return 0;
+}
+
+void eng_detok_stream_free(eng_detok_stream *s) { free(s); }
+
+static const char replacement[] = "\xEF\xBF\xBD";
+
+/* How a byte sequence starting at p (n bytes) begins: the length of a
+ * complete valid character (> 0), 0 when it is a valid but incomplete
+ * prefix, -1 when its first byte can start nothing valid. Second bytes are
+ * range-checked so overlong forms and surrogates are invalid at once. */
+static int utf8_status(const unsigned char *p, size_t n)
+{
+	unsigned c = p[0];
+	int need;
+	unsigned lo = 0x80, hi = 0xBF;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xC2 && c <= 0xDF)
+		need = 2;
+	else if (c >= 0xE0 && c <= 0xEF) {
+		need = 3;
+		lo = c == 0xE0 ? 0xA0 : 0x80;
+		hi = c == 0xED ? 0x9F : 0xBF;
+	} else if (c >= 0xF0 && c <= 0xF4) {
+		need = 4;
+		lo = c == 0xF0 ? 0x90 : 0x80;
+		hi = c == 0xF4 ? 0x8F : 0xBF;
+	} else
+		return -1;
+	for (int i = 1; i < need; i++) {
+		if ((size_t)i >= n)
+			return 0;
+		unsigned lo_i = i == 1 ? lo : 0x80, hi_i = i == 1 ? hi : 0xBF;
+		if (p[i] < lo_i || p[i] > hi_i)
+			return -1;
+	}
+	return need;
+}
+
+/* Emits the valid text of held + s; keeps an incomplete tail held. */
+static int stream_feed(eng_detok_stream *st, const unsigned char *s, size_t len, ev_buf *out)
+{
+	int rc = 0;
+	size_t i = 0;
+	while (st->n_held && i < len) {
+		/* Complete (or refute) the held sequence byte by byte. */
+		st->held[st->n_held++] = s[i++];
+		int k = utf8_status(st->held, st->n_held);
+		if (k > 0) {
+			rc = ev_buf_append(out, st->held, (size_t)k);
+			st->n_held = 0;
+		} else if (k < 0) {
+			/* The lead byte was bad after all: replace it, re-read the rest. */
+			unsigned char rest[4];
+			size_t nr = st->n_held - 1;
+			memcpy(rest, st->held + 1, nr);
+			st->n_held = 0;
+			if ((rc = ev_buf_puts(out, replacement)) || (rc = stream_feed(st, rest, nr, out)))
+				return rc;
+		}
+		if (rc)
+			return rc;
+	}
+	size_t run = i; /* start of bytes copied as they are */
+	while (i < len) {
+		int k = utf8_status(s + i, len - i);
+		if (k > 0) {
+			i += (size_t)k;
+			continue;
+		}
+		if ((rc = ev_buf_append(out, s + run, i - run)))
+			return rc;
+		if (k == 0) { /* incomplete at the end: hold it */
+			memcpy(st->held, s + i, len - i);
+			st->n_held = len - i;
+			return 0;
+		}
+		if ((rc = ev_buf_puts(out, replacement)))
+			return rc;
+		run = ++i;
+	}
+	return ev_buf_append(out, s + run, i - run);
+}
+
+int eng_detok_stream_push(eng_detok_stream *s, int32_t id, ev_buf *out)
+{
+	int rc = check_id(s->tok, id);
+	if (rc)
+		return rc;
+	if (s->skip_special && s->tok->ent[id].kind == TOK_SPECIAL)
+		return 0;
+	size_t len;
+	const char *b = ent_bytes(s->tok, id, &len);
+	return stream_feed(s, (const unsigned char *)b, len, out);
+}
+
+int eng_detok_stream_flush(eng_detok_stream *s, ev_buf *out)
+{
+	if (!s->n_held)
+		return 0;
+	s->n_held = 0;
+	return ev_buf_puts(out, replacement);
+}
