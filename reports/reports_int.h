@@ -1,0 +1,60 @@
+/*
+ * reports/reports_int.h: the report's data, gathered once from the tracker
+ * (report_data.c) and written as Markdown (report_md.c) or JSON
+ * (report_json.c).
+ */
+#ifndef EV_REPORTS_INT_H
+#define EV_REPORTS_INT_H
+
+#include "reports/reports.h"
+
+/* Characters of an answer shown in a report. */
+#define EV_REPORT_ANSWER_CHARS 200
+/* Upper bound on max_failed. */
+#define EV_REPORT_MAX_FAILED 1000
+/* Largest report produced (the most failed lists keep it small). */
+#define EV_REPORT_MAX_BYTES ((size_t)256 << 20)
+
+typedef struct {
+	char *id;
+	double score;  /* mean over the sample's scored epochs (0 when all were errors) */
+	char *reason;  /* the reason of its worst epoch */
+	char *answer;  /* extracted answer, else the response; truncated, valid UTF-8 */
+} ev_report_failed;
+
+typedef struct {
+	char *name;
+	bool from_summary; /* figures below come from the run's summary_json */
+	long n;
+	long errors;
+	bool has_score, has_ci, has_stderr;
+	double score, ci_low, ci_high, stderr_;
+	cJSON *failures;   /* {reason: count}, owned */
+	ev_report_failed *failed; /* lowest score first, ties by id */
+	size_t n_failed;
+	/* while gathering, for suites without a summary */
+	double sum;
+	long scored;
+} ev_report_suite;
+
+typedef struct {
+	ev_run_row run;
+	bool complete;   /* the run has a summary */
+	cJSON *config;   /* parsed config_json, or NULL */
+	ev_report_suite *suites;
+	size_t n_suites;
+	size_t cap_suites;
+	int max_failed;
+} ev_report_data;
+
+int ev_report_gather(ev_report_data *d, ev_tracker *t, int64_t run_id, int max_failed);
+void ev_report_data_clear(ev_report_data *d);
+
+int ev_report_md(ev_buf *b, const ev_report_data *d);
+int ev_report_json(ev_buf *b, const ev_report_data *d);
+
+/* A malloc'd copy of s as valid UTF-8 (invalid bytes become U+FFFD), cut
+ * after max_chars code points with "..." appended when cut. NULL in gives "". */
+char *ev_report_text(const char *s, size_t max_chars);
+
+#endif
