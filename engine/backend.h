@@ -1,0 +1,279 @@
+/*
+ * engine/backend.h: what only the engine's own files share. The loaded
+ * model (config, tensors bound to layers), the paged KV cache, and the
+ * backend function table that every compute path implements: the CPU
+ * reference mode (plain loops, the oracle), the fast CPU path, and later
+ * CUDA. forward.c drives the model through the table only.
+ */
+#ifndef ENG_BACKEND_H
+#define ENG_BACKEND_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+
+/* ---- tensors ------------------------------------------------------------ */
+
+typedef enum { ENG_F32 = 0, ENG_F16 = 1, ENG_BF16 = 2 } eng_dtype;
+
+const char *eng_dtype_name(eng_dtype t);
+size_t eng_dtype_size(eng_dtype t);
+float eng_f16_to_f32(uint16_t h);
+uint16_t eng_f32_to_f16(float f);
+static inline float eng_bf16_to_f32(uint16_t h)
+{
+	union { uint32_t u; float f; } v = {(uint32_t)h << 16};
+	return v.f;
+}
+uint16_t eng_f32_to_bf16(float f);
+/* Converts n elements of `src` (dtype t) to f32. */
+void eng_to_f32(float *dst, const void *src, eng_dtype t, size_t n);
+
+#define ENG_MAX_DIMS 4
+
+/* One tensor of a checkpoint: data points into the mmapped file (or an
+ * aligned copy when the file's offset is not aligned for the dtype). */
+typedef struct {
+	char *name;
+	eng_dtype dtype;
+	int ndim;
+	int64_t shape[ENG_MAX_DIMS];
+	const void *data;
+	size_t nbytes;
+	int file;        /* index into the loaded files */
+	bool used;       /* bound to the model */
+} eng_tensor;
+
+/* A 2-D weight [rows, cols] in its stored dtype, as the matmul sees it. */
+typedef struct {
+	const void *data;
+	eng_dtype dtype;
+	int rows, cols;
+} eng_weight;
+
+/* The loaded safetensors files of a checkpoint (safetensors.c). */
+typedef struct {
+	int nfiles;
+	void **maps;
+	size_t *map_len;
+	char **paths;
+	eng_tensor *t;   /* sorted by name */
+	int nt;
+	void **copies;   /* aligned copies of misaligned tensors */
+	int ncopies;
+} eng_tensor_set;
+
+/* Opens model.safetensors, or the shards of model.safetensors.index.json,
+ * in `dir`, validating every header. */
+int eng_st_open(eng_tensor_set *ts, const char *dir);
+/* Validates one file's header and appends its tensors (file index fi). */
+int eng_st_parse(eng_tensor_set *ts, int fi, const char *path, const void *map, size_t len);
+void eng_st_close(eng_tensor_set *ts);
+eng_tensor *eng_st_find(eng_tensor_set *ts, const char *name);
+
+/* ---- config ------------------------------------------------------------- */
+
+typedef enum {
+	ENG_ARCH_LLAMA, ENG_ARCH_MISTRAL, ENG_ARCH_QWEN2, ENG_ARCH_QWEN3,
+	ENG_ARCH_MIXTRAL, ENG_ARCH_QWEN3_MOE
+} eng_arch;
+
+typedef struct {
+	eng_arch arch;
+	char architecture[64];
+	int hidden, layers, heads, kv_heads, head_dim, intermediate, vocab;
+	double rms_eps, rope_theta;
+	/* rope_scaling: 0 none, 1 llama3, 2 linear */
+	int rope_kind;
+	double rope_factor, rope_low, rope_high;
+	long rope_orig_max;
+	bool tie;
+	long max_position;
+	long sliding_window; /* 0 = none */
+	bool qkv_bias, o_bias, qk_norm;
+	/* MoE */
+	int experts, top_k, moe_intermediate, sparse_step;
+	bool norm_topk;
+	bool *moe_layer; /* [layers] */
+	int bos_id;
+	int eos_ids[8];
+	int n_eos;
+} eng_config;
+
+/* Parses config.json (and generation_config.json for EOS ids) in `dir`. */
+int eng_config_load(eng_config *c, const char *dir);
+void eng_config_clear(eng_config *c);
+const char *eng_arch_family(eng_arch a);
+
+/* ---- layers ------------------------------------------------------------- */
+
+typedef struct {
+	eng_weight gate, up, down;
+} eng_ffn;
+
+typedef struct {
+	float *attn_norm, *ffn_norm;     /* [hidden], f32 copies */
+	float *q_norm, *k_norm;          /* [head_dim] or NULL */
+	float *bq, *bk, *bv, *bo;        /* biases or NULL */
+	eng_weight wq, wk, wv, wo;
+	bool moe;
+	eng_ffn ffn;                     /* dense */
+	eng_weight router;               /* [experts, hidden] */
+	eng_ffn *experts;                /* [experts] */
+} eng_layer;
+
+/* ---- paged KV cache ----------------------------------------------------- */
+
+/* A page holds block_size positions of every layer's keys and values, plus
+ * per layer and KV head the running sum of the post-RoPE keys it holds (the
+ * MSA index branch reads the block's mean key without touching the keys).
+ * Layout per layer: K[B][kvh][hd], V[B][kvh][hd], ksum[kvh][hd]. Pages are
+ * refcounted so that sequences sharing a prefix can share them later. */
+typedef struct {
+	int refs;
+	int ntok;     /* positions filled */
+	float *data;
+} eng_page;
+
+typedef struct {
+	int block;        /* positions per page */
+	size_t layer_floats; /* floats per layer in a page */
+	size_t page_floats;
+	int kvh, hd;
+	eng_page **free;  /* free list */
+	int nfree, free_cap;
+	long live;        /* pages handed out */
+} eng_kv_pool;
+
+static inline float *eng_page_k(const eng_kv_pool *p, eng_page *pg, int layer, int slot)
+{
+	return pg->data + (size_t)layer * p->layer_floats + (size_t)slot * p->kvh * p->hd;
+}
+static inline float *eng_page_v(const eng_kv_pool *p, eng_page *pg, int layer, int slot)
+{
+	return pg->data + (size_t)layer * p->layer_floats + (size_t)(p->block + slot) * p->kvh * p->hd;
+}
+static inline float *eng_page_ksum(const eng_kv_pool *p, eng_page *pg, int layer)
+{
+	return pg->data + (size_t)layer * p->layer_floats + (size_t)2 * p->block * p->kvh * p->hd;
+}
+
+int eng_kv_pool_init(eng_kv_pool *p, int layers, int kvh, int hd, int block);
+void eng_kv_pool_clear(eng_kv_pool *p);
+eng_page *eng_page_get(eng_kv_pool *p);
+void eng_page_put(eng_kv_pool *p, eng_page *pg);
+
+struct eng_seq {
+	eng_model *m;
+	eng_page **pages;
+	int npages, pages_cap;
+	long len;
+	float *logits; /* [vocab] */
+	bool has_logits;
+};
+
+/* Makes room for positions [len, len + n): new pages as needed. */
+int eng_seq_reserve(eng_seq *s, long n);
+
+/* ---- the backend function table ----------------------------------------- */
+
+/* Where one row of a batched forward sits: its sequence and position. */
+typedef struct {
+	eng_seq *seq;
+	long pos;
+} eng_row;
+
+/* Activations are f32 row-major [n rows, width] buffers in the backend's
+ * own memory (from `alloc`; host memory for the CPU paths, device memory
+ * for CUDA). Descriptions of the work (token ids, positions, rows with
+ * their pages, expert choices) are host arrays the backend reads or
+ * uploads itself. Every op is pure given its inputs, so each backend can
+ * be compared with the reference op by op. */
+typedef struct eng_backend {
+	const char *name;
+	/* backend memory for activations; NULL when out of memory */
+	void *(*alloc)(struct eng_backend *be, size_t bytes);
+	void (*release)(struct eng_backend *be, void *p);
+	/* copies n floats of backend memory to host memory */
+	void (*to_host)(struct eng_backend *be, float *host, const float *src, size_t n);
+	/* x[i] = embedding row tok[i] as f32, i < n */
+	void (*embed)(struct eng_backend *be, float *x, const int32_t *tok, int n);
+	/* dst[i] = src[idx[i]], rows of `width` floats, i < n */
+	void (*gather)(struct eng_backend *be, float *dst, const float *src, const int *idx, int n, int width);
+	/* y[n, w.rows] = x[n, w.cols] . w^T (+ bias[w.rows] when not NULL) */
+	void (*matmul)(struct eng_backend *be, float *y, const float *x, int n, const eng_weight *w,
+		       const float *bias);
+	/* y[n, d] = x / rms(x) * g, per row */
+	void (*rmsnorm)(struct eng_backend *be, float *y, const float *x, const float *g, int n, int d,
+			float eps);
+	/* rotate-half RoPE in place on x[n, nh, hd], row i at position pos[i] */
+	void (*rope)(struct eng_backend *be, float *x, int n, int nh, int hd, const long *pos,
+		     const float *inv_freq);
+	/* Stores k, v [n, kvh, hd] of `layer` into each row's page slot and
+	 * adds k to the page's key sum. */
+	void (*kv_store)(struct eng_backend *be, const eng_row *rows, int n, int layer, const float *k,
+			 const float *v);
+	/* out[n, nh, hd] = causal softmax(q k^T / sqrt(hd)) v over each row's
+	 * cached positions <= pos (and > pos - window when window > 0). */
+	void (*attention)(struct eng_backend *be, float *out, const float *q, const eng_row *rows, int n,
+			  int layer, int nh, long window);
+	/* y[i] += a * x[i], i < n (residuals, MoE expert mixing) */
+	void (*axpy)(struct eng_backend *be, float *y, const float *x, float a, size_t n);
+	/* g[i] = silu(g[i]) * u[i], i < n */
+	void (*swiglu)(struct eng_backend *be, float *g, const float *u, size_t n);
+	void *ctx; /* backend state (thread pool, scratch) */
+	eng_model *m;
+} eng_backend;
+
+int eng_backend_ref_init(eng_backend *be, eng_model *m);
+void eng_backend_ref_free(eng_backend *be);
+int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads);
+void eng_backend_cpu_free(eng_backend *be);
+
+/* Ops the reference and fast CPU paths share (engine/cpu/ref.c). */
+void eng_cpu_fill_common(eng_backend *be);
+void eng_cpu_rmsnorm(eng_backend *be, float *y, const float *x, const float *g, int n, int d, float eps);
+void eng_cpu_rope(eng_backend *be, float *x, int n, int nh, int hd, const long *pos, const float *inv_freq);
+void eng_cpu_kv_store(eng_backend *be, const eng_row *rows, int n, int layer, const float *k, const float *v);
+void eng_cpu_swiglu(eng_backend *be, float *g, const float *u, size_t n);
+
+/* ---- thread pool (engine/cpu/pool.c) -------------------------------------- */
+
+/* A fixed set of workers that run one job at a time: fn(ctx, task, worker)
+ * for every task in [0, ntasks), the calling thread taking part as worker
+ * 0. eng_pool_run returns when all tasks are done. */
+typedef struct eng_pool eng_pool;
+typedef void (*eng_task_fn)(void *ctx, int task, int worker);
+
+int eng_pool_new(eng_pool **out, int threads);
+void eng_pool_free(eng_pool *p);
+int eng_pool_threads(const eng_pool *p);
+void eng_pool_run(eng_pool *p, eng_task_fn fn, void *ctx, int ntasks);
+
+/* ---- the model ------------------------------------------------------------ */
+
+struct eng_model {
+	/* serialises forwards and page-pool changes: one model, many threads */
+	pthread_mutex_t mu;
+	eng_config c;
+	eng_tensor_set ts;
+	eng_weight embed, lm_head;
+	float *final_norm;
+	eng_layer *layers;
+	float *inv_freq; /* [head_dim / 2] */
+	eng_kv_pool kv;
+	long max_context;
+	eng_backend ref, cpu;
+	eng_backend *be; /* the one in use */
+	int threads;
+	char dtypes[32];
+	uint64_t weight_bytes;
+	/* f32 copies of 1-D tensors, freed with the model */
+	float **owned;
+	int nowned, owned_cap;
+};
+
+#endif

@@ -1,0 +1,278 @@
+/*
+ * engine/config.c: config.json and generation_config.json of a checkpoint,
+ * turned into eng_config. Every size is bounded and checked for the
+ * relations the forward pass relies on (heads a multiple of KV heads, even
+ * head_dim, top-k <= experts) before anything is allocated from it.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend.h"
+
+#define CONFIG_MAX (4u << 20)
+
+static const struct {
+	const char *name;
+	eng_arch arch;
+	const char *family;
+} archs[] = {
+	{"LlamaForCausalLM", ENG_ARCH_LLAMA, "llama"},
+	{"MistralForCausalLM", ENG_ARCH_MISTRAL, "mistral"},
+	{"Qwen2ForCausalLM", ENG_ARCH_QWEN2, "qwen2"},
+	{"Qwen3ForCausalLM", ENG_ARCH_QWEN3, "qwen3"},
+	{"MixtralForCausalLM", ENG_ARCH_MIXTRAL, "mixtral"},
+	{"Qwen3MoeForCausalLM", ENG_ARCH_QWEN3_MOE, "qwen3_moe"},
+};
+#define NARCHS (int)(sizeof(archs) / sizeof(archs[0]))
+
+const char *eng_arch_family(eng_arch a)
+{
+	for (int i = 0; i < NARCHS; i++)
+		if (archs[i].arch == a)
+			return archs[i].family;
+	return "?";
+}
+
+/* An integer field within [lo, hi]; `dflt` < lo means required. */
+static int get_int(int *out, const cJSON *o, const char *key, long dflt, long lo, long hi, const char *path)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!v || cJSON_IsNull(v)) {
+		if (dflt < lo)
+			return ev_error_set(EV_E_INVALID, "%s: '%s' is required", path, key);
+		*out = (int)dflt;
+		return 0;
+	}
+	if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo ||
+	    v->valuedouble > hi)
+		return ev_error_set(EV_E_INVALID, "%s: '%s' must be an integer in [%ld, %ld]", path, key, lo, hi);
+	*out = (int)v->valuedouble;
+	return 0;
+}
+
+static int get_num(double *out, const cJSON *o, const char *key, double dflt, double lo, double hi, const char *path)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!v || cJSON_IsNull(v)) {
+		*out = dflt;
+		return 0;
+	}
+	if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi))
+		return ev_error_set(EV_E_INVALID, "%s: '%s' must be a number in [%g, %g]", path, key, lo, hi);
+	*out = v->valuedouble;
+	return 0;
+}
+
+/* eos_token_id: a number or a list of numbers; appended, deduplicated. */
+static void add_eos(eng_config *c, const cJSON *v)
+{
+	const cJSON *items[8];
+	int n = 0;
+	if (cJSON_IsNumber(v))
+		items[n++] = v;
+	else if (cJSON_IsArray(v))
+		for (const cJSON *e = v->child; e && n < 8; e = e->next)
+			items[n++] = e;
+	for (int i = 0; i < n; i++) {
+		if (!cJSON_IsNumber(items[i]) || items[i]->valuedouble < 0 || items[i]->valuedouble >= c->vocab)
+			continue;
+		int id = (int)items[i]->valuedouble, j = 0;
+		for (; j < c->n_eos; j++)
+			if (c->eos_ids[j] == id)
+				break;
+		if (j == c->n_eos && c->n_eos < 8)
+			c->eos_ids[c->n_eos++] = id;
+	}
+}
+
+static int parse_rope_scaling(eng_config *c, const cJSON *rs, const char *path)
+{
+	if (!rs || cJSON_IsNull(rs))
+		return 0;
+	if (!cJSON_IsObject(rs))
+		return ev_error_set(EV_E_INVALID, "%s: 'rope_scaling' must be an object", path);
+	const char *type = ev_json_str(rs, "rope_type", ev_json_str(rs, "type", "default"));
+	int rc = 0;
+	if (!strcmp(type, "default"))
+		return 0;
+	if ((rc = get_num(&c->rope_factor, rs, "factor", 1.0, 1e-6, 1e6, path)))
+		return rc;
+	if (!strcmp(type, "linear")) {
+		c->rope_kind = 2;
+		return 0;
+	}
+	if (strcmp(type, "llama3"))
+		return ev_error_set(EV_E_UNSUPPORTED, "%s: rope_scaling type '%s' not supported (llama3, linear)", path,
+				    type);
+	int orig = 0;
+	c->rope_kind = 1;
+	if ((rc = get_num(&c->rope_low, rs, "low_freq_factor", 1.0, 1e-6, 1e6, path)) ||
+	    (rc = get_num(&c->rope_high, rs, "high_freq_factor", 4.0, 1e-6, 1e6, path)) ||
+	    (rc = get_int(&orig, rs, "original_max_position_embeddings", 8192, 1, 1L << 30, path)))
+		return rc;
+	if (c->rope_high <= c->rope_low)
+		return ev_error_set(EV_E_INVALID, "%s: rope_scaling: high_freq_factor must exceed low_freq_factor", path);
+	c->rope_orig_max = orig;
+	return 0;
+}
+
+static int parse_config(eng_config *c, const cJSON *o, const char *path)
+{
+	int rc = 0;
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "architectures");
+	const char *name = cJSON_IsArray(a) && cJSON_IsString(a->child) ? a->child->valuestring : NULL;
+	int ai = -1;
+	for (int i = 0; name && i < NARCHS; i++)
+		if (!strcmp(name, archs[i].name))
+			ai = i;
+	if (ai < 0) {
+		ev_buf b = EV_BUF_INIT(1024);
+		for (int i = 0; i < NARCHS; i++)
+			ev_buf_printf(&b, "%s%s", i ? ", " : "", archs[i].name);
+		rc = ev_error_set(EV_E_UNSUPPORTED, "%s: architecture '%s' not supported (supported: %s)", path,
+				  name ? name : "(none given)", b.data ? b.data : "");
+		ev_buf_free(&b);
+		return rc;
+	}
+	c->arch = archs[ai].arch;
+	snprintf(c->architecture, sizeof(c->architecture), "%s", archs[ai].name);
+	if ((rc = get_int(&c->hidden, o, "hidden_size", -1, 1, 1 << 17, path)) ||
+	    (rc = get_int(&c->layers, o, "num_hidden_layers", -1, 1, 1024, path)) ||
+	    (rc = get_int(&c->heads, o, "num_attention_heads", -1, 1, 4096, path)) ||
+	    (rc = get_int(&c->kv_heads, o, "num_key_value_heads", c->heads, 1, 4096, path)) ||
+	    (rc = get_int(&c->vocab, o, "vocab_size", -1, 1, 1 << 24, path)))
+		return rc;
+	int hd_default = c->hidden % c->heads ? -1 : c->hidden / c->heads;
+	if ((rc = get_int(&c->head_dim, o, "head_dim", hd_default, 2, 4096, path)))
+		return rc;
+	if (c->head_dim % 2)
+		return ev_error_set(EV_E_INVALID, "%s: head_dim %d must be even (RoPE pairs i with i + d/2)", path,
+				    c->head_dim);
+	if (c->heads % c->kv_heads)
+		return ev_error_set(EV_E_INVALID, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
+				    path, c->heads, c->kv_heads);
+	if ((rc = get_num(&c->rms_eps, o, "rms_norm_eps", 1e-6, 0, 1, path)) ||
+	    (rc = get_num(&c->rope_theta, o, "rope_theta", 10000.0, 1, 1e12, path)))
+		return rc;
+	int maxpos = 0;
+	if ((rc = get_int(&maxpos, o, "max_position_embeddings", 4096, 1, 1 << 30, path)))
+		return rc;
+	c->max_position = maxpos;
+	c->tie = ev_json_bool(o, "tie_word_embeddings", false);
+	if ((rc = parse_rope_scaling(c, cJSON_GetObjectItemCaseSensitive(o, "rope_scaling"), path)))
+		return rc;
+	bool attn_bias = ev_json_bool(o, "attention_bias", false);
+	c->qkv_bias = attn_bias || c->arch == ENG_ARCH_QWEN2;
+	c->o_bias = attn_bias && c->arch != ENG_ARCH_QWEN2;
+	c->qk_norm = c->arch == ENG_ARCH_QWEN3 || c->arch == ENG_ARCH_QWEN3_MOE;
+	if (c->arch == ENG_ARCH_MISTRAL || c->arch == ENG_ARCH_MIXTRAL) {
+		int sw = 0;
+		if ((rc = get_int(&sw, o, "sliding_window", 0, 0, 1 << 30, path)))
+			return rc;
+		c->sliding_window = sw;
+	}
+	if (c->arch == ENG_ARCH_QWEN2 && ev_json_bool(o, "use_sliding_window", false))
+		ev_log_warn("%s: use_sliding_window is ignored (attention is full)", path);
+
+	bool moe = c->arch == ENG_ARCH_MIXTRAL || c->arch == ENG_ARCH_QWEN3_MOE;
+	if ((rc = get_int(&c->intermediate, o, "intermediate_size", moe ? 0 : -1, moe ? 0 : 1, 1 << 20, path)))
+		return rc;
+	c->sparse_step = 1;
+	if (c->arch == ENG_ARCH_MIXTRAL) {
+		if ((rc = get_int(&c->experts, o, "num_local_experts", -1, 1, 1024, path)) ||
+		    (rc = get_int(&c->top_k, o, "num_experts_per_tok", 2, 1, 4096, path)))
+			return rc;
+		if (c->intermediate < 1)
+			return ev_error_set(EV_E_INVALID, "%s: 'intermediate_size' is required", path);
+		c->moe_intermediate = c->intermediate;
+		c->norm_topk = true;
+	} else if (c->arch == ENG_ARCH_QWEN3_MOE) {
+		if ((rc = get_int(&c->experts, o, "num_experts", -1, 0, 1024, path)) ||
+		    (rc = get_int(&c->top_k, o, "num_experts_per_tok", 2, 1, 4096, path)) ||
+		    (rc = get_int(&c->moe_intermediate, o, "moe_intermediate_size", -1, 1, 1 << 20, path)) ||
+		    (rc = get_int(&c->sparse_step, o, "decoder_sparse_step", 1, 1, 4096, path)))
+			return rc;
+		c->norm_topk = ev_json_bool(o, "norm_topk_prob", false);
+	}
+	if (moe && c->experts && c->top_k > c->experts)
+		return ev_error_set(EV_E_INVALID, "%s: num_experts_per_tok %d exceeds the %d experts", path, c->top_k,
+				    c->experts);
+	if (!(c->moe_layer = calloc((size_t)c->layers, sizeof(bool))))
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	if (moe && c->experts) {
+		for (int i = 0; i < c->layers; i++)
+			c->moe_layer[i] = c->arch == ENG_ARCH_MIXTRAL || (i + 1) % c->sparse_step == 0;
+		const cJSON *only = cJSON_GetObjectItemCaseSensitive(o, "mlp_only_layers");
+		if (only && !cJSON_IsNull(only) && !cJSON_IsArray(only))
+			return ev_error_set(EV_E_INVALID, "%s: 'mlp_only_layers' must be a list", path);
+		for (const cJSON *e = only ? only->child : NULL; e; e = e->next) {
+			if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= c->layers)
+				return ev_error_set(EV_E_INVALID, "%s: mlp_only_layers: bad layer index", path);
+			c->moe_layer[(int)e->valuedouble] = false;
+		}
+		for (int i = 0; i < c->layers; i++)
+			if (!c->moe_layer[i] && c->intermediate < 1)
+				return ev_error_set(EV_E_INVALID, "%s: layer %d is dense but intermediate_size is 0", path, i);
+	}
+	c->bos_id = -1;
+	const cJSON *bos = cJSON_GetObjectItemCaseSensitive(o, "bos_token_id");
+	if (cJSON_IsNumber(bos) && bos->valuedouble >= 0 && bos->valuedouble < c->vocab)
+		c->bos_id = (int)bos->valuedouble;
+	add_eos(c, cJSON_GetObjectItemCaseSensitive(o, "eos_token_id"));
+	return 0;
+}
+
+int eng_config_load(eng_config *c, const char *dir)
+{
+	memset(c, 0, sizeof(*c));
+	char *path = ev_asprintf("%s/config.json", dir), *gpath = ev_asprintf("%s/generation_config.json", dir);
+	char *text = NULL;
+	size_t len;
+	cJSON *o = NULL;
+	int rc;
+	if (!path || !gpath) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto done;
+	}
+	if ((rc = ev_file_read(&text, &len, path, CONFIG_MAX))) {
+		rc = ev_error_wrap(rc, "%s", path);
+		goto done;
+	}
+	if ((rc = ev_json_parse(&o, text, len, path)))
+		goto done;
+	if (!cJSON_IsObject(o)) {
+		rc = ev_error_set(EV_E_PARSE, "%s: not a JSON object", path);
+		goto done;
+	}
+	if ((rc = parse_config(c, o, path)))
+		goto done;
+	cJSON_Delete(o);
+	o = NULL;
+	free(text);
+	text = NULL;
+	/* generation_config.json is optional; its EOS ids join config's */
+	if (ev_file_read(&text, &len, gpath, CONFIG_MAX) == 0) {
+		if (ev_json_parse(&o, text, len, gpath) == 0 && cJSON_IsObject(o))
+			add_eos(c, cJSON_GetObjectItemCaseSensitive(o, "eos_token_id"));
+		else
+			ev_log_warn("%s: ignored: %s", gpath, ev_error_msg());
+	}
+	ev_error_clear();
+done:
+	cJSON_Delete(o);
+	free(text);
+	free(path);
+	free(gpath);
+	if (rc)
+		eng_config_clear(c);
+	return rc;
+}
+
+void eng_config_clear(eng_config *c)
+{
+	if (!c)
+		return;
+	free(c->moe_layer);
+	c->moe_layer = NULL;
+}

@@ -1,0 +1,103 @@
+/*
+ * engine/dtype.c: the stored weight types (F32, F16, BF16) and their
+ * conversions to and from f32. F16 goes through a 64 K entry table built
+ * once, since the matmul converts weight rows on the fly.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "engine/backend.h"
+
+const char *eng_dtype_name(eng_dtype t)
+{
+	switch (t) {
+	case ENG_F32: return "F32";
+	case ENG_F16: return "F16";
+	case ENG_BF16: return "BF16";
+	}
+	return "?";
+}
+
+size_t eng_dtype_size(eng_dtype t)
+{
+	return t == ENG_F32 ? 4 : 2;
+}
+
+static float f16_decode(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
+	if (exp == 0) {
+		/* zero or subnormal: value = man * 2^-24 */
+		float f = ldexpf((float)man, -24);
+		return sign ? -f : f;
+	}
+	if (exp == 31)
+		u = sign | 0x7f800000u | (man << 13);
+	else
+		u = sign | ((exp + 112) << 23) | (man << 13);
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static float f16_table[65536];
+static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
+
+static void f16_build(void)
+{
+	for (uint32_t i = 0; i < 65536; i++)
+		f16_table[i] = f16_decode((uint16_t)i);
+}
+
+float eng_f16_to_f32(uint16_t h)
+{
+	pthread_once(&f16_once, f16_build);
+	return f16_table[h];
+}
+
+uint16_t eng_f32_to_f16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
+	uint32_t a = u & 0x7fffffffu;
+	if (a >= 0x7f800000u) /* inf or nan */
+		return sign | 0x7c00 | (a > 0x7f800000u ? 0x200 : 0);
+	if (a >= 0x477ff000u) /* rounds past the largest half */
+		return sign | 0x7c00;
+	if (a < 0x38800000u) { /* subnormal half or zero */
+		float af;
+		memcpy(&af, &a, 4);
+		return sign | (uint16_t)lrintf(af * 16777216.0f); /* / 2^-24, nearest even */
+	}
+	/* normal: rebias exponent, round mantissa to nearest even */
+	uint32_t r = a + 0xfffu + ((a >> 13) & 1);
+	return sign | (uint16_t)((r - 0x38000000u) >> 13);
+}
+
+uint16_t eng_f32_to_bf16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x40);
+	u += 0x7fffu + ((u >> 16) & 1);
+	return (uint16_t)(u >> 16);
+}
+
+void eng_to_f32(float *dst, const void *src, eng_dtype t, size_t n)
+{
+	if (t == ENG_F32) {
+		memcpy(dst, src, n * 4);
+	} else if (t == ENG_BF16) {
+		const uint16_t *s = src;
+		for (size_t i = 0; i < n; i++)
+			dst[i] = eng_bf16_to_f32(s[i]);
+	} else {
+		pthread_once(&f16_once, f16_build);
+		const uint16_t *s = src;
+		for (size_t i = 0; i < n; i++)
+			dst[i] = f16_table[s[i]];
+	}
+}

@@ -1,0 +1,289 @@
+/*
+ * engine/forward.c: the decoder forward pass, written once over the
+ * backend table. Rows of a batch are tokens of one or many sequences, each
+ * at its own position; every weight is read once per chunk of rows (GEMM),
+ * attention reads each row's own pages. Prefill is cut into chunks of
+ * ENG_CHUNK rows so that scratch memory stays a small constant.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend.h"
+
+#define ENG_CHUNK 256
+
+/* Backend buffers (activations) and host buffers (the work's description). */
+typedef struct {
+	eng_backend *be;
+	float *x, *xb, *q, *k, *v, *att, *g, *u;
+	float *router;     /* [rows, experts] */
+	float *eb, *eo;    /* expert input / output [rows, hidden] */
+	float *nbuf, *lbuf; /* final norm rows, logits rows */
+	/* host */
+	float *router_h;
+	int *sel;          /* [rows, top_k] expert ids */
+	float *selw;       /* [rows, top_k] weights */
+	int *erows;        /* rows routed to one expert */
+	float *ew;
+	int *lrows;        /* rows whose logits are wanted */
+	long *pos;
+	eng_row *rows;
+} scratch;
+
+static void scratch_free(scratch *s)
+{
+	eng_backend *be = s->be;
+	float **dev[] = {&s->x, &s->xb, &s->q, &s->k, &s->v, &s->att, &s->g, &s->u, &s->router, &s->eb, &s->eo,
+			 &s->nbuf, &s->lbuf};
+	for (size_t i = 0; be && i < sizeof(dev) / sizeof(dev[0]); i++)
+		if (*dev[i])
+			be->release(be, *dev[i]);
+	free(s->router_h), free(s->sel), free(s->selw), free(s->erows), free(s->ew), free(s->lrows), free(s->pos);
+	free(s->rows);
+}
+
+static int scratch_alloc(scratch *s, eng_backend *be, const eng_config *c, int n, int nlog)
+{
+	memset(s, 0, sizeof(*s));
+	s->be = be;
+	size_t N = (size_t)n, F = sizeof(float), qd = (size_t)c->heads * c->head_dim,
+	       kd = (size_t)c->kv_heads * c->head_dim, H = (size_t)c->hidden;
+	size_t inter = (size_t)(c->intermediate > c->moe_intermediate ? c->intermediate : c->moe_intermediate);
+	size_t E = (size_t)(c->experts > 0 ? c->experts : 1), K = (size_t)(c->top_k > 0 ? c->top_k : 1);
+	struct {
+		float **p;
+		size_t bytes;
+	} dev[] = {{&s->x, N * H * F}, {&s->xb, N * H * F}, {&s->q, N * qd * F}, {&s->k, N * kd * F},
+		   {&s->v, N * kd * F}, {&s->att, N * qd * F}, {&s->g, N * inter * F}, {&s->u, N * inter * F},
+		   {&s->router, N * E * F}, {&s->eb, N * H * F}, {&s->eo, N * H * F},
+		   {&s->nbuf, (size_t)nlog * H * F}, {&s->lbuf, (size_t)nlog * (size_t)c->vocab * F}};
+	bool ok = true;
+	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
+		ok &= (*dev[i].p = be->alloc(be, dev[i].bytes)) != NULL;
+	s->router_h = malloc(N * E * F);
+	s->sel = malloc(N * K * sizeof(int));
+	s->selw = malloc(N * K * F);
+	s->erows = malloc(N * sizeof(int));
+	s->ew = malloc(N * F);
+	s->lrows = malloc(N * sizeof(int));
+	s->pos = malloc(N * sizeof(long));
+	s->rows = malloc(N * sizeof(eng_row));
+	if (!ok || !s->router_h || !s->sel || !s->selw || !s->erows || !s->ew || !s->lrows || !s->pos || !s->rows) {
+		scratch_free(s);
+		return ev_error_set(EV_E_NOMEM, "out of memory for forward scratch (%d rows)", n);
+	}
+	return 0;
+}
+
+/* softmax over the router logits, top-k (ties to the lower expert id),
+ * renormalised over the chosen ones when the config says so */
+static void route(const eng_config *c, const float *logits, int *sel, float *w)
+{
+	int E = c->experts, K = c->top_k;
+	float mx = logits[0];
+	for (int e = 1; e < E; e++)
+		mx = logits[e] > mx ? logits[e] : mx;
+	double sum = 0;
+	for (int e = 0; e < E; e++)
+		sum += exp((double)logits[e] - mx);
+	for (int k = 0; k < K; k++) {
+		int best = -1;
+		for (int e = 0; e < E; e++) {
+			bool taken = false;
+			for (int j = 0; j < k; j++)
+				taken |= sel[j] == e;
+			if (!taken && (best < 0 || logits[e] > logits[best]))
+				best = e;
+		}
+		sel[k] = best;
+		w[k] = (float)(exp((double)logits[best] - mx) / sum);
+	}
+	if (c->norm_topk) {
+		double t = 0;
+		for (int k = 0; k < K; k++)
+			t += w[k];
+		for (int k = 0; k < K; k++)
+			w[k] = (float)(w[k] / t);
+	}
+}
+
+static void ffn(eng_backend *be, scratch *s, const eng_ffn *f, float *out, const float *in, int n)
+{
+	be->matmul(be, s->g, in, n, &f->gate, NULL);
+	be->matmul(be, s->u, in, n, &f->up, NULL);
+	be->swiglu(be, s->g, s->u, (size_t)n * f->gate.rows);
+	be->matmul(be, out, s->g, n, &f->down, NULL);
+}
+
+static void moe(eng_backend *be, const eng_config *c, const eng_layer *L, scratch *s, int n)
+{
+	int H = c->hidden, K = c->top_k;
+	be->matmul(be, s->router, s->xb, n, &L->router, NULL);
+	be->to_host(be, s->router_h, s->router, (size_t)n * c->experts);
+	for (int i = 0; i < n; i++)
+		route(c, s->router_h + (size_t)i * c->experts, s->sel + (size_t)i * K, s->selw + (size_t)i * K);
+	/* each expert runs once over the rows routed to it (a small GEMM) */
+	for (int e = 0; e < c->experts; e++) {
+		int ne = 0;
+		for (int i = 0; i < n; i++)
+			for (int k = 0; k < K; k++)
+				if (s->sel[(size_t)i * K + k] == e) {
+					s->erows[ne] = i;
+					s->ew[ne++] = s->selw[(size_t)i * K + k];
+				}
+		if (!ne)
+			continue;
+		be->gather(be, s->eb, s->xb, s->erows, ne, H);
+		ffn(be, s, &L->experts[e], s->eo, s->eb, ne);
+		for (int j = 0; j < ne; j++)
+			be->axpy(be, s->x + (size_t)s->erows[j] * H, s->eo + (size_t)j * H, s->ew[j], (size_t)H);
+	}
+}
+
+/* One chunk of n rows through every layer; row i's logits go to
+ * logit_dst[i] when that is not NULL. The rows' pages are reserved. */
+static void run_chunk(eng_model *m, scratch *s, const int32_t *tok, int n, float **logit_dst)
+{
+	const eng_config *c = &m->c;
+	eng_backend *be = m->be;
+	int H = c->hidden, hd = c->head_dim;
+	float eps = (float)c->rms_eps;
+	be->embed(be, s->x, tok, n);
+	for (int l = 0; l < c->layers; l++) {
+		const eng_layer *L = &m->layers[l];
+		be->rmsnorm(be, s->xb, s->x, L->attn_norm, n, H, eps);
+		be->matmul(be, s->q, s->xb, n, &L->wq, L->bq);
+		be->matmul(be, s->k, s->xb, n, &L->wk, L->bk);
+		be->matmul(be, s->v, s->xb, n, &L->wv, L->bv);
+		if (L->q_norm) {
+			be->rmsnorm(be, s->q, s->q, L->q_norm, n * c->heads, hd, eps);
+			be->rmsnorm(be, s->k, s->k, L->k_norm, n * c->kv_heads, hd, eps);
+		}
+		be->rope(be, s->q, n, c->heads, hd, s->pos, m->inv_freq);
+		be->rope(be, s->k, n, c->kv_heads, hd, s->pos, m->inv_freq);
+		be->kv_store(be, s->rows, n, l, s->k, s->v);
+		be->attention(be, s->att, s->q, s->rows, n, l, c->heads, c->sliding_window);
+		be->matmul(be, s->xb, s->att, n, &L->wo, L->bo);
+		be->axpy(be, s->x, s->xb, 1.0f, (size_t)n * H);
+		be->rmsnorm(be, s->xb, s->x, L->ffn_norm, n, H, eps);
+		if (L->moe) {
+			moe(be, c, L, s, n);
+		} else {
+			ffn(be, s, &L->ffn, s->xb, s->xb, n);
+			be->axpy(be, s->x, s->xb, 1.0f, (size_t)n * H);
+		}
+	}
+	/* final norm and LM head only for the rows whose logits are wanted */
+	int nl = 0;
+	for (int i = 0; i < n; i++)
+		if (logit_dst[i])
+			s->lrows[nl++] = i;
+	if (!nl)
+		return;
+	be->gather(be, s->nbuf, s->x, s->lrows, nl, H);
+	be->rmsnorm(be, s->nbuf, s->nbuf, m->final_norm, nl, H, eps);
+	be->matmul(be, s->lbuf, s->nbuf, nl, &m->lm_head, NULL);
+	for (int j = 0; j < nl; j++)
+		be->to_host(be, logit_dst[s->lrows[j]], s->lbuf + (size_t)j * c->vocab, (size_t)c->vocab);
+}
+
+/* Shared by eng_forward and eng_forward_batch: `all_logits` only with one
+ * sequence. */
+static int forward(eng_model *m, eng_seq *const *seqs, const int32_t *const *tokens, const int *ntok, int nseq,
+		   float *all_logits)
+{
+	const eng_config *c = &m->c;
+	long total = 0;
+	int rc = 0;
+	scratch s;
+	float **dst = NULL;
+	int32_t *flat = NULL;
+	for (int i = 0; i < nseq; i++) {
+		if (!seqs[i] || seqs[i]->m != m)
+			return ev_error_set(EV_E_INVALID, "forward: sequence %d does not belong to this model", i);
+		if (ntok[i] < 0 || (ntok[i] > 0 && !tokens[i]))
+			return ev_error_set(EV_E_INVALID, "forward: sequence %d: bad token count %d", i, ntok[i]);
+		for (int j = 0; j < i; j++)
+			if (seqs[j] == seqs[i])
+				return ev_error_set(EV_E_INVALID, "forward: sequence %d appears twice in the batch", i);
+		for (int j = 0; j < ntok[i]; j++)
+			if (tokens[i][j] < 0 || tokens[i][j] >= c->vocab)
+				return ev_error_set(EV_E_INVALID, "forward: token %d at index %d is outside the vocabulary (%d)",
+						    tokens[i][j], j, c->vocab);
+		if (seqs[i]->len + ntok[i] > m->max_context)
+			return ev_error_set(EV_E_LIMIT, "forward: %ld + %d tokens pass the context limit of %ld",
+					    seqs[i]->len, ntok[i], m->max_context);
+		total += ntok[i];
+	}
+	if (!total)
+		return 0;
+	for (int i = 0; i < nseq; i++)
+		if ((rc = eng_seq_reserve(seqs[i], ntok[i])))
+			return rc;
+	int chunk = total < ENG_CHUNK ? (int)total : ENG_CHUNK;
+	int nlog = all_logits ? chunk : (nseq < chunk ? nseq : chunk);
+	if ((rc = scratch_alloc(&s, m->be, c, chunk, nlog)))
+		return rc;
+	if (!(dst = calloc((size_t)chunk, sizeof(*dst))) || !(flat = malloc((size_t)chunk * sizeof(*flat)))) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto done;
+	}
+	int si = 0, sj = 0; /* next token: sequence si, index sj */
+	long done_rows = 0;
+	while (done_rows < total) {
+		int n = 0;
+		while (n < chunk && si < nseq) {
+			if (sj >= ntok[si]) {
+				si++, sj = 0;
+				continue;
+			}
+			eng_seq *q = seqs[si];
+			flat[n] = tokens[si][sj];
+			s.rows[n].seq = q;
+			s.rows[n].pos = q->len + sj;
+			s.pos[n] = q->len + sj;
+			if (all_logits)
+				dst[n] = all_logits + (size_t)sj * c->vocab;
+			else
+				dst[n] = sj == ntok[si] - 1 ? q->logits : NULL;
+			n++, sj++;
+		}
+		run_chunk(m, &s, flat, n, dst);
+		done_rows += n;
+	}
+	for (int i = 0; i < nseq; i++) {
+		if (!ntok[i])
+			continue;
+		seqs[i]->len += ntok[i];
+		if (all_logits)
+			memcpy(seqs[i]->logits, all_logits + (size_t)(ntok[i] - 1) * c->vocab,
+			       (size_t)c->vocab * sizeof(float));
+		seqs[i]->has_logits = true;
+	}
+done:
+	free(dst);
+	free(flat);
+	scratch_free(&s);
+	return rc;
+}
+
+int eng_forward(eng_seq *s, const int32_t *tokens, int n, float *all_logits)
+{
+	if (!s)
+		return ev_error_set(EV_E_INVALID, "forward: no sequence");
+	pthread_mutex_lock(&s->m->mu);
+	int rc = forward(s->m, &s, &tokens, &n, 1, all_logits);
+	pthread_mutex_unlock(&s->m->mu);
+	return rc;
+}
+
+int eng_forward_batch(eng_model *m, eng_seq *const *seqs, const int32_t *const *tokens, const int *ntok, int nseq)
+{
+	if (nseq < 0 || (nseq && (!seqs || !tokens || !ntok)))
+		return ev_error_set(EV_E_INVALID, "forward_batch: bad arguments");
+	pthread_mutex_lock(&m->mu);
+	int rc = forward(m, seqs, tokens, ntok, nseq, NULL);
+	pthread_mutex_unlock(&m->mu);
+	return rc;
+}

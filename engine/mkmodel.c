@@ -1,0 +1,368 @@
+/*
+ * engine/mkmodel.c: writes a random-weight Hugging Face checkpoint of any
+ * supported architecture, for tests and benchmarks: config.json,
+ * generation_config.json, model.safetensors (F32, F16 or BF16, streamed to
+ * disk so a large model never sits in memory) and, through the tokenizer's
+ * writer, tokenizer.json + tokenizer_config.json. Linear weights are
+ * uniform with standard deviation 1/sqrt(fan-in), norms near 1, so
+ * activations stay near unit size through any depth the tests use.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "engine/backend.h"
+
+typedef enum { INIT_LINEAR, INIT_NORM, INIT_BIAS } init_kind;
+
+typedef struct {
+	char name[128];
+	int ndim;
+	int64_t shape[2];
+	init_kind init;
+} spec;
+
+typedef struct {
+	spec *v;
+	int n, cap;
+	int rc;
+} spec_list;
+
+static void add(spec_list *l, init_kind k, int64_t d0, int64_t d1, const char *fmt, ...) EV_PRINTF(5, 6);
+static void add(spec_list *l, init_kind k, int64_t d0, int64_t d1, const char *fmt, ...)
+{
+	if (l->rc)
+		return;
+	if (l->n == l->cap) {
+		int cap = l->cap ? 2 * l->cap : 64;
+		spec *nv = realloc(l->v, (size_t)cap * sizeof(*nv));
+		if (!nv) {
+			l->rc = ev_error_set(EV_E_NOMEM, "out of memory");
+			return;
+		}
+		l->v = nv;
+		l->cap = cap;
+	}
+	spec *s = &l->v[l->n++];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(s->name, sizeof(s->name), fmt, ap);
+	va_end(ap);
+	s->ndim = d1 ? 2 : 1;
+	s->shape[0] = d0;
+	s->shape[1] = d1;
+	s->init = k;
+}
+
+static const struct {
+	const char *arch, *cls, *model_type, *family;
+} arch_names[] = {
+	{"llama", "LlamaForCausalLM", "llama", "llama3"},
+	{"mistral", "MistralForCausalLM", "mistral", "llama3"},
+	{"qwen2", "Qwen2ForCausalLM", "qwen2", "chatml"},
+	{"qwen3", "Qwen3ForCausalLM", "qwen3", "chatml"},
+	{"mixtral", "MixtralForCausalLM", "mixtral", "llama3"},
+	{"qwen3_moe", "Qwen3MoeForCausalLM", "qwen3_moe", "chatml"},
+};
+#define NARCH (int)(sizeof(arch_names) / sizeof(arch_names[0]))
+
+static void build_specs(spec_list *l, int a, const eng_mkmodel_sizes *z, int hd, bool tie)
+{
+	int H = z->hidden, q = z->heads * hd, kv = z->kv_heads * hd;
+	bool qwen2 = a == 2, qk = a == 3 || a == 5, mixtral = a == 4, qmoe = a == 5;
+	add(l, INIT_LINEAR, z->vocab, H, "model.embed_tokens.weight");
+	for (int i = 0; i < z->layers; i++) {
+		add(l, INIT_NORM, H, 0, "model.layers.%d.input_layernorm.weight", i);
+		add(l, INIT_NORM, H, 0, "model.layers.%d.post_attention_layernorm.weight", i);
+		add(l, INIT_LINEAR, q, H, "model.layers.%d.self_attn.q_proj.weight", i);
+		add(l, INIT_LINEAR, kv, H, "model.layers.%d.self_attn.k_proj.weight", i);
+		add(l, INIT_LINEAR, kv, H, "model.layers.%d.self_attn.v_proj.weight", i);
+		add(l, INIT_LINEAR, H, q, "model.layers.%d.self_attn.o_proj.weight", i);
+		if (qwen2) {
+			add(l, INIT_BIAS, q, 0, "model.layers.%d.self_attn.q_proj.bias", i);
+			add(l, INIT_BIAS, kv, 0, "model.layers.%d.self_attn.k_proj.bias", i);
+			add(l, INIT_BIAS, kv, 0, "model.layers.%d.self_attn.v_proj.bias", i);
+		}
+		if (qk) {
+			add(l, INIT_NORM, hd, 0, "model.layers.%d.self_attn.q_norm.weight", i);
+			add(l, INIT_NORM, hd, 0, "model.layers.%d.self_attn.k_norm.weight", i);
+		}
+		bool moe = mixtral || (qmoe && !(i == 0 && z->layers > 1));
+		if (!moe) {
+			add(l, INIT_LINEAR, z->intermediate, H, "model.layers.%d.mlp.gate_proj.weight", i);
+			add(l, INIT_LINEAR, z->intermediate, H, "model.layers.%d.mlp.up_proj.weight", i);
+			add(l, INIT_LINEAR, H, z->intermediate, "model.layers.%d.mlp.down_proj.weight", i);
+		} else if (mixtral) {
+			add(l, INIT_LINEAR, z->experts, H, "model.layers.%d.block_sparse_moe.gate.weight", i);
+			for (int e = 0; e < z->experts; e++) {
+				add(l, INIT_LINEAR, z->intermediate, H, "model.layers.%d.block_sparse_moe.experts.%d.w1.weight", i, e);
+				add(l, INIT_LINEAR, H, z->intermediate, "model.layers.%d.block_sparse_moe.experts.%d.w2.weight", i, e);
+				add(l, INIT_LINEAR, z->intermediate, H, "model.layers.%d.block_sparse_moe.experts.%d.w3.weight", i, e);
+			}
+		} else {
+			add(l, INIT_LINEAR, z->experts, H, "model.layers.%d.mlp.gate.weight", i);
+			for (int e = 0; e < z->experts; e++) {
+				add(l, INIT_LINEAR, z->intermediate, H, "model.layers.%d.mlp.experts.%d.gate_proj.weight", i, e);
+				add(l, INIT_LINEAR, z->intermediate, H, "model.layers.%d.mlp.experts.%d.up_proj.weight", i, e);
+				add(l, INIT_LINEAR, H, z->intermediate, "model.layers.%d.mlp.experts.%d.down_proj.weight", i, e);
+			}
+		}
+	}
+	add(l, INIT_NORM, H, 0, "model.norm.weight");
+	if (!tie)
+		add(l, INIT_LINEAR, z->vocab, H, "lm_head.weight");
+}
+
+static int write_json(const char *dir, const char *name, cJSON *o)
+{
+	char *text = ev_json_print(o), *path = ev_asprintf("%s/%s", dir, name);
+	int rc = text && path ? ev_file_write(path, text, strlen(text)) : ev_error_set(EV_E_NOMEM, "out of memory");
+	free(text);
+	free(path);
+	return rc;
+}
+
+static int write_config(const char *dir, int a, const eng_mkmodel_sizes *z, int hd, bool tie, const char *dtype,
+			int bos, const int32_t *eos, int neos)
+{
+	cJSON *o = cJSON_CreateObject(), *g = cJSON_CreateObject();
+	int rc = 0;
+	if (!o || !g) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto done;
+	}
+	cJSON *arr = cJSON_AddArrayToObject(o, "architectures");
+	cJSON_AddItemToArray(arr, cJSON_CreateString(arch_names[a].cls));
+	cJSON_AddStringToObject(o, "model_type", arch_names[a].model_type);
+	cJSON_AddNumberToObject(o, "hidden_size", z->hidden);
+	cJSON_AddNumberToObject(o, "intermediate_size", z->intermediate);
+	cJSON_AddNumberToObject(o, "num_hidden_layers", z->layers);
+	cJSON_AddNumberToObject(o, "num_attention_heads", z->heads);
+	cJSON_AddNumberToObject(o, "num_key_value_heads", z->kv_heads);
+	cJSON_AddNumberToObject(o, "head_dim", hd);
+	cJSON_AddNumberToObject(o, "vocab_size", z->vocab);
+	cJSON_AddNumberToObject(o, "max_position_embeddings", (double)z->max_position);
+	cJSON_AddNumberToObject(o, "rms_norm_eps", a == 0 ? 1e-5 : 1e-6);
+	cJSON_AddNumberToObject(o, "rope_theta", a >= 2 && a != 4 ? 1000000.0 : 500000.0);
+	cJSON_AddBoolToObject(o, "tie_word_embeddings", tie);
+	cJSON_AddStringToObject(o, "hidden_act", "silu");
+	cJSON_AddStringToObject(o, "torch_dtype", !strcmp(dtype, "f32") ? "float32" : !strcmp(dtype, "f16") ? "float16" : "bfloat16");
+	cJSON_AddBoolToObject(o, "attention_bias", false);
+	if (a == 0) {
+		cJSON *rs = cJSON_AddObjectToObject(o, "rope_scaling");
+		cJSON_AddStringToObject(rs, "rope_type", "llama3");
+		cJSON_AddNumberToObject(rs, "factor", 8.0);
+		cJSON_AddNumberToObject(rs, "low_freq_factor", 1.0);
+		cJSON_AddNumberToObject(rs, "high_freq_factor", 4.0);
+		cJSON_AddNumberToObject(rs, "original_max_position_embeddings", 8192);
+	}
+	if (a == 1 || a == 4)
+		cJSON_AddNullToObject(o, "sliding_window");
+	if (a == 2)
+		cJSON_AddBoolToObject(o, "use_sliding_window", false);
+	if (a == 4) {
+		cJSON_AddNumberToObject(o, "num_local_experts", z->experts);
+		cJSON_AddNumberToObject(o, "num_experts_per_tok", z->top_k);
+	}
+	if (a == 5) {
+		cJSON_AddNumberToObject(o, "num_experts", z->experts);
+		cJSON_AddNumberToObject(o, "num_experts_per_tok", z->top_k);
+		cJSON_AddNumberToObject(o, "moe_intermediate_size", z->intermediate);
+		cJSON_AddNumberToObject(o, "decoder_sparse_step", 1);
+		cJSON_AddBoolToObject(o, "norm_topk_prob", true);
+		cJSON *only = cJSON_AddArrayToObject(o, "mlp_only_layers");
+		if (z->layers > 1)
+			cJSON_AddItemToArray(only, cJSON_CreateNumber(0));
+	}
+	if (bos >= 0) {
+		cJSON_AddNumberToObject(o, "bos_token_id", bos);
+		cJSON_AddNumberToObject(g, "bos_token_id", bos);
+	}
+	if (neos > 0) {
+		cJSON_AddNumberToObject(o, "eos_token_id", eos[0]);
+		cJSON *ge = cJSON_AddArrayToObject(g, "eos_token_id");
+		for (int i = 0; i < neos; i++)
+			cJSON_AddItemToArray(ge, cJSON_CreateNumber(eos[i]));
+	}
+	if ((rc = write_json(dir, "config.json", o)))
+		goto done;
+	rc = write_json(dir, "generation_config.json", g);
+done:
+	cJSON_Delete(o);
+	cJSON_Delete(g);
+	return rc;
+}
+
+static double spec_std(const spec *s)
+{
+	return s->init == INIT_LINEAR ? 1.0 / sqrt((double)s->shape[1]) : 0.1;
+}
+
+static int write_weights(const char *dir, const spec_list *l, eng_dtype dt, uint64_t seed)
+{
+	ev_buf hdr = EV_BUF_INIT(100u << 20);
+	char *path = ev_asprintf("%s/model.safetensors", dir), *tmp = ev_asprintf("%s/.model.safetensors.tmp", dir);
+	FILE *f = NULL;
+	float *row = NULL;
+	void *out = NULL;
+	int rc = 0;
+	size_t es = eng_dtype_size(dt), off = 0, maxrow = 0;
+	if (!path || !tmp) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto done;
+	}
+	rc = ev_buf_puts(&hdr, "{\"__metadata__\":{\"format\":\"pt\"}");
+	for (int i = 0; i < l->n && !rc; i++) {
+		const spec *s = &l->v[i];
+		size_t n = (size_t)s->shape[0] * (size_t)(s->ndim == 2 ? s->shape[1] : 1);
+		size_t rl = (size_t)(s->ndim == 2 ? s->shape[1] : s->shape[0]);
+		maxrow = rl > maxrow ? rl : maxrow;
+		rc = ev_buf_printf(&hdr, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", s->name, eng_dtype_name(dt));
+		if (!rc && s->ndim == 2)
+			rc = ev_buf_printf(&hdr, "%lld,%lld", (long long)s->shape[0], (long long)s->shape[1]);
+		else if (!rc)
+			rc = ev_buf_printf(&hdr, "%lld", (long long)s->shape[0]);
+		if (!rc)
+			rc = ev_buf_printf(&hdr, "],\"data_offsets\":[%zu,%zu]}", off, off + n * es);
+		off += n * es;
+	}
+	if (!rc)
+		rc = ev_buf_putc(&hdr, '}');
+	while (!rc && (8 + hdr.len) % 8) /* keep the data region 8-aligned */
+		rc = ev_buf_putc(&hdr, ' ');
+	if (rc)
+		goto done;
+	if (!(row = malloc(maxrow * sizeof(float))) || !(out = malloc(maxrow * es))) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto done;
+	}
+	if (!(f = fopen(tmp, "wb"))) {
+		rc = ev_error_set(EV_E_IO, "%s: %s", tmp, strerror(errno));
+		goto done;
+	}
+	unsigned char len8[8];
+	for (int i = 0; i < 8; i++)
+		len8[i] = (unsigned char)((uint64_t)hdr.len >> (8 * i));
+	bool ok = fwrite(len8, 1, 8, f) == 8 && fwrite(hdr.data, 1, hdr.len, f) == hdr.len;
+	ev_rng rng;
+	ev_rng_seed(&rng, seed);
+	for (int i = 0; i < l->n && ok; i++) {
+		const spec *s = &l->v[i];
+		size_t rl = (size_t)(s->ndim == 2 ? s->shape[1] : s->shape[0]);
+		size_t nrows = s->ndim == 2 ? (size_t)s->shape[0] : 1;
+		double a = sqrt(3.0) * spec_std(s);
+		for (size_t r = 0; r < nrows && ok; r++) {
+			for (size_t j = 0; j < rl; j++) {
+				double u = (2 * ev_rng_uniform(&rng) - 1) * a;
+				row[j] = (float)(s->init == INIT_NORM ? 1.0 + u : u);
+			}
+			if (dt == ENG_F32)
+				memcpy(out, row, rl * 4);
+			else
+				for (size_t j = 0; j < rl; j++)
+					((uint16_t *)out)[j] = dt == ENG_F16 ? eng_f32_to_f16(row[j]) : eng_f32_to_bf16(row[j]);
+			ok = fwrite(out, es, rl, f) == rl;
+		}
+	}
+	if (fclose(f) != 0)
+		ok = false;
+	f = NULL;
+	if (!ok || rename(tmp, path)) {
+		rc = ev_error_set(EV_E_IO, "%s: write failed: %s", tmp, strerror(errno));
+		remove(tmp);
+	}
+done:
+	if (f) {
+		fclose(f);
+		remove(tmp);
+	}
+	free(row);
+	free(out);
+	free(path);
+	free(tmp);
+	ev_buf_free(&hdr);
+	return rc;
+}
+
+static int mkdirs(const char *dir)
+{
+	char *p = ev_strdup(dir);
+	if (!p)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	for (char *s = p + 1; *s; s++)
+		if (*s == '/') {
+			*s = 0;
+			mkdir(p, 0755);
+			*s = '/';
+		}
+	int rc = mkdir(p, 0755) && errno != EEXIST ? ev_error_set(EV_E_IO, "%s: %s", dir, strerror(errno)) : 0;
+	free(p);
+	return rc;
+}
+
+int eng_mkmodel(const char *dir, const char *arch, const eng_mkmodel_sizes *sizes, const char *dtype, uint64_t seed)
+{
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	if (sizes)
+		z = *sizes;
+	int a = -1, rc;
+	for (int i = 0; i < NARCH; i++)
+		if (arch && !strcmp(arch, arch_names[i].arch))
+			a = i;
+	if (a < 0)
+		return ev_error_set(EV_E_INVALID, "mkmodel: unknown arch '%s' (llama, mistral, qwen2, qwen3, mixtral, qwen3_moe)",
+				    arch ? arch : "");
+	eng_dtype dt;
+	if (!dtype || !strcmp(dtype, "f32"))
+		dt = ENG_F32;
+	else if (!strcmp(dtype, "f16"))
+		dt = ENG_F16;
+	else if (!strcmp(dtype, "bf16"))
+		dt = ENG_BF16;
+	else
+		return ev_error_set(EV_E_INVALID, "mkmodel: dtype '%s' (f32, f16, bf16)", dtype);
+	bool moe = a >= 4;
+	if (z.hidden < 2 || z.hidden > 16384 || z.layers < 1 || z.layers > 256 || z.heads < 1 || z.kv_heads < 1 ||
+	    z.heads % z.kv_heads || z.intermediate < 1 || z.intermediate > 65536 || z.vocab < 2 || z.vocab > 1 << 20 ||
+	    (moe && (z.experts < 1 || z.experts > 256 || z.top_k < 1 || z.top_k > z.experts)) || z.max_position < 1)
+		return ev_error_set(EV_E_INVALID, "mkmodel: sizes out of range (heads a multiple of kv_heads, "
+						  "top_k <= experts)");
+	int hd = z.head_dim ? z.head_dim : z.hidden / z.heads;
+	if (hd < 2 || hd % 2 || (!z.head_dim && z.hidden % z.heads))
+		return ev_error_set(EV_E_INVALID, "mkmodel: head_dim %d must be even (hidden a multiple of heads)", hd);
+	bool tie = a == 2 || a == 3;
+	if ((rc = mkdirs(dir)))
+		return rc;
+	/* the tokenizer first: its special ids go into the configs */
+	int bos = -1, neos = 0;
+	int32_t eos[8];
+	eng_tokenizer *tok = NULL;
+	const char *fam = arch_names[a].family;
+	if (eng_tokenizer_write_default(dir, z.vocab, fam) == 0 && eng_tokenizer_load(&tok, dir) == 0) {
+		bos = eng_tokenizer_bos_id(tok);
+		int32_t e = eng_tokenizer_eos_id(tok);
+		if (e >= 0)
+			eos[neos++] = e;
+		int32_t st[8];
+		size_t ns = eng_chat_stop_ids(tok, eng_chat_family_from_name(fam), st, 8);
+		for (size_t i = 0; i < ns && neos < 8; i++) {
+			bool dup = false;
+			for (int j = 0; j < neos; j++)
+				dup |= eos[j] == st[i];
+			if (!dup)
+				eos[neos++] = st[i];
+		}
+		eng_tokenizer_free(tok);
+	} else {
+		ev_log_warn("mkmodel: %s: no tokenizer written (vocab %d): %s", dir, z.vocab, ev_error_msg());
+	}
+	if ((rc = write_config(dir, a, &z, hd, tie, dtype ? dtype : "f32", bos, eos, neos)))
+		return rc;
+	spec_list l = {0};
+	build_specs(&l, a, &z, hd, tie);
+	rc = l.rc ? l.rc : write_weights(dir, &l, dt, seed);
+	free(l.v);
+	return rc;
+}

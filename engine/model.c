@@ -1,0 +1,361 @@
+/*
+ * engine/model.c: binding a checkpoint's tensors to the model's layers.
+ * Every tensor the config implies is looked up by its Hugging Face name and
+ * its shape checked against the config; 2-D weights stay in the mmapped
+ * file in their stored dtype, 1-D ones (norms, biases) get small f32 copies.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/backend.h"
+
+#define MISSING_SHOWN 10
+
+typedef struct {
+	eng_model *m;
+	ev_buf missing;
+	int nmissing;
+	int rc; /* first hard error (shape, dtype, memory) */
+	char where[512];
+} binder;
+
+static eng_tensor *lookup(binder *b, const char *name)
+{
+	eng_tensor *t = eng_st_find(&b->m->ts, name);
+	if (!t) {
+		if (b->nmissing < MISSING_SHOWN)
+			ev_buf_printf(&b->missing, "%s%s", b->nmissing ? ", " : "", name);
+		b->nmissing++;
+	}
+	return t;
+}
+
+static bool shape_ok(binder *b, eng_tensor *t, int ndim, int64_t d0, int64_t d1)
+{
+	bool ok = t->ndim == ndim && t->shape[0] == d0 && (ndim < 2 || t->shape[1] == d1);
+	if (!ok && !b->rc) {
+		char got[96] = "", want[64];
+		size_t o = 0;
+		for (int i = 0; i < t->ndim; i++)
+			o += (size_t)snprintf(got + o, sizeof(got) - o, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+		if (ndim == 1)
+			snprintf(want, sizeof(want), "%lld", (long long)d0);
+		else
+			snprintf(want, sizeof(want), "%lld, %lld", (long long)d0, (long long)d1);
+		b->rc = ev_error_set(EV_E_INVALID, "%s: tensor '%s' has shape [%s] but the config implies [%s]",
+				     b->m->ts.paths[t->file], t->name, got, want);
+	}
+	return ok;
+}
+
+/* The tensor name of a printf pattern, in the binder's buffer. */
+static const char *nm(binder *b, const char *fmt, ...) EV_PRINTF(2, 3);
+static const char *nm(binder *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(b->where, sizeof(b->where), fmt, ap);
+	va_end(ap);
+	return b->where;
+}
+
+static void bind_weight(binder *b, eng_weight *w, const char *name, int rows, int cols)
+{
+	eng_tensor *t = lookup(b, name);
+	if (!t || !shape_ok(b, t, 2, rows, cols))
+		return;
+	t->used = true;
+	w->data = t->data;
+	w->dtype = t->dtype;
+	w->rows = rows;
+	w->cols = cols;
+}
+
+static float *bind_vec(binder *b, const char *name, int n)
+{
+	eng_tensor *t = lookup(b, name);
+	if (!t || !shape_ok(b, t, 1, n, 0))
+		return NULL;
+	t->used = true;
+	eng_model *m = b->m;
+	float *v = malloc((size_t)n * sizeof(float));
+	if (m->nowned == m->owned_cap) {
+		int cap = m->owned_cap ? 2 * m->owned_cap : 64;
+		float **no = realloc(m->owned, (size_t)cap * sizeof(*no));
+		if (no) {
+			m->owned = no;
+			m->owned_cap = cap;
+		}
+	}
+	if (!v || m->nowned == m->owned_cap) {
+		free(v);
+		if (!b->rc)
+			b->rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		return NULL;
+	}
+	eng_to_f32(v, t->data, t->dtype, (size_t)n);
+	m->owned[m->nowned++] = v;
+	return v;
+}
+
+/* Binds gate, up and down of one FFN: prefix "model.layers.3.mlp" with
+ * the three leaf names. */
+static void bind_ffn(binder *b, eng_ffn *f, const char *prefix, int inter, const char *g, const char *u,
+		     const char *d)
+{
+	int h = b->m->c.hidden;
+	char p[256];
+	snprintf(p, sizeof(p), "%s", prefix);
+	bind_weight(b, &f->gate, nm(b, "%s.%s.weight", p, g), inter, h);
+	bind_weight(b, &f->up, nm(b, "%s.%s.weight", p, u), inter, h);
+	bind_weight(b, &f->down, nm(b, "%s.%s.weight", p, d), h, inter);
+}
+
+static int bind_all(eng_model *m, const char *dir)
+{
+	eng_config *c = &m->c;
+	binder b = {m, EV_BUF_INIT(4096), 0, 0, ""};
+	int q = c->heads * c->head_dim, kv = c->kv_heads * c->head_dim, rc = 0;
+	bind_weight(&b, &m->embed, "model.embed_tokens.weight", c->vocab, c->hidden);
+	m->final_norm = bind_vec(&b, "model.norm.weight", c->hidden);
+	if (c->tie)
+		m->lm_head = m->embed;
+	else
+		bind_weight(&b, &m->lm_head, "lm_head.weight", c->vocab, c->hidden);
+	for (int i = 0; i < c->layers && !b.rc; i++) {
+		eng_layer *L = &m->layers[i];
+		L->attn_norm = bind_vec(&b, nm(&b, "model.layers.%d.input_layernorm.weight", i), c->hidden);
+		L->ffn_norm = bind_vec(&b, nm(&b, "model.layers.%d.post_attention_layernorm.weight", i), c->hidden);
+		bind_weight(&b, &L->wq, nm(&b, "model.layers.%d.self_attn.q_proj.weight", i), q, c->hidden);
+		bind_weight(&b, &L->wk, nm(&b, "model.layers.%d.self_attn.k_proj.weight", i), kv, c->hidden);
+		bind_weight(&b, &L->wv, nm(&b, "model.layers.%d.self_attn.v_proj.weight", i), kv, c->hidden);
+		bind_weight(&b, &L->wo, nm(&b, "model.layers.%d.self_attn.o_proj.weight", i), c->hidden, q);
+		if (c->qkv_bias) {
+			L->bq = bind_vec(&b, nm(&b, "model.layers.%d.self_attn.q_proj.bias", i), q);
+			L->bk = bind_vec(&b, nm(&b, "model.layers.%d.self_attn.k_proj.bias", i), kv);
+			L->bv = bind_vec(&b, nm(&b, "model.layers.%d.self_attn.v_proj.bias", i), kv);
+		}
+		if (c->o_bias)
+			L->bo = bind_vec(&b, nm(&b, "model.layers.%d.self_attn.o_proj.bias", i), c->hidden);
+		if (c->qk_norm) {
+			L->q_norm = bind_vec(&b, nm(&b, "model.layers.%d.self_attn.q_norm.weight", i), c->head_dim);
+			L->k_norm = bind_vec(&b, nm(&b, "model.layers.%d.self_attn.k_norm.weight", i), c->head_dim);
+		}
+		L->moe = c->moe_layer[i];
+		if (!L->moe) {
+			bind_ffn(&b, &L->ffn, nm(&b, "model.layers.%d.mlp", i), c->intermediate, "gate_proj", "up_proj",
+				 "down_proj");
+			continue;
+		}
+		if (!(L->experts = calloc((size_t)c->experts, sizeof(eng_ffn)))) {
+			rc = ev_error_set(EV_E_NOMEM, "out of memory");
+			goto done;
+		}
+		if (c->arch == ENG_ARCH_MIXTRAL) {
+			bind_weight(&b, &L->router, nm(&b, "model.layers.%d.block_sparse_moe.gate.weight", i), c->experts,
+				    c->hidden);
+			for (int e = 0; e < c->experts; e++)
+				bind_ffn(&b, &L->experts[e], nm(&b, "model.layers.%d.block_sparse_moe.experts.%d", i, e),
+					 c->moe_intermediate, "w1", "w3", "w2");
+		} else {
+			bind_weight(&b, &L->router, nm(&b, "model.layers.%d.mlp.gate.weight", i), c->experts, c->hidden);
+			for (int e = 0; e < c->experts; e++)
+				bind_ffn(&b, &L->experts[e], nm(&b, "model.layers.%d.mlp.experts.%d", i, e),
+					 c->moe_intermediate, "gate_proj", "up_proj", "down_proj");
+		}
+	}
+	if (b.rc) {
+		rc = b.rc;
+		goto done;
+	}
+	if (b.nmissing) {
+		rc = ev_error_set(EV_E_NOTFOUND, "%s: %d tensor%s missing for %s: %s%s", dir, b.nmissing,
+				  b.nmissing > 1 ? "s" : "", c->architecture, b.missing.data ? b.missing.data : "",
+				  b.nmissing > MISSING_SHOWN ? ", ..." : "");
+		goto done;
+	}
+	int unused = 0;
+	for (int i = 0; i < m->ts.nt; i++)
+		unused += !m->ts.t[i].used;
+	if (unused)
+		ev_log_debug("%s: %d tensor(s) not used by %s", dir, unused, c->architecture);
+done:
+	ev_buf_free(&b.missing);
+	return rc;
+}
+
+/* inv_freq[i] = theta^(-2i/d), with llama3 or linear scaling. */
+static void rope_freqs(float *inv, const eng_config *c)
+{
+	int half = c->head_dim / 2;
+	for (int i = 0; i < half; i++) {
+		double f = pow(c->rope_theta, -2.0 * i / c->head_dim);
+		if (c->rope_kind == 2) {
+			f /= c->rope_factor;
+		} else if (c->rope_kind == 1) {
+			double wavelen = 2 * M_PI / f;
+			double low_wl = (double)c->rope_orig_max / c->rope_low;
+			double high_wl = (double)c->rope_orig_max / c->rope_high;
+			if (wavelen > low_wl) {
+				f /= c->rope_factor;
+			} else if (wavelen >= high_wl) {
+				double s = ((double)c->rope_orig_max / wavelen - c->rope_low) / (c->rope_high - c->rope_low);
+				f = (1 - s) * f / c->rope_factor + s * f;
+			}
+		}
+		inv[i] = (float)f;
+	}
+}
+
+static void note_dtype(eng_model *m, eng_dtype t)
+{
+	const char *n = t == ENG_F32 ? "f32" : t == ENG_F16 ? "f16" : "bf16";
+	char key[8];
+	snprintf(key, sizeof(key), "%s", n);
+	/* the list is short: look for the exact item */
+	char *p = m->dtypes;
+	while ((p = strstr(p, key))) {
+		size_t l = strlen(key);
+		if ((p == m->dtypes || p[-1] == ',') && (p[l] == ',' || !p[l]))
+			return;
+		p += l;
+	}
+	size_t o = strlen(m->dtypes);
+	snprintf(m->dtypes + o, sizeof(m->dtypes) - o, "%s%s", o ? "," : "", n);
+}
+
+int eng_model_load(eng_model **out, const char *dir, const eng_model_options *opts)
+{
+	eng_model_options o = ENG_MODEL_OPTIONS_INIT;
+	if (opts)
+		o = *opts;
+	*out = NULL;
+	int rc;
+	eng_model *m = calloc(1, sizeof(*m));
+	if (!m)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	pthread_mutex_init(&m->mu, NULL);
+	if ((rc = eng_config_load(&m->c, dir)))
+		goto done;
+	if ((rc = eng_st_open(&m->ts, dir)))
+		goto done;
+	if (!(m->layers = calloc((size_t)m->c.layers, sizeof(eng_layer))) ||
+	    !(m->inv_freq = malloc((size_t)m->c.head_dim / 2 * sizeof(float)))) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto done;
+	}
+	if ((rc = bind_all(m, dir)))
+		goto done;
+	rope_freqs(m->inv_freq, &m->c);
+	for (int i = 0; i < m->ts.nt; i++)
+		if (m->ts.t[i].used) {
+			m->weight_bytes += m->ts.t[i].nbytes;
+			note_dtype(m, m->ts.t[i].dtype);
+		}
+	int block = o.block_size ? o.block_size : 64;
+	if (block < 1 || block > 4096) {
+		rc = ev_error_set(EV_E_INVALID, "block_size %d out of range [1, 4096]", block);
+		goto done;
+	}
+	/* without an explicit cap, at most ENG_DEFAULT_MAX_CONTEXT: per-thread
+	 * attention scratch is sized by it */
+	long cap = o.max_context > 0 ? o.max_context : ENG_DEFAULT_MAX_CONTEXT;
+	m->max_context = cap < m->c.max_position ? cap : m->c.max_position;
+	if ((rc = eng_kv_pool_init(&m->kv, m->c.layers, m->c.kv_heads, m->c.head_dim, block)))
+		goto done;
+	m->threads = o.threads > 0 ? o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (m->threads < 1)
+		m->threads = 1;
+	if ((rc = eng_backend_ref_init(&m->ref, m)) || (rc = eng_backend_cpu_init(&m->cpu, m, m->threads)))
+		goto done;
+	m->be = o.backend == ENG_BACKEND_REF ? &m->ref : &m->cpu;
+	*out = m;
+	m = NULL;
+done:
+	eng_model_free(m);
+	return rc;
+}
+
+int eng_model_set_backend(eng_model *m, eng_backend_kind kind)
+{
+	if (kind == ENG_BACKEND_REF)
+		m->be = &m->ref;
+	else if (kind == ENG_BACKEND_CPU)
+		m->be = &m->cpu;
+	else
+		return ev_error_set(EV_E_INVALID, "unknown backend %d", (int)kind);
+	return 0;
+}
+
+void eng_model_free(eng_model *m)
+{
+	if (!m)
+		return;
+	eng_backend_cpu_free(&m->cpu);
+	eng_backend_ref_free(&m->ref);
+	eng_kv_pool_clear(&m->kv);
+	for (int i = 0; m->layers && i < m->c.layers; i++)
+		free(m->layers[i].experts);
+	free(m->layers);
+	for (int i = 0; i < m->nowned; i++)
+		free(m->owned[i]);
+	free(m->owned);
+	free(m->inv_freq);
+	eng_st_close(&m->ts);
+	eng_config_clear(&m->c);
+	pthread_mutex_destroy(&m->mu);
+	free(m);
+}
+
+static uint64_t wsize(const eng_weight *w)
+{
+	return (uint64_t)w->rows * (uint64_t)w->cols;
+}
+
+void eng_model_get_info(const eng_model *m, eng_model_info *out)
+{
+	const eng_config *c = &m->c;
+	memset(out, 0, sizeof(*out));
+	out->architecture = c->architecture;
+	out->family = eng_arch_family(c->arch);
+	out->layers = c->layers;
+	out->hidden = c->hidden;
+	out->heads = c->heads;
+	out->kv_heads = c->kv_heads;
+	out->head_dim = c->head_dim;
+	out->intermediate = c->intermediate;
+	out->vocab = c->vocab;
+	out->experts = c->experts;
+	out->experts_per_token = c->experts ? c->top_k : 0;
+	out->moe_intermediate = c->experts ? c->moe_intermediate : 0;
+	out->max_position = c->max_position;
+	out->rope_theta = c->rope_theta;
+	out->rms_eps = c->rms_eps;
+	out->tied_embeddings = c->tie;
+	out->bos_id = c->bos_id;
+	out->n_eos = c->n_eos;
+	memcpy(out->eos_ids, c->eos_ids, sizeof(out->eos_ids));
+	uint64_t total = 0, inactive = 0;
+	for (int i = 0; i < m->ts.nt; i++)
+		if (m->ts.t[i].used)
+			total += m->ts.t[i].nbytes / eng_dtype_size(m->ts.t[i].dtype);
+	for (int i = 0; i < c->layers; i++) {
+		const eng_layer *L = &m->layers[i];
+		if (!L->moe)
+			continue;
+		out->moe_layers++;
+		uint64_t per = wsize(&L->experts[0].gate) + wsize(&L->experts[0].up) + wsize(&L->experts[0].down);
+		inactive += per * (uint64_t)(c->experts - c->top_k);
+	}
+	out->params_total = total;
+	out->params_active = total - inactive;
+	out->weight_bytes = m->weight_bytes;
+	uint64_t kvd = (uint64_t)c->kv_heads * (uint64_t)c->head_dim * sizeof(float);
+	out->kv_bytes_per_token = (uint64_t)c->layers * (2 * kvd + kvd / (uint64_t)m->kv.block);
+	out->dtypes = m->dtypes;
+	out->block_size = m->kv.block;
+	out->max_context = m->max_context;
+}

@@ -1,0 +1,264 @@
+/*
+ * The forward pass: the fast CPU path against the reference oracle on a
+ * random checkpoint of every architecture and weight dtype, a prompt fed
+ * at once against the same prompt fed one token at a time, a batch of
+ * sequences against each sequence alone, and the KV pages' key sums.
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "tests/engine/engine_testutil.h"
+
+static const char *archs[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe"};
+
+/* fast vs reference, prefill and step by step, for one arch and dtype */
+static void check_arch(const char *arch, const char *dtype, double tol)
+{
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.vocab = 320;
+	char *dir = et_mkmodel("fwd", arch, &z, dtype, 7);
+	eng_model *fast = et_load(dir, ENG_BACKEND_CPU, 8), *ref = et_load(dir, ENG_BACKEND_REF, 8);
+	int n = 21; /* crosses two page boundaries at block 8 */
+	int32_t *t = et_tokens(n, z.vocab, 3);
+	size_t nv = (size_t)n * z.vocab;
+	float *rp = et_logits(ref, t, n, 0), *rs = et_logits(ref, t, n, 1);
+	float *fp = et_logits(fast, t, n, 0), *fs = et_logits(fast, t, n, 1), *f5 = et_logits(fast, t, n, 5);
+	double e1 = et_rel_err(fp, rp, nv), e2 = et_rel_err(rs, rp, nv), e3 = et_rel_err(fs, rp, nv),
+	       e4 = et_rel_err(f5, fp, nv);
+	print_message("%-10s %-5s fast/ref %.2e  ref step/prefill %.2e  fast step/ref %.2e  fast 5-chunks %.2e\n", arch,
+		      dtype, e1, e2, e3, e4);
+	if (e1 > tol || e2 > tol || e3 > tol || e4 > tol)
+		fail_msg("%s %s: relative error over %.1e", arch, dtype, tol);
+	/* the logits are not degenerate: positions differ and values spread */
+	double sd = 0;
+	for (int j = 0; j < z.vocab; j++)
+		sd += (double)rp[j] * rp[j];
+	assert_true(sqrt(sd / z.vocab) > 0.05);
+	assert_true(et_rel_err(rp, rp + z.vocab, (size_t)z.vocab) > 0.01);
+	free(rp), free(rs), free(fp), free(fs), free(f5), free(t);
+	eng_model_free(fast);
+	eng_model_free(ref);
+	free(dir);
+}
+
+static void fast_equals_reference_f32_every_arch(void **state)
+{
+	for (size_t i = 0; i < sizeof(archs) / sizeof(archs[0]); i++)
+		check_arch(archs[i], "f32", 1e-5);
+}
+
+static void fast_equals_reference_half_weights(void **state)
+{
+	check_arch("llama", "bf16", 1e-4);
+	check_arch("qwen3_moe", "bf16", 1e-4);
+	check_arch("qwen2", "f16", 1e-4);
+	check_arch("mixtral", "f16", 1e-4);
+}
+
+/* A long prompt spans several forward chunks and many pages. */
+static void long_prompt_at_once_equals_token_by_token(void **state)
+{
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.vocab = 300;
+	z.hidden = 32;
+	z.heads = 4;
+	z.kv_heads = 1;
+	z.intermediate = 48;
+	char *dir = et_mkmodel("long", "qwen3", &z, "f32", 11);
+	eng_model *m = et_load(dir, ENG_BACKEND_CPU, 64);
+	int n = 600;
+	int32_t *t = et_tokens(n, z.vocab, 5);
+	float *a = et_logits(m, t, n, 0), *b = et_logits(m, t, n, 1);
+	double e = et_rel_err(a, b, (size_t)n * z.vocab);
+	print_message("600 tokens: prefill vs step %.2e\n", e);
+	assert_true(e <= 1e-5);
+	free(a), free(b), free(t);
+	eng_model_free(m);
+	free(dir);
+}
+
+/* Mistral's sliding window, set small, agrees on every path. */
+static void sliding_window_paths_agree(void **state)
+{
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.vocab = 300;
+	char *dir = et_mkmodel("sw", "mistral", &z, "f32", 4);
+	char *cfg = tu_path(dir, "config.json"), *text = NULL;
+	size_t len;
+	assert_int_equal(ev_file_read(&text, &len, cfg, 1 << 20), 0);
+	char *p = strstr(text, "\"sliding_window\":null");
+	assert_non_null(p);
+	memcpy(p, "\"sliding_window\":6   ", 21);
+	assert_int_equal(ev_file_write(cfg, text, len), 0);
+	eng_model *fast = et_load(dir, ENG_BACKEND_CPU, 4), *ref = et_load(dir, ENG_BACKEND_REF, 4);
+	int n = 17;
+	int32_t *t = et_tokens(n, z.vocab, 9);
+	float *rp = et_logits(ref, t, n, 0), *fs = et_logits(fast, t, n, 1);
+	assert_true(et_rel_err(fs, rp, (size_t)n * z.vocab) <= 1e-5);
+	/* and the window matters: the full-attention model differs late */
+	eng_model_free(fast);
+	memcpy(p, "\"sliding_window\":null", 21);
+	assert_int_equal(ev_file_write(cfg, text, len), 0);
+	fast = et_load(dir, ENG_BACKEND_CPU, 4);
+	float *full = et_logits(fast, t, n, 0);
+	size_t last = (size_t)(n - 1) * z.vocab;
+	assert_true(et_rel_err(full + last, rp + last, (size_t)z.vocab) > 1e-3);
+	assert_true(et_rel_err(full, rp, (size_t)z.vocab) <= 1e-5); /* position 0 is the same */
+	free(rp), free(fs), free(full), free(t), free(text), free(cfg);
+	eng_model_free(fast);
+	eng_model_free(ref);
+	free(dir);
+}
+
+/* Three sequences of different lengths in one batched forward give the
+ * logits each gets alone. */
+static void batch_of_sequences_equals_each_alone(void **state)
+{
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.vocab = 300;
+	char *dir = et_mkmodel("batch", "mixtral", &z, "f32", 21);
+	eng_model *m = et_load(dir, ENG_BACKEND_CPU, 8);
+	int lens[3] = {5, 12, 1};
+	int32_t *toks[3];
+	eng_seq *seqs[3];
+	for (int i = 0; i < 3; i++) {
+		toks[i] = et_tokens(lens[i] + 1, z.vocab, 100 + i);
+		assert_int_equal(eng_seq_new(&seqs[i], m), 0);
+	}
+	/* prefill all three together, then one decode step together */
+	assert_int_equal(eng_forward_batch(m, seqs, (const int32_t *const *)toks, lens, 3), 0);
+	const int32_t *next[3] = {toks[0] + lens[0], toks[1] + lens[1], toks[2] + lens[2]};
+	int ones[3] = {1, 1, 1};
+	assert_int_equal(eng_forward_batch(m, seqs, next, ones, 3), 0);
+	for (int i = 0; i < 3; i++) {
+		float *alone = et_logits(m, toks[i], lens[i] + 1, 0);
+		double e = et_rel_err(eng_seq_logits(seqs[i]), alone + (size_t)lens[i] * z.vocab, (size_t)z.vocab);
+		assert_true(e <= 1e-5);
+		assert_int_equal(eng_seq_len(seqs[i]), lens[i] + 1);
+		free(alone);
+		free(toks[i]);
+		eng_seq_free(seqs[i]);
+	}
+	/* the same sequence twice in one batch is refused */
+	eng_seq *s = NULL;
+	assert_int_equal(eng_seq_new(&s, m), 0);
+	eng_seq *two[2] = {s, s};
+	int32_t one = 1;
+	const int32_t *tt[2] = {&one, &one};
+	int n1[2] = {1, 1};
+	assert_int_equal(eng_forward_batch(m, two, tt, n1, 2), EV_E_INVALID);
+	eng_seq_free(s);
+	eng_model_free(m);
+	free(dir);
+}
+
+/* Each page keeps the sum of its post-RoPE keys, also after truncation;
+ * out-of-vocabulary tokens and context overflow are refused. */
+static void pages_keep_key_sums_and_limits_hold(void **state)
+{
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.vocab = 300;
+	z.max_position = 40;
+	char *dir = et_mkmodel("pages", "llama", &z, "f32", 2);
+	eng_model *m = et_load(dir, ENG_BACKEND_CPU, 16);
+	int n = 37;
+	int32_t *t = et_tokens(n, z.vocab, 1);
+	eng_seq *s = NULL;
+	assert_int_equal(eng_seq_new(&s, m), 0);
+	assert_int_equal(eng_forward(s, t, n, NULL), 0);
+	assert_int_equal(s->npages, 3);
+	eng_kv_pool *p = &m->kv;
+	size_t kd = (size_t)p->kvh * p->hd;
+	for (int round = 0; round < 2; round++) {
+		for (int pg = 0; pg < s->npages; pg++)
+			for (int l = 0; l < z.layers; l++) {
+				const float *sum = eng_page_ksum(p, s->pages[pg], l);
+				for (size_t j = 0; j < kd; j++) {
+					double acc = 0;
+					for (int slot = 0; slot < s->pages[pg]->ntok; slot++)
+						acc += eng_page_k(p, s->pages[pg], l, slot)[j];
+					assert_true(fabs(acc - sum[j]) <= 1e-4 * (1 + fabs(acc)));
+				}
+			}
+		assert_int_equal(eng_seq_truncate(s, 20), 0); /* second round: after truncation */
+		assert_int_equal(s->npages, 2);
+		assert_int_equal(s->pages[1]->ntok, 4);
+	}
+	/* refeeding after truncation gives the same logits as before */
+	float *all = et_logits(m, t, n, 0);
+	assert_int_equal(eng_forward(s, t + 20, n - 20, NULL), 0);
+	assert_true(et_rel_err(eng_seq_logits(s), all + (size_t)(n - 1) * z.vocab, (size_t)z.vocab) <= 1e-5);
+	int32_t bad = z.vocab;
+	assert_int_equal(eng_forward(s, &bad, 1, NULL), EV_E_INVALID);
+	assert_int_equal(eng_forward(s, t, 4, NULL), EV_E_LIMIT); /* 37 + 4 > 40 */
+	assert_int_equal(eng_seq_len(s), n);
+	free(all);
+	free(t);
+	eng_seq_free(s);
+	eng_model_free(m);
+	free(dir);
+}
+
+typedef struct {
+	eng_model *m;
+	const int32_t *t;
+	int n;
+	float *last;
+	int rc;
+} thread_job;
+
+static void *thread_run(void *arg)
+{
+	thread_job *j = arg;
+	eng_seq *s = NULL;
+	j->rc = eng_seq_new(&s, j->m);
+	for (int i = 0; !j->rc && i < j->n; i++)
+		j->rc = eng_forward(s, j->t + i, 1, NULL);
+	if (!j->rc)
+		memcpy(j->last, eng_seq_logits(s), 300 * sizeof(float));
+	eng_seq_free(s);
+	return NULL;
+}
+
+/* Threads sharing one model, each with its own sequence, get the logits
+ * they would get alone (forwards serialise on the model). */
+static void threads_sharing_a_model_get_solo_results(void **state)
+{
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.vocab = 300;
+	char *dir = et_mkmodel("thr", "qwen2", &z, "f32", 8);
+	eng_model *m = et_load(dir, ENG_BACKEND_CPU, 4);
+	enum { NT = 4, N = 12 };
+	pthread_t th[NT];
+	thread_job jobs[NT];
+	int32_t *toks[NT];
+	for (int i = 0; i < NT; i++) {
+		toks[i] = et_tokens(N, z.vocab, 50 + i);
+		jobs[i] = (thread_job){m, toks[i], N, malloc(300 * sizeof(float)), 0};
+		assert_int_equal(pthread_create(&th[i], NULL, thread_run, &jobs[i]), 0);
+	}
+	for (int i = 0; i < NT; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(jobs[i].rc, 0);
+		float *alone = et_logits(m, toks[i], N, 0);
+		assert_true(et_rel_err(jobs[i].last, alone + (size_t)(N - 1) * z.vocab, 300) <= 1e-6);
+		free(alone), free(jobs[i].last), free(toks[i]);
+	}
+	eng_model_free(m);
+	free(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(fast_equals_reference_f32_every_arch),
+		cmocka_unit_test(fast_equals_reference_half_weights),
+		cmocka_unit_test(long_prompt_at_once_equals_token_by_token),
+		cmocka_unit_test(sliding_window_paths_agree),
+		cmocka_unit_test(batch_of_sequences_equals_each_alone),
+		cmocka_unit_test(pages_keep_key_sums_and_limits_hold),
+		cmocka_unit_test(threads_sharing_a_model_get_solo_results),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
