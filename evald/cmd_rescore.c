@@ -1,0 +1,187 @@
+/*
+ * evald rescore RUN [checker flags] [--json]: scores the run's stored
+ * answers again with the current checker (the run's own, or the one the
+ * flags give) without calling the model, and updates the summary.
+ * Results that were backend errors have no answer and stay as they are.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "evald/cli.h"
+
+typedef struct {
+	char *suite, *sample_id, *response, *finish_reason;
+	int epoch;
+} stored;
+
+typedef struct {
+	stored *v;
+	size_t n, cap;
+} stored_list;
+
+static int collect(void *ctx, const ev_result *r)
+{
+	stored_list *l = ctx;
+	ev_reason rr = ev_reason_parse(r->reason ? r->reason : "");
+	if (r->reason && *r->reason && rr != EV_REASON_COUNT && ev_reason_is_error(rr))
+		return 0;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 256;
+		stored *v = realloc(l->v, cap * sizeof *v);
+		if (!v)
+			return ev_error_set(EV_E_NOMEM, "out of memory");
+		l->v = v, l->cap = cap;
+	}
+	stored *s = &l->v[l->n++];
+	s->suite = ev_strdup(r->suite);
+	s->sample_id = ev_strdup(r->sample_id);
+	s->response = ev_strdup(r->response ? r->response : "");
+	s->finish_reason = ev_strdup(r->finish_reason ? r->finish_reason : "");
+	s->epoch = r->epoch;
+	return s->suite && s->sample_id && s->response && s->finish_reason ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
+}
+
+static int by_id(const void *a, const void *b)
+{
+	return strcmp((*(const ev_sample *const *)a)->id, (*(const ev_sample *const *)b)->id);
+}
+
+/* `index` holds the suite's samples sorted by id. */
+static const ev_sample *find_sample(const ev_sample **index, size_t n, const char *id)
+{
+	ev_sample key = {.id = (char *)id};
+	const ev_sample *k = &key;
+	const ev_sample **hit = bsearch(&k, index, n, sizeof *index, by_id);
+	return hit ? *hit : NULL;
+}
+
+int ev_cmd_rescore(const ev_cli *cli, int argc, char **argv)
+{
+	ev_checker_flags cf = EV_CHECKER_FLAGS_INIT;
+	bool json = cli->json;
+	const char *run = NULL;
+	for (int i = 1; i < argc; i++) {
+		int r = ev_checker_flags_parse(&cf, argc, argv, &i);
+		if (r < 0)
+			return EV_EXIT_USAGE;
+		if (r > 0)
+			continue;
+		if (!strcmp(argv[i], "--json"))
+			json = true;
+		else if (argv[i][0] != '-' && !run)
+			run = argv[i];
+		else {
+			fprintf(stderr, "usage: evald rescore RUN [--checker T] [--pattern P]... [--json]\n");
+			return EV_EXIT_USAGE;
+		}
+	}
+	int64_t run_id;
+	if (!ev_cli_parse_run_id(run, &run_id))
+		return EV_EXIT_USAGE;
+
+	int rc = EV_EXIT_FAIL;
+	ev_tracker *t = NULL;
+	ev_run_row row = {0};
+	cJSON *config = NULL, *suites_info = NULL;
+	char *flag_spec = ev_checker_flags_spec(&cf), *tmpdir = NULL, *summary = NULL;
+	stored_list list = {0};
+	long changed = 0;
+
+	if (ev_cli_open_tracker(cli, &t))
+		goto done;
+	if (ev_tracker_run_get(t, run_id, &row)) {
+		ev_cli_fail("rescore");
+		goto done;
+	}
+	config = row.config_json ? cJSON_Parse(row.config_json) : NULL;
+	suites_info = row.suites_json ? cJSON_Parse(row.suites_json) : NULL;
+	if (ev_tracker_results_each(t, run_id, collect, &list)) {
+		ev_cli_fail("rescore");
+		goto done;
+	}
+	const cJSON *run_spec = cJSON_GetObjectItemCaseSensitive(config, "checker");
+	char *run_spec_text = cJSON_IsObject(run_spec) ? ev_json_print(run_spec) : NULL;
+	const cJSON *si;
+	cJSON_ArrayForEach(si, suites_info)
+	{
+		const char *name = ev_json_str(si, "name", ""), *path = ev_json_str(si, "path", "");
+		ev_suite *suite = NULL;
+		ev_checker *checker = NULL;
+		if (ev_cli_suite_load(&suite, path, &tmpdir)) {
+			ev_cli_fail(path);
+			free(run_spec_text);
+			goto done;
+		}
+		if (suite->content_hash && strcmp(ev_json_str(si, "hash", ""), suite->content_hash))
+			ev_log_warn("suite %s changed since the run (content hash differs); scoring against its current targets",
+			            name);
+		const char *spec = flag_spec ? flag_spec : run_spec_text ? run_spec_text : suite->checker_json ? suite->checker_json : "{\"type\":\"includes\"}";
+		if (ev_checker_new(&checker, spec)) {
+			ev_cli_fail(name);
+			ev_suite_free(suite);
+			free(run_spec_text);
+			goto done;
+		}
+		const ev_sample **index = calloc(suite->n_samples + 1, sizeof *index);
+		for (size_t i = 0; index && i < suite->n_samples; i++)
+			index[i] = &suite->samples[i];
+		if (index)
+			qsort(index, suite->n_samples, sizeof *index, by_id);
+		for (size_t i = 0; index && i < list.n; i++) {
+			stored *s = &list.v[i];
+			if (strcmp(s->suite, name))
+				continue;
+			const ev_sample *sample = find_sample(index, suite->n_samples, s->sample_id);
+			if (!sample) {
+				ev_log_warn("%s: sample %s is no longer in the suite; left as it was", name, s->sample_id);
+				continue;
+			}
+			ev_verdict v = {0};
+			if (ev_checker_score(checker, sample, s->response, !strcmp(s->finish_reason, "length"), &v) == 0) {
+				if (ev_tracker_result_rescore(t, run_id, name, s->sample_id, s->epoch, v.score,
+				                              ev_reason_name(v.reason), v.extracted, v.detail)) {
+					ev_verdict_clear(&v);
+					free(index);
+					ev_checker_free(checker);
+					ev_suite_free(suite);
+					free(run_spec_text);
+					ev_cli_fail("rescore");
+					goto done;
+				}
+				changed++;
+			}
+			ev_verdict_clear(&v);
+		}
+		free(index);
+		ev_checker_free(checker);
+		ev_suite_free(suite);
+	}
+	free(run_spec_text);
+	if (ev_tracker_flush(t) || ev_summary_compute(&summary, t, run_id) || ev_tracker_run_set_summary(t, run_id, summary)) {
+		ev_cli_fail("rescore");
+		goto done;
+	}
+	if (json)
+		printf("%s\n", summary);
+	else {
+		fprintf(stderr, "evald: run %lld: %ld answers scored again\n", (long long)run_id, changed);
+		ev_summary_print(stdout, summary);
+	}
+	rc = 0;
+done:
+	for (size_t i = 0; i < list.n; i++) {
+		free(list.v[i].suite);
+		free(list.v[i].sample_id);
+		free(list.v[i].response);
+		free(list.v[i].finish_reason);
+	}
+	free(list.v);
+	ev_cli_tmpdir_remove(tmpdir);
+	free(flag_spec);
+	free(summary);
+	cJSON_Delete(config);
+	cJSON_Delete(suites_info);
+	ev_run_row_clear(&row);
+	ev_tracker_close(t);
+	return rc;
+}

@@ -1,0 +1,208 @@
+/*
+ * evald suites validate PATH [--json]: loads a suite (folder, archive or
+ * .jsonl) with every check `run` applies, builds its checker, and prints
+ * what it holds, or the first error with file:line and field.
+ * --json: {"name","version","kind","hash","n","checker","valid":true}
+ *
+ * evald suites list [--json]: the bundled suites (suites/data).
+ * evald suites import humaneval|mbpp|bfcl ...: see the importers.
+ */
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "evald/cli.h"
+
+static int validate(const ev_cli *cli, int argc, char **argv)
+{
+	bool json = cli->json;
+	const char *path = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			json = true;
+		else if (!path)
+			path = argv[i];
+		else {
+			fprintf(stderr, "usage: evald suites validate PATH [--json]\n");
+			return EV_EXIT_USAGE;
+		}
+	}
+	if (!path) {
+		fprintf(stderr, "usage: evald suites validate PATH [--json]\n");
+		return EV_EXIT_USAGE;
+	}
+	ev_suite *s = NULL;
+	ev_checker *c = NULL;
+	int rc = ev_suite_load(&s, path, NULL);
+	if (!rc && s->n_samples == 0)
+		rc = ev_error_set(EV_E_INVALID, "%s: the suite has no samples", path);
+	if (!rc)
+		rc = ev_checker_new(&c, s->checker_json ? s->checker_json : "{\"type\":\"includes\"}");
+	if (rc) {
+		if (json) {
+			cJSON *o = cJSON_CreateObject();
+			cJSON_AddFalseToObject(o, "valid");
+			cJSON_AddStringToObject(o, "error", ev_error_msg());
+			char *t = ev_json_print(o);
+			printf("%s\n", t);
+			free(t);
+			cJSON_Delete(o);
+		}
+		ev_cli_fail(NULL);
+		ev_suite_free(s);
+		return EV_EXIT_FAIL;
+	}
+	if (json) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddTrueToObject(o, "valid");
+		cJSON_AddStringToObject(o, "name", s->name);
+		cJSON_AddStringToObject(o, "version", s->version ? s->version : "");
+		cJSON_AddStringToObject(o, "kind", s->kind ? s->kind : "");
+		cJSON_AddStringToObject(o, "hash", s->content_hash ? s->content_hash : "");
+		cJSON_AddNumberToObject(o, "n", (double)s->n_samples);
+		cJSON_AddNumberToObject(o, "epochs", s->gen.epochs);
+		cJSON *spec = cJSON_Parse(ev_checker_spec(c));
+		cJSON_AddItemToObject(o, "checker", spec ? spec : cJSON_CreateNull());
+		char *t = ev_json_print(o);
+		printf("%s\n", t);
+		free(t);
+		cJSON_Delete(o);
+	} else {
+		printf("%s: valid\n  name     %s\n  version  %s\n  kind     %s\n  samples  %zu\n  checker  %s\n  sha256   %s\n",
+		       path, s->name, s->version ? s->version : "-", s->kind ? s->kind : "-", s->n_samples,
+		       ev_checker_spec(c), s->content_hash ? s->content_hash : "-");
+	}
+	ev_checker_free(c);
+	ev_suite_free(s);
+	return 0;
+}
+
+/* The bundled suites: suites/data in the source tree, or EVALD_DATA_DIR. */
+static char *data_dir(void)
+{
+	const char *env = getenv("EVALD_DATA_DIR");
+	if (env)
+		return ev_strdup(env);
+	return ev_strdup(EVALD_SOURCE_DIR "/suites/data");
+}
+
+static int list(const ev_cli *cli, int argc, char **argv)
+{
+	bool json = cli->json;
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--json"))
+			json = true;
+	char *dir = data_dir();
+	DIR *d = dir ? opendir(dir) : NULL;
+	if (!d) {
+		ev_error_set(EV_E_NOTFOUND, "%s: no bundled suites there (set EVALD_DATA_DIR)", dir ? dir : "?");
+		free(dir);
+		return ev_cli_fail("suites list");
+	}
+	char *names[256];
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) && n < 256)
+		if (e->d_name[0] != '.')
+			names[n++] = ev_strdup(e->d_name);
+	closedir(d);
+	qsort(names, (size_t)n, sizeof *names, (int (*)(const void *, const void *))strcmp);
+	cJSON *arr = cJSON_CreateArray();
+	for (int i = 0; i < n; i++) {
+		char *p = ev_asprintf("%s/%s", dir, names[i]);
+		struct stat st;
+		ev_suite *s = NULL;
+		if (p && stat(p, &st) == 0 && S_ISDIR(st.st_mode) && ev_suite_load(&s, p, NULL) == 0) {
+			cJSON *o = cJSON_CreateObject();
+			cJSON_AddStringToObject(o, "name", s->name);
+			cJSON_AddStringToObject(o, "kind", s->kind ? s->kind : "");
+			cJSON_AddNumberToObject(o, "n", (double)s->n_samples);
+			cJSON_AddStringToObject(o, "path", p);
+			cJSON_AddItemToArray(arr, o);
+		} else if (p && S_ISDIR(st.st_mode)) {
+			ev_log_warn("%s: %s", p, ev_error_msg());
+		}
+		ev_suite_free(s);
+		free(p);
+		free(names[i]);
+	}
+	free(dir);
+	if (json) {
+		cJSON *root = cJSON_CreateObject();
+		cJSON_AddItemToObject(root, "suites", arr);
+		char *t = ev_json_print(root);
+		printf("%s\n", t);
+		free(t);
+		cJSON_Delete(root);
+	} else {
+		const cJSON *o;
+		printf("%-24s %-14s %6s  %s\n", "name", "kind", "n", "path");
+		cJSON_ArrayForEach(o, arr)
+			printf("%-24s %-14s %6.0f  %s\n", ev_json_str(o, "name", ""), ev_json_str(o, "kind", ""),
+			       ev_json_num(o, "n", 0), ev_json_str(o, "path", ""));
+		cJSON_Delete(arr);
+	}
+	return 0;
+}
+
+/* evald suites import humaneval FILE -o DIR | mbpp FILE -o DIR |
+ *                      bfcl FILE [--answers FILE] -o DIR */
+static int import(const ev_cli *cli, int argc, char **argv)
+{
+	const char *kind = argc >= 2 ? argv[1] : NULL, *in = NULL, *out = NULL, *answers = NULL;
+	for (int i = 2; i < argc; i++) {
+		if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out")) && i + 1 < argc)
+			out = argv[++i];
+		else if (!strcmp(argv[i], "--answers") && i + 1 < argc)
+			answers = argv[++i];
+		else if (argv[i][0] != '-' && !in)
+			in = argv[i];
+		else
+			in = NULL, i = argc;
+	}
+	if (!kind || !in || !out || (answers && strcmp(kind, "bfcl"))) {
+		fprintf(stderr, "usage: evald suites import humaneval HumanEval.jsonl.gz -o DIR\n"
+		                "       evald suites import mbpp mbpp.jsonl -o DIR\n"
+		                "       evald suites import bfcl BFCL_v3_simple.json [--answers possible_answer/BFCL_v3_simple.json] -o DIR\n");
+		return EV_EXIT_USAGE;
+	}
+	int rc;
+	if (!strcmp(kind, "humaneval"))
+		rc = ev_import_humaneval(in, out);
+	else if (!strcmp(kind, "mbpp"))
+		rc = ev_import_mbpp(in, out);
+	else if (!strcmp(kind, "bfcl"))
+		rc = ev_import_bfcl(in, answers, out);
+	else {
+		fprintf(stderr, "evald suites import: unknown kind '%s' (humaneval, mbpp, bfcl)\n", kind);
+		return EV_EXIT_USAGE;
+	}
+	if (rc)
+		return ev_cli_fail("import");
+	/* What was written must load as any suite does. */
+	ev_suite *s = NULL;
+	if (ev_suite_load(&s, out, NULL))
+		return ev_cli_fail(out);
+	if (cli->json)
+		printf("{\"name\":\"%s\",\"n\":%zu,\"path\":\"%s\"}\n", s->name, s->n_samples, out);
+	else
+		printf("%s: %zu samples written to %s\n", s->name, s->n_samples, out);
+	ev_suite_free(s);
+	return 0;
+}
+
+int ev_cmd_suites(const ev_cli *cli, int argc, char **argv)
+{
+	if (argc >= 2 && !strcmp(argv[1], "import"))
+		return import(cli, argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "validate"))
+		return validate(cli, argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "list"))
+		return list(cli, argc - 1, argv + 1);
+	fprintf(stderr, "usage: evald suites validate PATH [--json]\n"
+	                "       evald suites list [--json]\n"
+	                "       evald suites import humaneval|mbpp|bfcl FILE [--answers FILE] -o DIR\n");
+	return EV_EXIT_USAGE;
+}

@@ -1,0 +1,215 @@
+/* The evald program end to end against the fixture server: run, runs,
+ * report, rescore, suites validate, and the error paths a user meets. */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static tu_server srv;
+static char *dir;
+static char *db;
+
+static int setup(void **st)
+{
+	(void)st;
+	dir = tu_tmpdir("cli-run");
+	db = tu_path(dir, "evald.db");
+	char *table = tu_write(dir, "table.jsonl",
+	                       "{\"match\":\"capital of France\",\"reply\":\"It is Paris.\"}\n"
+	                       "{\"match\":\"2+2\",\"reply\":\"<think>2+2 is 4</think>The answer is 4.\"}\n"
+	                       "{\"match\":\"color of the sky\",\"reply\":\"Green, obviously.\"}\n"
+	                       "{\"match\":\"pick a letter\",\"reply\":\"Answer: B\"}\n");
+	const char *args[] = {"--table", table, NULL};
+	if (tu_server_start(&srv, args) != 0)
+		return -1;
+	free(table);
+	return 0;
+}
+
+static int teardown(void **st)
+{
+	(void)st;
+	tu_server_stop(&srv);
+	free(db);
+	free(dir);
+	return 0;
+}
+
+static cJSON *parse_or_fail(const char *text)
+{
+	cJSON *j = cJSON_Parse(text);
+	if (!j)
+		fail_msg("not JSON: %s", text);
+	return j;
+}
+
+static const char *SUITE = "{\"id\":\"q1\",\"input\":\"What is the capital of France?\",\"target\":\"Paris\"}\n"
+                           "{\"id\":\"q2\",\"input\":\"What is 2+2?\",\"target\":\"4\"}\n"
+                           "{\"id\":\"q3\",\"input\":\"What is the color of the sky?\",\"target\":\"blue\"}\n"
+                           "{\"id\":\"q4\",\"input\":\"Please pick a letter [[status=500 times=1000]]\",\"target\":\"B\"}\n";
+
+static void run_json_summary_scores_and_excludes_backend_errors(void **st)
+{
+	(void)st;
+	char *suite = tu_write(dir, "evals.jsonl", SUITE);
+	char *out = NULL, *err = NULL;
+	const char *argv[] = {tu_evald(), "--db", db, "run", "--model", srv.url, "--model-name", "ckpt-a", "--suite",
+	                      suite, "--retries", "1", "--json", NULL};
+	int rc = tu_run(&out, &err, NULL, argv);
+	assert_int_equal(rc, 0);
+	cJSON *j = parse_or_fail(out);
+	assert_true(ev_json_num(j, "run_id", 0) >= 1);
+	assert_string_equal(ev_json_str(j, "model", ""), "ckpt-a");
+	cJSON *s = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "suites"), 0);
+	assert_non_null(s);
+	assert_string_equal(ev_json_str(s, "name", ""), "evals");
+	/* q4 is a backend error: counted, not scored. q1 and q2 right, q3 wrong. */
+	assert_int_equal((int)ev_json_num(s, "n", -1), 3);
+	assert_int_equal((int)ev_json_num(s, "errors", -1), 1);
+	assert_true(ev_json_num(s, "score", -1) > 0.66 && ev_json_num(s, "score", -1) < 0.67);
+	assert_true(ev_json_num(s, "ci_low", -1) <= ev_json_num(s, "score", -1));
+	assert_true(ev_json_num(s, "ci_high", -1) >= ev_json_num(s, "score", -1));
+	cJSON *f = cJSON_GetObjectItem(s, "failures");
+	assert_int_equal((int)ev_json_num(f, "backend_error", 0), 1);
+	assert_int_equal((int)ev_json_num(f, "wrong_answer", 0), 1);
+	cJSON_Delete(j);
+	free(out);
+	free(err);
+
+	/* runs --json lists it, finished, with the score. */
+	const char *argv2[] = {tu_evald(), "--db", db, "runs", "--json", NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, argv2), 0);
+	j = parse_or_fail(out);
+	cJSON *r = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "runs"), 0);
+	assert_string_equal(ev_json_str(r, "status", ""), "finished");
+	assert_int_equal((int)ev_json_num(r, "n_results", 0), 4);
+	cJSON_Delete(j);
+	free(out);
+	free(err);
+	free(suite);
+}
+
+static void report_json_and_markdown_show_the_run(void **st)
+{
+	(void)st;
+	char *out = NULL, *err = NULL;
+	const char *argv[] = {tu_evald(), "--db", db, "report", "1", "--format", "json", NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, argv), 0);
+	cJSON *j = parse_or_fail(out);
+	assert_int_equal((int)ev_json_num(j, "run_id", 0), 1);
+	cJSON *s = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "suites"), 0);
+	assert_non_null(cJSON_GetObjectItem(s, "most_failed"));
+	cJSON_Delete(j);
+	free(out);
+	free(err);
+	char *md = tu_path(dir, "r.md");
+	const char *argv2[] = {tu_evald(), "--db", db, "report", "1", "--format", "md", "-o", md, NULL};
+	assert_int_equal(tu_run(NULL, NULL, NULL, argv2), 0);
+	char *text;
+	size_t n;
+	assert_int_equal(ev_file_read(&text, &n, md, 1 << 20), 0);
+	assert_non_null(strstr(text, "evals"));
+	assert_non_null(strstr(text, "q3"));
+	free(text);
+	free(md);
+}
+
+static void rescore_applies_a_new_checker_without_the_model(void **st)
+{
+	(void)st;
+	/* Stop the server: rescoring must not need it. */
+	tu_server_stop(&srv);
+	char *out = NULL, *err = NULL;
+	const char *argv[] = {tu_evald(), "--db", db, "rescore", "1", "--checker", "regex", "--pattern", "(Green|Paris)",
+	                      "--compare", "none", "--json", NULL};
+	int rc = tu_run(&out, &err, NULL, argv);
+	assert_int_equal(rc, 0);
+	cJSON *j = parse_or_fail(out);
+	cJSON *s = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "suites"), 0);
+	/* q1 (Paris) and q3 (Green) match; q2 does not; q4 stays an error. */
+	assert_true(ev_json_num(s, "score", -1) > 0.66 && ev_json_num(s, "score", -1) < 0.67);
+	assert_int_equal((int)ev_json_num(s, "errors", -1), 1);
+	assert_int_equal((int)ev_json_num(cJSON_GetObjectItem(s, "failures"), "wrong_answer", 0), 1);
+	cJSON_Delete(j);
+	free(out);
+	free(err);
+	const char *args[] = {NULL};
+	assert_int_equal(tu_server_start(&srv, args), 0);
+}
+
+static void validate_names_line_and_field_of_a_bad_suite(void **st)
+{
+	(void)st;
+	char *bad = tu_write(dir, "bad.jsonl", "{\"id\":\"a\",\"input\":\"x\",\"target\":\"y\"}\n{\"input\":\"no id\"}\n");
+	char *out = NULL, *err = NULL;
+	const char *argv[] = {tu_evald(), "suites", "validate", bad, NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, argv), 1);
+	assert_non_null(strstr(err, ":2"));
+	assert_non_null(strstr(err, "id"));
+	free(out);
+	free(err);
+	char *good = tu_write(dir, "good.jsonl", SUITE);
+	const char *argv2[] = {tu_evald(), "suites", "validate", good, "--json", NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, argv2), 0);
+	cJSON *j = parse_or_fail(out);
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItem(j, "valid")));
+	assert_int_equal((int)ev_json_num(j, "n", 0), 4);
+	cJSON_Delete(j);
+	free(out);
+	free(err);
+	free(bad);
+	free(good);
+}
+
+static void bad_regex_flag_fails_before_any_request(void **st)
+{
+	(void)st;
+	char *suite = tu_write(dir, "evals2.jsonl", SUITE);
+	char *out = NULL, *err = NULL;
+	const char *argv[] = {tu_evald(), "--db", db, "run", "--model", srv.url, "--suite", suite, "--pattern", "(unclosed",
+	                      NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, argv), 1);
+	assert_non_null(strstr(err, "pattern"));
+	free(out);
+	free(err);
+	free(suite);
+}
+
+static void default_suite_runs_without_a_suite_flag(void **st)
+{
+	(void)st;
+	char *out = NULL, *err = NULL;
+	const char *argv[] = {tu_evald(), "--db", db, "run", "--model", srv.url, "--json", "--limit", "5", NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, argv), 0);
+	cJSON *j = parse_or_fail(out);
+	cJSON *s = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "suites"), 0);
+	assert_string_equal(ev_json_str(s, "name", ""), "default");
+	assert_int_equal((int)ev_json_num(s, "n", 0), 5);
+	cJSON_Delete(j);
+	free(out);
+	free(err);
+}
+
+static void missing_model_is_a_usage_error(void **st)
+{
+	(void)st;
+	const char *argv[] = {tu_evald(), "--db", db, "run", NULL};
+	char *err = NULL;
+	assert_int_equal(tu_run(NULL, &err, NULL, argv), 2);
+	assert_non_null(strstr(err, "--model"));
+	free(err);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(run_json_summary_scores_and_excludes_backend_errors),
+		cmocka_unit_test(report_json_and_markdown_show_the_run),
+		cmocka_unit_test(rescore_applies_a_new_checker_without_the_model),
+		cmocka_unit_test(validate_names_line_and_field_of_a_bad_suite),
+		cmocka_unit_test(bad_regex_flag_fails_before_any_request),
+		cmocka_unit_test(default_suite_runs_without_a_suite_flag),
+		cmocka_unit_test(missing_model_is_a_usage_error),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
