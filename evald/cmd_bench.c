@@ -8,6 +8,7 @@
  *       concurrency 1 (baseline) and C; tracker ingest results/s with one
  *       commit per result (baseline) and with the group commit.
  *   bench engine --model DIR ...   (evald/bench_engine.c)
+ *   bench sandbox [--problems PATH] [--jobs N]   (evald/bench_sandbox.c)
  */
 #include <errno.h>
 #include <poll.h>
@@ -23,6 +24,7 @@
 /* Other benchmarks live beside their modules' commands. */
 typedef int (*bench_fn)(const ev_cli *cli, int argc, char **argv);
 int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv);
+int ev_bench_sandbox_main(const ev_cli *cli, int argc, char **argv);
 
 static char *exe_dir(void)
 {
@@ -197,11 +199,12 @@ int ev_cmd_bench(const ev_cli *cli, int argc, char **argv)
 	} kinds[] = {
 		{"engine", ev_bench_engine_main},
 		{"runner", bench_runner},
+		{"sandbox", ev_bench_sandbox_main},
 	};
 	if (argc >= 2)
 		for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
 			if (!strcmp(argv[1], kinds[i].name))
 				return kinds[i].fn(cli, argc - 1, argv + 1);
-	fprintf(stderr, "usage: evald bench engine|runner [...]\n");
+	fprintf(stderr, "usage: evald bench engine|runner|sandbox [...]\n");
 	return EV_EXIT_USAGE;
 }

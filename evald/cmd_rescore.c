@@ -10,7 +10,7 @@
 #include "evald/cli.h"
 
 typedef struct {
-	char *suite, *sample_id, *response, *finish_reason;
+	char *suite, *sample_id, *response, *finish_reason, *tool_calls_json;
 	int epoch;
 } stored;
 
@@ -37,6 +37,7 @@ static int collect(void *ctx, const ev_result *r)
 	s->sample_id = ev_strdup(r->sample_id);
 	s->response = ev_strdup(r->response ? r->response : "");
 	s->finish_reason = ev_strdup(r->finish_reason ? r->finish_reason : "");
+	s->tool_calls_json = ev_strdup(r->tool_calls_json); /* may be NULL */
 	s->epoch = r->epoch;
 	return s->suite && s->sample_id && s->response && s->finish_reason ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
 }
@@ -137,7 +138,7 @@ int ev_cmd_rescore(const ev_cli *cli, int argc, char **argv)
 				continue;
 			}
 			ev_verdict v = {0};
-			if (ev_checker_score(checker, sample, s->response, !strcmp(s->finish_reason, "length"), &v) == 0) {
+			if (ev_checker_score_calls(checker, sample, s->response, s->tool_calls_json, !strcmp(s->finish_reason, "length"), &v) == 0) {
 				if (ev_tracker_result_rescore(t, run_id, name, s->sample_id, s->epoch, v.score,
 				                              ev_reason_name(v.reason), v.extracted, v.detail)) {
 					ev_verdict_clear(&v);
@@ -174,6 +175,7 @@ done:
 		free(list.v[i].sample_id);
 		free(list.v[i].response);
 		free(list.v[i].finish_reason);
+		free(list.v[i].tool_calls_json);
 	}
 	free(list.v);
 	ev_cli_tmpdir_remove(tmpdir);

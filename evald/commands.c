@@ -9,6 +9,7 @@ int ev_cmd_report(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_rescore(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_run(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_runs(const ev_cli *cli, int argc, char **argv);
+int ev_cmd_score(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_suites(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_version(const ev_cli *cli, int argc, char **argv);
 
@@ -19,6 +20,7 @@ const ev_command ev_commands[] = {
 	{"rescore", ev_cmd_rescore, "score a run's stored answers again without the model"},
 	{"run", ev_cmd_run, "evaluate a model on suites (or --resume a run)"},
 	{"runs", ev_cmd_runs, "list the runs in the tracker"},
+	{"score", ev_cmd_score, "score completions made elsewhere (HumanEval-style) by running their tests"},
 	{"suites", ev_cmd_suites, "validate, list and import suites"},
 	{"version", ev_cmd_version, "print the version"},
 	{NULL, NULL, NULL},

@@ -50,6 +50,8 @@ typedef struct {
 	ev_checker *own_checker; /* from suite->checker_json when the plan has none */
 	chk *chk[CHK_BUCKETS];
 	job inflight;            /* list head */
+	item *agent_items;       /* agent-loop samples, run last (agent.c) */
+	size_t n_agent_items;
 } run;
 
 bool ev_shard_owns(const char *sample_id, int shard_k, int shard_n)
@@ -161,7 +163,7 @@ static int deliver(run *r, const ev_sample *s, int epoch, const char *request_js
 		if (rc)
 			return rc;
 		bool truncated = c->finish_reason && !strcmp(c->finish_reason, "length");
-		rc = ev_checker_score(ck, s, c->text ? c->text : "", truncated, &v);
+		rc = ev_checker_score_calls(ck, s, c->text ? c->text : "", c->tool_calls_json, truncated, &v);
 		if (rc) {
 			/* A checker that cannot run (sandbox, memory) is an
 			 * infrastructure fault, not a wrong answer. */
@@ -256,6 +258,64 @@ static int start_item(run *r, const item *it, bool *submitted)
 	return 0;
 }
 
+/* ---- agent-loop samples (added by the agent engineer; see agent.c) -------
+ * Samples with a tool environment (ev_agent_wants) go through ev_agent_run
+ * instead of one request. They run after the single-request samples, one at
+ * a time while the backend has nothing else in flight, because the loop
+ * polls the backend for its own completions. No response cache: a
+ * conversation is many requests. A malformed environment is the suite's
+ * fault: recorded as backend_error (excluded from scores), the run goes on. */
+static int run_agent_item(run *r, const item *it)
+{
+	const ev_run_plan *p = r->plan;
+	const ev_sample *s = &p->suite->samples[it->sample];
+	ev_agent_options o = EV_AGENT_OPTIONS_INIT;
+	o.model = p->model;
+	o.suite_root = p->suite->root;
+	ev_agent_result ar;
+	char *err = NULL;
+	if (ev_agent_run(r->b, s, &p->suite->gen, &o, &ar)) {
+		ar.failed = true;
+		ar.reason = EV_REASON_BACKEND_ERROR;
+		ar.detail = err = ev_strdup(ev_error_msg());
+	}
+	char hash[EV_SHA256_HEX] = "";
+	if (ar.first_request_json)
+		ev_request_hash(hash, ar.first_request_json, p->suite->gen.temperature == 0.0 ? -1 : it->epoch);
+	ev_result res;
+	memset(&res, 0, sizeof res);
+	res.suite = p->suite->name;
+	res.sample_id = s->id;
+	res.epoch = it->epoch;
+	res.request_hash = hash;
+	res.request_json = ar.first_request_json;
+	res.response = ar.final_text;
+	res.tool_calls_json = ar.tool_calls_json;
+	res.extracted = ar.state_json;
+	res.score = ar.failed ? 0 : ar.score;
+	res.reason = ar.reason == EV_REASON_NONE ? "" : ev_reason_name(ar.reason);
+	res.detail = ar.detail;
+	res.finish_reason = ar.finish_reason;
+	res.prompt_tokens = ar.prompt_tokens;
+	res.completion_tokens = ar.completion_tokens;
+	res.latency_s = ar.latency_s;
+	res.attempts = ar.attempts;
+	r->counts.done++;
+	if (ar.failed) {
+		r->counts.errors++;
+	} else {
+		r->counts.scored++;
+		r->counts.score_sum += res.score;
+	}
+	int rc = p->on_result ? p->on_result(p->ctx, &res) : 0;
+	if (err)
+		ar.detail = NULL;
+	free(err);
+	ev_agent_result_clear(&ar);
+	progress(r);
+	return rc;
+}
+
 /* Builds the list of (sample, epoch) pairs this run owes. */
 static int plan_items(const ev_run_plan *p, item **out, size_t *n_out)
 {
@@ -332,12 +392,20 @@ int ev_runner_run(ev_backend *b, const ev_run_plan *plan, ev_run_counts *out)
 	if ((rc = plan_items(plan, &items, &n_items)))
 		goto done;
 	r.counts.total = (long)n_items;
+	if (!(r.agent_items = malloc((n_items + 1) * sizeof *r.agent_items))) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto done;
+	}
 	progress(&r);
 
 	for (;;) {
 		int cap = ev_backend_capacity(b);
 		int handled = 0;
 		while (next < n_items && ev_backend_pending(b) < (cap > 0 ? cap : 1) && handled < FILL_BATCH) {
+			if (ev_agent_wants(plan->suite, &plan->suite->samples[items[next].sample])) {
+				r.agent_items[r.n_agent_items++] = items[next++]; /* agent loop, below */
+				continue;
+			}
 			bool submitted;
 			if ((rc = start_item(&r, &items[next++], &submitted)))
 				goto done;
@@ -367,6 +435,12 @@ int ev_runner_run(ev_backend *b, const ev_run_plan *plan, ev_run_counts *out)
 		if (plan->on_tick)
 			plan->on_tick(plan->ctx);
 	}
+	for (size_t i = 0; i < r.n_agent_items; i++) {
+		if ((rc = run_agent_item(&r, &r.agent_items[i])))
+			goto done;
+		if (plan->on_tick)
+			plan->on_tick(plan->ctx);
+	}
 done:
 	/* Requests still in flight when the run stops early: the backend keeps
 	 * their (now stale) cookies; the caller frees the backend. */
@@ -384,6 +458,7 @@ done:
 		}
 	}
 	ev_checker_free(r.own_checker);
+	free(r.agent_items);
 	free(items);
 	free(comps);
 	if (out)

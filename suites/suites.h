@@ -155,4 +155,167 @@ char *ev_message_text(const ev_message *m);
 /* Extracts an archive into `dest` under the safety rules above. */
 int ev_archive_extract(const char *archive, const char *dest, const ev_suite_options *opt);
 
+/* ---- BFCL importer (suites/import_bfcl.c; owner: toolcall) ---------------- */
+
+/* Turns a Berkeley Function Calling Leaderboard file (one JSON object a
+ * line: id, question, function) and its possible answers (id,
+ * ground_truth; NULL for irrelevance) into a suite folder `out_dir`
+ * (created if absent): suite.json (name from the file, "BFCL_v3_simple.json"
+ * -> "bfcl_v3_simple"; kind "tool-use"; checker {"type":"toolcall",
+ * "category":"simple"}) and samples.jsonl: id, messages (the question's
+ * first turn), tools (OpenAI format: dots in names become '_', BFCL types
+ * become JSON Schema), tests {"functions", "ground_truth"} (BFCL's own,
+ * for the checker) and metadata {"category", "source"}. Every question
+ * needs an answer when `answers` is given. Errors name file:line and the
+ * field; nothing is written then. */
+int ev_import_bfcl(const char *questions, const char *answers, const char *out_dir);
+
+/* ---- HumanEval and MBPP importers (suites/import_humaneval.c,
+ * suites/import_mbpp.c; owner: sandbox) ------------------------------------ */
+
+/* Turns the published HumanEval file (HumanEval.jsonl.gz, or the same
+ * uncompressed: task_id, prompt, entry_point, canonical_solution, test)
+ * into a suite folder `out_dir` (created if absent): suite.json (name
+ * "humaneval", kind "coding", checker {"type":"humaneval"}) and
+ * samples.jsonl: id = task_id, input = prompt, tests {"style":"humaneval",
+ * "prompt","test","entry_point"}, metadata {"canonical_solution",
+ * "entry_point"}. Errors name file:line and the field; nothing is written
+ * then. */
+int ev_import_humaneval(const char *jsonl_or_gz, const char *out_dir);
+
+/* The same for MBPP (mbpp.jsonl, plain or compressed: task_id, text or
+ * prompt, code, test_list, test_setup_code or test_imports,
+ * challenge_test_list): name "mbpp", checker {"type":"mbpp"}; id = the
+ * task_id as text; input = the text and the tests it must pass; tests
+ * {"style":"mbpp","test_list","test_setup_code","challenge_test_list"};
+ * metadata {"code"}. */
+int ev_import_mbpp(const char *jsonl_or_gz, const char *out_dir);
+
+/* Reads a whole file that may be compressed (gzip, zstd, xz, bzip2:
+ * whatever libarchive's filters know; plain text passes through), at most
+ * `max` bytes once decompressed (EV_E_LIMIT past that). *out is
+ * NUL-terminated; free it with free(). */
+int ev_import_read(char **out, size_t *len_out, const char *path, size_t max);
+
+/* Calls fn for each non-blank line of a JSON Lines text with the parsed
+ * object and "file:line" for errors; stops at the first non-zero return.
+ * A line that is not a JSON object is an error naming file:line. */
+int ev_import_each_object(const char *text, size_t len, const char *file,
+                          int (*fn)(void *ctx, const cJSON *obj, const char *where), void *ctx);
+
+/* Fails naming both lines ("file:12: task_id: duplicate \"x\" (first on
+ * line 3)") when two of the n ids are equal; lines[i] is ids[i]'s line. */
+int ev_import_unique_ids(const char *const *ids, const size_t *lines, size_t n, const char *file);
+
+/* Writes suite.json and samples.jsonl into `out_dir` (created if absent;
+ * its parent must exist), each atomically. */
+int ev_import_write_suite(const char *out_dir, const char *suite_json, const char *samples, size_t samples_len);
+
+
+/* ---- long-context generators (suites/gen_longctx*.c; owner: longctx) ------ */
+
+/* One chat message for counting, borrowed strings (as engine's eng_chat_msg:
+ * suites may not use the engine, so the caller adapts). */
+typedef struct {
+	const char *role;
+	const char *content;
+	const char *tool_calls_json;
+	const char *tool_call_id;
+	const char *name;
+} ev_token_msg;
+
+/* How the generators measure text in the model's tokens. `count` is
+ * required: the number of tokens of `len` bytes of plain text. `render`
+ * is optional: the full prompt text the model would see for `msgs` (chat
+ * template applied, generation prompt added, malloc'd into *out); when it
+ * is NULL the prompt is the message contents joined by newlines. Both
+ * return 0 or a negative EV_E_* with the message set. */
+typedef struct {
+	int (*count)(void *ctx, const char *text, size_t len, size_t *out_tokens);
+	int (*render)(void *ctx, const ev_token_msg *msgs, size_t n, const char *tools_json, char **out,
+	              size_t *out_len);
+	void *ctx;
+} ev_token_counter;
+
+#define EV_LONGCTX_MAX_LENGTH ((size_t)8 << 20) /* tokens of one sample */
+#define EV_LONGCTX_MAX_SAMPLES 100000           /* samples of one suite */
+
+/* What to generate: every task x length x depth, `samples` times each
+ * (vt and cwe have no needle depth: they take the lengths only). NULL /
+ * zero-count lists take the defaults (all tasks; 4k; depths 0,25,50,75,100).
+ * Depths are percent, 0..100. */
+typedef struct {
+	const char *const *tasks; /* "niah","multikey","multivalue","multiquery","vt","cwe","agent" */
+	size_t n_tasks;
+	const size_t *lengths;    /* target prompt lengths in tokens */
+	size_t n_lengths;
+	const int *depths;
+	size_t n_depths;
+	int samples;              /* >= 1 */
+	uint64_t seed;
+	const char *name;         /* suite name, default "longctx" */
+	bool quiet;               /* no progress line */
+} ev_longctx_options;
+
+#define EV_LONGCTX_OPTIONS_INIT {NULL, 0, NULL, 0, NULL, 0, 1, 0, NULL, true}
+
+/* Parses a length ("4096", "4k" = 4096, "128k", "1m" = 1048576) into
+ * tokens; EV_E_INVALID naming the text when bad or over the cap. */
+int ev_longctx_parse_length(size_t *out, const char *text);
+/* True when `name` is one of the task names above. */
+bool ev_longctx_task_known(const char *name);
+
+/* Generates the suite folder `out_dir` (created if absent; parent must
+ * exist): suite.json (kind "long-context") and samples.jsonl, each sample
+ * fitted to its target length in the tokens of `tc` (the rendered prompt
+ * is at most the target and within max(16, 0.5%) of it), deterministic
+ * from opt->seed: the same options and counter give the same bytes.
+ * Each sample's metadata: task, length, tokens, depth (or null), needle_token
+ * (token position of the first needle in the prompt, or -1), haystack kinds;
+ * single answers use the includes checker, several answers a per-sample
+ * regex checker that needs all of them. */
+int ev_gen_longctx(const ev_longctx_options *opt, const ev_token_counter *tc, const char *out_dir);
+
+
+/* ==== tool environments (suites/env*.c; owner: agent) ======================
+ *
+ * Deterministic in-memory worlds that a tool-use agent acts on, built from
+ * a sample's metadata.environment (or tests.environment): one object
+ * {"type":"fs"|"kv"|"sqlite"|"calculator", ...} or an array of them with
+ * distinct types. Each exposes OpenAI tool definitions and executes calls;
+ * a bad call (unknown tool, bad arguments, refused permission, path escape)
+ * is a tool result {"error":"..."}, never a failure. See suites/README.md,
+ * "Tool environments", for each type's spec fields, tools and state. */
+
+typedef struct ev_env ev_env;
+
+/* Builds the environments a spec describes (JSON text). `what` names the
+ * source in errors ("samples.jsonl:3: metadata.environment"). */
+int ev_env_new(ev_env **out, const char *spec_json, const char *what);
+void ev_env_free(ev_env *e);
+/* The OpenAI tools array of every environment, as JSON text. Borrowed. */
+const char *ev_env_tools_json(const ev_env *e);
+/* True when one of the environments implements tool `name`. */
+bool ev_env_has_tool(const ev_env *e, const char *name);
+/* Executes one call; *result_json (malloc'd) is the tool's JSON answer,
+ * {"error":"..."} for anything the model did wrong. Returns a negative
+ * status only when memory ran out. */
+int ev_env_execute(ev_env *e, const char *name, const char *arguments_json, char **result_json);
+/* The canonical end state, {"<type>":{...}, ...}, malloc'd JSON text. */
+int ev_env_state_json(const ev_env *e, char **out);
+
+/* Compares a state with an expected one: objects by subset (every expected
+ * key present and matching), arrays element by element with equal length,
+ * numbers within 1e-9 relative, other values exactly. *match is set; when
+ * false, *detail (malloc'd, may be NULL on no memory) names the first path
+ * that differs ("fs.files./notes.txt: expected \"hi\", got \"ho\""). */
+int ev_env_state_match(bool *match, char **detail, const char *state_json, const char *expected_json);
+
+/* Evaluates an arithmetic expression (+ - * / ^ or **, parentheses, unary
+ * minus, sqrt abs round, pi e). On a bad expression returns EV_E_INVALID
+ * with the message saying why and where. */
+int ev_env_calc(double *out, const char *expr);
+
+/* ==== end of tool environments ============================================= */
+
 #endif

