@@ -6,6 +6,7 @@
  *
  * evald suites list [--json]: the bundled suites (suites/data).
  * evald suites import humaneval|mbpp|bfcl ...: see the importers.
+ * evald suites gen long-context ...: evald/cmd_gen.c.
  */
 #include <dirent.h>
 #include <stdlib.h>
@@ -197,12 +198,15 @@ int ev_cmd_suites(const ev_cli *cli, int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "import"))
 		return import(cli, argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "gen"))
+		return ev_cmd_suites_gen(cli, argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "validate"))
 		return validate(cli, argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "list"))
 		return list(cli, argc - 1, argv + 1);
 	fprintf(stderr, "usage: evald suites validate PATH [--json]\n"
 	                "       evald suites list [--json]\n"
-	                "       evald suites import humaneval|mbpp|bfcl FILE [--answers FILE] -o DIR\n");
+	                "       evald suites import humaneval|mbpp|bfcl FILE [--answers FILE] -o DIR\n"
+	                "       evald suites gen long-context --model DIR --tasks ... --lengths ... -o DIR\n");
 	return EV_EXIT_USAGE;
 }

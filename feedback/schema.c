@@ -82,6 +82,7 @@ static const ev_migration migrations[] = {
 	 "  suite TEXT NOT NULL,"
 	 "  baseline_run INTEGER NOT NULL REFERENCES runs(id),"
 	 "  candidate_run INTEGER NOT NULL REFERENCES runs(id),"
+	 "  last_run INTEGER NOT NULL,"
 	 "  baseline_model TEXT,"
 	 "  candidate_model TEXT,"
 	 "  n INTEGER NOT NULL DEFAULT 0,"
@@ -176,7 +177,24 @@ static const ev_migration migrations[] = {
 	 "  ref TEXT NOT NULL,"
 	 "  note TEXT,"
 	 "  PRIMARY KEY (proposal_id, kind, ref));"},
-	/* Append new steps here: {4, "what it adds", "SQL;"}, ... */
+	/* Step 4 (owner: lead): each result keeps its sample's metadata, so
+	 * reports can group by it (long-context length x depth grids). */
+	{4, "sample metadata on results",
+	 "ALTER TABLE results ADD COLUMN metadata_json TEXT;"},
+	/* Step 5 (owner: watch): the checkpoint watcher's state, one row per
+	 * checkpoint folder (feedback/watch.c, `evald watch`). */
+	{5, "checkpoint watcher state",
+	 "CREATE TABLE watch_checkpoints ("
+	 "  path TEXT PRIMARY KEY,"
+	 "  name TEXT NOT NULL,"
+	 "  state TEXT NOT NULL DEFAULT 'seen' CHECK (state IN ('seen', 'complete', 'running', 'evaluated', "
+	 "'failed')),"
+	 "  run_id INTEGER REFERENCES runs(id) ON DELETE SET NULL,"
+	 "  compare_json TEXT,"
+	 "  detail TEXT,"
+	 "  created REAL NOT NULL,"
+	 "  updated REAL NOT NULL);"},
+	/* Append new steps here: {6, "what it adds", "SQL;"}, ... */
 };
 
 int ev_schema_latest(void) { return (int)(sizeof migrations / sizeof migrations[0]); }

@@ -333,6 +333,8 @@ static int gather_cb(void *ctx, const ev_result *r)
 		if (r->score < 1.0 && r->reason && *r->reason && (rc = count_failure(s->failures, r->reason)))
 			return rc;
 	}
+	if (!is_err && (rc = ev_report_grid_add(&s->grid, r)))
+		return rc;
 	char **reason_slot, **answer_slot;
 	if (is_err) {
 		if (g->err_reason)
@@ -412,6 +414,7 @@ void ev_report_data_clear(ev_report_data *d)
 		free(s->failed);
 		free(s->name);
 		cJSON_Delete(s->failures);
+		cJSON_Delete(s->grid);
 	}
 	free(d->suites);
 	cJSON_Delete(d->config);

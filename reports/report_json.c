@@ -70,6 +70,10 @@ static cJSON *suite_json(const ev_report_suite *s)
 			     add_str(e, "answer", x->answer);
 		}
 	}
+	if (ok && s->grid) {
+		cJSON *g = ev_report_grid_json(s->grid);
+		ok = g && cJSON_AddItemToObject(o, "grid", g);
+	}
 	if (!ok) {
 		cJSON_Delete(o);
 		return NULL;

@@ -118,6 +118,20 @@ static int failed_section(ev_buf *b, const ev_report_data *d)
 	return rc;
 }
 
+/* Long-context suites: score by length x depth, one table per task. */
+static int grid_section(ev_buf *b, const ev_report_data *d)
+{
+	bool any = false;
+	for (size_t i = 0; i < d->n_suites; i++)
+		any = any || d->suites[i].grid;
+	if (!any)
+		return 0;
+	int rc = ev_buf_puts(b, "## Length x depth\n\n");
+	for (size_t i = 0; !rc && i < d->n_suites; i++)
+		rc = ev_report_grid_md(b, d->suites[i].name, d->suites[i].grid);
+	return rc;
+}
+
 int ev_report_md(ev_buf *b, const ev_report_data *d)
 {
 	const ev_run_row *r = &d->run;
@@ -132,8 +146,8 @@ int ev_report_md(ev_buf *b, const ev_report_data *d)
 	if (!d->complete &&
 	    (rc = ev_buf_puts(b, "- Complete: no (figures computed from the stored results, without CI)\n")))
 		return rc;
-	if ((rc = ev_buf_putc(b, '\n')) || (rc = suites_table(b, d)) || (rc = failures_section(b, d)) ||
-	    (rc = failed_section(b, d)))
+	if ((rc = ev_buf_putc(b, '\n')) || (rc = suites_table(b, d)) || (rc = grid_section(b, d)) ||
+	    (rc = failures_section(b, d)) || (rc = failed_section(b, d)))
 		return rc;
 	return 0;
 }

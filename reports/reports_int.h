@@ -32,6 +32,7 @@ typedef struct {
 	cJSON *failures;   /* {reason: count}, owned */
 	ev_report_failed *failed; /* lowest score first, ties by id */
 	size_t n_failed;
+	cJSON *grid;       /* length x depth cells (report_grid.c), or NULL */
 	/* while gathering, for suites without a summary */
 	double sum;
 	long scored;
@@ -52,6 +53,13 @@ void ev_report_data_clear(ev_report_data *d);
 
 int ev_report_md(ev_buf *b, const ev_report_data *d);
 int ev_report_json(ev_buf *b, const ev_report_data *d);
+
+/* The length x depth grid (report_grid.c): add one result; write a
+ * suite's grid as Markdown tables (one per task); as a JSON array of
+ * {"task","length","depth","n","score"}. */
+int ev_report_grid_add(cJSON **grid, const ev_result *r);
+int ev_report_grid_md(ev_buf *b, const char *suite, const cJSON *grid);
+cJSON *ev_report_grid_json(const cJSON *grid);
 
 /* A malloc'd copy of s as valid UTF-8 (invalid bytes become U+FFFD), cut
  * after max_chars code points with "..." appended when cut. NULL in gives "". */

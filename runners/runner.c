@@ -153,6 +153,7 @@ static int deliver(run *r, const ev_sample *s, int epoch, const char *request_js
 	res.latency_s = c->latency_s;
 	res.attempts = c->attempts;
 	res.cached = cached;
+	res.metadata_json = s->metadata_json;
 
 	bool failed = c->status != EV_COMPLETION_OK;
 	res.reason = ev_reason_name(c->status == EV_COMPLETION_TIMEOUT ? EV_REASON_TIMEOUT : EV_REASON_BACKEND_ERROR);
@@ -300,6 +301,7 @@ static int run_agent_item(run *r, const item *it)
 	res.completion_tokens = ar.completion_tokens;
 	res.latency_s = ar.latency_s;
 	res.attempts = ar.attempts;
+	res.metadata_json = s->metadata_json;
 	r->counts.done++;
 	if (ar.failed) {
 		r->counts.errors++;

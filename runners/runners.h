@@ -152,4 +152,114 @@ int ev_runner_run(ev_backend *b, const ev_run_plan *plan, ev_run_counts *out);
 int ev_bench_runner(const char *base_url, long n_requests, int concurrency, double *out_req_per_s,
                     double *out_cpu_s_per_req);
 
+
+/* ==== the agent loop (runners/agent.c; owner: agent) =======================
+ *
+ * Multi-turn tool use against a stateful environment (suites' ev_env): the
+ * model gets the messages and the environment's tools (plus the sample's
+ * own), each tool call it makes is executed and answered with a tool
+ * message, until it answers without calling a tool or a limit is hit. The
+ * end state is then scored: see runners/README.md, "Agent loop". */
+
+typedef struct {
+	const char *model;      /* model name sent in requests */
+	const char *suite_root; /* for attachments, or NULL */
+	int max_turns;          /* model requests (10) */
+	long max_tokens;        /* completion tokens over all turns (0: none) */
+	double max_wall_s;      /* checked between turns (0: none) */
+} ev_agent_options;
+
+#define EV_AGENT_OPTIONS_INIT {NULL, NULL, 10, 0, 600.0}
+
+typedef struct {
+	bool failed;            /* a backend error/timeout: not scored */
+	ev_reason reason;       /* EV_REASON_NONE when score is 1 */
+	double score;           /* 0 or 1 */
+	char *detail;           /* what differed, the limit hit, or the error */
+	char *final_text;       /* the last answer (thinking kept), or NULL */
+	char *tool_calls_json;  /* every call made, OpenAI format, or NULL */
+	char *state_json;       /* the environment's end state */
+	char *first_request_json; /* the first request body (for the hash) */
+	char *finish_reason;    /* of the last completion */
+	int turns;              /* model requests made */
+	int n_tool_calls;
+	int prompt_tokens, completion_tokens;
+	double latency_s;       /* sum over the turns */
+	int attempts;
+} ev_agent_result;
+
+void ev_agent_result_clear(ev_agent_result *r);
+
+/* True when the sample goes through the agent loop: the suite's kind is
+ * "tool-use-multiturn" or the sample has metadata.environment /
+ * tests.environment. */
+bool ev_agent_wants(const ev_suite *suite, const ev_sample *s);
+
+/* Runs one sample to the end and scores it. The backend must have nothing
+ * else in flight (the loop polls it for its own completions). Returns 0
+ * with *out filled (a backend failure is out->failed), or a negative status
+ * when the sample's environment or tests are malformed (the suite's
+ * fault; the message names the sample). */
+int ev_agent_run(ev_backend *b, const ev_sample *s, const ev_gen *gen, const ev_agent_options *opt,
+                 ev_agent_result *out);
+
+/* ==== end of the agent loop ================================================ */
+
+/* ==== the engine backend (runners/backend_engine.c; owner: serving) ========
+ *
+ * The bundled engine in process: a worker thread owns the model and a
+ * continuous-batching scheduler (eng_batch); submit() renders the chat with
+ * the model's chat template (messages and tools), tokenizes and queues it;
+ * the worker detokenizes as it generates, applies stop strings, parses tool
+ * calls back out of the answer and queues the completion for poll(). The
+ * completion's raw_json is the OpenAI chat.completion body, so the response
+ * cache and `evald serve` see the same thing as the OpenAI backend. */
+
+typedef struct {
+	const char *model_dir;      /* the checkpoint folder (required) */
+	const char *model_name;     /* reported name; NULL: the folder's name */
+	int threads;                /* CPU threads; 0: all online cores */
+	int max_batch;              /* sequences generated together (8) */
+	int max_step_tokens;        /* prompt tokens per batched step (512) */
+	const char *chat_template;  /* "chatml" | "llama3"; NULL: from tokenizer_config.json */
+	bool reference;             /* the engine's plain reference path (slow; for checks) */
+	int default_max_tokens;     /* when a request sets none (512) */
+	/* Attention settings passed through to the engine as a JSON object (the
+	 * MSA options of DESIGN.md: block_size, top_k, ...), or NULL for the
+	 * checkpoint's own. Validated as an object; "block_size" is applied,
+	 * other keys are kept for the engine's MSA settings as they land. */
+	const char *attention_json;
+} ev_engine_backend_options;
+
+#define EV_ENGINE_BACKEND_OPTIONS_INIT {NULL, NULL, 0, 8, 512, NULL, false, 512, NULL}
+
+int ev_backend_engine_new(ev_backend **out, const ev_engine_backend_options *opt);
+
+/* Streaming use (evald serve): on_delta gets each piece of the answer's
+ * text as soon as it is final (stop strings already cut; the pieces
+ * concatenate to the completion's text when no tool call was parsed out);
+ * a non-zero return cancels the request. on_done gets the completion once
+ * (the callee owns it: ev_completion_clear). Both run on the engine's
+ * worker thread and must not block long. Requests submitted this way are
+ * not returned by poll() and do not count in pending(). */
+typedef struct {
+	int (*on_delta)(void *ctx, const char *text, size_t len);
+	void (*on_done)(void *ctx, ev_completion *c);
+	void *ctx;
+} ev_engine_stream;
+
+/* Submits a chat request (raw_prompt NULL) or a plain text prompt
+ * (raw_prompt set: no chat template, the model's BOS first when it has one;
+ * req->messages ignored) with streaming callbacks. A request that cannot
+ * be rendered or tokenized fails here (EV_E_INVALID / EV_E_LIMIT / ...), and
+ * then no callback is called. */
+int ev_backend_engine_submit_stream(ev_backend *b, const ev_request *req, const char *raw_prompt,
+                                    const ev_engine_stream *cb);
+/* The reported model name of an engine backend; NULL for other backends. */
+const char *ev_backend_engine_model_name(ev_backend *b);
+/* Context length of the loaded model (tokens); 0 for other backends. */
+long ev_backend_engine_max_context(ev_backend *b);
+
+/* ==== end of the engine backend ============================================ */
+
 #endif

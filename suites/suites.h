@@ -134,6 +134,7 @@ typedef struct {
 	double latency_s;
 	int attempts;
 	bool cached;
+	const char *metadata_json; /* the sample's metadata object, or NULL */
 } ev_result;
 
 /* Loads a suite from a folder, an archive, or a bare .jsonl file. The

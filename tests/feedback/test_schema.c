@@ -126,14 +126,14 @@ static void misnumbered_steps_are_an_internal_error(void **state)
 	free(path);
 }
 
-static void results_table_has_the_v1_columns(void **state)
+static void results_table_has_the_current_columns(void **state)
 {
 	(void)state;
 	char *path = tf_db_path("schema-columns");
 	ev_tracker_close(tf_open(path));
 	const char *want = "run_id,suite,sample_id,epoch,request_hash,request_json,response,tool_calls_json,extracted,"
 	                   "score,reason,detail,finish_reason,prompt_tokens,completion_tokens,latency_s,attempts,"
-	                   "cached,created";
+	                   "cached,created,metadata_json"; /* metadata_json since step 4 */
 	char *got = tf_query_text(path, "SELECT group_concat(name, ',') FROM (SELECT name FROM pragma_table_info("
 	                                "'results') ORDER BY cid)");
 	assert_non_null(got);
@@ -156,7 +156,7 @@ int main(void)
 		cmocka_unit_test(older_version_upgrades_step_by_step),
 		cmocka_unit_test(failed_step_rolls_back_every_step),
 		cmocka_unit_test(misnumbered_steps_are_an_internal_error),
-		cmocka_unit_test(results_table_has_the_v1_columns),
+		cmocka_unit_test(results_table_has_the_current_columns),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
