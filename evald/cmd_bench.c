@@ -181,12 +181,15 @@ static int bench_runner(const ev_cli *cli, int argc, char **argv)
 		printf("runner (OpenAI backend -> %s)\n", url);
 		printf("  %-28s %12s %14s %18s\n", "", "requests", "requests/s", "evald CPU us/req");
 		printf("  %-28s %12ld %14.1f %18.1f\n", "baseline: concurrency 1", base_n, rps1, cpu1 * 1e6);
-		printf("  %-28s %12lld %14.1f %18.1f\n", "", (long long)requests, rpsc, cpuc * 1e6);
-		printf("  (the second row is concurrency %lld)\n", (long long)concurrency);
+		char label[64];
+		snprintf(label, sizeof label, "concurrency %lld", (long long)concurrency);
+		printf("  %-28s %12lld %14.1f %18.1f\n", label, (long long)requests, rpsc, cpuc * 1e6);
+		printf("  ratio %.2fx requests/s\n", rps1 > 0 ? rpsc / rps1 : 0);
 		printf("tracker ingest\n");
 		printf("  %-28s %12s %14s\n", "", "results", "results/s");
 		printf("  %-28s %12ld %14.0f\n", "baseline: commit each", base_results, ing1);
 		printf("  %-28s %12lld %14.0f\n", "group commit", (long long)results, ingg);
+		printf("  ratio %.1fx results/s\n", ing1 > 0 ? ingg / ing1 : 0);
 	}
 	return 0;
 }
