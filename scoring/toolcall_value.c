@@ -170,30 +170,6 @@ bool tcv_py_eq(const tcv *a, const tcv *b)
 
 /* ---- printing ------------------------------------------------------------ */
 
-static int put_str(ev_buf *b, const char *s, size_t len)
-{
-	static const char hex[] = "0123456789abcdef";
-	int rc = ev_buf_putc(b, '"');
-	for (size_t k = 0; !rc && k < len; k++) {
-		unsigned char c = (unsigned char)s[k];
-		switch (c) {
-		case '"': rc = ev_buf_puts(b, "\\\""); break;
-		case '\\': rc = ev_buf_puts(b, "\\\\"); break;
-		case '\n': rc = ev_buf_puts(b, "\\n"); break;
-		case '\r': rc = ev_buf_puts(b, "\\r"); break;
-		case '\t': rc = ev_buf_puts(b, "\\t"); break;
-		default:
-			if (c < 0x20) {
-				char esc[7] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15], 0};
-				rc = ev_buf_puts(b, esc);
-			} else {
-				rc = ev_buf_putc(b, (char)c);
-			}
-		}
-	}
-	return rc ? rc : ev_buf_putc(b, '"');
-}
-
 int tcv_print_json(ev_buf *b, const tcv *v)
 {
 	int rc = 0;
@@ -226,7 +202,7 @@ int tcv_print_json(ev_buf *b, const tcv *v)
 			rc = ev_buf_puts(b, ".0");
 		return rc;
 	}
-	case TCV_STR: return put_str(b, v->s, v->len);
+	case TCV_STR: return ev_json_buf_strn(b, v->s, v->len);
 	case TCV_LIST:
 	case TCV_TUPLE:
 		rc = ev_buf_putc(b, '[');
@@ -243,7 +219,7 @@ int tcv_print_json(ev_buf *b, const tcv *v)
 			if (i)
 				rc = ev_buf_puts(b, ", ");
 			if (!rc)
-				rc = put_str(b, v->keys[i], v->klens[i]);
+				rc = ev_json_buf_strn(b, v->keys[i], v->klens[i]);
 			if (!rc)
 				rc = ev_buf_puts(b, ": ");
 			if (!rc)

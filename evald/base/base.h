@@ -141,6 +141,8 @@ int ev_json_str_req(const char **out, const cJSON *obj, const char *key, const c
 char *ev_json_print(const cJSON *item);
 /* Appends `s` as a JSON string literal (with quotes and escapes). */
 int ev_json_buf_str(ev_buf *b, const char *s);
+/* The same for `len` bytes that may hold NULs (written as \u0000). */
+int ev_json_buf_strn(ev_buf *b, const char *s, size_t len);
 
 /* ---- hashing ----------------------------------------------------------- */
 

@@ -45,12 +45,12 @@ int ev_json_str_req(const char **out, const cJSON *obj, const char *key, const c
 
 char *ev_json_print(const cJSON *item) { return cJSON_PrintUnformatted(item); }
 
-int ev_json_buf_str(ev_buf *b, const char *s)
+int ev_json_buf_strn(ev_buf *b, const char *s, size_t len)
 {
 	static const char hex[] = "0123456789abcdef";
 	int rc = ev_buf_putc(b, '"');
-	for (const unsigned char *p = (const unsigned char *)s; !rc && *p; p++) {
-		unsigned char c = *p;
+	for (size_t k = 0; !rc && k < len; k++) {
+		unsigned char c = (unsigned char)s[k];
 		switch (c) {
 		case '"': rc = ev_buf_puts(b, "\\\""); break;
 		case '\\': rc = ev_buf_puts(b, "\\\\"); break;
@@ -68,3 +68,5 @@ int ev_json_buf_str(ev_buf *b, const char *s)
 	}
 	return rc ? rc : ev_buf_putc(b, '"');
 }
+
+int ev_json_buf_str(ev_buf *b, const char *s) { return ev_json_buf_strn(b, s, strlen(s)); }

@@ -1,0 +1,172 @@
+/*
+ * evald compare RUN_A RUN_B: paired comparison of two runs, suite by suite
+ * (A the baseline, B the candidate): scores, delta with a paired bootstrap
+ * 95% interval, McNemar's exact p (or a sign-flip permutation p for
+ * non-binary scores), the minimum detectable effect from the noise floor,
+ * and the samples that flipped. --file-regressions files each significant
+ * drop as a regression (see `evald regressions`).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "evald/cli.h"
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: evald compare RUN_A RUN_B [--json] [--seed S] [--no-calibration] [--file-regressions]\n"
+	                "RUN_A is the baseline, RUN_B the candidate; delta = B - A.\n");
+}
+
+/* feedback/ may not call scoring itself, so it is handed this. */
+bool ev_cli_reason_is_error(const char *reason)
+{
+	ev_reason r = ev_reason_parse(reason ? reason : "");
+	return r != EV_REASON_COUNT && ev_reason_is_error(r);
+}
+
+/* Ids printed per list; --json has them all. */
+#define MAX_PRINTED_IDS 50
+
+static void print_ids(const char *label, const ev_flip *v, size_t n, bool with_fp)
+{
+	printf("  %s (%zu):", label, n);
+	for (size_t k = 0; k < n; k++) {
+		if (k == MAX_PRINTED_IDS) {
+			printf(" ... and %zu more (--json lists them all)", n - k);
+			break;
+		}
+		if (with_fp)
+			printf(" %s[%s]", v[k].sample_id, ev_fingerprint_name(v[k].fingerprint));
+		else
+			printf(" %s", v[k].sample_id);
+		if (v[k].flip_rate > 0)
+			printf("(flaky %.2f)", v[k].flip_rate);
+	}
+	printf("\n");
+}
+
+static void print_human(const ev_compare *c, const char *actions_json)
+{
+	printf("compare: run %lld (%s) -> run %lld (%s)\n", (long long)c->run_a, c->model_a, (long long)c->run_b,
+	       c->model_b);
+	printf("%-20s %6s %8s %8s %8s  %-18s %9s %-9s %-20s\n", "suite", "n", "score_a", "score_b", "delta", "95% CI", "p",
+	       "test", "MDE");
+	for (size_t i = 0; i < c->n_suites; i++) {
+		const ev_compare_suite *s = &c->suites[i];
+		char ci[48], mde[40];
+		snprintf(ci, sizeof ci, "[%+.3f, %+.3f]", s->ci_low, s->ci_high);
+		snprintf(mde, sizeof mde, "%.3f (%s)", s->mde, s->mde_source);
+		printf("%-20.20s %6zu %8.3f %8.3f %+8.3f  %-18s %9.2g %-9s %-20s%s\n", s->name, s->n, s->score_a, s->score_b,
+		       s->delta, ci, s->p, s->binary ? "mcnemar" : "signflip", mde,
+		       ev_compare_is_regression(s) ? "  DROP" : "");
+		if (s->only_a || s->only_b)
+			printf("  left out: %zu scored only in A, %zu only in B\n", s->only_a, s->only_b);
+		print_ids("fixed", s->fixed, s->n_fixed, false);
+		print_ids("broken", s->broken, s->n_broken, true);
+	}
+	if (actions_json) {
+		cJSON *j = cJSON_Parse(actions_json);
+		const cJSON *a;
+		int n = 0;
+		cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(j, "actions"))
+		{
+			printf("regression %.0f (%s): %s\n", ev_json_num(a, "regression_id", 0), ev_json_str(a, "suite", ""),
+			       ev_json_str(a, "action", ""));
+			n++;
+		}
+		if (!n)
+			printf("regressions: nothing to file\n");
+		cJSON_Delete(j);
+	}
+}
+
+int ev_cmd_compare(const ev_cli *cli, int argc, char **argv)
+{
+	bool json = cli->json, file_regressions = false;
+	ev_compare_options opt = EV_COMPARE_OPTIONS_INIT;
+	int64_t runs[2] = {0, 0};
+	int n_runs = 0;
+	opt.is_error = ev_cli_reason_is_error;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "--json")) {
+			json = true;
+		} else if (!strcmp(a, "--file-regressions")) {
+			file_regressions = true;
+		} else if (!strcmp(a, "--no-calibration")) {
+			opt.use_calibration = false;
+		} else if (!strcmp(a, "--seed")) {
+			int64_t s;
+			if (i + 1 >= argc || !ev_parse_i64(argv[i + 1], &s) || s < 0) {
+				fprintf(stderr, "evald compare: --seed takes a non-negative integer\n");
+				return EV_EXIT_USAGE;
+			}
+			opt.seed = (uint64_t)s;
+			i++;
+		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage();
+			return 0;
+		} else if (a[0] != '-' && n_runs < 2) {
+			if (!ev_cli_parse_run_id(a, &runs[n_runs]))
+				return EV_EXIT_USAGE;
+			n_runs++;
+		} else {
+			fprintf(stderr, "evald compare: unexpected argument '%s'\n", a);
+			usage();
+			return EV_EXIT_USAGE;
+		}
+	}
+	if (n_runs != 2) {
+		usage();
+		return EV_EXIT_USAGE;
+	}
+
+	int rc = EV_EXIT_FAIL;
+	ev_tracker *t = NULL;
+	ev_compare *c = NULL;
+	char *out = NULL, *actions = NULL;
+	if (ev_cli_open_tracker(cli, &t))
+		return EV_EXIT_FAIL;
+	if (ev_compare_runs(&c, t, runs[0], runs[1], &opt)) {
+		ev_cli_fail("compare");
+		goto done;
+	}
+	if (file_regressions && ev_regressions_apply(t, c, &actions)) {
+		ev_cli_fail("regressions");
+		goto done;
+	}
+	if (json) {
+		if (ev_compare_json(&out, c)) {
+			ev_cli_fail("compare");
+			goto done;
+		}
+		if (actions) {
+			/* One document: the comparison with what was filed beside it. */
+			cJSON *j = cJSON_Parse(out), *a = cJSON_Parse(actions);
+			if (j && a) {
+				cJSON_AddItemToObject(j, "regressions", cJSON_DetachItemFromObject(a, "actions"));
+				free(out);
+				out = ev_json_print(j);
+			}
+			cJSON_Delete(j);
+			cJSON_Delete(a);
+			if (!out) {
+				ev_error_set(EV_E_NOMEM, "out of memory");
+				ev_cli_fail("compare");
+				goto done;
+			}
+		}
+		printf("%s\n", out);
+	} else {
+		print_human(c, actions);
+	}
+	rc = 0;
+done:
+	free(out);
+	free(actions);
+	ev_compare_free(c);
+	ev_tracker_close(t);
+	return rc;
+}

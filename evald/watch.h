@@ -1,0 +1,78 @@
+/*
+ * evald/watch.h: what the files of `evald watch` share: cmd_watch.c (the
+ * daemon), watch_scan.c (is a checkpoint folder complete?), watch_child.c
+ * (the child `evald run`), watch_report.c (comparison and report).
+ */
+#ifndef EV_WATCH_H
+#define EV_WATCH_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "evald/base/base.h"
+#include "feedback/feedback.h"
+
+/* Caps on what one scan reads: folders in the watched folder, files walked
+ * in one checkpoint (to this depth), and the JSON files read. */
+#define EV_WATCH_MAX_FOLDERS 4096
+#define EV_WATCH_MAX_FILES 20000
+#define EV_WATCH_MAX_DEPTH 4
+#define EV_WATCH_MAX_JSON ((size_t)16 << 20)
+
+/* One look at a checkpoint folder. */
+typedef struct {
+	bool ready;         /* every file it needs is there and no marker says it is still written */
+	char why[512];      /* when not ready: what is missing (for the log and the tracker) */
+	char *endpoint_url; /* endpoint.json: the server to evaluate (malloc'd), else NULL */
+	char *endpoint_model; /* endpoint.json "model" (malloc'd), may be NULL */
+	/* sha256 over every file's relative path, size and mtime: two equal
+	 * fingerprints on consecutive scans mean no writer is still copying. */
+	char fingerprint[EV_SHA256_HEX];
+} ev_watch_folder;
+
+/* Looks at `dir`: ready when it holds a valid endpoint.json, or config.json
+ * and its weights (model.safetensors, or every shard the
+ * model.safetensors.index.json weight_map names), and no file or folder in it
+ * is named *.tmp, *.partial, *.incomplete or .incomplete. A folder that is not
+ * ready, whatever the reason (a missing file, malformed or oversized JSON, too
+ * many files), is not an error: 0 with ready false and the reason in why.
+ * Only a failed allocation is (EV_E_NOMEM). Clear with ev_watch_folder_clear. */
+int ev_watch_folder_check(ev_watch_folder *out, const char *dir);
+void ev_watch_folder_clear(ev_watch_folder *f);
+
+/* ---- the child run (watch_child.c) ---------------------------------------------- */
+
+/* The run id of "evald: run N: ..." (the first line `evald run` writes to
+ * stderr, resume included); 0 for any other line. */
+int64_t ev_watch_run_id_of_line(const char *line);
+
+typedef void (*ev_watch_line_fn)(void *ctx, const char *line);
+
+/* Runs this program (/proc/self/exe) with argv (argv[0] is only a name),
+ * stdin and stdout on /dev/null, calling on_line for each stderr line (cut
+ * at 4 KiB). Once *stop is set the child gets SIGTERM, and SIGKILL 30 s
+ * later if it is still there; the child gets SIGKILL if this process dies.
+ * `name` labels the log lines. Returns the child's exit status, 128 + its
+ * signal, or -1 (error set) when it could not be started or waited for. */
+int ev_watch_child_run(const char *const *argv, const char *name, volatile sig_atomic_t *stop,
+                       ev_watch_line_fn on_line, void *ctx);
+
+/* ---- comparison and report (watch_report.c) --------------------------------------- */
+
+/* Compares run `cand` with run `base` (the baseline), files regressions
+ * (ev_regressions_apply), and logs one line per suite. *out_json gets the
+ * comparison JSON (ev_compare_json) with "regressions": the filing actions;
+ * *out_cmp (may be NULL) the comparison, freed with ev_compare_free. */
+int ev_watch_compare_and_file(ev_tracker *t, const char *name, int64_t base, int64_t cand, char **out_json,
+                              ev_compare **out_cmp);
+
+/* Writes <reports_dir>/<folder>.md (the folder made if missing; written to a
+ * dot-file beside it, then renamed): the run's Markdown report and a
+ * "Compared with the baseline" section from `c` and `compare_json` (or a
+ * line saying why there is none: `baseline_model` set means this is the
+ * baseline). *out_path gets the path (malloc'd). */
+int ev_watch_report_write(ev_tracker *t, const char *reports_dir, const char *folder, const char *baseline_model,
+                          int64_t run_id, const ev_compare *c, const char *compare_json, char **out_path);
+
+#endif
