@@ -101,6 +101,9 @@ typedef struct {
 	int bos_id;
 	int eos_ids[8];
 	int n_eos;
+	/* config.json "msa" (fields < 0 when absent); has_msa when present */
+	bool has_msa;
+	eng_attention_options msa;
 } eng_config;
 
 /* Parses config.json (and generation_config.json for EOS ids) in `dir`. */
@@ -130,39 +133,64 @@ typedef struct {
 /* A page holds block_size positions of every layer's keys and values, plus
  * per layer and KV head the running sum of the post-RoPE keys it holds (the
  * MSA index branch reads the block's mean key without touching the keys).
- * Layout per layer: K[B][kvh][hd], V[B][kvh][hd], ksum[kvh][hd]. Pages are
- * refcounted so that sequences sharing a prefix can share them later. */
+ * Layout per layer: K[B][kvh][hd], V[B][kvh][hd] in the pool's KV dtype
+ * (f32, f16 or bf16), then ksum[kvh][hd] in f32 (the sum of the stored,
+ * rounded keys, so that it equals a re-summing of the keys). Pages are
+ * refcounted: sequences forked from a common prefix share its full pages,
+ * which are then never written again (a partly filled page is copied). */
 typedef struct {
 	int refs;
 	int ntok;     /* positions filled */
-	float *data;
+	unsigned char *data;
 } eng_page;
 
 typedef struct {
 	int block;        /* positions per page */
-	size_t layer_floats; /* floats per layer in a page */
-	size_t page_floats;
-	int kvh, hd;
+	eng_dtype dtype;  /* of K and V */
+	size_t esize;     /* bytes per K/V element */
+	size_t layer_bytes; /* bytes per layer in a page */
+	size_t page_bytes;
+	int layers, kvh, hd;
 	eng_page **free;  /* free list */
 	int nfree, free_cap;
 	long live;        /* pages handed out */
+	uint64_t max_bytes; /* bound on live pages' bytes; 0 = none */
 } eng_kv_pool;
 
+/* Raw K / V row (kvh * hd elements of the pool's dtype) of a slot. */
+static inline void *eng_page_kraw(const eng_kv_pool *p, eng_page *pg, int layer, int slot)
+{
+	return pg->data + (size_t)layer * p->layer_bytes + (size_t)slot * p->kvh * p->hd * p->esize;
+}
+static inline void *eng_page_vraw(const eng_kv_pool *p, eng_page *pg, int layer, int slot)
+{
+	return pg->data + (size_t)layer * p->layer_bytes + (size_t)(p->block + slot) * p->kvh * p->hd * p->esize;
+}
+/* f32 views: valid only when the pool's dtype is ENG_F32. */
 static inline float *eng_page_k(const eng_kv_pool *p, eng_page *pg, int layer, int slot)
 {
-	return pg->data + (size_t)layer * p->layer_floats + (size_t)slot * p->kvh * p->hd;
+	return (float *)eng_page_kraw(p, pg, layer, slot);
 }
 static inline float *eng_page_v(const eng_kv_pool *p, eng_page *pg, int layer, int slot)
 {
-	return pg->data + (size_t)layer * p->layer_floats + (size_t)(p->block + slot) * p->kvh * p->hd;
+	return (float *)eng_page_vraw(p, pg, layer, slot);
 }
 static inline float *eng_page_ksum(const eng_kv_pool *p, eng_page *pg, int layer)
 {
-	return pg->data + (size_t)layer * p->layer_floats + (size_t)2 * p->block * p->kvh * p->hd;
+	return (float *)(pg->data + (size_t)layer * p->layer_bytes + (size_t)2 * p->block * p->kvh * p->hd * p->esize);
+}
+/* n stored elements (pool dtype) at src -> f32. */
+static inline void eng_kv_load(const eng_kv_pool *p, float *dst, const void *src, size_t n)
+{
+	eng_to_f32(dst, src, p->dtype, n);
 }
 
 int eng_kv_pool_init(eng_kv_pool *p, int layers, int kvh, int hd, int block);
+/* Sets the storage dtype and the byte bound; before any page is handed out. */
+int eng_kv_pool_configure(eng_kv_pool *p, eng_dtype dtype, uint64_t max_bytes);
 void eng_kv_pool_clear(eng_kv_pool *p);
+/* A fresh page (refs 1, key sums zero), or NULL with the message set
+ * (out of memory, or the byte bound reached: EV_E_LIMIT). */
 eng_page *eng_page_get(eng_kv_pool *p);
 void eng_page_put(eng_kv_pool *p, eng_page *pg);
 
@@ -170,13 +198,53 @@ struct eng_seq {
 	eng_model *m;
 	eng_page **pages;
 	int npages, pages_cap;
+	/* MSA's index: per layer, a contiguous copy of the key sums of the
+	 * complete blocks ([block][kvh][hd]), written when a page fills. The
+	 * page's sum stays the truth; scanning pages one by one for the index
+	 * was memory-latency bound (89% of a 1M-token prefill). */
+	float **kidx;
+	long kidx_cap; /* blocks */
 	long len;
 	float *logits; /* [vocab] */
 	bool has_logits;
 };
 
-/* Makes room for positions [len, len + n): new pages as needed. */
+/* Makes room for positions [len, len + n): new pages (and index rows) as
+ * needed; the page that position len falls in is made private (copied)
+ * when shared. */
 int eng_seq_reserve(eng_seq *s, long n);
+
+/* ---- MSA ------------------------------------------------------------------ */
+
+/* The resolved settings of a model (engine/msa.c). */
+typedef struct {
+	bool on;            /* MSA at all (else every layer is dense) */
+	int block;          /* == the KV page size */
+	int top_k, sink, local;
+	long dense_below;
+	bool *dense_layer;  /* [layers] */
+} eng_msa;
+
+/* Resolves options over config.json over defaults into m->msa (and the
+ * page size into *block). */
+int eng_msa_setup(eng_model *m, const eng_attention_options *opt, int page_block, int *block);
+void eng_msa_clear(eng_msa *a);
+
+/* Whether the query at `pos` in `layer` uses the sparse branch. */
+bool eng_msa_sparse(const eng_model *m, int layer, long pos);
+
+/* Marks in `att` (cur + 1 flags, cur = pos / block) the blocks the query at
+ * `pos` attends in `layer` for KV head g; q holds all heads of that row
+ * (post-RoPE). The reference re-reads keys to form block means and scores
+ * every candidate; `scores` has room for cur floats. */
+void eng_msa_select_ref(const eng_model *m, const eng_seq *s, int layer, long pos, int g, const float *q,
+			unsigned char *att, float *scores);
+/* The same choice from the blocks' key sums (mean = sum / block, keys
+ * never read; from the sequence's contiguous copy s->kidx), top-k kept while streaming over the blocks: writes the attended
+ * blocks ascending into blocks[] (room for sink + local + top_k) and
+ * returns their count. qsum: hd floats; top, topi: top_k entries. */
+int eng_msa_select_fast(const eng_model *m, const eng_seq *s, int layer, long pos, int g, const float *q,
+			int *blocks, float *qsum, float *top, int *topi);
 
 /* ---- the backend function table ----------------------------------------- */
 
@@ -212,12 +280,17 @@ typedef struct eng_backend {
 	/* rotate-half RoPE in place on x[n, nh, hd], row i at position pos[i] */
 	void (*rope)(struct eng_backend *be, float *x, int n, int nh, int hd, const long *pos,
 		     const float *inv_freq);
+	/* Makes the op's scratch ready for sequences up to max_len positions
+	 * (may be NULL). Reference scratch grows with the context in use; the
+	 * fast path's per-worker scratch is O(block) and needs nothing. */
+	int (*reserve)(struct eng_backend *be, long max_len);
 	/* Stores k, v [n, kvh, hd] of `layer` into each row's page slot and
-	 * adds k to the page's key sum. */
+	 * adds k (as stored) to the page's key sum. */
 	void (*kv_store)(struct eng_backend *be, const eng_row *rows, int n, int layer, const float *k,
 			 const float *v);
 	/* out[n, nh, hd] = causal softmax(q k^T / sqrt(hd)) v over each row's
-	 * cached positions <= pos (and > pos - window when window > 0). */
+	 * cached positions <= pos (and > pos - window when window > 0); where
+	 * eng_msa_sparse(layer, pos), over the MSA-selected blocks only. */
 	void (*attention)(struct eng_backend *be, float *out, const float *q, const eng_row *rows, int n,
 			  int layer, int nh, long window);
 	/* y[i] += a * x[i], i < n (residuals, MoE expert mixing) */
@@ -265,6 +338,7 @@ struct eng_model {
 	eng_layer *layers;
 	float *inv_freq; /* [head_dim / 2] */
 	eng_kv_pool kv;
+	eng_msa msa;
 	long max_context;
 	eng_backend ref, cpu;
 	eng_backend *be; /* the one in use */

@@ -117,6 +117,51 @@ static int parse_rope_scaling(eng_config *c, const cJSON *rs, const char *path)
 	return 0;
 }
 
+/* "msa": {"block_size", "top_k", "sink_blocks", "local_blocks",
+ * "dense_below", "dense_layers": [..]}; absent fields stay < 0 (defaults
+ * are applied with the run's options in msa.c). */
+static int parse_msa(eng_config *c, const cJSON *o, const char *path)
+{
+	eng_attention_options d = ENG_ATTENTION_OPTIONS_INIT;
+	c->msa = d;
+	if (!o || cJSON_IsNull(o))
+		return 0;
+	if (!cJSON_IsObject(o))
+		return ev_error_set(EV_E_INVALID, "%s: 'msa' must be an object", path);
+	static const struct {
+		const char *key;
+		long lo, hi;
+	} f[] = {{"block_size", 1, 4096}, {"top_k", 0, 1 << 20}, {"sink_blocks", 0, 1 << 20},
+		 {"local_blocks", 1, 1 << 20}, {"dense_below", 0, 1 << 30}};
+	int v[5], rc = 0;
+	for (int i = 0; i < 5; i++) {
+		v[i] = -1;
+		if (cJSON_GetObjectItemCaseSensitive(o, f[i].key) &&
+		    (rc = get_int(&v[i], o, f[i].key, -1, f[i].lo, f[i].hi, path)))
+			return ev_error_wrap(rc, "msa");
+	}
+	c->msa.block_size = v[0], c->msa.top_k = v[1], c->msa.sink_blocks = v[2], c->msa.local_blocks = v[3];
+	c->msa.dense_below = v[4];
+	const cJSON *dl = cJSON_GetObjectItemCaseSensitive(o, "dense_layers");
+	if (dl && !cJSON_IsNull(dl)) {
+		if (!cJSON_IsArray(dl))
+			return ev_error_set(EV_E_INVALID, "%s: msa.dense_layers must be a list of layer indices", path);
+		c->msa.n_dense_layers = 0;
+		for (const cJSON *e = dl->child; e; e = e->next) {
+			if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
+			    e->valuedouble >= c->layers)
+				return ev_error_set(EV_E_INVALID, "%s: msa.dense_layers: entries must be layer indices in [0, %d)",
+						    path, c->layers);
+			if (c->msa.n_dense_layers == ENG_MSA_MAX_DENSE_LAYERS)
+				return ev_error_set(EV_E_LIMIT, "%s: msa.dense_layers: more than %d entries", path,
+						    ENG_MSA_MAX_DENSE_LAYERS);
+			c->msa.dense_layers[c->msa.n_dense_layers++] = (int)e->valuedouble;
+		}
+	}
+	c->has_msa = true;
+	return 0;
+}
+
 static int parse_config(eng_config *c, const cJSON *o, const char *path)
 {
 	int rc = 0;
@@ -220,7 +265,7 @@ static int parse_config(eng_config *c, const cJSON *o, const char *path)
 	if (cJSON_IsNumber(bos) && bos->valuedouble >= 0 && bos->valuedouble < c->vocab)
 		c->bos_id = (int)bos->valuedouble;
 	add_eos(c, cJSON_GetObjectItemCaseSensitive(o, "eos_token_id"));
-	return 0;
+	return parse_msa(c, cJSON_GetObjectItemCaseSensitive(o, "msa"), path);
 }
 
 int eng_config_load(eng_config *c, const char *dir)

@@ -32,6 +32,34 @@ typedef enum {
 	ENG_BACKEND_REF = 1, /* plain single-threaded loops: the oracle */
 } eng_backend_kind;
 
+/* ==== MSA and KV options (engine/msa.c, engine/kvcache.c) ================ */
+
+typedef enum {
+	ENG_ATTN_AUTO = 0,  /* MSA when config.json has an "msa" object, else dense */
+	ENG_ATTN_DENSE = 1,
+	ENG_ATTN_MSA = 2,
+} eng_attention_kind;
+
+#define ENG_MSA_MAX_DENSE_LAYERS 64
+
+/* Block-sparse attention settings (DESIGN.md, "MSA"). A field < 0 means
+ * "not given": config.json's "msa" value, else the default (block_size 64,
+ * top_k 16, sink_blocks 1, local_blocks 2, dense_below 8192, no dense
+ * layers). block_size is also the KV page size. */
+typedef struct {
+	eng_attention_kind kind;
+	int block_size, top_k, sink_blocks, local_blocks;
+	long dense_below;
+	int n_dense_layers; /* -1 = not given; then dense_layers[0 .. n) */
+	int dense_layers[ENG_MSA_MAX_DENSE_LAYERS];
+} eng_attention_options;
+
+#define ENG_ATTENTION_OPTIONS_INIT {ENG_ATTN_AUTO, -1, -1, -1, -1, -1, -1, {0}}
+
+typedef enum { ENG_KV_F32 = 0, ENG_KV_F16 = 1, ENG_KV_BF16 = 2 } eng_kv_dtype;
+
+/* ==== end MSA and KV options ============================================= */
+
 typedef struct {
 	eng_backend_kind backend;
 	int threads;       /* CPU worker threads; 0 = all online cores */
@@ -39,11 +67,25 @@ typedef struct {
 	long max_context;  /* cap on a sequence's length; 0 = the config's
 	                      max_position_embeddings, at most
 	                      ENG_DEFAULT_MAX_CONTEXT */
+	eng_attention_options attention;
+	eng_kv_dtype kv_dtype;  /* how K and V are stored (key sums stay f32) */
+	uint64_t kv_max_bytes;  /* bound on all KV pages of the model; 0 = none */
 } eng_model_options;
 
 #define ENG_DEFAULT_MAX_CONTEXT (1L << 20)
 
-#define ENG_MODEL_OPTIONS_INIT {ENG_BACKEND_CPU, 0, 0, 0}
+#define ENG_MODEL_OPTIONS_INIT {ENG_BACKEND_CPU, 0, 0, 0, ENG_ATTENTION_OPTIONS_INIT, ENG_KV_F32, 0}
+
+/* (MSA and KV options) Parses one of the shared engine flags into `o`:
+ *   --attention dense|msa  --msa-block-size B  --msa-top-k K
+ *   --msa-sink-blocks S  --msa-local-blocks L  --msa-dense-below N
+ *   --msa-dense-layers 0,1  --kv-dtype f32|f16|bf16  --kv-max-bytes N[k|m|g]
+ * Returns 1 when `flag` is one of them (its value consumed), 0 when it is
+ * not, or a negative status (the message names the flag) for a bad value.
+ * evald's engine, run and serve commands share it. */
+int eng_options_parse_flag(eng_model_options *o, const char *flag, const char *value);
+/* Usage text for the flags above (a few lines, each ending in a newline). */
+const char *eng_options_usage(void);
 
 /* Loads the checkpoint in folder `dir`. Errors name the file and the
  * tensor or field at fault. `opts` may be NULL for the defaults. */
@@ -70,7 +112,7 @@ typedef struct {
 	uint64_t params_total;     /* every weight element */
 	uint64_t params_active;    /* used per token (MoE: top-k experts only) */
 	uint64_t weight_bytes;     /* bytes of weights as stored */
-	uint64_t kv_bytes_per_token; /* KV cache (f32) across all layers */
+	uint64_t kv_bytes_per_token; /* KV cache in its dtype, all layers, key sums included */
 	const char *dtypes;        /* "bf16", "f32,bf16", ... */
 	int block_size;
 	long max_context;
@@ -152,6 +194,58 @@ int eng_generate(eng_seq *s, const int32_t *prompt, int n_prompt, const eng_gene
 		 eng_token_cb cb, void *cb_ctx, int32_t *out_tokens, int out_cap, int *n_out,
 		 eng_stop_reason *reason);
 
+/* ==== MSA, prefix sharing, recall checkpoint (engine/msa.c, kvcache.c,
+ * mkrecall.c) ============================================================ */
+
+/* The attention settings in force for a loaded model (after config.json and
+ * options); kind is ENG_ATTN_DENSE or ENG_ATTN_MSA. */
+void eng_model_get_attention(const eng_model *m, eng_attention_options *out);
+
+/* Switches a loaded model between dense and MSA attention (the other MSA
+ * settings stay as loaded); for comparisons over one KV cache. */
+int eng_model_set_attention(eng_model *m, eng_attention_kind kind);
+
+/* Whether `m` is the constructed recall checkpoint (eng_mkrecall). */
+bool eng_model_is_recall(const eng_model *m);
+
+/* A new sequence holding the first n_prefix positions of `src` (n_prefix <=
+ * its length): full pages are shared (refcounted, never written again), a
+ * partly filled last page is copied. Costs no forward. */
+int eng_seq_fork(eng_seq **out, eng_seq *src, long n_prefix);
+
+/* KV memory: bytes held by live pages, and the bound (0 = none). */
+uint64_t eng_model_kv_bytes(const eng_model *m);
+
+/* Debug: the blocks MSA attends for the query at position `pos` (< len) of
+ * `s` in `layer`, KV head `kv_head`, with the query vectors `q` (heads *
+ * head_dim floats, post-RoPE) given by the caller, on the model's current
+ * backend (ENG_BACKEND_REF: the definition, re-reading keys;
+ * ENG_BACKEND_CPU: from the page key sums). Writes the attended block
+ * indices ascending into out (cap entries) and their count in *n.
+ * Dense positions (dense layer, pos + 1 <= dense_below) list every block. */
+int eng_msa_debug_blocks(eng_seq *s, int layer, long pos, int kv_head, const float *q, int *out, int cap, int *n);
+
+/* The recall checkpoint: a one-layer LlamaForCausalLM whose weights are
+ * constructed so that at the last position of " ... K<i> V<j> ... ? K<i>"
+ * it predicts "V<j>" at any distance it holds (README "MSA"). Writes
+ * config.json, generation_config.json, model.safetensors, tokenizer.json,
+ * tokenizer_config.json into `dir` (created if needed). */
+int eng_mkrecall(const char *dir);
+
+/* Writes a suite folder `dir` (suite.json + samples.jsonl) of recall
+ * prompts for the recall checkpoint: for each length (tokens) x depth
+ * (percent) x sample, a filler haystack with `distractors` other pairs and
+ * the needle pair at that depth, target the value text. */
+int eng_recall_write_suite(const char *dir, const long *lengths, int nlengths, const int *depths, int ndepths,
+			   int samples, int distractors, uint64_t seed);
+
+/* Recall prompt as token ids (for tests and benchmarks without text):
+ * length `n` tokens, needle at depth percent, `distractors` other pairs.
+ * Fills toks[n]; *value_id gets the expected answer token. */
+int eng_recall_tokens(int32_t *toks, long n, int depth, int distractors, uint64_t seed, int32_t *value_id);
+
+/* ==== end MSA ============================================================= */
+
 /* ---- random checkpoints (tests, benchmarks) ----------------------------- */
 
 typedef struct {
@@ -171,5 +265,77 @@ typedef struct {
  * Weights are scaled so that activations stay near unit size. */
 int eng_mkmodel(const char *dir, const char *arch, const eng_mkmodel_sizes *sizes, const char *dtype,
 		uint64_t seed);
+
+
+/* ==== continuous batching (engine/batch.c; owner: serving) ==================
+ *
+ * A scheduler that keeps many generations in flight on one model: each step
+ * is one eng_forward_batch over every active sequence (a chunk of a new
+ * one's prompt, or the one token each decoding sequence sampled last), and
+ * each sequence then samples with its own sampler and stop conditions. New
+ * requests join as others finish. Per sequence the result is exactly what
+ * eng_generate gives alone (same tokens, same stop reason). The scheduler
+ * is not thread-safe: one thread owns it (the runner's engine backend runs
+ * it on its worker thread). */
+
+typedef struct eng_batch eng_batch;
+
+typedef struct {
+	int max_batch;       /* sequences in flight at once (8) */
+	int max_step_tokens; /* prompt tokens fed per step over all sequences (512);
+	                        a longer prompt is fed in chunks over several steps */
+} eng_batch_options;
+
+#define ENG_BATCH_OPTIONS_INIT {8, 512}
+
+/* One generation. The prompt and stop ids are copied by eng_batch_add.
+ * `cb`, when set, is called on the owning thread after each generated token
+ * (inside eng_batch_step); non-zero stops that sequence (ENG_STOP_CALLBACK). */
+typedef struct {
+	const int32_t *prompt;
+	int n_prompt;        /* >= 1 */
+	eng_generate_options gen;
+	eng_token_cb cb;
+	void *cb_ctx;
+	void *cookie;        /* the caller's, returned in eng_batch_result */
+} eng_batch_request;
+
+/* A finished generation; clear with eng_batch_result_clear. */
+typedef struct {
+	void *cookie;
+	uint64_t id;
+	int status;          /* 0, or the EV_E_* that ended it (error says why) */
+	char *error;
+	int32_t *tokens;     /* generated ids, stop id excluded (malloc'd) */
+	int n_tokens;
+	int n_prompt;
+	eng_stop_reason reason;
+} eng_batch_result;
+
+void eng_batch_result_clear(eng_batch_result *r);
+
+/* `m` is borrowed and must outlive the scheduler. */
+int eng_batch_new(eng_batch **out, eng_model *m, const eng_batch_options *opt);
+/* Frees every sequence still queued or active (their results are lost). */
+void eng_batch_free(eng_batch *b);
+/* Queues a request; *id_out (may be NULL) names it for eng_batch_cancel. */
+int eng_batch_add(eng_batch *b, const eng_batch_request *req, uint64_t *id_out);
+/* Ends a queued or active request at once (reason ENG_STOP_CALLBACK, the
+ * tokens so far kept). EV_E_NOTFOUND when it is not there (finished). */
+int eng_batch_cancel(eng_batch *b, uint64_t id);
+/* Runs one step (admits queued requests, one batched forward, sampling).
+ * A failing forward ends the sequences of that step with the error in their
+ * results; the scheduler stays usable. Returns 0, or a negative status only
+ * for broken invariants / no memory. */
+int eng_batch_step(eng_batch *b);
+/* Moves up to `max` finished results into out[]; returns how many. */
+int eng_batch_take(eng_batch *b, eng_batch_result *out, int max);
+/* Requests not yet taken (queued, active or finished); those not yet
+ * finished (queued or active); finished ones waiting for eng_batch_take. */
+int eng_batch_pending(const eng_batch *b);
+int eng_batch_active(const eng_batch *b);
+int eng_batch_finished(const eng_batch *b);
+
+/* ==== end of continuous batching ============================================ */
 
 #endif

@@ -3,7 +3,9 @@
  * backend table. Rows of a batch are tokens of one or many sequences, each
  * at its own position; every weight is read once per chunk of rows (GEMM),
  * attention reads each row's own pages. Prefill is cut into chunks of
- * ENG_CHUNK rows so that scratch memory stays a small constant.
+ * ENG_CHUNK rows so that scratch memory stays a small constant: attention
+ * work is chunk x context, never context^2, and the fast path's attention
+ * scratch is O(block) per worker whatever the context.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -218,9 +220,14 @@ static int forward(eng_model *m, eng_seq *const *seqs, const int32_t *const *tok
 	}
 	if (!total)
 		return 0;
-	for (int i = 0; i < nseq; i++)
+	long longest = 0;
+	for (int i = 0; i < nseq; i++) {
 		if ((rc = eng_seq_reserve(seqs[i], ntok[i])))
 			return rc;
+		longest = seqs[i]->len + ntok[i] > longest ? seqs[i]->len + ntok[i] : longest;
+	}
+	if (m->be->reserve && (rc = m->be->reserve(m->be, longest)))
+		return rc;
 	int chunk = total < ENG_CHUNK ? (int)total : ENG_CHUNK;
 	int nlog = all_logits ? chunk : (nseq < chunk ? nseq : chunk);
 	if ((rc = scratch_alloc(&s, m->be, c, chunk, nlog)))

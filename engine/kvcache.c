@@ -14,10 +14,24 @@ int eng_kv_pool_init(eng_kv_pool *p, int layers, int kvh, int hd, int block)
 {
 	memset(p, 0, sizeof(*p));
 	p->block = block;
+	p->layers = layers;
 	p->kvh = kvh;
 	p->hd = hd;
-	p->layer_floats = (size_t)(2 * block + 1) * (size_t)kvh * (size_t)hd;
-	p->page_floats = p->layer_floats * (size_t)layers;
+	return eng_kv_pool_configure(p, ENG_F32, 0);
+}
+
+int eng_kv_pool_configure(eng_kv_pool *p, eng_dtype dtype, uint64_t max_bytes)
+{
+	if (p->live)
+		return ev_error_set(EV_E_INTERNAL, "KV pool: dtype changed with pages in use");
+	eng_kv_pool_clear(p);
+	p->dtype = dtype;
+	p->esize = eng_dtype_size(dtype);
+	size_t kd = (size_t)p->kvh * p->hd;
+	p->layer_bytes = (size_t)2 * p->block * kd * p->esize + kd * sizeof(float);
+	p->layer_bytes = (p->layer_bytes + 7) / 8 * 8;
+	p->page_bytes = p->layer_bytes * (size_t)p->layers;
+	p->max_bytes = max_bytes;
 	return 0;
 }
 
@@ -35,24 +49,33 @@ void eng_kv_pool_clear(eng_kv_pool *p)
 eng_page *eng_page_get(eng_kv_pool *p)
 {
 	eng_page *pg = NULL;
+	if (p->max_bytes && (uint64_t)(p->live + 1) * p->page_bytes > p->max_bytes) {
+		ev_error_set(EV_E_LIMIT,
+			     "KV cache full: %ld pages of %zu bytes in use, another would pass --kv-max-bytes %llu "
+			     "(%ld tokens of %d a page)",
+			     p->live, p->page_bytes, (unsigned long long)p->max_bytes, p->live * p->block, p->block);
+		return NULL;
+	}
 	if (p->nfree) {
 		pg = p->free[--p->nfree];
 	} else {
 		if (!(pg = calloc(1, sizeof(*pg))))
-			return NULL;
-		if (!(pg->data = malloc(p->page_floats * sizeof(float)))) {
+			goto nomem;
+		if (!(pg->data = malloc(p->page_bytes))) {
 			free(pg);
-			return NULL;
+			goto nomem;
 		}
 	}
 	pg->refs = 1;
 	pg->ntok = 0;
 	/* only the key sums need zeroing; K and V slots are written before read */
-	for (size_t l = 0; l * p->layer_floats < p->page_floats; l++)
-		memset(pg->data + l * p->layer_floats + (size_t)2 * p->block * p->kvh * p->hd, 0,
-		       (size_t)p->kvh * p->hd * sizeof(float));
+	for (int l = 0; l < p->layers; l++)
+		memset(eng_page_ksum(p, pg, l), 0, (size_t)p->kvh * p->hd * sizeof(float));
 	p->live++;
 	return pg;
+nomem:
+	ev_error_set(EV_E_NOMEM, "out of memory for a KV page (%zu bytes)", p->page_bytes);
+	return NULL;
 }
 
 void eng_page_put(eng_kv_pool *p, eng_page *pg)
@@ -77,6 +100,52 @@ void eng_page_put(eng_kv_pool *p, eng_page *pg)
 	}
 }
 
+uint64_t eng_model_kv_bytes(const eng_model *m)
+{
+	return (uint64_t)m->kv.live * m->kv.page_bytes;
+}
+
+/* Rebuilds the key sums of a page from its first ntok stored keys, in
+ * position order (the order kv_store adds them in). */
+static void rebuild_sums(eng_kv_pool *p, eng_page *pg)
+{
+	size_t kd = (size_t)p->kvh * p->hd;
+	float *row = malloc(kd * sizeof(float));
+	for (int l = 0; l < p->layers; l++) {
+		float *sum = eng_page_ksum(p, pg, l);
+		memset(sum, 0, kd * sizeof(float));
+		for (int t = 0; t < pg->ntok; t++) {
+			if (row) {
+				eng_kv_load(p, row, eng_page_kraw(p, pg, l, t), kd);
+				for (size_t i = 0; i < kd; i++)
+					sum[i] += row[i];
+			} else { /* no memory for a row: one element at a time */
+				for (size_t i = 0; i < kd; i++) {
+					float x;
+					eng_kv_load(p, &x, (unsigned char *)eng_page_kraw(p, pg, l, t) + i * p->esize, 1);
+					sum[i] += x;
+				}
+			}
+		}
+	}
+	free(row);
+}
+
+/* A private copy of *slot holding its first ntok positions (sums rebuilt),
+ * replacing the shared page in the table. */
+static int make_private(eng_kv_pool *p, eng_page **slot, int ntok)
+{
+	eng_page *old = *slot, *pg = eng_page_get(p);
+	if (!pg)
+		return ev_error_code() ? ev_error_code() : EV_E_NOMEM;
+	memcpy(pg->data, old->data, p->page_bytes);
+	pg->ntok = ntok;
+	rebuild_sums(p, pg);
+	eng_page_put(p, old);
+	*slot = pg;
+	return 0;
+}
+
 int eng_seq_new(eng_seq **out, eng_model *m)
 {
 	*out = NULL;
@@ -98,6 +167,9 @@ void eng_seq_free(eng_seq *s)
 	for (int i = 0; i < s->npages; i++)
 		eng_page_put(&s->m->kv, s->pages[i]);
 	pthread_mutex_unlock(&s->m->mu);
+	for (int l = 0; s->kidx && l < s->m->kv.layers; l++)
+		free(s->kidx[l]);
+	free(s->kidx);
 	free(s->pages);
 	free(s->logits);
 	free(s);
@@ -130,13 +202,84 @@ int eng_seq_reserve(eng_seq *s, long n)
 		s->pages = np;
 		s->pages_cap = (int)cap;
 	}
+	if (need > s->kidx_cap) {
+		long cap = s->kidx_cap ? s->kidx_cap : 16;
+		while (cap < need)
+			cap *= 2;
+		size_t kd = (size_t)p->kvh * p->hd;
+		if (!s->kidx && !(s->kidx = calloc((size_t)p->layers, sizeof(float *))))
+			return ev_error_set(EV_E_NOMEM, "out of memory growing the MSA index");
+		for (int l = 0; l < p->layers; l++) {
+			float *nk = realloc(s->kidx[l], (size_t)cap * kd * sizeof(float));
+			if (!nk)
+				return ev_error_set(EV_E_NOMEM, "out of memory growing the MSA index (%ld blocks)", cap);
+			s->kidx[l] = nk;
+		}
+		s->kidx_cap = cap;
+	}
+	/* the page position len falls in is written next: private first */
+	long cur = s->len / p->block;
+	int rc;
+	if (n > 0 && cur < s->npages && s->pages[cur]->refs > 1 &&
+	    (rc = make_private(p, &s->pages[cur], (int)(s->len - cur * p->block))))
+		return rc;
 	while (s->npages < need) {
 		eng_page *pg = eng_page_get(p);
 		if (!pg)
-			return ev_error_set(EV_E_NOMEM, "out of memory for a KV page (%zu bytes)",
-					    p->page_floats * sizeof(float));
+			return ev_error_code();
 		s->pages[s->npages++] = pg;
 	}
+	return 0;
+}
+
+int eng_seq_fork(eng_seq **out, eng_seq *src, long n_prefix)
+{
+	*out = NULL;
+	if (!src || n_prefix < 0 || n_prefix > src->len)
+		return ev_error_set(EV_E_INVALID, "seq_fork: prefix of %ld tokens, the sequence holds %ld", n_prefix,
+				    src ? src->len : 0L);
+	eng_model *m = src->m;
+	eng_kv_pool *p = &m->kv;
+	eng_seq *s = NULL;
+	int rc = eng_seq_new(&s, m);
+	if (rc)
+		return rc;
+	int np = (int)((n_prefix + p->block - 1) / p->block);
+	if (np && !(s->pages = malloc((size_t)np * sizeof(*s->pages)))) {
+		eng_seq_free(s);
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	}
+	s->pages_cap = np;
+	long full = n_prefix / p->block;
+	if (full) { /* the index rows of the shared full pages */
+		size_t kd = (size_t)p->kvh * p->hd;
+		bool ok = (s->kidx = calloc((size_t)p->layers, sizeof(float *))) != NULL;
+		for (int l = 0; ok && l < p->layers; l++)
+			if ((ok = (s->kidx[l] = malloc((size_t)np * kd * sizeof(float))) != NULL))
+				memcpy(s->kidx[l], src->kidx[l], (size_t)full * kd * sizeof(float));
+		s->kidx_cap = ok ? np : 0;
+		if (!ok) {
+			eng_seq_free(s);
+			return ev_error_set(EV_E_NOMEM, "out of memory");
+		}
+	}
+	pthread_mutex_lock(&m->mu);
+	for (int i = 0; i < np; i++) {
+		src->pages[i]->refs++;
+		s->pages[s->npages++] = src->pages[i];
+	}
+	s->len = n_prefix;
+	/* a partly used last page is copied now, so both sides may go on
+	 * writing their own positions */
+	int part = (int)(n_prefix % p->block);
+	if (part && (rc = make_private(p, &s->pages[np - 1], part)))
+		s->len = 0;
+	pthread_mutex_unlock(&m->mu);
+	if (rc) {
+		eng_seq_free(s);
+		return rc;
+	}
+	*out = s;
 	return 0;
 }
 
@@ -163,19 +306,12 @@ static int truncate_locked(eng_seq *s, long n)
 	s->has_logits = false;
 	if (n % p->block == 0 || keep == 0)
 		return 0;
-	/* the last page keeps part of its positions: rebuild its key sums
-	 * (a shared page would need copy-on-write; none is shared yet) */
+	/* the last page keeps part of its positions: rebuild its key sums,
+	 * on a private copy when another sequence shares the page */
 	eng_page *pg = s->pages[keep - 1];
+	if (pg->refs > 1)
+		return make_private(p, &s->pages[keep - 1], (int)(n - (long)(keep - 1) * p->block));
 	pg->ntok = (int)(n - (long)(keep - 1) * p->block);
-	size_t kd = (size_t)p->kvh * p->hd;
-	for (int l = 0; (size_t)l * p->layer_floats < p->page_floats; l++) {
-		float *sum = eng_page_ksum(p, pg, l);
-		memset(sum, 0, kd * sizeof(float));
-		for (int t = 0; t < pg->ntok; t++) {
-			const float *k = eng_page_k(p, pg, l, t);
-			for (size_t i = 0; i < kd; i++)
-				sum[i] += k[i];
-		}
-	}
+	rebuild_sums(p, pg);
 	return 0;
 }

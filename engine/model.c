@@ -255,16 +255,26 @@ int eng_model_load(eng_model **out, const char *dir, const eng_model_options *op
 			m->weight_bytes += m->ts.t[i].nbytes;
 			note_dtype(m, m->ts.t[i].dtype);
 		}
-	int block = o.block_size ? o.block_size : 64;
-	if (block < 1 || block > 4096) {
-		rc = ev_error_set(EV_E_INVALID, "block_size %d out of range [1, 4096]", block);
+	int block = 0;
+	if (o.block_size && (o.block_size < 1 || o.block_size > 4096)) {
+		rc = ev_error_set(EV_E_INVALID, "block_size %d out of range [1, 4096]", o.block_size);
 		goto done;
 	}
-	/* without an explicit cap, at most ENG_DEFAULT_MAX_CONTEXT: per-thread
-	 * attention scratch is sized by it */
+	/* MSA settings decide the page size (one page = one sparse block) */
+	if ((rc = eng_msa_setup(m, &o.attention, o.block_size, &block)))
+		goto done;
+	/* without an explicit cap, at most ENG_DEFAULT_MAX_CONTEXT (attention
+	 * scratch no longer depends on it: O(block) per worker) */
 	long cap = o.max_context > 0 ? o.max_context : ENG_DEFAULT_MAX_CONTEXT;
 	m->max_context = cap < m->c.max_position ? cap : m->c.max_position;
 	if ((rc = eng_kv_pool_init(&m->kv, m->c.layers, m->c.kv_heads, m->c.head_dim, block)))
+		goto done;
+	static const eng_dtype kvt[] = {ENG_F32, ENG_F16, ENG_BF16};
+	if ((unsigned)o.kv_dtype > 2) {
+		rc = ev_error_set(EV_E_INVALID, "kv_dtype %d unknown", (int)o.kv_dtype);
+		goto done;
+	}
+	if ((rc = eng_kv_pool_configure(&m->kv, kvt[o.kv_dtype], o.kv_max_bytes)))
 		goto done;
 	m->threads = o.threads > 0 ? o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (m->threads < 1)
@@ -297,6 +307,7 @@ void eng_model_free(eng_model *m)
 	eng_backend_cpu_free(&m->cpu);
 	eng_backend_ref_free(&m->ref);
 	eng_kv_pool_clear(&m->kv);
+	eng_msa_clear(&m->msa);
 	for (int i = 0; m->layers && i < m->c.layers; i++)
 		free(m->layers[i].experts);
 	free(m->layers);
@@ -353,8 +364,8 @@ void eng_model_get_info(const eng_model *m, eng_model_info *out)
 	out->params_total = total;
 	out->params_active = total - inactive;
 	out->weight_bytes = m->weight_bytes;
-	uint64_t kvd = (uint64_t)c->kv_heads * (uint64_t)c->head_dim * sizeof(float);
-	out->kv_bytes_per_token = (uint64_t)c->layers * (2 * kvd + kvd / (uint64_t)m->kv.block);
+	/* pages as allocated (KV dtype, key sums, padding) over their tokens */
+	out->kv_bytes_per_token = (uint64_t)m->kv.page_bytes / (uint64_t)m->kv.block;
 	out->dtypes = m->dtypes;
 	out->block_size = m->kv.block;
 	out->max_context = m->max_context;

@@ -1,10 +1,13 @@
 /*
- * evald bench engine: prefill and decode tokens per second of one sequence
- * (batch 1) on a checkpoint, on the fast CPU path or the reference, with
- * the peak resident memory beside the weights' size so that regressions in
+ * evald bench engine: prefill and decode tokens per second on a checkpoint,
+ * at batch 1 and at batch B (B sequences advanced together through
+ * eng_forward_batch, as continuous batching does), on the fast CPU path and
+ * (at batch 1, short lengths: it is slow) on the reference path, with the
+ * peak resident memory beside the weights' size so that regressions in
  * either show.
- *   evald bench engine --model DIR [--prompt N] [--decode N] [--threads N]
- *                      [--reference] [--json]
+ *   evald bench engine --model DIR [--prompt N] [--decode N] [--batch B]
+ *                      [--threads N] [--ref-prompt N] [--ref-decode N]
+ *                      [--no-reference] [--reference-only] [--json]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,93 +20,201 @@
 
 int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv);
 
+typedef struct {
+	const char *path;
+	int batch;
+	long prompt, decode;
+	double prefill_tok_s, decode_tok_s;
+} row;
+
+/* B sequences, each fed `prompt` random tokens in one batched forward,
+ * then `decode` single-token steps over all of them. */
+static int measure(eng_model *m, int vocab, int batch, long prompt, long decode, row *out)
+{
+	eng_seq **seqs = calloc((size_t)batch, sizeof *seqs);
+	int32_t *toks = malloc((size_t)batch * (size_t)(prompt + decode) * sizeof *toks);
+	const int32_t **tp = calloc((size_t)batch, sizeof *tp);
+	int *nt = calloc((size_t)batch, sizeof *nt);
+	int rc = 0;
+	if (!seqs || !toks || !tp || !nt) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto done;
+	}
+	ev_rng r;
+	ev_rng_seed(&r, 1);
+	for (long i = 0; i < batch * (prompt + decode); i++)
+		toks[i] = (int32_t)ev_rng_below(&r, (uint64_t)vocab);
+	for (int b = 0; b < batch; b++)
+		if ((rc = eng_seq_new(&seqs[b], m)))
+			goto done;
+	for (int b = 0; b < batch; b++) {
+		tp[b] = toks + (size_t)b * (size_t)(prompt + decode);
+		nt[b] = (int)prompt;
+	}
+	double t0 = ev_now();
+	if ((rc = eng_forward_batch(m, seqs, tp, nt, batch)))
+		goto done;
+	double t_prefill = ev_now() - t0;
+	t0 = ev_now();
+	for (long i = 0; i < decode; i++) {
+		for (int b = 0; b < batch; b++) {
+			tp[b] = toks + (size_t)b * (size_t)(prompt + decode) + (size_t)(prompt + i);
+			nt[b] = 1;
+		}
+		if ((rc = eng_forward_batch(m, seqs, tp, nt, batch)))
+			goto done;
+	}
+	double t_decode = ev_now() - t0;
+	out->batch = batch;
+	out->prompt = prompt;
+	out->decode = decode;
+	out->prefill_tok_s = (double)batch * (double)prompt / t_prefill;
+	out->decode_tok_s = decode ? (double)batch * (double)decode / t_decode : 0;
+done:
+	if (seqs)
+		for (int b = 0; b < batch; b++)
+			eng_seq_free(seqs[b]);
+	free(seqs);
+	free(toks);
+	free(tp);
+	free(nt);
+	return rc;
+}
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: evald bench engine --model DIR [--prompt N] [--decode N] [--batch B] [--threads N]\n"
+	                "                          [--ref-prompt N] [--ref-decode N] [--no-reference] [--reference-only]\n"
+	                "                          [--json] [engine flags]\n%s",
+	        eng_options_usage());
+	return EV_EXIT_USAGE;
+}
+
 int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 {
 	const char *model = NULL;
-	int64_t prompt = 128, decode = 32, threads = 0;
-	bool reference = false, json = cli->json;
+	int64_t prompt = 128, decode = 32, threads = 0, batch = 8, ref_prompt = 16, ref_decode = 4;
+	bool with_ref = true, only_ref = false, json = cli->json;
+	eng_model_options mo = ENG_MODEL_OPTIONS_INIT;
 	for (int i = 1; i < argc; i++) {
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!strcmp(argv[i], "--model") && v)
-			model = argv[++i];
-		else if (!strcmp(argv[i], "--prompt") && v && ev_parse_i64(v, &prompt) && prompt >= 1 && prompt <= 1 << 20)
-			i++;
-		else if (!strcmp(argv[i], "--decode") && v && ev_parse_i64(v, &decode) && decode >= 0 && decode <= 1 << 20)
-			i++;
-		else if (!strcmp(argv[i], "--threads") && v && ev_parse_i64(v, &threads) && threads >= 1 && threads <= 1024)
-			i++;
-		else if (!strcmp(argv[i], "--reference"))
-			reference = true;
-		else if (!strcmp(argv[i], "--json"))
-			json = true;
-		else {
-			fprintf(stderr, "usage: evald bench engine --model DIR [--prompt N] [--decode N] [--threads N] "
-					"[--reference] [--json]\n");
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		int64_t *dst = !strcmp(a, "--prompt")       ? &prompt
+		               : !strcmp(a, "--decode")     ? &decode
+		               : !strcmp(a, "--threads")    ? &threads
+		               : !strcmp(a, "--batch")      ? &batch
+		               : !strcmp(a, "--ref-prompt") ? &ref_prompt
+		               : !strcmp(a, "--ref-decode") ? &ref_decode
+		                                            : NULL;
+		int took = v ? eng_options_parse_flag(&mo, a, v) : 0;
+		if (took < 0) {
+			fprintf(stderr, "evald bench engine: %s\n", ev_error_msg());
 			return EV_EXIT_USAGE;
+		}
+		if (took > 0) {
+			i++; /* --attention, --msa-*, --kv-*: the engine's own settings */
+		} else if (!strcmp(a, "--model") && v) {
+			model = argv[++i];
+		} else if (dst) {
+			if (!v || !ev_parse_i64(v, dst) || *dst < 0 || *dst > (1 << 20))
+				return usage();
+			i++;
+		} else if (!strcmp(a, "--reference")) { /* the old flag: reference only */
+			only_ref = true;
+		} else if (!strcmp(a, "--reference-only")) {
+			only_ref = true;
+		} else if (!strcmp(a, "--no-reference")) {
+			with_ref = false;
+		} else if (!strcmp(a, "--json")) {
+			json = true;
+		} else {
+			return usage();
 		}
 	}
 	if (!model) {
 		fprintf(stderr, "evald bench engine: --model is required\n");
 		return EV_EXIT_USAGE;
 	}
-	eng_model_options mo = ENG_MODEL_OPTIONS_INIT;
-	mo.backend = reference ? ENG_BACKEND_REF : ENG_BACKEND_CPU;
+	if (prompt < 1 || ref_prompt < 1 || batch < 1 || batch > 1024 || threads > 1024) {
+		fprintf(stderr, "evald bench engine: --prompt and --ref-prompt must be >= 1, --batch 1..1024\n");
+		return EV_EXIT_USAGE;
+	}
 	mo.threads = (int)threads;
 	eng_model *m = NULL;
-	eng_seq *s = NULL;
-	int32_t *toks = NULL;
-	int rc = EV_EXIT_FAIL;
+	row rows[3];
+	int n = 0, rc = EV_EXIT_FAIL;
 	double t0 = ev_now();
-	if (eng_model_load(&m, model, &mo) || eng_seq_new(&s, m))
+	if (eng_model_load(&m, model, &mo))
 		goto fail;
 	double t_load = ev_now() - t0;
 	eng_model_info in;
 	eng_model_get_info(m, &in);
 	if (prompt + decode > in.max_context) {
 		ev_error_set(EV_E_LIMIT, "prompt + decode (%lld) pass the context limit %ld", (long long)(prompt + decode),
-			     in.max_context);
+		             in.max_context);
 		goto fail;
 	}
-	if (!(toks = malloc((size_t)(prompt + decode) * sizeof(*toks)))) {
-		ev_error_set(EV_E_NOMEM, "out of memory");
-		goto fail;
-	}
-	ev_rng r;
-	ev_rng_seed(&r, 1);
-	for (int64_t i = 0; i < prompt + decode; i++)
-		toks[i] = (int32_t)ev_rng_below(&r, (uint64_t)in.vocab);
-	t0 = ev_now();
-	if (eng_forward(s, toks, (int)prompt, NULL))
-		goto fail;
-	double t_prefill = ev_now() - t0;
-	t0 = ev_now();
-	for (int64_t i = 0; i < decode; i++)
-		if (eng_forward(s, toks + prompt + i, 1, NULL))
+	if (!only_ref) {
+		rows[n].path = "fast";
+		if (measure(m, in.vocab, 1, prompt, decode, &rows[n]))
 			goto fail;
-	double t_decode = ev_now() - t0;
+		n++;
+		if (batch > 1) {
+			rows[n].path = "fast";
+			if (measure(m, in.vocab, (int)batch, prompt, decode, &rows[n]))
+				goto fail;
+			n++;
+		}
+	}
+	if (with_ref || only_ref) {
+		if (eng_model_set_backend(m, ENG_BACKEND_REF))
+			goto fail;
+		rows[n].path = "reference";
+		if (measure(m, in.vocab, 1, ref_prompt, ref_decode, &rows[n]))
+			goto fail;
+		n++;
+	}
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
 	double rss = (double)ru.ru_maxrss * 1024.0;
-	double pps = prompt / t_prefill, dps = decode ? decode / t_decode : 0;
-	if (json)
-		printf("{\"model\":\"%s\",\"backend\":\"%s\",\"params\":%llu,\"weight_bytes\":%llu,\"load_s\":%.3f,"
-		       "\"prompt_tokens\":%lld,\"prefill_tok_s\":%.2f,\"decode_tokens\":%lld,\"decode_tok_s\":%.2f,"
-		       "\"peak_rss_bytes\":%.0f}\n",
-		       model, reference ? "ref" : "cpu", (unsigned long long)in.params_total,
-		       (unsigned long long)in.weight_bytes, t_load, (long long)prompt, pps, (long long)decode, dps, rss);
-	else
-		printf("%s (%s, %.1f M params, %.1f MiB weights), %s path\n"
-		       "  load      %8.3f s\n  prefill   %8.2f tok/s (%lld tokens)\n  decode    %8.2f tok/s (%lld tokens)\n"
-		       "  peak RSS  %8.1f MiB\n",
-		       model, in.architecture, in.params_total / 1e6, in.weight_bytes / 1048576.0, reference ? "reference" : "fast",
-		       t_load, pps, (long long)prompt, dps, (long long)decode, rss / 1048576.0);
+	if (json) {
+		cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "results");
+		cJSON_AddStringToObject(o, "model", model);
+		cJSON_AddStringToObject(o, "architecture", in.architecture);
+		cJSON_AddNumberToObject(o, "params", (double)in.params_total);
+		cJSON_AddNumberToObject(o, "weight_bytes", (double)in.weight_bytes);
+		cJSON_AddStringToObject(o, "dtypes", in.dtypes);
+		cJSON_AddNumberToObject(o, "threads", (double)threads);
+		cJSON_AddNumberToObject(o, "load_s", t_load);
+		cJSON_AddNumberToObject(o, "peak_rss_bytes", rss);
+		for (int i = 0; i < n; i++) {
+			cJSON *r = cJSON_CreateObject();
+			cJSON_AddStringToObject(r, "path", rows[i].path);
+			cJSON_AddNumberToObject(r, "batch", rows[i].batch);
+			cJSON_AddNumberToObject(r, "prompt_tokens", (double)rows[i].prompt);
+			cJSON_AddNumberToObject(r, "decode_tokens", (double)rows[i].decode);
+			cJSON_AddNumberToObject(r, "prefill_tok_s", rows[i].prefill_tok_s);
+			cJSON_AddNumberToObject(r, "decode_tok_s", rows[i].decode_tok_s);
+			cJSON_AddItemToArray(arr, r);
+		}
+		char *s = ev_json_print(o);
+		printf("%s\n", s ? s : "{}");
+		free(s);
+		cJSON_Delete(o);
+	} else {
+		printf("%s (%s, %.1f M params, %.1f MiB weights, %s), loaded in %.3f s\n", model, in.architecture,
+		       in.params_total / 1e6, in.weight_bytes / 1048576.0, in.dtypes, t_load);
+		printf("  %-10s %5s %7s %7s %14s %14s\n", "path", "batch", "prompt", "decode", "prefill tok/s",
+		       "decode tok/s");
+		for (int i = 0; i < n; i++)
+			printf("  %-10s %5d %7ld %7ld %14.2f %14.2f\n", rows[i].path, rows[i].batch, rows[i].prompt,
+			       rows[i].decode, rows[i].prefill_tok_s, rows[i].decode_tok_s);
+		printf("  peak RSS %.1f MiB\n", rss / 1048576.0);
+	}
 	rc = 0;
 	goto done;
 fail:
 	fprintf(stderr, "evald bench engine: %s\n", ev_error_msg());
 done:
-	free(toks);
-	eng_seq_free(s);
 	eng_model_free(m);
 	return rc;
 }

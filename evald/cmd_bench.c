@@ -9,6 +9,7 @@
  *       commit per result (baseline) and with the group commit.
  *   bench engine --model DIR ...   (evald/bench_engine.c)
  *   bench sandbox [--problems PATH] [--jobs N]   (evald/bench_sandbox.c)
+ *   bench attention --model DIR [--lengths ...]  (evald/bench_attention.c)
  */
 #include <errno.h>
 #include <poll.h>
@@ -23,6 +24,7 @@
 
 /* Other benchmarks live beside their modules' commands. */
 typedef int (*bench_fn)(const ev_cli *cli, int argc, char **argv);
+int ev_bench_attention_main(const ev_cli *cli, int argc, char **argv);
 int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv);
 int ev_bench_sandbox_main(const ev_cli *cli, int argc, char **argv);
 
@@ -200,6 +202,7 @@ int ev_cmd_bench(const ev_cli *cli, int argc, char **argv)
 		const char *name;
 		bench_fn fn;
 	} kinds[] = {
+		{"attention", ev_bench_attention_main},
 		{"engine", ev_bench_engine_main},
 		{"runner", bench_runner},
 		{"sandbox", ev_bench_sandbox_main},
@@ -208,6 +211,6 @@ int ev_cmd_bench(const ev_cli *cli, int argc, char **argv)
 		for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
 			if (!strcmp(argv[1], kinds[i].name))
 				return kinds[i].fn(cli, argc - 1, argv + 1);
-	fprintf(stderr, "usage: evald bench engine|runner|sandbox [...]\n");
+	fprintf(stderr, "usage: evald bench attention|engine|runner|sandbox [...]\n");
 	return EV_EXIT_USAGE;
 }

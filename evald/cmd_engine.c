@@ -5,6 +5,7 @@
  *   generate  sample a continuation of a prompt (text or token ids)
  *   mkmodel   write a random-weight checkpoint for tests and benchmarks
  *   bench     prefill and decode speed (evald/bench_engine.c)
+ *   bench-attention  dense vs MSA by context length (evald/bench_attention.c)
  */
 #include <limits.h>
 #include <math.h>
@@ -18,7 +19,8 @@
 
 #define MAX_TOKENS_ARG 1000000
 
-int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv); /* bench_engine.c */
+int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv);    /* bench_engine.c */
+int ev_bench_attention_main(const ev_cli *cli, int argc, char **argv); /* bench_attention.c */
 
 static int usage(FILE *to, int rc)
 {
@@ -28,11 +30,14 @@ static int usage(FILE *to, int rc)
 		"       evald engine generate --model DIR (--prompt TEXT | --prompt-tokens 1,2,3) [--chat]\n"
 		"              [--max-tokens N] [--temperature T] [--top-p P] [--top-k K] [--min-p P]\n"
 		"              [--repetition-penalty R] [--seed S] [--print-tokens] [--reference] [--json]\n"
-		"       evald engine mkmodel --arch llama|mistral|qwen2|qwen3|mixtral|qwen3_moe --out DIR\n"
+		"       evald engine mkmodel --arch llama|mistral|qwen2|qwen3|mixtral|qwen3_moe|recall --out DIR\n"
 		"              [--hidden N --layers N --heads N --kv-heads N --head-dim N --intermediate N\n"
 		"               --vocab N --experts N --top-k N --max-position N] [--dtype f32|f16|bf16] [--seed S]\n"
 		"       evald engine bench --model DIR [--prompt N] [--decode N] [--reference] [--json]\n"
-		"common: [--threads N]\n");
+		"       evald engine bench-attention --model DIR [--lengths 4k,32k,128k,1m] [--json] (= evald bench attention)\n"
+		"common: [--threads N]\n"
+		"logits, generate: %s",
+		eng_options_usage());
 	return rc;
 }
 
@@ -43,6 +48,7 @@ typedef struct {
 	eng_mkmodel_sizes sizes;
 	eng_generate_options gen;
 	uint64_t seed;
+	eng_model_options mo; /* attention and KV flags (eng_options_parse_flag) */
 } opts;
 
 static int need_long(const char *flag, const char *v, long lo, long hi, long *out)
@@ -75,6 +81,15 @@ static int parse_opts(opts *o, int argc, char **argv)
 		double d = 0;
 		int *size = NULL;
 		long lo = 1, hi = 1 << 20;
+		int took = eng_options_parse_flag(&o->mo, a, v);
+		if (took < 0) {
+			fprintf(stderr, "evald engine: %s\n", ev_error_msg());
+			return -1;
+		}
+		if (took) {
+			i++;
+			continue;
+		}
 #define TAKE_STR(flag, field)                                                                  \
 	if (!strcmp(a, flag)) {                                                                \
 		if (!v) {                                                                      \
@@ -231,7 +246,7 @@ static int fail(const char *what)
 
 static int load(eng_model **m, const opts *o)
 {
-	eng_model_options mo = ENG_MODEL_OPTIONS_INIT;
+	eng_model_options mo = o->mo;
 	mo.backend = o->reference ? ENG_BACKEND_REF : ENG_BACKEND_CPU;
 	mo.threads = (int)o->threads;
 	return eng_model_load(m, o->model, &mo);
@@ -455,7 +470,8 @@ static int cmd_mkmodel(const opts *o)
 		fprintf(stderr, "evald engine mkmodel: --arch and --out are required\n");
 		return EV_EXIT_USAGE;
 	}
-	if (eng_mkmodel(o->out, o->arch, &o->sizes, o->dtype ? o->dtype : "f32", o->seed))
+	if (!strcmp(o->arch, "recall") ? eng_mkrecall(o->out)
+				       : eng_mkmodel(o->out, o->arch, &o->sizes, o->dtype ? o->dtype : "f32", o->seed))
 		return fail("mkmodel");
 	if (!o->json)
 		printf("wrote %s (%s)\n", o->out, o->arch);
@@ -468,10 +484,14 @@ int ev_cmd_engine(const ev_cli *cli, int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "bench")) /* the same as `evald bench engine` */
 		return ev_bench_engine_main(cli, argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "bench-attention")) /* the same as `evald bench attention` */
+		return ev_bench_attention_main(cli, argc - 1, argv + 1);
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
 		return usage(argc < 2 ? stderr : stdout, argc < 2 ? EV_EXIT_USAGE : 0);
 	opts o;
 	memset(&o, 0, sizeof(o));
+	eng_model_options mo = ENG_MODEL_OPTIONS_INIT;
+	o.mo = mo;
 	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
 	eng_generate_options g = ENG_GENERATE_OPTIONS_INIT;
 	o.sizes = z;

@@ -8,6 +8,7 @@
  */
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 
 #include "evald/cli.h"
@@ -36,6 +37,7 @@ typedef struct {
 	bool has_seed;
 	int64_t seed;
 	bool no_cache;
+	char *engine_flags; /* owned JSON object: --attention, --msa-*, --kv-* */
 } run_config;
 
 static volatile sig_atomic_t g_stop;
@@ -55,6 +57,9 @@ static void usage(void)
 	        "                 [--concurrency N] [--timeout S] [--retries N] [--header 'K: V']... [--api-key-env VAR]\n"
 	        "                 [--limit N] [--epochs K] [--shard K/N] [--max-tokens N] [--temperature T]\n"
 	        "                 [--top-p P] [--seed S] [--no-cache] [--json]\n"
+	        "                 with a checkpoint folder: [--attention dense|msa] [--msa-top-k K] [--msa-block-size B]\n"
+	        "                 [--msa-sink-blocks S] [--msa-local-blocks L] [--msa-dense-below N]\n"
+	        "                 [--msa-dense-layers 0,1] [--kv-dtype f32|f16|bf16] [--kv-max-bytes N]\n"
 	        "       evald run --resume RUN [--concurrency N] [--json]\n"
 	        "Without --suite, the embedded default suite is run.\n");
 }
@@ -94,6 +99,10 @@ static char *config_to_json(const run_config *c)
 	if (c->has_seed)
 		cJSON_AddNumberToObject(o, "seed", (double)c->seed);
 	cJSON_AddBoolToObject(o, "no_cache", c->no_cache);
+	if (c->engine_flags) {
+		cJSON *e = cJSON_Parse(c->engine_flags);
+		cJSON_AddItemToObject(o, "engine", e ? e : cJSON_CreateNull());
+	}
 	char *s = ev_json_print(o);
 	cJSON_Delete(o);
 	return s;
@@ -132,6 +141,9 @@ static int config_from_json(run_config *c, const cJSON *j)
 		c->seed = (int64_t)ev_json_num(j, "seed", 0);
 	}
 	c->no_cache = ev_json_bool(j, "no_cache", false);
+	const cJSON *eng = cJSON_GetObjectItemCaseSensitive(j, "engine");
+	if (cJSON_IsObject(eng))
+		c->engine_flags = ev_json_print(eng);
 	if (!c->n_models || !c->n_suites)
 		return ev_error_set(EV_E_INVALID, "the stored run config has no models or suites");
 	return 0;
@@ -289,7 +301,18 @@ static int parse_args(run_config *c, ev_checker_flags *cf, int64_t *resume, bool
 		}                                                       \
 		i++;                                                    \
 	} while (0)
-		if (!strcmp(a, "--json")) {
+		if (ev_str_starts(a, "--attention") || ev_str_starts(a, "--msa-") || ev_str_starts(a, "--kv-")) {
+			/* The engine's settings, checked when the engine loads. */
+			NEED();
+			cJSON *e = c->engine_flags ? cJSON_Parse(c->engine_flags) : cJSON_CreateObject();
+			if (!e)
+				return -1;
+			cJSON_DeleteItemFromObjectCaseSensitive(e, a + 2);
+			cJSON_AddStringToObject(e, a + 2, v);
+			free(c->engine_flags);
+			c->engine_flags = ev_json_print(e);
+			cJSON_Delete(e);
+		} else if (!strcmp(a, "--json")) {
 			*json = true;
 		} else if (!strcmp(a, "--no-cache")) {
 			c->no_cache = true;
@@ -385,10 +408,23 @@ static long planned(const ev_suite *s, long limit, int shard_k, int shard_n, int
 static int make_backend(ev_backend **out, const run_config *c)
 {
 	bool http = ev_str_starts(c->models[0], "http://") || ev_str_starts(c->models[0], "https://");
-	if (!http)
-		return ev_error_set(EV_E_UNSUPPORTED,
-		                    "--model %s: not an http(s) URL, and this build has no in-process engine backend yet",
+	/* A checkpoint folder runs on the bundled engine in process (runners/
+	 * backend_engine.c; added by the serving engineer). */
+	struct stat st;
+	if (!http && stat(c->models[0], &st) == 0 && S_ISDIR(st.st_mode)) {
+		if (c->n_models > 1)
+			return ev_error_set(EV_E_INVALID, "--model: one checkpoint folder at a time");
+		ev_engine_backend_options eo = EV_ENGINE_BACKEND_OPTIONS_INIT;
+		eo.model_dir = c->models[0];
+		eo.model_name = c->model_name;
+		eo.engine_flags_json = c->engine_flags;
+		return ev_backend_engine_new(out, &eo);
+	}
+	if (c->engine_flags)
+		return ev_error_set(EV_E_INVALID, "--attention, --msa-* and --kv-* apply to a checkpoint folder, not to %s",
 		                    c->models[0]);
+	if (!http)
+		return ev_error_set(EV_E_INVALID, "--model %s: neither an http(s) URL nor a checkpoint folder", c->models[0]);
 	ev_openai_options o = EV_OPENAI_OPTIONS_INIT;
 	o.base_urls = c->models;
 	o.n_urls = (size_t)c->n_models;
@@ -613,6 +649,7 @@ done:
 	}
 	ev_cli_tmpdir_remove(tmpdir);
 	free(c.checker_spec);
+	free(c.engine_flags);
 	free(config_json);
 	free(suites_json);
 	free(summary);

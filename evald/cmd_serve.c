@@ -394,6 +394,8 @@ int ev_cmd_serve(const ev_cli *cli, int argc, char **argv)
 	 * added by the serving engineer). */
 	ev_engine_backend_options eng = EV_ENGINE_BACKEND_OPTIONS_INIT;
 	ev_serve_openai *oai = NULL;
+	cJSON *eng_flags = NULL; /* --attention, --msa-*, --kv-*: checked when the engine loads */
+	char *eng_flags_json = NULL;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "--allow-remote")) {
@@ -412,7 +414,12 @@ int ev_cmd_serve(const ev_cli *cli, int argc, char **argv)
 			return usage();
 		const char *v = argv[++i];
 		int64_t n;
-		if (!strcmp(a, "--model"))
+		if (ev_str_starts(a, "--attention") || ev_str_starts(a, "--msa-") || ev_str_starts(a, "--kv-")) {
+			if (!eng_flags)
+				eng_flags = cJSON_CreateObject();
+			cJSON_DeleteItemFromObjectCaseSensitive(eng_flags, a + 2);
+			cJSON_AddStringToObject(eng_flags, a + 2, v);
+		} else if (!strcmp(a, "--model"))
 			eng.model_dir = v;
 		else if (!strcmp(a, "--model-name"))
 			eng.model_name = v;
@@ -480,6 +487,12 @@ int ev_cmd_serve(const ev_cli *cli, int argc, char **argv)
 	}
 	/* The engine's OpenAI-compatible endpoints (/v1/models,
 	 * /v1/chat/completions, /v1/completions; serve_openai.c) on the same server. */
+	if (eng_flags) {
+		eng_flags_json = ev_json_print(eng_flags);
+		eng.engine_flags_json = eng_flags_json;
+		cJSON_Delete(eng_flags);
+		eng_flags = NULL;
+	}
 	if (eng.model_dir && (ev_serve_openai_new(&oai, &eng) != 0 || ev_serve_openai_register(srv, oai) != 0)) {
 		ev_cli_fail("serve");
 		goto done;
@@ -502,5 +515,7 @@ done:
 	ev_serve_free(srv); /* waits for requests in flight before the tracker closes */
 	ev_serve_api_free(api);
 	ev_serve_openai_free(oai);
+	cJSON_Delete(eng_flags);
+	free(eng_flags_json);
 	return ret;
 }

@@ -224,11 +224,11 @@ typedef struct {
 	const char *chat_template;  /* "chatml" | "llama3"; NULL: from tokenizer_config.json */
 	bool reference;             /* the engine's plain reference path (slow; for checks) */
 	int default_max_tokens;     /* when a request sets none (512) */
-	/* Attention settings passed through to the engine as a JSON object (the
-	 * MSA options of DESIGN.md: block_size, top_k, ...), or NULL for the
-	 * checkpoint's own. Validated as an object; "block_size" is applied,
-	 * other keys are kept for the engine's MSA settings as they land. */
-	const char *attention_json;
+	/* The engine's own settings (MSA attention, KV precision and bound) as
+	 * a JSON object of the shared engine flags without their dashes:
+	 * {"attention":"msa","msa-top-k":4,"kv-dtype":"f16"}; NULL for the
+	 * checkpoint's own. Each goes through eng_options_parse_flag. */
+	const char *engine_flags_json;
 } ev_engine_backend_options;
 
 #define EV_ENGINE_BACKEND_OPTIONS_INIT {NULL, NULL, 0, 8, 512, NULL, false, 512, NULL}

@@ -4,7 +4,8 @@
  * (F16/BF16 rows converted to f32 once per block) and multiplies them with
  * every row of the batch, so the weights stream from memory once per call
  * however many tokens there are (prefill = GEMM). Attention runs one task
- * per (row, head). Dot products use AVX2/FMA where the build has them.
+ * per (row, KV head): dense or MSA block-sparse, online softmax over the
+ * attended blocks. Dot products use AVX2/FMA where the build has them.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -21,7 +22,15 @@ typedef struct {
 	eng_pool *pool;
 	int nw;
 	float **wconv;   /* per worker: 4 rows of converted weights */
-	float **scores;  /* per worker: max_context attention scores */
+	/* per worker attention scratch, O(block) whatever the context: one
+	 * block of converted keys and values, its scores, the group's running
+	 * softmax state, and MSA's top-k and block list */
+	float **kbuf, **vbuf, **sc, **acc, **mx, **sum, **qsum, **top;
+	int **topi, **blocks;
+	int nlist; /* room in a block list: sink + local + top_k + 1 */
+	/* per worker, the index branch of a tile of prefill rows */
+	float **tq, **ttop;
+	int **ttopi;
 	size_t maxcols;
 } cpu_ctx;
 
@@ -46,6 +55,31 @@ static float dot(const float *a, const float *b, int n)
 	for (; i < n; i++)
 		s += a[i] * b[i];
 	return s;
+}
+
+/* y[i] = y[i] * c + a * x[i], i < n (online softmax: rescale and add) */
+static void scale_axpy(float *y, float c, float a, const float *x, int n)
+{
+	int i = 0;
+#ifdef ENG_AVX2
+	__m256 cv = _mm256_set1_ps(c), av = _mm256_set1_ps(a);
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_mul_ps(cv, _mm256_loadu_ps(y + i))));
+#endif
+	for (; i < n; i++)
+		y[i] = y[i] * c + a * x[i];
+}
+
+static void axpy1(float *y, float a, const float *x, int n)
+{
+	int i = 0;
+#ifdef ENG_AVX2
+	__m256 av = _mm256_set1_ps(a);
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+#endif
+	for (; i < n; i++)
+		y[i] += a * x[i];
 }
 
 /* out[j] = w_j . x for the 4 weight rows w0..w3 (length n) */
@@ -183,51 +217,238 @@ static void cpu_matmul(eng_backend *be, float *y, const float *x, int n, const e
 	eng_pool_run(cc->pool, mm_task, &j, (w->rows + per - 1) / per);
 }
 
+/* sum over the group's query heads: sum_h q_h . mean_b == (sum_h q_h) .
+ * ksum_b / B, one dot a block */
+static void group_qsum(float *qsum, const float *q, int g, int group, int hd)
+{
+	memcpy(qsum, q + (size_t)g * group * hd, (size_t)hd * sizeof(float));
+	for (int h = 1; h < group; h++)
+		for (int j = 0; j < hd; j++)
+			qsum[j] += q[((size_t)g * group + h) * hd + j];
+}
+
+/* Offers block b with score sc to the running top-k (descending; blocks
+ * come in ascending order, so an equal score keeps the lower block). */
+static inline void topk_push(float *top, int *topi, int *nt, int K, float sc, int b)
+{
+	if (*nt == K && !(sc > top[K - 1]))
+		return;
+	int i = *nt < K ? (*nt)++ : K - 1;
+	while (i > 0 && top[i - 1] < sc) {
+		top[i] = top[i - 1];
+		topi[i] = topi[i - 1];
+		i--;
+	}
+	top[i] = sc;
+	topi[i] = b;
+}
+
+/* The attended blocks ascending: sinks, the selected, the local window. */
+static int compose_list(const eng_msa *a, long cur, int *topi, int nt, int *blocks)
+{
+	for (int i = 1; i < nt; i++)
+		for (int j = i; j > 0 && topi[j - 1] > topi[j]; j--) {
+			int t = topi[j];
+			topi[j] = topi[j - 1];
+			topi[j - 1] = t;
+		}
+	int n = 0;
+	long ns = a->sink < cur + 1 ? a->sink : cur + 1, last = cur - a->local;
+	for (long b = 0; b < ns; b++)
+		blocks[n++] = (int)b;
+	for (int i = 0; i < nt; i++)
+		blocks[n++] = topi[i];
+	for (long b = last + 1 > ns ? last + 1 : ns; b <= cur; b++)
+		blocks[n++] = (int)b;
+	return n;
+}
+
+int eng_msa_select_fast(const eng_model *m, const eng_seq *s, int layer, long pos, int g, const float *q,
+			int *blocks, float *qsum, float *top, int *topi)
+{
+	const eng_kv_pool *p = &m->kv;
+	const eng_msa *a = &m->msa;
+	int B = p->block, hd = p->hd, K = a->top_k, nt = 0;
+	long cur = pos / B, last = cur - a->local; /* candidates [sink, last] */
+	group_qsum(qsum, q, g, m->c.heads / m->c.kv_heads, hd);
+	float inv = 1.0f / (float)B;
+	for (long b = a->sink; b <= last && K > 0; b++)
+		topk_push(top, topi, &nt, K,
+			  dot(qsum, s->kidx[layer] + ((size_t)b * p->kvh + g) * hd, hd) * inv, (int)b);
+	return compose_list(a, cur, topi, nt, blocks);
+}
+
 typedef struct {
 	cpu_ctx *cc;
 	eng_model *m;
 	float *out;
 	const float *q;
 	const eng_row *rows;
-	int layer, nh;
+	int n, layer, nh;
 	long window;
+	/* prefill: block lists chosen beforehand for tiles of rows (NULL in
+	 * decode); lists[(i * kvh + g) * nlist ..], nls[] < 0 for dense rows */
+	int *lists, *nls, nlist;
 } att_job;
 
+#define INDEX_TILE 16
+
+/* Index branch for a tile of up to INDEX_TILE consecutive rows and one KV
+ * head: rows of one sequence scan the same blocks, so each block's key sum
+ * is loaded once for all of them (the same arithmetic as
+ * eng_msa_select_fast, row by row, so the same choice). */
+static void index_task(void *ctx, int task, int worker)
+{
+	att_job *j = ctx;
+	eng_model *m = j->m;
+	const eng_kv_pool *p = &m->kv;
+	const eng_msa *a = &m->msa;
+	cpu_ctx *cc = j->cc;
+	int g = task % p->kvh, i0 = task / p->kvh * INDEX_TILE, hd = p->hd, K = a->top_k, B = p->block;
+	int i1 = i0 + INDEX_TILE < j->n ? i0 + INDEX_TILE : j->n, group = j->nh / p->kvh;
+	float *qs = cc->tq[worker], *top = cc->ttop[worker], inv = 1.0f / (float)B;
+	int *topi = cc->ttopi[worker], nt[INDEX_TILE], rows[INDEX_TILE], nr = 0;
+	long maxlast = -1;
+	const eng_seq *s = NULL;
+	for (int i = i0; i < i1; i++) {
+		int *nl = &j->nls[(size_t)i * p->kvh + g];
+		long pos = j->rows[i].pos;
+		*nl = -1;
+		if (!eng_msa_sparse(m, j->layer, pos))
+			continue;
+		if (s && j->rows[i].seq != s) { /* another sequence: on its own */
+			*nl = eng_msa_select_fast(m, j->rows[i].seq, j->layer, pos, g, j->q + (size_t)i * j->nh * hd,
+						  j->lists + ((size_t)i * p->kvh + g) * j->nlist, cc->qsum[worker],
+						  cc->top[worker], cc->topi[worker]);
+			continue;
+		}
+		s = j->rows[i].seq;
+		group_qsum(qs + (size_t)nr * hd, j->q + (size_t)i * j->nh * hd, g, group, hd);
+		nt[nr] = 0;
+		maxlast = pos / B - a->local > maxlast ? pos / B - a->local : maxlast;
+		rows[nr++] = i;
+	}
+	for (long b = a->sink; b <= maxlast && K > 0; b++) {
+		const float *ks = s->kidx[j->layer] + ((size_t)b * p->kvh + g) * hd;
+		for (int r = 0; r < nr; r++)
+			if (b <= j->rows[rows[r]].pos / B - a->local)
+				topk_push(top + (size_t)r * K, topi + (size_t)r * K, &nt[r], K,
+					  dot(qs + (size_t)r * hd, ks, hd) * inv, (int)b);
+	}
+	for (int r = 0; r < nr; r++) {
+		int i = rows[r];
+		j->nls[(size_t)i * p->kvh + g] = compose_list(a, j->rows[i].pos / B, topi + (size_t)r * K, nt[r],
+							      j->lists + ((size_t)i * p->kvh + g) * j->nlist);
+	}
+}
+
+/* One (row, KV head) task: the attended blocks in ascending order (every
+ * block for dense attention), each block's keys and values read once for
+ * all query heads of the group, softmax kept online (running max, sum and
+ * weighted values rescaled as the max grows), so the scratch is one block
+ * whatever the context. */
 static void att_task(void *ctx, int task, int worker)
 {
 	att_job *j = ctx;
-	eng_kv_pool *p = &j->m->kv;
-	int i = task / j->nh, h = task % j->nh, hd = p->hd, g = h / (j->nh / p->kvh), B = p->block;
+	eng_model *m = j->m;
+	eng_kv_pool *p = &m->kv;
+	cpu_ctx *cc = j->cc;
+	int i = task / p->kvh, g = task % p->kvh, hd = p->hd, group = j->nh / p->kvh, B = p->block;
 	eng_seq *s = j->rows[i].seq;
 	long pos = j->rows[i].pos, lo = j->window > 0 && pos - j->window + 1 > 0 ? pos - j->window + 1 : 0;
-	const float *qh = j->q + ((size_t)i * j->nh + h) * hd;
-	float *oh = j->out + ((size_t)i * j->nh + h) * hd, *sc = j->cc->scores[worker];
-	float scale = 1.0f / sqrtf((float)hd), mx = -INFINITY;
-	for (long t = lo; t <= pos; t++) {
-		const float *kt = eng_page_k(p, s->pages[t / B], j->layer, (int)(t % B)) + (size_t)g * hd;
-		sc[t] = dot(qh, kt, hd) * scale;
-		mx = sc[t] > mx ? sc[t] : mx;
+	long cur = pos / B;
+	const float *qi = j->q + (size_t)i * j->nh * hd;
+	float *kb = cc->kbuf[worker], *vb = cc->vbuf[worker], *sc = cc->sc[worker], *acc = cc->acc[worker];
+	float *mx = cc->mx[worker], *sum = cc->sum[worker];
+	int *list = cc->blocks[worker], nb = -1;
+	if (j->lists) {
+		list = j->lists + (size_t)task * j->nlist;
+		nb = j->nls[task];
+	} else if (eng_msa_sparse(m, j->layer, pos)) {
+		nb = eng_msa_select_fast(m, s, j->layer, pos, g, qi, list, cc->qsum[worker], cc->top[worker],
+					 cc->topi[worker]);
 	}
-	float sum = 0;
-	for (long t = lo; t <= pos; t++) {
-		sc[t] = expf(sc[t] - mx);
-		sum += sc[t];
+	float scale = 1.0f / sqrtf((float)hd);
+	size_t kd = (size_t)p->kvh * hd;
+	for (int h = 0; h < group; h++) {
+		mx[h] = -INFINITY;
+		sum[h] = 0;
 	}
-	float inv = 1.0f / sum;
-	memset(oh, 0, (size_t)hd * sizeof(float));
-	for (long t = lo; t <= pos; t++) {
-		const float *vt = eng_page_v(p, s->pages[t / B], j->layer, (int)(t % B)) + (size_t)g * hd;
-		float w = sc[t] * inv;
+	memset(acc, 0, (size_t)group * hd * sizeof(float));
+	long nblocks = nb >= 0 ? nb : cur + 1 - lo / B;
+	for (long bi = 0; bi < nblocks; bi++) {
+		long b = nb >= 0 ? list[bi] : lo / B + bi;
+		long t0 = b * B > lo ? b * B : lo, t1 = b * B + B - 1 < pos ? b * B + B - 1 : pos;
+		if (t0 > t1)
+			continue;
+		int cnt = (int)(t1 - t0 + 1), s0 = (int)(t0 - b * B);
+		eng_page *pg = s->pages[b];
+		const float *K, *V;
+		size_t stride;
+		if (p->dtype == ENG_F32) {
+			K = eng_page_k(p, pg, j->layer, s0) + (size_t)g * hd;
+			V = eng_page_v(p, pg, j->layer, s0) + (size_t)g * hd;
+			stride = kd;
+		} else {
+			for (int t = 0; t < cnt; t++) {
+				eng_kv_load(p, kb + (size_t)t * hd,
+					    (unsigned char *)eng_page_kraw(p, pg, j->layer, s0 + t) + (size_t)g * hd * p->esize,
+					    (size_t)hd);
+				eng_kv_load(p, vb + (size_t)t * hd,
+					    (unsigned char *)eng_page_vraw(p, pg, j->layer, s0 + t) + (size_t)g * hd * p->esize,
+					    (size_t)hd);
+			}
+			K = kb, V = vb, stride = (size_t)hd;
+		}
+		for (int h = 0; h < group; h++) {
+			const float *qh = qi + ((size_t)g * group + h) * hd;
+			float *ah = acc + (size_t)h * hd, bmax = -INFINITY;
+			for (int t = 0; t < cnt; t++) {
+				sc[t] = dot(qh, K + (size_t)t * stride, hd) * scale;
+				bmax = sc[t] > bmax ? sc[t] : bmax;
+			}
+			float nm = bmax > mx[h] ? bmax : mx[h];
+			float corr = expf(mx[h] - nm); /* 0 on the first block */
+			mx[h] = nm;
+			float w = expf(sc[0] - nm);
+			sum[h] = sum[h] * corr + w;
+			scale_axpy(ah, corr, w, V, hd);
+			for (int t = 1; t < cnt; t++) {
+				w = expf(sc[t] - nm);
+				sum[h] += w;
+				axpy1(ah, w, V + (size_t)t * stride, hd);
+			}
+		}
+	}
+	for (int h = 0; h < group; h++) {
+		float *oh = j->out + ((size_t)i * j->nh + (size_t)g * group + h) * hd, inv = 1.0f / sum[h];
 		for (int d = 0; d < hd; d++)
-			oh[d] += w * vt[d];
+			oh[d] = acc[(size_t)h * hd + d] * inv;
 	}
 }
 
 static void cpu_attention(eng_backend *be, float *out, const float *q, const eng_row *rows, int n, int layer,
 			  int nh, long window)
 {
-	att_job j = {be->ctx, be->m, out, q, rows, layer, nh, window};
-	eng_pool_run(((cpu_ctx *)be->ctx)->pool, att_task, &j, n * nh);
+	cpu_ctx *cc = be->ctx;
+	eng_model *m = be->m;
+	int kvh = m->kv.kvh;
+	att_job j = {cc, m, out, q, rows, n, layer, nh, window, NULL, NULL, cc->nlist};
+	bool sparse = false;
+	for (int i = 0; i < n && !sparse; i++)
+		sparse = eng_msa_sparse(m, layer, rows[i].pos);
+	/* several sparse rows: choose their blocks tile by tile first (when
+	 * the lists cannot be had, each task chooses its own: same result) */
+	if (sparse && n > 1 && (j.lists = malloc((size_t)n * kvh * j.nlist * sizeof(int))) &&
+	    (j.nls = malloc((size_t)n * kvh * sizeof(int)))) {
+		eng_pool_run(cc->pool, index_task, &j, (n + INDEX_TILE - 1) / INDEX_TILE * kvh);
+	} else {
+		free(j.lists);
+		j.lists = NULL;
+	}
+	eng_pool_run(cc->pool, att_task, &j, n * kvh);
+	free(j.lists);
+	free(j.nls);
 }
 
 static void cpu_axpy(eng_backend *be, float *y, const float *x, float a, size_t n)
@@ -259,12 +480,29 @@ int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads)
 		mc = cand[i] > mc ? cand[i] : mc;
 	cc->maxcols = mc;
 	cc->nw = eng_pool_threads(cc->pool);
-	if (!(cc->wconv = calloc((size_t)cc->nw, sizeof(float *))) ||
-	    !(cc->scores = calloc((size_t)cc->nw, sizeof(float *))))
+	size_t B = (size_t)m->kv.block, hd = (size_t)c->head_dim, group = (size_t)(c->heads / c->kv_heads);
+	size_t K = (size_t)(m->msa.top_k > 0 ? m->msa.top_k : 1);
+	size_t nlist = (size_t)m->msa.sink + (size_t)m->msa.local + K + 1;
+	struct {
+		float ***f;
+		size_t n;
+	} fl[] = {{&cc->wconv, 4 * mc}, {&cc->kbuf, B * hd}, {&cc->vbuf, B * hd}, {&cc->sc, B},
+		  {&cc->acc, group * hd}, {&cc->mx, group}, {&cc->sum, group}, {&cc->qsum, hd}, {&cc->top, K},
+		  {&cc->tq, INDEX_TILE * hd}, {&cc->ttop, INDEX_TILE * K}};
+	cc->nlist = (int)nlist;
+	for (size_t k = 0; k < sizeof(fl) / sizeof(fl[0]); k++) {
+		if (!(*fl[k].f = calloc((size_t)cc->nw, sizeof(float *))))
+			return ev_error_set(EV_E_NOMEM, "out of memory");
+		for (int i = 0; i < cc->nw; i++)
+			if (!((*fl[k].f)[i] = malloc(fl[k].n * sizeof(float))))
+				return ev_error_set(EV_E_NOMEM, "out of memory for worker scratch");
+	}
+	if (!(cc->topi = calloc((size_t)cc->nw, sizeof(int *))) || !(cc->blocks = calloc((size_t)cc->nw, sizeof(int *))) ||
+	    !(cc->ttopi = calloc((size_t)cc->nw, sizeof(int *))))
 		return ev_error_set(EV_E_NOMEM, "out of memory");
 	for (int i = 0; i < cc->nw; i++)
-		if (!(cc->wconv[i] = malloc(4 * mc * sizeof(float))) ||
-		    !(cc->scores[i] = malloc((size_t)m->max_context * sizeof(float))))
+		if (!(cc->topi[i] = malloc(K * sizeof(int))) || !(cc->blocks[i] = malloc(nlist * sizeof(int))) ||
+		    !(cc->ttopi[i] = malloc(INDEX_TILE * K * sizeof(int))))
 			return ev_error_set(EV_E_NOMEM, "out of memory for worker scratch");
 	return 0;
 }
@@ -275,14 +513,24 @@ void eng_backend_cpu_free(eng_backend *be)
 	if (!cc)
 		return;
 	eng_pool_free(cc->pool);
-	for (int i = 0; i < cc->nw; i++) {
-		if (cc->wconv)
-			free(cc->wconv[i]);
-		if (cc->scores)
-			free(cc->scores[i]);
+	float ***fl[] = {&cc->wconv, &cc->kbuf, &cc->vbuf, &cc->sc,  &cc->acc, &cc->mx,
+			 &cc->sum,   &cc->qsum, &cc->top,  &cc->tq, &cc->ttop};
+	for (size_t k = 0; k < sizeof(fl) / sizeof(fl[0]); k++) {
+		for (int i = 0; *fl[k] && i < cc->nw; i++)
+			free((*fl[k])[i]);
+		free(*fl[k]);
 	}
-	free(cc->wconv);
-	free(cc->scores);
+	for (int i = 0; i < cc->nw; i++) {
+		if (cc->topi)
+			free(cc->topi[i]);
+		if (cc->blocks)
+			free(cc->blocks[i]);
+		if (cc->ttopi)
+			free(cc->ttopi[i]);
+	}
+	free(cc->topi);
+	free(cc->blocks);
+	free(cc->ttopi);
 	free(cc);
 	be->ctx = NULL;
 }

@@ -71,51 +71,125 @@ void eng_cpu_kv_store(eng_backend *be, const eng_row *rows, int n, int layer, co
 		long pos = rows[i].pos;
 		eng_page *pg = s->pages[pos / p->block];
 		int slot = (int)(pos % p->block);
-		memcpy(eng_page_k(p, pg, layer, slot), k + (size_t)i * kd, kd * sizeof(float));
-		memcpy(eng_page_v(p, pg, layer, slot), v + (size_t)i * kd, kd * sizeof(float));
+		const float *ki = k + (size_t)i * kd, *vi = v + (size_t)i * kd;
 		float *sum = eng_page_ksum(p, pg, layer);
-		for (size_t j = 0; j < kd; j++)
-			sum[j] += k[(size_t)i * kd + j];
+		if (p->dtype == ENG_F32) {
+			memcpy(eng_page_k(p, pg, layer, slot), ki, kd * sizeof(float));
+			memcpy(eng_page_v(p, pg, layer, slot), vi, kd * sizeof(float));
+			for (size_t j = 0; j < kd; j++)
+				sum[j] += ki[j];
+		} else {
+			/* the sum adds the key as stored, so that it equals a
+			 * re-summing of the page's keys */
+			uint16_t *kq = eng_page_kraw(p, pg, layer, slot), *vq = eng_page_vraw(p, pg, layer, slot);
+			bool half = p->dtype == ENG_F16;
+			for (size_t j = 0; j < kd; j++) {
+				kq[j] = half ? eng_f32_to_f16(ki[j]) : eng_f32_to_bf16(ki[j]);
+				vq[j] = half ? eng_f32_to_f16(vi[j]) : eng_f32_to_bf16(vi[j]);
+				sum[j] += half ? eng_f16_to_f32(kq[j]) : eng_bf16_to_f32(kq[j]);
+			}
+		}
 		if (slot + 1 > pg->ntok)
 			pg->ntok = slot + 1;
+		if (slot == p->block - 1) /* the block is complete: into the index */
+			memcpy(s->kidx[layer] + (size_t)(pos / p->block) * kd, sum, kd * sizeof(float));
 	}
 }
 
+/* Reference scratch: grows with the longest sequence seen (scores of
+ * every position, block flags and block scores), one thread. */
+typedef struct {
+	long cap;
+	float *sc, *bsc;
+	unsigned char *att;
+} ref_ctx;
+
+static int ref_reserve(eng_backend *be, long max_len)
+{
+	ref_ctx *rc = be->ctx;
+	if (max_len <= rc->cap)
+		return 0;
+	long cap = rc->cap ? rc->cap : 1024;
+	while (cap < max_len)
+		cap *= 2;
+	long nb = cap / be->m->kv.block + 2;
+	float *sc = realloc(rc->sc, (size_t)cap * sizeof(float));
+	if (sc)
+		rc->sc = sc;
+	float *bsc = realloc(rc->bsc, (size_t)nb * sizeof(float));
+	if (bsc)
+		rc->bsc = bsc;
+	unsigned char *att = realloc(rc->att, (size_t)nb);
+	if (att)
+		rc->att = att;
+	if (!sc || !bsc || !att)
+		return ev_error_set(EV_E_NOMEM, "out of memory for reference attention scratch (%ld positions)", cap);
+	rc->cap = cap;
+	return 0;
+}
+
+/* The definition, plainly: per row and KV head, the attended blocks (all of
+ * them, or MSA's choice); per query head, softmax over exactly the
+ * positions s <= pos in those blocks (and inside the window). */
 static void ref_attention(eng_backend *be, float *out, const float *q, const eng_row *rows, int n, int layer,
 			  int nh, long window)
 {
-	eng_kv_pool *p = &be->m->kv;
-	int hd = p->hd, group = nh / p->kvh;
+	eng_model *m = be->m;
+	eng_kv_pool *p = &m->kv;
+	ref_ctx *rc = be->ctx;
+	int hd = p->hd, group = nh / p->kvh, B = p->block;
 	float scale = 1.0f / sqrtf((float)hd);
 	for (int i = 0; i < n; i++) {
 		eng_seq *s = rows[i].seq;
 		long pos = rows[i].pos, lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
-		float *sc = be->ctx; /* max_context floats */
-		for (int h = 0; h < nh; h++) {
-			int g = h / group;
-			const float *qh = q + ((size_t)i * nh + h) * hd;
-			float *oh = out + ((size_t)i * nh + h) * hd;
-			float mx = -INFINITY;
-			for (long t = lo; t <= pos; t++) {
-				const float *kt = eng_page_k(p, s->pages[t / p->block], layer, (int)(t % p->block)) + (size_t)g * hd;
-				float d = 0;
+		long cur = pos / B;
+		float *sc = rc->sc;
+		const float *qi = q + (size_t)i * nh * hd;
+		for (int g = 0; g < p->kvh; g++) {
+			if (eng_msa_sparse(m, layer, pos))
+				eng_msa_select_ref(m, s, layer, pos, g, qi, rc->att, rc->bsc);
+			else
+				memset(rc->att, 1, (size_t)cur + 1);
+			for (int h = g * group; h < (g + 1) * group; h++) {
+				const float *qh = qi + (size_t)h * hd;
+				float *oh = out + ((size_t)i * nh + h) * hd;
+				float mx = -INFINITY;
+				for (long t = lo; t <= pos; t++) {
+					if (!rc->att[t / B])
+						continue;
+					float d = 0;
+					for (int j = 0; j < hd; j++) {
+						float kj;
+						eng_kv_load(p, &kj,
+							    (unsigned char *)eng_page_kraw(p, s->pages[t / B], layer, (int)(t % B)) +
+								    ((size_t)g * hd + j) * p->esize,
+							    1);
+						d += qh[j] * kj;
+					}
+					sc[t] = d * scale;
+					mx = sc[t] > mx ? sc[t] : mx;
+				}
+				float sum = 0;
+				for (long t = lo; t <= pos; t++)
+					if (rc->att[t / B]) {
+						sc[t] = expf(sc[t] - mx);
+						sum += sc[t];
+					}
 				for (int j = 0; j < hd; j++)
-					d += qh[j] * kt[j];
-				sc[t] = d * scale;
-				mx = sc[t] > mx ? sc[t] : mx;
-			}
-			float sum = 0;
-			for (long t = lo; t <= pos; t++) {
-				sc[t] = expf(sc[t] - mx);
-				sum += sc[t];
-			}
-			for (int j = 0; j < hd; j++)
-				oh[j] = 0;
-			for (long t = lo; t <= pos; t++) {
-				const float *vt = eng_page_v(p, s->pages[t / p->block], layer, (int)(t % p->block)) + (size_t)g * hd;
-				float w = sc[t] / sum;
-				for (int j = 0; j < hd; j++)
-					oh[j] += w * vt[j];
+					oh[j] = 0;
+				for (long t = lo; t <= pos; t++) {
+					if (!rc->att[t / B])
+						continue;
+					float w = sc[t] / sum;
+					for (int j = 0; j < hd; j++) {
+						float vj;
+						eng_kv_load(p, &vj,
+							    (unsigned char *)eng_page_vraw(p, s->pages[t / B], layer, (int)(t % B)) +
+								    ((size_t)g * hd + j) * p->esize,
+							    1);
+						oh[j] += w * vj;
+					}
+				}
 			}
 		}
 	}
@@ -185,14 +259,19 @@ int eng_backend_ref_init(eng_backend *be, eng_model *m)
 	eng_cpu_fill_common(be);
 	be->matmul = ref_matmul;
 	be->attention = ref_attention;
+	be->reserve = ref_reserve;
 	be->axpy = ref_axpy;
-	if (!(be->ctx = malloc((size_t)m->max_context * sizeof(float))))
-		return ev_error_set(EV_E_NOMEM, "out of memory for attention scores (%ld positions)", m->max_context);
-	return 0;
+	if (!(be->ctx = calloc(1, sizeof(ref_ctx))))
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	return ref_reserve(be, 1024);
 }
 
 void eng_backend_ref_free(eng_backend *be)
 {
-	free(be->ctx);
+	ref_ctx *rc = be ? be->ctx : NULL;
+	if (!rc)
+		return;
+	free(rc->sc), free(rc->bsc), free(rc->att);
+	free(rc);
 	be->ctx = NULL;
 }

@@ -1,0 +1,390 @@
+/*
+ * engine/mkrecall.c: the recall checkpoint, a one-layer LlamaForCausalLM
+ * whose weights are written down (not trained) so that it answers
+ * " ... K<i> V<j> ... ? K<i>" with "V<j>" at any distance it can hold, and
+ * the prompts and suite that go with it. It gives long-context code paths
+ * (dense and MSA attention, a 1M-token KV cache) a model whose right
+ * answer is known. The construction is in engine/README.md ("MSA").
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "engine/backend.h"
+#include "engine/tokenizer_int.h"
+
+#define NK 32   /* keys */
+#define NV 16   /* values */
+#define NF 16   /* filler words */
+#define CODE 16 /* +-1 code length of a key */
+#define H 64    /* hidden size */
+#define HD 64   /* head_dim (one head) */
+#define INTER 8 /* MLP width (all zero) */
+
+/* token ids */
+#define T_EOS 256
+#define T_ASK 257
+#define T_KEY(i) (258 + (i))
+#define T_VAL(j) (258 + NK + (j))
+#define T_FILL(f) (258 + NK + NV + (f))
+#define T_PAIR(i, j) (258 + NK + NV + NF + (i) * NV + (j))
+#define VOCAB (258 + NK + NV + NF + NK * NV)
+
+/* residual layout */
+#define R_QCODE 0   /* [0, 16): a standalone key's code: the query */
+#define R_KCODE 16  /* [16, 32): a pair's key code: what is matched */
+#define R_VAL 32    /* [32, 48): a pair's value, one-hot; attention writes here */
+#define R_PLAIN 48  /* fillers, "?", bytes */
+#define R_ISVAL 49  /* an answer token: next comes EOS */
+
+#define ROPE_THETA 1e12
+#define GAIN_QK 2.5f
+#define GAIN_O 2.0f
+#define GAIN_LM 4.0f
+#define GAIN_EOS 8.0f
+
+/* The key codes: 16-bit words, pairwise Hamming distance >= 6 (so a
+ * wrong key's dot product with the right one is at most 4 of 16), picked
+ * greedily from a fixed pseudo-random order. */
+static void key_codes(uint16_t code[NK])
+{
+	ev_rng r;
+	ev_rng_seed(&r, 20240917);
+	int n = 0;
+	while (n < NK) {
+		uint16_t c = (uint16_t)ev_rng_below(&r, 65536);
+		int ok = 1;
+		for (int k = 0; k < n && ok; k++)
+			ok = __builtin_popcount((unsigned)(c ^ code[k])) >= 6;
+		if (ok)
+			code[n++] = c;
+	}
+}
+
+/* RoPE pairs (d, d + 32) with d >= 24 turn by at most theta^(-48/64) =
+ * 1e-9 rad a position: under 1e-3 rad over a million positions. The code's
+ * 16 entries go there. */
+static int stable_dim(int i)
+{
+	return i < 8 ? 24 + i : 56 + (i - 8);
+}
+
+/* Text of token t (NULL for the byte tokens). */
+static int token_text(char *buf, size_t cap, int t)
+{
+	if (t == T_EOS)
+		return snprintf(buf, cap, "</s>");
+	if (t == T_ASK)
+		return snprintf(buf, cap, " ?");
+	if (t >= T_KEY(0) && t < T_KEY(NK))
+		return snprintf(buf, cap, " K%d", t - T_KEY(0));
+	if (t >= T_VAL(0) && t < T_VAL(NV))
+		return snprintf(buf, cap, "V%d", t - T_VAL(0));
+	if (t >= T_FILL(0) && t < T_FILL(NF))
+		return snprintf(buf, cap, " F%d", t - T_FILL(0));
+	if (t >= T_PAIR(0, 0) && t < VOCAB)
+		return snprintf(buf, cap, " K%d V%d", (t - T_PAIR(0, 0)) / NV, (t - T_PAIR(0, 0)) % NV);
+	return -1;
+}
+
+static void embed_row(float *e, int t, const uint16_t *code)
+{
+	memset(e, 0, H * sizeof(float));
+	if (t >= T_KEY(0) && t < T_KEY(NK)) {
+		for (int b = 0; b < CODE; b++)
+			e[R_QCODE + b] = code[t - T_KEY(0)] >> b & 1 ? 1.0f : -1.0f;
+	} else if (t >= T_PAIR(0, 0) && t < VOCAB) {
+		int i = (t - T_PAIR(0, 0)) / NV, j = (t - T_PAIR(0, 0)) % NV;
+		for (int b = 0; b < CODE; b++)
+			e[R_KCODE + b] = code[i] >> b & 1 ? 1.0f : -1.0f;
+		e[R_VAL + j] = 1.0f;
+	} else if (t >= T_VAL(0) && t < T_VAL(NV)) {
+		e[R_ISVAL] = 1.0f;
+	} else {
+		e[R_PLAIN] = 1.0f;
+	}
+}
+
+typedef struct {
+	const char *name;
+	int rows, cols; /* cols 0: a vector */
+	float *data;
+} tensor;
+
+static int write_safetensors(const char *path, const tensor *t, int n)
+{
+	ev_buf h = EV_BUF_INIT(1 << 20);
+	int rc = ev_buf_putc(&h, '{');
+	size_t off = 0;
+	for (int i = 0; i < n && !rc; i++) {
+		size_t cnt = (size_t)t[i].rows * (size_t)(t[i].cols ? t[i].cols : 1);
+		if (t[i].cols)
+			rc = ev_buf_printf(&h, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%d,%d],\"data_offsets\":[%zu,%zu]}",
+					   i ? "," : "", t[i].name, t[i].rows, t[i].cols, off, off + cnt * 4);
+		else
+			rc = ev_buf_printf(&h, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[%zu,%zu]}",
+					   i ? "," : "", t[i].name, t[i].rows, off, off + cnt * 4);
+		off += cnt * 4;
+	}
+	if (!rc)
+		rc = ev_buf_putc(&h, '}');
+	while (!rc && h.len % 8)
+		rc = ev_buf_putc(&h, ' ');
+	FILE *f = rc ? NULL : fopen(path, "wb");
+	if (!rc && !f)
+		rc = ev_error_set(EV_E_IO, "%s: %s", path, strerror(errno));
+	if (!rc) {
+		uint64_t hl = h.len;
+		unsigned char le[8];
+		for (int b = 0; b < 8; b++)
+			le[b] = (unsigned char)(hl >> (8 * b));
+		int ok = fwrite(le, 1, 8, f) == 8 && fwrite(h.data, 1, h.len, f) == h.len;
+		for (int i = 0; i < n && ok; i++) {
+			size_t cnt = (size_t)t[i].rows * (size_t)(t[i].cols ? t[i].cols : 1);
+			ok = fwrite(t[i].data, sizeof(float), cnt, f) == cnt;
+		}
+		if (fclose(f) || !ok)
+			rc = ev_error_set(EV_E_IO, "%s: write failed", path);
+	}
+	ev_buf_free(&h);
+	return rc;
+}
+
+static int write_text(const char *dir, const char *name, const char *text, size_t len)
+{
+	char *p = ev_asprintf("%s/%s", dir, name);
+	if (!p)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	int rc = ev_file_write(p, text, len);
+	free(p);
+	return rc;
+}
+
+static int mkdir_p(const char *dir)
+{
+	char *p = ev_strdup(dir);
+	if (!p)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	for (char *s = p + 1; *s; s++)
+		if (*s == '/') {
+			*s = 0;
+			mkdir(p, 0755);
+			*s = '/';
+		}
+	int rc = mkdir(p, 0755) && errno != EEXIST ? ev_error_set(EV_E_IO, "%s: %s", dir, strerror(errno)) : 0;
+	free(p);
+	return rc;
+}
+
+/* tokenizer.json: the 256 byte tokens (no merges) and every word of the
+ * vocabulary as an added token, so text splits into exactly them. */
+static int write_tokenizer(const char *dir)
+{
+	ev_buf j = EV_BUF_INIT(4u << 20), m = EV_BUF_INIT(64);
+	char w[64];
+	int rc = ev_buf_puts(&j, "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":[");
+	for (int t = T_EOS; t < VOCAB && !rc; t++) {
+		token_text(w, sizeof w, t);
+		rc = ev_buf_printf(&j, "%s{\"id\":%d,\"content\":", t > T_EOS ? "," : "", t);
+		if (!rc && !(rc = ev_json_buf_str(&j, w)))
+			rc = ev_buf_printf(&j, ",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,"
+					       "\"normalized\":false,\"special\":%s}",
+					   t == T_EOS ? "true" : "false");
+	}
+	if (!rc)
+		rc = ev_buf_puts(&j, "],\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"ByteLevel\","
+				     "\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":true},"
+				     "\"post_processor\":null,\"decoder\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
+				     "\"trim_offsets\":true,\"use_regex\":true},\"model\":{\"type\":\"BPE\",\"dropout\":null,"
+				     "\"unk_token\":null,\"continuing_subword_prefix\":null,\"end_of_word_suffix\":null,"
+				     "\"fuse_unk\":false,\"byte_fallback\":false,\"vocab\":{");
+	for (int b = 0; b < 256 && !rc; b++) {
+		char c = (char)b;
+		ev_buf_reset(&m);
+		if (!(rc = eng_tok_map(&m, &c, 1)) && !(rc = ev_buf_puts(&j, b ? "," : "")) &&
+		    !(rc = ev_json_buf_str(&j, m.data)))
+			rc = ev_buf_printf(&j, ":%d", b);
+	}
+	if (!rc)
+		rc = ev_buf_puts(&j, "},\"merges\":[]}}\n");
+	if (!rc)
+		rc = write_text(dir, "tokenizer.json", j.data, j.len);
+	static const char cfg[] = "{\"added_tokens_decoder\":{\"256\":{\"content\":\"</s>\",\"lstrip\":false,"
+				  "\"normalized\":false,\"rstrip\":false,\"single_word\":false,\"special\":true}},"
+				  "\"bos_token\":null,\"eos_token\":\"</s>\",\"clean_up_tokenization_spaces\":false,"
+				  "\"model_max_length\":2097152,\"tokenizer_class\":\"PreTrainedTokenizerFast\"}\n";
+	if (!rc)
+		rc = write_text(dir, "tokenizer_config.json", cfg, sizeof cfg - 1);
+	ev_buf_free(&m);
+	ev_buf_free(&j);
+	return rc;
+}
+
+int eng_mkrecall(const char *dir)
+{
+	uint16_t code[NK];
+	key_codes(code);
+	float *emb = calloc((size_t)VOCAB * H, sizeof(float)), *lm = calloc((size_t)VOCAB * H, sizeof(float));
+	float *wq = calloc(HD * H, sizeof(float)), *wk = calloc(HD * H, sizeof(float));
+	float *wv = calloc(HD * H, sizeof(float)), *wo = calloc(H * HD, sizeof(float));
+	float *ones = malloc(H * sizeof(float)), *zero = calloc(INTER * H, sizeof(float));
+	char *path = NULL;
+	int rc = 0;
+	if (!emb || !lm || !wq || !wk || !wv || !wo || !ones || !zero) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto done;
+	}
+	for (int i = 0; i < H; i++)
+		ones[i] = 1.0f;
+	for (int t = 0; t < VOCAB; t++)
+		embed_row(emb + (size_t)t * H, t, code);
+	for (int b = 0; b < CODE; b++) {
+		wq[stable_dim(b) * H + R_QCODE + b] = GAIN_QK; /* query: the asked key's code */
+		wk[stable_dim(b) * H + R_KCODE + b] = GAIN_QK; /* key: a pair's key code */
+	}
+	for (int j = 0; j < NV; j++) {
+		wv[j * H + R_VAL + j] = 1.0f;       /* value: the pair's value, one-hot */
+		wo[(R_VAL + j) * HD + j] = GAIN_O;  /* back into the value dims */
+		lm[(size_t)T_VAL(j) * H + R_VAL + j] = GAIN_LM;
+	}
+	lm[(size_t)T_EOS * H + R_ISVAL] = GAIN_EOS;
+	tensor ts[] = {
+		{"lm_head.weight", VOCAB, H, lm},
+		{"model.embed_tokens.weight", VOCAB, H, emb},
+		{"model.layers.0.input_layernorm.weight", H, 0, ones},
+		{"model.layers.0.mlp.down_proj.weight", H, INTER, zero},
+		{"model.layers.0.mlp.gate_proj.weight", INTER, H, zero},
+		{"model.layers.0.mlp.up_proj.weight", INTER, H, zero},
+		{"model.layers.0.post_attention_layernorm.weight", H, 0, ones},
+		{"model.layers.0.self_attn.k_proj.weight", HD, H, wk},
+		{"model.layers.0.self_attn.o_proj.weight", H, HD, wo},
+		{"model.layers.0.self_attn.q_proj.weight", HD, H, wq},
+		{"model.layers.0.self_attn.v_proj.weight", HD, H, wv},
+		{"model.norm.weight", H, 0, ones},
+	};
+	char cfg[1024];
+	int n = snprintf(cfg, sizeof cfg,
+			 "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\",\"hidden_size\":%d,"
+			 "\"intermediate_size\":%d,\"num_hidden_layers\":1,\"num_attention_heads\":1,"
+			 "\"num_key_value_heads\":1,\"head_dim\":%d,\"vocab_size\":%d,\"rms_norm_eps\":1e-06,"
+			 "\"rope_theta\":%.0f,\"max_position_embeddings\":2097152,\"tie_word_embeddings\":false,"
+			 "\"eos_token_id\":%d,\"torch_dtype\":\"float32\",\"hidden_act\":\"silu\"}\n",
+			 H, INTER, HD, VOCAB, ROPE_THETA, T_EOS);
+	char gen[64];
+	int gn = snprintf(gen, sizeof gen, "{\"eos_token_id\":%d}\n", T_EOS);
+	if ((rc = mkdir_p(dir)) || (rc = write_text(dir, "config.json", cfg, (size_t)n)) ||
+	    (rc = write_text(dir, "generation_config.json", gen, (size_t)gn)))
+		goto done;
+	if (!(path = ev_asprintf("%s/model.safetensors", dir))) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto done;
+	}
+	if ((rc = write_safetensors(path, ts, (int)(sizeof ts / sizeof ts[0]))))
+		goto done;
+	rc = write_tokenizer(dir);
+done:
+	free(path);
+	free(emb), free(lm), free(wq), free(wk), free(wv), free(wo), free(ones), free(zero);
+	return rc;
+}
+
+bool eng_model_is_recall(const eng_model *m)
+{
+	const eng_config *c = &m->c;
+	return c->arch == ENG_ARCH_LLAMA && c->vocab == VOCAB && c->hidden == H && c->layers == 1 && c->heads == 1 &&
+	       c->head_dim == HD && c->intermediate == INTER && c->rope_theta == ROPE_THETA;
+}
+
+/* ---- prompts --------------------------------------------------------------- */
+
+int eng_recall_tokens(int32_t *toks, long n, int depth, int distractors, uint64_t seed, int32_t *value_id)
+{
+	if (n < 4 || depth < 0 || depth > 100 || distractors < 0 || distractors > n - 4)
+		return ev_error_set(EV_E_INVALID, "recall prompt: length %ld, depth %d, %d distractors out of range", n,
+				    depth, distractors);
+	ev_rng r;
+	ev_rng_seed(&r, seed);
+	int key = (int)ev_rng_below(&r, NK), val = (int)ev_rng_below(&r, NV);
+	long body = n - 2; /* then " ?" and the asked key */
+	long at = (long)((double)(body - 1) * depth / 100.0 + 0.5);
+	for (long i = 0; i < body; i++)
+		toks[i] = T_FILL((int)ev_rng_below(&r, NF));
+	/* distractors: other keys with any value, anywhere but the needle */
+	for (int d = 0; d < distractors; d++) {
+		long p;
+		do
+			p = (long)ev_rng_below(&r, (uint64_t)body);
+		while (p == at);
+		int k = (int)ev_rng_below(&r, NK - 1);
+		toks[p] = T_PAIR(k >= key ? k + 1 : k, (int)ev_rng_below(&r, NV));
+	}
+	toks[at] = T_PAIR(key, val);
+	toks[body] = T_ASK;
+	toks[body + 1] = T_KEY(key);
+	*value_id = T_VAL(val);
+	return 0;
+}
+
+int eng_recall_write_suite(const char *dir, const long *lengths, int nlengths, const int *depths, int ndepths,
+			   int samples, int distractors, uint64_t seed)
+{
+	ev_buf out = EV_BUF_INIT(1u << 30), text = EV_BUF_INIT(64u << 20);
+	int32_t *toks = NULL;
+	char w[64];
+	int rc = 0;
+	if (nlengths < 1 || ndepths < 1 || samples < 1)
+		return ev_error_set(EV_E_INVALID, "recall suite: no lengths, depths or samples");
+	if ((rc = mkdir_p(dir)))
+		return rc;
+	for (int li = 0; li < nlengths && !rc; li++) {
+		if (lengths[li] < 4 || lengths[li] > (1L << 21)) {
+			rc = ev_error_set(EV_E_INVALID, "recall suite: length %ld out of [4, 2097152]", lengths[li]);
+			break;
+		}
+		int32_t *nt = realloc(toks, (size_t)lengths[li] * sizeof(*toks));
+		if (!nt) {
+			rc = ev_error_set(EV_E_NOMEM, "out of memory");
+			break;
+		}
+		toks = nt;
+		for (int di = 0; di < ndepths && !rc; di++)
+			for (int s = 0; s < samples && !rc; s++) {
+				int32_t val;
+				uint64_t sd = seed * 1000003u + (uint64_t)li * 7919u + (uint64_t)di * 131u + (uint64_t)s;
+				int nd = distractors < lengths[li] - 4 ? distractors : (int)(lengths[li] - 4);
+				if ((rc = eng_recall_tokens(toks, lengths[li], depths[di], nd, sd, &val)))
+					break;
+				ev_buf_reset(&text);
+				for (long i = 0; i < lengths[li] && !rc; i++) {
+					token_text(w, sizeof w, toks[i]);
+					rc = ev_buf_puts(&text, w);
+				}
+				token_text(w, sizeof w, val);
+				if (!rc)
+					rc = ev_buf_printf(&out, "{\"id\":\"len%ld-depth%d-%d\",\"input\":", lengths[li],
+							   depths[di], s);
+				if (!rc)
+					rc = ev_json_buf_str(&out, text.data);
+				if (!rc)
+					rc = ev_buf_printf(&out,
+							   ",\"target\":\"%s\",\"metadata\":{\"length_tokens\":%ld,"
+							   "\"depth\":%d,\"distractors\":%d}}\n",
+							   w, lengths[li], depths[di], nd);
+			}
+	}
+	if (!rc)
+		rc = write_text(dir, "samples.jsonl", out.data ? out.data : "", out.len);
+	static const char suite[] =
+		"{\"name\":\"recall\",\"version\":\"1\",\"kind\":\"long-context\",\"description\":\"key-value recall "
+		"for the constructed recall checkpoint (evald engine mkmodel --arch recall): the answer is the "
+		"value token bound to the asked key\",\"generation\":{\"max_tokens\":4,\"temperature\":0},"
+		"\"checker\":{\"type\":\"includes\"}}\n";
+	if (!rc)
+		rc = write_text(dir, "suite.json", suite, sizeof suite - 1);
+	free(toks);
+	ev_buf_free(&text);
+	ev_buf_free(&out);
+	return rc;
+}

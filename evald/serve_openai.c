@@ -1,0 +1,576 @@
+/*
+ * evald/serve_openai.c: the OpenAI-compatible endpoints of `evald serve
+ * --model DIR`, over the engine backend (runners/backend_engine.c).
+ *
+ *   GET  /v1/models
+ *   POST /v1/chat/completions   (messages, tools, max_tokens, temperature,
+ *                                top_p, seed, stop; "stream": true for SSE)
+ *   POST /v1/completions        (prompt text; "stream" too)
+ *
+ * Every request goes to the one backend, whose worker batches all requests
+ * in flight together, so concurrent HTTP requests share forward passes.
+ * A non-streaming handler waits for its completion on a condition variable;
+ * a streaming one answers with an MHD callback response that drains a
+ * buffer the engine's worker fills with `data: {...}` chunks, ending with
+ * `data: [DONE]`. A client that goes away cancels its request.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <microhttpd.h>
+
+#include "evald/serve.h"
+#include "runners/runners.h"
+
+#define MAX_MESSAGES 4096
+#define MAX_STOP 16
+
+struct ev_serve_openai {
+	ev_backend *be;
+	const char *name;
+	unsigned long long next_id;
+	pthread_mutex_t mu;
+};
+
+/* ---- request parsing -------------------------------------------------------------------- */
+
+/* Owned copies behind an ev_request. */
+typedef struct {
+	ev_request req;
+	ev_message *msgs;
+	ev_part *parts;
+	size_t n;
+	char *tools;
+	char *stop[MAX_STOP];
+	char *prompt; /* /v1/completions */
+	bool stream;
+} parsed;
+
+static void parsed_clear(parsed *p)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		free(p->msgs[i].role);
+		free(p->msgs[i].tool_calls_json);
+		free(p->msgs[i].tool_call_id);
+		free(p->msgs[i].name);
+		free(p->parts[i].text);
+	}
+	free(p->msgs);
+	free(p->parts);
+	free(p->tools);
+	for (int i = 0; i < MAX_STOP; i++)
+		free(p->stop[i]);
+	free(p->prompt);
+	memset(p, 0, sizeof *p);
+}
+
+/* A message's content: a string, null, or an array of text parts (joined
+ * by newlines, as the runner's wire format sends several parts). */
+static int content_text(char **out, const cJSON *c, size_t i)
+{
+	if (!c || cJSON_IsNull(c)) {
+		*out = ev_strdup("");
+		return 0;
+	}
+	if (cJSON_IsString(c)) {
+		*out = ev_strdup(c->valuestring);
+		return 0;
+	}
+	if (!cJSON_IsArray(c))
+		return ev_error_set(EV_E_INVALID, "messages[%zu].content: expected a string, an array or null", i);
+	ev_buf b = EV_BUF_INIT((size_t)1 << 30);
+	const cJSON *part;
+	size_t k = 0;
+	cJSON_ArrayForEach(part, c) {
+		const char *type = ev_json_str(part, "type", "");
+		if (strcmp(type, "text")) {
+			ev_buf_free(&b);
+			return ev_error_set(EV_E_UNSUPPORTED, "messages[%zu].content[%zu]: type \"%.40s\": this model takes text only",
+			                    i, k, type);
+		}
+		const char *t = ev_json_str(part, "text", NULL);
+		if (!t || (k && ev_buf_putc(&b, '\n')) || ev_buf_puts(&b, t)) {
+			ev_buf_free(&b);
+			return ev_error_set(EV_E_INVALID, "messages[%zu].content[%zu].text: expected a string", i, k);
+		}
+		k++;
+	}
+	*out = b.data ? b.data : ev_strdup("");
+	return 0;
+}
+
+static int opt_str(char **out, const cJSON *o, const char *key, size_t i)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (!cJSON_IsString(v))
+		return ev_error_set(EV_E_INVALID, "messages[%zu].%s: expected a string", i, key);
+	*out = ev_strdup(v->valuestring);
+	return 0;
+}
+
+static int parse_gen(parsed *p, const cJSON *root)
+{
+	ev_gen *g = &p->req.gen;
+	*g = (ev_gen)EV_GEN_INIT;
+	const cJSON *v;
+	if ((v = cJSON_GetObjectItemCaseSensitive(root, "max_completion_tokens")) ||
+	    (v = cJSON_GetObjectItemCaseSensitive(root, "max_tokens"))) {
+		if (!cJSON_IsNull(v)) {
+			if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 1e7 || v->valuedouble != (int)v->valuedouble)
+				return ev_error_set(EV_E_INVALID, "max_tokens: expected an integer from 1 to 10000000");
+			g->max_tokens = v->valueint;
+		}
+	}
+	if ((v = cJSON_GetObjectItemCaseSensitive(root, "temperature")) && !cJSON_IsNull(v)) {
+		if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 100))
+			return ev_error_set(EV_E_INVALID, "temperature: expected a number from 0 to 100");
+		g->temperature = v->valuedouble;
+	}
+	if ((v = cJSON_GetObjectItemCaseSensitive(root, "top_p")) && !cJSON_IsNull(v)) {
+		if (!cJSON_IsNumber(v) || !(v->valuedouble > 0 && v->valuedouble <= 1))
+			return ev_error_set(EV_E_INVALID, "top_p: expected a number in (0, 1]");
+		g->top_p = v->valuedouble;
+	}
+	if ((v = cJSON_GetObjectItemCaseSensitive(root, "seed")) && !cJSON_IsNull(v)) {
+		if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble)
+			return ev_error_set(EV_E_INVALID, "seed: expected an integer");
+		g->has_seed = true;
+		g->seed = (int64_t)v->valuedouble;
+	}
+	if ((v = cJSON_GetObjectItemCaseSensitive(root, "stop")) && !cJSON_IsNull(v)) {
+		if (cJSON_IsString(v)) {
+			p->stop[0] = ev_strdup(v->valuestring);
+			g->n_stop = 1;
+		} else if (cJSON_IsArray(v)) {
+			const cJSON *s;
+			cJSON_ArrayForEach(s, v) {
+				if (!cJSON_IsString(s))
+					return ev_error_set(EV_E_INVALID, "stop[%zu]: expected a string", g->n_stop);
+				if (g->n_stop == MAX_STOP)
+					return ev_error_set(EV_E_LIMIT, "stop: more than %d strings", MAX_STOP);
+				p->stop[g->n_stop++] = ev_strdup(s->valuestring);
+			}
+		} else {
+			return ev_error_set(EV_E_INVALID, "stop: expected a string or an array of strings");
+		}
+		g->stop = p->stop;
+	}
+	if ((v = cJSON_GetObjectItemCaseSensitive(root, "stream")) && !cJSON_IsNull(v)) {
+		if (!cJSON_IsBool(v))
+			return ev_error_set(EV_E_INVALID, "stream: expected true or false");
+		p->stream = cJSON_IsTrue(v);
+	}
+	if ((v = cJSON_GetObjectItemCaseSensitive(root, "n")) && !cJSON_IsNull(v) &&
+	    !(cJSON_IsNumber(v) && v->valuedouble == 1))
+		return ev_error_set(EV_E_UNSUPPORTED, "n: only 1 is supported");
+	return 0;
+}
+
+static int parse_chat(parsed *p, const cJSON *root)
+{
+	const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
+	if (!cJSON_IsArray(msgs) || !cJSON_GetArraySize(msgs))
+		return ev_error_set(EV_E_INVALID, "messages: expected a non-empty array");
+	size_t n = (size_t)cJSON_GetArraySize(msgs);
+	if (n > MAX_MESSAGES)
+		return ev_error_set(EV_E_LIMIT, "messages: more than %d", MAX_MESSAGES);
+	p->msgs = calloc(n, sizeof *p->msgs);
+	p->parts = calloc(n, sizeof *p->parts);
+	if (!p->msgs || !p->parts)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	const cJSON *m;
+	int rc;
+	cJSON_ArrayForEach(m, msgs) {
+		size_t i = p->n++;
+		if (!cJSON_IsObject(m))
+			return ev_error_set(EV_E_INVALID, "messages[%zu]: expected an object", i);
+		const char *role = ev_json_str(m, "role", NULL);
+		if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") &&
+		              strcmp(role, "tool") && strcmp(role, "developer")))
+			return ev_error_set(EV_E_INVALID, "messages[%zu].role: expected system, user, assistant or tool", i);
+		p->msgs[i].role = ev_strdup(strcmp(role, "developer") ? role : "system");
+		if ((rc = content_text(&p->parts[i].text, cJSON_GetObjectItemCaseSensitive(m, "content"), i)))
+			return rc;
+		p->parts[i].kind = EV_PART_TEXT;
+		p->msgs[i].parts = &p->parts[i];
+		p->msgs[i].n_parts = 1;
+		const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+		if (tc && !cJSON_IsNull(tc)) {
+			if (!cJSON_IsArray(tc))
+				return ev_error_set(EV_E_INVALID, "messages[%zu].tool_calls: expected an array", i);
+			p->msgs[i].tool_calls_json = ev_json_print(tc);
+		}
+		if ((rc = opt_str(&p->msgs[i].tool_call_id, m, "tool_call_id", i)) ||
+		    (rc = opt_str(&p->msgs[i].name, m, "name", i)))
+			return rc;
+	}
+	const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
+	if (tools && !cJSON_IsNull(tools)) {
+		if (!cJSON_IsArray(tools))
+			return ev_error_set(EV_E_INVALID, "tools: expected an array");
+		if (cJSON_GetArraySize(tools))
+			p->tools = ev_json_print(tools);
+	}
+	p->req.messages = p->msgs;
+	p->req.n_messages = p->n;
+	p->req.tools_json = p->tools;
+	return parse_gen(p, root);
+}
+
+static int parse_completion(parsed *p, const cJSON *root)
+{
+	const cJSON *pr = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+	if (cJSON_IsArray(pr) && cJSON_GetArraySize(pr) == 1)
+		pr = cJSON_GetArrayItem(pr, 0);
+	if (!cJSON_IsString(pr))
+		return ev_error_set(EV_E_INVALID, "prompt: expected a string (or an array of one string)");
+	if (!(p->prompt = ev_strdup(pr->valuestring)))
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	return parse_gen(p, root);
+}
+
+/* ---- one request in flight ---------------------------------------------------------------- */
+
+typedef struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int refs;          /* the handler or stream reader, and the engine */
+	bool chat;
+	bool done, gone;
+	ev_completion c;   /* when done */
+	ev_buf sse;        /* streaming: bytes not yet sent */
+	size_t sent_off;
+	char id[64];
+	const char *model;
+	long created;
+} inflight;
+
+static void inflight_unref(inflight *f)
+{
+	pthread_mutex_lock(&f->mu);
+	int left = --f->refs;
+	pthread_mutex_unlock(&f->mu);
+	if (left)
+		return;
+	ev_completion_clear(&f->c);
+	ev_buf_free(&f->sse);
+	pthread_mutex_destroy(&f->mu);
+	pthread_cond_destroy(&f->cv);
+	free(f);
+}
+
+/* One SSE chunk: data: {...}\n\n, with a content delta and/or the end. */
+static void sse_chunk(inflight *f, const char *text, size_t len, const ev_completion *end)
+{
+	cJSON *root = cJSON_CreateObject(), *choices = cJSON_CreateArray(), *ch = cJSON_CreateObject();
+	cJSON_AddStringToObject(root, "id", f->id);
+	cJSON_AddStringToObject(root, "object", f->chat ? "chat.completion.chunk" : "text_completion");
+	cJSON_AddNumberToObject(root, "created", (double)f->created);
+	cJSON_AddStringToObject(root, "model", f->model);
+	cJSON_AddNumberToObject(ch, "index", 0);
+	char *t = text ? ev_strndup(text, len) : NULL;
+	if (f->chat) {
+		cJSON *d = cJSON_CreateObject();
+		if (t)
+			cJSON_AddStringToObject(d, "content", t);
+		if (end && end->tool_calls_json) {
+			cJSON *tc = cJSON_Parse(end->tool_calls_json);
+			int k = 0;
+			cJSON *it;
+			cJSON_ArrayForEach(it, tc) cJSON_AddNumberToObject(it, "index", k++);
+			if (tc)
+				cJSON_AddItemToObject(d, "tool_calls", tc);
+		}
+		cJSON_AddItemToObject(ch, "delta", d);
+	} else {
+		cJSON_AddStringToObject(ch, "text", t ? t : "");
+	}
+	free(t);
+	if (end)
+		cJSON_AddStringToObject(ch, "finish_reason", end->finish_reason ? end->finish_reason : "stop");
+	else
+		cJSON_AddNullToObject(ch, "finish_reason");
+	cJSON_AddItemToArray(choices, ch);
+	cJSON_AddItemToObject(root, "choices", choices);
+	if (end) {
+		cJSON *u = cJSON_CreateObject();
+		cJSON_AddNumberToObject(u, "prompt_tokens", end->prompt_tokens);
+		cJSON_AddNumberToObject(u, "completion_tokens", end->completion_tokens);
+		cJSON_AddNumberToObject(u, "total_tokens", end->prompt_tokens + end->completion_tokens);
+		cJSON_AddItemToObject(root, "usage", u);
+	}
+	char *s = ev_json_print(root);
+	cJSON_Delete(root);
+	if (!s || ev_buf_printf(&f->sse, "data: %s\n\n", s))
+		ev_log_error("serve: a stream chunk was lost (out of memory or over the cap)");
+	free(s);
+}
+
+static int on_delta(void *ctx, const char *text, size_t len)
+{
+	inflight *f = ctx;
+	pthread_mutex_lock(&f->mu);
+	bool gone = f->gone;
+	if (!gone && f->sse.max) { /* streaming */
+		sse_chunk(f, text, len, NULL);
+		pthread_cond_broadcast(&f->cv);
+	}
+	pthread_mutex_unlock(&f->mu);
+	return gone; /* the client left: cancel */
+}
+
+static void on_done(void *ctx, ev_completion *c)
+{
+	inflight *f = ctx;
+	pthread_mutex_lock(&f->mu);
+	f->c = *c;
+	memset(c, 0, sizeof *c);
+	if (f->sse.max && !f->gone) {
+		if (f->c.status == EV_COMPLETION_OK) {
+			/* the text went out as deltas; the last chunk says how it ended */
+			sse_chunk(f, NULL, 0, &f->c);
+		} else {
+			ev_buf_puts(&f->sse, "data: {\"error\":");
+			ev_json_buf_str(&f->sse, f->c.error ? f->c.error : "engine failure");
+			ev_buf_puts(&f->sse, "}\n\n");
+		}
+		ev_buf_puts(&f->sse, "data: [DONE]\n\n");
+	}
+	f->done = true;
+	pthread_cond_broadcast(&f->cv);
+	pthread_mutex_unlock(&f->mu);
+	inflight_unref(f);
+}
+
+/* MHD pulls the stream from here on one of its threads. */
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)pos;
+	inflight *f = cls;
+	pthread_mutex_lock(&f->mu);
+	while (f->sent_off == f->sse.len && !f->done) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&f->cv, &f->mu, &ts);
+	}
+	ssize_t n;
+	if (f->sent_off < f->sse.len) {
+		size_t k = f->sse.len - f->sent_off < max ? f->sse.len - f->sent_off : max;
+		memcpy(buf, f->sse.data + f->sent_off, k);
+		f->sent_off += k;
+		if (f->sent_off == f->sse.len) { /* everything sent: reuse the buffer */
+			ev_buf_reset(&f->sse);
+			f->sent_off = 0;
+		}
+		n = (ssize_t)k;
+	} else {
+		n = MHD_CONTENT_READER_END_OF_STREAM;
+	}
+	pthread_mutex_unlock(&f->mu);
+	return n;
+}
+
+static void stream_free(void *cls)
+{
+	inflight *f = cls;
+	pthread_mutex_lock(&f->mu);
+	f->gone = true; /* a client that left early cancels the generation */
+	pthread_mutex_unlock(&f->mu);
+	inflight_unref(f);
+}
+
+/* ---- handlers ----------------------------------------------------------------------------------- */
+
+static char *completion_text_body(const ev_serve_openai *o, const inflight *f)
+{
+	cJSON *root = cJSON_CreateObject(), *choices = cJSON_CreateArray(), *ch = cJSON_CreateObject(),
+	      *u = cJSON_CreateObject();
+	cJSON_AddStringToObject(root, "id", f->id);
+	cJSON_AddStringToObject(root, "object", "text_completion");
+	cJSON_AddNumberToObject(root, "created", (double)f->created);
+	cJSON_AddStringToObject(root, "model", o->name);
+	cJSON_AddNumberToObject(ch, "index", 0);
+	cJSON_AddStringToObject(ch, "text", f->c.text ? f->c.text : "");
+	cJSON_AddStringToObject(ch, "finish_reason", f->c.finish_reason ? f->c.finish_reason : "stop");
+	cJSON_AddItemToArray(choices, ch);
+	cJSON_AddItemToObject(root, "choices", choices);
+	cJSON_AddNumberToObject(u, "prompt_tokens", f->c.prompt_tokens);
+	cJSON_AddNumberToObject(u, "completion_tokens", f->c.completion_tokens);
+	cJSON_AddNumberToObject(u, "total_tokens", f->c.prompt_tokens + f->c.completion_tokens);
+	cJSON_AddItemToObject(root, "usage", u);
+	char *s = ev_json_print(root);
+	cJSON_Delete(root);
+	return s;
+}
+
+static int generate(ev_serve_openai *o, const ev_serve_request *rq, ev_serve_response *resp, bool chat)
+{
+	cJSON *root = NULL;
+	parsed p;
+	memset(&p, 0, sizeof p);
+	inflight *f = NULL;
+	int rc = ev_json_parse(&root, rq->body, rq->body_len, "request body");
+	if (rc)
+		goto done;
+	if (!cJSON_IsObject(root)) {
+		rc = ev_error_set(EV_E_INVALID, "request body: expected a JSON object");
+		goto done;
+	}
+	if ((rc = chat ? parse_chat(&p, root) : parse_completion(&p, root)))
+		goto done;
+	if (!(f = calloc(1, sizeof *f))) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto done;
+	}
+	pthread_mutex_init(&f->mu, NULL);
+	pthread_cond_init(&f->cv, NULL);
+	f->refs = 2;
+	f->chat = chat;
+	f->model = o->name;
+	f->created = (long)time(NULL);
+	pthread_mutex_lock(&o->mu);
+	unsigned long long id = ++o->next_id;
+	pthread_mutex_unlock(&o->mu);
+	snprintf(f->id, sizeof f->id, "%s-evald-%llu", chat ? "chatcmpl" : "cmpl", id);
+	if (p.stream) {
+		ev_buf_init(&f->sse, (size_t)256 << 20);
+		if (chat) { /* the opening chunk names the role, as OpenAI's does */
+			char *s = ev_asprintf("data: {\"id\":\"%s\",\"object\":\"chat.completion.chunk\",\"created\":%ld,"
+			                      "\"model\":",
+			                      f->id, f->created);
+			ev_buf_puts(&f->sse, s ? s : "");
+			free(s);
+			ev_json_buf_str(&f->sse, o->name);
+			ev_buf_puts(&f->sse, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
+			                     "\"finish_reason\":null}]}\n\n");
+		}
+	}
+	ev_engine_stream cb = {on_delta, on_done, f};
+	if ((rc = ev_backend_engine_submit_stream(o->be, &p.req, chat ? NULL : p.prompt, &cb))) {
+		f->refs = 1;
+		goto done;
+	}
+	if (p.stream) {
+		struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_read, f,
+		                                                           stream_free);
+		if (!r) {
+			pthread_mutex_lock(&f->mu);
+			f->gone = true;
+			pthread_mutex_unlock(&f->mu);
+			rc = ev_error_set(EV_E_NOMEM, "cannot create the stream response");
+			goto done;
+		}
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+		resp->mhd = r;
+		resp->status = 200;
+		f = NULL; /* the stream owns the handler's reference */
+		goto done;
+	}
+	pthread_mutex_lock(&f->mu);
+	while (!f->done)
+		pthread_cond_wait(&f->cv, &f->mu);
+	pthread_mutex_unlock(&f->mu);
+	if (f->c.status != EV_COMPLETION_OK) {
+		rc = ev_error_set(EV_E_BACKEND, "%s", f->c.error ? f->c.error : "the engine failed");
+		goto done;
+	}
+	resp->body = chat ? ev_strdup(f->c.raw_json) : completion_text_body(o, f);
+	if (!resp->body)
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+done:
+	if (f)
+		inflight_unref(f);
+	parsed_clear(&p);
+	cJSON_Delete(root);
+	return rc;
+}
+
+static int h_chat(void *ctx, const ev_serve_request *rq, ev_serve_response *resp)
+{
+	return generate(ctx, rq, resp, true);
+}
+
+static int h_completions(void *ctx, const ev_serve_request *rq, ev_serve_response *resp)
+{
+	return generate(ctx, rq, resp, false);
+}
+
+static int h_models(void *ctx, const ev_serve_request *rq, ev_serve_response *resp)
+{
+	(void)rq;
+	ev_serve_openai *o = ctx;
+	ev_buf b = EV_BUF_INIT(64 * 1024);
+	int rc = ev_buf_puts(&b, "{\"object\":\"list\",\"data\":[{\"id\":");
+	if (!rc)
+		rc = ev_json_buf_str(&b, o->name);
+	if (!rc)
+		rc = ev_buf_printf(&b, ",\"object\":\"model\",\"created\":0,\"owned_by\":\"evald\",\"context_length\":%ld}]}",
+		                   ev_backend_engine_max_context(o->be));
+	if (rc) {
+		ev_buf_free(&b);
+		return rc;
+	}
+	resp->body = ev_buf_detach(&b, &resp->body_len);
+	return 0;
+}
+
+static int h_unknown(void *ctx, const ev_serve_request *rq, ev_serve_response *resp)
+{
+	(void)ctx, (void)resp;
+	return ev_error_set(EV_E_NOTFOUND, "%s %.200s: no such endpoint (POST /v1/chat/completions, POST /v1/completions, "
+	                    "GET /v1/models)", rq->method, rq->path);
+}
+
+/* ---- construction ---------------------------------------------------------------------------------- */
+
+int ev_serve_openai_new(ev_serve_openai **out, const void *engine_backend_options)
+{
+	const ev_engine_backend_options *opt = engine_backend_options;
+	*out = NULL;
+	ev_serve_openai *o = calloc(1, sizeof *o);
+	if (!o)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	pthread_mutex_init(&o->mu, NULL);
+	int rc = ev_backend_engine_new(&o->be, opt);
+	if (rc) {
+		pthread_mutex_destroy(&o->mu);
+		free(o);
+		return rc;
+	}
+	o->name = ev_backend_engine_model_name(o->be);
+	*out = o;
+	return 0;
+}
+
+void ev_serve_openai_free(ev_serve_openai *o)
+{
+	if (!o)
+		return;
+	ev_backend_free(o->be);
+	pthread_mutex_destroy(&o->mu);
+	free(o);
+}
+
+const char *ev_serve_openai_model_name(const ev_serve_openai *o) { return o ? o->name : NULL; }
+
+int ev_serve_openai_register(ev_serve *s, ev_serve_openai *o)
+{
+	const ev_serve_route routes[] = {
+		{"GET", "/v1/models", false, h_models, o},
+		{"POST", "/v1/chat/completions", false, h_chat, o},
+		{"POST", "/v1/completions", false, h_completions, o},
+		{NULL, "/v1/*", false, h_unknown, o},
+	};
+	for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+		int rc = ev_serve_add_route(s, &routes[i]);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}

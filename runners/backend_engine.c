@@ -1,0 +1,756 @@
+/*
+ * runners/backend_engine.c: the bundled engine as a runner backend.
+ *
+ * One worker thread owns the model's scheduler (eng_batch). Callers' threads
+ * render and tokenize their requests (the tokenizer is shareable) and hand
+ * the worker a ready job through a locked queue; the worker admits queued
+ * jobs, runs one batched step, and turns finished sequences into
+ * completions. Per generated token (on the worker) the text grows through
+ * the streaming detokenizer, stop strings are searched in the new tail, and
+ * the part of the text that no stop string can still claim goes to the
+ * streaming callback. Completions go to poll()'s queue, or to on_done for
+ * streaming callers (evald serve).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/engine.h"
+#include "runners/runners_int.h"
+
+#define MAX_TEXT ((size_t)64 << 20) /* generated text of one request */
+#define MAX_STOP_STRINGS 16
+#define MAX_STOP_IDS 16
+
+typedef struct ejob {
+	struct ejob *next;
+	struct ejob *lprev, *lnext; /* the worker's list of jobs in the scheduler */
+	uint64_t bid;               /* the scheduler's id */
+	void *cookie;
+	bool streamed;
+	ev_engine_stream cb;
+	bool chat, tools;
+	int32_t *prompt;
+	size_t n_prompt;
+	eng_generate_options gen;
+	char **stop;
+	size_t n_stop, max_stop;
+	eng_detok_stream *detok;
+	ev_buf text;
+	size_t emitted;
+	bool cut;       /* a stop string ended it */
+	bool cancelled; /* on_delta asked to stop */
+	double t0;
+	int status;     /* a failure found before the engine ran it */
+	char *error;
+} ejob;
+
+typedef struct {
+	ev_engine_backend_options opt;
+	char *name;
+	eng_model *m;
+	eng_model_info info;
+	eng_tokenizer *tok;
+	eng_chat_family family;
+	int32_t chat_stop[MAX_STOP_IDS], raw_stop[MAX_STOP_IDS];
+	int n_chat_stop, n_raw_stop;
+	eng_batch *batch;
+	pthread_t worker;
+	bool started;
+	pthread_mutex_t mu;
+	pthread_cond_t cv_work, cv_done;
+	bool stop;
+	ejob *in, *in_tail;       /* submitted, not yet in the scheduler */
+	ev_completion *ready;     /* finished, for poll() */
+	size_t n_ready, cap_ready;
+	int pending;              /* poll()-returned requests not yet returned */
+	ejob *live;               /* in the scheduler (worker only) */
+	unsigned long long seq;   /* completion ids */
+} engine;
+
+static void ejob_free(ejob *j)
+{
+	if (!j)
+		return;
+	free(j->prompt);
+	for (size_t i = 0; i < j->n_stop; i++)
+		free(j->stop[i]);
+	free(j->stop);
+	eng_detok_stream_free(j->detok);
+	ev_buf_free(&j->text);
+	free(j->error);
+	free(j);
+}
+
+/* ---- text as it is generated ---------------------------------------------------- */
+
+/* Sends the text that is final: everything when the request ended,
+ * otherwise all but the last max_stop - 1 bytes (a stop string may still
+ * begin there), never splitting a UTF-8 sequence. */
+static void emit(ejob *j, bool final)
+{
+	size_t upto = j->text.len;
+	if (!final && j->max_stop > 1)
+		upto = upto > j->max_stop - 1 ? upto - (j->max_stop - 1) : 0;
+	while (!final && upto > j->emitted && upto < j->text.len && ((unsigned char)j->text.data[upto] & 0xC0) == 0x80)
+		upto--;
+	if (upto <= j->emitted)
+		return;
+	if (j->streamed && j->cb.on_delta && !j->cancelled &&
+	    j->cb.on_delta(j->cb.ctx, j->text.data + j->emitted, upto - j->emitted))
+		j->cancelled = true;
+	j->emitted = upto;
+}
+
+/* The scheduler's per-token callback: non-zero ends the sequence. */
+static int on_token(void *ctx, int32_t token, double logprob)
+{
+	(void)logprob;
+	ejob *j = ctx;
+	size_t old = j->text.len;
+	if (eng_detok_stream_push(j->detok, token, &j->text))
+		return 1; /* text cap reached: end as if by length */
+	if (j->n_stop) {
+		size_t from = old > j->max_stop - 1 ? old - (j->max_stop - 1) : 0;
+		size_t best = SIZE_MAX;
+		for (size_t i = 0; i < j->n_stop; i++) {
+			const char *p = j->text.data + from;
+			size_t sl = strlen(j->stop[i]);
+			while ((p = memchr(p, j->stop[i][0], j->text.len - (size_t)(p - j->text.data)))) {
+				size_t at = (size_t)(p - j->text.data);
+				if (at + sl > j->text.len)
+					break;
+				if (!memcmp(p, j->stop[i], sl)) {
+					best = at < best ? at : best;
+					break;
+				}
+				p++;
+			}
+		}
+		if (best != SIZE_MAX) {
+			j->text.len = best;
+			j->text.data[best] = 0;
+			j->cut = true;
+			emit(j, true);
+			return 1;
+		}
+	}
+	emit(j, false);
+	return j->cancelled;
+}
+
+/* ---- completions ------------------------------------------------------------------ */
+
+/* OpenAI tool_calls array of the calls parsed out of the text (well-formed
+ * ones only); NULL when there are none. */
+static char *tool_calls_json(const eng_chat_parsed *p, unsigned long long id)
+{
+	cJSON *arr = cJSON_CreateArray();
+	size_t k = 0;
+	for (size_t i = 0; arr && i < p->n_calls; i++) {
+		const eng_tool_call *c = &p->calls[i];
+		if (c->error || !c->name)
+			continue;
+		cJSON *o = cJSON_CreateObject(), *f = cJSON_CreateObject();
+		char cid[64];
+		snprintf(cid, sizeof cid, "call_%llu_%zu", id, k++);
+		cJSON_AddStringToObject(o, "id", cid);
+		cJSON_AddStringToObject(o, "type", "function");
+		cJSON_AddStringToObject(f, "name", c->name);
+		cJSON_AddStringToObject(f, "arguments", c->arguments ? c->arguments : "{}");
+		cJSON_AddItemToObject(o, "function", f);
+		cJSON_AddItemToArray(arr, o);
+	}
+	char *s = k ? ev_json_print(arr) : NULL;
+	cJSON_Delete(arr);
+	return s;
+}
+
+/* The OpenAI chat.completion body of a completion. */
+static char *completion_body(const engine *e, const ev_completion *c, unsigned long long id)
+{
+	cJSON *root = cJSON_CreateObject(), *choices = cJSON_CreateArray(), *ch = cJSON_CreateObject(),
+	      *msg = cJSON_CreateObject(), *usage = cJSON_CreateObject();
+	char cid[64];
+	snprintf(cid, sizeof cid, "chatcmpl-evald-%llu", id);
+	cJSON_AddStringToObject(root, "id", cid);
+	cJSON_AddStringToObject(root, "object", "chat.completion");
+	cJSON_AddNumberToObject(root, "created", (double)time(NULL));
+	cJSON_AddStringToObject(root, "model", e->name);
+	cJSON_AddNumberToObject(ch, "index", 0);
+	cJSON_AddStringToObject(msg, "role", "assistant");
+	cJSON_AddStringToObject(msg, "content", c->text ? c->text : "");
+	if (c->tool_calls_json) {
+		cJSON *tc = cJSON_Parse(c->tool_calls_json);
+		if (tc)
+			cJSON_AddItemToObject(msg, "tool_calls", tc);
+	}
+	cJSON_AddItemToObject(ch, "message", msg);
+	cJSON_AddStringToObject(ch, "finish_reason", c->finish_reason ? c->finish_reason : "stop");
+	cJSON_AddItemToArray(choices, ch);
+	cJSON_AddItemToObject(root, "choices", choices);
+	cJSON_AddNumberToObject(usage, "prompt_tokens", c->prompt_tokens);
+	cJSON_AddNumberToObject(usage, "completion_tokens", c->completion_tokens);
+	cJSON_AddNumberToObject(usage, "total_tokens", c->prompt_tokens + c->completion_tokens);
+	cJSON_AddItemToObject(root, "usage", usage);
+	char *s = ev_json_print(root);
+	cJSON_Delete(root);
+	return s;
+}
+
+/* Fills *c from a finished job (res NULL: it failed before running). */
+static void complete(engine *e, ejob *j, const eng_batch_result *res, ev_completion *c)
+{
+	memset(c, 0, sizeof *c);
+	c->cookie = j->cookie;
+	c->attempts = 1;
+	c->prompt_tokens = (int)j->n_prompt;
+	unsigned long long id = ++e->seq;
+	int status = res ? res->status : j->status;
+	if (status) {
+		c->status = EV_COMPLETION_ERROR;
+		c->error = ev_asprintf("engine: %s", res ? (res->error ? res->error : "failed") : j->error);
+		c->latency_s = ev_now() - j->t0;
+		return;
+	}
+	if (!j->cut) {
+		eng_detok_stream_flush(j->detok, &j->text);
+	}
+	emit(j, true);
+	c->status = EV_COMPLETION_OK;
+	c->completion_tokens = res->n_tokens;
+	const char *finish = res->reason == ENG_STOP_LENGTH && !j->cut ? "length" : "stop";
+	char *text = NULL;
+	if (j->tools && e->family != ENG_CHAT_UNKNOWN) {
+		eng_chat_parsed *p = NULL;
+		if (eng_chat_parse_tool_calls(&p, e->family, j->text.data ? j->text.data : "", j->text.len) == 0) {
+			c->tool_calls_json = tool_calls_json(p, id);
+			if (c->tool_calls_json) {
+				text = ev_strdup(p->content);
+				finish = "tool_calls";
+			}
+		}
+		eng_chat_parsed_free(p);
+	}
+	c->text = text ? text : ev_strdup(j->text.data ? j->text.data : "");
+	c->finish_reason = ev_strdup(finish);
+	c->latency_s = ev_now() - j->t0;
+	c->raw_json = completion_body(e, c, id);
+}
+
+static void deliver(engine *e, ejob *j, ev_completion *c)
+{
+	if (j->streamed) {
+		if (j->cb.on_done)
+			j->cb.on_done(j->cb.ctx, c);
+		else
+			ev_completion_clear(c);
+		return;
+	}
+	pthread_mutex_lock(&e->mu);
+	if (e->n_ready == e->cap_ready) {
+		size_t cap = e->cap_ready ? e->cap_ready * 2 : 16;
+		ev_completion *p = realloc(e->ready, cap * sizeof *p);
+		if (!p) { /* keep the request counted: poll() reports the failure */
+			pthread_mutex_unlock(&e->mu);
+			ev_log_error("engine backend: out of memory queueing a completion");
+			ev_completion_clear(c);
+			return;
+		}
+		e->ready = p;
+		e->cap_ready = cap;
+	}
+	e->ready[e->n_ready++] = *c;
+	pthread_cond_broadcast(&e->cv_done);
+	pthread_mutex_unlock(&e->mu);
+}
+
+/* ---- the worker ------------------------------------------------------------------------ */
+
+static void unlink_live(engine *e, ejob *j)
+{
+	if (j->lprev)
+		j->lprev->lnext = j->lnext;
+	else if (e->live == j)
+		e->live = j->lnext;
+	if (j->lnext)
+		j->lnext->lprev = j->lprev;
+	j->lprev = j->lnext = NULL;
+}
+
+static void *worker(void *arg)
+{
+	engine *e = arg;
+	eng_batch_result res[16];
+	pthread_mutex_lock(&e->mu);
+	for (;;) {
+		while (!e->stop && !e->in && eng_batch_pending(e->batch) == 0)
+			pthread_cond_wait(&e->cv_work, &e->mu);
+		if (e->stop)
+			break;
+		ejob *in = e->in;
+		e->in = e->in_tail = NULL;
+		pthread_mutex_unlock(&e->mu);
+		for (ejob *j = in, *n; j; j = n) {
+			n = j->next;
+			j->next = NULL;
+			eng_batch_request r = {j->prompt, (int)j->n_prompt, j->gen, on_token, j, j};
+			if (!j->status && eng_batch_add(e->batch, &r, &j->bid)) {
+				j->status = ev_error_code();
+				j->error = ev_strdup(ev_error_msg());
+			}
+			if (!j->status) {
+				j->lnext = e->live;
+				if (e->live)
+					e->live->lprev = j;
+				e->live = j;
+				continue;
+			}
+			if (j->status) {
+				ev_completion c;
+				complete(e, j, NULL, &c);
+				deliver(e, j, &c);
+				ejob_free(j);
+			}
+		}
+		if (eng_batch_step(e->batch))
+			ev_log_error("engine backend: %s", ev_error_msg());
+		int n;
+		while ((n = eng_batch_take(e->batch, res, 16)) > 0) {
+			for (int i = 0; i < n; i++) {
+				ejob *j = res[i].cookie;
+				unlink_live(e, j);
+				ev_completion c;
+				complete(e, j, &res[i], &c);
+				deliver(e, j, &c);
+				ejob_free(j);
+				eng_batch_result_clear(&res[i]);
+			}
+		}
+		pthread_mutex_lock(&e->mu);
+	}
+	pthread_mutex_unlock(&e->mu);
+	return NULL;
+}
+
+/* ---- requests --------------------------------------------------------------------------- */
+
+/* Text parts joined by newlines, as ev_request_to_json sends them. */
+static int message_text(char **out, const ev_message *m, size_t idx)
+{
+	ev_buf b = EV_BUF_INIT(ENG_CHAT_MAX_PROMPT);
+	for (size_t i = 0; i < m->n_parts; i++) {
+		if (m->parts[i].kind != EV_PART_TEXT) {
+			ev_buf_free(&b);
+			return ev_error_set(EV_E_UNSUPPORTED, "messages[%zu]: the engine backend takes text parts only", idx);
+		}
+		if ((i && ev_buf_putc(&b, '\n')) || ev_buf_puts(&b, m->parts[i].text ? m->parts[i].text : "")) {
+			ev_buf_free(&b);
+			return ev_error_wrap(ev_error_code(), "messages[%zu]", idx);
+		}
+	}
+	*out = b.data ? b.data : ev_strdup("");
+	return *out ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
+}
+
+static int render(engine *e, const ev_request *req, char **prompt, size_t *len)
+{
+	if (e->family == ENG_CHAT_UNKNOWN)
+		return ev_error_set(EV_E_UNSUPPORTED,
+		                    "%s: no recognisable chat template (give chat_template: chatml or llama3)", e->name);
+	if (!req->n_messages)
+		return ev_error_set(EV_E_INVALID, "messages: empty");
+	int rc = 0;
+	eng_chat_msg *msgs = calloc(req->n_messages, sizeof *msgs);
+	char **texts = calloc(req->n_messages, sizeof *texts);
+	if (!msgs || !texts) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto done;
+	}
+	for (size_t i = 0; i < req->n_messages; i++) {
+		const ev_message *m = &req->messages[i];
+		if ((rc = message_text(&texts[i], m, i)))
+			goto done;
+		msgs[i].role = m->role ? m->role : "user";
+		msgs[i].content = texts[i];
+		msgs[i].tool_calls_json = m->tool_calls_json;
+		msgs[i].tool_call_id = m->tool_call_id;
+		msgs[i].name = m->name;
+	}
+	rc = eng_chat_render(prompt, len, e->family, msgs, req->n_messages, req->tools_json, true);
+done:
+	if (texts)
+		for (size_t i = 0; i < req->n_messages; i++)
+			free(texts[i]);
+	free(texts);
+	free(msgs);
+	return rc;
+}
+
+/* Builds a job from a request: prompt tokens and generation settings. */
+static int make_job(engine *e, const ev_request *req, const char *raw_prompt, ejob **out)
+{
+	*out = NULL;
+	ejob *j = calloc(1, sizeof *j);
+	char *text = NULL;
+	size_t len = 0;
+	int32_t *ids = NULL;
+	size_t n = 0;
+	int rc = 0;
+	if (!j)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	j->t0 = ev_now();
+	j->cookie = req->cookie;
+	ev_buf_init(&j->text, MAX_TEXT);
+	j->chat = raw_prompt == NULL;
+	j->tools = j->chat && req->tools_json && *req->tools_json;
+	if (j->chat)
+		rc = render(e, req, &text, &len);
+	else
+		len = strlen(raw_prompt);
+	if (!rc)
+		rc = eng_tokenize(e->tok, text ? text : raw_prompt, len, true, &ids, &n);
+	if (rc)
+		goto done;
+	bool bos = !j->chat && e->info.bos_id >= 0;
+	if (n + bos == 0) {
+		rc = ev_error_set(EV_E_INVALID, "prompt: empty");
+		goto done;
+	}
+	if ((long)(n + bos) > e->info.max_context) {
+		rc = ev_error_set(EV_E_LIMIT, "prompt: %zu tokens pass the model's context of %ld", n + bos,
+		                  e->info.max_context);
+		goto done;
+	}
+	if (!(j->prompt = malloc((n + 1) * sizeof *j->prompt))) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto done;
+	}
+	if (bos)
+		j->prompt[0] = e->info.bos_id;
+	memcpy(j->prompt + bos, ids, n * sizeof *ids);
+	j->n_prompt = n + bos;
+
+	const ev_gen *g = &req->gen;
+	eng_generate_options o = ENG_GENERATE_OPTIONS_INIT;
+	o.max_tokens = g->max_tokens > 0 ? g->max_tokens : e->opt.default_max_tokens;
+	o.sample.temperature = g->temperature >= 0 ? g->temperature : 0.0;
+	o.sample.top_p = g->top_p >= 0 ? g->top_p : 1.0;
+	if (o.sample.temperature > 100 || o.sample.top_p > 1) {
+		rc = ev_error_set(EV_E_INVALID, "%s: out of range", o.sample.top_p > 1 ? "top_p" : "temperature");
+		goto done;
+	}
+	o.sample.seed = g->has_seed ? (uint64_t)g->seed : 0;
+	o.stop_ids = j->chat ? e->chat_stop : e->raw_stop;
+	o.n_stop = j->chat ? e->n_chat_stop : e->n_raw_stop;
+	j->gen = o;
+	if (g->n_stop > MAX_STOP_STRINGS) {
+		rc = ev_error_set(EV_E_LIMIT, "stop: more than %d strings", MAX_STOP_STRINGS);
+		goto done;
+	}
+	if (g->n_stop && !(j->stop = calloc(g->n_stop, sizeof *j->stop))) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto done;
+	}
+	for (size_t i = 0; i < g->n_stop; i++) {
+		if (!g->stop[i] || !*g->stop[i])
+			continue; /* an empty stop string would end every answer at once */
+		if (strlen(g->stop[i]) > 1024) {
+			rc = ev_error_set(EV_E_LIMIT, "stop[%zu]: longer than 1024 bytes", i);
+			goto done;
+		}
+		if (!(j->stop[j->n_stop] = ev_strdup(g->stop[i]))) {
+			rc = ev_error_set(EV_E_NOMEM, "out of memory");
+			goto done;
+		}
+		size_t sl = strlen(g->stop[i]);
+		j->max_stop = sl > j->max_stop ? sl : j->max_stop;
+		j->n_stop++;
+	}
+	rc = eng_detok_stream_new(&j->detok, e->tok, true);
+done:
+	free(text);
+	free(ids);
+	if (rc) {
+		ejob_free(j);
+		return rc;
+	}
+	*out = j;
+	return 0;
+}
+
+static void enqueue(engine *e, ejob *j)
+{
+	pthread_mutex_lock(&e->mu);
+	if (e->in_tail)
+		e->in_tail->next = j;
+	else
+		e->in = j;
+	e->in_tail = j;
+	if (!j->streamed)
+		e->pending++;
+	pthread_cond_signal(&e->cv_work);
+	pthread_mutex_unlock(&e->mu);
+}
+
+static int op_submit(void *impl, const ev_request *req)
+{
+	engine *e = impl;
+	ejob *j = NULL;
+	if (make_job(e, req, NULL, &j)) {
+		/* The sample's fault, not the run's: an error completion for it. */
+		if (!(j = calloc(1, sizeof *j)))
+			return ev_error_set(EV_E_NOMEM, "out of memory");
+		j->t0 = ev_now();
+		j->cookie = req->cookie;
+		j->status = ev_error_code() ? ev_error_code() : EV_E_INVALID;
+		j->error = ev_strdup(ev_error_msg());
+	}
+	enqueue(e, j);
+	return 0;
+}
+
+int ev_backend_engine_submit_stream(ev_backend *b, const ev_request *req, const char *raw_prompt,
+                                    const ev_engine_stream *cb)
+{
+	if (!b || !b->ops || strcmp(b->ops->name, "engine"))
+		return ev_error_set(EV_E_INVALID, "not an engine backend");
+	engine *e = b->impl;
+	ejob *j = NULL;
+	int rc = make_job(e, req, raw_prompt, &j);
+	if (rc)
+		return rc;
+	j->streamed = true;
+	if (cb)
+		j->cb = *cb;
+	enqueue(e, j);
+	return 0;
+}
+
+const char *ev_backend_engine_model_name(ev_backend *b)
+{
+	if (!b || !b->ops || strcmp(b->ops->name, "engine"))
+		return NULL;
+	return ((engine *)b->impl)->name;
+}
+
+long ev_backend_engine_max_context(ev_backend *b)
+{
+	if (!b || !b->ops || strcmp(b->ops->name, "engine"))
+		return 0;
+	return ((engine *)b->impl)->info.max_context;
+}
+
+static int op_poll(void *impl, ev_completion *out, int max, double wait_s)
+{
+	engine *e = impl;
+	double until = ev_now() + (wait_s > 0 ? wait_s : 0);
+	pthread_mutex_lock(&e->mu);
+	while (!e->n_ready && e->pending > 0) {
+		double left = until - ev_now();
+		if (left <= 0)
+			break;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		double t = (double)ts.tv_sec + ts.tv_nsec / 1e9 + left;
+		ts.tv_sec = (time_t)t;
+		ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+		pthread_cond_timedwait(&e->cv_done, &e->mu, &ts);
+	}
+	int n = 0;
+	while (n < max && (size_t)n < e->n_ready) {
+		out[n] = e->ready[n];
+		n++;
+	}
+	if (n)
+		memmove(e->ready, e->ready + n, (e->n_ready - (size_t)n) * sizeof *e->ready);
+	e->n_ready -= (size_t)n;
+	e->pending -= n;
+	pthread_mutex_unlock(&e->mu);
+	return n;
+}
+
+static int op_capacity(void *impl) { return ((engine *)impl)->opt.max_batch * 2; }
+
+static int op_pending(void *impl)
+{
+	engine *e = impl;
+	pthread_mutex_lock(&e->mu);
+	int n = e->pending;
+	pthread_mutex_unlock(&e->mu);
+	return n;
+}
+
+static void op_free(void *impl)
+{
+	engine *e = impl;
+	if (!e)
+		return;
+	if (e->started) {
+		pthread_mutex_lock(&e->mu);
+		e->stop = true;
+		pthread_cond_broadcast(&e->cv_work);
+		pthread_mutex_unlock(&e->mu);
+		pthread_join(e->worker, NULL);
+	}
+	for (ejob *j = e->in, *n; j; j = n) {
+		n = j->next;
+		ejob_free(j);
+	}
+	/* Jobs still in the scheduler (the worker has stopped): their owners
+	 * are gone with the backend, so they are dropped unanswered. */
+	while (e->live) {
+		ejob *j = e->live;
+		unlink_live(e, j);
+		ejob_free(j);
+	}
+	eng_batch_free(e->batch);
+	for (size_t i = 0; i < e->n_ready; i++)
+		ev_completion_clear(&e->ready[i]);
+	free(e->ready);
+	eng_tokenizer_free(e->tok);
+	eng_model_free(e->m);
+	pthread_mutex_destroy(&e->mu);
+	pthread_cond_destroy(&e->cv_work);
+	pthread_cond_destroy(&e->cv_done);
+	free(e->name);
+	free(e);
+}
+
+static const ev_backend_ops engine_ops = {"engine", op_capacity, op_submit, op_poll, op_pending, op_free};
+
+/* ---- construction -------------------------------------------------------------------- */
+
+static int add_stop(int32_t *ids, int *n, int32_t id)
+{
+	if (id < 0)
+		return 0;
+	for (int i = 0; i < *n; i++)
+		if (ids[i] == id)
+			return 0;
+	if (*n < MAX_STOP_IDS)
+		ids[(*n)++] = id;
+	return 0;
+}
+
+/* Applies the engine flags (a JSON object {"attention":"msa",
+ * "msa-top-k":4, "kv-dtype":"f16", ...}: the shared engine flags without
+ * their leading dashes) to the model options through the engine's own
+ * parser, so that run, serve and engine commands accept the same set. */
+static int engine_flags(const char *json, eng_model_options *mo)
+{
+	cJSON *a = NULL;
+	int rc = ev_json_parse(&a, json, strlen(json), "engine settings");
+	if (rc)
+		return rc;
+	if (!cJSON_IsObject(a)) {
+		cJSON_Delete(a);
+		return ev_error_set(EV_E_INVALID, "engine settings: expected a JSON object");
+	}
+	const cJSON *it;
+	cJSON_ArrayForEach(it, a)
+	{
+		char flag[64], value[256];
+		snprintf(flag, sizeof flag, "--%s", it->string);
+		if (cJSON_IsString(it))
+			snprintf(value, sizeof value, "%s", it->valuestring);
+		else if (cJSON_IsNumber(it))
+			snprintf(value, sizeof value, "%.17g", it->valuedouble);
+		else {
+			rc = ev_error_set(EV_E_INVALID, "engine settings: %s: expected a string or a number", it->string);
+			break;
+		}
+		int took = eng_options_parse_flag(mo, flag, value);
+		if (took < 0) {
+			rc = took;
+			break;
+		}
+		if (took == 0) {
+			rc = ev_error_set(EV_E_INVALID, "engine settings: unknown setting %s", flag);
+			break;
+		}
+	}
+	cJSON_Delete(a);
+	return rc;
+}
+
+int ev_backend_engine_new(ev_backend **out, const ev_engine_backend_options *opt)
+{
+	*out = NULL;
+	if (!opt || !opt->model_dir || !*opt->model_dir)
+		return ev_error_set(EV_E_INVALID, "engine backend: no model folder");
+	if (opt->max_batch < 1 || opt->max_batch > 1024)
+		return ev_error_set(EV_E_INVALID, "engine backend: max batch %d is not within 1..1024", opt->max_batch);
+	engine *e = calloc(1, sizeof *e);
+	if (!e)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	pthread_mutex_init(&e->mu, NULL);
+	pthread_cond_init(&e->cv_work, NULL);
+	pthread_cond_init(&e->cv_done, NULL);
+	e->opt = *opt;
+	if (e->opt.default_max_tokens <= 0)
+		e->opt.default_max_tokens = 512;
+	if (e->opt.max_step_tokens <= 0)
+		e->opt.max_step_tokens = 512;
+	int rc = 0;
+	eng_model_options mo = ENG_MODEL_OPTIONS_INIT;
+	mo.backend = opt->reference ? ENG_BACKEND_REF : ENG_BACKEND_CPU;
+	mo.threads = opt->threads;
+	if (opt->engine_flags_json && (rc = engine_flags(opt->engine_flags_json, &mo)))
+		goto fail;
+	if (opt->model_name && *opt->model_name) {
+		e->name = ev_strdup(opt->model_name);
+	} else {
+		const char *d = opt->model_dir;
+		size_t l = strlen(d);
+		while (l > 1 && d[l - 1] == '/')
+			l--;
+		size_t s = l;
+		while (s > 0 && d[s - 1] != '/')
+			s--;
+		e->name = ev_strndup(d + s, l - s);
+	}
+	if ((rc = eng_model_load(&e->m, opt->model_dir, &mo)))
+		goto fail;
+	eng_model_get_info(e->m, &e->info);
+	if ((rc = eng_tokenizer_load(&e->tok, opt->model_dir)))
+		goto fail;
+	if (opt->chat_template && *opt->chat_template) {
+		e->family = eng_chat_family_from_name(opt->chat_template);
+		if (e->family == ENG_CHAT_UNKNOWN) {
+			rc = ev_error_set(EV_E_INVALID, "chat template \"%.50s\": expected chatml or llama3", opt->chat_template);
+			goto fail;
+		}
+	} else if ((rc = eng_chat_family_detect(&e->family, opt->model_dir))) {
+		goto fail;
+	}
+	if (e->family == ENG_CHAT_UNKNOWN)
+		ev_log_warn("engine backend: %s has no recognisable chat template: chat requests will fail "
+		            "(set the chat template)", opt->model_dir);
+	/* Ends of an assistant turn, and the model's own EOS ids. */
+	int32_t ids[MAX_STOP_IDS];
+	size_t k = e->family != ENG_CHAT_UNKNOWN ? eng_chat_stop_ids(e->tok, e->family, ids, MAX_STOP_IDS) : 0;
+	for (size_t i = 0; i < k; i++)
+		add_stop(e->chat_stop, &e->n_chat_stop, ids[i]);
+	for (int i = 0; i < e->info.n_eos; i++) {
+		add_stop(e->chat_stop, &e->n_chat_stop, e->info.eos_ids[i]);
+		add_stop(e->raw_stop, &e->n_raw_stop, e->info.eos_ids[i]);
+	}
+	add_stop(e->raw_stop, &e->n_raw_stop, eng_tokenizer_eos_id(e->tok));
+	eng_batch_options bo = ENG_BATCH_OPTIONS_INIT;
+	bo.max_batch = opt->max_batch;
+	bo.max_step_tokens = e->opt.max_step_tokens;
+	if ((rc = eng_batch_new(&e->batch, e->m, &bo)))
+		goto fail;
+	if (pthread_create(&e->worker, NULL, worker, e)) {
+		rc = ev_error_set(EV_E_INTERNAL, "engine backend: cannot start the worker thread");
+		goto fail;
+	}
+	e->started = true;
+	return ev_backend_wrap(out, &engine_ops, e);
+fail:
+	ev_error_wrap(rc, "engine backend");
+	op_free(e);
+	return rc;
+}

@@ -1,0 +1,245 @@
+/* Continuous batching (engine/batch.c): every request's tokens and stop
+ * reason equal those of eng_generate run alone, whatever shares the batch,
+ * however prompts are chunked, and whatever order requests finish in. */
+#include "engine_testutil.h"
+
+#include <string.h>
+
+#define NPROMPT 12
+
+static char *dir;
+static eng_model *m;
+static eng_model_info info;
+
+static int setup(void **st)
+{
+	(void)st;
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.vocab = 400;
+	z.max_position = 512;
+	dir = et_mkmodel("batch", "llama", &z, "f32", 7);
+	m = et_load(dir, ENG_BACKEND_CPU, 16);
+	eng_model_get_info(m, &info);
+	return 0;
+}
+
+static int teardown(void **st)
+{
+	(void)st;
+	eng_model_free(m);
+	free(dir);
+	return 0;
+}
+
+typedef struct {
+	int32_t *prompt;
+	int n_prompt;
+	eng_generate_options gen;
+	int32_t want[128];
+	int n_want;
+	eng_stop_reason why;
+} case_t;
+
+/* Prompts of lengths 1..~70, some stopping on an id the model is likely to
+ * produce (the first greedy token of another prompt), others by length. */
+static void make_cases(case_t *c, double temperature)
+{
+	for (int i = 0; i < NPROMPT; i++) {
+		c[i].n_prompt = 1 + (i * 37) % 71;
+		c[i].prompt = et_tokens(c[i].n_prompt, info.vocab, 100 + (uint64_t)i);
+		eng_generate_options g = ENG_GENERATE_OPTIONS_INIT;
+		g.max_tokens = 5 + (i * 7) % 23;
+		g.sample.temperature = temperature;
+		g.sample.top_p = temperature > 0 ? 0.9 : 1.0;
+		g.sample.seed = 1000 + (uint64_t)i;
+		if (i % 3 == 1)
+			g.sample.repetition_penalty = 1.3;
+		c[i].gen = g;
+	}
+}
+
+static void solo(case_t *c)
+{
+	eng_seq *s = NULL;
+	assert_int_equal(eng_seq_new(&s, m), 0);
+	int rc = eng_generate(s, c->prompt, c->n_prompt, &c->gen, NULL, NULL, c->want, 128, &c->n_want, &c->why);
+	if (rc)
+		fail_msg("generate: %s", ev_error_msg());
+	eng_seq_free(s);
+}
+
+static void run_batched(case_t *c, int max_batch, int step_tokens)
+{
+	eng_batch_options o = ENG_BATCH_OPTIONS_INIT;
+	o.max_batch = max_batch;
+	o.max_step_tokens = step_tokens;
+	eng_batch *b = NULL;
+	assert_int_equal(eng_batch_new(&b, m, &o), 0);
+	/* Half now, the rest joining while the first ones run. */
+	int added = 0, got = 0, steps = 0;
+	for (; added < NPROMPT / 2; added++) {
+		eng_batch_request r = {c[added].prompt, c[added].n_prompt, c[added].gen, NULL, NULL, &c[added]};
+		assert_int_equal(eng_batch_add(b, &r, NULL), 0);
+	}
+	while (got < NPROMPT) {
+		if (added < NPROMPT && steps % 3 == 2) {
+			eng_batch_request r = {c[added].prompt, c[added].n_prompt, c[added].gen, NULL, NULL, &c[added]};
+			assert_int_equal(eng_batch_add(b, &r, NULL), 0);
+			added++;
+		}
+		if (eng_batch_step(b) != 0)
+			fail_msg("step: %s", ev_error_msg());
+		steps++;
+		eng_batch_result res[4];
+		int n = eng_batch_take(b, res, 4);
+		for (int k = 0; k < n; k++) {
+			case_t *x = res[k].cookie;
+			if (res[k].status)
+				fail_msg("request failed: %s", res[k].error);
+			assert_int_equal(res[k].n_prompt, x->n_prompt);
+			assert_int_equal(res[k].n_tokens, x->n_want);
+			assert_int_equal(res[k].reason, x->why);
+			assert_memory_equal(res[k].tokens, x->want, (size_t)x->n_want * sizeof(int32_t));
+			eng_batch_result_clear(&res[k]);
+			got++;
+		}
+		assert_true(steps < 10000);
+	}
+	assert_int_equal(eng_batch_pending(b), 0);
+	/* it really batched: fewer steps than tokens fed one request at a time */
+	int total = 0;
+	for (int i = 0; i < NPROMPT; i++)
+		total += c[i].n_want + 1;
+	if (max_batch > 1 && step_tokens >= 64)
+		assert_true(steps < total);
+	eng_batch_free(b);
+}
+
+static void free_cases(case_t *c)
+{
+	for (int i = 0; i < NPROMPT; i++)
+		free(c[i].prompt);
+}
+
+static void batched_greedy_equals_sequential_greedy(void **st)
+{
+	(void)st;
+	case_t c[NPROMPT];
+	make_cases(c, 0.0);
+	for (int i = 0; i < NPROMPT; i++)
+		solo(&c[i]);
+	run_batched(c, 4, 512);
+	free_cases(c);
+}
+
+static void chunked_prefill_keeps_results_identical(void **st)
+{
+	(void)st;
+	case_t c[NPROMPT];
+	make_cases(c, 0.0);
+	for (int i = 0; i < NPROMPT; i++)
+		solo(&c[i]);
+	run_batched(c, 3, 7); /* prompts fed 7 tokens a step, shared */
+	run_batched(c, 1, 1); /* the degenerate case: one row a step */
+	free_cases(c);
+}
+
+static void seeded_sampling_is_independent_of_batch_mates(void **st)
+{
+	(void)st;
+	case_t c[NPROMPT];
+	make_cases(c, 0.8);
+	for (int i = 0; i < NPROMPT; i++)
+		solo(&c[i]);
+	run_batched(c, 4, 64);
+	free_cases(c);
+}
+
+static int stop_after_two(void *ctx, int32_t tok, double lp)
+{
+	(void)tok, (void)lp;
+	return ++*(int *)ctx >= 2;
+}
+
+static void callback_and_cancel_end_one_request_only(void **st)
+{
+	(void)st;
+	int32_t *p = et_tokens(10, info.vocab, 5);
+	eng_batch *b = NULL;
+	assert_int_equal(eng_batch_new(&b, m, NULL), 0);
+	int count = 0;
+	eng_generate_options g = ENG_GENERATE_OPTIONS_INIT;
+	g.max_tokens = 20;
+	g.stop_ids = (int32_t[]){-5}; /* never produced: only length ends it */
+	g.n_stop = 1;
+	eng_batch_request a = {p, 10, g, stop_after_two, &count, (void *)1};
+	eng_batch_request q = {p, 10, g, NULL, NULL, (void *)2};
+	eng_batch_request r3 = {p, 10, g, NULL, NULL, (void *)3};
+	uint64_t id2, id3;
+	assert_int_equal(eng_batch_add(b, &a, NULL), 0);
+	assert_int_equal(eng_batch_add(b, &q, &id2), 0);
+	assert_int_equal(eng_batch_add(b, &r3, &id3), 0);
+	assert_int_equal(eng_batch_cancel(b, id3), 0); /* still queued */
+	assert_int_equal(eng_batch_cancel(b, 999), EV_E_NOTFOUND);
+	eng_batch_result res[3];
+	int seen = 0;
+	while (seen < 3) {
+		assert_int_equal(eng_batch_step(b), 0);
+		int n = eng_batch_take(b, res, 3);
+		for (int k = 0; k < n; k++, seen++) {
+			if (res[k].cookie == (void *)1) {
+				assert_int_equal(res[k].reason, ENG_STOP_CALLBACK);
+				assert_int_equal(res[k].n_tokens, 2);
+			} else if (res[k].cookie == (void *)2) {
+				assert_int_equal(res[k].reason, ENG_STOP_LENGTH);
+				assert_int_equal(res[k].n_tokens, 20);
+			} else {
+				assert_int_equal(res[k].reason, ENG_STOP_CALLBACK);
+				assert_int_equal(res[k].n_tokens, 0);
+			}
+			eng_batch_result_clear(&res[k]);
+		}
+	}
+	eng_batch_free(b);
+	free(p);
+}
+
+static void bad_requests_are_refused_or_failed_cleanly(void **st)
+{
+	(void)st;
+	eng_batch *b = NULL;
+	eng_batch_options o = ENG_BATCH_OPTIONS_INIT;
+	o.max_batch = 0;
+	assert_int_equal(eng_batch_new(&b, m, &o), EV_E_INVALID);
+	assert_int_equal(eng_batch_new(&b, m, NULL), 0);
+	int32_t bad = info.vocab;
+	eng_batch_request r = {&bad, 1, (eng_generate_options)ENG_GENERATE_OPTIONS_INIT, NULL, NULL, NULL};
+	assert_int_equal(eng_batch_add(b, &r, NULL), EV_E_INVALID);
+	r.n_prompt = 0;
+	assert_int_equal(eng_batch_add(b, &r, NULL), EV_E_INVALID);
+	/* a prompt past the context limit fails at admission, not the process */
+	int32_t *big = calloc(600, sizeof *big);
+	eng_batch_request r2 = {big, 600, (eng_generate_options)ENG_GENERATE_OPTIONS_INIT, NULL, NULL, NULL};
+	assert_int_equal(eng_batch_add(b, &r2, NULL), 0);
+	assert_int_equal(eng_batch_step(b), 0);
+	eng_batch_result res;
+	assert_int_equal(eng_batch_take(b, &res, 1), 1);
+	assert_int_equal(res.status, EV_E_LIMIT);
+	assert_non_null(strstr(res.error, "context limit"));
+	eng_batch_result_clear(&res);
+	eng_batch_free(b);
+	eng_batch_free(NULL);
+	free(big);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(batched_greedy_equals_sequential_greedy),
+		cmocka_unit_test(chunked_prefill_keeps_results_identical),
+		cmocka_unit_test(seeded_sampling_is_independent_of_batch_mates),
+		cmocka_unit_test(callback_and_cancel_end_one_request_only),
+		cmocka_unit_test(bad_requests_are_refused_or_failed_cleanly),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,60 @@
+/* `evald run` on a checkpoint folder with the engine's own settings:
+ * MSA and KV flags reach the engine, are stored with the run for resume,
+ * and are refused with a clear message when bad or when the model is a URL. */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void engine_flags_reach_the_engine_and_are_checked(void **st)
+{
+	(void)st;
+	char *dir = tu_tmpdir("cli-engine-run");
+	char *ck = tu_path(dir, "ckpt");
+	char *db = tu_path(dir, "evald.db");
+	const char *mk[] = {tu_evald(), "engine", "mkmodel", "--arch", "llama", "--out", ck, "--seed", "3", NULL};
+	assert_int_equal(tu_run(NULL, NULL, NULL, mk), 0);
+	char *suite = tu_write(dir, "s.jsonl",
+	                       "{\"id\":\"a\",\"input\":\"the cat sat on the mat\",\"target\":\"zzzz\"}\n"
+	                       "{\"id\":\"b\",\"input\":\"a long story about the sea and the ships\",\"target\":\"zzzz\"}\n");
+	char *out = NULL, *err = NULL;
+	const char *run[] = {tu_evald(), "--db", db, "run", "--model", ck, "--suite", suite, "--max-tokens", "4",
+	                     "--attention", "msa", "--msa-block-size", "4", "--msa-top-k", "1", "--msa-dense-below", "0",
+	                     "--kv-dtype", "f16", "--json", NULL};
+	int rc = tu_run(&out, &err, NULL, run);
+	if (rc)
+		print_message("%s\n", err);
+	assert_int_equal(rc, 0);
+	cJSON *j = cJSON_Parse(out);
+	assert_non_null(j);
+	assert_int_equal((int)ev_json_num(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "suites"), 0), "n", 0), 2);
+	cJSON_Delete(j);
+	free(out);
+	free(err);
+
+	/* The settings are kept with the run, so a resume uses the same engine. */
+	char *cfg = NULL;
+	tu_sh(&cfg, NULL, "sqlite3 '%s' 'SELECT config_json FROM runs WHERE id = 1'", db);
+	assert_non_null(strstr(cfg, "\"msa-top-k\":\"1\""));
+	assert_non_null(strstr(cfg, "\"attention\":\"msa\""));
+	free(cfg);
+
+	const char *bad[] = {tu_evald(), "--db", db, "run", "--model", ck, "--suite", suite, "--msa-top-k", "lots", NULL};
+	assert_int_equal(tu_run(NULL, &err, NULL, bad), 1);
+	assert_non_null(strstr(err, "top-k"));
+	free(err);
+	const char *url[] = {tu_evald(), "--db", db, "run", "--model", "http://127.0.0.1:9/v1", "--suite", suite,
+	                     "--attention", "msa", NULL};
+	assert_int_equal(tu_run(NULL, &err, NULL, url), 1);
+	assert_non_null(strstr(err, "checkpoint folder"));
+	free(err);
+	free(suite), free(db), free(ck), free(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(engine_flags_reach_the_engine_and_are_checked),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

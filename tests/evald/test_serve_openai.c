@@ -1,0 +1,330 @@
+/* `evald serve --model DIR` end to end: `evald run` over HTTP against it
+ * gives the same per-sample responses as `evald run --model DIR` in
+ * process; streamed SSE chunks concatenate to the non-streaming text (chat
+ * and plain completions); /v1/models names the model; bad requests get
+ * clear 4xx JSON errors. */
+#include "testutil.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <sqlite3.h>
+
+#include "engine/engine.h"
+
+static char *dir, *ckpt, *suite;
+static pid_t srv_pid = -1;
+static int port;
+
+static int setup(void **st)
+{
+	(void)st;
+	dir = tu_tmpdir("serve-openai");
+	ckpt = tu_path(dir, "ckpt");
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.vocab = 600;
+	z.max_position = 1024;
+	if (eng_mkmodel(ckpt, "qwen2", &z, "f32", 5))
+		return -1;
+	char *sdir = tu_path(dir, "suite");
+	char *cmd = ev_asprintf("mkdir -p '%s'", sdir);
+	if (system(cmd))
+		return -1;
+	free(cmd);
+	free(tu_write(sdir, "suite.json",
+	              "{\"name\":\"rt\",\"version\":\"1\",\"kind\":\"qa\",\"generation\":{\"temperature\":0,"
+	              "\"max_tokens\":10},\"checker\":{\"type\":\"includes\"}}"));
+	ev_buf b = EV_BUF_INIT(1 << 20);
+	for (int i = 0; i < 9; i++)
+		ev_buf_printf(&b, "{\"id\":\"q%d\",\"input\":\"Round trip question %d about %s?\",\"target\":\"the\"}\n", i,
+		              i, i % 2 ? "rivers" : "numbers");
+	free(tu_write(sdir, "samples.jsonl", b.data));
+	ev_buf_free(&b);
+	suite = sdir;
+
+	/* the server, on a free port it prints */
+	int fd[2];
+	if (pipe(fd))
+		return -1;
+	char *db = tu_path(dir, "serve.db");
+	srv_pid = fork();
+	if (srv_pid == 0) {
+		dup2(fd[1], 1);
+		close(fd[0]);
+		execl(tu_evald(), tu_evald(), "--db", db, "serve", "--model", ckpt, "--port", "0", "--print-port",
+		      "--max-batch", "4", "--max-body", "65536", (char *)NULL);
+		_exit(127);
+	}
+	close(fd[1]);
+	FILE *f = fdopen(fd[0], "r");
+	if (!f || fscanf(f, "%d", &port) != 1) {
+		fprintf(stderr, "serve did not print its port\n");
+		return -1;
+	}
+	fclose(f);
+	free(db);
+	return 0;
+}
+
+static int teardown(void **st)
+{
+	(void)st;
+	if (srv_pid > 0) {
+		kill(srv_pid, SIGTERM);
+		int status;
+		waitpid(srv_pid, &status, 0);
+	}
+	free(dir);
+	free(ckpt);
+	free(suite);
+	return 0;
+}
+
+/* sample_id -> response of the one run in db, as "id\tresponse\n" lines in id order. */
+static char *responses(const char *db)
+{
+	sqlite3 *h = NULL;
+	sqlite3_stmt *q = NULL;
+	ev_buf b = EV_BUF_INIT(1 << 24);
+	assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(h,
+	                                    "SELECT sample_id, response, finish_reason, completion_tokens, reason FROM results "
+	                                    "ORDER BY sample_id",
+	                                    -1, &q, NULL),
+	                 SQLITE_OK);
+	int n = 0;
+	while (sqlite3_step(q) == SQLITE_ROW) {
+		ev_buf_printf(&b, "%s\t%s\t%s\t%d\t%s\n", sqlite3_column_text(q, 0), sqlite3_column_text(q, 1),
+		              sqlite3_column_text(q, 2), sqlite3_column_int(q, 3), sqlite3_column_text(q, 4));
+		n++;
+	}
+	assert_int_equal(n, 9);
+	sqlite3_finalize(q);
+	sqlite3_close(h);
+	return b.data;
+}
+
+static void run_over_http_equals_run_in_process(void **st)
+{
+	(void)st;
+	char *db1 = tu_path(dir, "inproc.db"), *db2 = tu_path(dir, "http.db");
+	char url[64];
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/v1", port);
+	char *out = NULL, *err = NULL;
+	const char *a1[] = {tu_evald(), "--db", db1, "run", "--model", ckpt, "--model-name", "ckpt", "--suite", suite,
+	                    "--json", NULL};
+	int rc = tu_run(&out, &err, NULL, a1);
+	if (rc)
+		fail_msg("in-process run: %s", err);
+	free(out);
+	free(err);
+	const char *a2[] = {tu_evald(), "--db", db2, "run", "--model", url, "--model-name", "ckpt", "--suite", suite,
+	                    "--json", "--concurrency", "8", NULL};
+	rc = tu_run(&out, &err, NULL, a2);
+	if (rc)
+		fail_msg("http run: %s", err);
+	free(out);
+	free(err);
+	char *r1 = responses(db1), *r2 = responses(db2);
+	assert_string_equal(r1, r2);
+	/* and the answers are real generations, not empty strings */
+	assert_non_null(strstr(r1, "\tlength\t10\t") ? r1 : strstr(r1, "\tstop\t"));
+	free(r1);
+	free(r2);
+	free(db1);
+	free(db2);
+}
+
+/* ---- direct HTTP --------------------------------------------------------------------------- */
+
+static size_t collect(char *p, size_t sz, size_t n, void *ud)
+{
+	ev_buf_append(ud, p, sz * n);
+	return sz * n;
+}
+
+static long http(const char *method, const char *path, const char *body, char **out)
+{
+	CURL *c = curl_easy_init();
+	char url[256];
+	snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+	ev_buf b = EV_BUF_INIT(1 << 24);
+	struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	if (body)
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+	long code = 0;
+	assert_int_equal(curl_easy_perform(c), CURLE_OK);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	*out = b.data ? b.data : ev_strdup("");
+	return code;
+}
+
+/* Concatenates the text of every `data:` chunk; checks the stream ends
+ * with [DONE] and that exactly one chunk carries a finish_reason. */
+static char *sse_text(const char *body, bool chat, char *finish, size_t fcap)
+{
+	ev_buf t = EV_BUF_INIT(1 << 24);
+	ev_buf_puts(&t, "");
+	int finishes = 0;
+	bool done = false;
+	const char *p = body;
+	while ((p = strstr(p, "data: "))) {
+		p += 6;
+		const char *e = strstr(p, "\n\n");
+		assert_non_null(e);
+		if (!strncmp(p, "[DONE]", 6)) {
+			done = true;
+			break;
+		}
+		cJSON *j = cJSON_ParseWithLength(p, (size_t)(e - p));
+		assert_non_null(j);
+		cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+		assert_non_null(c0);
+		const char *piece = chat ? ev_json_str(cJSON_GetObjectItem(c0, "delta"), "content", "")
+		                         : ev_json_str(c0, "text", "");
+		ev_buf_puts(&t, piece);
+		const char *fr = ev_json_str(c0, "finish_reason", NULL);
+		if (fr) {
+			finishes++;
+			snprintf(finish, fcap, "%s", fr);
+		}
+		cJSON_Delete(j);
+		p = e;
+	}
+	assert_true(done);
+	assert_int_equal(finishes, 1);
+	return t.data;
+}
+
+static void streamed_chunks_concatenate_to_the_whole_answer(void **st)
+{
+	(void)st;
+#define CHAT                                                                                           \
+	"{\"model\":\"x\",\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"                 \
+	"{\"role\":\"user\",\"content\":\"Tell me a story about a lighthouse.\"}],"                         \
+	"\"max_tokens\":24,\"temperature\":0%s}"
+	char *b1 = ev_asprintf(CHAT, ""), *b2 = ev_asprintf(CHAT, ",\"stream\":true");
+	char *whole = NULL, *stream = NULL;
+	assert_int_equal(http("POST", "/v1/chat/completions", b1, &whole), 200);
+	assert_int_equal(http("POST", "/v1/chat/completions", b2, &stream), 200);
+	cJSON *j = cJSON_Parse(whole);
+	assert_non_null(j);
+	cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+	const char *text = ev_json_str(cJSON_GetObjectItem(c0, "message"), "content", NULL);
+	assert_non_null(text);
+	assert_true(strlen(text) > 0);
+	char fin[32] = "";
+	char *cat = sse_text(stream, true, fin, sizeof fin);
+	assert_string_equal(cat, text);
+	assert_string_equal(fin, ev_json_str(c0, "finish_reason", ""));
+	assert_int_equal((int)ev_json_num(cJSON_GetObjectItem(j, "usage"), "completion_tokens", 0) > 0, 1);
+	free(cat);
+	cJSON_Delete(j);
+	free(whole);
+	free(stream);
+	free(b1);
+	free(b2);
+
+	/* plain completions, with a stop string cutting it */
+#define CMP "{\"prompt\":\"Once upon a time\",\"max_tokens\":20,\"temperature\":0%s}"
+	b1 = ev_asprintf(CMP, "");
+	assert_int_equal(http("POST", "/v1/completions", b1, &whole), 200);
+	j = cJSON_Parse(whole);
+	c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+	char *full = ev_strdup(ev_json_str(c0, "text", ""));
+	assert_true(strlen(full) >= 4);
+	cJSON_Delete(j);
+	free(whole);
+	/* stop at a 2-byte piece from the middle of the answer */
+	char stop[3] = {full[strlen(full) / 2], full[strlen(full) / 2 + 1], 0};
+	cJSON *sj = cJSON_CreateString(stop);
+	char *stop_json = ev_json_print(sj);
+	cJSON_Delete(sj);
+	char *extra = ev_asprintf(",\"stop\":[%s]", stop_json), *extra_s = ev_asprintf(",\"stop\":%s,\"stream\":true", stop_json);
+	char *b3 = ev_asprintf(CMP, extra), *b4 = ev_asprintf(CMP, extra_s);
+	assert_int_equal(http("POST", "/v1/completions", b3, &whole), 200);
+	assert_int_equal(http("POST", "/v1/completions", b4, &stream), 200);
+	j = cJSON_Parse(whole);
+	c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+	const char *cut = ev_json_str(c0, "text", "");
+	assert_int_equal(strlen(cut), (size_t)(strstr(full, stop) - full));
+	assert_string_equal(ev_json_str(c0, "finish_reason", ""), "stop");
+	cat = sse_text(stream, false, fin, sizeof fin);
+	assert_string_equal(cat, cut);
+	assert_string_equal(fin, "stop");
+	free(cat);
+	cJSON_Delete(j);
+	free(whole);
+	free(stream);
+	free(b1);
+	free(b3);
+	free(b4);
+	free(extra);
+	free(extra_s);
+	free(stop_json);
+	free(full);
+}
+
+static void models_and_errors_answer_json(void **st)
+{
+	(void)st;
+	char *out = NULL;
+	assert_int_equal(http("GET", "/v1/models", NULL, &out), 200);
+	assert_non_null(strstr(out, "\"id\":\"ckpt\""));
+	free(out);
+	struct {
+		const char *path, *body;
+		long status;
+		const char *needle;
+	} cases[] = {
+		{"/v1/chat/completions", "{not json", 400, "request body"},
+		{"/v1/chat/completions", "[]", 400, "JSON object"},
+		{"/v1/chat/completions", "{\"messages\":[]}", 400, "messages"},
+		{"/v1/chat/completions", "{\"messages\":[{\"role\":\"wizard\",\"content\":\"hi\"}]}", 400, "role"},
+		{"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"temperature\":-1}", 400,
+		 "temperature"},
+		{"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":\"x\"}", 400,
+		 "max_tokens"},
+		{"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":{}}", 400, "tools"},
+		{"/v1/completions", "{\"prompt\":42}", 400, "prompt"},
+		{"/v1/embeddings", "{}", 404, "no such endpoint"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		long code = http("POST", cases[i].path, cases[i].body, &out);
+		if (code != cases[i].status || !strstr(out, cases[i].needle) || !strstr(out, "\"error\""))
+			fail_msg("case %zu (%s): got %ld %s", i, cases[i].body, code, out);
+		free(out);
+	}
+	/* a body past --max-body is refused before the engine sees it */
+	char *big = malloc(70000);
+	memset(big, 'a', 69999);
+	big[69999] = 0;
+	char *body = ev_asprintf("{\"prompt\":\"%s\"}", big);
+	assert_int_equal(http("POST", "/v1/completions", body, &out), 413);
+	free(out);
+	free(body);
+	free(big);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(run_over_http_equals_run_in_process),
+		cmocka_unit_test(streamed_chunks_concatenate_to_the_whole_answer),
+		cmocka_unit_test(models_and_errors_answer_json),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
