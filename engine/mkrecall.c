@@ -369,7 +369,7 @@ int eng_recall_write_suite(const char *dir, const long *lengths, int nlengths, c
 					rc = ev_json_buf_str(&out, text.data);
 				if (!rc)
 					rc = ev_buf_printf(&out,
-							   ",\"target\":\"%s\",\"metadata\":{\"length_tokens\":%ld,"
+							   ",\"target\":\"%s\",\"metadata\":{\"task\":\"recall\",\"length\":%ld,"
 							   "\"depth\":%d,\"distractors\":%d}}\n",
 							   w, lengths[li], depths[di], nd);
 			}

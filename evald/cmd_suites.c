@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/engine.h"
 #include "evald/cli.h"
 
 static int validate(const ev_cli *cli, int argc, char **argv)
@@ -194,8 +195,75 @@ static int import(const ev_cli *cli, int argc, char **argv)
 	return 0;
 }
 
+/* evald suites gen recall -o DIR [--lengths 1k,4k] [--depths 0,50,100]
+ *     [--samples N] [--distractors N] [--seed S]: the recall checkpoint's
+ * own suite (engine/mkrecall.c), in its vocabulary. */
+static int gen_recall(const ev_cli *cli, int argc, char **argv)
+{
+	const char *out = NULL, *lens = "1k,4k", *deps = "0,25,50,75,100";
+	int64_t samples = 2, distractors = 0, seed = 1;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		int64_t *num = !strcmp(a, "--samples") ? &samples : !strcmp(a, "--distractors") ? &distractors
+		               : !strcmp(a, "--seed")  ? &seed : NULL;
+		if (!v)
+			num = NULL, a = "";
+		if ((!strcmp(a, "-o") || !strcmp(a, "--out")))
+			out = argv[++i];
+		else if (!strcmp(a, "--lengths"))
+			lens = argv[++i];
+		else if (!strcmp(a, "--depths"))
+			deps = argv[++i];
+		else if (num && ev_parse_i64(v, num) && *num >= 0 && *num <= 1000000)
+			i++;
+		else {
+			fprintf(stderr, "usage: evald suites gen recall -o DIR [--lengths 1k,4k] [--depths 0,50,100]\n"
+			                "                                [--samples N] [--distractors N] [--seed S]\n");
+			return EV_EXIT_USAGE;
+		}
+	}
+	long lengths[32];
+	int depths[32], nl = 0, nd = 0;
+	char buf[1024];
+	snprintf(buf, sizeof buf, "%s", lens);
+	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		size_t n;
+		if (nl == 32 || ev_longctx_parse_length(&n, t)) {
+			fprintf(stderr, "evald suites gen recall: --lengths: '%s' is not a length (4k, 32k, 1m, 2000)\n", t);
+			return EV_EXIT_USAGE;
+		}
+		lengths[nl++] = (long)n;
+	}
+	snprintf(buf, sizeof buf, "%s", deps);
+	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		int64_t d;
+		if (nd == 32 || !ev_parse_i64(t, &d) || d < 0 || d > 100) {
+			fprintf(stderr, "evald suites gen recall: --depths: '%s' is not a percentage\n", t);
+			return EV_EXIT_USAGE;
+		}
+		depths[nd++] = (int)d;
+	}
+	if (!out || !nl || !nd || samples < 1) {
+		fprintf(stderr, "evald suites gen recall: -o DIR, --lengths, --depths and --samples >= 1 are needed\n");
+		return EV_EXIT_USAGE;
+	}
+	if (eng_recall_write_suite(out, lengths, nl, depths, nd, (int)samples, (int)distractors, (uint64_t)seed))
+		return ev_cli_fail("gen recall");
+	ev_suite *s = NULL;
+	if (ev_suite_load(&s, out, NULL))
+		return ev_cli_fail(out);
+	if (cli->json)
+		printf("{\"name\":\"%s\",\"n\":%zu,\"path\":\"%s\"}\n", s->name, s->n_samples, out);
+	else
+		printf("%s: %zu recall samples written to %s\n", s->name, s->n_samples, out);
+	ev_suite_free(s);
+	return 0;
+}
+
 int ev_cmd_suites(const ev_cli *cli, int argc, char **argv)
 {
+	if (argc >= 3 && !strcmp(argv[1], "gen") && !strcmp(argv[2], "recall"))
+		return gen_recall(cli, argc - 2, argv + 2);
 	if (argc >= 2 && !strcmp(argv[1], "import"))
 		return import(cli, argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "gen"))
@@ -207,6 +275,7 @@ int ev_cmd_suites(const ev_cli *cli, int argc, char **argv)
 	fprintf(stderr, "usage: evald suites validate PATH [--json]\n"
 	                "       evald suites list [--json]\n"
 	                "       evald suites import humaneval|mbpp|bfcl FILE [--answers FILE] -o DIR\n"
-	                "       evald suites gen long-context --model DIR --tasks ... --lengths ... -o DIR\n");
+	                "       evald suites gen long-context --model DIR --tasks ... --lengths ... -o DIR\n"
+	                "       evald suites gen recall -o DIR [--lengths 1k,4k] [--depths ...] [--samples N]\n");
 	return EV_EXIT_USAGE;
 }

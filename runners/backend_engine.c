@@ -354,11 +354,36 @@ static int message_text(char **out, const ev_message *m, size_t idx)
 	return *out ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
 }
 
+/* A model without a chat template (a base model, the recall checkpoint)
+ * gets the messages' texts as plain text, one after the other. */
+static int render_plain(const ev_request *req, char **prompt, size_t *len)
+{
+	if (req->tools_json && *req->tools_json)
+		return ev_error_set(EV_E_UNSUPPORTED, "tools need a chat template (give chat_template: chatml or llama3)");
+	ev_buf b = EV_BUF_INIT(MAX_TEXT);
+	int rc = 0;
+	for (size_t i = 0; !rc && i < req->n_messages; i++) {
+		char *t = NULL;
+		if ((rc = message_text(&t, &req->messages[i], i)))
+			break;
+		if (b.len && *t)
+			rc = ev_buf_puts(&b, "\n\n");
+		if (!rc)
+			rc = ev_buf_puts(&b, t);
+		free(t);
+	}
+	if (rc) {
+		ev_buf_free(&b);
+		return rc;
+	}
+	*prompt = ev_buf_detach(&b, len);
+	return *prompt ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
+}
+
 static int render(engine *e, const ev_request *req, char **prompt, size_t *len)
 {
 	if (e->family == ENG_CHAT_UNKNOWN)
-		return ev_error_set(EV_E_UNSUPPORTED,
-		                    "%s: no recognisable chat template (give chat_template: chatml or llama3)", e->name);
+		return render_plain(req, prompt, len);
 	if (!req->n_messages)
 		return ev_error_set(EV_E_INVALID, "messages: empty");
 	int rc = 0;
@@ -413,7 +438,9 @@ static int make_job(engine *e, const ev_request *req, const char *raw_prompt, ej
 		rc = eng_tokenize(e->tok, text ? text : raw_prompt, len, true, &ids, &n);
 	if (rc)
 		goto done;
-	bool bos = !j->chat && e->info.bos_id >= 0;
+	/* Plain text (no chat template) starts with the model's BOS, as a
+	 * template would. */
+	bool bos = (!j->chat || e->family == ENG_CHAT_UNKNOWN) && e->info.bos_id >= 0;
 	if (n + bos == 0) {
 		rc = ev_error_set(EV_E_INVALID, "prompt: empty");
 		goto done;
@@ -716,18 +743,20 @@ int ev_backend_engine_new(ev_backend **out, const ev_engine_backend_options *opt
 	eng_model_get_info(e->m, &e->info);
 	if ((rc = eng_tokenizer_load(&e->tok, opt->model_dir)))
 		goto fail;
-	if (opt->chat_template && *opt->chat_template) {
+	if (opt->chat_template && (!strcmp(opt->chat_template, "none") || !strcmp(opt->chat_template, "plain"))) {
+		e->family = ENG_CHAT_UNKNOWN; /* messages as plain text */
+	} else if (opt->chat_template && *opt->chat_template) {
 		e->family = eng_chat_family_from_name(opt->chat_template);
 		if (e->family == ENG_CHAT_UNKNOWN) {
-			rc = ev_error_set(EV_E_INVALID, "chat template \"%.50s\": expected chatml or llama3", opt->chat_template);
+			rc = ev_error_set(EV_E_INVALID, "chat template \"%.50s\": expected chatml, llama3 or none",
+			                  opt->chat_template);
 			goto fail;
 		}
 	} else if ((rc = eng_chat_family_detect(&e->family, opt->model_dir))) {
 		goto fail;
 	}
 	if (e->family == ENG_CHAT_UNKNOWN)
-		ev_log_warn("engine backend: %s has no recognisable chat template: chat requests will fail "
-		            "(set the chat template)", opt->model_dir);
+		ev_log_info("engine backend: %s has no chat template: messages are fed as plain text", opt->model_dir);
 	/* Ends of an assistant turn, and the model's own EOS ids. */
 	int32_t ids[MAX_STOP_IDS];
 	size_t k = e->family != ENG_CHAT_UNKNOWN ? eng_chat_stop_ids(e->tok, e->family, ids, MAX_STOP_IDS) : 0;

@@ -1,25 +1,25 @@
 #!/usr/bin/env bash
 # Sets evald up on a fresh Debian machine and runs its main job once:
-# installs the missing Debian packages, builds (release), starts the
-# fixture OpenAI-compatible server with the embedded default suite's answer
-# table, evaluates the embedded default suite against it, and prints the
-# report. The tracker is ./evald.db.
+# installs the missing Debian packages, builds (release), generates the
+# default checkpoint (the constructed recall model, engine/mkrecall.c) and
+# its long-context suite, evaluates it with the bundled engine, dense and
+# with MSA block-sparse attention, and prints the report of each run.
+# The tracker is ./evald.db; the checkpoint and suite are under build/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C build -j"$(nproc)"
 
-port_file=$(mktemp)
-build/bin/evald-fixture-server --port 0 --print-port \
-  --table suites/data/default/fixture_table.jsonl >"$port_file" &
-server=$!
-trap 'kill $server 2>/dev/null || true; rm -f "$port_file"' EXIT
-for _ in $(seq 100); do [[ -s "$port_file" ]] && break; sleep 0.05; done
-port=$(head -n1 "$port_file")
+evald=build/bin/evald
+[[ -f build/default-ckpt/model.safetensors ]] || "$evald" engine mkmodel --arch recall --out build/default-ckpt
+"$evald" suites gen recall -o build/default-suite --lengths 1k,8k --depths 0,25,50,75,100 --samples 2 \
+  --distractors 16 --seed 1
 
-build/bin/evald --db evald.db run --model "http://127.0.0.1:${port}/v1" --model-name fixture-default
-run=$(build/bin/evald --db evald.db runs --json --limit 1 | sed -n 's/.*"id":\([0-9]*\).*/\1/p' | head -n1)
-build/bin/evald --db evald.db report "$run" --format md
-echo
-echo "evald is built in build/bin; the tracker is ./evald.db (run $run)."
+for attention in dense msa; do
+  "$evald" --db evald.db run --model build/default-ckpt --model-name "recall-$attention" \
+    --suite build/default-suite --attention "$attention" --msa-top-k 4 --msa-dense-below 0
+  run=$("$evald" --db evald.db runs --json --limit 1 | sed -n 's/.*"id":\([0-9]*\).*/\1/p' | head -n1)
+  "$evald" --db evald.db report "$run" --format md
+done
+echo "evald is built in build/bin; the tracker is ./evald.db ('evald --db evald.db runs')."

@@ -94,7 +94,7 @@ static void recall_suite_text_gives_the_target(void **state)
 		assert_int_equal(ev_json_parse(&o, line, strlen(line), "samples.jsonl"), 0);
 		const char *input = ev_json_str(o, "input", NULL), *target = ev_json_str(o, "target", NULL);
 		const cJSON *meta = cJSON_GetObjectItemCaseSensitive(o, "metadata");
-		long want_len = (long)cJSON_GetObjectItemCaseSensitive(meta, "length_tokens")->valuedouble;
+		long want_len = (long)cJSON_GetObjectItemCaseSensitive(meta, "length")->valuedouble;
 		int32_t *ids = NULL;
 		size_t n = 0;
 		assert_int_equal(eng_tokenize(tok, input, strlen(input), false, &ids, &n), 0);

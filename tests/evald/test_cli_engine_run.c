@@ -51,10 +51,46 @@ static void engine_flags_reach_the_engine_and_are_checked(void **st)
 	free(suite), free(db), free(ck), free(dir);
 }
 
+/* The README's main job: the recall checkpoint on its own suite, through
+ * the engine backend (no chat template: plain text), scores 1 at every
+ * length and depth, and the report shows the grid. */
+static void recall_checkpoint_scores_its_own_suite(void **st)
+{
+	(void)st;
+	char *dir = tu_tmpdir("cli-recall");
+	char *ck = tu_path(dir, "ckpt"), *suite = tu_path(dir, "suite"), *db = tu_path(dir, "evald.db");
+	const char *mk[] = {tu_evald(), "engine", "mkmodel", "--arch", "recall", "--out", ck, NULL};
+	assert_int_equal(tu_run(NULL, NULL, NULL, mk), 0);
+	const char *gen[] = {tu_evald(), "suites", "gen", "recall", "-o", suite, "--lengths", "256,1k", "--depths",
+	                     "0,50,100", "--samples", "2", "--distractors", "8", NULL};
+	assert_int_equal(tu_run(NULL, NULL, NULL, gen), 0);
+	char *out = NULL, *err = NULL;
+	const char *run[] = {tu_evald(), "--db", db, "run", "--model", ck, "--suite", suite, "--json", NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, run), 0);
+	cJSON *j = cJSON_Parse(out);
+	assert_non_null(j);
+	cJSON *s = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "suites"), 0);
+	assert_int_equal((int)ev_json_num(s, "n", 0), 12);
+	assert_true(ev_json_num(s, "score", 0) == 1.0);
+	cJSON_Delete(j);
+	free(out);
+	free(err);
+	const char *rep[] = {tu_evald(), "--db", db, "report", "1", NULL};
+	assert_int_equal(tu_run(&out, NULL, NULL, rep), 0);
+	assert_non_null(strstr(out, "| 1K | 1.00 | 1.00 | 1.00 |"));
+	free(out);
+	const char *bad[] = {tu_evald(), "suites", "gen", "recall", "-o", suite, "--depths", "150", NULL};
+	assert_int_equal(tu_run(NULL, &err, NULL, bad), 2);
+	assert_non_null(strstr(err, "percentage"));
+	free(err);
+	free(ck), free(suite), free(db), free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(engine_flags_reach_the_engine_and_are_checked),
+		cmocka_unit_test(recall_checkpoint_scores_its_own_suite),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
