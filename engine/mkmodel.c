@@ -286,22 +286,6 @@ done:
 	return rc;
 }
 
-static int mkdirs(const char *dir)
-{
-	char *p = ev_strdup(dir);
-	if (!p)
-		return ev_error_set(EV_E_NOMEM, "out of memory");
-	for (char *s = p + 1; *s; s++)
-		if (*s == '/') {
-			*s = 0;
-			mkdir(p, 0755);
-			*s = '/';
-		}
-	int rc = mkdir(p, 0755) && errno != EEXIST ? ev_error_set(EV_E_IO, "%s: %s", dir, strerror(errno)) : 0;
-	free(p);
-	return rc;
-}
-
 int eng_mkmodel(const char *dir, const char *arch, const eng_mkmodel_sizes *sizes, const char *dtype, uint64_t seed)
 {
 	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
@@ -333,7 +317,7 @@ int eng_mkmodel(const char *dir, const char *arch, const eng_mkmodel_sizes *size
 	if (hd < 2 || hd % 2 || (!z.head_dim && z.hidden % z.heads))
 		return ev_error_set(EV_E_INVALID, "mkmodel: head_dim %d must be even (hidden a multiple of heads)", hd);
 	bool tie = a == 2 || a == 3;
-	if ((rc = mkdirs(dir)))
+	if ((rc = ev_mkdir_p(dir)))
 		return rc;
 	/* the tokenizer first: its special ids go into the configs */
 	int bos = -1, neos = 0;

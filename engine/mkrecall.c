@@ -162,22 +162,6 @@ static int write_text(const char *dir, const char *name, const char *text, size_
 	return rc;
 }
 
-static int mkdir_p(const char *dir)
-{
-	char *p = ev_strdup(dir);
-	if (!p)
-		return ev_error_set(EV_E_NOMEM, "out of memory");
-	for (char *s = p + 1; *s; s++)
-		if (*s == '/') {
-			*s = 0;
-			mkdir(p, 0755);
-			*s = '/';
-		}
-	int rc = mkdir(p, 0755) && errno != EEXIST ? ev_error_set(EV_E_IO, "%s: %s", dir, strerror(errno)) : 0;
-	free(p);
-	return rc;
-}
-
 /* tokenizer.json: the 256 byte tokens (no merges) and every word of the
  * vocabulary as an added token, so text splits into exactly them. */
 static int write_tokenizer(const char *dir)
@@ -274,7 +258,7 @@ int eng_mkrecall(const char *dir)
 			 H, INTER, HD, VOCAB, ROPE_THETA, T_EOS);
 	char gen[64];
 	int gn = snprintf(gen, sizeof gen, "{\"eos_token_id\":%d}\n", T_EOS);
-	if ((rc = mkdir_p(dir)) || (rc = write_text(dir, "config.json", cfg, (size_t)n)) ||
+	if ((rc = ev_mkdir_p(dir)) || (rc = write_text(dir, "config.json", cfg, (size_t)n)) ||
 	    (rc = write_text(dir, "generation_config.json", gen, (size_t)gn)))
 		goto done;
 	if (!(path = ev_asprintf("%s/model.safetensors", dir))) {
@@ -336,7 +320,7 @@ int eng_recall_write_suite(const char *dir, const long *lengths, int nlengths, c
 	int rc = 0;
 	if (nlengths < 1 || ndepths < 1 || samples < 1)
 		return ev_error_set(EV_E_INVALID, "recall suite: no lengths, depths or samples");
-	if ((rc = mkdir_p(dir)))
+	if ((rc = ev_mkdir_p(dir)))
 		return rc;
 	for (int li = 0; li < nlengths && !rc; li++) {
 		if (lengths[li] < 4 || lengths[li] > (1L << 21)) {

@@ -149,6 +149,29 @@ static int list(const ev_cli *cli, int argc, char **argv)
 	return 0;
 }
 
+/* Loads a suite just written (it must load as any suite does) and says
+ * what it holds. */
+static int report_written(const ev_cli *cli, const char *dir, const char *what)
+{
+	ev_suite *s = NULL;
+	if (ev_suite_load(&s, dir, NULL))
+		return ev_cli_fail(dir);
+	if (cli->json) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "name", s->name);
+		cJSON_AddNumberToObject(o, "n", (double)s->n_samples);
+		cJSON_AddStringToObject(o, "path", dir);
+		char *t = ev_json_print(o);
+		printf("%s\n", t);
+		free(t);
+		cJSON_Delete(o);
+	} else {
+		printf("%s: %zu %s written to %s\n", s->name, s->n_samples, what, dir);
+	}
+	ev_suite_free(s);
+	return 0;
+}
+
 /* evald suites import humaneval FILE -o DIR | mbpp FILE -o DIR |
  *                      bfcl FILE [--answers FILE] -o DIR */
 static int import(const ev_cli *cli, int argc, char **argv)
@@ -183,16 +206,7 @@ static int import(const ev_cli *cli, int argc, char **argv)
 	}
 	if (rc)
 		return ev_cli_fail("import");
-	/* What was written must load as any suite does. */
-	ev_suite *s = NULL;
-	if (ev_suite_load(&s, out, NULL))
-		return ev_cli_fail(out);
-	if (cli->json)
-		printf("{\"name\":\"%s\",\"n\":%zu,\"path\":\"%s\"}\n", s->name, s->n_samples, out);
-	else
-		printf("%s: %zu samples written to %s\n", s->name, s->n_samples, out);
-	ev_suite_free(s);
-	return 0;
+	return report_written(cli, out, "samples");
 }
 
 /* evald suites gen recall -o DIR [--lengths 1k,4k] [--depths 0,50,100]
@@ -249,15 +263,7 @@ static int gen_recall(const ev_cli *cli, int argc, char **argv)
 	}
 	if (eng_recall_write_suite(out, lengths, nl, depths, nd, (int)samples, (int)distractors, (uint64_t)seed))
 		return ev_cli_fail("gen recall");
-	ev_suite *s = NULL;
-	if (ev_suite_load(&s, out, NULL))
-		return ev_cli_fail(out);
-	if (cli->json)
-		printf("{\"name\":\"%s\",\"n\":%zu,\"path\":\"%s\"}\n", s->name, s->n_samples, out);
-	else
-		printf("%s: %zu recall samples written to %s\n", s->name, s->n_samples, out);
-	ev_suite_free(s);
-	return 0;
+	return report_written(cli, out, "recall samples");
 }
 
 int ev_cmd_suites(const ev_cli *cli, int argc, char **argv)

@@ -246,13 +246,6 @@ int ev_attach_path(char **out, const char *dir, const char *sha)
 	return *out ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
 }
 
-static int mkdir_one(const char *path)
-{
-	if (mkdir(path, 0755) == 0 || errno == EEXIST)
-		return 0;
-	return ev_error_set(EV_E_IO, "%s: cannot create folder: %s", path, strerror(errno));
-}
-
 static int write_all(int fd, const void *data, size_t len)
 {
 	const char *p = data;
@@ -288,7 +281,7 @@ int ev_attach_store(const char *dir, const void *data, size_t len, char sha_out[
 		rc = ev_error_set(EV_E_NOMEM, "out of memory");
 		goto done;
 	}
-	if ((rc = mkdir_one(dir)) || (rc = mkdir_one(sub)))
+	if ((rc = ev_mkdir_p(dir)) || (rc = ev_mkdir_p(sub)))
 		goto done;
 	/* Unique per process and call: concurrent stores of the same content
 	 * each write their own temporary file and the renames agree. */

@@ -42,13 +42,6 @@ static const char *ext_of_mime(const char *mime)
 	return "bin";
 }
 
-static int mkdir_p1(const char *path)
-{
-	if (mkdir(path, 0755) == 0 || errno == EEXIST)
-		return 0;
-	return ev_error_set(EV_E_IO, "%s: cannot create folder: %s", path, strerror(errno));
-}
-
 static int check_regex(const char *re)
 {
 	int err = 0;
@@ -158,7 +151,7 @@ static int build_sample(cJSON **out, ev_tracker *t, int64_t id, const ev_repro_o
 				rc = ev_error_set(EV_E_NOMEM, "out of memory");
 				goto done;
 			}
-			if ((rc = mkdir_p1(adir)))
+			if ((rc = ev_mkdir_p(adir)))
 				goto done;
 		}
 		char rel[128];
@@ -227,7 +220,7 @@ int ev_issue_repro(ev_tracker *t, int64_t id, const ev_repro_options *opt_in, ch
 		rc = ev_error_set(EV_E_NOMEM, "out of memory");
 		goto done;
 	}
-	if ((rc = mkdir_p1(suite_dir)))
+	if ((rc = ev_mkdir_p(suite_dir)))
 		goto done;
 	if ((rc = build_sample(&sample, t, id, &opt, suite_dir, atts)))
 		goto done;

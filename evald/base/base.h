@@ -97,6 +97,9 @@ void ev_buf_free(ev_buf *b);
 /* Reads a whole file, at most `max` bytes (EV_E_LIMIT past that). *out is
  * NUL-terminated and freed with free(). */
 int ev_file_read(char **out, size_t *len_out, const char *path, size_t max);
+/* Creates a folder and any missing parents (mode 0755); an existing one
+ * is fine. */
+int ev_mkdir_p(const char *dir);
 /* Writes a file atomically (temp file in the same folder, then rename). */
 int ev_file_write(const char *path, const void *data, size_t len);
 

@@ -136,6 +136,25 @@ int ev_file_read(char **out, size_t *len_out, const char *path, size_t max)
 	return *out ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
 }
 
+int ev_mkdir_p(const char *dir)
+{
+	char *p = ev_strdup(dir);
+	if (!p)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	for (char *s = p + 1; *s; s++)
+		if (*s == '/') {
+			*s = 0;
+			if (mkdir(p, 0755) != 0 && errno != EEXIST && errno != EACCES)
+				break;
+			*s = '/';
+		}
+	int rc = mkdir(p, 0755) != 0 && errno != EEXIST
+	                 ? ev_error_set(EV_E_IO, "%s: cannot create folder: %s", dir, strerror(errno))
+	                 : 0;
+	free(p);
+	return rc;
+}
+
 int ev_file_write(const char *path, const void *data, size_t len)
 {
 	char *tmp = ev_asprintf("%s.tmp.%ld", path, (long)getpid());
