@@ -86,11 +86,49 @@ static void recall_checkpoint_scores_its_own_suite(void **st)
 	free(ck), free(suite), free(db), free(dir);
 }
 
+/* The opt-in OpenBLAS prefill (EVALD_BLAS=1) agrees with the reference
+ * path on a prompt long enough to use it (32 rows or more). */
+static void blas_prefill_agrees_with_the_reference(void **st)
+{
+	(void)st;
+	char *dir = tu_tmpdir("cli-blas");
+	char *ck = tu_path(dir, "ckpt");
+	const char *mk[] = {tu_evald(), "engine", "mkmodel", "--arch", "qwen2", "--out", ck, "--seed", "5", NULL};
+	assert_int_equal(tu_run(NULL, NULL, NULL, mk), 0);
+	char toks[512] = "";
+	for (int i = 0; i < 40; i++)
+		snprintf(toks + strlen(toks), sizeof toks - strlen(toks), "%s%d", i ? "," : "", (i * 37 + 11) % 250);
+	char *fast = NULL, *ref = NULL;
+	assert_int_equal(tu_sh(&fast, NULL, "EVALD_BLAS=1 '%s' engine logits --model '%s' --tokens %s --json", tu_evald(),
+	                       ck, toks), 0);
+	assert_int_equal(tu_sh(&ref, NULL, "'%s' engine logits --model '%s' --tokens %s --json --reference", tu_evald(),
+	                       ck, toks), 0);
+	cJSON *a = cJSON_Parse(fast), *b = cJSON_Parse(ref);
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_int_equal(cJSON_GetArraySize(a), 40);
+	double num = 0, den = 0;
+	for (int p = 0; p < 40; p++) {
+		cJSON *ra = cJSON_GetArrayItem(a, p), *rb = cJSON_GetArrayItem(b, p);
+		assert_int_equal(cJSON_GetArraySize(ra), cJSON_GetArraySize(rb));
+		for (int v = 0; v < cJSON_GetArraySize(ra); v++) {
+			double x = cJSON_GetArrayItem(ra, v)->valuedouble, y = cJSON_GetArrayItem(rb, v)->valuedouble;
+			num += (x - y) * (x - y);
+			den += y * y;
+		}
+	}
+	assert_true(den > 0);
+	assert_true(num / den < 1e-10); /* relative error below 1e-5 */
+	cJSON_Delete(a), cJSON_Delete(b);
+	free(fast), free(ref), free(ck), free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(engine_flags_reach_the_engine_and_are_checked),
 		cmocka_unit_test(recall_checkpoint_scores_its_own_suite),
+		cmocka_unit_test(blas_prefill_agrees_with_the_reference),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
