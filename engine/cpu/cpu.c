@@ -298,6 +298,21 @@ static int compose_list(const eng_msa *a, long cur, int *topi, int nt, int *bloc
 	return n;
 }
 
+/* The index scores q . ksum of up to four consecutive blocks b.. (not past
+ * `last`) of KV head g, four at a time because the horizontal sums are
+ * what a block costs otherwise. Each score is computed the same way
+ * whatever its place in the four (dot4's lanes are independent), so
+ * prefill tiles and decode pick the same blocks. Returns how many. */
+static int block_scores4(float sc[4], const float *q, const float *kidx, long b, long last, int kvh, int g, int hd)
+{
+	int nb = last - b + 1 < 4 ? (int)(last - b + 1) : 4;
+	const float *k[4];
+	for (int t = 0; t < 4; t++)
+		k[t] = kidx + ((size_t)(b + (t < nb ? t : 0)) * (size_t)kvh + (size_t)g) * (size_t)hd;
+	dot4(sc, q, k[0], k[1], k[2], k[3], hd);
+	return nb;
+}
+
 int eng_msa_select_fast(const eng_model *m, const eng_seq *s, int layer, long pos, int g, const float *q,
 			int *blocks, float *qsum, float *top, int *topi)
 {
@@ -307,9 +322,12 @@ int eng_msa_select_fast(const eng_model *m, const eng_seq *s, int layer, long po
 	long cur = pos / B, last = cur - a->local; /* candidates [sink, last] */
 	group_qsum(qsum, q, g, m->c.heads / m->c.kv_heads, hd);
 	float inv = 1.0f / (float)B;
-	for (long b = a->sink; b <= last && K > 0; b++)
-		topk_push(top, topi, &nt, K,
-			  dot(qsum, s->kidx[layer] + ((size_t)b * p->kvh + g) * hd, hd) * inv, (int)b);
+	for (long b = a->sink; b <= last && K > 0; b += 4) {
+		float sc[4];
+		int nb = block_scores4(sc, qsum, s->kidx[layer], b, last, p->kvh, g, hd);
+		for (int t = 0; t < nb; t++)
+			topk_push(top, topi, &nt, K, sc[t] * inv, (int)(b + t));
+	}
 	return compose_list(a, cur, topi, nt, blocks);
 }
 
@@ -363,12 +381,16 @@ static void index_task(void *ctx, int task, int worker)
 		maxlast = pos / B - a->local > maxlast ? pos / B - a->local : maxlast;
 		rows[nr++] = i;
 	}
-	for (long b = a->sink; b <= maxlast && K > 0; b++) {
-		const float *ks = s->kidx[j->layer] + ((size_t)b * p->kvh + g) * hd;
-		for (int r = 0; r < nr; r++)
-			if (b <= j->rows[rows[r]].pos / B - a->local)
-				topk_push(top + (size_t)r * K, topi + (size_t)r * K, &nt[r], K,
-					  dot(qs + (size_t)r * hd, ks, hd) * inv, (int)b);
+	for (long b = a->sink; b <= maxlast && K > 0; b += 4) {
+		for (int r = 0; r < nr; r++) {
+			long last = j->rows[rows[r]].pos / B - a->local;
+			if (b > last)
+				continue;
+			float sc[4];
+			int nb = block_scores4(sc, qs + (size_t)r * hd, s->kidx[j->layer], b, last, p->kvh, g, hd);
+			for (int t = 0; t < nb; t++)
+				topk_push(top + (size_t)r * K, topi + (size_t)r * K, &nt[r], K, sc[t] * inv, (int)(b + t));
+		}
 	}
 	for (int r = 0; r < nr; r++) {
 		int i = rows[r];
@@ -462,6 +484,107 @@ static void att_task(void *ctx, int task, int worker)
 	}
 }
 
+/* Decode with few rows: one row's index scan over a long context is most
+ * of its cost, so the scan of each (row, KV head) is split into block
+ * ranges across the workers, each keeping its own top-k, merged after.
+ * The top-k is the k greatest under (score descending, block ascending),
+ * a total order, so the merged choice is the one a single scan makes. */
+typedef struct {
+	att_job *j;
+	int splits;
+	float *ptop; /* [task][top_k] */
+	int *ptopi, *pn;
+} split_job;
+
+static void split_index_task(void *ctx, int task, int worker)
+{
+	split_job *sj = ctx;
+	att_job *j = sj->j;
+	eng_model *m = j->m;
+	const eng_kv_pool *p = &m->kv;
+	const eng_msa *a = &m->msa;
+	int S = sj->splits, K = a->top_k, hd = p->hd, B = p->block;
+	int part = task % S, rg = task / S, i = rg / p->kvh, g = rg % p->kvh;
+	long pos = j->rows[i].pos, first = a->sink, last = pos / B - a->local;
+	float *top = sj->ptop + (size_t)task * K;
+	int *topi = sj->ptopi + (size_t)task * K, nt = 0;
+	sj->pn[task] = 0;
+	if (!eng_msa_sparse(m, j->layer, pos) || last < first || K <= 0)
+		return;
+	long per = (last - first + S) / S;
+	long b0 = first + part * per, b1 = b0 + per - 1 < last ? b0 + per - 1 : last;
+	float *qsum = j->cc->qsum[worker], inv = 1.0f / (float)B;
+	group_qsum(qsum, j->q + (size_t)i * j->nh * hd, g, j->nh / p->kvh, hd);
+	for (long b = b0; b <= b1; b += 4) {
+		float sc[4];
+		int nb = block_scores4(sc, qsum, j->rows[i].seq->kidx[j->layer], b, b1, p->kvh, g, hd);
+		for (int t = 0; t < nb; t++)
+			topk_push(top, topi, &nt, K, sc[t] * inv, (int)(b + t));
+	}
+	sj->pn[task] = nt;
+}
+
+/* Merges the splits' top-k lists into the block list of each (row, KV
+ * head). Returns false when scratch could not be had (the caller then
+ * lets each attention task choose its own blocks: the same result). */
+static bool split_index(cpu_ctx *cc, att_job *j)
+{
+	eng_model *m = j->m;
+	const eng_msa *a = &m->msa;
+	int kvh = m->kv.kvh, S = cc->nw, K = a->top_k > 0 ? a->top_k : 1, nrg = j->n * kvh;
+	split_job sj = {j, S, malloc((size_t)nrg * S * K * sizeof(float)), malloc((size_t)nrg * S * K * sizeof(int)),
+			malloc((size_t)nrg * S * sizeof(int))};
+	int *merged = malloc((size_t)K * sizeof(int));
+	j->lists = malloc((size_t)nrg * j->nlist * sizeof(int));
+	j->nls = malloc((size_t)nrg * sizeof(int));
+	bool ok = sj.ptop && sj.ptopi && sj.pn && merged && j->lists && j->nls;
+	if (ok) {
+		eng_pool_run(cc->pool, split_index_task, &sj, nrg * S);
+		for (int rg = 0; rg < nrg; rg++) {
+			long pos = j->rows[rg / kvh].pos;
+			if (!eng_msa_sparse(m, j->layer, pos)) {
+				j->nls[rg] = -1;
+				continue;
+			}
+			int at[64] = {0}, nt = 0; /* S <= 64: the pool's worker count */
+			while (nt < a->top_k) {
+				int best = -1;
+				for (int sp = 0; sp < S && sp < 64; sp++) {
+					int t = rg * S + sp;
+					if (at[sp] >= sj.pn[t])
+						continue;
+					float sc = sj.ptop[(size_t)t * K + at[sp]];
+					int bi = sj.ptopi[(size_t)t * K + at[sp]];
+					if (best < 0)
+						best = sp;
+					else {
+						int tb = rg * S + best;
+						float bsc = sj.ptop[(size_t)tb * K + at[best]];
+						int bbi = sj.ptopi[(size_t)tb * K + at[best]];
+						if (sc > bsc || (sc == bsc && bi < bbi))
+							best = sp;
+					}
+				}
+				if (best < 0)
+					break;
+				merged[nt++] = sj.ptopi[(size_t)(rg * S + best) * K + at[best]++];
+			}
+			j->nls[rg] = compose_list(a, pos / m->kv.block, merged, nt, j->lists + (size_t)rg * j->nlist);
+		}
+	}
+	free(sj.ptop);
+	free(sj.ptopi);
+	free(sj.pn);
+	free(merged);
+	if (!ok) {
+		free(j->lists);
+		free(j->nls);
+		j->lists = NULL;
+		j->nls = NULL;
+	}
+	return ok;
+}
+
 static void cpu_attention(eng_backend *be, float *out, const float *q, const eng_row *rows, int n, int layer,
 			  int nh, long window)
 {
@@ -474,8 +597,13 @@ static void cpu_attention(eng_backend *be, float *out, const float *q, const eng
 		sparse = eng_msa_sparse(m, layer, rows[i].pos);
 	/* several sparse rows: choose their blocks tile by tile first (when
 	 * the lists cannot be had, each task chooses its own: same result) */
-	if (sparse && n > 1 && (j.lists = malloc((size_t)n * kvh * j.nlist * sizeof(int))) &&
-	    (j.nls = malloc((size_t)n * kvh * sizeof(int)))) {
+	long longest = 0;
+	for (int i = 0; i < n; i++)
+		longest = rows[i].pos > longest ? rows[i].pos : longest;
+	if (sparse && n * kvh < cc->nw && cc->nw > 1 && cc->nw <= 64 && longest / m->kv.block >= 1024) {
+		split_index(cc, &j);
+	} else if (sparse && n > 1 && (j.lists = malloc((size_t)n * kvh * j.nlist * sizeof(int))) &&
+	           (j.nls = malloc((size_t)n * kvh * sizeof(int)))) {
 		eng_pool_run(cc->pool, index_task, &j, (n + INDEX_TILE - 1) / INDEX_TILE * kvh);
 	} else {
 		free(j.lists);

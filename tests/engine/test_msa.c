@@ -89,6 +89,30 @@ static void msa_prefill_equals_token_by_token_and_fast_equals_reference(void **s
 	eng_model_free(f), eng_model_free(r), eng_model_free(d);
 }
 
+/* Decoding one row over more than 1024 blocks splits each index scan across
+ * the workers and merges their top-k lists (engine/cpu/cpu.c): the logits
+ * must be those of the prefill, whose tiles scan in one piece. */
+static void msa_split_decode_scan_equals_prefill(void **state)
+{
+	eng_model_options o = ENG_MODEL_OPTIONS_INIT;
+	o.threads = 4; /* more workers than (rows x KV heads) in decode */
+	o.attention.kind = ENG_ATTN_MSA;
+	o.attention.block_size = 2;
+	o.attention.top_k = 3;
+	o.attention.sink_blocks = 1;
+	o.attention.local_blocks = 1;
+	o.attention.dense_below = 0;
+	eng_model *m = NULL;
+	if (eng_model_load(&m, g_dir, &o) != 0)
+		fail_msg("load: %s", ev_error_msg());
+	int n = 4096; /* positions past 2048 are past 1024 blocks of 2 */
+	int32_t *t = et_tokens(n, g_z.vocab, 21);
+	float *pre = et_logits(m, t, n, 0), *one = et_logits(m, t, n, 1);
+	assert_memory_equal(pre, one, (size_t)n * g_z.vocab * sizeof(float));
+	free(pre), free(one), free(t);
+	eng_model_free(m);
+}
+
 static void msa_fast_block_choice_equals_reference_on_random_queries(void **state)
 {
 	int n = 400; /* 25 blocks */
@@ -239,6 +263,7 @@ int main(void)
 		cmocka_unit_test(msa_with_topk_over_blocks_equals_dense),
 		cmocka_unit_test(msa_prefill_equals_token_by_token_and_fast_equals_reference),
 		cmocka_unit_test(msa_fast_block_choice_equals_reference_on_random_queries),
+		cmocka_unit_test(msa_split_decode_scan_equals_prefill),
 		cmocka_unit_test(msa_respects_dense_below_and_dense_layers),
 		cmocka_unit_test(msa_settings_come_from_config_and_bad_ones_are_refused),
 	};
