@@ -161,15 +161,7 @@ int ev_import_write_suite(const char *out_dir, const char *suite_json, const cha
 
 /* ---- HumanEval ------------------------------------------------------------------ */
 
-typedef struct {
-	ev_buf out;
-	char **ids; /* for the duplicate check */
-	size_t *lines;
-	size_t n, cap;
-} he_ctx;
-
-/* Keeps a copy of the id and the line of `where` ("file:12"). */
-static int keep_id(he_ctx *c, const char *id, const char *where)
+int ev_import_keep_id(ev_import_ctx *c, const char *id, const char *where)
 {
 	if (c->n == c->cap) {
 		size_t cap = c->cap ? c->cap * 2 : 256;
@@ -192,7 +184,7 @@ static int keep_id(he_ctx *c, const char *id, const char *where)
 	return 0;
 }
 
-static void he_ctx_clear(he_ctx *c)
+void ev_import_ctx_clear(ev_import_ctx *c)
 {
 	for (size_t i = 0; i < c->n; i++)
 		free(c->ids[i]);
@@ -238,7 +230,7 @@ static int add_line(ev_buf *out, cJSON *sample, const char *where)
 
 static int he_record(void *arg, const cJSON *o, const char *where)
 {
-	he_ctx *c = arg;
+	ev_import_ctx *c = arg;
 	const char *id, *prompt, *test, *entry, *canon;
 	int rc;
 	if ((rc = need_str(&id, o, "task_id", where, true)) || (rc = need_str(&prompt, o, "prompt", where, true)) ||
@@ -251,7 +243,7 @@ static int he_record(void *arg, const cJSON *o, const char *where)
 		return ev_error_set(EV_E_INVALID, "%s: entry_point: \"%.60s\" is not a Python name", where, entry);
 	if (!strstr(test, "def check("))
 		return ev_error_set(EV_E_INVALID, "%s: test: defines no check(candidate) function", where);
-	if ((rc = keep_id(c, id, where)))
+	if ((rc = ev_import_keep_id(c, id, where)))
 		return rc;
 
 	cJSON *s = cJSON_CreateObject(), *t = NULL, *m = NULL;
@@ -268,29 +260,34 @@ static int he_record(void *arg, const cJSON *o, const char *where)
 	return rc;
 }
 
+int ev_import_jsonl(const char *path, size_t max_file, int (*record)(void *ctx, const cJSON *obj, const char *where),
+                    const char *suite_json, const char *out_dir)
+{
+	char *text = NULL;
+	size_t len = 0;
+	ev_import_ctx c = {EV_BUF_INIT(max_file * 2), NULL, NULL, 0, 0};
+	int rc = ev_import_read(&text, &len, path, max_file);
+	if (!rc)
+		rc = ev_import_each_object(text, len, path, record, &c);
+	if (!rc)
+		rc = ev_import_unique_ids((const char *const *)c.ids, c.lines, c.n, path);
+	if (!rc && !c.n)
+		rc = ev_error_set(EV_E_INVALID, "%s: no problems in it", path);
+	if (!rc)
+		rc = ev_import_write_suite(out_dir, suite_json, c.out.data, c.out.len);
+	free(text);
+	ev_import_ctx_clear(&c);
+	return rc;
+}
+
 int ev_import_humaneval(const char *jsonl_or_gz, const char *out_dir)
 {
 	if (!jsonl_or_gz || !out_dir)
 		return ev_error_set(EV_E_INVALID, "ev_import_humaneval: the file and out_dir are needed");
-	char *text = NULL;
-	size_t len = 0;
-	he_ctx c = {EV_BUF_INIT(MAX_FILE * 2), NULL, NULL, 0, 0};
-	int rc = ev_import_read(&text, &len, jsonl_or_gz, MAX_FILE);
-	if (!rc)
-		rc = ev_import_each_object(text, len, jsonl_or_gz, he_record, &c);
-	if (!rc)
-		rc = ev_import_unique_ids((const char *const *)c.ids, c.lines, c.n, jsonl_or_gz);
-	if (!rc && !c.n)
-		rc = ev_error_set(EV_E_INVALID, "%s: no problems in it", jsonl_or_gz);
-	if (!rc) {
-		static const char suite[] =
-			"{\"name\":\"humaneval\",\"version\":\"1\",\"kind\":\"coding\","
-			"\"description\":\"HumanEval (OpenAI): complete a Python function; judged by running its unit tests\","
-			"\"system_prompt\":\"Complete the Python function. Answer with the whole function in one ```python "
-			"code block.\",\"generation\":{\"max_tokens\":1024,\"temperature\":0},\"checker\":{\"type\":\"humaneval\"}}\n";
-		rc = ev_import_write_suite(out_dir, suite, c.out.data, c.out.len);
-	}
-	free(text);
-	he_ctx_clear(&c);
-	return rc;
+	static const char suite[] =
+		"{\"name\":\"humaneval\",\"version\":\"1\",\"kind\":\"coding\","
+		"\"description\":\"HumanEval (OpenAI): complete a Python function; judged by running its unit tests\","
+		"\"system_prompt\":\"Complete the Python function. Answer with the whole function in one ```python "
+		"code block.\",\"generation\":{\"max_tokens\":1024,\"temperature\":0},\"checker\":{\"type\":\"humaneval\"}}\n";
+	return ev_import_jsonl(jsonl_or_gz, MAX_FILE, he_record, suite, out_dir);
 }

@@ -11,13 +11,6 @@
 #define MAX_FILE ((size_t)256 << 20)
 #define MAX_ID 64
 
-typedef struct {
-	ev_buf out;
-	char **ids;
-	size_t *lines;
-	size_t n, cap;
-} mbpp_ctx;
-
 /* The task id as text: MBPP's are integers; a string is kept as it is. */
 static int id_text(char out[MAX_ID + 1], const cJSON *o, const char *where)
 {
@@ -75,32 +68,9 @@ static const char *opt_str(const cJSON *o, const char *key, const char *where, i
 	return v->valuestring;
 }
 
-static int keep_id(mbpp_ctx *c, const char *id, const char *where)
-{
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 512;
-		char **ids = realloc(c->ids, cap * sizeof *ids);
-		if (ids)
-			c->ids = ids;
-		size_t *lines = ids ? realloc(c->lines, cap * sizeof *lines) : NULL;
-		if (!lines)
-			return ev_error_set(EV_E_NOMEM, "%s: out of memory", where);
-		c->lines = lines;
-		c->cap = cap;
-	}
-	const char *colon = strrchr(where, ':');
-	int64_t line = 0;
-	if (!colon || !ev_parse_i64(colon + 1, &line))
-		line = 0;
-	if (!(c->ids[c->n] = ev_strdup(id)))
-		return ev_error_set(EV_E_NOMEM, "%s: out of memory", where);
-	c->lines[c->n++] = (size_t)line;
-	return 0;
-}
-
 static int mbpp_record(void *arg, const cJSON *o, const char *where)
 {
-	mbpp_ctx *c = arg;
+	ev_import_ctx *c = arg;
 	char id[MAX_ID + 1];
 	int rc = id_text(id, o, where);
 	if (rc)
@@ -116,7 +86,7 @@ static int mbpp_record(void *arg, const cJSON *o, const char *where)
 		return ev_error_set(EV_E_INVALID, "%s: text: missing (nor is there a prompt)", where);
 	if (!code)
 		return ev_error_set(EV_E_INVALID, "%s: code: missing", where);
-	if ((rc = keep_id(c, id, where)))
+	if ((rc = ev_import_keep_id(c, id, where)))
 		return rc;
 
 	cJSON *s = cJSON_CreateObject(), *t = NULL, *m = NULL;
@@ -176,29 +146,10 @@ int ev_import_mbpp(const char *jsonl_or_gz, const char *out_dir)
 {
 	if (!jsonl_or_gz || !out_dir)
 		return ev_error_set(EV_E_INVALID, "ev_import_mbpp: the file and out_dir are needed");
-	char *text = NULL;
-	size_t len = 0;
-	mbpp_ctx c = {EV_BUF_INIT(MAX_FILE * 2), NULL, NULL, 0, 0};
-	int rc = ev_import_read(&text, &len, jsonl_or_gz, MAX_FILE);
-	if (!rc)
-		rc = ev_import_each_object(text, len, jsonl_or_gz, mbpp_record, &c);
-	if (!rc)
-		rc = ev_import_unique_ids((const char *const *)c.ids, c.lines, c.n, jsonl_or_gz);
-	if (!rc && !c.n)
-		rc = ev_error_set(EV_E_INVALID, "%s: no problems in it", jsonl_or_gz);
-	if (!rc) {
-		static const char suite[] =
-			"{\"name\":\"mbpp\",\"version\":\"1\",\"kind\":\"coding\","
-			"\"description\":\"MBPP (Google): write a Python function from a short description; judged by its "
-			"asserts\",\"system_prompt\":\"Write the Python function. Answer with the code in one ```python code "
-			"block.\",\"generation\":{\"max_tokens\":1024,\"temperature\":0},\"checker\":{\"type\":\"mbpp\"}}\n";
-		rc = ev_import_write_suite(out_dir, suite, c.out.data, c.out.len);
-	}
-	free(text);
-	for (size_t i = 0; i < c.n; i++)
-		free(c.ids[i]);
-	free(c.ids);
-	free(c.lines);
-	ev_buf_free(&c.out);
-	return rc;
+	static const char suite[] =
+		"{\"name\":\"mbpp\",\"version\":\"1\",\"kind\":\"coding\","
+		"\"description\":\"MBPP (Google): write a Python function from a short description; judged by its "
+		"asserts\",\"system_prompt\":\"Write the Python function. Answer with the code in one ```python code "
+		"block.\",\"generation\":{\"max_tokens\":1024,\"temperature\":0},\"checker\":{\"type\":\"mbpp\"}}\n";
+	return ev_import_jsonl(jsonl_or_gz, MAX_FILE, mbpp_record, suite, out_dir);
 }

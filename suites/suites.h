@@ -208,6 +208,27 @@ int ev_import_each_object(const char *text, size_t len, const char *file,
  * line 3)") when two of the n ids are equal; lines[i] is ids[i]'s line. */
 int ev_import_unique_ids(const char *const *ids, const size_t *lines, size_t n, const char *file);
 
+/* What an importer's record function builds: the samples.jsonl text and
+ * every id with its line, for the duplicate check. */
+typedef struct {
+	ev_buf out;
+	char **ids;
+	size_t *lines;
+	size_t n, cap;
+} ev_import_ctx;
+
+/* Keeps a copy of `id` and the line of `where` ("file:12"). */
+int ev_import_keep_id(ev_import_ctx *c, const char *id, const char *where);
+void ev_import_ctx_clear(ev_import_ctx *c);
+
+/* An importer of a JSON Lines file: reads `path` (compressed or not, at
+ * most max_file bytes), hands each object to record(ctx = an
+ * ev_import_ctx, obj, "file:line"), checks the ids are unique and that
+ * there was at least one, then writes suite_json and the samples into
+ * out_dir. Nothing is written on failure. */
+int ev_import_jsonl(const char *path, size_t max_file, int (*record)(void *ctx, const cJSON *obj, const char *where),
+                    const char *suite_json, const char *out_dir);
+
 /* Writes suite.json and samples.jsonl into `out_dir` (created if absent;
  * its parent must exist), each atomically. */
 int ev_import_write_suite(const char *out_dir, const char *suite_json, const char *samples, size_t samples_len);
