@@ -26,14 +26,16 @@ int ev_cli_open_tracker(const ev_cli *cli, ev_tracker **out)
 	return 0;
 }
 
-bool ev_cli_parse_run_id(const char *s, int64_t *out)
+bool ev_cli_parse_id(const char *s, const char *what, int64_t *out)
 {
 	if (!s || !ev_parse_i64(s, out) || *out <= 0) {
-		fprintf(stderr, "evald: '%s' is not a run id\n", s ? s : "");
+		fprintf(stderr, "evald: %s id: '%s' is not a positive whole number\n", what, s ? s : "");
 		return false;
 	}
 	return true;
 }
+
+bool ev_cli_parse_run_id(const char *s, int64_t *out) { return ev_cli_parse_id(s, "run", out); }
 
 static const char *flag_value(int argc, char **argv, int *i)
 {

@@ -18,7 +18,9 @@
 int ev_cli_fail(const char *what);
 /* Opens cli->db_path; prints the error on failure. */
 int ev_cli_open_tracker(const ev_cli *cli, ev_tracker **out);
-/* Parses a run id argument ("12"); prints a usage error when bad. */
+/* Parses an id argument ("12") of a `what` ("run", "issue", ...); prints
+ * a usage error naming it when bad. */
+bool ev_cli_parse_id(const char *s, const char *what, int64_t *out);
 bool ev_cli_parse_run_id(const char *s, int64_t *out);
 
 /* Checker flags as given on the command line: --checker T, --pattern P

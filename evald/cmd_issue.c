@@ -36,15 +36,6 @@ static const char *value(int argc, char **argv, int *i)
 	return argv[++*i];
 }
 
-static bool parse_id(const char *s, int64_t *out)
-{
-	if (!s || !ev_parse_i64(s, out) || *out <= 0) {
-		fprintf(stderr, "evald: '%s' is not an issue id\n", s ? s : "");
-		return false;
-	}
-	return true;
-}
-
 static void print_json_line(const char *json)
 {
 	printf("%s\n", json);
@@ -222,7 +213,7 @@ static int cmd_show(const ev_cli *cli, int argc, char **argv)
 	int64_t id;
 	if (!ids)
 		return usage();
-	if (!parse_id(ids, &id))
+	if (!ev_cli_parse_id(ids, "issue", &id))
 		return EV_EXIT_USAGE;
 	ev_tracker *t = NULL;
 	char *out = NULL;
@@ -274,7 +265,7 @@ static int cmd_close(const ev_cli *cli, int argc, char **argv)
 	int64_t id;
 	if (argc != 2)
 		return usage();
-	if (!parse_id(argv[1], &id))
+	if (!ev_cli_parse_id(argv[1], "issue", &id))
 		return EV_EXIT_USAGE;
 	ev_tracker *t = NULL;
 	if (ev_cli_open_tracker(cli, &t))
@@ -345,7 +336,7 @@ static int cmd_repro(const ev_cli *cli, int argc, char **argv)
 	int64_t id;
 	if (!ids)
 		return usage();
-	if (!parse_id(ids, &id))
+	if (!ev_cli_parse_id(ids, "issue", &id))
 		return EV_EXIT_USAGE;
 	if (opt.regex && opt.target) {
 		fprintf(stderr, "evald: issue repro: give --regex or --target, not both\n");

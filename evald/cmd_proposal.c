@@ -25,15 +25,6 @@ static int usage(void)
 	return EV_EXIT_USAGE;
 }
 
-static bool parse_id(const char *s, int64_t *out, const char *what)
-{
-	if (!s || !ev_parse_i64(s, out) || *out <= 0) {
-		fprintf(stderr, "evald: '%s' is not a %s id\n", s ? s : "", what);
-		return false;
-	}
-	return true;
-}
-
 static int cmd_new(const ev_cli *cli, int argc, char **argv)
 {
 	const char *title = NULL, *body = NULL;
@@ -54,13 +45,13 @@ static int cmd_new(const ev_cli *cli, int argc, char **argv)
 		else if (!strcmp(a, "--body"))
 			body = v;
 		else if (!strcmp(a, "--from-cluster")) {
-			if (!parse_id(v, &cluster, "cluster"))
+			if (!ev_cli_parse_id(v, "cluster", &cluster))
 				return EV_EXIT_USAGE;
 		} else if (!strcmp(a, "--from-regression")) {
-			if (!parse_id(v, &regression, "regression"))
+			if (!ev_cli_parse_id(v, "regression", &regression))
 				return EV_EXIT_USAGE;
 		} else if (!strcmp(a, "--issue")) {
-			if (n_issues >= 64 || !parse_id(v, &issues[n_issues++], "issue"))
+			if (n_issues >= 64 || !ev_cli_parse_id(v, "issue", &issues[n_issues++]))
 				return EV_EXIT_USAGE;
 		} else {
 			return usage();
@@ -95,7 +86,7 @@ static int cmd_join(const ev_cli *cli, int argc, char **argv)
 	int64_t id;
 	if (argc != 4 || strcmp(argv[2], "--who"))
 		return usage();
-	if (!parse_id(argv[1], &id, "proposal"))
+	if (!ev_cli_parse_id(argv[1], "proposal", &id))
 		return EV_EXIT_USAGE;
 	ev_tracker *t = NULL;
 	if (ev_cli_open_tracker(cli, &t))
@@ -114,7 +105,7 @@ static int cmd_status(const ev_cli *cli, int argc, char **argv)
 	int64_t id;
 	if (argc != 3)
 		return usage();
-	if (!parse_id(argv[1], &id, "proposal"))
+	if (!ev_cli_parse_id(argv[1], "proposal", &id))
 		return EV_EXIT_USAGE;
 	if (!ev_proposal_status_valid(argv[2])) {
 		fprintf(stderr, "evald: proposal status: '%s' is not one of proposed, investigating, experimenting, "
@@ -178,7 +169,7 @@ static int cmd_show(const ev_cli *cli, int argc, char **argv, bool list)
 			return usage();
 	}
 	int64_t id = 0;
-	if (!list && (!ids || !parse_id(ids, &id, "proposal")))
+	if (!list && (!ids || !ev_cli_parse_id(ids, "proposal", &id)))
 		return EV_EXIT_USAGE;
 	ev_tracker *t = NULL;
 	char *out = NULL;
@@ -219,7 +210,7 @@ static int cmd_export(const ev_cli *cli, int argc, char **argv)
 	}
 	if (!ids || !out)
 		return usage();
-	if (!parse_id(ids, &id, "proposal"))
+	if (!ev_cli_parse_id(ids, "proposal", &id))
 		return EV_EXIT_USAGE;
 	ev_tracker *t = NULL;
 	if (ev_cli_open_tracker(cli, &t))

@@ -67,15 +67,6 @@ static void print_show(const cJSON *r)
 	}
 }
 
-static bool parse_id(const char *s, int64_t *id)
-{
-	if (!s || !ev_parse_i64(s, id) || *id <= 0) {
-		fprintf(stderr, "evald regressions: '%s' is not a regression id\n", s ? s : "");
-		return false;
-	}
-	return true;
-}
-
 int ev_cmd_regressions(const ev_cli *cli, int argc, char **argv)
 {
 	bool json = cli->json;
@@ -120,14 +111,14 @@ int ev_cmd_regressions(const ev_cli *cli, int argc, char **argv)
 			usage();
 			return EV_EXIT_USAGE;
 		}
-		if (!parse_id(pos[1], &id))
+		if (!ev_cli_parse_id(pos[1], "regression", &id))
 			return EV_EXIT_USAGE;
 	} else if (!strcmp(verb, "status")) {
 		if (n_pos != 3 || status) {
 			usage();
 			return EV_EXIT_USAGE;
 		}
-		if (!parse_id(pos[1], &id))
+		if (!ev_cli_parse_id(pos[1], "regression", &id))
 			return EV_EXIT_USAGE;
 		state = pos[2];
 		if (!ev_regression_status_valid(state)) {
