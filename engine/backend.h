@@ -203,6 +203,11 @@ struct eng_seq {
 	 * page's sum stays the truth; scanning pages one by one for the index
 	 * was memory-latency bound (89% of a 1M-token prefill). */
 	float **kidx;
+	/* beside it, per layer and superblock of ENG_MSA_SUPER blocks, the
+	 * box of their rows: per KV head the element-wise max, then the min
+	 * ([superblock][2][kvh][hd]); eng_msa_index_topk skips a superblock
+	 * whose box proves none of its blocks can be chosen */
+	float **kbox;
 	long kidx_cap; /* blocks */
 	long len;
 	float *logits; /* [vocab] */
@@ -245,6 +250,35 @@ void eng_msa_select_ref(const eng_model *m, const eng_seq *s, int layer, long po
  * returns their count. qsum: hd floats; top, topi: top_k entries. */
 int eng_msa_select_fast(const eng_model *m, const eng_seq *s, int layer, long pos, int g, const float *q,
 			int *blocks, float *qsum, float *top, int *topi);
+
+/* Blocks per superblock of the MSA index. */
+#define ENG_MSA_SUPER 16
+
+/* One layer's index as eng_msa_index_topk reads it: rows of kvh * hd key
+ * sums per complete block (k: the truth) and, when box is not NULL, per
+ * superblock the element-wise max and min of its rows. */
+typedef struct {
+	const float *k;
+	const float *box;
+	int kvh, hd, block;
+} eng_msa_index;
+
+/* Writes block b's index row from its key sums (kvh * hd floats) and
+ * widens its superblock's box (restarted by the superblock's first block;
+ * a box may hold rows since replaced: it stays an upper bound). */
+void eng_msa_index_put(float *k, float *box, long b, const float *sum, int kvh, int hd);
+
+/* The K greatest blocks of [b0, b1] for KV head g under (qsum . k_b /
+ * block descending, block ascending) into top/topi, descending; returns
+ * their count. With `bound`, once K blocks are held, a superblock is
+ * skipped when the bound sum_d max(q_d max_d, q_d min_d) over its box,
+ * plus the rounding any computed score of its blocks can carry (both
+ * dot products, Higham's gamma_hd), is no greater than the k-th score
+ * held: its blocks, coming later, could at best tie and ties go to the
+ * lower block. The choice is therefore the exact scan's, bit for bit; a
+ * bound that is not a number never skips. */
+int eng_msa_index_topk(const eng_msa_index *ix, int g, const float *qsum, long b0, long b1, int K, bool bound,
+		       float *top, int *topi);
 
 /* ---- the backend function table ----------------------------------------- */
 

@@ -167,9 +167,14 @@ void eng_seq_free(eng_seq *s)
 	for (int i = 0; i < s->npages; i++)
 		eng_page_put(&s->m->kv, s->pages[i]);
 	pthread_mutex_unlock(&s->m->mu);
-	for (int l = 0; s->kidx && l < s->m->kv.layers; l++)
-		free(s->kidx[l]);
+	for (int l = 0; l < s->m->kv.layers; l++) {
+		if (s->kidx)
+			free(s->kidx[l]);
+		if (s->kbox)
+			free(s->kbox[l]);
+	}
 	free(s->kidx);
+	free(s->kbox);
 	free(s->pages);
 	free(s->logits);
 	free(s);
@@ -183,6 +188,30 @@ long eng_seq_len(const eng_seq *s)
 const float *eng_seq_logits(const eng_seq *s)
 {
 	return s->has_logits ? s->logits : NULL;
+}
+
+/* Grows the sequence's MSA index (key sums and superblock boxes) to room
+ * for cap blocks per layer, keeping what it holds. */
+static int index_alloc(eng_seq *s, long cap)
+{
+	eng_kv_pool *p = &s->m->kv;
+	size_t kd = (size_t)p->kvh * p->hd, n = (size_t)p->layers;
+	size_t nsb = ((size_t)cap + ENG_MSA_SUPER - 1) / ENG_MSA_SUPER;
+	if ((!s->kidx && !(s->kidx = calloc(n, sizeof(float *)))) ||
+	    (!s->kbox && !(s->kbox = calloc(n, sizeof(float *)))))
+		return EV_E_NOMEM;
+	for (size_t l = 0; l < n; l++) {
+		float *nk = realloc(s->kidx[l], (size_t)cap * kd * sizeof(float));
+		if (!nk)
+			return EV_E_NOMEM;
+		s->kidx[l] = nk;
+		float *nb = realloc(s->kbox[l], nsb * 2 * kd * sizeof(float));
+		if (!nb)
+			return EV_E_NOMEM;
+		s->kbox[l] = nb;
+	}
+	s->kidx_cap = cap;
+	return 0;
 }
 
 int eng_seq_reserve(eng_seq *s, long n)
@@ -206,16 +235,8 @@ int eng_seq_reserve(eng_seq *s, long n)
 		long cap = s->kidx_cap ? s->kidx_cap : 16;
 		while (cap < need)
 			cap *= 2;
-		size_t kd = (size_t)p->kvh * p->hd;
-		if (!s->kidx && !(s->kidx = calloc((size_t)p->layers, sizeof(float *))))
-			return ev_error_set(EV_E_NOMEM, "out of memory growing the MSA index");
-		for (int l = 0; l < p->layers; l++) {
-			float *nk = realloc(s->kidx[l], (size_t)cap * kd * sizeof(float));
-			if (!nk)
-				return ev_error_set(EV_E_NOMEM, "out of memory growing the MSA index (%ld blocks)", cap);
-			s->kidx[l] = nk;
-		}
-		s->kidx_cap = cap;
+		if (index_alloc(s, cap))
+			return ev_error_set(EV_E_NOMEM, "out of memory growing the MSA index (%ld blocks)", cap);
 	}
 	/* the page position len falls in is written next: private first */
 	long cur = s->len / p->block;
@@ -253,11 +274,13 @@ int eng_seq_fork(eng_seq **out, eng_seq *src, long n_prefix)
 	long full = n_prefix / p->block;
 	if (full) { /* the index rows of the shared full pages */
 		size_t kd = (size_t)p->kvh * p->hd;
-		bool ok = (s->kidx = calloc((size_t)p->layers, sizeof(float *))) != NULL;
-		for (int l = 0; ok && l < p->layers; l++)
-			if ((ok = (s->kidx[l] = malloc((size_t)np * kd * sizeof(float))) != NULL))
-				memcpy(s->kidx[l], src->kidx[l], (size_t)full * kd * sizeof(float));
-		s->kidx_cap = ok ? np : 0;
+		bool ok = index_alloc(s, np) == 0;
+		for (int l = 0; ok && l < p->layers; l++) {
+			memcpy(s->kidx[l], src->kidx[l], (size_t)full * kd * sizeof(float));
+			/* the last box may cover later blocks of src: still a bound */
+			memcpy(s->kbox[l], src->kbox[l],
+			       (size_t)((full + ENG_MSA_SUPER - 1) / ENG_MSA_SUPER) * 2 * kd * sizeof(float));
+		}
 		if (!ok) {
 			eng_seq_free(s);
 			return ev_error_set(EV_E_NOMEM, "out of memory");

@@ -153,6 +153,26 @@ void eng_msa_select_ref(const eng_model *m, const eng_seq *s, int layer, long po
 		att[b] = att[b] != 0;
 }
 
+void eng_msa_index_put(float *k, float *box, long b, const float *sum, int kvh, int hd)
+{
+	size_t kd = (size_t)kvh * hd;
+	memcpy(k + (size_t)b * kd, sum, kd * sizeof(float));
+	if (!box)
+		return;
+	float *mx = box + (size_t)(b / ENG_MSA_SUPER) * 2 * kd, *mn = mx + kd;
+	bool first = b % ENG_MSA_SUPER == 0;
+	for (size_t i = 0; i < kd; i++) {
+		float v = sum[i];
+		if (first || isnan(v) || isnan(mx[i])) { /* NaN poisons the box: never skipped */
+			mx[i] = first ? v : NAN;
+			mn[i] = first ? v : NAN;
+		} else {
+			mx[i] = v > mx[i] ? v : mx[i];
+			mn[i] = v < mn[i] ? v : mn[i];
+		}
+	}
+}
+
 int eng_msa_debug_blocks(eng_seq *s, int layer, long pos, int kv_head, const float *q, int *out, int cap, int *n)
 {
 	eng_model *m = s ? s->m : NULL;

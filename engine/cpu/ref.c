@@ -92,7 +92,8 @@ void eng_cpu_kv_store(eng_backend *be, const eng_row *rows, int n, int layer, co
 		if (slot + 1 > pg->ntok)
 			pg->ntok = slot + 1;
 		if (slot == p->block - 1) /* the block is complete: into the index */
-			memcpy(s->kidx[layer] + (size_t)(pos / p->block) * kd, sum, kd * sizeof(float));
+			eng_msa_index_put(s->kidx[layer], s->kbox[layer], pos / p->block, sum,
+					  p->kvh, p->hd);
 	}
 }
 
