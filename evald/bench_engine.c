@@ -4,11 +4,13 @@
  * eng_forward_batch, as continuous batching does), on the fast CPU path and
  * (at batch 1, short lengths: it is slow) on the reference path, with the
  * peak resident memory beside the weights' size so that regressions in
- * either show.
+ * either show. Each fast-path figure is the mean (and standard deviation)
+ * of --repeats timed runs after one untimed warm-up run.
  *   evald bench engine --model DIR [--prompt N] [--decode N] [--batch B]
- *                      [--threads N] [--ref-prompt N] [--ref-decode N]
+ *                      [--threads N] [--repeats R] [--ref-prompt N] [--ref-decode N]
  *                      [--no-reference] [--reference-only] [--json]
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,16 +22,20 @@
 
 int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv);
 
+#define MAX_REPEATS 100
+
 typedef struct {
 	const char *path;
 	int batch;
 	long prompt, decode;
-	double prefill_tok_s, decode_tok_s;
+	int repeats;
+	double prefill_tok_s, decode_tok_s; /* means over the repeats */
+	double prefill_sd, decode_sd;       /* their standard deviations */
 } row;
 
 /* B sequences, each fed `prompt` random tokens in one batched forward,
  * then `decode` single-token steps over all of them. */
-static int measure(eng_model *m, int vocab, int batch, long prompt, long decode, row *out)
+static int measure_once(eng_model *m, int vocab, int batch, long prompt, long decode, row *out)
 {
 	eng_seq **seqs = calloc((size_t)batch, sizeof *seqs);
 	int32_t *toks = malloc((size_t)batch * (size_t)(prompt + decode) * sizeof *toks);
@@ -81,10 +87,44 @@ done:
 	return rc;
 }
 
+static void mean_sd(const double *v, int n, double *mean, double *sd)
+{
+	double s = 0, q = 0;
+	for (int i = 0; i < n; i++)
+		s += v[i];
+	*mean = s / n;
+	for (int i = 0; i < n; i++)
+		q += (v[i] - *mean) * (v[i] - *mean);
+	*sd = n > 1 ? sqrt(q / (n - 1)) : 0;
+}
+
+/* One untimed warm-up round (weights paged in, workers awake), then
+ * `repeats` timed rounds: mean and standard deviation of each rate. */
+static int measure(eng_model *m, int vocab, int batch, long prompt, long decode, int repeats, row *out)
+{
+	double pf[MAX_REPEATS], dc[MAX_REPEATS];
+	row one;
+	int rc = measure_once(m, vocab, batch, prompt, decode, &one);
+	for (int r = 0; r < repeats && !rc; r++) {
+		rc = measure_once(m, vocab, batch, prompt, decode, &one);
+		pf[r] = one.prefill_tok_s;
+		dc[r] = one.decode_tok_s;
+	}
+	if (rc)
+		return rc;
+	one.path = out->path;
+	*out = one;
+	out->repeats = repeats;
+	mean_sd(pf, repeats, &out->prefill_tok_s, &out->prefill_sd);
+	mean_sd(dc, repeats, &out->decode_tok_s, &out->decode_sd);
+	return 0;
+}
+
 static int usage(void)
 {
 	fprintf(stderr, "usage: evald bench engine --model DIR [--prompt N] [--decode N] [--batch B] [--threads N]\n"
-	                "                          [--ref-prompt N] [--ref-decode N] [--no-reference] [--reference-only]\n"
+	                "                          [--repeats R] [--ref-prompt N] [--ref-decode N] [--no-reference]\n"
+	                "                          [--reference-only]\n"
 	                "                          [--json] [engine flags]\n%s",
 	        eng_options_usage());
 	return EV_EXIT_USAGE;
@@ -93,7 +133,7 @@ static int usage(void)
 int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 {
 	const char *model = NULL;
-	int64_t prompt = 128, decode = 32, threads = 0, batch = 8, ref_prompt = 16, ref_decode = 4;
+	int64_t prompt = 128, decode = 32, threads = 0, batch = 8, ref_prompt = 16, ref_decode = 4, repeats = 3;
 	bool with_ref = true, only_ref = false, json = cli->json;
 	eng_model_options mo = ENG_MODEL_OPTIONS_INIT;
 	for (int i = 1; i < argc; i++) {
@@ -104,6 +144,7 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 		               : !strcmp(a, "--batch")      ? &batch
 		               : !strcmp(a, "--ref-prompt") ? &ref_prompt
 		               : !strcmp(a, "--ref-decode") ? &ref_decode
+		               : !strcmp(a, "--repeats")    ? &repeats
 		                                            : NULL;
 		int took = v ? eng_options_parse_flag(&mo, a, v) : 0;
 		if (took < 0) {
@@ -134,8 +175,10 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 		fprintf(stderr, "evald bench engine: --model is required\n");
 		return EV_EXIT_USAGE;
 	}
-	if (prompt < 1 || ref_prompt < 1 || batch < 1 || batch > 1024 || threads > 1024) {
-		fprintf(stderr, "evald bench engine: --prompt and --ref-prompt must be >= 1, --batch 1..1024\n");
+	if (prompt < 1 || ref_prompt < 1 || batch < 1 || batch > 1024 || threads > 1024 || repeats < 1 ||
+	    repeats > MAX_REPEATS) {
+		fprintf(stderr, "evald bench engine: --prompt and --ref-prompt must be >= 1, --batch 1..1024, "
+				"--repeats 1..%d\n", MAX_REPEATS);
 		return EV_EXIT_USAGE;
 	}
 	mo.threads = (int)threads;
@@ -155,12 +198,12 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 	}
 	if (!only_ref) {
 		rows[n].path = "fast";
-		if (measure(m, in.vocab, 1, prompt, decode, &rows[n]))
+		if (measure(m, in.vocab, 1, prompt, decode, (int)repeats, &rows[n]))
 			goto fail;
 		n++;
 		if (batch > 1) {
 			rows[n].path = "fast";
-			if (measure(m, in.vocab, (int)batch, prompt, decode, &rows[n]))
+			if (measure(m, in.vocab, (int)batch, prompt, decode, (int)repeats, &rows[n]))
 				goto fail;
 			n++;
 		}
@@ -169,7 +212,7 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 		if (eng_model_set_backend(m, ENG_BACKEND_REF))
 			goto fail;
 		rows[n].path = "reference";
-		if (measure(m, in.vocab, 1, ref_prompt, ref_decode, &rows[n]))
+		if (measure(m, in.vocab, 1, ref_prompt, ref_decode, 1, &rows[n]))
 			goto fail;
 		n++;
 	}
@@ -194,6 +237,9 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 			cJSON_AddNumberToObject(r, "decode_tokens", (double)rows[i].decode);
 			cJSON_AddNumberToObject(r, "prefill_tok_s", rows[i].prefill_tok_s);
 			cJSON_AddNumberToObject(r, "decode_tok_s", rows[i].decode_tok_s);
+			cJSON_AddNumberToObject(r, "prefill_tok_s_sd", rows[i].prefill_sd);
+			cJSON_AddNumberToObject(r, "decode_tok_s_sd", rows[i].decode_sd);
+			cJSON_AddNumberToObject(r, "repeats", rows[i].repeats);
 			cJSON_AddItemToArray(arr, r);
 		}
 		char *s = ev_json_print(o);
@@ -203,11 +249,12 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 	} else {
 		printf("%s (%s, %.1f M params, %.1f MiB weights, %s), loaded in %.3f s\n", model, in.architecture,
 		       in.params_total / 1e6, in.weight_bytes / 1048576.0, in.dtypes, t_load);
-		printf("  %-10s %5s %7s %7s %14s %14s\n", "path", "batch", "prompt", "decode", "prefill tok/s",
-		       "decode tok/s");
+		printf("  %-10s %5s %7s %7s %18s %18s  (mean +- sd of %lld runs after a warm-up)\n", "path", "batch",
+		       "prompt", "decode", "prefill tok/s", "decode tok/s", (long long)repeats);
 		for (int i = 0; i < n; i++)
-			printf("  %-10s %5d %7ld %7ld %14.2f %14.2f\n", rows[i].path, rows[i].batch, rows[i].prompt,
-			       rows[i].decode, rows[i].prefill_tok_s, rows[i].decode_tok_s);
+			printf("  %-10s %5d %7ld %7ld %9.2f +- %6.2f %9.2f +- %6.2f\n", rows[i].path, rows[i].batch,
+			       rows[i].prompt, rows[i].decode, rows[i].prefill_tok_s, rows[i].prefill_sd,
+			       rows[i].decode_tok_s, rows[i].decode_sd);
 		printf("  peak RSS %.1f MiB\n", rss / 1048576.0);
 	}
 	rc = 0;

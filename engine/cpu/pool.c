@@ -1,11 +1,19 @@
 /*
- * engine/cpu/pool.c: the fast CPU path's thread pool. Workers sleep on a
- * condition variable between jobs; within a job they take task indices
- * from one atomic counter, so uneven tasks balance themselves.
+ * engine/cpu/pool.c: the fast CPU path's thread pool. Between jobs workers
+ * first spin a little (a decoded token is ~90 jobs back to back, and a
+ * futex wake-up per job cost more than the small ones take), then sleep
+ * on a condition variable; within a job they take task indices from one
+ * atomic counter, so uneven tasks balance themselves.
  */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
 
 #include "engine/backend.h"
 
@@ -14,9 +22,9 @@ struct eng_pool {
 	pthread_t *th;
 	pthread_mutex_t mu;
 	pthread_cond_t go, idle;
-	unsigned long gen;  /* job generation */
-	int busy;           /* workers still in the current job */
-	bool stop;
+	atomic_ulong gen;   /* job generation (written under mu) */
+	atomic_int busy;    /* workers still in the current job (written under mu) */
+	atomic_bool stop;
 	eng_task_fn fn;
 	void *ctx;
 	int ntasks;
@@ -27,6 +35,9 @@ typedef struct {
 	eng_pool *p;
 	int id;
 } worker_arg;
+
+/* Pause-loop rounds spent waiting before sleeping: some tens of µs. */
+#define POOL_SPIN 4000
 
 static void work(eng_pool *p, int id)
 {
@@ -45,18 +56,21 @@ static void *worker(void *arg)
 	int id = a->id;
 	free(a);
 	unsigned long seen = 0;
-	pthread_mutex_lock(&p->mu);
 	for (;;) {
-		while (p->gen == seen && !p->stop)
+		for (int k = 0; k < POOL_SPIN && atomic_load(&p->gen) == seen && !atomic_load(&p->stop); k++)
+			cpu_relax();
+		pthread_mutex_lock(&p->mu); /* the job's fields are read under it */
+		while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop))
 			pthread_cond_wait(&p->go, &p->mu);
-		if (p->stop)
+		if (atomic_load(&p->stop))
 			break;
-		seen = p->gen;
+		seen = atomic_load(&p->gen);
 		pthread_mutex_unlock(&p->mu);
 		work(p, id);
 		pthread_mutex_lock(&p->mu);
-		if (--p->busy == 0)
+		if (atomic_fetch_sub(&p->busy, 1) == 1)
 			pthread_cond_signal(&p->idle);
+		pthread_mutex_unlock(&p->mu);
 	}
 	pthread_mutex_unlock(&p->mu);
 	return NULL;
@@ -98,7 +112,7 @@ void eng_pool_free(eng_pool *p)
 	if (!p)
 		return;
 	pthread_mutex_lock(&p->mu);
-	p->stop = true;
+	atomic_store(&p->stop, true);
 	pthread_cond_broadcast(&p->go);
 	pthread_mutex_unlock(&p->mu);
 	for (int i = 1; p->th && i < p->n; i++)
@@ -127,13 +141,15 @@ void eng_pool_run(eng_pool *p, eng_task_fn fn, void *ctx, int ntasks)
 	p->ctx = ctx;
 	p->ntasks = ntasks;
 	atomic_store(&p->next, 0);
-	p->busy = p->n - 1;
-	p->gen++;
+	atomic_store(&p->busy, p->n - 1);
+	atomic_fetch_add(&p->gen, 1);
 	pthread_cond_broadcast(&p->go);
 	pthread_mutex_unlock(&p->mu);
 	work(p, 0);
+	for (int k = 0; k < POOL_SPIN && atomic_load(&p->busy) > 0; k++)
+		cpu_relax();
 	pthread_mutex_lock(&p->mu);
-	while (p->busy > 0)
+	while (atomic_load(&p->busy) > 0)
 		pthread_cond_wait(&p->idle, &p->mu);
 	pthread_mutex_unlock(&p->mu);
 }
