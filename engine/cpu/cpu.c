@@ -257,17 +257,32 @@ static void mm_task(void *ctx, int task, int worker)
 		mm_task_tiles(j, r0, r1 < j->w->rows ? r1 : j->w->rows, worker);
 		return;
 	}
-	/* decode: one weight row at a time, so that each worker streams
-	 * one run of memory (four rows read side by side measured ~20% less
-	 * bandwidth here); one accumulator, summed as dot4 sums, so the
-	 * outputs are those of the prefill tiles */
+	/* decode: four weight rows at once, a quarter of the task's range
+	 * apart, so that each worker streams four separate runs of memory
+	 * (measured whole-process against the alternatives on a 125M f32
+	 * model: 4 far-apart rows ~12% faster than 2, 2 ~10% faster than 2
+	 * adjacent ones, which beat 1 by ~5% and 4 adjacent ones by more; 8
+	 * no better). dot4 and dot1 sum each output as the prefill tiles do,
+	 * so the bits match. */
 	const eng_weight *w = j->w;
 	int K = w->cols, R = w->rows;
 	int r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task;
 	if (r1 > R)
 		r1 = R;
 	float *buf = j->cc->wconv[worker];
-	for (int r = r0; r < r1; r++) {
+	int q4 = (r1 - r0) / 4, r = r0;
+	for (; r < r0 + q4; r++) {
+		const float *w0 = wrow(j, r, buf), *w1 = wrow(j, r + q4, buf + K), *w2 = wrow(j, r + 2 * q4, buf + 2 * K),
+			    *w3 = wrow(j, r + 3 * q4, buf + 3 * K);
+		for (int i = 0; i < j->n; i++) {
+			float o[4];
+			dot4(o, j->x + (size_t)i * K, w0, w1, w2, w3, K);
+			for (int t = 0; t < 4; t++)
+				j->y[(size_t)i * R + r + t * q4] = o[t] + (j->bias ? j->bias[r + t * q4] : 0.0f);
+		}
+	}
+	r = r0 + 4 * q4;
+	for (; r < r1; r++) {
 		const float *wr = wrow(j, r, buf);
 		for (int i = 0; i < j->n; i++) {
 			float o = dot1(j->x + (size_t)i * K, wr, K);
