@@ -773,10 +773,62 @@ static void cpu_attention(eng_backend *be, float *out, const float *q, const eng
 	free(j.nls);
 }
 
+/* Element-wise ops over many rows (prefill) split into ranges across the
+ * pool; each element is computed as the single-threaded code computes it,
+ * so results do not depend on the split. */
+#define EW_CHUNK 8192 /* elements a task */
+
+typedef struct {
+	float *y;
+	const float *x, *g;
+	float a, eps;
+	size_t n;
+	int d; /* rmsnorm: row width */
+} ew_job;
+
+static void axpy_task(void *ctx, int task, int worker)
+{
+	ew_job *j = ctx;
+	size_t i0 = (size_t)task * EW_CHUNK, i1 = i0 + EW_CHUNK < j->n ? i0 + EW_CHUNK : j->n;
+	for (size_t i = i0; i < i1; i++)
+		j->y[i] += j->a * j->x[i];
+}
+
 static void cpu_axpy(eng_backend *be, float *y, const float *x, float a, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		y[i] += a * x[i];
+	cpu_ctx *cc = be->ctx;
+	ew_job j = {y, x, NULL, a, 0, n, 0};
+	eng_pool_run(cc->pool, axpy_task, &j, (int)((n + EW_CHUNK - 1) / EW_CHUNK));
+}
+
+static void swiglu_task(void *ctx, int task, int worker)
+{
+	ew_job *j = ctx;
+	size_t i0 = (size_t)task * EW_CHUNK, i1 = i0 + EW_CHUNK < j->n ? i0 + EW_CHUNK : j->n;
+	eng_cpu_swiglu(NULL, j->y + i0, j->x + i0, i1 - i0);
+}
+
+static void cpu_swiglu(eng_backend *be, float *g, const float *u, size_t n)
+{
+	cpu_ctx *cc = be->ctx;
+	ew_job j = {g, u, NULL, 0, 0, n, 0};
+	eng_pool_run(cc->pool, swiglu_task, &j, (int)((n + EW_CHUNK - 1) / EW_CHUNK));
+}
+
+static void rmsnorm_task(void *ctx, int task, int worker)
+{
+	ew_job *j = ctx;
+	int per = EW_CHUNK / j->d > 0 ? EW_CHUNK / j->d : 1;
+	size_t r0 = (size_t)task * per, r1 = r0 + per < j->n ? r0 + per : j->n;
+	eng_cpu_rmsnorm(NULL, j->y + r0 * j->d, j->x + r0 * j->d, j->g, (int)(r1 - r0), j->d, j->eps);
+}
+
+static void cpu_rmsnorm(eng_backend *be, float *y, const float *x, const float *g, int n, int d, float eps)
+{
+	cpu_ctx *cc = be->ctx;
+	ew_job j = {y, x, g, 0, eps, (size_t)n, d};
+	int per = EW_CHUNK / d > 0 ? EW_CHUNK / d : 1;
+	eng_pool_run(cc->pool, rmsnorm_task, &j, (n + per - 1) / per);
 }
 
 int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads)
@@ -788,6 +840,8 @@ int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads)
 	be->matmul = cpu_matmul;
 	be->attention = cpu_attention;
 	be->axpy = cpu_axpy;
+	be->swiglu = cpu_swiglu;
+	be->rmsnorm = cpu_rmsnorm;
 	cpu_ctx *cc = calloc(1, sizeof(*cc));
 	if (!cc)
 		return ev_error_set(EV_E_NOMEM, "out of memory");
