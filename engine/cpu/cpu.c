@@ -144,52 +144,48 @@ static float dot1(const float *x, const float *w, int n)
 	return s;
 }
 
-/* o[i][j] = w_j . x_i for 4 batch rows and 3 weight rows: 12 accumulators
- * fed by 7 loads a step (3 weight vectors kept in registers, each batch
- * vector loaded once), so the FMA units, not the loads, set the pace.
- * Each output is summed exactly as dot4 sums it. */
-static void dot4x3(float o[4][3], const float *const x[4], const float *const w[3], int n)
+/* o[i][j] = w_j . x_i for 3 batch rows and 4 weight rows: the batch
+ * vectors (from L2) held in registers, each weight vector (from L1)
+ * loaded once into the 16th register and used three times. */
+static void dot3x4(float o[3][4], const float *const x[3], const float *const w[4], int n)
 {
 	int i = 0;
-	float s[4][3] = {{0}};
+	float s[3][4] = {{0}};
 #ifdef ENG_AVX2
-	__m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
-	__m256 c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
-	const float *x0 = x[0], *x1 = x[1], *x2 = x[2], *x3 = x[3], *w0 = w[0], *w1 = w[1], *w2 = w[2];
+	__m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00, c12 = c00;
+	__m256 c13 = c00, c20 = c00, c21 = c00, c22 = c00, c23 = c00;
+	const float *x0 = x[0], *x1 = x[1], *x2 = x[2], *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
 	for (; i + 8 <= n; i += 8) {
-		__m256 v0 = _mm256_loadu_ps(w0 + i), v1 = _mm256_loadu_ps(w1 + i), v2 = _mm256_loadu_ps(w2 + i), a;
-		/* in registers: left to itself the compiler folds every use
-		 * into a load of its own (16 loads a step instead of 7) */
-		__asm__("" : "+x"(v0), "+x"(v1), "+x"(v2));
-		a = _mm256_loadu_ps(x0 + i);
-		__asm__("" : "+x"(a));
-		c00 = _mm256_fmadd_ps(a, v0, c00);
-		c01 = _mm256_fmadd_ps(a, v1, c01);
-		c02 = _mm256_fmadd_ps(a, v2, c02);
-		a = _mm256_loadu_ps(x1 + i);
-		__asm__("" : "+x"(a));
-		c10 = _mm256_fmadd_ps(a, v0, c10);
-		c11 = _mm256_fmadd_ps(a, v1, c11);
-		c12 = _mm256_fmadd_ps(a, v2, c12);
-		a = _mm256_loadu_ps(x2 + i);
-		__asm__("" : "+x"(a));
-		c20 = _mm256_fmadd_ps(a, v0, c20);
-		c21 = _mm256_fmadd_ps(a, v1, c21);
-		c22 = _mm256_fmadd_ps(a, v2, c22);
-		a = _mm256_loadu_ps(x3 + i);
-		__asm__("" : "+x"(a));
-		c30 = _mm256_fmadd_ps(a, v0, c30);
-		c31 = _mm256_fmadd_ps(a, v1, c31);
-		c32 = _mm256_fmadd_ps(a, v2, c32);
+		__m256 a0 = _mm256_loadu_ps(x0 + i), a1 = _mm256_loadu_ps(x1 + i), a2 = _mm256_loadu_ps(x2 + i), v;
+		__asm__("" : "+x"(a0), "+x"(a1), "+x"(a2));
+		v = _mm256_loadu_ps(w0 + i);
+		__asm__("" : "+x"(v));
+		c00 = _mm256_fmadd_ps(a0, v, c00);
+		c10 = _mm256_fmadd_ps(a1, v, c10);
+		c20 = _mm256_fmadd_ps(a2, v, c20);
+		v = _mm256_loadu_ps(w1 + i);
+		__asm__("" : "+x"(v));
+		c01 = _mm256_fmadd_ps(a0, v, c01);
+		c11 = _mm256_fmadd_ps(a1, v, c11);
+		c21 = _mm256_fmadd_ps(a2, v, c21);
+		v = _mm256_loadu_ps(w2 + i);
+		__asm__("" : "+x"(v));
+		c02 = _mm256_fmadd_ps(a0, v, c02);
+		c12 = _mm256_fmadd_ps(a1, v, c12);
+		c22 = _mm256_fmadd_ps(a2, v, c22);
+		v = _mm256_loadu_ps(w3 + i);
+		__asm__("" : "+x"(v));
+		c03 = _mm256_fmadd_ps(a0, v, c03);
+		c13 = _mm256_fmadd_ps(a1, v, c13);
+		c23 = _mm256_fmadd_ps(a2, v, c23);
 	}
-	s[0][0] = hsum8(c00), s[0][1] = hsum8(c01), s[0][2] = hsum8(c02);
-	s[1][0] = hsum8(c10), s[1][1] = hsum8(c11), s[1][2] = hsum8(c12);
-	s[2][0] = hsum8(c20), s[2][1] = hsum8(c21), s[2][2] = hsum8(c22);
-	s[3][0] = hsum8(c30), s[3][1] = hsum8(c31), s[3][2] = hsum8(c32);
+	s[0][0] = hsum8(c00), s[0][1] = hsum8(c01), s[0][2] = hsum8(c02), s[0][3] = hsum8(c03);
+	s[1][0] = hsum8(c10), s[1][1] = hsum8(c11), s[1][2] = hsum8(c12), s[1][3] = hsum8(c13);
+	s[2][0] = hsum8(c20), s[2][1] = hsum8(c21), s[2][2] = hsum8(c22), s[2][3] = hsum8(c23);
 #endif
 	for (; i < n; i++)
-		for (int r = 0; r < 4; r++)
-			for (int k = 0; k < 3; k++)
+		for (int r = 0; r < 3; r++)
+			for (int k = 0; k < 4; k++)
 				s[r][k] += x[r][i] * w[k][i];
 	memcpy(o, s, sizeof(s));
 }
@@ -221,29 +217,30 @@ static inline void mm_put(const mm_job *j, int i, int r, int nr, const float *o)
 		y[k] = o[k] + (j->bias ? j->bias[r + k] : 0.0f);
 }
 
-/* Prefill: weight rows three at a time against batch rows four at a time
- * (dot4x3), the last batch rows one by one (dot4: the same sums). */
+/* Prefill: weight rows four at a time against batch rows three at a time
+ * (dot3x4; measured ~6% faster whole-process than 4 batch x 3 weight
+ * rows, whose batch vectors came from L2 four a step instead of three),
+ * the last batch rows one by one (dot4: the same sums). */
 static void mm_task_tiles(mm_job *j, int r0, int r1, int worker)
 {
 	int K = j->w->cols;
 	float *buf = j->cc->wconv[worker];
-	for (int r = r0; r < r1; r += 3) {
-		int nr = r1 - r < 3 ? r1 - r : 3;
-		const float *wr[3];
-		for (int k = 0; k < 3; k++)
+	for (int r = r0; r < r1; r += 4) {
+		int nr = r1 - r < 4 ? r1 - r : 4;
+		const float *wr[4];
+		for (int k = 0; k < 4; k++)
 			wr[k] = wrow(j, r + (k < nr ? k : 0), buf + (size_t)k * K);
 		int i = 0;
-		for (; i + 4 <= j->n; i += 4) {
-			const float *xr[4] = {j->x + (size_t)i * K, j->x + (size_t)(i + 1) * K, j->x + (size_t)(i + 2) * K,
-					      j->x + (size_t)(i + 3) * K};
-			float o[4][3];
-			dot4x3(o, xr, wr, K);
-			for (int t = 0; t < 4; t++)
+		for (; i + 3 <= j->n; i += 3) {
+			const float *xr[3] = {j->x + (size_t)i * K, j->x + (size_t)(i + 1) * K, j->x + (size_t)(i + 2) * K};
+			float o[3][4];
+			dot3x4(o, xr, wr, K);
+			for (int t = 0; t < 3; t++)
 				mm_put(j, i + t, r, nr, o[t]);
 		}
 		for (; i < j->n; i++) {
 			float o[4];
-			dot4(o, j->x + (size_t)i * K, wr[0], wr[1], wr[2], wr[2], K);
+			dot4(o, j->x + (size_t)i * K, wr[0], wr[1], wr[2], wr[3], K);
 			mm_put(j, i, r, nr, o);
 		}
 	}
@@ -328,7 +325,7 @@ static void cpu_matmul(eng_backend *be, float *y, const float *x, int n, const e
 #endif
 	int tasks_wanted = cc->nw * 8;
 	int per = (w->rows + tasks_wanted - 1) / tasks_wanted;
-	per = (per + 11) / 12 * 12; /* whole tiles of 3 (prefill) and 4 (decode) rows */
+	per = (per + 3) / 4 * 4; /* whole tiles of 4 rows, and quarters for decode */
 	if (per < 8)
 		per = 8;
 	mm_job j = {cc, y, x, n, w, bias, per};
