@@ -19,6 +19,11 @@
 #define ENG_AVX2 1
 #endif
 
+#if defined(EV_HAVE_SLEEF) && defined(ENG_AVX2)
+#include <sleef.h>
+#define ENG_VEXP 1
+#endif
+
 #include "engine/backend.h"
 
 typedef struct {
@@ -58,6 +63,40 @@ static float dot(const float *a, const float *b, int n)
 	for (; i < n; i++)
 		s += a[i] * b[i];
 	return s;
+}
+
+#ifdef ENG_VEXP
+/* SLEEF's 1-ulp exp of 8 floats; a short tail goes through a padded
+ * vector, so a value's exp never depends on where it sits. */
+static inline __m256 exp8(__m256 x)
+{
+	return Sleef_expf8_u10avx2(x);
+}
+
+static inline void exp_tail(float *y, const float *x, int n, float sub)
+{
+	float t[8] = {0};
+	for (int i = 0; i < n; i++)
+		t[i] = x[i] - sub;
+	_mm256_storeu_ps(t, exp8(_mm256_loadu_ps(t)));
+	memcpy(y, t, (size_t)n * sizeof(float));
+}
+#endif
+
+/* y[i] = exp(x[i] - sub), i < n (y may be x) */
+static void exp_shift(float *y, const float *x, float sub, int n)
+{
+	int i = 0;
+#ifdef ENG_VEXP
+	__m256 s = _mm256_set1_ps(sub);
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), s)));
+	if (i < n)
+		exp_tail(y + i, x + i, n - i, sub);
+#else
+	for (; i < n; i++)
+		y[i] = expf(x[i] - sub);
+#endif
 }
 
 /* y[i] = y[i] * c + a * x[i], i < n (online softmax: rescale and add) */
@@ -627,13 +666,12 @@ static void att_task(void *ctx, int task, int worker)
 			float nm = bmax > mx[h] ? bmax : mx[h];
 			float corr = expf(mx[h] - nm); /* 0 on the first block */
 			mx[h] = nm;
-			float w = expf(sc[0] - nm);
-			sum[h] = sum[h] * corr + w;
-			scale_axpy(ah, corr, w, V, hd);
+			exp_shift(sc, sc, nm, cnt);
+			sum[h] = sum[h] * corr + sc[0];
+			scale_axpy(ah, corr, sc[0], V, hd);
 			for (int t = 1; t < cnt; t++) {
-				w = expf(sc[t] - nm);
-				sum[h] += w;
-				axpy1(ah, w, V + (size_t)t * stride, hd);
+				sum[h] += sc[t];
+				axpy1(ah, sc[t], V + (size_t)t * stride, hd);
 			}
 		}
 	}
@@ -798,11 +836,35 @@ static void cpu_axpy(eng_backend *be, float *y, const float *x, float a, size_t 
 	eng_pool_run(cc->pool, axpy_task, &j, (int)((n + EW_CHUNK - 1) / EW_CHUNK));
 }
 
+/* g = silu(g) * u, as eng_cpu_swiglu computes it but with the vector exp */
+static void swiglu_range(float *g, const float *u, size_t n)
+{
+	size_t i = 0;
+#ifdef ENG_VEXP
+	const __m256 one = _mm256_set1_ps(1.0f), neg = _mm256_set1_ps(-0.0f);
+	for (; i + 8 <= n; i += 8) {
+		__m256 x = _mm256_loadu_ps(g + i), e = exp8(_mm256_xor_ps(x, neg));
+		_mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
+	}
+	if (i < n) {
+		float e[8], m[8] = {0};
+		int t = (int)(n - i);
+		for (int k = 0; k < t; k++)
+			m[k] = -g[i + k];
+		exp_shift(e, m, 0.0f, t);
+		for (int k = 0; k < t; k++)
+			g[i + k] = g[i + k] / (1.0f + e[k]) * u[i + k];
+	}
+#else
+	eng_cpu_swiglu(NULL, g + i, u + i, n - i);
+#endif
+}
+
 static void swiglu_task(void *ctx, int task, int worker)
 {
 	ew_job *j = ctx;
 	size_t i0 = (size_t)task * EW_CHUNK, i1 = i0 + EW_CHUNK < j->n ? i0 + EW_CHUNK : j->n;
-	eng_cpu_swiglu(NULL, j->y + i0, j->x + i0, i1 - i0);
+	swiglu_range(j->y + i0, j->x + i0, i1 - i0);
 }
 
 static void cpu_swiglu(eng_backend *be, float *g, const float *u, size_t n)
