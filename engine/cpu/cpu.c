@@ -1,11 +1,16 @@
 /*
  * engine/cpu/cpu.c: the fast CPU backend. The matmul splits the weight's
- * output rows over the thread pool; each task takes blocks of 4 weight rows
- * (F16/BF16 rows converted to f32 once per block) and multiplies them with
- * every row of the batch, so the weights stream from memory once per call
- * however many tokens there are (prefill = GEMM). Attention runs one task
- * per (row, KV head): dense or MSA block-sparse, online softmax over the
- * attended blocks. Dot products use AVX2/FMA where the build has them.
+ * output rows over the thread pool. Prefill (4 or more batch rows) takes
+ * tiles of 4 weight rows x 3 batch rows (dot3x4: 12 accumulators in
+ * registers), so each weight row streams from memory once per call;
+ * decode reads 4 weight rows a quarter of the task apart (4 streams per
+ * worker). Every output, in every kernel, is one 8-lane FMA accumulator
+ * over the row summed in one fixed order (hsum8), so a prompt fed at once,
+ * fed token by token or batched with others gives the same bits. F16/BF16
+ * rows are converted to f32 once per tile. Attention runs one task per
+ * (row, KV head): dense or MSA block-sparse, online softmax over the
+ * attended blocks. AVX2/FMA where the build has them; SLEEF's vector exp
+ * when the build found it.
  */
 #ifdef EV_HAVE_OPENBLAS
 #include <cblas.h>
@@ -297,9 +302,9 @@ static void mm_task(void *ctx, int task, int worker)
 	 * apart, so that each worker streams four separate runs of memory
 	 * (measured whole-process against the alternatives on a 125M f32
 	 * model: 4 far-apart rows ~12% faster than 2, 2 ~10% faster than 2
-	 * adjacent ones, which beat 1 by ~5% and 4 adjacent ones by more; 8
-	 * no better). dot4 and dot1 sum each output as the prefill tiles do,
-	 * so the bits match. */
+	 * adjacent ones, which beat 1 by ~5%; 1 beat 4 adjacent ones, the
+	 * first kernel, by ~25%; 8 no better). dot4 and dot1 sum each output
+	 * as the prefill tiles do, so the bits match. */
 	const eng_weight *w = j->w;
 	int K = w->cols, R = w->rows;
 	int r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task;
