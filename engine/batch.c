@@ -42,6 +42,14 @@ typedef struct job {
 	eng_stop_reason reason;
 } job;
 
+/* A cached prompt: its sequence holds the KV of toks[0..n). */
+typedef struct {
+	eng_seq *seq;
+	int32_t *toks;
+	long n;
+	uint64_t used; /* LRU tick */
+} pcache_entry;
+
 struct eng_batch {
 	eng_model *m;
 	eng_model_info info;
@@ -57,7 +65,100 @@ struct eng_batch {
 	const int32_t **toks;
 	int *ntok;
 	job **part;
+	pcache_entry *pc; /* opt.prefix_cache entries */
+	int npc;
+	uint64_t tick;
+	long reused;
 };
+
+static void pc_drop(eng_batch *b, int i)
+{
+	eng_seq_free(b->pc[i].seq);
+	free(b->pc[i].toks);
+	b->pc[i] = b->pc[--b->npc];
+}
+
+/* With a KV byte bound: drop cached prompts, oldest first, while the live
+ * KV is past half of it, so the cache never starves running requests. */
+static void pc_trim(eng_batch *b)
+{
+	while (b->npc && b->info.kv_max_bytes && eng_model_kv_bytes(b->m) > b->info.kv_max_bytes / 2) {
+		int old = 0;
+		for (int i = 1; i < b->npc; i++)
+			old = b->pc[i].used < b->pc[old].used ? i : old;
+		pc_drop(b, old);
+	}
+}
+
+/* The cached prompt sharing the longest prefix with toks[0..n); *lcp set. */
+static int pc_find(eng_batch *b, const int32_t *toks, long n, long *lcp)
+{
+	int best = -1;
+	*lcp = 0;
+	for (int i = 0; i < b->npc; i++) {
+		long k = 0, lim = b->pc[i].n < n ? b->pc[i].n : n;
+		while (k < lim && b->pc[i].toks[k] == toks[k])
+			k++;
+		if (k > *lcp) {
+			*lcp = k;
+			best = i;
+		}
+	}
+	return best;
+}
+
+/* Keeps the KV of job j's prompt (whole pages only: nothing is copied,
+ * the pages are shared) unless a cached prompt already covers it. */
+static void pc_keep(eng_batch *b, job *j)
+{
+	int B = b->info.block_size > 0 ? b->info.block_size : 64;
+	long n = (long)j->n_prompt / B * B;
+	if (b->opt.prefix_cache <= 0 || n < b->opt.prefix_min || n < 1)
+		return;
+	long lcp;
+	int i = pc_find(b, j->all, n, &lcp);
+	if (i >= 0 && lcp >= n) { /* already there */
+		b->pc[i].used = ++b->tick;
+		return;
+	}
+	if (b->npc == b->opt.prefix_cache) {
+		int old = 0;
+		for (int k = 1; k < b->npc; k++)
+			old = b->pc[k].used < b->pc[old].used ? k : old;
+		pc_drop(b, old);
+	}
+	pcache_entry e = {NULL, malloc((size_t)n * sizeof(int32_t)), n, ++b->tick};
+	if (!e.toks || eng_seq_fork(&e.seq, j->seq, n)) {
+		free(e.toks); /* no memory for it: just not cached */
+		return;
+	}
+	memcpy(e.toks, j->all, (size_t)n * sizeof(int32_t));
+	b->pc[b->npc++] = e;
+	pc_trim(b);
+}
+
+/* Starts job j from the cached prompt sharing the longest prefix with its
+ * own, when that is at least prefix_min tokens; at least one prompt token
+ * is always left to feed, for the logits. */
+static int pc_start(eng_batch *b, job *j)
+{
+	long lcp;
+	int i = b->opt.prefix_cache > 0 ? pc_find(b, j->all, j->n_prompt - 1, &lcp) : -1;
+	if (i < 0 || lcp < b->opt.prefix_min)
+		return eng_seq_new(&j->seq, b->m);
+	int rc = eng_seq_fork(&j->seq, b->pc[i].seq, lcp);
+	if (rc)
+		return rc;
+	b->pc[i].used = ++b->tick;
+	j->fed = (int)lcp;
+	b->reused += lcp;
+	return 0;
+}
+
+long eng_batch_prefix_reused(const eng_batch *b)
+{
+	return b ? b->reused : 0;
+}
 
 void eng_batch_result_clear(eng_batch_result *r)
 {
@@ -93,6 +194,9 @@ int eng_batch_new(eng_batch **out, eng_model *m, const eng_batch_options *opt)
 	if (o.max_step_tokens < 1 || o.max_step_tokens > (1 << 24))
 		return ev_error_set(EV_E_INVALID, "batch: max_step_tokens %d is not within 1..16777216",
 				    o.max_step_tokens);
+	if (o.prefix_cache < 0 || o.prefix_cache > 64 || o.prefix_min < 1)
+		return ev_error_set(EV_E_INVALID, "batch: prefix_cache %d is not within 0..64 or prefix_min %d < 1",
+				    o.prefix_cache, o.prefix_min);
 	eng_batch *b = calloc(1, sizeof *b);
 	if (!b)
 		return ev_error_set(EV_E_NOMEM, "out of memory");
@@ -106,7 +210,8 @@ int eng_batch_new(eng_batch **out, eng_model *m, const eng_batch_options *opt)
 	b->toks = calloc(n, sizeof *b->toks);
 	b->ntok = calloc(n, sizeof *b->ntok);
 	b->part = calloc(n, sizeof *b->part);
-	if (!b->active || !b->seqs || !b->toks || !b->ntok || !b->part) {
+	b->pc = calloc((size_t)o.prefix_cache + 1, sizeof *b->pc);
+	if (!b->active || !b->seqs || !b->toks || !b->ntok || !b->part || !b->pc) {
 		eng_batch_free(b);
 		return ev_error_set(EV_E_NOMEM, "out of memory");
 	}
@@ -128,6 +233,9 @@ void eng_batch_free(eng_batch *b)
 	}
 	for (int i = 0; i < b->n_active; i++)
 		job_free(b->active[i]);
+	while (b->pc && b->npc)
+		pc_drop(b, b->npc - 1);
+	free(b->pc);
 	free(b->active);
 	free(b->seqs);
 	free(b->toks);
@@ -239,22 +347,53 @@ int eng_batch_cancel(eng_batch *b, uint64_t id)
 	return ev_error_set(EV_E_NOTFOUND, "batch: request %llu is not queued or active", (unsigned long long)id);
 }
 
-/* Moves queued requests into free active slots. */
+/* Whether queued job j shares at least prefix_min prompt tokens with a
+ * prompt being prefilled now: it then waits for that prefill, to start
+ * from its cached pages instead of computing the same KV beside it. */
+static bool waits_for_prefix(const eng_batch *b, const job *j)
+{
+	if (b->opt.prefix_cache <= 0 || j->n_prompt <= b->opt.prefix_min)
+		return false;
+	for (int i = 0; i < b->n_active; i++) {
+		const job *a = b->active[i];
+		if (a->state != JOB_PREFILL || a->n_prompt < b->opt.prefix_min)
+			continue;
+		int k = 0;
+		while (k < b->opt.prefix_min && a->all[k] == j->all[k])
+			k++;
+		if (k == b->opt.prefix_min)
+			return true;
+	}
+	return false;
+}
+
+/* Moves queued requests into free active slots, in order, but for those
+ * waiting for a shared prefix (waits_for_prefix). */
 static int admit(eng_batch *b)
 {
-	while (b->queue && b->n_active < b->opt.max_batch) {
-		job *j = b->queue;
-		b->queue = j->next;
-		if (!b->queue)
-			b->queue_tail = NULL;
+	job *prev = NULL, *next;
+	for (job *j = b->queue; j && b->n_active < b->opt.max_batch; j = next) {
+		next = j->next;
+		if (waits_for_prefix(b, j)) { /* stays queued, in its place */
+			prev = j;
+			continue;
+		}
+		if (prev)
+			prev->next = next;
+		else
+			b->queue = next;
+		if (b->queue_tail == j)
+			b->queue_tail = prev;
 		b->n_queued--;
 		j->next = NULL;
 		int rc = 0;
 		if (j->n_prompt > b->info.max_context)
 			rc = ev_error_set(EV_E_LIMIT, "batch: a prompt of %d tokens passes the context limit of %ld",
 					  j->n_prompt, b->info.max_context);
-		if (!rc)
-			rc = eng_seq_new(&j->seq, b->m);
+		if (!rc) {
+			pc_trim(b);
+			rc = pc_start(b, j);
+		}
 		if (!rc)
 			rc = eng_sampler_new(&j->smp, &j->gen.sample, b->info.vocab);
 		if (rc) {
@@ -363,6 +502,7 @@ int eng_batch_step(eng_batch *b)
 			int mt = j->gen.max_tokens;
 			j->max = mt > 0 && mt < room + 1 ? mt : room + 1;
 			j->state = JOB_DECODE;
+			pc_keep(b, j);
 		}
 		int r = sample_one(b, j);
 		if (r == 0)

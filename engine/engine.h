@@ -116,6 +116,7 @@ typedef struct {
 	const char *dtypes;        /* "bf16", "f32,bf16", ... */
 	int block_size;
 	long max_context;
+	uint64_t kv_max_bytes;     /* the KV byte bound, 0 = none */
 } eng_model_info;
 
 void eng_model_get_info(const eng_model *m, eng_model_info *out);
@@ -284,9 +285,19 @@ typedef struct {
 	int max_batch;       /* sequences in flight at once (8) */
 	int max_step_tokens; /* prompt tokens fed per step over all sequences (512);
 	                        a longer prompt is fed in chunks over several steps */
+	/* Prefix cache: the KV pages of up to `prefix_cache` recent prompts (4;
+	 * 0 = off) of at least `prefix_min` tokens (256) are kept, shared
+	 * (eng_seq_fork), and a new request whose prompt starts with at least
+	 * prefix_min tokens of one of them starts from there instead of
+	 * recomputing it: many questions about one haystack pay for it once.
+	 * The result is the same bits (prefill in chunks == in one pass).
+	 * With a KV byte bound, cached prompts are dropped, oldest first,
+	 * while the live KV is past half the bound. */
+	int prefix_cache;
+	int prefix_min;
 } eng_batch_options;
 
-#define ENG_BATCH_OPTIONS_INIT {8, 512}
+#define ENG_BATCH_OPTIONS_INIT {8, 512, 4, 256}
 
 /* One generation. The prompt and stop ids are copied by eng_batch_add.
  * `cb`, when set, is called on the owning thread after each generated token
@@ -335,6 +346,8 @@ int eng_batch_take(eng_batch *b, eng_batch_result *out, int max);
 int eng_batch_pending(const eng_batch *b);
 int eng_batch_active(const eng_batch *b);
 int eng_batch_finished(const eng_batch *b);
+/* Prompt tokens taken from the prefix cache so far (not recomputed). */
+long eng_batch_prefix_reused(const eng_batch *b);
 
 /* ==== end of continuous batching ============================================ */
 

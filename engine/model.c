@@ -343,6 +343,7 @@ void eng_model_get_info(const eng_model *m, eng_model_info *out)
 	out->experts_per_token = c->experts ? c->top_k : 0;
 	out->moe_intermediate = c->experts ? c->moe_intermediate : 0;
 	out->max_position = c->max_position;
+	out->kv_max_bytes = m->kv.max_bytes;
 	out->rope_theta = c->rope_theta;
 	out->rms_eps = c->rms_eps;
 	out->tied_embeddings = c->tie;

@@ -204,6 +204,78 @@ static void callback_and_cancel_end_one_request_only(void **st)
 	free(p);
 }
 
+/* Many questions about one haystack: the prompts share a 300-token
+ * prefix; with the prefix cache the later ones start from the first one's
+ * KV pages, and every answer is still eng_generate's alone. One prompt
+ * leaves the haystack at token 200 (a fork inside a page: copied), one
+ * shares nothing. */
+static void prefix_cache_reuses_a_haystack_with_identical_answers(void **st)
+{
+	(void)st;
+	enum { NQ = 7, HAY = 300, QLEN = 9 };
+	int32_t *hay = et_tokens(HAY, info.vocab, 4242);
+	case_t c[NQ];
+	for (int i = 0; i < NQ; i++) {
+		int32_t *q = et_tokens(QLEN + 120, info.vocab, 500 + (uint64_t)i);
+		c[i].n_prompt = HAY + QLEN;
+		c[i].prompt = malloc((size_t)c[i].n_prompt * sizeof(int32_t));
+		memcpy(c[i].prompt, hay, HAY * sizeof(int32_t));
+		if (i == 4) /* leaves the haystack at token 200 */
+			memcpy(c[i].prompt + 200, q, (HAY - 200) * sizeof(int32_t));
+		if (i == 5) /* nothing in common */
+			memcpy(c[i].prompt, q + QLEN, 100 * sizeof(int32_t));
+		memcpy(c[i].prompt + HAY, q, QLEN * sizeof(int32_t));
+		free(q);
+		eng_generate_options g = ENG_GENERATE_OPTIONS_INIT;
+		g.max_tokens = 6;
+		g.stop_ids = NULL;
+		c[i].gen = g;
+		solo(&c[i]);
+	}
+	eng_batch_options o = ENG_BATCH_OPTIONS_INIT;
+	o.max_batch = 2;
+	o.prefix_min = 64;
+	eng_batch *b = NULL;
+	assert_int_equal(eng_batch_new(&b, m, &o), 0);
+	for (int i = 0; i < NQ; i++) {
+		eng_batch_request r = {c[i].prompt, c[i].n_prompt, c[i].gen, NULL, NULL, &c[i]};
+		assert_int_equal(eng_batch_add(b, &r, NULL), 0);
+	}
+	int got = 0, steps = 0;
+	while (got < NQ) {
+		assert_int_equal(eng_batch_step(b), 0);
+		eng_batch_result res[4];
+		int n = eng_batch_take(b, res, 4);
+		for (int k = 0; k < n; k++, got++) {
+			case_t *x = res[k].cookie;
+			if (res[k].status)
+				fail_msg("request failed: %s", res[k].error);
+			assert_int_equal(res[k].n_tokens, x->n_want);
+			assert_memory_equal(res[k].tokens, x->want, (size_t)x->n_want * sizeof(int32_t));
+			eng_batch_result_clear(&res[k]);
+		}
+		assert_true(++steps < 10000);
+	}
+	/* the first starts beside the one sharing nothing; the other five
+	 * wait for its prefill and start from its pages (the whole pages of
+	 * its prompt): four with the haystack (the questions differ from
+	 * their first token), one with the 200 tokens it shares */
+	long cached = (HAY + QLEN) / info.block_size * info.block_size, reused = eng_batch_prefix_reused(b);
+	print_message("prefix cache: %ld prompt tokens reused (pages of %d)\n", reused, info.block_size);
+	assert_int_equal(reused, 4 * (cached < HAY ? cached : HAY) + 200);
+	eng_batch_free(b);
+	/* off: nothing reused, same answers (run_batched checks them) */
+	o.prefix_cache = 0;
+	assert_int_equal(eng_batch_new(&b, m, &o), 0);
+	assert_int_equal(eng_batch_prefix_reused(b), 0);
+	eng_batch_free(b);
+	o.prefix_cache = 65;
+	assert_int_equal(eng_batch_new(&b, m, &o), EV_E_INVALID);
+	for (int i = 0; i < NQ; i++)
+		free(c[i].prompt);
+	free(hay);
+}
+
 static void bad_requests_are_refused_or_failed_cleanly(void **st)
 {
 	(void)st;
@@ -240,6 +312,7 @@ int main(void)
 		cmocka_unit_test(seeded_sampling_is_independent_of_batch_mates),
 		cmocka_unit_test(callback_and_cancel_end_one_request_only),
 		cmocka_unit_test(bad_requests_are_refused_or_failed_cleanly),
+		cmocka_unit_test(prefix_cache_reuses_a_haystack_with_identical_answers),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
