@@ -276,6 +276,61 @@ static void prefix_cache_reuses_a_haystack_with_identical_answers(void **st)
 	free(hay);
 }
 
+/* Under a KV byte bound the cache gives way: three unrelated 309-token
+ * prompts one after another, room for little more than two sequences;
+ * kept prompts are dropped while the live KV is past half the bound, so
+ * none fails for want of pages, and each answer is eng_generate's. */
+static void prefix_cache_gives_way_under_a_kv_bound(void **st)
+{
+	(void)st;
+	eng_model_options mo = ENG_MODEL_OPTIONS_INIT;
+	mo.backend = ENG_BACKEND_CPU;
+	mo.threads = 2;
+	mo.block_size = info.block_size;
+	uint64_t page = info.kv_bytes_per_token * (uint64_t)info.block_size;
+	mo.kv_max_bytes = page * 44; /* a sequence here takes 20 pages */
+	eng_model *mb = NULL;
+	if (eng_model_load(&mb, dir, &mo))
+		fail_msg("load: %s", ev_error_msg());
+	eng_batch_options o = ENG_BATCH_OPTIONS_INIT;
+	o.max_batch = 1;
+	o.prefix_min = 64;
+	eng_batch *b = NULL;
+	assert_int_equal(eng_batch_new(&b, mb, &o), 0);
+	case_t c[3];
+	for (int i = 0; i < 3; i++) {
+		c[i].n_prompt = 309;
+		c[i].prompt = et_tokens(c[i].n_prompt, info.vocab, 900 + (uint64_t)i);
+		eng_generate_options g = ENG_GENERATE_OPTIONS_INIT;
+		g.max_tokens = 6;
+		c[i].gen = g;
+		solo(&c[i]);
+		eng_batch_request r = {c[i].prompt, c[i].n_prompt, c[i].gen, NULL, NULL, &c[i]};
+		assert_int_equal(eng_batch_add(b, &r, NULL), 0);
+	}
+	int got = 0, steps = 0;
+	while (got < 3) {
+		assert_int_equal(eng_batch_step(b), 0);
+		eng_batch_result res;
+		while (eng_batch_take(b, &res, 1) == 1) {
+			case_t *x = res.cookie;
+			if (res.status)
+				fail_msg("request failed: %s", res.error);
+			assert_int_equal(res.n_tokens, x->n_want);
+			assert_memory_equal(res.tokens, x->want, (size_t)x->n_want * sizeof(int32_t));
+			eng_batch_result_clear(&res);
+			got++;
+		}
+		assert_true(++steps < 10000);
+		assert_true(eng_model_kv_bytes(mb) <= mo.kv_max_bytes);
+	}
+	eng_batch_free(b);
+	assert_int_equal(eng_model_kv_bytes(mb), 0);
+	for (int i = 0; i < 3; i++)
+		free(c[i].prompt);
+	eng_model_free(mb);
+}
+
 static void bad_requests_are_refused_or_failed_cleanly(void **st)
 {
 	(void)st;
@@ -313,6 +368,7 @@ int main(void)
 		cmocka_unit_test(callback_and_cancel_end_one_request_only),
 		cmocka_unit_test(bad_requests_are_refused_or_failed_cleanly),
 		cmocka_unit_test(prefix_cache_reuses_a_haystack_with_identical_answers),
+		cmocka_unit_test(prefix_cache_gives_way_under_a_kv_bound),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
