@@ -71,6 +71,24 @@ struct eng_batch {
 	long reused;
 };
 
+/* How many leading tokens a and b share, up to lim. */
+static long common_prefix(const int32_t *a, const int32_t *b, long lim)
+{
+	long k = 0;
+	while (k < lim && a[k] == b[k])
+		k++;
+	return k;
+}
+
+/* The least recently used cached prompt (npc > 0). */
+static int pc_oldest(const eng_batch *b)
+{
+	int old = 0;
+	for (int i = 1; i < b->npc; i++)
+		old = b->pc[i].used < b->pc[old].used ? i : old;
+	return old;
+}
+
 static void pc_drop(eng_batch *b, int i)
 {
 	eng_seq_free(b->pc[i].seq);
@@ -82,12 +100,8 @@ static void pc_drop(eng_batch *b, int i)
  * KV is past half of it, so the cache never starves running requests. */
 static void pc_trim(eng_batch *b)
 {
-	while (b->npc && b->info.kv_max_bytes && eng_model_kv_bytes(b->m) > b->info.kv_max_bytes / 2) {
-		int old = 0;
-		for (int i = 1; i < b->npc; i++)
-			old = b->pc[i].used < b->pc[old].used ? i : old;
-		pc_drop(b, old);
-	}
+	while (b->npc && b->info.kv_max_bytes && eng_model_kv_bytes(b->m) > b->info.kv_max_bytes / 2)
+		pc_drop(b, pc_oldest(b));
 }
 
 /* The cached prompt sharing the longest prefix with toks[0..n); *lcp set. */
@@ -96,9 +110,7 @@ static int pc_find(eng_batch *b, const int32_t *toks, long n, long *lcp)
 	int best = -1;
 	*lcp = 0;
 	for (int i = 0; i < b->npc; i++) {
-		long k = 0, lim = b->pc[i].n < n ? b->pc[i].n : n;
-		while (k < lim && b->pc[i].toks[k] == toks[k])
-			k++;
+		long k = common_prefix(b->pc[i].toks, toks, b->pc[i].n < n ? b->pc[i].n : n);
 		if (k > *lcp) {
 			*lcp = k;
 			best = i;
@@ -121,12 +133,8 @@ static void pc_keep(eng_batch *b, job *j)
 		b->pc[i].used = ++b->tick;
 		return;
 	}
-	if (b->npc == b->opt.prefix_cache) {
-		int old = 0;
-		for (int k = 1; k < b->npc; k++)
-			old = b->pc[k].used < b->pc[old].used ? k : old;
-		pc_drop(b, old);
-	}
+	if (b->npc == b->opt.prefix_cache)
+		pc_drop(b, pc_oldest(b));
 	pcache_entry e = {NULL, malloc((size_t)n * sizeof(int32_t)), n, ++b->tick};
 	if (!e.toks || eng_seq_fork(&e.seq, j->seq, n)) {
 		free(e.toks); /* no memory for it: just not cached */
@@ -358,10 +366,7 @@ static bool waits_for_prefix(const eng_batch *b, const job *j)
 		const job *a = b->active[i];
 		if (a->state != JOB_PREFILL || a->n_prompt < b->opt.prefix_min)
 			continue;
-		int k = 0;
-		while (k < b->opt.prefix_min && a->all[k] == j->all[k])
-			k++;
-		if (k == b->opt.prefix_min)
+		if (common_prefix(a->all, j->all, b->opt.prefix_min) == b->opt.prefix_min)
 			return true;
 	}
 	return false;

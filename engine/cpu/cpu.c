@@ -449,7 +449,14 @@ static eng_msa_index seq_index(const eng_seq *s, int layer)
  * sum_d |q_d| max(|mx_d|, |mn_d|) bounds sum |q_d k_d|, which scales the
  * rounding both that sum and a block's own dot product can carry
  * (2 gamma_hd + u, generously rounded up). */
-static float box_bound(const float *q, const float *mx, const float *mn, int hd)
+static float box_margin(int hd)
+{
+	double u = ldexp(1, -24), gam = (hd + 8) * u / (1 - (hd + 8) * u);
+	return (float)(1.01 * (2 * gam + 1.01 * u) / (1 - gam) + ldexp(1, -22));
+}
+
+/* c: box_margin(hd), computed once a scan */
+static float box_bound(const float *q, const float *mx, const float *mn, int hd, float c)
 {
 	int d = 0;
 	float s1 = 0, s3 = 0;
@@ -475,8 +482,6 @@ static float box_bound(const float *q, const float *mx, const float *mn, int hd)
 		float ah = fabsf(mx[d]), bh = fabsf(mn[d]);
 		s3 += fabsf(q[d]) * (ah != ah || bh != bh ? NAN : ah > bh ? ah : bh);
 	}
-	double u = ldexp(1, -24), gam = (hd + 8) * u / (1 - (hd + 8) * u);
-	float c = (float)(1.01 * (2 * gam + 1.01 * u) / (1 - gam) + ldexp(1, -22));
 	return s1 + c * s3 + fabsf(s1) * 0x1p-22f;
 }
 
@@ -504,14 +509,14 @@ int eng_msa_index_topk(const eng_msa_index *ix, int g, const float *qsum, long b
 		return nt;
 	}
 	size_t kd = (size_t)ix->kvh * hd;
-	float inv = 1.0f / (float)ix->block;
+	float inv = 1.0f / (float)ix->block, c = box_margin(hd);
 	for (long b = b0; b <= b1;) {
 		long sb = b / ENG_MSA_SUPER, e = (sb + 1) * ENG_MSA_SUPER - 1 < b1 ? (sb + 1) * ENG_MSA_SUPER - 1 : b1;
 		if (nt == K) {
 			const float *mx = ix->box + (size_t)sb * 2 * kd + (size_t)g * hd;
 			/* (rounding is monotone: no later block's score divided
 			 * by the block size can pass the bound's) */
-			if (box_bound(qsum, mx, mx + kd, hd) * inv <= top[K - 1]) {
+			if (box_bound(qsum, mx, mx + kd, hd, c) * inv <= top[K - 1]) {
 				b = e + 1;
 				continue;
 			}
@@ -879,10 +884,15 @@ static void cpu_swiglu(eng_backend *be, float *g, const float *u, size_t n)
 	eng_pool_run(cc->pool, swiglu_task, &j, (int)((n + EW_CHUNK - 1) / EW_CHUNK));
 }
 
+static int rms_rows(int d)
+{
+	return EW_CHUNK / d > 0 ? EW_CHUNK / d : 1;
+}
+
 static void rmsnorm_task(void *ctx, int task, int worker)
 {
 	ew_job *j = ctx;
-	int per = EW_CHUNK / j->d > 0 ? EW_CHUNK / j->d : 1;
+	int per = rms_rows(j->d);
 	size_t r0 = (size_t)task * per, r1 = r0 + per < j->n ? r0 + per : j->n;
 	eng_cpu_rmsnorm(NULL, j->y + r0 * j->d, j->x + r0 * j->d, j->g, (int)(r1 - r0), j->d, j->eps);
 }
@@ -891,7 +901,7 @@ static void cpu_rmsnorm(eng_backend *be, float *y, const float *x, const float *
 {
 	cpu_ctx *cc = be->ctx;
 	ew_job j = {y, x, g, 0, eps, (size_t)n, d};
-	int per = EW_CHUNK / d > 0 ? EW_CHUNK / d : 1;
+	int per = rms_rows(d);
 	eng_pool_run(cc->pool, rmsnorm_task, &j, (n + per - 1) / per);
 }
 
