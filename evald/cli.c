@@ -37,6 +37,21 @@ bool ev_cli_parse_id(const char *s, const char *what, int64_t *out)
 
 bool ev_cli_parse_run_id(const char *s, int64_t *out) { return ev_cli_parse_id(s, "run", out); }
 
+int ev_cli_subcommand(const ev_cli *cli, int argc, char **argv, const char *cmd, const char *usage,
+		      const ev_subcommand *subs, size_t n)
+{
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		fputs(usage, argc < 2 ? stderr : stdout);
+		return argc < 2 ? EV_EXIT_USAGE : 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(argv[1], subs[i].name))
+			return subs[i].fn(cli, argc - 1, argv + 1);
+	fprintf(stderr, "evald: %s: unknown subcommand '%s'\n", cmd, argv[1]);
+	fputs(usage, stderr);
+	return EV_EXIT_USAGE;
+}
+
 static const char *flag_value(int argc, char **argv, int *i)
 {
 	if (*i + 1 >= argc) {

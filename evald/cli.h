@@ -23,6 +23,18 @@ int ev_cli_open_tracker(const ev_cli *cli, ev_tracker **out);
 bool ev_cli_parse_id(const char *s, const char *what, int64_t *out);
 bool ev_cli_parse_run_id(const char *s, int64_t *out);
 
+/* A subcommand of a command with subcommands ("issue add"). */
+typedef struct {
+	const char *name;
+	ev_cmd_fn fn;
+} ev_subcommand;
+
+/* Runs the subcommand argv[1] of `cmd` from subs[0..n) with argv shifted
+ * by one; no subcommand prints usage to stderr (exit usage), --help/-h to
+ * stdout (exit 0); an unknown one is named before the usage. */
+int ev_cli_subcommand(const ev_cli *cli, int argc, char **argv, const char *cmd, const char *usage,
+		      const ev_subcommand *subs, size_t n);
+
 /* Checker flags as given on the command line: --checker T, --pattern P
  * (repeatable), --group N, --match first|last, --ignore-case,
  * --tolerance X, --compare exact|includes|none. */

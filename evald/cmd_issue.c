@@ -365,25 +365,7 @@ static int cmd_repro(const ev_cli *cli, int argc, char **argv)
 
 int ev_cmd_issue(const ev_cli *cli, int argc, char **argv)
 {
-	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-		fputs(usage_text, argc < 2 ? stderr : stdout);
-		return argc < 2 ? EV_EXIT_USAGE : 0;
-	}
-	const char *sub = argv[1];
-	argc--;
-	argv++;
-	if (!strcmp(sub, "add"))
-		return cmd_add(cli, argc, argv);
-	if (!strcmp(sub, "list"))
-		return cmd_list(cli, argc, argv);
-	if (!strcmp(sub, "show"))
-		return cmd_show(cli, argc, argv);
-	if (!strcmp(sub, "close"))
-		return cmd_close(cli, argc, argv);
-	if (!strcmp(sub, "import"))
-		return cmd_import(cli, argc, argv);
-	if (!strcmp(sub, "repro"))
-		return cmd_repro(cli, argc, argv);
-	fprintf(stderr, "evald: issue: unknown subcommand '%s'\n", sub);
-	return usage();
+	static const ev_subcommand subs[] = {{"add", cmd_add},	   {"list", cmd_list},	   {"show", cmd_show},
+					     {"close", cmd_close}, {"import", cmd_import}, {"repro", cmd_repro}};
+	return ev_cli_subcommand(cli, argc, argv, "issue", usage_text, subs, sizeof(subs) / sizeof(subs[0]));
 }

@@ -225,27 +225,19 @@ static int cmd_export(const ev_cli *cli, int argc, char **argv)
 	return 0;
 }
 
+static int cmd_show_one(const ev_cli *cli, int argc, char **argv)
+{
+	return cmd_show(cli, argc, argv, false);
+}
+
+static int cmd_list(const ev_cli *cli, int argc, char **argv)
+{
+	return cmd_show(cli, argc, argv, true);
+}
+
 int ev_cmd_proposal(const ev_cli *cli, int argc, char **argv)
 {
-	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-		fputs(usage_text, argc < 2 ? stderr : stdout);
-		return argc < 2 ? EV_EXIT_USAGE : 0;
-	}
-	const char *sub = argv[1];
-	argc--;
-	argv++;
-	if (!strcmp(sub, "new"))
-		return cmd_new(cli, argc, argv);
-	if (!strcmp(sub, "join"))
-		return cmd_join(cli, argc, argv);
-	if (!strcmp(sub, "status"))
-		return cmd_status(cli, argc, argv);
-	if (!strcmp(sub, "show"))
-		return cmd_show(cli, argc, argv, false);
-	if (!strcmp(sub, "list"))
-		return cmd_show(cli, argc, argv, true);
-	if (!strcmp(sub, "export"))
-		return cmd_export(cli, argc, argv);
-	fprintf(stderr, "evald: proposal: unknown subcommand '%s'\n", sub);
-	return usage();
+	static const ev_subcommand subs[] = {{"new", cmd_new},	     {"join", cmd_join}, {"status", cmd_status},
+					     {"show", cmd_show_one}, {"list", cmd_list}, {"export", cmd_export}};
+	return ev_cli_subcommand(cli, argc, argv, "proposal", usage_text, subs, sizeof(subs) / sizeof(subs[0]));
 }
