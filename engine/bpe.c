@@ -19,14 +19,7 @@
 uint64_t eng_tok_hash(const void *p, size_t n)
 {
 	/* FNV-1a, then a final mix so that the low bits (the slot) spread. */
-	const unsigned char *s = p;
-	uint64_t h = 1469598103934665603ull;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ s[i]) * 1099511628211ull;
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdull;
-	h ^= h >> 33;
-	return h;
+	return ev_hash_mix(ev_hash_bytes(p, n));
 }
 
 static uint64_t mix64(uint64_t x)

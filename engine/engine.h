@@ -5,7 +5,7 @@
  * mapped), runs the forward pass of Llama-family decoders (Llama, Mistral,
  * Qwen2, Qwen3, Mixtral, Qwen3-MoE) over a paged KV cache, and samples.
  * Everything returns 0 or a negative EV_E_* status with the per-thread
- * message set (evald/base). Handles are opaque; *_free accepts NULL.
+ * message set (base/). Handles are opaque; *_free accepts NULL.
  *
  * A model is read-only after loading and may be shared by many sequences
  * and threads: forwards (and page-pool changes) on one model serialise on
@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "engine/tokenizer.h"
-#include "evald/base/base.h"
+#include "base/base.h"
 
 /* ---- model ------------------------------------------------------------ */
 

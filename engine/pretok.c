@@ -59,38 +59,6 @@ int eng_tok_cp_to_byte(uint32_t cp)
 	return cp < 324 ? cp_byte[cp] : -1;
 }
 
-/* Decodes one UTF-8 code point at s (n bytes left); returns its length or 0
- * when invalid. */
-static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
-{
-	unsigned c = s[0];
-	size_t need;
-	uint32_t v, min;
-	if (c < 0x80) {
-		*cp = c;
-		return 1;
-	} else if ((c & 0xE0) == 0xC0) {
-		need = 2, v = c & 0x1F, min = 0x80;
-	} else if ((c & 0xF0) == 0xE0) {
-		need = 3, v = c & 0x0F, min = 0x800;
-	} else if ((c & 0xF8) == 0xF0) {
-		need = 4, v = c & 0x07, min = 0x10000;
-	} else {
-		return 0;
-	}
-	if (n < need)
-		return 0;
-	for (size_t i = 1; i < need; i++) {
-		if ((s[i] & 0xC0) != 0x80)
-			return 0;
-		v = (v << 6) | (s[i] & 0x3F);
-	}
-	if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-		return 0;
-	*cp = v;
-	return need;
-}
-
 bool eng_tok_unmap(const char *s, size_t len, char *out, size_t *out_len)
 {
 	pthread_once(&map_once, map_init);
@@ -98,7 +66,7 @@ bool eng_tok_unmap(const char *s, size_t len, char *out, size_t *out_len)
 	size_t i = 0, o = 0;
 	while (i < len) {
 		uint32_t cp;
-		size_t k = utf8_next(p + i, len - i, &cp);
+		size_t k = ev_utf8_next((const char *)p + i, len - i, &cp);
 		if (!k || cp >= 324 || cp_byte[cp] < 0)
 			return false;
 		out[o++] = (char)cp_byte[cp];

@@ -4,7 +4,7 @@
  * with tool definitions and tool-call parsing.
  *
  * Everything returns 0 or a negative EV_E_* status with the per-thread
- * message set (evald/base); *_free accepts NULL. A loaded tokenizer is
+ * message set (base/); *_free accepts NULL. A loaded tokenizer is
  * read-only apart from an internal, locked word cache: one tokenizer may be
  * shared by many threads.
  */
@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "evald/base/base.h"
+#include "base/base.h"
 
 /* ---- limits ------------------------------------------------------------ */
 

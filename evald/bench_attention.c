@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
-#include "evald/base/base.h"
+#include "base/base.h"
 #include "evald/commands.h"
 
 int ev_bench_attention_main(const ev_cli *cli, int argc, char **argv);

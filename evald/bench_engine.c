@@ -17,7 +17,7 @@
 #include <sys/resource.h>
 
 #include "engine/engine.h"
-#include "evald/base/base.h"
+#include "base/base.h"
 #include "evald/commands.h"
 
 int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv);

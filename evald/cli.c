@@ -5,7 +5,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <ftw.h>
 #include <unistd.h>
 
 int ev_cli_fail(const char *what)
@@ -360,17 +359,11 @@ int ev_cli_suite_load(ev_suite **out, const char *path, char **tmpdir)
 	return rc;
 }
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb, (void)flag, (void)ftw;
-	return remove(p);
-}
-
 void ev_cli_tmpdir_remove(char *tmpdir)
 {
 	if (!tmpdir)
 		return;
-	if (nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
-		ev_log_warn("could not remove %s", tmpdir);
+	if (ev_rmtree(tmpdir, 0))
+		ev_log_warn("%s", ev_error_msg());
 	free(tmpdir);
 }

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "evald/base/base.h"
+#include "base/base.h"
 #include "evald/commands.h"
 #include "feedback/feedback.h"
 #include "scoring/scoring.h"

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
-#include "evald/base/base.h"
+#include "base/base.h"
 #include "evald/commands.h"
 
 #define MAX_TOKENS_ARG 1000000

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "evald/base/base.h"
+#include "base/base.h"
 #include "evald/commands.h"
 
 #define EVALD_VERSION "0.1.0"

@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "evald/base/base.h"
+#include "base/base.h"
 #include "feedback/feedback.h"
 
 struct MHD_Connection;

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "evald/base/base.h"
+#include "base/base.h"
 #include "feedback/feedback.h"
 
 /* Caps on what one scan reads: folders in the watched folder, files walked

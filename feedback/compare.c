@@ -215,14 +215,6 @@ bool ev_compare_is_regression(const ev_compare_suite *s)
 	return s->n > 0 && s->ci_high < 0 && s->p < 0.05 && fabs(s->delta) > s->mde;
 }
 
-static uint64_t name_hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ULL;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-	return h;
-}
-
 static int add_flip(ev_flip **v, size_t *n, const ev_sample_score *a, const ev_sample_score *b,
                     const ev_sample_score *failing)
 {
@@ -302,7 +294,7 @@ static int finish_suite(ev_compare_suite *s, ev_tracker *t, const ev_run_row *ru
 	s->score_a = sa / (double)n;
 	s->score_b = sb / (double)n;
 	s->delta = s->score_b - s->score_a;
-	uint64_t seed = opt->seed ^ name_hash(s->name);
+	uint64_t seed = opt->seed ^ ev_hash_str(s->name);
 	if ((rc = ev_paired_bootstrap_ci(&s->ci_low, &s->ci_high, a, b, n, seed, opt->n_boot)))
 		goto done;
 	if (s->binary) {

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "evald/base/base.h"
+#include "base/base.h"
 #include "suites/suites.h"
 
 #define EV_TRACKER_COMMIT_S 0.1
@@ -291,12 +291,6 @@ const char *ev_attach_kind(const char *mime);
  * agree (image/jpg, text/<any> for text, application/zip for OOXML). Else
  * EV_E_UNSUPPORTED naming `what`, the claim and the detected type. */
 int ev_attach_check_claim(const char *claimed, const char *detected, const char *what);
-/* Strict base64 (RFC 4648 alphabet, length a multiple of 4, '=' only as the
- * last one or two characters, no whitespace) into a malloc'd buffer of at
- * most `max` bytes (EV_E_LIMIT past it; EV_E_PARSE naming `what` when
- * malformed). */
-int ev_base64_decode(unsigned char **out, size_t *out_len, const char *in, size_t in_len, size_t max,
-                     const char *what);
 /* The attachment folder of a tracker: <folder of the tracker file>/attachments
  * (malloc'd). */
 int ev_attach_dir(char **out, ev_tracker *t);
@@ -369,7 +363,6 @@ int ev_issues_import_github(ev_tracker *t, const char *path, char **out_json);
 /* The image URLs of a Markdown/HTML text, in order, without duplicates
  * (http and https only, at most 64). Free with ev_strv_free. */
 int ev_issue_image_links(char ***out, size_t *n, const char *text);
-void ev_strv_free(char **v, size_t n);
 
 typedef struct {
 	const char *regex;     /* per-sample regex checker (an assertion on the answer) */

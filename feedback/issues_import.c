@@ -13,23 +13,9 @@
 
 #define IMPORT_MAX_FILE ((size_t)256 << 20)
 
-void ev_strv_free(char **v, size_t n)
-{
-	if (!v)
-		return;
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
 /* ---- image links ------------------------------------------------------------ */
 
-typedef struct {
-	char **v;
-	size_t n, cap;
-} strv;
-
-static int strv_add_url(strv *s, const char *p, size_t n)
+static int strv_add_url(ev_strv *s, const char *p, size_t n)
 {
 	if (n == 0 || n > 2048 || s->n >= EV_ISSUE_MAX_LINKS)
 		return 0;
@@ -38,26 +24,14 @@ static int strv_add_url(strv *s, const char *p, size_t n)
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f)
 			return 0;
-	for (size_t i = 0; i < s->n; i++)
-		if (strlen(s->v[i]) == n && !memcmp(s->v[i], p, n))
-			return 0;
-	if (s->n == s->cap) {
-		size_t nc = s->cap ? s->cap * 2 : 8;
-		char **nv = realloc(s->v, nc * sizeof *nv);
-		if (!nv)
-			return ev_error_set(EV_E_NOMEM, "out of memory");
-		s->v = nv;
-		s->cap = nc;
-	}
-	if (!(s->v[s->n] = ev_strndup(p, n)))
-		return ev_error_set(EV_E_NOMEM, "out of memory");
-	s->n++;
-	return 0;
+	if (ev_strv_find(s, p, n) >= 0)
+		return 0;
+	return ev_strv_push(s, p, n);
 }
 
 /* After "![": skips the alt text (brackets may nest), expects "(", and takes
  * the URL up to whitespace or ")"; <url> form too. Returns the end. */
-static const char *md_image(strv *s, const char *p, int *rc)
+static const char *md_image(ev_strv *s, const char *p, int *rc)
 {
 	int depth = 1;
 	for (; *p && depth > 0; p++) {
@@ -89,7 +63,7 @@ static const char *md_image(strv *s, const char *p, int *rc)
 }
 
 /* After "<img": finds src=... inside the tag. Returns the end of the tag. */
-static const char *html_img(strv *s, const char *p, int *rc)
+static const char *html_img(ev_strv *s, const char *p, int *rc)
 {
 	const char *gt = strchr(p, '>');
 	const char *end_tag = gt ? gt : p + strlen(p);
@@ -126,7 +100,7 @@ static const char *html_img(strv *s, const char *p, int *rc)
 
 int ev_issue_image_links(char ***out, size_t *n, const char *text)
 {
-	strv s = {0};
+	ev_strv s = {0};
 	int rc = 0;
 	*out = NULL;
 	*n = 0;
@@ -140,7 +114,7 @@ int ev_issue_image_links(char ***out, size_t *n, const char *text)
 			p++;
 	}
 	if (rc) {
-		ev_strv_free(s.v, s.n);
+		ev_strv_clear(&s);
 		return rc;
 	}
 	*out = s.v;

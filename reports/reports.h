@@ -11,7 +11,7 @@
 
 #include <stdio.h>
 
-#include "evald/base/base.h"
+#include "base/base.h"
 #include "feedback/feedback.h"
 
 typedef enum { EV_REPORT_MD, EV_REPORT_JSON } ev_report_format;

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "evald/base/base.h"
+#include "base/base.h"
 #include "scoring/scoring.h"
 #include "suites/suites.h"
 

@@ -13,113 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- UTF-8 ------------------------------------------------------------- */
-
-/* Length of the valid UTF-8 sequence at s[0..n), or 0 when it is not one. */
-static size_t seq_len(const unsigned char *s, size_t n, uint32_t *cp)
-{
-	unsigned c = s[0];
-	size_t k;
-	uint32_t v, min;
-	if (c < 0x80) {
-		*cp = c;
-		return 1;
-	} else if ((c & 0xE0) == 0xC0) {
-		k = 1, min = 0x80, v = c & 0x1F;
-	} else if ((c & 0xF0) == 0xE0) {
-		k = 2, min = 0x800, v = c & 0x0F;
-	} else if ((c & 0xF8) == 0xF0) {
-		k = 3, min = 0x10000, v = c & 0x07;
-	} else {
-		return 0;
-	}
-	if (n <= k)
-		return 0;
-	for (size_t i = 1; i <= k; i++) {
-		if ((s[i] & 0xC0) != 0x80)
-			return 0;
-		v = (v << 6) | (s[i] & 0x3F);
-	}
-	if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-		return 0;
-	*cp = v;
-	return k + 1;
-}
-
-size_t ev_utf8_decode(const char *s, size_t n, uint32_t *cp)
-{
-	size_t k = n ? seq_len((const unsigned char *)s, n, cp) : 0;
-	if (k == 0) {
-		*cp = 0xFFFD;
-		return n ? 1 : 0;
-	}
-	return k;
-}
-
-static size_t encode(char *o, uint32_t cp)
-{
-	if (cp < 0x80) {
-		o[0] = (char)cp;
-		return 1;
-	} else if (cp < 0x800) {
-		o[0] = (char)(0xC0 | (cp >> 6));
-		o[1] = (char)(0x80 | (cp & 0x3F));
-		return 2;
-	} else if (cp < 0x10000) {
-		o[0] = (char)(0xE0 | (cp >> 12));
-		o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-		o[2] = (char)(0x80 | (cp & 0x3F));
-		return 3;
-	}
-	o[0] = (char)(0xF0 | (cp >> 18));
-	o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-	o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-	o[3] = (char)(0x80 | (cp & 0x3F));
-	return 4;
-}
-
-char *ev_utf8_sanitize(const char *s, size_t len, size_t *out_len)
-{
-	/* Each bad byte becomes 3 bytes at most. */
-	if (len > (SIZE_MAX - 1) / 3)
-		return NULL;
-	char *o = malloc(len * 3 + 1);
-	if (!o)
-		return NULL;
-	size_t n = 0;
-	for (size_t i = 0; i < len;) {
-		uint32_t cp;
-		size_t k = seq_len((const unsigned char *)s + i, len - i, &cp);
-		if (k == 0) {
-			n += encode(o + n, 0xFFFD);
-			i++;
-		} else {
-			memcpy(o + n, s + i, k);
-			n += k;
-			i += k;
-		}
-	}
-	o[n] = '\0';
-	if (out_len)
-		*out_len = n;
-	return o;
-}
-
-char *ev_utf8_clip(const char *s, size_t len, size_t max)
-{
-	if (len <= max)
-		return ev_strndup(s, len);
-	size_t cut = max;
-	while (cut > 0 && ((unsigned char)s[cut] & 0xC0) == 0x80)
-		cut--;
-	char *o = malloc(cut + 4);
-	if (!o)
-		return NULL;
-	memcpy(o, s, cut);
-	memcpy(o + cut, "...", 4);
-	return o;
-}
-
 /* ---- classes ------------------------------------------------------------- */
 
 bool ev_cp_space(uint32_t cp)
@@ -193,7 +86,7 @@ char *ev_norm_text(const char *s, size_t len, const ev_norm *n)
 		if (n->fold_case)
 			cp = fold(cp);
 		char tmp[4];
-		size_t e = encode(tmp, cp);
+		size_t e = ev_utf8_encode(tmp, cp);
 		if (w + e > len) /* a replaced bad byte widens; cannot happen on valid input */
 			break;
 		memcpy(o + w, tmp, e);

@@ -37,7 +37,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <math.h>
 #include <poll.h>
@@ -109,34 +108,6 @@ static int write_text(const char *path, const char *text)
 	int e = w == (ssize_t)n ? 0 : (w < 0 ? errno : EIO);
 	close(fd);
 	return e;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st, (void)ftw;
-	if (flag == FTW_DP || flag == FTW_D || flag == FTW_DNR)
-		(void)rmdir(path);
-	else
-		(void)unlink(path);
-	return 0;
-}
-
-static int chmod_dir(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)ftw;
-	if (flag == FTW_D || flag == FTW_DNR || (st && S_ISDIR(st->st_mode)))
-		(void)chmod(path, 0700);
-	return 0;
-}
-
-/* Removes a work folder the program may have left in any state (folders
- * without write or search bits too) without following links. */
-static void rmtree(const char *dir)
-{
-	(void)nftw(dir, chmod_dir, 16, FTW_PHYS | FTW_MOUNT);
-	(void)nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-	if (access(dir, F_OK) == 0)
-		ev_log_warn("sandbox: could not remove %s", dir);
 }
 
 /* Kills every process of host uid `uid` (root only): a helper takes the uid
@@ -643,7 +614,8 @@ done:
 	close_fd(&fd_null);
 	close_fd(&c.pidfd);
 	if (host_dir) {
-		rmtree(host_dir);
+		if (ev_rmtree(host_dir, EV_RMTREE_FORCE))
+			ev_log_warn("sandbox: %s", ev_error_msg());
 		free(host_dir);
 	}
 	out->out = ev_buf_detach(&bo, &out->out_len);

@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "evald/base/base.h"
+#include "base/base.h"
 #include "suites/suites.h"
 
 /* Why a sample did not score 1 (or EV_REASON_NONE when it did or when a

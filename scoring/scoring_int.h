@@ -92,14 +92,6 @@ typedef struct {
 
 /* The normalised form of `len` bytes of valid UTF-8, malloc'd. */
 char *ev_norm_text(const char *s, size_t len, const ev_norm *n);
-/* Copy of `len` bytes with every invalid UTF-8 sequence replaced by U+FFFD
- * (PCRE2 in UTF mode and the normaliser need valid text); malloc'd. */
-char *ev_utf8_sanitize(const char *s, size_t len, size_t *out_len);
-/* Decodes one code point of valid UTF-8 at s[0..n); returns its length. */
-size_t ev_utf8_decode(const char *s, size_t n, uint32_t *cp);
-/* A malloc'd copy of at most `max` bytes of valid UTF-8, cut at a code
- * point boundary, with "..." appended when cut. */
-char *ev_utf8_clip(const char *s, size_t len, size_t max);
 /* Whether a code point is whitespace / punctuation for normalisation. */
 bool ev_cp_space(uint32_t cp);
 bool ev_cp_punct(uint32_t cp);

@@ -304,7 +304,7 @@ done:
 	if (rc) {
 		/* Keep the first failure's message over any cleanup trouble. */
 		char *msg = ev_strdup(ev_error_msg());
-		ev_suite_rmtree(dest);
+		ev_rmtree(dest, 0);
 		if (!created)
 			mkdir(dest, 0700);
 		ev_error_set(rc, "%s", msg ? msg : "archive extraction failed");

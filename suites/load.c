@@ -56,7 +56,7 @@ void ev_suite_free(ev_suite *s)
 	free(s->prompt_template);
 	free(s->checker_json);
 	if (s->extracted_dir) {
-		if (ev_suite_rmtree(s->extracted_dir))
+		if (ev_rmtree(s->extracted_dir, 0))
 			ev_log_warn("%s", ev_error_msg());
 		free(s->extracted_dir);
 	}

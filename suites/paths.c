@@ -6,7 +6,6 @@
 #include "suites/suites_int.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,25 +123,4 @@ ev_part_kind ev_part_kind_for_path(const char *path, const char **mime)
 	if (mime)
 		*mime = "application/octet-stream";
 	return EV_PART_DOCUMENT;
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if (flag == FTW_DP || flag == FTW_D || flag == FTW_DNR)
-		return rmdir(path) == 0 || errno == ENOENT ? 0 : -1;
-	return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
-}
-
-int ev_suite_rmtree(const char *dir)
-{
-	if (!dir)
-		return 0;
-	struct stat st;
-	if (lstat(dir, &st) != 0)
-		return errno == ENOENT ? 0 : ev_error_set(EV_E_IO, "%s: %s", dir, strerror(errno));
-	if (nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
-		return ev_error_set(EV_E_IO, "cannot remove %s: %s", dir, strerror(errno));
-	return 0;
 }

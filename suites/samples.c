@@ -68,20 +68,12 @@ static int nomem(void) { return ev_error_set(EV_E_NOMEM, "out of memory"); }
 
 /* ---- the id table ------------------------------------------------------- */
 
-static uint64_t hash_str(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
 /* The index + 1 of the sample with this id, or 0. */
 static size_t id_find(const parser *P, const char *id)
 {
 	if (!P->tab_cap)
 		return 0;
-	for (size_t i = hash_str(id) & (P->tab_cap - 1);; i = (i + 1) & (P->tab_cap - 1)) {
+	for (size_t i = ev_hash_str(id) & (P->tab_cap - 1);; i = (i + 1) & (P->tab_cap - 1)) {
 		size_t k = P->tab[i];
 		if (!k || strcmp(P->s->samples[k - 1].id, id) == 0)
 			return k;
@@ -99,7 +91,7 @@ static int id_insert(parser *P, size_t index)
 			size_t k = P->tab[j];
 			if (!k)
 				continue;
-			size_t i = hash_str(P->s->samples[k - 1].id) & (cap - 1);
+			size_t i = ev_hash_str(P->s->samples[k - 1].id) & (cap - 1);
 			while (tab[i])
 				i = (i + 1) & (cap - 1);
 			tab[i] = k;
@@ -108,7 +100,7 @@ static int id_insert(parser *P, size_t index)
 		P->tab = tab;
 		P->tab_cap = cap;
 	}
-	size_t i = hash_str(P->s->samples[index].id) & (P->tab_cap - 1);
+	size_t i = ev_hash_str(P->s->samples[index].id) & (P->tab_cap - 1);
 	while (P->tab[i])
 		i = (i + 1) & (P->tab_cap - 1);
 	P->tab[i] = index + 1;

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "evald/base/base.h"
+#include "base/base.h"
 
 /* ---- the message model ------------------------------------------------- */
 

@@ -61,7 +61,5 @@ void ev_suite_num_text(char out[32], double v);
 #define EV_SUITE_SHOW 204
 void ev_suite_show(char out[EV_SUITE_SHOW], const char *s);
 
-/* Removes a folder tree without following links. Missing is fine. */
-int ev_suite_rmtree(const char *dir);
 
 #endif

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "evald/base/base.h"
+#include "base/base.h"
 
 /* A fresh empty folder under EV_TEST_TMP, named after `tag`; malloc'd. */
 char *tu_tmpdir(const char *tag);

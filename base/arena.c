@@ -1,5 +1,5 @@
 /* Bump arenas: chunks chained together, freed in one call. */
-#include "evald/base/base.h"
+#include "base/base.h"
 
 #include <stdlib.h>
 #include <string.h>

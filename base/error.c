@@ -1,5 +1,5 @@
 /* Status codes and the per-thread failure message. */
-#include "evald/base/base.h"
+#include "base/base.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* Clocks, sleeping, and the seedable generator (xoshiro256**). */
-#include "evald/base/base.h"
+#include "base/base.h"
 
 #include <errno.h>
 #include <time.h>

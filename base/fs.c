@@ -1,100 +1,14 @@
-/* Capped byte buffers, whole-file reads and atomic file writes. */
-#include "evald/base/base.h"
+/* Files and folders: capped whole-file reads, atomic writes, folder
+ * creation and recursive removal that never follows a link. */
+#include "base/base.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-void ev_buf_init(ev_buf *b, size_t max)
-{
-	b->data = NULL;
-	b->len = b->cap = 0;
-	b->max = max;
-}
-
-static int reserve(ev_buf *b, size_t extra)
-{
-	if (extra > b->max || b->len > b->max - extra)
-		return ev_error_set(EV_E_LIMIT, "buffer limit of %zu bytes reached", b->max);
-	size_t need = b->len + extra + 1;
-	if (need <= b->cap)
-		return 0;
-	size_t cap = b->cap ? b->cap : 256;
-	while (cap < need)
-		cap *= 2;
-	char *p = realloc(b->data, cap);
-	if (!p)
-		return ev_error_set(EV_E_NOMEM, "out of memory growing a buffer to %zu bytes", cap);
-	b->data = p;
-	b->cap = cap;
-	return 0;
-}
-
-int ev_buf_append(ev_buf *b, const void *data, size_t n)
-{
-	int rc = reserve(b, n);
-	if (rc)
-		return rc;
-	if (n)
-		memcpy(b->data + b->len, data, n);
-	b->len += n;
-	b->data[b->len] = 0;
-	return 0;
-}
-
-int ev_buf_puts(ev_buf *b, const char *s) { return ev_buf_append(b, s, strlen(s)); }
-int ev_buf_putc(ev_buf *b, char c) { return ev_buf_append(b, &c, 1); }
-
-int ev_buf_printf(ev_buf *b, const char *fmt, ...)
-{
-	va_list ap, ap2;
-	va_start(ap, fmt);
-	va_copy(ap2, ap);
-	int n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n < 0) {
-		va_end(ap2);
-		return ev_error_set(EV_E_INVALID, "bad format string");
-	}
-	int rc = reserve(b, (size_t)n);
-	if (!rc) {
-		vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap2);
-		b->len += (size_t)n;
-	}
-	va_end(ap2);
-	return rc;
-}
-
-void ev_buf_reset(ev_buf *b)
-{
-	b->len = 0;
-	if (b->data)
-		b->data[0] = 0;
-}
-
-char *ev_buf_detach(ev_buf *b, size_t *len_out)
-{
-	char *p = b->data;
-	if (!p)
-		p = calloc(1, 1);
-	if (len_out)
-		*len_out = b->len;
-	b->data = NULL;
-	b->len = b->cap = 0;
-	return p;
-}
-
-void ev_buf_free(ev_buf *b)
-{
-	if (!b)
-		return;
-	free(b->data);
-	b->data = NULL;
-	b->len = b->cap = 0;
-}
 
 int ev_file_read(char **out, size_t *len_out, const char *path, size_t max)
 {
@@ -189,5 +103,41 @@ int ev_file_write(const char *path, const void *data, size_t len)
 		return rc;
 	}
 	free(tmp);
+	return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st, (void)ftw;
+	if (flag == FTW_DP || flag == FTW_D || flag == FTW_DNR)
+		(void)rmdir(path);
+	else
+		(void)unlink(path);
+	return 0;
+}
+
+static int open_dir(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)ftw;
+	if (flag == FTW_D || flag == FTW_DNR || (st && S_ISDIR(st->st_mode) && flag != FTW_SL))
+		(void)chmod(path, 0700);
+	return 0;
+}
+
+int ev_rmtree(const char *dir, unsigned flags)
+{
+	if (!dir)
+		return 0;
+	struct stat st;
+	if (lstat(dir, &st) != 0)
+		return errno == ENOENT ? 0 : ev_error_set(EV_E_IO, "%s: %s", dir, strerror(errno));
+	int walk = FTW_PHYS | FTW_MOUNT;
+	/* Folders left without write or search bits (by a sandboxed program,
+	 * say) are opened up first, so that their entries can go. */
+	if ((flags & EV_RMTREE_FORCE) && S_ISDIR(st.st_mode))
+		(void)nftw(dir, open_dir, 16, walk);
+	(void)nftw(dir, rm_entry, 16, walk | FTW_DEPTH);
+	if (lstat(dir, &st) == 0)
+		return ev_error_set(EV_E_IO, "%s: could not remove everything under it", dir);
 	return 0;
 }

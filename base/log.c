@@ -1,5 +1,5 @@
 /* Leveled log lines on stderr. */
-#include "evald/base/base.h"
+#include "base/base.h"
 
 #include <pthread.h>
 

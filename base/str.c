@@ -1,5 +1,5 @@
 /* Small string helpers: duplication, formatting, number parsing, UTF-8. */
-#include "evald/base/base.h"
+#include "base/base.h"
 
 #include <errno.h>
 #include <math.h>
@@ -63,38 +63,5 @@ bool ev_parse_f64(const char *s, double *out)
 	if (errno || *end || !isfinite(v))
 		return false;
 	*out = v;
-	return true;
-}
-
-bool ev_utf8_valid(const char *s, size_t len)
-{
-	const unsigned char *p = (const unsigned char *)s, *e = p + len;
-	while (p < e) {
-		unsigned c = *p;
-		size_t n;
-		unsigned min;
-		if (c < 0x80) {
-			p++;
-			continue;
-		} else if ((c & 0xE0) == 0xC0) {
-			n = 1, min = 0x80, c &= 0x1F;
-		} else if ((c & 0xF0) == 0xE0) {
-			n = 2, min = 0x800, c &= 0x0F;
-		} else if ((c & 0xF8) == 0xF0) {
-			n = 3, min = 0x10000, c &= 0x07;
-		} else {
-			return false;
-		}
-		if ((size_t)(e - p) <= n)
-			return false;
-		for (size_t i = 1; i <= n; i++) {
-			if ((p[i] & 0xC0) != 0x80)
-				return false;
-			c = (c << 6) | (p[i] & 0x3F);
-		}
-		if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
-			return false;
-		p += n + 1;
-	}
 	return true;
 }

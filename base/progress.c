@@ -1,5 +1,5 @@
 /* The progress display: a rewritten line on a TTY, log lines otherwise. */
-#include "evald/base/base.h"
+#include "base/base.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /*
- * evald/base: the small shared base every module uses.
+ * base/: the small shared base every module uses.
  *
  * Status codes with a per-thread message, logging, byte buffers with a hard
  * cap, arenas, cJSON helpers, SHA-256 (libcrypto), time and the progress line.
@@ -94,15 +94,6 @@ void ev_buf_reset(ev_buf *b);
 char *ev_buf_detach(ev_buf *b, size_t *len_out);
 void ev_buf_free(ev_buf *b);
 
-/* Reads a whole file, at most `max` bytes (EV_E_LIMIT past that). *out is
- * NUL-terminated and freed with free(). */
-int ev_file_read(char **out, size_t *len_out, const char *path, size_t max);
-/* Creates a folder and any missing parents (mode 0755); an existing one
- * is fine. */
-int ev_mkdir_p(const char *dir);
-/* Writes a file atomically (temp file in the same folder, then rename). */
-int ev_file_write(const char *path, const void *data, size_t len);
-
 /* ---- arenas ----------------------------------------------------------- */
 
 /* Bump allocator for short-lived work (one sample, one request): many
@@ -126,8 +117,6 @@ bool ev_str_ends(const char *s, const char *suffix);
 /* Parses a whole decimal integer / float; false on trailing junk. */
 bool ev_parse_i64(const char *s, int64_t *out);
 bool ev_parse_f64(const char *s, double *out);
-/* True when `s` is `len` bytes of valid UTF-8. */
-bool ev_utf8_valid(const char *s, size_t len);
 
 /* ---- JSON helpers (cJSON) --------------------------------------------- */
 
@@ -188,5 +177,10 @@ int ev_progress_new(ev_progress **out, const char *label, long total, FILE *to, 
 void ev_progress_update(ev_progress *p, long done, double score, long errors);
 void ev_progress_finish(ev_progress *p);
 void ev_progress_free(ev_progress *p);
+
+#include "base/vec.h"
+#include "base/fs.h"
+#include "base/strset.h"
+#include "base/text.h"
 
 #endif

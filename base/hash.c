@@ -1,5 +1,5 @@
 /* SHA-256 through OpenSSL's libcrypto (EVP interface). */
-#include "evald/base/base.h"
+#include "base/base.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* cJSON helpers: parsing with a named source, typed getters, printing. */
-#include "evald/base/base.h"
+#include "base/base.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,0 +1,93 @@
+/* Capped byte buffers. */
+#include "base/base.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void ev_buf_init(ev_buf *b, size_t max)
+{
+	b->data = NULL;
+	b->len = b->cap = 0;
+	b->max = max;
+}
+
+static int reserve(ev_buf *b, size_t extra)
+{
+	if (extra > b->max || b->len > b->max - extra)
+		return ev_error_set(EV_E_LIMIT, "buffer limit of %zu bytes reached", b->max);
+	size_t need = b->len + extra + 1;
+	if (need <= b->cap)
+		return 0;
+	size_t cap = b->cap ? b->cap : 256;
+	while (cap < need)
+		cap *= 2;
+	char *p = realloc(b->data, cap);
+	if (!p)
+		return ev_error_set(EV_E_NOMEM, "out of memory growing a buffer to %zu bytes", cap);
+	b->data = p;
+	b->cap = cap;
+	return 0;
+}
+
+int ev_buf_append(ev_buf *b, const void *data, size_t n)
+{
+	int rc = reserve(b, n);
+	if (rc)
+		return rc;
+	if (n)
+		memcpy(b->data + b->len, data, n);
+	b->len += n;
+	b->data[b->len] = 0;
+	return 0;
+}
+
+int ev_buf_puts(ev_buf *b, const char *s) { return ev_buf_append(b, s, strlen(s)); }
+int ev_buf_putc(ev_buf *b, char c) { return ev_buf_append(b, &c, 1); }
+
+int ev_buf_printf(ev_buf *b, const char *fmt, ...)
+{
+	va_list ap, ap2;
+	va_start(ap, fmt);
+	va_copy(ap2, ap);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		va_end(ap2);
+		return ev_error_set(EV_E_INVALID, "bad format string");
+	}
+	int rc = reserve(b, (size_t)n);
+	if (!rc) {
+		vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap2);
+		b->len += (size_t)n;
+	}
+	va_end(ap2);
+	return rc;
+}
+
+void ev_buf_reset(ev_buf *b)
+{
+	b->len = 0;
+	if (b->data)
+		b->data[0] = 0;
+}
+
+char *ev_buf_detach(ev_buf *b, size_t *len_out)
+{
+	char *p = b->data;
+	if (!p)
+		p = calloc(1, 1);
+	if (len_out)
+		*len_out = b->len;
+	b->data = NULL;
+	b->len = b->cap = 0;
+	return p;
+}
+
+void ev_buf_free(ev_buf *b)
+{
+	if (!b)
+		return;
+	free(b->data);
+	b->data = NULL;
+	b->len = b->cap = 0;
+}

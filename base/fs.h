@@ -1,0 +1,29 @@
+/*
+ * base/fs.h: files and folders. Included by base/base.h.
+ */
+#ifndef EV_BASE_FS_H
+#define EV_BASE_FS_H
+
+#include <stddef.h>
+
+/* Reads a whole file, at most `max` bytes (EV_E_LIMIT past that). *out is
+ * NUL-terminated and freed with free(). */
+int ev_file_read(char **out, size_t *len_out, const char *path, size_t max);
+/* Creates a folder and any missing parents (mode 0755); an existing one
+ * is fine. */
+int ev_mkdir_p(const char *dir);
+/* Writes a file atomically (temp file in the same folder, then rename). */
+int ev_file_write(const char *path, const void *data, size_t len);
+
+enum {
+	/* Open up folders that lack write or search permission first (what a
+	 * sandboxed program may leave behind). */
+	EV_RMTREE_FORCE = 1u << 0
+};
+/* Removes `path` (a file or a folder and everything under it) without
+ * following symbolic links and without crossing into other file systems.
+ * An absent path is fine (0); NULL is fine. EV_E_IO naming the path when
+ * something is left. */
+int ev_rmtree(const char *path, unsigned flags);
+
+#endif
