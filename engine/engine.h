@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "base/base.h"
 
 /* ---- model ------------------------------------------------------------ */
@@ -233,12 +233,11 @@ int eng_msa_debug_blocks(eng_seq *s, int layer, long pos, int kv_head, const flo
  * tokenizer_config.json into `dir` (created if needed). */
 int eng_mkrecall(const char *dir);
 
-/* Writes a suite folder `dir` (suite.json + samples.jsonl) of recall
- * prompts for the recall checkpoint: for each length (tokens) x depth
- * (percent) x sample, a filler haystack with `distractors` other pairs and
- * the needle pair at that depth, target the value text. */
-int eng_recall_write_suite(const char *dir, const long *lengths, int nlengths, const int *depths, int ndepths,
-			   int samples, int distractors, uint64_t seed);
+/* A recall prompt as text (malloc'd into *text) for the recall checkpoint:
+ * `n` tokens of filler haystack with `distractors` other pairs and the
+ * needle pair at `depth` percent; *answer gets the value's text. The
+ * suite of such prompts is written by suites/ (ev_gen_recall). */
+int eng_recall_text(char **text, char answer[16], long n, int depth, int distractors, uint64_t seed);
 
 /* Recall prompt as token ids (for tests and benchmarks without text):
  * length `n` tokens, needle at depth percent, `distractors` other pairs.

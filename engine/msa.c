@@ -4,7 +4,7 @@
  * the shared command-line flags, and the reference block selection, which
  * follows the definition word for word (block means re-read from the keys,
  * every candidate scored, top-k by repeated argmax). The fast selection
- * from the page key sums lives in cpu/cpu.c beside its vector dot product.
+ * from the page key sums lives in msa_index.c, on the CPU kernels.
  */
 #include <math.h>
 #include <stdlib.h>

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "evald/cli.h"
 
 #define MAX_LIST 64

@@ -212,6 +212,15 @@ static int import(const ev_cli *cli, int argc, char **argv)
 /* evald suites gen recall -o DIR [--lengths 1k,4k] [--depths 0,50,100]
  *     [--samples N] [--distractors N] [--seed S]: the recall checkpoint's
  * own suite (engine/mkrecall.c), in its vocabulary. */
+/* The recall checkpoint's prompts come from the engine, which knows its
+ * vocabulary; the suite around them from suites/. */
+static int make_recall(void *ctx, char **text, char answer[16], long length, int depth, int distractors,
+                       uint64_t seed)
+{
+	(void)ctx;
+	return eng_recall_text(text, answer, length, depth, distractors, seed);
+}
+
 static int gen_recall(const ev_cli *cli, int argc, char **argv)
 {
 	const char *out = NULL, *lens = "1k,4k", *deps = "0,25,50,75,100";
@@ -261,7 +270,9 @@ static int gen_recall(const ev_cli *cli, int argc, char **argv)
 		fprintf(stderr, "evald suites gen recall: -o DIR, --lengths, --depths and --samples >= 1 are needed\n");
 		return EV_EXIT_USAGE;
 	}
-	if (eng_recall_write_suite(out, lengths, nl, depths, nd, (int)samples, (int)distractors, (uint64_t)seed))
+	ev_recall_options ro = {.lengths = lengths, .nlengths = nl, .depths = depths, .ndepths = nd,
+	                        .samples = (int)samples, .distractors = (int)distractors, .seed = (uint64_t)seed};
+	if (ev_gen_recall(&ro, make_recall, NULL, out))
 		return ev_cli_fail("gen recall");
 	return report_written(cli, out, "recall samples");
 }

@@ -298,6 +298,27 @@ bool ev_longctx_task_known(const char *name);
  * regex checker that needs all of them. */
 int ev_gen_longctx(const ev_longctx_options *opt, const ev_token_counter *tc, const char *out_dir);
 
+/* The recall suite (suites/gen_recall.c): key-value recall prompts for a
+ * model built to answer them (the engine's constructed recall checkpoint).
+ * `make` renders one prompt of `length` tokens with the needle at `depth`
+ * percent and `distractors` other pairs, from `seed`: the text malloc'd
+ * into *text and the expected value into answer. For each length x depth x
+ * sample, one sample {"id":"len<L>-depth<D>-<s>","input","target",
+ * "metadata":{"task":"recall","length","depth","distractors"}}; suite.json
+ * names the suite "recall" (kind long-context, includes checker, greedy,
+ * 4 tokens). Written atomically into out_dir. */
+typedef int (*ev_recall_make_fn)(void *ctx, char **text, char answer[16], long length, int depth, int distractors,
+                                 uint64_t seed);
+typedef struct {
+	const long *lengths; /* tokens, each in [4, 2^21] */
+	int nlengths;
+	const int *depths; /* percent */
+	int ndepths;
+	int samples, distractors;
+	uint64_t seed;
+} ev_recall_options;
+int ev_gen_recall(const ev_recall_options *opt, ev_recall_make_fn make, void *ctx, const char *out_dir);
+
 
 /* ==== tool environments (suites/env*.c; owner: agent) ======================
  *

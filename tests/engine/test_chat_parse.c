@@ -4,7 +4,7 @@
  * a failed parse), for both families.
  */
 #include "tests/common/testutil.h"
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 #include <stdlib.h>
 #include <string.h>

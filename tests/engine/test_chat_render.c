@@ -4,7 +4,7 @@
  * with the index at fault; the family is recognised from configs.
  */
 #include "tests/common/testutil.h"
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 #include <stdlib.h>
 #include <string.h>

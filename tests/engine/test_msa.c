@@ -90,7 +90,7 @@ static void msa_prefill_equals_token_by_token_and_fast_equals_reference(void **s
 }
 
 /* Decoding one row over more than 1024 blocks splits each index scan across
- * the workers and merges their top-k lists (engine/cpu/cpu.c): the logits
+ * the workers and merges their top-k lists (engine/cpu/attention.c): the logits
  * must be those of the prefill, whose tiles scan in one piece. */
 static void msa_split_decode_scan_equals_prefill(void **state)
 {

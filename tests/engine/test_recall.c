@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "tests/engine/engine_testutil.h"
+#include "suites/suites.h"
 
 static char *g_dir;
 
@@ -76,12 +77,21 @@ static void recall_checkpoint_answers_every_length_and_depth_dense(void **state)
 	eng_model_free(m);
 }
 
+static int make_recall(void *ctx, char **text, char answer[16], long length, int depth, int distractors,
+                       uint64_t seed)
+{
+	(void)ctx;
+	return eng_recall_text(text, answer, length, depth, distractors, seed);
+}
+
 static void recall_suite_text_gives_the_target(void **state)
 {
 	char *sdir = tu_tmpdir("recallsuite");
 	long lengths[] = {40, 300};
 	int depths[] = {0, 50, 100};
-	assert_int_equal(eng_recall_write_suite(sdir, lengths, 2, depths, 3, 2, 5, 9), 0);
+	ev_recall_options ro = {.lengths = lengths, .nlengths = 2, .depths = depths, .ndepths = 3, .samples = 2,
+	                        .distractors = 5, .seed = 9};
+	assert_int_equal(ev_gen_recall(&ro, make_recall, NULL, sdir), 0);
 	char *path = tu_path(sdir, "samples.jsonl"), *text = NULL;
 	size_t len;
 	assert_int_equal(ev_file_read(&text, &len, path, 1 << 24), 0);

@@ -5,7 +5,7 @@
  * that are not UTF-8.
  */
 #include "tests/common/testutil.h"
-#include "engine/tokenizer_int.h"
+#include "engine/tokenizer/tokenizer_int.h"
 #include "test_tokenizer_fixture.h"
 
 #include <stdlib.h>

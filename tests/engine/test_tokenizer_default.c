@@ -4,7 +4,7 @@
  * same every time.
  */
 #include "tests/common/testutil.h"
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* Builds small byte-level tokenizer.json files for the tokenizer tests. */
 #include "tests/common/testutil.h"
-#include "engine/tokenizer_int.h"
+#include "engine/tokenizer/tokenizer_int.h"
 #include "test_tokenizer_fixture.h"
 
 #include <stdlib.h>

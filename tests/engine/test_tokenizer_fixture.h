@@ -4,7 +4,7 @@
 #ifndef TEST_TOKENIZER_FIXTURE_H
 #define TEST_TOKENIZER_FIXTURE_H
 
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 /* A tokenizer.json with the 256 byte tokens (id = byte), then one token
  * per merge (raw bytes "a b" pairs, in rank order), then `extra_vocab`

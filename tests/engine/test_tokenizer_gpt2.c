@@ -9,7 +9,7 @@
  * and is not part of it; vectors.out holds one line of ids per input.
  */
 #include "tests/common/testutil.h"
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * and for valid text the streamed output equals eng_detokenize.
  */
 #include "tests/common/testutil.h"
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "test_tokenizer_fixture.h"
 
 #include <stdlib.h>

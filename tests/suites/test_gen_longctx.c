@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "scoring/scoring.h"
 #include "suites/suites.h"
 

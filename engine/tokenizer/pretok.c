@@ -4,7 +4,7 @@
  * behaviors, and the walk of a text segment through the configured steps
  * down to BPE words.
  */
-#include "engine/tokenizer_int.h"
+#include "engine/tokenizer/tokenizer_int.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -9,7 +9,7 @@
  * written the way the families' templates write it (Python's json.dumps
  * spacing: ", " and ": "), so the prompts read as the models were trained.
  */
-#include "engine/tokenizer_int.h"
+#include "engine/tokenizer/tokenizer_int.h"
 
 #include <ctype.h>
 #include <math.h>

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 
 #include "engine/backend.h"
-#include "engine/tokenizer_int.h"
+#include "engine/tokenizer/tokenizer_int.h"
 
 #define NK 32   /* keys */
 #define NV 16   /* values */
@@ -311,64 +311,29 @@ int eng_recall_tokens(int32_t *toks, long n, int depth, int distractors, uint64_
 	return 0;
 }
 
-int eng_recall_write_suite(const char *dir, const long *lengths, int nlengths, const int *depths, int ndepths,
-			   int samples, int distractors, uint64_t seed)
+int eng_recall_text(char **text, char answer[16], long n, int depth, int distractors, uint64_t seed)
 {
-	ev_buf out = EV_BUF_INIT(1u << 30), text = EV_BUF_INIT(64u << 20);
-	int32_t *toks = NULL;
+	*text = NULL;
+	int32_t *toks = NULL, val;
+	ev_buf out = EV_BUF_INIT((size_t)n * 16 + 64);
 	char w[64];
 	int rc = 0;
-	if (nlengths < 1 || ndepths < 1 || samples < 1)
-		return ev_error_set(EV_E_INVALID, "recall suite: no lengths, depths or samples");
-	if ((rc = ev_mkdir_p(dir)))
-		return rc;
-	for (int li = 0; li < nlengths && !rc; li++) {
-		if (lengths[li] < 4 || lengths[li] > (1L << 21)) {
-			rc = ev_error_set(EV_E_INVALID, "recall suite: length %ld out of [4, 2097152]", lengths[li]);
-			break;
-		}
-		int32_t *nt = realloc(toks, (size_t)lengths[li] * sizeof(*toks));
-		if (!nt) {
-			rc = ev_error_set(EV_E_NOMEM, "out of memory");
-			break;
-		}
-		toks = nt;
-		for (int di = 0; di < ndepths && !rc; di++)
-			for (int s = 0; s < samples && !rc; s++) {
-				int32_t val;
-				uint64_t sd = seed * 1000003u + (uint64_t)li * 7919u + (uint64_t)di * 131u + (uint64_t)s;
-				int nd = distractors < lengths[li] - 4 ? distractors : (int)(lengths[li] - 4);
-				if ((rc = eng_recall_tokens(toks, lengths[li], depths[di], nd, sd, &val)))
-					break;
-				ev_buf_reset(&text);
-				for (long i = 0; i < lengths[li] && !rc; i++) {
-					token_text(w, sizeof w, toks[i]);
-					rc = ev_buf_puts(&text, w);
-				}
-				token_text(w, sizeof w, val);
-				if (!rc)
-					rc = ev_buf_printf(&out, "{\"id\":\"len%ld-depth%d-%d\",\"input\":", lengths[li],
-							   depths[di], s);
-				if (!rc)
-					rc = ev_json_buf_str(&out, text.data);
-				if (!rc)
-					rc = ev_buf_printf(&out,
-							   ",\"target\":\"%s\",\"metadata\":{\"task\":\"recall\",\"length\":%ld,"
-							   "\"depth\":%d,\"distractors\":%d}}\n",
-							   w, lengths[li], depths[di], nd);
-			}
+	if (n < 4 || n > (1L << 21))
+		return ev_error_set(EV_E_INVALID, "recall prompt: length %ld out of [4, 2097152]", n);
+	if (!(toks = malloc((size_t)n * sizeof(*toks))))
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	rc = eng_recall_tokens(toks, n, depth, distractors, seed, &val);
+	for (long i = 0; i < n && !rc; i++) {
+		token_text(w, sizeof w, toks[i]);
+		rc = ev_buf_puts(&out, w);
 	}
-	if (!rc)
-		rc = write_text(dir, "samples.jsonl", out.data ? out.data : "", out.len);
-	static const char suite[] =
-		"{\"name\":\"recall\",\"version\":\"1\",\"kind\":\"long-context\",\"description\":\"key-value recall "
-		"for the constructed recall checkpoint (evald engine mkmodel --arch recall): the answer is the "
-		"value token bound to the asked key\",\"generation\":{\"max_tokens\":4,\"temperature\":0},"
-		"\"checker\":{\"type\":\"includes\"}}\n";
-	if (!rc)
-		rc = write_text(dir, "suite.json", suite, sizeof suite - 1);
+	if (!rc) {
+		token_text(w, sizeof w, val);
+		snprintf(answer, 16, "%s", w);
+		*text = ev_buf_detach(&out, NULL);
+		rc = *text ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
+	}
 	free(toks);
-	ev_buf_free(&text);
 	ev_buf_free(&out);
 	return rc;
 }

@@ -1,5 +1,5 @@
 /*
- * engine/tokenizer_int.h: what the tokenizer's files share (tokenizer.c
+ * engine/tokenizer/tokenizer_int.h: what the tokenizer's files share (tokenizer.c
  * loads and decodes, bpe.c merges, pretok.c splits, tok_default.c writes
  * the default tokenizer, chat.c renders). Not part of the public API.
  */
@@ -10,7 +10,7 @@
 #include <pcre2.h>
 #include <pthread.h>
 
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 /* ---- ByteLevel: the 256 bytes <-> 256 printable code points ------------- */
 

@@ -10,7 +10,7 @@
  * fast enough (well under a second for the 1,000-odd merges it allows);
  * fill() then tops the vocab up to the size asked.
  */
-#include "engine/tokenizer_int.h"
+#include "engine/tokenizer/tokenizer_int.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * tables, encoding (added tokens, then pre-tokenizer and BPE), decoding,
  * and the streaming detokenizer.
  */
-#include "engine/tokenizer_int.h"
+#include "engine/tokenizer/tokenizer_int.h"
 
 #include <stdlib.h>
 #include <string.h>

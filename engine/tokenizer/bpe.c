@@ -9,7 +9,7 @@
  * stale and skipped. Each merge costs O(log n): a long word is not
  * quadratic.
  */
-#include "engine/tokenizer_int.h"
+#include "engine/tokenizer/tokenizer_int.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,0 +1,291 @@
+/*
+ * engine/cpu/attention.c: attention on the fast CPU path, one task per
+ * (row, KV head): dense or MSA block-sparse, each attended block's keys and
+ * values read once for all query heads of the group, the softmax kept
+ * online over the attended blocks. The blocks MSA attends come from the
+ * index search in engine/msa_index.c: per row in decode (split across the
+ * workers when the context is long), per tile of rows in prefill.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cpu/cpu_int.h"
+#include "engine/cpu/kernels.h"
+#include "engine/msa_index.h"
+
+typedef struct {
+	cpu_ctx *cc;
+	eng_model *m;
+	float *out;
+	const float *q;
+	const eng_row *rows;
+	int n, layer, nh;
+	long window;
+	/* prefill: block lists chosen beforehand for tiles of rows (NULL in
+	 * decode); lists[(i * kvh + g) * nlist ..], nls[] < 0 for dense rows */
+	int *lists, *nls, nlist;
+} att_job;
+
+/* Index branch for a tile of up to INDEX_TILE consecutive rows and one KV
+ * head: rows of one sequence scan the same blocks, so each block's key sum
+ * is loaded once for all of them (the same arithmetic as
+ * eng_msa_select_fast, row by row, so the same choice). */
+static void index_task(void *ctx, int task, int worker)
+{
+	att_job *j = ctx;
+	eng_model *m = j->m;
+	const eng_kv_pool *p = &m->kv;
+	const eng_msa *a = &m->msa;
+	cpu_ctx *cc = j->cc;
+	int g = task % p->kvh, i0 = task / p->kvh * INDEX_TILE, hd = p->hd, K = a->top_k, B = p->block;
+	int i1 = i0 + INDEX_TILE < j->n ? i0 + INDEX_TILE : j->n, group = j->nh / p->kvh;
+	float *qs = cc->tq[worker], *top = cc->ttop[worker], inv = 1.0f / (float)B;
+	int *topi = cc->ttopi[worker], nt[INDEX_TILE], rows[INDEX_TILE], nr = 0;
+	long maxlast = -1;
+	const eng_seq *s = NULL;
+	for (int i = i0; i < i1; i++) {
+		int *nl = &j->nls[(size_t)i * p->kvh + g];
+		long pos = j->rows[i].pos;
+		*nl = -1;
+		if (!eng_msa_sparse(m, j->layer, pos))
+			continue;
+		if (s && j->rows[i].seq != s) { /* another sequence: on its own */
+			*nl = eng_msa_select_fast(m, j->rows[i].seq, j->layer, pos, g, j->q + (size_t)i * j->nh * hd,
+						  j->lists + ((size_t)i * p->kvh + g) * j->nlist, cc->qsum[worker],
+						  cc->top[worker], cc->topi[worker]);
+			continue;
+		}
+		s = j->rows[i].seq;
+		eng_msa_group_qsum(qs + (size_t)nr * hd, j->q + (size_t)i * j->nh * hd, g, group, hd);
+		nt[nr] = 0;
+		maxlast = pos / B - a->local > maxlast ? pos / B - a->local : maxlast;
+		rows[nr++] = i;
+	}
+	for (long b = a->sink; b <= maxlast && K > 0; b += 4) {
+		for (int r = 0; r < nr; r++) {
+			long last = j->rows[rows[r]].pos / B - a->local;
+			if (b > last)
+				continue;
+			float sc[4];
+			int nb = eng_msa_block_scores4(sc, qs + (size_t)r * hd, s->kidx[j->layer], b, last, p->kvh, g, hd);
+			for (int t = 0; t < nb; t++)
+				eng_msa_topk_push(top + (size_t)r * K, topi + (size_t)r * K, &nt[r], K, sc[t] * inv, (int)(b + t));
+		}
+	}
+	for (int r = 0; r < nr; r++) {
+		int i = rows[r];
+		j->nls[(size_t)i * p->kvh + g] = eng_msa_compose_list(a, j->rows[i].pos / B, topi + (size_t)r * K, nt[r],
+							      j->lists + ((size_t)i * p->kvh + g) * j->nlist);
+	}
+}
+
+/* One (row, KV head) task: the attended blocks in ascending order (every
+ * block for dense attention), each block's keys and values read once for
+ * all query heads of the group, softmax kept online (running max, sum and
+ * weighted values rescaled as the max grows), so the scratch is one block
+ * whatever the context. */
+static void att_task(void *ctx, int task, int worker)
+{
+	att_job *j = ctx;
+	eng_model *m = j->m;
+	eng_kv_pool *p = &m->kv;
+	cpu_ctx *cc = j->cc;
+	int i = task / p->kvh, g = task % p->kvh, hd = p->hd, group = j->nh / p->kvh, B = p->block;
+	eng_seq *s = j->rows[i].seq;
+	long pos = j->rows[i].pos, lo = j->window > 0 && pos - j->window + 1 > 0 ? pos - j->window + 1 : 0;
+	long cur = pos / B;
+	const float *qi = j->q + (size_t)i * j->nh * hd;
+	float *kb = cc->kbuf[worker], *vb = cc->vbuf[worker], *sc = cc->sc[worker], *acc = cc->acc[worker];
+	float *mx = cc->mx[worker], *sum = cc->sum[worker];
+	int *list = cc->blocks[worker], nb = -1;
+	if (j->lists) {
+		list = j->lists + (size_t)task * j->nlist;
+		nb = j->nls[task];
+	} else if (eng_msa_sparse(m, j->layer, pos)) {
+		nb = eng_msa_select_fast(m, s, j->layer, pos, g, qi, list, cc->qsum[worker], cc->top[worker],
+					 cc->topi[worker]);
+	}
+	float scale = 1.0f / sqrtf((float)hd);
+	size_t kd = (size_t)p->kvh * hd;
+	for (int h = 0; h < group; h++) {
+		mx[h] = -INFINITY;
+		sum[h] = 0;
+	}
+	memset(acc, 0, (size_t)group * hd * sizeof(float));
+	long nblocks = nb >= 0 ? nb : cur + 1 - lo / B;
+	for (long bi = 0; bi < nblocks; bi++) {
+		long b = nb >= 0 ? list[bi] : lo / B + bi;
+		long t0 = b * B > lo ? b * B : lo, t1 = b * B + B - 1 < pos ? b * B + B - 1 : pos;
+		if (t0 > t1)
+			continue;
+		int cnt = (int)(t1 - t0 + 1), s0 = (int)(t0 - b * B);
+		eng_page *pg = s->pages[b];
+		const float *K, *V;
+		size_t stride;
+		if (p->dtype == ENG_F32) {
+			K = eng_page_k(p, pg, j->layer, s0) + (size_t)g * hd;
+			V = eng_page_v(p, pg, j->layer, s0) + (size_t)g * hd;
+			stride = kd;
+		} else {
+			for (int t = 0; t < cnt; t++) {
+				eng_kv_load(p, kb + (size_t)t * hd,
+					    (unsigned char *)eng_page_kraw(p, pg, j->layer, s0 + t) + (size_t)g * hd * p->esize,
+					    (size_t)hd);
+				eng_kv_load(p, vb + (size_t)t * hd,
+					    (unsigned char *)eng_page_vraw(p, pg, j->layer, s0 + t) + (size_t)g * hd * p->esize,
+					    (size_t)hd);
+			}
+			K = kb, V = vb, stride = (size_t)hd;
+		}
+		for (int h = 0; h < group; h++) {
+			const float *qh = qi + ((size_t)g * group + h) * hd;
+			float *ah = acc + (size_t)h * hd, bmax = -INFINITY;
+			for (int t = 0; t < cnt; t++) {
+				sc[t] = dot(qh, K + (size_t)t * stride, hd) * scale;
+				bmax = sc[t] > bmax ? sc[t] : bmax;
+			}
+			float nm = bmax > mx[h] ? bmax : mx[h];
+			float corr = expf(mx[h] - nm); /* 0 on the first block */
+			mx[h] = nm;
+			exp_shift(sc, sc, nm, cnt);
+			sum[h] = sum[h] * corr + sc[0];
+			scale_axpy(ah, corr, sc[0], V, hd);
+			for (int t = 1; t < cnt; t++) {
+				sum[h] += sc[t];
+				axpy1(ah, sc[t], V + (size_t)t * stride, hd);
+			}
+		}
+	}
+	for (int h = 0; h < group; h++) {
+		float *oh = j->out + ((size_t)i * j->nh + (size_t)g * group + h) * hd, inv = 1.0f / sum[h];
+		for (int d = 0; d < hd; d++)
+			oh[d] = acc[(size_t)h * hd + d] * inv;
+	}
+}
+
+/* Decode with few rows: one row's index scan over a long context is most
+ * of its cost, so the scan of each (row, KV head) is split into block
+ * ranges across the workers, each keeping its own top-k, merged after.
+ * The top-k is the k greatest under (score descending, block ascending),
+ * a total order, so the merged choice is the one a single scan makes. */
+typedef struct {
+	att_job *j;
+	int splits;
+	float *ptop; /* [task][top_k] */
+	int *ptopi, *pn;
+} split_job;
+
+static void split_index_task(void *ctx, int task, int worker)
+{
+	split_job *sj = ctx;
+	att_job *j = sj->j;
+	eng_model *m = j->m;
+	const eng_kv_pool *p = &m->kv;
+	const eng_msa *a = &m->msa;
+	int S = sj->splits, K = a->top_k, hd = p->hd, B = p->block;
+	int part = task % S, rg = task / S, i = rg / p->kvh, g = rg % p->kvh;
+	long pos = j->rows[i].pos, first = a->sink, last = pos / B - a->local;
+	float *top = sj->ptop + (size_t)task * K;
+	int *topi = sj->ptopi + (size_t)task * K, nt = 0;
+	sj->pn[task] = 0;
+	if (!eng_msa_sparse(m, j->layer, pos) || last < first || K <= 0)
+		return;
+	long per = (last - first + S) / S;
+	long b0 = first + part * per, b1 = b0 + per - 1 < last ? b0 + per - 1 : last;
+	float *qsum = j->cc->qsum[worker];
+	eng_msa_group_qsum(qsum, j->q + (size_t)i * j->nh * hd, g, j->nh / p->kvh, hd);
+	eng_msa_index ix = eng_msa_seq_index(j->rows[i].seq, j->layer);
+	nt = eng_msa_index_topk(&ix, g, qsum, b0, b1, K, true, top, topi);
+	sj->pn[task] = nt;
+}
+
+/* Merges the splits' top-k lists into the block list of each (row, KV
+ * head). Returns false when scratch could not be had (the caller then
+ * lets each attention task choose its own blocks: the same result). */
+static bool split_index(cpu_ctx *cc, att_job *j)
+{
+	eng_model *m = j->m;
+	const eng_msa *a = &m->msa;
+	int kvh = m->kv.kvh, S = cc->nw, K = a->top_k > 0 ? a->top_k : 1, nrg = j->n * kvh;
+	split_job sj = {j, S, malloc((size_t)nrg * S * K * sizeof(float)), malloc((size_t)nrg * S * K * sizeof(int)),
+			malloc((size_t)nrg * S * sizeof(int))};
+	int *merged = malloc((size_t)K * sizeof(int));
+	j->lists = malloc((size_t)nrg * j->nlist * sizeof(int));
+	j->nls = malloc((size_t)nrg * sizeof(int));
+	bool ok = sj.ptop && sj.ptopi && sj.pn && merged && j->lists && j->nls;
+	if (ok) {
+		eng_pool_run(cc->pool, split_index_task, &sj, nrg * S);
+		for (int rg = 0; rg < nrg; rg++) {
+			long pos = j->rows[rg / kvh].pos;
+			if (!eng_msa_sparse(m, j->layer, pos)) {
+				j->nls[rg] = -1;
+				continue;
+			}
+			int at[64] = {0}, nt = 0; /* S <= 64: the pool's worker count */
+			while (nt < a->top_k) {
+				int best = -1;
+				for (int sp = 0; sp < S && sp < 64; sp++) {
+					int t = rg * S + sp;
+					if (at[sp] >= sj.pn[t])
+						continue;
+					float sc = sj.ptop[(size_t)t * K + at[sp]];
+					int bi = sj.ptopi[(size_t)t * K + at[sp]];
+					if (best < 0)
+						best = sp;
+					else {
+						int tb = rg * S + best;
+						float bsc = sj.ptop[(size_t)tb * K + at[best]];
+						int bbi = sj.ptopi[(size_t)tb * K + at[best]];
+						if (sc > bsc || (sc == bsc && bi < bbi))
+							best = sp;
+					}
+				}
+				if (best < 0)
+					break;
+				merged[nt++] = sj.ptopi[(size_t)(rg * S + best) * K + at[best]++];
+			}
+			j->nls[rg] = eng_msa_compose_list(a, pos / m->kv.block, merged, nt, j->lists + (size_t)rg * j->nlist);
+		}
+	}
+	free(sj.ptop);
+	free(sj.ptopi);
+	free(sj.pn);
+	free(merged);
+	if (!ok) {
+		free(j->lists);
+		free(j->nls);
+		j->lists = NULL;
+		j->nls = NULL;
+	}
+	return ok;
+}
+
+void eng_cpu_attention(eng_backend *be, float *out, const float *q, const eng_row *rows, int n, int layer,
+			  int nh, long window)
+{
+	cpu_ctx *cc = be->ctx;
+	eng_model *m = be->m;
+	int kvh = m->kv.kvh;
+	att_job j = {cc, m, out, q, rows, n, layer, nh, window, NULL, NULL, cc->nlist};
+	bool sparse = false;
+	for (int i = 0; i < n && !sparse; i++)
+		sparse = eng_msa_sparse(m, layer, rows[i].pos);
+	/* several sparse rows: choose their blocks tile by tile first (when
+	 * the lists cannot be had, each task chooses its own: same result) */
+	long longest = 0;
+	for (int i = 0; i < n; i++)
+		longest = rows[i].pos > longest ? rows[i].pos : longest;
+	if (sparse && n * kvh < cc->nw && cc->nw > 1 && cc->nw <= 64 && longest / m->kv.block >= 1024) {
+		split_index(cc, &j);
+	} else if (sparse && n > 1 && (j.lists = malloc((size_t)n * kvh * j.nlist * sizeof(int))) &&
+	           (j.nls = malloc((size_t)n * kvh * sizeof(int)))) {
+		eng_pool_run(cc->pool, index_task, &j, (n + INDEX_TILE - 1) / INDEX_TILE * kvh);
+	} else {
+		free(j.lists);
+		j.lists = NULL;
+	}
+	eng_pool_run(cc->pool, att_task, &j, n * kvh);
+	free(j.lists);
+	free(j.nls);
+}

@@ -1,0 +1,36 @@
+/*
+ * engine/cpu/cpu_int.h: what the fast CPU backend's files share: its
+ * context (the pool and per-worker scratch) and the ops that live in
+ * their own files.
+ */
+#ifndef ENG_CPU_INT_H
+#define ENG_CPU_INT_H
+
+#include "engine/backend.h"
+
+typedef struct {
+	eng_pool *pool;
+	int nw;
+	float **wconv;   /* per worker: 4 rows of converted weights */
+	/* per worker attention scratch, O(block) whatever the context: one
+	 * block of converted keys and values, its scores, the group's running
+	 * softmax state, and MSA's top-k and block list */
+	float **kbuf, **vbuf, **sc, **acc, **mx, **sum, **qsum, **top;
+	int **topi, **blocks;
+	int nlist; /* room in a block list: sink + local + top_k + 1 */
+	/* per worker, the index branch of a tile of prefill rows */
+	float **tq, **ttop;
+	int **ttopi;
+	size_t maxcols;
+} cpu_ctx;
+
+/* Rows of one sequence whose index branch one prefill task scans together. */
+#define INDEX_TILE 16
+
+/* matmul.c */
+void eng_cpu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_weight *w, const float *bias);
+/* attention.c */
+void eng_cpu_attention(eng_backend *be, float *out, const float *q, const eng_row *rows, int n, int layer, int nh,
+		       long window);
+
+#endif

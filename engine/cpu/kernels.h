@@ -1,0 +1,214 @@
+/*
+ * engine/cpu/kernels.h: the CPU backend's vector kernels, shared by its
+ * matmul, attention and element-wise ops and by the MSA index search
+ * (engine/msa_index.c). Every output is one 8-lane FMA accumulator over
+ * the row summed in one fixed order (hsum8), so a prompt fed at once, fed
+ * token by token or batched with others gives the same bits. AVX2/FMA
+ * where the build has them; SLEEF's vector exp when the build found it;
+ * plain loops otherwise (the same order of operations per lane is not
+ * promised there, only per build).
+ */
+#ifndef ENG_CPU_KERNELS_H
+#define ENG_CPU_KERNELS_H
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define ENG_AVX2 1
+#endif
+
+#if defined(EV_HAVE_SLEEF) && defined(ENG_AVX2)
+#include <sleef.h>
+#define ENG_VEXP 1
+#endif
+
+static inline float dot(const float *a, const float *b, int n)
+{
+	int i = 0;
+	float s = 0;
+#ifdef ENG_AVX2
+	__m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+	for (; i + 16 <= n; i += 16) {
+		acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+		acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+	}
+	for (; i + 8 <= n; i += 8)
+		acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+	acc0 = _mm256_add_ps(acc0, acc1);
+	__m128 h = _mm_add_ps(_mm256_castps256_ps128(acc0), _mm256_extractf128_ps(acc0, 1));
+	h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+	h = _mm_add_ss(h, _mm_movehdup_ps(h));
+	s = _mm_cvtss_f32(h);
+#endif
+	for (; i < n; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
+#ifdef ENG_VEXP
+/* SLEEF's 1-ulp exp of 8 floats; a short tail goes through a padded
+ * vector, so a value's exp never depends on where it sits. */
+static inline __m256 exp8(__m256 x)
+{
+	return Sleef_expf8_u10avx2(x);
+}
+
+static inline void exp_tail(float *y, const float *x, int n, float sub)
+{
+	float t[8] = {0};
+	for (int i = 0; i < n; i++)
+		t[i] = x[i] - sub;
+	_mm256_storeu_ps(t, exp8(_mm256_loadu_ps(t)));
+	memcpy(y, t, (size_t)n * sizeof(float));
+}
+#endif
+
+/* y[i] = exp(x[i] - sub), i < n (y may be x) */
+static inline void exp_shift(float *y, const float *x, float sub, int n)
+{
+	int i = 0;
+#ifdef ENG_VEXP
+	__m256 s = _mm256_set1_ps(sub);
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), s)));
+	if (i < n)
+		exp_tail(y + i, x + i, n - i, sub);
+#else
+	for (; i < n; i++)
+		y[i] = expf(x[i] - sub);
+#endif
+}
+
+/* y[i] = y[i] * c + a * x[i], i < n (online softmax: rescale and add) */
+static inline void scale_axpy(float *y, float c, float a, const float *x, int n)
+{
+	int i = 0;
+#ifdef ENG_AVX2
+	__m256 cv = _mm256_set1_ps(c), av = _mm256_set1_ps(a);
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_mul_ps(cv, _mm256_loadu_ps(y + i))));
+#endif
+	for (; i < n; i++)
+		y[i] = y[i] * c + a * x[i];
+}
+
+static inline void axpy1(float *y, float a, const float *x, int n)
+{
+	int i = 0;
+#ifdef ENG_AVX2
+	__m256 av = _mm256_set1_ps(a);
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+#endif
+	for (; i < n; i++)
+		y[i] += a * x[i];
+}
+
+/* out[j] = w_j . x for the 4 weight rows w0..w3 (length n) */
+static inline void dot4(float out[4], const float *x, const float *w0, const float *w1, const float *w2, const float *w3,
+		 int n)
+{
+	int i = 0;
+	float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+#ifdef ENG_AVX2
+	__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 xv = _mm256_loadu_ps(x + i);
+		a0 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w0 + i), a0);
+		a1 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w1 + i), a1);
+		a2 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w2 + i), a2);
+		a3 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w3 + i), a3);
+	}
+	/* horizontal sums of the four accumulators at once */
+	__m256 t0 = _mm256_hadd_ps(a0, a1), t1 = _mm256_hadd_ps(a2, a3);
+	__m256 t2 = _mm256_hadd_ps(t0, t1);
+	__m128 r = _mm_add_ps(_mm256_castps256_ps128(t2), _mm256_extractf128_ps(t2, 1));
+	float tmp[4];
+	_mm_storeu_ps(tmp, r);
+	s0 = tmp[0], s1 = tmp[1], s2 = tmp[2], s3 = tmp[3];
+#endif
+	for (; i < n; i++) {
+		s0 += x[i] * w0[i];
+		s1 += x[i] * w1[i];
+		s2 += x[i] * w2[i];
+		s3 += x[i] * w3[i];
+	}
+	out[0] = s0, out[1] = s1, out[2] = s2, out[3] = s3;
+}
+
+#ifdef ENG_AVX2
+/* The sum of one accumulator's lanes in dot4's order (see there), so that
+ * every kernel gives an output the same bits whatever its tile. */
+static inline float hsum8(__m256 a)
+{
+	__m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a, a), _mm256_hadd_ps(a, a));
+	return _mm_cvtss_f32(_mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+}
+#endif
+
+/* w . x with one accumulator, its lanes summed as dot4 sums them: the
+ * same bits as any of dot4's outputs. */
+static inline float dot1(const float *x, const float *w, int n)
+{
+	int i = 0;
+	float s = 0;
+#ifdef ENG_AVX2
+	__m256 a = _mm256_setzero_ps();
+	for (; i + 8 <= n; i += 8)
+		a = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(w + i), a);
+	s = hsum8(a);
+#endif
+	for (; i < n; i++)
+		s += x[i] * w[i];
+	return s;
+}
+
+/* o[i][j] = w_j . x_i for 3 batch rows and 4 weight rows: the batch
+ * vectors (from L2) held in registers, each weight vector (from L1)
+ * loaded once into the 16th register and used three times. */
+static inline void dot3x4(float o[3][4], const float *const x[3], const float *const w[4], int n)
+{
+	int i = 0;
+	float s[3][4] = {{0}};
+#ifdef ENG_AVX2
+	__m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00, c12 = c00;
+	__m256 c13 = c00, c20 = c00, c21 = c00, c22 = c00, c23 = c00;
+	const float *x0 = x[0], *x1 = x[1], *x2 = x[2], *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
+	for (; i + 8 <= n; i += 8) {
+		__m256 a0 = _mm256_loadu_ps(x0 + i), a1 = _mm256_loadu_ps(x1 + i), a2 = _mm256_loadu_ps(x2 + i), v;
+		__asm__("" : "+x"(a0), "+x"(a1), "+x"(a2));
+		v = _mm256_loadu_ps(w0 + i);
+		__asm__("" : "+x"(v));
+		c00 = _mm256_fmadd_ps(a0, v, c00);
+		c10 = _mm256_fmadd_ps(a1, v, c10);
+		c20 = _mm256_fmadd_ps(a2, v, c20);
+		v = _mm256_loadu_ps(w1 + i);
+		__asm__("" : "+x"(v));
+		c01 = _mm256_fmadd_ps(a0, v, c01);
+		c11 = _mm256_fmadd_ps(a1, v, c11);
+		c21 = _mm256_fmadd_ps(a2, v, c21);
+		v = _mm256_loadu_ps(w2 + i);
+		__asm__("" : "+x"(v));
+		c02 = _mm256_fmadd_ps(a0, v, c02);
+		c12 = _mm256_fmadd_ps(a1, v, c12);
+		c22 = _mm256_fmadd_ps(a2, v, c22);
+		v = _mm256_loadu_ps(w3 + i);
+		__asm__("" : "+x"(v));
+		c03 = _mm256_fmadd_ps(a0, v, c03);
+		c13 = _mm256_fmadd_ps(a1, v, c13);
+		c23 = _mm256_fmadd_ps(a2, v, c23);
+	}
+	s[0][0] = hsum8(c00), s[0][1] = hsum8(c01), s[0][2] = hsum8(c02), s[0][3] = hsum8(c03);
+	s[1][0] = hsum8(c10), s[1][1] = hsum8(c11), s[1][2] = hsum8(c12), s[1][3] = hsum8(c13);
+	s[2][0] = hsum8(c20), s[2][1] = hsum8(c21), s[2][2] = hsum8(c22), s[2][3] = hsum8(c23);
+#endif
+	for (; i < n; i++)
+		for (int r = 0; r < 3; r++)
+			for (int k = 0; k < 4; k++)
+				s[r][k] += x[r][i] * w[k][i];
+	memcpy(o, s, sizeof(s));
+}
+
+#endif
