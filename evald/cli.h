@@ -57,16 +57,9 @@ int ev_checker_flags_parse(ev_checker_flags *f, int argc, char **argv, int *i);
 /* The spec JSON for the flags (malloc'd), or NULL when no flag was given. */
 char *ev_checker_flags_spec(const ev_checker_flags *f);
 
-/* Computes the run's summary from its stored results: per suite n (samples
- * with at least one scored result), score (mean over samples of the
- * per-sample mean over epochs), stderr, bootstrap 95% CI (seeded), errors,
- * failure reasons, and for several epochs pass@k / pass^k. `suites_json`
- * is the run's suites list (names in order, kinds). Returns malloc'd JSON:
- * {"run_id","model","suites":[{"name","n","score","ci_low","ci_high",
- *  "stderr","errors","failures":{}, "pass_at_k":{}, "pass_hat_k":{}}]} */
+/* The run's summary JSON (scoring/summary.h) from its stored results, its
+ * planned suites in order; pass@k and pass^k when it ran several epochs. */
 int ev_summary_compute(char **out, ev_tracker *t, int64_t run_id);
-/* Prints a summary JSON as a short human table. */
-void ev_summary_print(FILE *to, const char *summary_json);
 
 /* Loads a suite path as `run` stores it: "@default" is the embedded
  * suite, written into a temporary folder made on first use (*tmpdir). */
@@ -78,9 +71,6 @@ void ev_cli_tmpdir_remove(char *tmpdir);
  * path of a .jsonl file under `dir`. */
 int ev_default_suite_write(char **out_path, const char *dir);
 
-/* True for the reasons scoring counts as infrastructure errors (left out
- * of scores): the is_error hook of ev_compare_options (cmd_compare.c). */
-bool ev_cli_reason_is_error(const char *reason);
 
 
 /* evald suites gen long-context ... (evald/cmd_gen.c; owner: longctx):

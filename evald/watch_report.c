@@ -18,7 +18,6 @@ int ev_watch_compare_and_file(ev_tracker *t, const char *name, int64_t base, int
                               ev_compare **out_cmp)
 {
 	ev_compare_options opt = EV_COMPARE_OPTIONS_INIT;
-	opt.is_error = ev_cli_reason_is_error;
 	ev_compare *c = NULL;
 	char *actions = NULL, *js = NULL;
 	cJSON *j = NULL, *a = NULL;

@@ -64,14 +64,11 @@ ev_fingerprint ev_fingerprint_of(const char *reason, const char *detail, const c
 	return EV_FP_WRONG_ANSWER;
 }
 
-static bool default_is_error(const char *reason) { return eq(reason, "backend_error") || eq(reason, "timeout"); }
-
 /* ---- one run folded per sample --------------------------------------------------- */
 
 typedef struct {
 	ev_run_scores *s;
-	bool (*is_error)(const char *);
-	double sum;
+	ev_sample_fold fold; /* the current sample's epochs */
 	bool failed_scored; /* the current sample's fingerprint comes from a scored epoch */
 } load_ctx;
 
@@ -115,20 +112,19 @@ static int load_one(void *ctx, const ev_result *r)
 		cur->suite = suite;
 		cur->id = id;
 		cur->fp = EV_FP_WRONG_ANSWER;
-		c->sum = 0;
+		c->fold = (ev_sample_fold){0};
 		c->failed_scored = false;
 	}
-	bool err = c->is_error(r->reason);
-	if (err) {
-		cur->n_errors++;
+	ev_sample_fold_add(&c->fold, r);
+	cur->n_scored = c->fold.n_scored;
+	cur->n_errors = c->fold.n_errors;
+	cur->score = ev_sample_fold_mean(&c->fold);
+	if (ev_result_is_error(r)) {
 		if (!cur->detail && !c->failed_scored && cur->n_errors == 1 && cur->n_scored == 0) {
 			cur->fp = ev_fingerprint_of(r->reason, r->detail, r->finish_reason);
 			cur->detail = cut_detail(s->arena, r->detail);
 		}
 	} else {
-		cur->n_scored++;
-		c->sum += r->score;
-		cur->score = c->sum / cur->n_scored;
 		if (r->score < 1.0 && !c->failed_scored) {
 			c->failed_scored = true;
 			cur->fp = ev_fingerprint_of(r->reason, r->detail, r->finish_reason);
@@ -146,13 +142,13 @@ int ev_sample_score_cmp(const ev_sample_score *x, const ev_sample_score *y)
 
 static int cmp_scores(const void *x, const void *y) { return ev_sample_score_cmp(x, y); }
 
-int ev_run_scores_load(ev_run_scores *out, ev_tracker *t, int64_t run_id, bool (*is_error)(const char *reason))
+int ev_run_scores_load(ev_run_scores *out, ev_tracker *t, int64_t run_id)
 {
 	memset(out, 0, sizeof *out);
 	int rc = ev_arena_new(&out->arena, SCORES_ARENA_MAX);
 	if (rc)
 		return rc;
-	load_ctx c = {out, is_error ? is_error : default_is_error, 0, false};
+	load_ctx c = {.s = out};
 	if ((rc = ev_tracker_results_each(t, run_id, load_one, &c))) {
 		ev_run_scores_clear(out);
 		return ev_error_wrap(rc, "results of run %lld", (long long)run_id);
@@ -374,8 +370,8 @@ int ev_compare_runs(ev_compare **out, ev_tracker *t, int64_t run_a, int64_t run_
 		opt = &dflt;
 	if ((rc = ev_tracker_run_get(t, run_a, &ra)) || (rc = ev_tracker_run_get(t, run_b, &rb)))
 		goto done;
-	if ((rc = ev_run_scores_load(&A, t, run_a, opt->is_error)) ||
-	    (rc = ev_run_scores_load(&B, t, run_b, opt->is_error)))
+	if ((rc = ev_run_scores_load(&A, t, run_a)) ||
+	    (rc = ev_run_scores_load(&B, t, run_b)))
 		goto done;
 	c = calloc(1, sizeof *c);
 	size_t cap = A.n < B.n ? A.n : B.n;

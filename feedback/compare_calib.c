@@ -235,7 +235,7 @@ int ev_calibration_store(ev_tracker *t, const char *model, const int64_t *run_id
 		if ((rc = ev_tracker_run_get(t, run_ids[r], &row)))
 			goto done;
 		ev_run_row_clear(&row);
-		if ((rc = ev_run_scores_load(&runs[r], t, run_ids[r], opt ? opt->is_error : NULL)))
+		if ((rc = ev_run_scores_load(&runs[r], t, run_ids[r])))
 			goto done;
 		n_tags += runs[r].n;
 	}

@@ -28,9 +28,10 @@ typedef struct {
 	size_t n, cap;
 } ev_run_scores;
 
-/* Reads every result of `run_id` and folds it per sample. `is_error` NULL:
- * the default error reasons. Free with ev_run_scores_clear. */
-int ev_run_scores_load(ev_run_scores *out, ev_tracker *t, int64_t run_id, bool (*is_error)(const char *reason));
+/* Reads every result of `run_id` and folds it per sample (ev_sample_fold:
+ * error results counted, left out of the score). Free with
+ * ev_run_scores_clear. */
+int ev_run_scores_load(ev_run_scores *out, ev_tracker *t, int64_t run_id);
 void ev_run_scores_clear(ev_run_scores *s);
 /* (suite, id) order, bytewise, for merging two runs. */
 int ev_sample_score_cmp(const ev_sample_score *x, const ev_sample_score *y);

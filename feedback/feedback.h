@@ -148,12 +148,11 @@ typedef struct {
 	int n_boot;      /* bootstrap resamples (default 2000) */
 	int n_perm;      /* sign-flip permutations for non-binary scores (default 10000) */
 	bool use_calibration; /* take the noise floor from the latest calibration (default true) */
-	/* Which reasons are infrastructure errors, excluded from the scores.
-	 * NULL: "backend_error" and "timeout" (scoring's ev_reason_is_error). */
-	bool (*is_error)(const char *reason);
 } ev_compare_options;
 
-#define EV_COMPARE_OPTIONS_INIT {1, 2000, 10000, true, NULL}
+/* Results whose reason is an infrastructure fault (ev_result_is_error) are
+ * left out of the scores compared. */
+#define EV_COMPARE_OPTIONS_INIT {.seed = 1, .n_boot = 2000, .n_perm = 10000, .use_calibration = true}
 
 /* A sample that flipped between the runs. */
 typedef struct {

@@ -15,13 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Reasons that are infrastructure faults, excluded from scores (the same
- * names as scoring's ev_reason_is_error; reports may not use scoring). */
-static bool reason_is_error(const char *r)
-{
-	return r && (strcmp(r, "backend_error") == 0 || strcmp(r, "timeout") == 0);
-}
-
 char *ev_report_text(const char *s, size_t max_chars)
 {
 	ev_buf b = EV_BUF_INIT((size_t)-1);
@@ -111,84 +104,36 @@ static int suite_find(ev_report_data *d, const char *name, bool add, size_t *out
 	return 0;
 }
 
-static int count_failure(cJSON *failures, const char *reason)
-{
-	cJSON *c = cJSON_GetObjectItemCaseSensitive(failures, reason);
-	if (cJSON_IsNumber(c)) {
-		cJSON_SetNumberValue(c, c->valuedouble + 1);
-		return 0;
-	}
-	return cJSON_AddNumberToObject(failures, reason, 1) ? 0 : ev_error_set(EV_E_NOMEM, "report: out of memory");
-}
-
-/* A count from JSON, clamped so that a hostile value cannot overflow. */
-static long json_count(const cJSON *obj, const char *key)
-{
-	double v = ev_json_num(obj, key, 0);
-	if (!(v > 0))
-		return 0;
-	return v > 1e15 ? (long)1e15 : (long)v;
-}
-
 /* Reads the per-suite figures of a run's summary_json. */
 static int read_summary(ev_report_data *d)
 {
-	const char *text = d->run.summary_json;
 	char what[64];
-	cJSON *j = NULL;
-	int rc;
-
+	ev_summary sum;
 	snprintf(what, sizeof what, "run %lld: summary_json", (long long)d->run.id);
-	if ((rc = ev_json_parse(&j, text, strlen(text), what)))
+	int rc = ev_summary_parse(&sum, d->run.summary_json, what);
+	if (rc)
 		return rc;
-	const cJSON *suites = cJSON_GetObjectItemCaseSensitive(j, "suites");
-	if (!cJSON_IsArray(suites)) {
-		rc = ev_error_set(EV_E_INVALID, "%s: suites: expected an array", what);
-		goto done;
-	}
-	int i = 0;
-	const cJSON *e;
-	cJSON_ArrayForEach(e, suites) {
-		const char *name = ev_json_str(e, "name", NULL);
+	for (size_t i = 0; !rc && i < sum.suites.n; i++) {
+		ev_summary_suite *e = &sum.suites.v[i];
 		size_t k;
-		if (!name) {
-			rc = ev_error_set(EV_E_INVALID, "%s: suites[%d].name: missing", what, i);
-			goto done;
-		}
-		if ((rc = suite_find(d, name, true, &k)))
-			goto done;
+		if ((rc = suite_find(d, e->name, true, &k)))
+			break;
 		ev_report_suite *s = &d->suites[k];
-		const cJSON *v;
 		s->from_summary = true;
-		s->n = json_count(e, "n");
-		s->errors = json_count(e, "errors");
-		if ((s->has_score = cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(e, "score"))))
-			s->score = v->valuedouble;
-		const cJSON *lo = cJSON_GetObjectItemCaseSensitive(e, "ci_low");
-		const cJSON *hi = cJSON_GetObjectItemCaseSensitive(e, "ci_high");
-		if ((s->has_ci = cJSON_IsNumber(lo) && cJSON_IsNumber(hi))) {
-			s->ci_low = lo->valuedouble;
-			s->ci_high = hi->valuedouble;
-		}
-		if ((s->has_stderr = cJSON_IsNumber(v = cJSON_GetObjectItemCaseSensitive(e, "stderr"))))
-			s->stderr_ = v->valuedouble;
-		const cJSON *f = cJSON_GetObjectItemCaseSensitive(e, "failures");
-		const cJSON *fe;
-		if (!cJSON_IsObject(f))
-			f = NULL;
-		cJSON_ArrayForEach(fe, f) {
-			if (!fe->string || !cJSON_IsNumber(fe))
-				continue;
-			cJSON_DeleteItemFromObjectCaseSensitive(s->failures, fe->string);
-			if (!cJSON_AddNumberToObject(s->failures, fe->string, fe->valuedouble)) {
-				rc = ev_error_set(EV_E_NOMEM, "report: out of memory");
-				goto done;
-			}
-		}
-		i++;
+		s->n = e->n;
+		s->errors = e->errors;
+		s->has_score = e->has_score;
+		s->score = e->score;
+		s->has_ci = e->has_ci;
+		s->ci_low = e->ci_low;
+		s->ci_high = e->ci_high;
+		s->has_stderr = e->has_stderr;
+		s->stderr_ = e->stderr_;
+		cJSON_Delete(s->failures);
+		s->failures = e->failures;
+		e->failures = NULL;
 	}
-done:
-	cJSON_Delete(j);
+	ev_summary_clear(&sum);
 	return rc;
 }
 
@@ -222,8 +167,8 @@ typedef struct {
 	bool in_sample;
 	size_t suite;        /* index into d->suites */
 	char *sample_id;
-	double sum;          /* over scored epochs */
-	long scored;
+	ev_sample_fold fold; /* the current sample's epochs */
+	ev_run_fold all;     /* every result, for suites without a summary */
 	bool have_worst;
 	double worst;
 	char *worst_reason, *worst_answer;
@@ -239,8 +184,7 @@ static void sample_reset(gather_state *g)
 	free(g->err_answer);
 	g->sample_id = g->worst_reason = g->worst_answer = g->err_reason = g->err_answer = NULL;
 	g->in_sample = false;
-	g->sum = 0;
-	g->scored = 0;
+	g->fold = (ev_sample_fold){0};
 	g->have_worst = false;
 }
 
@@ -260,7 +204,7 @@ static void sample_finish(gather_state *g)
 		return;
 	ev_report_suite *s = &g->d->suites[g->suite];
 	size_t max = (size_t)g->d->max_failed;
-	double mean = g->scored > 0 ? g->sum / (double)g->scored : 0.0;
+	double mean = ev_sample_fold_mean(&g->fold);
 	if (mean >= 1.0 || max == 0) {
 		sample_reset(g);
 		return;
@@ -282,7 +226,7 @@ static void sample_finish(gather_state *g)
 	ev_report_failed *f = &s->failed[pos];
 	f->id = g->sample_id;
 	f->score = mean;
-	if (g->scored > 0) {
+	if (g->fold.n_scored > 0) {
 		f->reason = g->worst_reason;
 		f->answer = g->worst_answer;
 		g->worst_reason = g->worst_answer = NULL;
@@ -321,18 +265,10 @@ static int gather_cb(void *ctx, const ev_result *r)
 		g->in_sample = true;
 	}
 	ev_report_suite *s = &d->suites[g->suite];
-	bool is_err = reason_is_error(r->reason);
-	if (!s->from_summary) {
-		s->n++;
-		if (is_err)
-			s->errors++;
-		else {
-			s->sum += r->score;
-			s->scored++;
-		}
-		if (r->score < 1.0 && r->reason && *r->reason && (rc = count_failure(s->failures, r->reason)))
-			return rc;
-	}
+	bool is_err = ev_result_is_error(r);
+	ev_sample_fold_add(&g->fold, r);
+	if (!s->from_summary && (rc = ev_run_fold_add(&g->all, r)))
+		return rc;
 	if (!is_err && (rc = ev_report_grid_add(&s->grid, r)))
 		return rc;
 	char **reason_slot, **answer_slot;
@@ -342,8 +278,6 @@ static int gather_cb(void *ctx, const ev_result *r)
 		reason_slot = &g->err_reason;
 		answer_slot = &g->err_answer;
 	} else {
-		g->sum += r->score;
-		g->scored++;
 		if (g->have_worst && r->score >= g->worst)
 			return 0;
 		g->have_worst = true;
@@ -391,13 +325,22 @@ int ev_report_gather(ev_report_data *d, ev_tracker *t, int64_t run_id, int max_f
 	sample_finish(&g);
 	for (size_t i = 0; i < d->n_suites; i++) {
 		ev_report_suite *s = &d->suites[i];
-		if (!s->from_summary && s->scored > 0) {
+		const ev_suite_fold *f = s->from_summary ? NULL : ev_run_fold_find(&g.all, s->name);
+		if (!f)
+			continue;
+		/* A run without a summary: its figures so far, per result, no CI. */
+		s->n = f->n_results;
+		s->errors = f->errors;
+		if (f->scored_results > 0) {
 			s->has_score = true;
-			s->score = s->sum / (double)s->scored;
+			s->score = f->scored_sum / (double)f->scored_results;
 		}
+		for (size_t k = 0; k < f->failures.n; k++)
+			cJSON_AddNumberToObject(s->failures, f->failures.v[k].reason, (double)f->failures.v[k].count);
 	}
 done:
 	sample_reset(&g);
+	ev_run_fold_clear(&g.all);
 	if (rc)
 		ev_report_data_clear(d);
 	return rc;

@@ -7,6 +7,7 @@
 #define EV_REPORTS_INT_H
 
 #include "reports/reports.h"
+#include "scoring/summary.h"
 
 /* Characters of an answer shown in a report. */
 #define EV_REPORT_ANSWER_CHARS 200
@@ -33,9 +34,6 @@ typedef struct {
 	ev_report_failed *failed; /* lowest score first, ties by id */
 	size_t n_failed;
 	cJSON *grid;       /* length x depth cells (report_grid.c), or NULL */
-	/* while gathering, for suites without a summary */
-	double sum;
-	long scored;
 } ev_report_suite;
 
 typedef struct {

@@ -22,26 +22,8 @@
 #include "base/base.h"
 #include "suites/suites.h"
 
-/* Why a sample did not score 1 (or EV_REASON_NONE when it did or when a
- * partial score needs no reason). The names are stable: they are stored in
- * the tracker and printed in reports. */
-typedef enum {
-	EV_REASON_NONE = 0,
-	EV_REASON_WRONG_ANSWER,  /* "wrong_answer" */
-	EV_REASON_NO_ANSWER,     /* "no_answer": nothing could be extracted */
-	EV_REASON_TRUNCATED,     /* "truncated": stopped at max_tokens */
-	EV_REASON_BACKEND_ERROR, /* "backend_error": excluded from the score */
-	EV_REASON_TIMEOUT,       /* "timeout": excluded from the score */
-	EV_REASON_MATCH_LIMIT,   /* "match_limit": regex hit PCRE2's limits */
-	EV_REASON_UNCLOSED_THINK,/* "unclosed_thinking" */
-	EV_REASON_COUNT
-} ev_reason;
-
-const char *ev_reason_name(ev_reason r);
-/* EV_REASON_COUNT when the name is unknown. */
-ev_reason ev_reason_parse(const char *name);
-/* Reasons that are infrastructure faults, excluded from the score. */
-bool ev_reason_is_error(ev_reason r);
+/* ev_reason, its names and ev_reason_is_error live with the result type
+ * in suites/result.h. */
 
 typedef struct ev_checker ev_checker;
 
@@ -328,5 +310,7 @@ void ev_testexec_run_many(const ev_testexec_options *opt, ev_testexec_item *item
 char *ev_testexec_extract_code(const char *answer, const char *entry_point, bool *standalone);
 
 /* ==== end of sandbox and test execution ================================== */
+
+#include "scoring/summary.h"
 
 #endif

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "base/base.h"
+#include "suites/result.h"
 
 /* ---- the message model ------------------------------------------------- */
 
@@ -109,33 +110,7 @@ typedef struct {
 
 #define EV_SUITE_OPTIONS_INIT {(size_t)4 << 30, 100000, (size_t)2 << 30, 10000000, NULL}
 
-/* ---- results ------------------------------------------------------------ */
-
-/* One scored answer: what runners produce and the tracker stores. It lives
- * here because both sides use suites and neither may use the other. All
- * pointers are borrowed for the duration of the call they are passed to.
- * `reason` is a scoring reason name ("" when none); error reasons
- * (backend_error, timeout) are excluded from scores. */
-typedef struct {
-	const char *suite;
-	const char *sample_id;
-	int epoch;                 /* 0-based */
-	const char *request_hash;  /* sha256 hex of model + request + settings */
-	const char *request_json;  /* the request body sent, or NULL */
-	const char *response;      /* full answer text, thinking kept */
-	const char *tool_calls_json; /* OpenAI tool_calls of the answer, or NULL */
-	const char *extracted;     /* what the checker compared, or NULL */
-	double score;              /* 0..1 */
-	const char *reason;
-	const char *detail;        /* checker or backend note, or NULL */
-	const char *finish_reason; /* "stop", "length", "tool_calls", ... */
-	int prompt_tokens;
-	int completion_tokens;
-	double latency_s;
-	int attempts;
-	bool cached;
-	const char *metadata_json; /* the sample's metadata object, or NULL */
-} ev_result;
+/* ---- results: suites/result.h (the result type, reasons, the fold) ---- */
 
 /* Loads a suite from a folder, an archive, or a bare .jsonl file. The
  * suite's name defaults to the file or folder name without extension.
