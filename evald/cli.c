@@ -51,75 +51,13 @@ int ev_cli_subcommand(const ev_cli *cli, int argc, char **argv, const char *cmd,
 	return EV_EXIT_USAGE;
 }
 
-static const char *flag_value(int argc, char **argv, int *i)
-{
-	if (*i + 1 >= argc) {
-		fprintf(stderr, "evald: %s needs a value\n", argv[*i]);
-		return NULL;
-	}
-	return argv[++*i];
-}
-
-int ev_checker_flags_parse(ev_checker_flags *f, int argc, char **argv, int *i)
-{
-	const char *a = argv[*i], *v;
-	if (!strcmp(a, "--checker")) {
-		if (!(v = flag_value(argc, argv, i)))
-			return -1;
-		f->type = v;
-	} else if (!strcmp(a, "--pattern")) {
-		if (!(v = flag_value(argc, argv, i)))
-			return -1;
-		if (f->n_patterns >= 16) {
-			fprintf(stderr, "evald: at most 16 --pattern flags\n");
-			return -1;
-		}
-		f->patterns[f->n_patterns++] = v;
-		if (!f->type)
-			f->type = "regex";
-	} else if (!strcmp(a, "--group")) {
-		int64_t g;
-		if (!(v = flag_value(argc, argv, i)))
-			return -1;
-		if (!ev_parse_i64(v, &g) || g < 0 || g > 99) {
-			fprintf(stderr, "evald: --group: '%s' is not a group number\n", v);
-			return -1;
-		}
-		f->group = (int)g;
-	} else if (!strcmp(a, "--match")) {
-		if (!(v = flag_value(argc, argv, i)))
-			return -1;
-		if (strcmp(v, "first") && strcmp(v, "last")) {
-			fprintf(stderr, "evald: --match takes first or last\n");
-			return -1;
-		}
-		f->match = v;
-	} else if (!strcmp(a, "--ignore-case")) {
-		f->ignore_case = true;
-	} else if (!strcmp(a, "--tolerance")) {
-		if (!(v = flag_value(argc, argv, i)))
-			return -1;
-		if (!ev_parse_f64(v, &f->tolerance) || f->tolerance < 0) {
-			fprintf(stderr, "evald: --tolerance: '%s' is not a non-negative number\n", v);
-			return -1;
-		}
-	} else if (!strcmp(a, "--compare")) {
-		if (!(v = flag_value(argc, argv, i)))
-			return -1;
-		f->compare = v;
-	} else {
-		return 0;
-	}
-	return 1;
-}
-
 char *ev_checker_flags_spec(const ev_checker_flags *f)
 {
 	if (!f->type && !f->n_patterns && f->group < 0 && !f->match && !f->ignore_case && f->tolerance < 0 &&
 	    !f->compare)
 		return NULL;
 	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "type", f->type ? f->type : "includes");
+	cJSON_AddStringToObject(o, "type", f->type ? f->type : f->n_patterns ? "regex" : "includes");
 	if (f->n_patterns) {
 		cJSON *p = cJSON_AddArrayToObject(o, "patterns");
 		for (int k = 0; k < f->n_patterns; k++)
@@ -138,6 +76,66 @@ char *ev_checker_flags_spec(const ev_checker_flags *f)
 	char *s = ev_json_print(o);
 	cJSON_Delete(o);
 	return s;
+}
+
+/* ---- engine flags ---------------------------------------------------------- */
+
+void ev_engine_flags_init(ev_engine_flags *f)
+{
+	memset(f, 0, sizeof *f);
+	f->mo = (eng_model_options)ENG_MODEL_OPTIONS_INIT;
+}
+
+int ev_engine_flag_fn(void *opts, const ev_opt *o, const char *name, const char *value)
+{
+	ev_engine_flags *f = (ev_engine_flags *)((char *)opts + o->off);
+	int took = eng_options_parse_flag(&f->mo, o->name, value);
+	if (took < 0)
+		return took;
+	if (took == 0)
+		return ev_error_set(EV_E_INTERNAL, "%s: not an engine option", name);
+	int i = 0;
+	while (i < f->n && strcmp(f->names[i], o->name))
+		i++;
+	if (i == EV_ENGINE_MAX_FLAGS)
+		return ev_error_set(EV_E_LIMIT, "%s: too many engine options", name);
+	f->names[i] = o->name;
+	f->values[i] = value;
+	if (i == f->n)
+		f->n++;
+	return 0;
+}
+
+cJSON *ev_engine_flags_json(const ev_engine_flags *f)
+{
+	if (!f->n)
+		return NULL;
+	cJSON *e = cJSON_CreateObject();
+	for (int i = 0; e && i < f->n; i++)
+		cJSON_AddStringToObject(e, f->names[i] + 2, f->values[i]);
+	return e;
+}
+
+int ev_engine_flags_from_json(ev_engine_flags *f, const cJSON *j)
+{
+	static const ev_opt rows[] = {EV_ENGINE_OPTS(ev_engine_flags, n), EV_O_END};
+	const cJSON *it;
+	cJSON_ArrayForEach(it, j) {
+		const ev_opt *o = rows;
+		while (o->name && (!it->string || strcmp(o->name + 2, it->string)))
+			o++;
+		const char *v = cJSON_IsString(it) ? it->valuestring : NULL;
+		if (!o->name || !v)
+			return ev_error_set(EV_E_INVALID, "stored engine settings: %s: not an engine option with a text value",
+			                    it->string ? it->string : "?");
+		/* The row's offset is that of `n`; point it at f itself. */
+		ev_opt row = *o;
+		row.off = 0;
+		int rc = ev_engine_flag_fn(f, &row, o->name, v);
+		if (rc)
+			return rc;
+	}
+	return 0;
 }
 
 /* ---- the run summary ------------------------------------------------------ */

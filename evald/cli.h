@@ -9,7 +9,9 @@
 #include <stdint.h>
 
 #include "base/base.h"
+#include "engine/engine.h"
 #include "evald/commands.h"
+#include "evald/opt.h"
 #include "feedback/feedback.h"
 #include "scoring/scoring.h"
 #include "suites/suites.h"
@@ -35,9 +37,7 @@ typedef struct {
 int ev_cli_subcommand(const ev_cli *cli, int argc, char **argv, const char *cmd, const char *usage,
 		      const ev_subcommand *subs, size_t n);
 
-/* Checker flags as given on the command line: --checker T, --pattern P
- * (repeatable), --group N, --match first|last, --ignore-case,
- * --tolerance X, --compare exact|includes|none. */
+/* Checker flags as given on the command line (rows: EV_CHECKER_OPTS). */
 typedef struct {
 	const char *type;
 	const char *patterns[16];
@@ -49,12 +49,44 @@ typedef struct {
 	const char *compare;
 } ev_checker_flags;
 
-#define EV_CHECKER_FLAGS_INIT {NULL, {0}, 0, -1, NULL, false, -1.0, NULL}
+#define EV_CHECKER_FLAGS_INIT {.group = -1, .tolerance = -1.0}
 
-/* Handles one checker flag at argv[*i] (advancing *i past its value).
- * Returns 1 when the flag was a checker flag, 0 when not, -1 on error. */
-int ev_checker_flags_parse(ev_checker_flags *f, int argc, char **argv, int *i);
-/* The spec JSON for the flags (malloc'd), or NULL when no flag was given. */
+/* The option rows of an ev_checker_flags member `m` of options struct T. */
+#define EV_CHECKER_OPTS(T, m)                                                                               	EV_O_STR("--checker", T, m.type, "TYPE",                                                            	         "includes, exact, numeric, choice, regex, humaneval, mbpp, tests or toolcall"),            	EV_O_STRS("--pattern", T, m.patterns, m.n_patterns, "REGEX", "the regex checker's pattern"),      	EV_O_INT("--group", T, m.group, 0, 99, "N", "the capture group the regex checker compares"),        	EV_O_CHOICE("--match", T, m.match, "first|last", "which regex match counts"),                     	EV_O_FLAG("--ignore-case", T, m.ignore_case, "compare without case"),                              	EV_O_NUM("--tolerance", T, m.tolerance, 0, 1e300, "X", "the numeric checker's tolerance"),          	EV_O_CHOICE("--compare", T, m.compare, "exact|includes|none", "how the regex capture is compared")
+
+/* The engine's own settings as given on the command line (--attention,
+ * --msa-*, --kv-*; rows: EV_ENGINE_OPTS): validated by the engine's parser
+ * as they are read, kept as given for storing with a run. */
+#define EV_ENGINE_MAX_FLAGS 16
+typedef struct {
+	const char *names[EV_ENGINE_MAX_FLAGS]; /* static: the row's name */
+	const char *values[EV_ENGINE_MAX_FLAGS];
+	int n;
+	eng_model_options mo; /* attention and KV fields as parsed */
+} ev_engine_flags;
+
+void ev_engine_flags_init(ev_engine_flags *f);
+int ev_engine_flag_fn(void *opts, const ev_opt *o, const char *name, const char *value);
+/* {"attention":"msa","msa-top-k":"4"} (names without dashes), or NULL
+ * when none was given; and back (values point into `j`). */
+cJSON *ev_engine_flags_json(const ev_engine_flags *f);
+int ev_engine_flags_from_json(ev_engine_flags *f, const cJSON *j);
+
+#define EV_ENGINE_ROW(nm, T, m, mt, hlp) \
+	{.name = (nm), .kind = EV_OPT_FN, .off = offsetof(T, m), .meta = (mt), .help = (hlp), .fn = ev_engine_flag_fn, .flags = EV_OPT_VALUE}
+#define EV_ENGINE_OPTS(T, m)                                                                                \
+	EV_ENGINE_ROW("--attention", T, m, "dense|msa", "attention on a checkpoint (default: MSA when its config has msa)"), \
+	EV_ENGINE_ROW("--msa-block-size", T, m, "B", "MSA block = KV page, in tokens (64)"),                  \
+	EV_ENGINE_ROW("--msa-top-k", T, m, "K", "MSA blocks chosen per KV head (16)"),                         \
+	EV_ENGINE_ROW("--msa-sink-blocks", T, m, "S", "MSA blocks always attended at the start (1)"),          \
+	EV_ENGINE_ROW("--msa-local-blocks", T, m, "L", "MSA blocks always attended at the end (2)"),           \
+	EV_ENGINE_ROW("--msa-dense-below", T, m, "N", "dense attention below N tokens (8192)"),                \
+	EV_ENGINE_ROW("--msa-dense-layers", T, m, "0,1", "layers that always attend densely"),                 \
+	EV_ENGINE_ROW("--kv-dtype", T, m, "f32|f16|bf16", "how the KV cache stores keys and values (f32)"),    \
+	EV_ENGINE_ROW("--kv-max-bytes", T, m, "N[k|m|g]", "bound on the KV cache's bytes")
+
+/* The spec JSON for the flags (malloc'd), or NULL when no flag was given.
+ * --pattern without --checker means the regex checker. */
 char *ev_checker_flags_spec(const ev_checker_flags *f);
 
 /* The run's summary JSON (scoring/summary.h) from its stored results, its

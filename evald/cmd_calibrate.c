@@ -1,91 +1,51 @@
 /*
- * evald calibrate --model ... --suite ... --repeats R [run flags]: measures
- * the noise floor. Runs the same evaluation R times (this program's own
- * `run`, with --no-cache so that every repeat asks the model again), then
- * stores per suite the variance of the suite score across the repeats and
- * each sample's flip rate. `compare` and regression filing then take the
- * minimum detectable effect from the latest calibration of a suite.
+ * evald calibrate --model ... --suite ... --repeats R [run options]:
+ * measures the noise floor. Evaluates the same settings R times in process
+ * (ev_eval_run, each repeat without the response cache so that every repeat
+ * asks the model again), then stores per suite the variance of the suite
+ * score across the repeats and each sample's flip rate. `compare` and
+ * regression filing then take the minimum detectable effect from the latest
+ * calibration of a suite.
  */
-#include <errno.h>
 #include <math.h>
-#include <spawn.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include "evald/cli.h"
-
-extern char **environ;
+#include "evald/eval.h"
 
 #define MAX_REPEATS 100
-#define MAX_ARGS 512
-/* A run's --json summary is small; this bounds a broken child. */
-#define MAX_CHILD_OUT ((size_t)64 << 20)
 
-static void usage(void)
+typedef struct {
+	ev_eval_config eval; /* first: ev_eval_opts' offsets are its own */
+	int repeats;
+	bool json;
+} calibrate_opts;
+
+static const ev_opt calibrate_own_opts[] = {
+	EV_O_INT("--repeats", calibrate_opts, repeats, 2, MAX_REPEATS, "R", "how many times to evaluate (required)"),
+	EV_O_FLAG("--json", calibrate_opts, json, "print the calibration as JSON"),
+	EV_O_END,
+};
+
+static const ev_opt *const calibrate_groups[] = {ev_eval_opts, NULL};
+
+static const ev_cmd_spec calibrate_spec = {
+	.name = "calibrate",
+	.synopsis = "--model URL|DIR --suite PATH... --repeats R [run options] [--json]",
+	.about = "Evaluates the same settings R times (2..100, each without the response cache) and stores\n"
+	         "the noise floor of each suite: the variance of its score across the repeats and per-sample\n"
+	         "flip rates. The run options are those of 'evald run'.",
+	.opts = calibrate_own_opts,
+	.groups = calibrate_groups,
+};
+
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig)
 {
-	fprintf(stderr, "usage: evald calibrate --model URL|DIR --suite PATH... --repeats R [run flags] [--json]\n"
-	                "Runs the evaluation R times (2..%d, each with --no-cache) and stores the noise floor\n"
-	                "of each suite: the variance of its score across the repeats and per-sample flip rates.\n"
-	                "Run flags are those of 'evald run' (--model-name, --concurrency, --temperature, ...).\n",
-	                MAX_REPEATS);
-}
-
-/* The path of this program, for running `run` as a child. */
-static const char *self_path(const ev_cli *cli)
-{
-	return access("/proc/self/exe", X_OK) == 0 ? "/proc/self/exe" : cli->argv0;
-}
-
-/* Runs argv, capturing stdout (stderr is shared with ours). Returns the
- * child's exit status (or 128 + signal), or a negative status when it
- * could not be started. */
-static int run_child(char *const argv[], char **out)
-{
-	int fds[2] = {-1, -1};
-	posix_spawn_file_actions_t fa;
-	pid_t pid = -1;
-	ev_buf b = EV_BUF_INIT(MAX_CHILD_OUT);
-	int rc;
-
-	*out = NULL;
-	if (pipe(fds) != 0)
-		return ev_error_set(EV_E_IO, "pipe: %s", strerror(errno));
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
-	posix_spawn_file_actions_addclose(&fa, fds[0]);
-	posix_spawn_file_actions_addclose(&fa, fds[1]);
-	rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	close(fds[1]);
-	if (rc != 0) {
-		close(fds[0]);
-		return ev_error_set(EV_E_IO, "cannot start %s: %s", argv[0], strerror(rc));
-	}
-	char chunk[8192];
-	bool over = false;
-	for (;;) {
-		ssize_t n = read(fds[0], chunk, sizeof chunk);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		if (!over && ev_buf_append(&b, chunk, (size_t)n) != 0)
-			over = true; /* keep draining so the child can finish */
-	}
-	close(fds[0]);
-	int st = 0;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	if (over) {
-		ev_buf_free(&b);
-		return ev_error_set(EV_E_LIMIT, "the run printed more than %zu bytes", MAX_CHILD_OUT);
-	}
-	*out = ev_buf_detach(&b, NULL);
-	if (!*out)
-		*out = ev_strdup("");
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	(void)sig;
+	g_stop = 1;
 }
 
 static void print_human(const char *json)
@@ -104,104 +64,57 @@ static void print_human(const char *json)
 	cJSON_Delete(j);
 }
 
+/* The repeats, each a new run: their ids into ids[]. */
+static int repeat_runs(const ev_cli *cli, ev_tracker *t, calibrate_opts *co, int64_t *ids)
+{
+	struct sigaction sa = {0};
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	for (int k = 0; k < co->repeats; k++) {
+		if (!cli->quiet && !co->json)
+			fprintf(stderr, "evald: calibrate: repeat %d of %d\n", k + 1, co->repeats);
+		ev_eval_config c = co->eval; /* the same settings each time */
+		c.checker_spec = NULL;
+		ev_eval_options eo = {.quiet = true, .stop = &g_stop};
+		ev_eval_outcome out;
+		int rc = ev_eval_run(t, &c, &eo, &out);
+		ids[k] = out.run_id;
+		ev_eval_outcome_clear(&out);
+		ev_eval_config_clear(&c);
+		if (rc)
+			return ev_error_wrap(rc, "repeat %d", k + 1);
+	}
+	return 0;
+}
+
 int ev_cmd_calibrate(const ev_cli *cli, int argc, char **argv)
 {
-	bool json = cli->json;
-	int64_t repeats = 0;
-	const char *model = NULL, *model_name = NULL;
-	char *child[MAX_ARGS];
-	int nc = 0;
-
-	/* The child: evald --db DB -q run --no-cache --json <the run flags>. */
-	child[nc++] = (char *)self_path(cli);
-	child[nc++] = "--db";
-	child[nc++] = (char *)cli->db_path;
-	child[nc++] = "-q";
-	child[nc++] = "run";
-	child[nc++] = "--no-cache";
-	child[nc++] = "--json";
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!strcmp(a, "--json")) {
-			json = true;
-			continue;
-		}
-		if (!strcmp(a, "--no-cache"))
-			continue; /* always given */
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			usage();
-			return 0;
-		}
-		if (!strcmp(a, "--resume")) {
-			fprintf(stderr, "evald calibrate: --resume does not apply (each repeat is a new run)\n");
-			return EV_EXIT_USAGE;
-		}
-		if (!strcmp(a, "--repeats")) {
-			if (!v || !ev_parse_i64(v, &repeats) || repeats < 2 || repeats > MAX_REPEATS) {
-				fprintf(stderr, "evald calibrate: --repeats takes a count from 2 to %d\n", MAX_REPEATS);
-				return EV_EXIT_USAGE;
-			}
-			i++;
-			continue;
-		}
-		if (!strcmp(a, "--model") && v && !model)
-			model = v;
-		if (!strcmp(a, "--model-name") && v)
-			model_name = v;
-		if (nc >= MAX_ARGS - 1) {
-			fprintf(stderr, "evald calibrate: more than %d arguments\n", MAX_ARGS - 8);
-			return EV_EXIT_USAGE;
-		}
-		child[nc++] = argv[i];
-	}
-	child[nc] = NULL;
-	if (!repeats || !model) {
+	calibrate_opts co = {.json = cli->json};
+	ev_eval_config_init(&co.eval);
+	int prc = ev_opt_parse(&calibrate_spec, &co, argc, argv, NULL, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	if (!co.repeats || !co.eval.n_models) {
 		fprintf(stderr, "evald calibrate: --model and --repeats are required\n");
-		usage();
+		ev_opt_usage(&calibrate_spec, stderr);
 		return EV_EXIT_USAGE;
 	}
-	if (!model_name)
-		model_name = model;
-
+	co.eval.no_cache = true;
+	const char *model_name = co.eval.model_name ? co.eval.model_name : co.eval.models[0];
+	bool json = co.json;
 	int64_t ids[MAX_REPEATS];
 	int rc = EV_EXIT_FAIL;
 	ev_tracker *t = NULL;
 	char *out = NULL;
-	for (int k = 0; k < (int)repeats; k++) {
-		if (!cli->quiet && !json)
-			fprintf(stderr, "evald: calibrate: repeat %d of %d\n", k + 1, (int)repeats);
-		char *text = NULL;
-		int st = run_child(child, &text);
-		if (st < 0) {
-			ev_cli_fail("calibrate");
-			free(text);
-			return EV_EXIT_FAIL;
-		}
-		if (st != 0) {
-			fprintf(stderr, "evald: calibrate: repeat %d: 'evald run' failed (exit %d)%s\n", k + 1, st,
-			        st == EV_EXIT_USAGE ? ": check the run flags" : "");
-			free(text);
-			return st == EV_EXIT_USAGE ? EV_EXIT_USAGE : EV_EXIT_FAIL;
-		}
-		cJSON *j = NULL;
-		int pr = ev_json_parse(&j, text, strlen(text), "run --json output");
-		double id = pr ? 0 : ev_json_num(j, "run_id", 0);
-		cJSON_Delete(j);
-		free(text);
-		if (pr || id < 1) {
-			if (!pr)
-				ev_error_set(EV_E_PARSE, "run --json output: no run_id");
-			ev_cli_fail("calibrate");
-			return EV_EXIT_FAIL;
-		}
-		ids[k] = (int64_t)id;
-	}
-
 	if (ev_cli_open_tracker(cli, &t))
 		return EV_EXIT_FAIL;
+	if (repeat_runs(cli, t, &co, ids)) {
+		ev_cli_fail("calibrate");
+		goto done;
+	}
 	ev_compare_options opt = EV_COMPARE_OPTIONS_INIT;
-	if (ev_calibration_store(t, model_name, ids, (size_t)repeats, &opt, &out)) {
+	if (ev_calibration_store(t, model_name, ids, (size_t)co.repeats, &opt, &out)) {
 		ev_cli_fail("calibrate");
 		goto done;
 	}

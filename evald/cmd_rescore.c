@@ -55,28 +55,39 @@ static const ev_sample *find_sample(const ev_sample **index, size_t n, const cha
 	return hit ? *hit : NULL;
 }
 
+typedef struct {
+	ev_checker_flags cf;
+	bool json;
+} rescore_opts;
+
+static const ev_opt rescore_opts_table[] = {
+	EV_O_FLAG("--json", rescore_opts, json, "print the new summary as JSON"),
+	EV_CHECKER_OPTS(rescore_opts, cf),
+	EV_O_END,
+};
+
+static const ev_cmd_spec rescore_spec = {
+	.name = "rescore",
+	.synopsis = "RUN [--checker TYPE] [--pattern REGEX]... [--json]",
+	.about = "Scores a run's stored answers again, with the checker the flags give (default: the one\n"
+	         "the run used), without calling the model, and stores the new summary.",
+	.opts = rescore_opts_table,
+	.positional = "RUN",
+	.min_pos = 1,
+	.max_pos = 1,
+};
+
 int ev_cmd_rescore(const ev_cli *cli, int argc, char **argv)
 {
-	ev_checker_flags cf = EV_CHECKER_FLAGS_INIT;
-	bool json = cli->json;
-	const char *run = NULL;
-	for (int i = 1; i < argc; i++) {
-		int r = ev_checker_flags_parse(&cf, argc, argv, &i);
-		if (r < 0)
-			return EV_EXIT_USAGE;
-		if (r > 0)
-			continue;
-		if (!strcmp(argv[i], "--json"))
-			json = true;
-		else if (argv[i][0] != '-' && !run)
-			run = argv[i];
-		else {
-			fprintf(stderr, "usage: evald rescore RUN [--checker T] [--pattern P]... [--json]\n");
-			return EV_EXIT_USAGE;
-		}
-	}
+	rescore_opts ro = {.cf = EV_CHECKER_FLAGS_INIT, .json = cli->json};
+	const char *pos[1];
+	int prc = ev_opt_parse(&rescore_spec, &ro, argc, argv, pos, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	ev_checker_flags cf = ro.cf;
+	bool json = ro.json;
 	int64_t run_id;
-	if (!ev_cli_parse_run_id(run, &run_id))
+	if (!ev_cli_parse_run_id(pos[0], &run_id))
 		return EV_EXIT_USAGE;
 
 	int rc = EV_EXIT_FAIL;

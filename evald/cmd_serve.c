@@ -360,104 +360,61 @@ void ev_serve_free(ev_serve *s)
 
 /* ---- the command ------------------------------------------------------------------------- */
 
-static int usage(void)
-{
-	fprintf(stderr,
-	        "usage: evald serve [--host 127.0.0.1] [--port 8080] [--token-env EVALD_API_TOKEN | --token T]\n"
-	        "                   [--max-body BYTES] [--max-attachment BYTES] [--threads N] [--allow-remote]\n"
-	        "                   [--print-port]\n"
-	        "  Serves the tracker API: POST /api/issues (bearer token), GET /api/issues[/N],\n"
-	        "  GET /api/regressions, GET /api/proposals. Loopback only unless --allow-remote.\n"
-	        "  --model DIR [--model-name N] [--chat-template chatml|llama3] [--max-batch 8]: also serve the\n"
-	        "  checkpoint on /v1/chat/completions, /v1/completions (\"stream\": true: SSE) and /v1/models.\n");
-	return EV_EXIT_USAGE;
-}
+typedef struct {
+	ev_serve_options srv;
+	const char *token_env, *token;
+	int64_t max_attachment;
+	bool print_port;
+	/* --model DIR: the engine's OpenAI-compatible endpoints (serve_openai.c) */
+	ev_engine_backend_options eng;
+	ev_engine_flags engine;
+} serve_opts;
 
-static bool parse_size(const char *s, size_t *out, const char *flag)
-{
-	int64_t v;
-	if (!ev_parse_i64(s, &v) || v <= 0) {
-		fprintf(stderr, "evald: %s: '%s' is not a positive byte count\n", flag, s);
-		return false;
-	}
-	*out = (size_t)v;
-	return true;
-}
+#define T serve_opts
+static const ev_opt serve_opts_table[] = {
+	EV_O_STR("--host", T, srv.host, "ADDR", "the address to listen on (loopback unless --allow-remote)"),
+	EV_O_INT("--port", T, srv.port, 0, 65535, "PORT", "the port (0: any free one)"),
+	EV_O_STR("--token-env", T, token_env, "VAR", "the environment variable holding the bearer token"),
+	EV_O_STR("--token", T, token, "TOKEN", "the bearer token itself (visible to ps: prefer --token-env)"),
+	EV_O_INT("--max-body", T, srv.max_body, 1, 1e12, "BYTES", "request body cap"),
+	EV_O_INT("--max-attachment", T, max_attachment, 1, 1e12, "BYTES", "cap on one attachment of an issue"),
+	EV_O_INT("--threads", T, srv.threads, 1, 256, "N", "HTTP threads"),
+	EV_O_FLAG("--allow-remote", T, srv.allow_remote, "permit a non-loopback --host"),
+	EV_O_FLAG("--print-port", T, print_port, "print the port once listening (for scripts)"),
+	EV_O_STR("--model", T, eng.model_dir, "DIR", "also serve this checkpoint on /v1 (OpenAI-compatible)"),
+	EV_O_STR("--model-name", T, eng.model_name, "NAME", "the served model's name (default: the folder's)"),
+	EV_O_CHOICE("--chat-template", T, eng.chat_template, "chatml|llama3|none", "the chat template (default: the checkpoint's)"),
+	EV_O_INT("--max-batch", T, eng.max_batch, 1, 1024, "N", "sequences generated together"),
+	EV_ENGINE_OPTS(T, engine),
+	EV_O_END,
+};
+#undef T
+
+static const ev_cmd_spec serve_spec = {
+	.name = "serve",
+	.synopsis = "[--host ADDR] [--port PORT] [--token-env VAR] [--model DIR] [OPTIONS]",
+	.about = "Serves the tracker API: POST /api/issues (bearer token), GET /api/issues[/N],\n"
+	         "GET /api/regressions, GET /api/proposals. With --model, also the checkpoint on\n"
+	         "/v1/chat/completions, /v1/completions (\"stream\": true: SSE) and /v1/models.",
+	.opts = serve_opts_table,
+};
 
 int ev_cmd_serve(const ev_cli *cli, int argc, char **argv)
 {
-	ev_serve_options opt = EV_SERVE_OPTIONS_INIT;
-	const char *token_env = "EVALD_API_TOKEN", *token = NULL;
-	size_t max_attachment = 0;
-	bool print_port = false;
-	/* --model DIR: the engine's OpenAI-compatible endpoints (serve_openai.c;
-	 * added by the serving engineer). */
-	ev_engine_backend_options eng = EV_ENGINE_BACKEND_OPTIONS_INIT;
+	serve_opts so = {.srv = EV_SERVE_OPTIONS_INIT, .token_env = "EVALD_API_TOKEN",
+	                 .eng = EV_ENGINE_BACKEND_OPTIONS_INIT};
+	ev_engine_flags_init(&so.engine);
+	int prc = ev_opt_parse(&serve_spec, &so, argc, argv, NULL, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	ev_serve_options opt = so.srv;
+	const char *token_env = so.token_env, *token = so.token;
+	size_t max_attachment = (size_t)so.max_attachment;
+	bool print_port = so.print_port;
+	ev_engine_backend_options eng = so.eng;
 	ev_serve_openai *oai = NULL;
-	cJSON *eng_flags = NULL; /* --attention, --msa-*, --kv-*: checked when the engine loads */
-	char *eng_flags_json = NULL;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (!strcmp(a, "--allow-remote")) {
-			opt.allow_remote = true;
-			continue;
-		}
-		if (!strcmp(a, "--print-port")) {
-			print_port = true;
-			continue;
-		}
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			usage();
-			return 0;
-		}
-		if (i + 1 >= argc)
-			return usage();
-		const char *v = argv[++i];
-		int64_t n;
-		if (ev_str_starts(a, "--attention") || ev_str_starts(a, "--msa-") || ev_str_starts(a, "--kv-")) {
-			if (!eng_flags)
-				eng_flags = cJSON_CreateObject();
-			cJSON_DeleteItemFromObjectCaseSensitive(eng_flags, a + 2);
-			cJSON_AddStringToObject(eng_flags, a + 2, v);
-		} else if (!strcmp(a, "--model"))
-			eng.model_dir = v;
-		else if (!strcmp(a, "--model-name"))
-			eng.model_name = v;
-		else if (!strcmp(a, "--chat-template"))
-			eng.chat_template = v;
-		else if (!strcmp(a, "--max-batch")) {
-			if (!ev_parse_i64(v, &n) || n < 1 || n > 1024) {
-				fprintf(stderr, "evald: --max-batch: '%s' is not 1-1024\n", v);
-				return EV_EXIT_USAGE;
-			}
-			eng.max_batch = (int)n;
-		} else if (!strcmp(a, "--host"))
-			opt.host = v;
-		else if (!strcmp(a, "--port")) {
-			if (!ev_parse_i64(v, &n) || n < 0 || n > 65535) {
-				fprintf(stderr, "evald: --port: '%s' is not a port\n", v);
-				return EV_EXIT_USAGE;
-			}
-			opt.port = (int)n;
-		} else if (!strcmp(a, "--token-env"))
-			token_env = v;
-		else if (!strcmp(a, "--token"))
-			token = v;
-		else if (!strcmp(a, "--max-body")) {
-			if (!parse_size(v, &opt.max_body, a))
-				return EV_EXIT_USAGE;
-		} else if (!strcmp(a, "--max-attachment")) {
-			if (!parse_size(v, &max_attachment, a))
-				return EV_EXIT_USAGE;
-		} else if (!strcmp(a, "--threads")) {
-			if (!ev_parse_i64(v, &n) || n < 1 || n > 256) {
-				fprintf(stderr, "evald: --threads: '%s' is not 1-256\n", v);
-				return EV_EXIT_USAGE;
-			}
-			opt.threads = (int)n;
-		} else
-			return usage();
-	}
+	if (so.engine.n)
+		eng.engine = &so.engine.mo;
 	opt.token = token ? token : getenv(token_env);
 	if (opt.token && !*opt.token)
 		opt.token = NULL;
@@ -487,12 +444,6 @@ int ev_cmd_serve(const ev_cli *cli, int argc, char **argv)
 	}
 	/* The engine's OpenAI-compatible endpoints (/v1/models,
 	 * /v1/chat/completions, /v1/completions; serve_openai.c) on the same server. */
-	if (eng_flags) {
-		eng_flags_json = ev_json_print(eng_flags);
-		eng.engine_flags_json = eng_flags_json;
-		cJSON_Delete(eng_flags);
-		eng_flags = NULL;
-	}
 	if (eng.model_dir && (ev_serve_openai_new(&oai, &eng) != 0 || ev_serve_openai_register(srv, oai) != 0)) {
 		ev_cli_fail("serve");
 		goto done;
@@ -515,7 +466,5 @@ done:
 	ev_serve_free(srv); /* waits for requests in flight before the tracker closes */
 	ev_serve_api_free(api);
 	ev_serve_openai_free(oai);
-	cJSON_Delete(eng_flags);
-	free(eng_flags_json);
 	return ret;
 }

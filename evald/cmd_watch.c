@@ -1,17 +1,13 @@
 /*
  * evald watch DIR: the checkpoint watcher. It notices each new checkpoint
  * folder in DIR once the folder is complete (watch_scan.c), evaluates it on
- * the chosen suites by running this program (`evald run`) as a child,
+ * the chosen suites (ev_eval_run in a child process, watch_child.c),
  * compares the run with the baseline's, files regressions, and writes the
  * Markdown report. Its state lives in the tracker (watch_checkpoints,
  * feedback/watch.c), so a watcher that is killed or restarted picks up where
- * it stopped: a checkpoint left `running` with a run id is finished with
- * `evald run --resume`, one without is started again.
- *
- * The run is a child process (not a call) so that a crash in a backend takes
- * the run with it and not the daemon, and so that SIGTERM can stop the run
- * cleanly; the child dies with the watcher (PR_SET_PDEATHSIG), which leaves
- * its run resumable instead of orphaned and racing the next watcher.
+ * it stopped: a checkpoint left `running` with a run id is resumed, one
+ * without is started again. The run's settings are the run command's
+ * options (ev_eval_opts), checked when the watcher starts.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -25,22 +21,19 @@
 #include "evald/cli.h"
 #include "evald/watch.h"
 
-#define MAX_SUITES 64
-#define MAX_PASS 96
+#define MAX_SUITES EV_EVAL_MAX_LIST
 
 typedef struct {
+	ev_eval_config eval; /* first: ev_eval_opts' offsets are its own; suites in eval.suites */
 	const char *db;
+	const char *dir_arg;
 	char *dir;         /* the watched folder, absolute (owned) */
+	const char *reports_arg;
 	char *reports;     /* the reports folder (owned) */
 	const char *baseline;
-	const char *suites[MAX_SUITES];
-	int n_suites;
-	char *suites_buf;  /* --suites copy that suites[] point into (owned) */
-	const char *pass[MAX_PASS]; /* flags handed to `evald run` */
-	int n_pass;
-	const char *concurrency; /* also handed to `run --resume` */
+	char *suites_buf;  /* --suites copy that eval.suites point into (owned) */
 	double interval, settle;
-	bool once;
+	bool once, status, json;
 } watch_opts;
 
 /* The previous scan's fingerprint of each folder (stability over two scans). */
@@ -62,162 +55,93 @@ static void on_signal(int sig)
 	g_stop = 1;
 }
 
-static void usage(void)
-{
-	fprintf(stderr,
-	        "usage: evald watch DIR --suites S1,S2 --baseline NAME [--interval SECONDS] [--settle SECONDS]\n"
-	        "                   [--once] [--reports DIR] [run flags: --concurrency N --limit N --epochs K\n"
-	        "                   --timeout S --retries N --max-tokens N --temperature T --top-p P --seed S\n"
-	        "                   --header 'K: V' --api-key-env VAR --no-cache, checker flags]\n"
-	        "       evald watch --status [--json]\n"
-	        "Each complete checkpoint folder in DIR (config.json and its weights, or an endpoint.json\n"
-	        "{\"url\",\"model\"}; unchanged over two scans --settle seconds apart) is evaluated once,\n"
-	        "compared with the baseline NAME's latest finished run on the same suites (regressions\n"
-	        "filed), and reported to --reports DIR/<folder>.md (default: reports/ beside the tracker).\n"
-	        "--once scans, processes everything complete and exits; SIGTERM/SIGINT stop between steps.\n");
-}
-
 /* ---- arguments ------------------------------------------------------------------ */
 
-static bool parse_seconds(const char *flag, const char *v, double lo, double *out)
+/* --suites S1,S2 (the suites are those of the evaluation settings) */
+static int suites_fn(void *opts, const ev_opt *opt, const char *name, const char *v)
 {
-	if (!v || !ev_parse_f64(v, out) || *out < lo || *out > 86400) {
-		fprintf(stderr, "evald watch: %s: '%s' is not a number of seconds in [%g, 86400]\n", flag, v ? v : "", lo);
-		return false;
-	}
-	return true;
-}
-
-static int split_suites(watch_opts *o, const char *v)
-{
+	watch_opts *o = opts;
+	char *buf = ev_strdup(v);
+	if (!buf)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
 	free(o->suites_buf);
-	o->suites_buf = ev_strdup(v);
-	o->n_suites = 0;
-	if (!o->suites_buf)
-		return -1;
-	for (char *save = NULL, *s = strtok_r(o->suites_buf, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
-		if (o->n_suites == MAX_SUITES) {
-			fprintf(stderr, "evald watch: --suites: at most %d suites\n", MAX_SUITES);
-			return -1;
-		}
-		o->suites[o->n_suites++] = s;
-	}
-	if (!o->n_suites) {
-		fprintf(stderr, "evald watch: --suites: no suite named\n");
-		return -1;
+	o->suites_buf = buf;
+	for (char *save = NULL, *x = strtok_r(buf, ",", &save); x; x = strtok_r(NULL, ",", &save)) {
+		if (o->eval.n_suites == MAX_SUITES)
+			return ev_error_set(EV_E_LIMIT, "%s: at most %d suites", name, MAX_SUITES);
+		o->eval.suites[o->eval.n_suites++] = x;
 	}
 	return 0;
 }
 
-static int add_pass(watch_opts *o, char **argv, int from, int to)
+#define T watch_opts
+static const ev_opt watch_own_opts[] = {
+	EV_O_FN("--suites", EV_OPT_VALUE, "S1,S2", "the suites each checkpoint is evaluated on (or --suite each)",
+	        suites_fn),
+	EV_O_STR("--baseline", T, baseline, "NAME", "the checkpoint folder or model name compared against"),
+	EV_O_NUM("--interval", T, interval, 0.05, 86400, "S", "seconds between scans"),
+	EV_O_NUM("--settle", T, settle, 0, 86400, "S", "seconds a folder must stay unchanged (default min(interval, 2))"),
+	EV_O_STR("--reports", T, reports_arg, "DIR", "where reports go (default: reports/ beside the tracker)"),
+	EV_O_FLAG("--once", T, once, "scan, process everything complete, and exit"),
+	EV_O_FLAG("--status", T, status, "print the watched checkpoints' states and exit"),
+	EV_O_FLAG("--json", T, json, "--status as JSON"),
+	EV_O_END,
+};
+#undef T
+
+static const ev_opt *const watch_groups[] = {ev_eval_opts, NULL};
+
+static const ev_cmd_spec watch_spec = {
+	.name = "watch",
+	.synopsis = "DIR --suites S1,S2 --baseline NAME [--once] [OPTIONS]   |   evald watch --status [--json]",
+	.about = "Each complete checkpoint folder in DIR (config.json and its weights, or an endpoint.json\n"
+	         "{\"url\",\"model\"}; unchanged over two scans --settle seconds apart) is evaluated once,\n"
+	         "compared with the baseline NAME's latest finished run on the same suites (regressions\n"
+	         "filed), and reported to --reports DIR/<folder>.md. SIGTERM/SIGINT stop between steps;\n"
+	         "a stopped run resumes on the next start. The run options below set each evaluation.",
+	.opts = watch_own_opts,
+	.groups = watch_groups,
+	.positional = "DIR",
+	.max_pos = 1,
+};
+
+static int usage_error(const char *msg)
 {
-	for (int k = from; k <= to; k++) {
-		if (o->n_pass == MAX_PASS) {
-			fprintf(stderr, "evald watch: too many run flags\n");
-			return -1;
-		}
-		o->pass[o->n_pass++] = argv[k];
-	}
-	return 0;
+	fprintf(stderr, "evald watch: %s\n", msg);
+	ev_opt_usage(&watch_spec, stderr);
+	return EV_EXIT_USAGE;
 }
 
-static int parse_args(watch_opts *o, bool *status, bool *json, int argc, char **argv)
+/* 0, or an exit code (help printed, or a usage error). */
+static int parse_args(watch_opts *o, int argc, char **argv)
 {
-	static const char *const run_value_flags[] = {"--concurrency", "--limit",       "--epochs", "--timeout",
-	                                              "--retries",     "--max-tokens",  "--temperature",
-	                                              "--top-p",       "--seed",        "--header", "--api-key-env",
-	                                              NULL};
-	const char *dir = NULL, *reports = NULL;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		ev_checker_flags cf = EV_CHECKER_FLAGS_INIT;
-		int from = i;
-		int r = ev_checker_flags_parse(&cf, argc, argv, &i);
-		if (r < 0)
-			return -1;
-		if (r > 0) {
-			if (add_pass(o, argv, from, i))
-				return -1;
-			continue;
-		}
-		bool run_flag = false;
-		for (int k = 0; run_value_flags[k]; k++)
-			if (!strcmp(a, run_value_flags[k]))
-				run_flag = true;
-		if (run_flag) {
-			if (!v) {
-				fprintf(stderr, "evald watch: %s needs a value\n", a);
-				return -1;
-			}
-			if (!strcmp(a, "--concurrency"))
-				o->concurrency = v;
-			if (add_pass(o, argv, i, i + 1))
-				return -1;
-			i++;
-		} else if (!strcmp(a, "--no-cache")) {
-			if (add_pass(o, argv, i, i))
-				return -1;
-		} else if (!strcmp(a, "--suites") || !strcmp(a, "--suite")) {
-			if (!v || split_suites(o, v))
-				return -1;
-			i++;
-		} else if (!strcmp(a, "--baseline")) {
-			if (!v || !*v || strlen(v) > 256) {
-				fprintf(stderr, "evald watch: --baseline takes a checkpoint or model name\n");
-				return -1;
-			}
-			o->baseline = v;
-			i++;
-		} else if (!strcmp(a, "--interval")) {
-			if (!parse_seconds(a, v, 0.05, &o->interval))
-				return -1;
-			i++;
-		} else if (!strcmp(a, "--settle")) {
-			if (!parse_seconds(a, v, 0, &o->settle))
-				return -1;
-			i++;
-		} else if (!strcmp(a, "--reports")) {
-			if (!v)
-				return -1;
-			reports = v;
-			i++;
-		} else if (!strcmp(a, "--once")) {
-			o->once = true;
-		} else if (!strcmp(a, "--status")) {
-			*status = true;
-		} else if (!strcmp(a, "--json")) {
-			*json = true;
-		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			usage();
-			exit(0);
-		} else if (a[0] != '-' && !dir) {
-			dir = a;
-		} else {
-			fprintf(stderr, "evald watch: unexpected argument '%s'\n", a);
-			return -1;
-		}
-	}
-	if (*status)
+	const char *pos[1] = {NULL};
+	int np = 0, prc = ev_opt_parse(&watch_spec, o, argc, argv, pos, &np);
+	if (prc)
+		return ev_opt_exit(prc) ? EV_EXIT_USAGE : -1;
+	if (o->status)
 		return 0;
-	if (!dir || !o->n_suites || !o->baseline) {
-		fprintf(stderr, "evald watch: DIR, --suites and --baseline are required\n");
-		return -1;
-	}
+	if (o->eval.n_models || o->eval.model_name)
+		return usage_error("--model and --model-name come from each checkpoint folder, not the command line");
+	if (!np || !o->eval.n_suites || !o->baseline)
+		return usage_error("DIR, --suites and --baseline are required");
+	if (!*o->baseline || strlen(o->baseline) > 256)
+		return usage_error("--baseline takes a checkpoint or model name");
 	char real[PATH_MAX];
 	struct stat st;
-	if (!realpath(dir, real) || stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "evald watch: %s: not a folder\n", dir);
-		return -1;
+	if (!realpath(pos[0], real) || stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "evald watch: %s: not a folder\n", pos[0]);
+		return EV_EXIT_USAGE;
 	}
 	o->dir = ev_strdup(real);
-	if (reports) {
-		o->reports = ev_strdup(reports);
+	if (o->reports_arg) {
+		o->reports = ev_strdup(o->reports_arg);
 	} else {
 		char *db = ev_strdup(o->db);
 		o->reports = db ? ev_asprintf("%s/reports", dirname(db)) : NULL;
 		free(db);
 	}
-	return o->dir && o->reports ? 0 : -1;
+	return o->dir && o->reports ? 0 : EV_EXIT_FAIL;
 }
 
 /* ---- the child `evald run` ----------------------------------------------------- */
@@ -235,25 +159,17 @@ typedef struct {
 	ev_tracker *t;
 	const char *path; /* the checkpoint's row */
 	const char *name;
-	int64_t run_id;   /* from the child's first line */
-	char last[512];   /* the child's last stderr line, for the failure detail */
 } child_ctx;
 
-static void child_line(void *ctx, const char *line)
+/* The child's run exists: stored now, not at the end, so that a crash from
+ * here on resumes this run. */
+static void child_started(void *ctx, int64_t id)
 {
 	child_ctx *c = ctx;
-	if (ev_log_get_level() >= EV_LOG_INFO)
-		fprintf(stderr, "  [%s] %s\n", c->name, line);
-	snprintf(c->last, sizeof c->last, "%s", line);
-	int64_t id = c->run_id ? 0 : ev_watch_run_id_of_line(line);
-	if (id) {
-		/* Stored now, not at the end: a crash from here on resumes this run. */
-		c->run_id = id;
-		if (ev_watch_set(c->t, c->path, "running", id, NULL))
-			ev_log_warn("watch: %s: cannot store run %lld: %s", c->name, (long long)id, ev_error_msg());
-		else
-			ev_log_info("watch: %s: run %lld started", c->name, (long long)id);
-	}
+	if (ev_watch_set(c->t, c->path, "running", id, NULL))
+		ev_log_warn("watch: %s: cannot store run %lld: %s", c->name, (long long)id, ev_error_msg());
+	else
+		ev_log_info("watch: %s: run %lld started", c->name, (long long)id);
 }
 
 /* ---- one checkpoint: run, compare, report ---------------------------------------- */
@@ -329,9 +245,9 @@ static int process(ev_tracker *t, const watch_opts *o, const ev_watch_row *row)
 	ev_watch_folder wf = {0};
 	ev_run_row run = {0};
 	ev_compare *cmp = NULL;
-	child_ctx cc = {t, row->path, row->name, row->run_id, ""};
+	child_ctx cc = {t, row->path, row->name};
+	ev_watch_child_status cs = {.run_id = row->run_id};
 	int stopped = 0;
-	char idbuf[24];
 
 	if (!folder) {
 		fail_row(t, row, "memory", "out of memory");
@@ -340,20 +256,10 @@ static int process(ev_tracker *t, const watch_opts *o, const ev_watch_row *row)
 	bool finished = row->run_id && !ev_tracker_run_get(t, row->run_id, &run) && !strcmp(run.status, "finished");
 	ev_run_row_clear(&run);
 	if (!finished) {
-		const char *argv[24 + 2 * MAX_SUITES + MAX_PASS];
-		int n = 0;
-		argv[n++] = "evald";
-		argv[n++] = "--db";
-		argv[n++] = o->db;
-		argv[n++] = "run";
+		/* The watcher's settings with this checkpoint as the model (the
+		 * child gets its own copy). */
+		ev_eval_config c = o->eval;
 		if (row->run_id) {
-			snprintf(idbuf, sizeof idbuf, "%lld", (long long)row->run_id);
-			argv[n++] = "--resume";
-			argv[n++] = idbuf;
-			if (o->concurrency) {
-				argv[n++] = "--concurrency";
-				argv[n++] = o->concurrency;
-			}
 			ev_log_info("watch: %s: resuming run %lld", row->name, (long long)row->run_id);
 		} else {
 			/* Looked at again: a row left `complete` by an earlier watcher may have changed since. */
@@ -367,27 +273,20 @@ static int process(ev_tracker *t, const watch_opts *o, const ev_watch_row *row)
 					ev_log_error("watch: %s", ev_error_msg());
 				goto done;
 			}
-			argv[n++] = "--model";
-			argv[n++] = wf.endpoint_url ? wf.endpoint_url : row->path;
-			argv[n++] = "--model-name";
-			argv[n++] = wf.endpoint_model ? wf.endpoint_model : row->name;
-			for (int i = 0; i < o->n_suites; i++) {
-				argv[n++] = "--suite";
-				argv[n++] = o->suites[i];
-			}
-			for (int i = 0; i < o->n_pass; i++)
-				argv[n++] = o->pass[i];
-			ev_log_info("watch: %s: evaluating %s on %d suite(s)", row->name,
-			            wf.endpoint_url ? wf.endpoint_url : row->path, o->n_suites);
+			c.models[0] = wf.endpoint_url ? wf.endpoint_url : row->path;
+			c.n_models = 1;
+			c.model_name = wf.endpoint_model ? wf.endpoint_model : row->name;
+			ev_log_info("watch: %s: evaluating %s on %d suite(s)", row->name, c.models[0], c.n_suites);
 		}
-		argv[n] = NULL;
 		if (ev_watch_set(t, row->path, "running", 0, NULL)) {
 			ev_log_error("watch: %s: %s", row->name, ev_error_msg());
 			goto done;
 		}
-		int rc = ev_watch_child_run(argv, row->name, &g_stop, child_line, &cc);
+		int rc = ev_watch_child_eval(o->db, &c, row->run_id, row->name, &g_stop, child_started, &cc, &cs);
+		if (!cs.run_id)
+			cs.run_id = row->run_id;
 		if (g_stop && rc != 0) {
-			ev_log_info("watch: %s: stopped; run %lld resumes on the next start", row->name, (long long)cc.run_id);
+			ev_log_info("watch: %s: stopped; run %lld resumes on the next start", row->name, (long long)cs.run_id);
 			stopped = 1;
 			goto done;
 		}
@@ -396,12 +295,13 @@ static int process(ev_tracker *t, const watch_opts *o, const ev_watch_row *row)
 			if (rc < 0)
 				snprintf(why, sizeof why, "%s", ev_error_msg());
 			else
-				snprintf(why, sizeof why, "evald run exited with %d: %s", rc, cc.last);
+				snprintf(why, sizeof why, "the evaluation ended %s (exit %d): %s", *cs.status ? cs.status : "without a word",
+				         rc, cs.error);
 			fail_row(t, row, "run", why);
 			goto done;
 		}
-		if (!cc.run_id) {
-			fail_row(t, row, "run", "evald run did not say which run it made");
+		if (!cs.run_id) {
+			fail_row(t, row, "run", "the evaluation did not say which run it made");
 			goto done;
 		}
 	}
@@ -411,7 +311,7 @@ static int process(ev_tracker *t, const watch_opts *o, const ev_watch_row *row)
 	}
 
 	/* Compare with the baseline (not for the baseline itself). */
-	int64_t cand = cc.run_id;
+	int64_t cand = cs.run_id;
 	bool is_base = is_baseline_row(o, row);
 	if (ev_tracker_run_get(t, cand, &run)) {
 		fail_row(t, row, "run", NULL);
@@ -654,19 +554,18 @@ static int print_status(const ev_cli *cli, bool json)
 
 int ev_cmd_watch(const ev_cli *cli, int argc, char **argv)
 {
-	watch_opts o = {.db = cli->db_path, .interval = 30, .settle = -1};
-	bool status = false, json = cli->json;
+	watch_opts o = {.db = cli->db_path, .interval = 30, .settle = -1, .json = cli->json};
+	ev_eval_config_init(&o.eval);
 	ev_tracker *t = NULL;
 	fp_set prev = {0};
-	int rc = EV_EXIT_FAIL;
-
-	if (parse_args(&o, &status, &json, argc, argv) != 0) {
-		usage();
-		rc = EV_EXIT_USAGE;
+	int rc = parse_args(&o, argc, argv);
+	if (rc) {
+		rc = rc < 0 ? 0 : rc; /* -1: help was printed */
 		goto done;
 	}
-	if (status) {
-		rc = print_status(cli, json);
+	rc = EV_EXIT_FAIL;
+	if (o.status) {
+		rc = print_status(cli, o.json);
 		goto done;
 	}
 	if (o.settle < 0)
@@ -679,7 +578,7 @@ int ev_cmd_watch(const ev_cli *cli, int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 
-	ev_log_info("watch: watching %s (suites %d, baseline %s, reports %s)%s", o.dir, o.n_suites, o.baseline,
+	ev_log_info("watch: watching %s (suites %d, baseline %s, reports %s)%s", o.dir, o.eval.n_suites, o.baseline,
 	            o.reports, o.once ? ", once" : "");
 	/* A first look, so that the next one can tell which folders are still changing. */
 	if (scan(t, &o, &prev)) {
@@ -703,5 +602,6 @@ done:
 	free(o.dir);
 	free(o.reports);
 	free(o.suites_buf);
+	ev_eval_config_clear(&o.eval);
 	return rc;
 }

@@ -36,7 +36,7 @@ typedef struct {
 	bool allow_remote;    /* permit a non-loopback host */
 } ev_serve_options;
 
-#define EV_SERVE_OPTIONS_INIT {"127.0.0.1", 8080, NULL, (size_t)128 << 20, 8, false}
+#define EV_SERVE_OPTIONS_INIT {.host = "127.0.0.1", .port = 8080, .max_body = (size_t)128 << 20, .threads = 8}
 
 /* One request as a handler sees it; everything is borrowed for the call. */
 typedef struct {

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "base/base.h"
+#include "evald/eval.h"
 #include "feedback/feedback.h"
 
 /* Caps on what one scan reads: folders in the watched folder, files walked
@@ -43,20 +44,23 @@ void ev_watch_folder_clear(ev_watch_folder *f);
 
 /* ---- the child run (watch_child.c) ---------------------------------------------- */
 
-/* The run id of "evald: run N: ..." (the first line `evald run` writes to
- * stderr, resume included); 0 for any other line. */
-int64_t ev_watch_run_id_of_line(const char *line);
+/* What the child said about its run. */
+typedef struct {
+	int64_t run_id;  /* 0 until the run exists */
+	char status[16]; /* "finished", "interrupted", "failed"; "" when it died first */
+	char error[512]; /* the child's error message, when not finished */
+} ev_watch_child_status;
 
-typedef void (*ev_watch_line_fn)(void *ctx, const char *line);
-
-/* Runs this program (/proc/self/exe) with argv (argv[0] is only a name),
- * stdin and stdout on /dev/null, calling on_line for each stderr line (cut
- * at 4 KiB). Once *stop is set the child gets SIGTERM, and SIGKILL 30 s
- * later if it is still there; the child gets SIGKILL if this process dies.
- * `name` labels the log lines. Returns the child's exit status, 128 + its
- * signal, or -1 (error set) when it could not be started or waited for. */
-int ev_watch_child_run(const char *const *argv, const char *name, volatile sig_atomic_t *stop,
-                       ev_watch_line_fn on_line, void *ctx);
+/* Evaluates `c` (or resumes run `resume`) into the tracker at `db` in a
+ * child process, which reports through a status pipe; on_started (may be
+ * NULL) is called as soon as the run's id is known. Once *stop is set the
+ * child gets SIGTERM, and SIGKILL 30 s later if it is still there; the
+ * child gets SIGKILL if this process dies. `name` labels the log lines.
+ * Returns the child's exit status, 128 + its signal, or -1 (error set)
+ * when it could not be started or waited for. */
+int ev_watch_child_eval(const char *db, ev_eval_config *c, int64_t resume, const char *name,
+                        volatile sig_atomic_t *stop, void (*on_started)(void *ctx, int64_t run_id), void *ctx,
+                        ev_watch_child_status *st);
 
 /* ---- comparison and report (watch_report.c) --------------------------------------- */
 

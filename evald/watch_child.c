@@ -1,11 +1,13 @@
 /*
- * evald/watch_child.c: the watcher's child process, `evald run` started from
- * this very program (/proc/self/exe).
- *
- * The child dies with the watcher (PR_SET_PDEATHSIG), so a killed watcher
- * leaves a run to resume rather than one still writing behind the next
- * watcher. Its stdout is discarded (the report has the figures); its stderr
- * comes back line by line, because the first line names the run.
+ * evald/watch_child.c: the watcher's evaluation, in a child process. The
+ * child is a fork of the watcher (no exec: the parsed settings go along)
+ * that opens its own tracker connection and calls ev_eval_run, so that a
+ * crash in a backend takes the run with it and not the daemon, and SIGTERM
+ * stops the run cleanly. It dies with the watcher (PR_SET_PDEATHSIG), which
+ * leaves its run resumable rather than still writing behind the next
+ * watcher. It reports through a status pipe, one JSON object a line:
+ * {"run_id":N} once the run exists, {"run_id":N,"status":S,"error":E} at
+ * its end; its stderr is the watcher's.
  */
 #include "evald/watch.h"
 
@@ -18,27 +20,100 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define MAX_LINE 4096
 #define STOP_GRACE_S 30 /* seconds a run has to stop after SIGTERM */
+#define MAX_LINE 4096
 
-/* Parses "evald: run N: ..." (what `evald run` prints first on stderr). */
-int64_t ev_watch_run_id_of_line(const char *line)
+static volatile sig_atomic_t child_stop;
+
+static void on_child_signal(int sig)
 {
-	if (!ev_str_starts(line, "evald: run "))
-		return 0;
-	char *end = NULL;
-	long long id = strtoll(line + 11, &end, 10);
-	return end && *end == ':' && id > 0 ? (int64_t)id : 0;
+	(void)sig;
+	child_stop = 1;
 }
 
-int ev_watch_child_run(const char *const *argv, const char *name, volatile sig_atomic_t *stop,
-                       ev_watch_line_fn on_line, void *ctx)
+static void put_line(int fd, cJSON *o)
 {
-	int fds[2];
-	if (pipe(fds) != 0) {
-		ev_error_set(EV_E_IO, "pipe: %s", strerror(errno));
-		return -1;
+	char *s = ev_json_print(o);
+	if (s) {
+		size_t n = strlen(s);
+		s[n] = '\n'; /* the printed text is followed by its NUL: room for the newline */
+		for (size_t off = 0; off <= n;) {
+			ssize_t w = write(fd, s + off, n + 1 - off);
+			if (w <= 0)
+				break;
+			off += (size_t)w;
+		}
 	}
+	free(s);
+	cJSON_Delete(o);
+}
+
+static void report_started(void *ctx, int64_t run_id)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "run_id", (double)run_id);
+	put_line(*(int *)ctx, o);
+}
+
+/* The child: never returns. */
+static void child_main(int fd, const char *db, ev_eval_config *c, int64_t resume)
+{
+	struct sigaction sa = {0};
+	sa.sa_handler = on_child_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	int devnull = open("/dev/null", O_RDWR);
+	if (devnull >= 0) {
+		dup2(devnull, STDIN_FILENO);
+		dup2(devnull, STDOUT_FILENO);
+		close(devnull);
+	}
+	/* The watcher's tracker connection is not touched here: SQLite
+	 * connections do not cross fork. */
+	ev_tracker *t = NULL;
+	ev_eval_outcome out = {0};
+	ev_eval_options eo = {.resume = resume, .quiet = true, .stop = &child_stop, .on_started = report_started,
+	                      .ctx = &fd};
+	int rc = ev_tracker_open(&t, db);
+	if (!rc)
+		rc = ev_eval_run(t, c, &eo, &out);
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "run_id", (double)out.run_id);
+	cJSON_AddStringToObject(o, "status", rc ? (out.status ? out.status : "failed") : "finished");
+	if (rc)
+		cJSON_AddStringToObject(o, "error", ev_error_msg());
+	put_line(fd, o);
+	ev_tracker_close(t);
+	_exit(rc ? 1 : 0);
+}
+
+/* One status line from the child. */
+static void on_status(ev_watch_child_status *st, const char *line, void (*on_started)(void *, int64_t), void *ctx)
+{
+	cJSON *j = cJSON_Parse(line);
+	double id = ev_json_num(j, "run_id", 0);
+	const char *status = ev_json_str(j, "status", NULL);
+	if (id >= 1 && id < 9e15 && !st->run_id) {
+		st->run_id = (int64_t)id;
+		if (on_started)
+			on_started(ctx, st->run_id);
+	}
+	if (status) {
+		snprintf(st->status, sizeof st->status, "%s", status);
+		snprintf(st->error, sizeof st->error, "%s", ev_json_str(j, "error", ""));
+	}
+	cJSON_Delete(j);
+}
+
+int ev_watch_child_eval(const char *db, ev_eval_config *c, int64_t resume, const char *name,
+                        volatile sig_atomic_t *stop, void (*on_started)(void *ctx, int64_t run_id), void *ctx,
+                        ev_watch_child_status *st)
+{
+	memset(st, 0, sizeof *st);
+	int fds[2];
+	if (pipe(fds) != 0)
+		return ev_error_set(EV_E_IO, "pipe: %s", strerror(errno)), -1;
+	fflush(NULL);
 	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid < 0) {
@@ -51,20 +126,8 @@ int ev_watch_child_run(const char *const *argv, const char *name, volatile sig_a
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent)
 			_exit(127);
-		int devnull = open("/dev/null", O_RDWR);
-		if (devnull >= 0) {
-			dup2(devnull, STDIN_FILENO);
-			dup2(devnull, STDOUT_FILENO);
-			close(devnull);
-		}
-		dup2(fds[1], STDERR_FILENO);
 		close(fds[0]);
-		close(fds[1]);
-		signal(SIGINT, SIG_DFL);
-		signal(SIGTERM, SIG_DFL);
-		execv("/proc/self/exe", (char *const *)argv);
-		fprintf(stderr, "evald watch: cannot run /proc/self/exe: %s\n", strerror(errno));
-		_exit(127);
+		child_main(fds[1], db, c, resume);
 	}
 	close(fds[1]);
 	char line[MAX_LINE];
@@ -85,8 +148,6 @@ int ev_watch_child_run(const char *const *argv, const char *name, volatile sig_a
 		}
 		struct pollfd p = {fds[0], POLLIN, 0};
 		int pr = poll(&p, 1, 200);
-		if (pr < 0 && errno == EINTR)
-			continue;
 		if (pr <= 0)
 			continue;
 		char buf[4096];
@@ -98,7 +159,7 @@ int ev_watch_child_run(const char *const *argv, const char *name, volatile sig_a
 		for (ssize_t k = 0; k < n; k++) {
 			if (buf[k] == '\n' || len == sizeof line - 1) {
 				line[len] = 0;
-				on_line(ctx, line);
+				on_status(st, line, on_started, ctx);
 				len = 0;
 				if (buf[k] == '\n')
 					continue;
@@ -106,17 +167,12 @@ int ev_watch_child_run(const char *const *argv, const char *name, volatile sig_a
 			line[len++] = buf[k];
 		}
 	}
-	if (len) {
-		line[len] = 0;
-		on_line(ctx, line);
-	}
 	close(fds[0]);
 	int status = 0;
 	while (waitpid(pid, &status, 0) < 0)
 		if (errno != EINTR)
-			return -1;
+			return ev_error_set(EV_E_IO, "waitpid: %s", strerror(errno)), -1;
 	if (WIFEXITED(status))
 		return WEXITSTATUS(status);
 	return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
 }
-

@@ -661,47 +661,6 @@ static int add_stop(int32_t *ids, int *n, int32_t id)
 	return 0;
 }
 
-/* Applies the engine flags (a JSON object {"attention":"msa",
- * "msa-top-k":4, "kv-dtype":"f16", ...}: the shared engine flags without
- * their leading dashes) to the model options through the engine's own
- * parser, so that run, serve and engine commands accept the same set. */
-static int engine_flags(const char *json, eng_model_options *mo)
-{
-	cJSON *a = NULL;
-	int rc = ev_json_parse(&a, json, strlen(json), "engine settings");
-	if (rc)
-		return rc;
-	if (!cJSON_IsObject(a)) {
-		cJSON_Delete(a);
-		return ev_error_set(EV_E_INVALID, "engine settings: expected a JSON object");
-	}
-	const cJSON *it;
-	cJSON_ArrayForEach(it, a)
-	{
-		char flag[64], value[256];
-		snprintf(flag, sizeof flag, "--%s", it->string);
-		if (cJSON_IsString(it))
-			snprintf(value, sizeof value, "%s", it->valuestring);
-		else if (cJSON_IsNumber(it))
-			snprintf(value, sizeof value, "%.17g", it->valuedouble);
-		else {
-			rc = ev_error_set(EV_E_INVALID, "engine settings: %s: expected a string or a number", it->string);
-			break;
-		}
-		int took = eng_options_parse_flag(mo, flag, value);
-		if (took < 0) {
-			rc = took;
-			break;
-		}
-		if (took == 0) {
-			rc = ev_error_set(EV_E_INVALID, "engine settings: unknown setting %s", flag);
-			break;
-		}
-	}
-	cJSON_Delete(a);
-	return rc;
-}
-
 int ev_backend_engine_new(ev_backend **out, const ev_engine_backend_options *opt)
 {
 	*out = NULL;
@@ -724,8 +683,11 @@ int ev_backend_engine_new(ev_backend **out, const ev_engine_backend_options *opt
 	eng_model_options mo = ENG_MODEL_OPTIONS_INIT;
 	mo.backend = opt->reference ? ENG_BACKEND_REF : ENG_BACKEND_CPU;
 	mo.threads = opt->threads;
-	if (opt->engine_flags_json && (rc = engine_flags(opt->engine_flags_json, &mo)))
-		goto fail;
+	if (opt->engine) {
+		mo.attention = opt->engine->attention;
+		mo.kv_dtype = opt->engine->kv_dtype;
+		mo.kv_max_bytes = opt->engine->kv_max_bytes;
+	}
 	if (opt->model_name && *opt->model_name) {
 		e->name = ev_strdup(opt->model_name);
 	} else {

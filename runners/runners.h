@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "base/base.h"
+#include "engine/engine.h"
 #include "scoring/scoring.h"
 #include "suites/suites.h"
 
@@ -224,14 +225,13 @@ typedef struct {
 	const char *chat_template;  /* "chatml" | "llama3"; NULL: from tokenizer_config.json */
 	bool reference;             /* the engine's plain reference path (slow; for checks) */
 	int default_max_tokens;     /* when a request sets none (512) */
-	/* The engine's own settings (MSA attention, KV precision and bound) as
-	 * a JSON object of the shared engine flags without their dashes:
-	 * {"attention":"msa","msa-top-k":4,"kv-dtype":"f16"}; NULL for the
-	 * checkpoint's own. Each goes through eng_options_parse_flag. */
-	const char *engine_flags_json;
+	/* The engine's own settings (the attention, kv_dtype and kv_max_bytes
+	 * fields, as eng_options_parse_flag fills them); NULL for the
+	 * checkpoint's own. */
+	const eng_model_options *engine;
 } ev_engine_backend_options;
 
-#define EV_ENGINE_BACKEND_OPTIONS_INIT {NULL, NULL, 0, 8, 512, NULL, false, 512, NULL}
+#define EV_ENGINE_BACKEND_OPTIONS_INIT {.max_batch = 8, .max_step_tokens = 512, .default_max_tokens = 512}
 
 int ev_backend_engine_new(ev_backend **out, const ev_engine_backend_options *opt);
 

@@ -39,8 +39,9 @@ static void engine_flags_reach_the_engine_and_are_checked(void **st)
 	assert_non_null(strstr(cfg, "\"attention\":\"msa\""));
 	free(cfg);
 
+	/* A bad engine setting is a usage error, caught as the arguments are read. */
 	const char *bad[] = {tu_evald(), "--db", db, "run", "--model", ck, "--suite", suite, "--msa-top-k", "lots", NULL};
-	assert_int_equal(tu_run(NULL, &err, NULL, bad), 1);
+	assert_int_equal(tu_run(NULL, &err, NULL, bad), 2);
 	assert_non_null(strstr(err, "top-k"));
 	free(err);
 	const char *url[] = {tu_evald(), "--db", db, "run", "--model", "http://127.0.0.1:9/v1", "--suite", suite,

@@ -1,0 +1,505 @@
+/*
+ * evald/eval.c: one evaluation as a function (evald/eval.h): the settings'
+ * option table and stored form, and the pipeline suites -> backend ->
+ * runner -> tracker -> summary that `run`, `calibrate` and `watch` share.
+ */
+#include "evald/eval.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "runners/runners.h"
+
+/* --shard K/N */
+static int shard_fn(void *opts, const ev_opt *o, const char *name, const char *v)
+{
+	ev_eval_config *c = opts;
+	int k, n;
+	char extra;
+	if (sscanf(v, "%d/%d%c", &k, &n, &extra) != 2 || n < 1 || k < 0 || k >= n)
+		return ev_error_set(EV_E_INVALID, "%s takes K/N with 0 <= K < N (got '%.100s')", name, v);
+	c->shard_k = k, c->shard_n = n;
+	return 0;
+}
+
+/* --header 'Name: value' */
+static int header_fn(void *opts, const ev_opt *o, const char *name, const char *v)
+{
+	ev_eval_config *c = opts;
+	if (!strchr(v, ':'))
+		return ev_error_set(EV_E_INVALID, "%s takes 'Name: value'", name);
+	if (c->n_headers >= EV_EVAL_MAX_LIST)
+		return ev_error_set(EV_E_LIMIT, "%s: at most %d", name, EV_EVAL_MAX_LIST);
+	c->headers[c->n_headers++] = v;
+	return 0;
+}
+
+#define T ev_eval_config
+/* Rows with a key are stored with the run (and read back on resume) by
+ * ev_opt_to_json; the checker, the shard, the headers and the engine
+ * settings are stored below in their own shapes. */
+const ev_opt ev_eval_opts[] = {
+	{.name = "--model", .kind = EV_OPT_STRS, .off = offsetof(T, models), .size = sizeof(((T *)0)->models),
+	 .count_off = offsetof(T, n_models), .meta = "URL|DIR", .key = "models",
+	 .help = "an OpenAI-compatible base URL (several share the load) or a checkpoint folder"},
+	{.name = "--model-name", .kind = EV_OPT_STR, .off = offsetof(T, model_name), .meta = "NAME",
+	 .key = "model_name", .help = "the name runs are filed under (default: the first --model)"},
+	{.name = "--suite", .kind = EV_OPT_STRS, .off = offsetof(T, suites), .size = sizeof(((T *)0)->suites),
+	 .count_off = offsetof(T, n_suites), .meta = "PATH", .key = "suites",
+	 .help = "a suite folder, archive or .jsonl (none: the embedded default suite)"},
+	{.name = "--concurrency", .kind = EV_OPT_INT, .off = offsetof(T, concurrency), .size = sizeof(int), .lo = 1,
+	 .hi = 4096, .meta = "N", .key = "concurrency", .help = "requests in flight"},
+	{.name = "--timeout", .kind = EV_OPT_NUM, .off = offsetof(T, timeout_s), .lo = 0, .hi = 1e7, .meta = "S",
+	 .key = "timeout", .help = "seconds a request may take"},
+	{.name = "--retries", .kind = EV_OPT_INT, .off = offsetof(T, retries), .size = sizeof(int), .lo = 0, .hi = 1000,
+	 .meta = "N", .key = "retries", .help = "tries again after a backend error or timeout"},
+	EV_O_FN("--header", EV_OPT_VALUE, "'K: V'", "an HTTP header sent with every request", header_fn),
+	{.name = "--api-key-env", .kind = EV_OPT_STR, .off = offsetof(T, api_key_env), .meta = "VAR",
+	 .key = "api_key_env", .help = "the environment variable holding the API key"},
+	{.name = "--limit", .kind = EV_OPT_INT, .off = offsetof(T, limit), .size = sizeof(int64_t), .lo = 0,
+	 .hi = 1e9, .meta = "N", .key = "limit", .help = "the first N samples of each suite (0: all)"},
+	{.name = "--epochs", .kind = EV_OPT_INT, .off = offsetof(T, epochs), .size = sizeof(int), .lo = 0, .hi = 100000,
+	 .meta = "K", .key = "epochs", .help = "answers per sample (pass@k, pass^k); 0: the suite's own"},
+	EV_O_FN("--shard", EV_OPT_VALUE, "K/N", "evaluate shard K of N (`evald merge` joins them)", shard_fn),
+	{.name = "--max-tokens", .kind = EV_OPT_INT, .off = offsetof(T, max_tokens), .size = sizeof(int), .lo = 0,
+	 .hi = 1e9, .meta = "N", .key = "max_tokens", .help = "completion tokens per answer (0: the suite's own)"},
+	{.name = "--temperature", .kind = EV_OPT_NUM, .off = offsetof(T, temperature), .has_off = offsetof(T, has_temperature),
+	 .lo = 0, .hi = 100, .meta = "T", .key = "temperature", .help = "sampling temperature (default: the suite's)"},
+	{.name = "--top-p", .kind = EV_OPT_NUM, .off = offsetof(T, top_p), .has_off = offsetof(T, has_top_p), .lo = 0,
+	 .hi = 1, .meta = "P", .key = "top_p", .help = "nucleus sampling (default: the suite's)"},
+	{.name = "--seed", .kind = EV_OPT_INT, .off = offsetof(T, seed), .size = sizeof(int64_t), .has_off = offsetof(T, has_seed),
+	 .lo = 0, .hi = 9e15, .meta = "S", .key = "seed", .help = "sampling seed"},
+	{.name = "--no-cache", .kind = EV_OPT_FLAG, .off = offsetof(T, no_cache), .key = "no_cache",
+	 .help = "ask the model again even where the response cache has the answer"},
+	EV_CHECKER_OPTS(T, checker),
+	EV_ENGINE_OPTS(T, engine),
+	EV_O_END,
+};
+#undef T
+
+static const ev_cmd_spec config_spec = {.name = "run", .opts = ev_eval_opts};
+
+void ev_eval_config_init(ev_eval_config *c)
+{
+	memset(c, 0, sizeof *c);
+	c->concurrency = 16;
+	c->timeout_s = 300;
+	c->retries = 6;
+	c->api_key_env = "OPENAI_API_KEY";
+	c->shard_n = 1;
+	c->temperature = -1;
+	c->top_p = -1;
+	c->checker = (ev_checker_flags)EV_CHECKER_FLAGS_INIT;
+	ev_engine_flags_init(&c->engine);
+}
+
+void ev_eval_config_clear(ev_eval_config *c)
+{
+	free(c->checker_spec);
+	c->checker_spec = NULL;
+}
+
+static cJSON *str_array(const char *const *v, int n)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (int i = 0; a && i < n; i++)
+		cJSON_AddItemToArray(a, cJSON_CreateString(v[i]));
+	return a;
+}
+
+int ev_eval_config_to_json(const ev_eval_config *c, char **out)
+{
+	*out = NULL;
+	cJSON *o = cJSON_CreateObject();
+	int rc = o ? ev_opt_to_json(&config_spec, c, o) : ev_error_set(EV_E_NOMEM, "out of memory");
+	if (!rc) {
+		cJSON *spec = c->checker_spec ? cJSON_Parse(c->checker_spec) : NULL;
+		if (spec)
+			cJSON_AddItemToObject(o, "checker", spec);
+		cJSON_AddItemToObject(o, "headers", str_array(c->headers, c->n_headers));
+		cJSON_AddNumberToObject(o, "shard_k", c->shard_k);
+		cJSON_AddNumberToObject(o, "shard_n", c->shard_n);
+		cJSON *eng = ev_engine_flags_json(&c->engine);
+		if (eng)
+			cJSON_AddItemToObject(o, "engine", eng);
+		if (!(*out = ev_json_print(o)))
+			rc = ev_error_set(EV_E_NOMEM, "out of memory");
+	}
+	cJSON_Delete(o);
+	return rc;
+}
+
+int ev_eval_config_from_json(ev_eval_config *c, const cJSON *j)
+{
+	int rc = ev_opt_from_json(&config_spec, c, j);
+	if (rc)
+		return rc;
+	const cJSON *v;
+	c->n_headers = 0;
+	cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(j, "headers")) if (cJSON_IsString(v) &&
+	                                                                           c->n_headers < EV_EVAL_MAX_LIST)
+		c->headers[c->n_headers++] = v->valuestring;
+	const cJSON *spec = cJSON_GetObjectItemCaseSensitive(j, "checker");
+	free(c->checker_spec);
+	c->checker_spec = cJSON_IsObject(spec) ? ev_json_print(spec) : NULL;
+	double k = ev_json_num(j, "shard_k", 0), n = ev_json_num(j, "shard_n", 1);
+	if (!(n >= 1 && n <= 1e6 && k >= 0 && k < n))
+		return ev_error_set(EV_E_INVALID, "stored configuration: shard %g/%g", k, n);
+	c->shard_k = (int)k, c->shard_n = (int)n;
+	const cJSON *eng = cJSON_GetObjectItemCaseSensitive(j, "engine");
+	if (cJSON_IsObject(eng) && (rc = ev_engine_flags_from_json(&c->engine, eng)))
+		return rc;
+	if (!c->n_models || !c->n_suites)
+		return ev_error_set(EV_E_INVALID, "the stored run config has no models or suites");
+	return 0;
+}
+
+void ev_eval_outcome_clear(ev_eval_outcome *o)
+{
+	free(o->summary_json);
+	o->summary_json = NULL;
+}
+
+/* ---- resume: the results already stored ---------------------------------------- */
+
+static char *done_key(const char *suite, const char *id, int epoch)
+{
+	return ev_asprintf("%s\x1f%s\x1f%d", suite, id, epoch);
+}
+
+static int collect_done(void *ctx, const ev_result *r)
+{
+	if (ev_result_is_error(r))
+		return 0; /* errors are tried again */
+	char *k = done_key(r->suite, r->sample_id, r->epoch);
+	int rc = k ? ev_strset_add(ctx, k, strlen(k), NULL, NULL) : ev_error_set(EV_E_NOMEM, "out of memory");
+	free(k);
+	return rc;
+}
+
+/* ---- the sink: the runner's results into the tracker ------------------------------ */
+
+typedef struct {
+	ev_tracker *t;
+	int64_t run_id;
+	ev_strset *done;
+	bool use_cache;
+	volatile sig_atomic_t *stop;
+} sink_ctx;
+
+static bool sink_is_done(void *ctx, const char *suite, const char *id, int epoch)
+{
+	sink_ctx *s = ctx;
+	char *k = done_key(suite, id, epoch);
+	bool has = k && ev_strset_find(s->done, k, strlen(k)) >= 0;
+	free(k);
+	return has;
+}
+
+static int sink_cache_get(void *ctx, const char *key, char **body)
+{
+	sink_ctx *s = ctx;
+	if (!s->use_cache)
+		return EV_E_NOTFOUND;
+	return ev_tracker_cache_get(s->t, key, body);
+}
+
+static int sink_cache_put(void *ctx, const char *key, const char *body)
+{
+	sink_ctx *s = ctx;
+	return s->use_cache ? ev_tracker_cache_put(s->t, key, body) : 0;
+}
+
+static int sink_result(void *ctx, const ev_result *r)
+{
+	sink_ctx *s = ctx;
+	int rc = ev_tracker_result_put(s->t, s->run_id, r);
+	if (rc)
+		return rc;
+	if (s->stop && *s->stop)
+		return ev_error_set(EV_E_INVALID, "interrupted");
+	return 0;
+}
+
+static void sink_tick(void *ctx)
+{
+	sink_ctx *s = ctx;
+	if (ev_tracker_tick(s->t))
+		ev_log_warn("tracker: %s", ev_error_msg());
+}
+
+/* ---- the pieces of one evaluation --------------------------------------------------- */
+
+typedef struct {
+	ev_tracker *t;
+	ev_eval_config *c;
+	const ev_eval_options *o;
+	ev_suite *suites[EV_EVAL_MAX_LIST];
+	ev_checker *checkers[EV_EVAL_MAX_LIST];
+	cJSON *suites_info;
+	char *tmpdir;
+	long total;
+	int max_epochs;
+	ev_backend *backend;
+	ev_run_row row;       /* the stored run, on resume */
+	cJSON *stored;        /* its configuration */
+	ev_eval_config own;   /* read from it (strings point into it) */
+} eval_state;
+
+static long planned(const ev_suite *s, long limit, int shard_k, int shard_n, int epochs)
+{
+	long n = 0;
+	for (size_t i = 0; i < s->n_samples && (limit <= 0 || (long)i < limit); i++)
+		if (ev_shard_owns(s->samples[i].id, shard_k, shard_n))
+			n++;
+	return n * epochs;
+}
+
+/* The run's settings applied to a loaded suite. */
+static void apply_generation(ev_suite *s, const ev_eval_config *c)
+{
+	if (c->epochs > 0)
+		s->gen.epochs = c->epochs;
+	if (s->gen.epochs < 1)
+		s->gen.epochs = 1;
+	if (c->max_tokens > 0)
+		s->gen.max_tokens = c->max_tokens;
+	if (c->temperature >= 0)
+		s->gen.temperature = c->temperature;
+	if (c->top_p >= 0)
+		s->gen.top_p = c->top_p;
+	if (c->has_seed)
+		s->gen.has_seed = true, s->gen.seed = c->seed;
+}
+
+/* Loads every suite and its checker, before anything is stored. */
+static int load_suites(eval_state *st)
+{
+	ev_eval_config *c = st->c;
+	if (!(st->suites_info = cJSON_CreateArray()))
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	st->max_epochs = 1;
+	for (int i = 0; i < c->n_suites; i++) {
+		int rc = ev_cli_suite_load(&st->suites[i], c->suites[i], &st->tmpdir);
+		if (rc)
+			return ev_error_wrap(rc, "%s", c->suites[i]);
+		ev_suite *s = st->suites[i];
+		const char *spec = c->checker_spec ? c->checker_spec
+		                   : s->checker_json ? s->checker_json
+		                                     : "{\"type\":\"includes\"}";
+		if ((rc = ev_checker_new(&st->checkers[i], spec)))
+			return ev_error_wrap(rc, "%s", s->name);
+		apply_generation(s, c);
+		if (s->gen.epochs > st->max_epochs)
+			st->max_epochs = s->gen.epochs;
+		st->total += planned(s, (long)c->limit, c->shard_k, c->shard_n, s->gen.epochs);
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "name", s->name);
+		cJSON_AddStringToObject(o, "version", s->version ? s->version : "");
+		cJSON_AddStringToObject(o, "kind", s->kind ? s->kind : "");
+		cJSON_AddStringToObject(o, "hash", s->content_hash ? s->content_hash : "");
+		cJSON_AddStringToObject(o, "path", c->suites[i]);
+		cJSON_AddNumberToObject(o, "n", (double)s->n_samples);
+		cJSON_AddItemToArray(st->suites_info, o);
+	}
+	return 0;
+}
+
+/* On resume the suites must be the ones the run started with. */
+static int check_same_suites(eval_state *st, int64_t run_id)
+{
+	cJSON *old = NULL;
+	if (!st->row.suites_json || ev_json_parse(&old, st->row.suites_json, strlen(st->row.suites_json), "run suites")) {
+		ev_error_clear();
+		return 0;
+	}
+	int rc = 0;
+	for (int i = 0; i < st->c->n_suites && !rc; i++) {
+		const char *h = ev_json_str(cJSON_GetArrayItem(old, i), "hash", "");
+		if (*h && st->suites[i]->content_hash && strcmp(h, st->suites[i]->content_hash))
+			rc = ev_error_set(EV_E_INVALID, "suite %s changed since run %lld started (content hash differs)",
+			                  st->suites[i]->name, (long long)run_id);
+	}
+	cJSON_Delete(old);
+	return rc;
+}
+
+static int make_backend(ev_backend **out, const ev_eval_config *c)
+{
+	bool http = ev_str_starts(c->models[0], "http://") || ev_str_starts(c->models[0], "https://");
+	struct stat st;
+	if (!http && stat(c->models[0], &st) == 0 && S_ISDIR(st.st_mode)) {
+		if (c->n_models > 1)
+			return ev_error_set(EV_E_INVALID, "--model: one checkpoint folder at a time");
+		ev_engine_backend_options eo = EV_ENGINE_BACKEND_OPTIONS_INIT;
+		eo.model_dir = c->models[0];
+		eo.model_name = c->model_name;
+		eo.engine = &c->engine.mo;
+		return ev_backend_engine_new(out, &eo);
+	}
+	if (c->engine.n)
+		return ev_error_set(EV_E_INVALID, "--attention, --msa-* and --kv-* apply to a checkpoint folder, not to %s",
+		                    c->models[0]);
+	if (!http)
+		return ev_error_set(EV_E_INVALID, "--model %s: neither an http(s) URL nor a checkpoint folder", c->models[0]);
+	ev_openai_options o = EV_OPENAI_OPTIONS_INIT;
+	o.base_urls = c->models;
+	o.n_urls = (size_t)c->n_models;
+	o.api_key_env = c->api_key_env;
+	o.headers = c->headers;
+	o.n_headers = (size_t)c->n_headers;
+	o.concurrency = c->concurrency;
+	o.timeout_s = c->timeout_s;
+	o.max_retries = c->retries;
+	return ev_backend_openai_new(out, &o);
+}
+
+/* A new run in the tracker, its settings stored with it. */
+static int create_run(eval_state *st, int64_t *run_id)
+{
+	ev_eval_config *c = st->c;
+	char *config_json = NULL, *suites_json = ev_json_print(st->suites_info);
+	ev_buf sources = EV_BUF_INIT(1 << 20);
+	int rc = suites_json ? ev_eval_config_to_json(c, &config_json) : ev_error_set(EV_E_NOMEM, "out of memory");
+	for (int i = 0; i < c->n_models && !rc; i++)
+		rc = ev_buf_printf(&sources, "%s%s", i ? " " : "", c->models[i]);
+	if (!rc) {
+		ev_run_info info = {c->model_name, sources.data ? sources.data : "", suites_json, config_json,
+		                    st->max_epochs, st->total};
+		rc = ev_tracker_run_create(st->t, &info, run_id);
+	}
+	ev_buf_free(&sources);
+	free(config_json);
+	free(suites_json);
+	return rc;
+}
+
+/* The stored configuration of run `id` becomes the one used (the caller's
+ * concurrency kept when it is not the default). */
+static int load_stored(eval_state *st, int64_t id)
+{
+	int concurrency = st->c->concurrency;
+	ev_eval_config_init(&st->own);
+	st->c = &st->own;
+	int rc = ev_tracker_run_get(st->t, id, &st->row);
+	if (rc)
+		return rc;
+	if (!st->row.config_json)
+		return ev_error_set(EV_E_INVALID, "run %lld has no stored configuration", (long long)id);
+	if ((rc = ev_json_parse(&st->stored, st->row.config_json, strlen(st->row.config_json), "run config")))
+		return rc;
+	if ((rc = ev_eval_config_from_json(st->c, st->stored)))
+		return rc;
+	if (concurrency != 16)
+		st->c->concurrency = concurrency;
+	return 0;
+}
+
+/* Every suite through the runner into the tracker. Returns 0, or the
+ * failure of a suite (interrupted when *stop was set). */
+static int run_suites(eval_state *st, int64_t run_id, bool *stopped)
+{
+	ev_eval_config *c = st->c;
+	const ev_eval_options *o = st->o;
+	sink_ctx sink = {st->t, run_id, NULL, !c->no_cache, o->stop};
+	ev_progress *progress = NULL;
+	int rc = ev_strset_new(&sink.done);
+	if (!rc && o->resume)
+		rc = ev_tracker_results_each(st->t, run_id, collect_done, sink.done);
+	if (!rc)
+		rc = ev_progress_new(&progress, "run", st->total - (long)ev_strset_count(sink.done), stderr, o->quiet);
+	for (int i = 0; i < c->n_suites && !rc; i++) {
+		ev_run_plan plan = {
+			.suite = st->suites[i], .checker = st->checkers[i], .model = c->model_name,
+			.epochs = st->suites[i]->gen.epochs, .limit = (long)c->limit, .shard_k = c->shard_k,
+			.shard_n = c->shard_n, .is_done = sink_is_done, .cache_get = sink_cache_get,
+			.cache_put = sink_cache_put, .on_result = sink_result, .on_tick = sink_tick, .ctx = &sink,
+			.progress = progress,
+		};
+		ev_run_counts counts = {0};
+		if ((rc = ev_runner_run(st->backend, &plan, &counts)))
+			ev_error_wrap(rc, "%s", st->suites[i]->name);
+	}
+	*stopped = o->stop && *o->stop;
+	ev_progress_finish(progress);
+	ev_progress_free(progress);
+	ev_strset_free(sink.done);
+	int frc = ev_tracker_flush(st->t);
+	return rc ? rc : frc;
+}
+
+static void state_clear(eval_state *st)
+{
+	ev_backend_free(st->backend);
+	for (int i = 0; i < EV_EVAL_MAX_LIST; i++) {
+		ev_checker_free(st->checkers[i]);
+		ev_suite_free(st->suites[i]);
+	}
+	ev_cli_tmpdir_remove(st->tmpdir);
+	cJSON_Delete(st->suites_info);
+	ev_run_row_clear(&st->row);
+	ev_eval_config_clear(&st->own);
+	cJSON_Delete(st->stored);
+}
+
+static int evaluate(eval_state *st, ev_eval_outcome *out)
+{
+	const ev_eval_options *o = st->o;
+	int rc;
+	if (o->resume && (rc = load_stored(st, o->resume)))
+		return ev_error_wrap(rc, "--resume %lld", (long long)o->resume);
+	ev_eval_config *c = st->c;
+	if (!o->resume) {
+		if (!c->n_models)
+			return ev_error_set(EV_E_INVALID, "--model is required");
+		if (!c->n_suites)
+			c->suites[c->n_suites++] = "@default";
+		if (!c->model_name)
+			c->model_name = c->models[0];
+		free(c->checker_spec);
+		c->checker_spec = ev_checker_flags_spec(&c->checker);
+	}
+	if ((rc = load_suites(st)) || (o->resume && (rc = check_same_suites(st, o->resume))))
+		return rc;
+	if ((rc = make_backend(&st->backend, c)))
+		return ev_error_wrap(rc, "model");
+	out->run_id = o->resume;
+	if (!o->resume && (rc = create_run(st, &out->run_id)))
+		return rc;
+	if ((rc = ev_tracker_run_set_status(st->t, out->run_id, "running")))
+		return rc;
+	if (o->on_started)
+		o->on_started(o->ctx, out->run_id);
+	if (!o->quiet)
+		fprintf(stderr, "evald: run %lld: %s on %d suite(s), %ld results planned\n", (long long)out->run_id,
+		        c->model_name, c->n_suites, st->total);
+	bool stopped = false;
+	if ((rc = run_suites(st, out->run_id, &stopped))) {
+		out->status = stopped ? "interrupted" : "failed";
+		/* The message is kept over a failure to store the status. */
+		char *msg = ev_strdup(ev_error_msg());
+		if (ev_tracker_run_set_status(st->t, out->run_id, out->status))
+			ev_log_warn("tracker: %s", ev_error_msg());
+		ev_error_set(rc, "%s", msg ? msg : "the run failed");
+		free(msg);
+		return rc;
+	}
+	if ((rc = ev_summary_compute(&out->summary_json, st->t, out->run_id)) ||
+	    (rc = ev_tracker_run_set_summary(st->t, out->run_id, out->summary_json)) ||
+	    (rc = ev_tracker_run_set_status(st->t, out->run_id, "finished")))
+		return ev_error_wrap(rc, "summary");
+	out->status = "finished";
+	return 0;
+}
+
+int ev_eval_run(ev_tracker *t, ev_eval_config *c, const ev_eval_options *o, ev_eval_outcome *out)
+{
+	static const ev_eval_options none = {0};
+	memset(out, 0, sizeof *out);
+	out->status = "failed";
+	eval_state st = {.t = t, .c = c, .o = o ? o : &none};
+	int rc = evaluate(&st, out);
+	state_clear(&st);
+	return rc;
+}
