@@ -36,18 +36,41 @@ bool ev_cli_parse_id(const char *s, const char *what, int64_t *out)
 
 bool ev_cli_parse_run_id(const char *s, int64_t *out) { return ev_cli_parse_id(s, "run", out); }
 
-int ev_cli_subcommand(const ev_cli *cli, int argc, char **argv, const char *cmd, const char *usage,
-		      const ev_subcommand *subs, size_t n)
+const ev_opt ev_json_only_opts[] = {
+	EV_O_FLAG("--json", ev_json_opts, json, "as JSON"),
+	EV_O_END,
+};
+
+static void subcommand_help(const ev_subcommand_set *set, FILE *to)
 {
-	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-		fputs(usage, argc < 2 ? stderr : stdout);
-		return argc < 2 ? EV_EXIT_USAGE : 0;
+	fprintf(to, "usage: evald %s SUBCOMMAND [ARGS]\n", set->name);
+	if (set->about)
+		fprintf(to, "\n%s\n", set->about);
+	fprintf(to, "\nsubcommands:\n");
+	for (const ev_subcommand *s = set->subs; s->name; s++)
+		fprintf(to, "  %-14s %s%s\n", s->name, s->summary ? s->summary : "",
+		        set->dflt && !strcmp(set->dflt, s->name) ? " (the default)" : "");
+	fprintf(to, "\n'evald %s SUBCOMMAND --help' describes one.\n", set->name);
+}
+
+int ev_cli_subcommand(const ev_cli *cli, int argc, char **argv, const ev_subcommand_set *set)
+{
+	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		subcommand_help(set, stdout);
+		return 0;
 	}
-	for (size_t i = 0; i < n; i++)
-		if (!strcmp(argv[1], subs[i].name))
-			return subs[i].fn(cli, argc - 1, argv + 1);
-	fprintf(stderr, "evald: %s: unknown subcommand '%s'\n", cmd, argv[1]);
-	fputs(usage, stderr);
+	const char *name = argc >= 2 && argv[1][0] != '-' ? argv[1] : set->dflt;
+	for (const ev_subcommand *s = set->subs; name && s->name; s++) {
+		if (strcmp(name, s->name))
+			continue;
+		if (argc >= 2 && argv[1][0] != '-')
+			return s->fn(cli, argc - 1, argv + 1);
+		/* The default subcommand, with the options as they came. */
+		return s->fn(cli, argc, argv);
+	}
+	if (name)
+		fprintf(stderr, "evald %s: unknown subcommand '%s'\n", set->name, name);
+	subcommand_help(set, stderr);
 	return EV_EXIT_USAGE;
 }
 

@@ -25,17 +25,31 @@ int ev_cli_open_tracker(const ev_cli *cli, ev_tracker **out);
 bool ev_cli_parse_id(const char *s, const char *what, int64_t *out);
 bool ev_cli_parse_run_id(const char *s, int64_t *out);
 
-/* A subcommand of a command with subcommands ("issue add"). */
+/* The options of commands whose only option is --json. */
+typedef struct {
+	bool json;
+} ev_json_opts;
+extern const ev_opt ev_json_only_opts[];
+
+/* A subcommand of a command with subcommands ("issue add"); each parses
+ * its own arguments (argv[0] is its name) from its own ev_cmd_spec. */
 typedef struct {
 	const char *name;
 	ev_cmd_fn fn;
+	const char *summary;
 } ev_subcommand;
 
-/* Runs the subcommand argv[1] of `cmd` from subs[0..n) with argv shifted
- * by one; no subcommand prints usage to stderr (exit usage), --help/-h to
- * stdout (exit 0); an unknown one is named before the usage. */
-int ev_cli_subcommand(const ev_cli *cli, int argc, char **argv, const char *cmd, const char *usage,
-		      const ev_subcommand *subs, size_t n);
+typedef struct {
+	const char *name;          /* "issue" */
+	const char *about;
+	const ev_subcommand *subs; /* ends with {NULL} */
+	const char *dflt;          /* run when no subcommand is named (an option comes first), or NULL */
+} ev_subcommand_set;
+
+/* Runs the subcommand argv[1] with argv shifted by one. --help/-h prints
+ * the list of subcommands to stdout (exit 0); a missing one (without a
+ * default) or an unknown one prints it to stderr (exit usage). */
+int ev_cli_subcommand(const ev_cli *cli, int argc, char **argv, const ev_subcommand_set *set);
 
 /* Checker flags as given on the command line (rows: EV_CHECKER_OPTS). */
 typedef struct {

@@ -12,11 +12,30 @@
 
 #include "evald/cli.h"
 
-static void usage(void)
-{
-	fprintf(stderr, "usage: evald compare RUN_A RUN_B [--json] [--seed S] [--no-calibration] [--file-regressions]\n"
-	                "RUN_A is the baseline, RUN_B the candidate; delta = B - A.\n");
-}
+typedef struct {
+	bool json, file_regressions, no_calibration;
+	int64_t seed;
+} compare_opts;
+
+static const ev_opt compare_opts_table[] = {
+	EV_O_FLAG("--json", compare_opts, json, "as JSON (with \"regressions\" when filed)"),
+	EV_O_FLAG("--file-regressions", compare_opts, file_regressions, "file each significant drop as a regression"),
+	EV_O_FLAG("--no-calibration", compare_opts, no_calibration, "ignore the noise floor of calibrations"),
+	EV_O_INT("--seed", compare_opts, seed, 0, 9e15, "S", "bootstrap and permutation seed"),
+	EV_O_END,
+};
+
+static const ev_cmd_spec compare_spec = {
+	.name = "compare",
+	.synopsis = "RUN_A RUN_B [--json] [--seed S] [--no-calibration] [--file-regressions]",
+	.about = "Paired comparison of two runs, suite by suite: RUN_A is the baseline, RUN_B the candidate,\n"
+	         "delta = B - A with a paired bootstrap 95% CI, McNemar's exact p (sign-flip permutation for\n"
+	         "partial scores), the minimum detectable effect, and the samples that flipped.",
+	.opts = compare_opts_table,
+	.positional = "RUN_A RUN_B",
+	.min_pos = 2,
+	.max_pos = 2,
+};
 
 /* Ids printed per list; --json has them all. */
 #define MAX_PRINTED_IDS 50
@@ -76,44 +95,18 @@ static void print_human(const ev_compare *c, const char *actions_json)
 
 int ev_cmd_compare(const ev_cli *cli, int argc, char **argv)
 {
-	bool json = cli->json, file_regressions = false;
-	ev_compare_options opt = EV_COMPARE_OPTIONS_INIT;
-	int64_t runs[2] = {0, 0};
-	int n_runs = 0;
-
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (!strcmp(a, "--json")) {
-			json = true;
-		} else if (!strcmp(a, "--file-regressions")) {
-			file_regressions = true;
-		} else if (!strcmp(a, "--no-calibration")) {
-			opt.use_calibration = false;
-		} else if (!strcmp(a, "--seed")) {
-			int64_t s;
-			if (i + 1 >= argc || !ev_parse_i64(argv[i + 1], &s) || s < 0) {
-				fprintf(stderr, "evald compare: --seed takes a non-negative integer\n");
-				return EV_EXIT_USAGE;
-			}
-			opt.seed = (uint64_t)s;
-			i++;
-		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			usage();
-			return 0;
-		} else if (a[0] != '-' && n_runs < 2) {
-			if (!ev_cli_parse_run_id(a, &runs[n_runs]))
-				return EV_EXIT_USAGE;
-			n_runs++;
-		} else {
-			fprintf(stderr, "evald compare: unexpected argument '%s'\n", a);
-			usage();
-			return EV_EXIT_USAGE;
-		}
-	}
-	if (n_runs != 2) {
-		usage();
+	compare_opts co = {.json = cli->json, .seed = 1};
+	const char *pos[2];
+	int64_t runs[2];
+	int prc = ev_opt_parse(&compare_spec, &co, argc, argv, pos, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	if (!ev_cli_parse_run_id(pos[0], &runs[0]) || !ev_cli_parse_run_id(pos[1], &runs[1]))
 		return EV_EXIT_USAGE;
-	}
+	bool json = co.json, file_regressions = co.file_regressions;
+	ev_compare_options opt = EV_COMPARE_OPTIONS_INIT;
+	opt.seed = (uint64_t)co.seed;
+	opt.use_calibration = !co.no_calibration;
 
 	int rc = EV_EXIT_FAIL;
 	ev_tracker *t = NULL;

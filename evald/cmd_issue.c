@@ -12,100 +12,69 @@
 
 #include "evald/cli.h"
 
-static const char usage_text[] =
-	"usage: evald issue add --title T [--body B] [--attach FILE]... [--model M] [--prompt P]\n"
-	"                       [--output O] [--expected E] [--label L]... [--max-attachment BYTES] [--json]\n"
-	"       evald issue list [--status open|closed] [--label L] [--json]\n"
-	"       evald issue show N [--json]\n"
-	"       evald issue close N\n"
-	"       evald issue import github-issues.json [--json]\n"
-	"       evald issue repro N [--regex P | --target T] [--suite-dir DIR] [--json]\n";
-
-static int usage(void)
-{
-	fputs(usage_text, stderr);
-	return EV_EXIT_USAGE;
-}
-
-static const char *value(int argc, char **argv, int *i)
-{
-	if (*i + 1 >= argc) {
-		fprintf(stderr, "evald: %s needs a value\n", argv[*i]);
-		return NULL;
-	}
-	return argv[++*i];
-}
-
 static void print_json_line(const char *json)
 {
 	printf("%s\n", json);
 }
 
+typedef struct {
+	ev_issue_info info;
+	const char *labels[EV_ISSUE_MAX_LABELS];
+	int n_labels;
+	const char *files[EV_ISSUE_MAX_ATTACHMENTS];
+	int n_files;
+	int64_t max_attachment;
+	bool json;
+} add_opts;
+
+#define T add_opts
+static const ev_opt add_opts_table[] = {
+	EV_O_STR("--title", T, info.title, "TEXT", "the report's title (required)"),
+	EV_O_STR("--body", T, info.body, "TEXT", "what happened"),
+	EV_O_STRS("--attach", T, files, n_files, "FILE", "an image, video or document"),
+	EV_O_STR("--model", T, info.model, "NAME", "the model it happened with"),
+	EV_O_STR("--prompt", T, info.prompt, "TEXT", "the prompt given"),
+	EV_O_STR("--output", T, info.output, "TEXT", "what the model answered"),
+	EV_O_STR("--expected", T, info.expected, "TEXT", "what it should have answered"),
+	EV_O_STR("--author", T, info.author, "WHO", "who reported it"),
+	EV_O_STRS("--label", T, labels, n_labels, "LABEL", "a label"),
+	EV_O_INT("--max-attachment", T, max_attachment, 1, 1e12, "BYTES", "cap on one attachment"),
+	EV_O_FLAG("--json", T, json, "print {\"id\"}"),
+	EV_O_END,
+};
+#undef T
+
+static const ev_cmd_spec add_spec = {
+	.name = "issue add",
+	.synopsis = "--title T [--body B] [--attach FILE]... [--prompt P --output O --expected E] [OPTIONS]",
+	.about = "Files a community issue report with its attachments (type checked, stored by content hash).",
+	.opts = add_opts_table,
+};
+
 static int cmd_add(const ev_cli *cli, int argc, char **argv)
 {
-	ev_issue_info info = {0};
-	const char *labels[EV_ISSUE_MAX_LABELS];
-	const char *files[EV_ISSUE_MAX_ATTACHMENTS];
+	add_opts ao = {.json = cli->json};
+	int prc = ev_opt_parse(&add_spec, &ao, argc, argv, NULL, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	ev_issue_info info = ao.info;
+	const char *const *files = ao.files;
 	ev_issue_attachment atts[EV_ISSUE_MAX_ATTACHMENTS];
 	char *data[EV_ISSUE_MAX_ATTACHMENTS] = {0};
 	char *names[EV_ISSUE_MAX_ATTACHMENTS] = {0};
-	size_t n_files = 0;
-	bool json = cli->json;
+	size_t n_files = (size_t)ao.n_files;
+	bool json = ao.json;
 	ev_tracker *t = NULL;
 	int ret = EV_EXIT_FAIL;
-	const char *v;
 
 	info.source = "cli";
-	info.labels = labels;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (!strcmp(a, "--json")) {
-			json = true;
-			continue;
-		}
-		if (!(v = value(argc, argv, &i)))
-			return EV_EXIT_USAGE;
-		if (!strcmp(a, "--title"))
-			info.title = v;
-		else if (!strcmp(a, "--body"))
-			info.body = v;
-		else if (!strcmp(a, "--model"))
-			info.model = v;
-		else if (!strcmp(a, "--prompt"))
-			info.prompt = v;
-		else if (!strcmp(a, "--output"))
-			info.output = v;
-		else if (!strcmp(a, "--expected"))
-			info.expected = v;
-		else if (!strcmp(a, "--author"))
-			info.author = v;
-		else if (!strcmp(a, "--label")) {
-			if (info.n_labels >= EV_ISSUE_MAX_LABELS) {
-				fprintf(stderr, "evald: at most %d --label flags\n", EV_ISSUE_MAX_LABELS);
-				return EV_EXIT_USAGE;
-			}
-			labels[info.n_labels++] = v;
-		} else if (!strcmp(a, "--attach")) {
-			if (n_files >= EV_ISSUE_MAX_ATTACHMENTS) {
-				fprintf(stderr, "evald: at most %d --attach flags\n", EV_ISSUE_MAX_ATTACHMENTS);
-				return EV_EXIT_USAGE;
-			}
-			files[n_files++] = v;
-		} else if (!strcmp(a, "--max-attachment")) {
-			int64_t m;
-			if (!ev_parse_i64(v, &m) || m <= 0) {
-				fprintf(stderr, "evald: --max-attachment: '%s' is not a positive byte count\n", v);
-				return EV_EXIT_USAGE;
-			}
-			info.max_attachment_bytes = (size_t)m;
-		} else {
-			fprintf(stderr, "evald: issue add: unknown option %s\n", a);
-			return usage();
-		}
-	}
+	info.labels = ao.labels;
+	info.n_labels = (size_t)ao.n_labels;
+	info.max_attachment_bytes = (size_t)ao.max_attachment;
 	if (!info.title) {
-		fprintf(stderr, "evald: issue add: --title is required\n");
-		return usage();
+		fprintf(stderr, "evald issue add: --title is required\n");
+		ev_opt_usage(&add_spec, stderr);
+		return EV_EXIT_USAGE;
 	}
 	size_t max = info.max_attachment_bytes ? info.max_attachment_bytes : EV_ATTACH_MAX_DEFAULT;
 	for (size_t k = 0; k < n_files; k++) {
@@ -142,24 +111,33 @@ done:
 	return ret;
 }
 
+typedef struct {
+	const char *status, *label;
+	bool json;
+} list_opts;
+
+static const ev_opt list_opts_table[] = {
+	EV_O_CHOICE("--status", list_opts, status, "open|closed", "only issues in this state"),
+	EV_O_STR("--label", list_opts, label, "LABEL", "only issues with this label"),
+	EV_O_FLAG("--json", list_opts, json, "as JSON"),
+	EV_O_END,
+};
+
+static const ev_cmd_spec list_spec = {
+	.name = "issue list",
+	.synopsis = "[--status open|closed] [--label L] [--json]",
+	.about = "Lists issue reports, newest first.",
+	.opts = list_opts_table,
+};
+
 static int cmd_list(const ev_cli *cli, int argc, char **argv)
 {
-	const char *status = NULL, *label = NULL;
-	bool json = cli->json;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
-			json = true;
-		else if (!strcmp(argv[i], "--status") && i + 1 < argc)
-			status = argv[++i];
-		else if (!strcmp(argv[i], "--label") && i + 1 < argc)
-			label = argv[++i];
-		else
-			return usage();
-	}
-	if (status && strcmp(status, "open") && strcmp(status, "closed")) {
-		fprintf(stderr, "evald: --status takes open or closed\n");
-		return EV_EXIT_USAGE;
-	}
+	list_opts lo = {.json = cli->json};
+	int prc = ev_opt_parse(&list_spec, &lo, argc, argv, NULL, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	const char *status = lo.status, *label = lo.label;
+	bool json = lo.json;
 	ev_tracker *t = NULL;
 	char *out = NULL;
 	if (ev_cli_open_tracker(cli, &t))
@@ -198,22 +176,26 @@ static int cmd_list(const ev_cli *cli, int argc, char **argv)
 	return 0;
 }
 
+static const ev_cmd_spec show_spec = {
+	.name = "issue show",
+	.synopsis = "N [--json]",
+	.about = "One issue with every field, its attachments and links.",
+	.opts = ev_json_only_opts,
+	.positional = "N",
+	.min_pos = 1,
+	.max_pos = 1,
+};
+
 static int cmd_show(const ev_cli *cli, int argc, char **argv)
 {
-	bool json = cli->json;
-	const char *ids = NULL;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
-			json = true;
-		else if (!ids)
-			ids = argv[i];
-		else
-			return usage();
-	}
+	ev_json_opts jo = {cli->json};
+	const char *pos[1];
+	int prc = ev_opt_parse(&show_spec, &jo, argc, argv, pos, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	bool json = jo.json;
 	int64_t id;
-	if (!ids)
-		return usage();
-	if (!ev_cli_parse_id(ids, "issue", &id))
+	if (!ev_cli_parse_id(pos[0], "issue", &id))
 		return EV_EXIT_USAGE;
 	ev_tracker *t = NULL;
 	char *out = NULL;
@@ -260,12 +242,23 @@ static int cmd_show(const ev_cli *cli, int argc, char **argv)
 	return 0;
 }
 
+static const ev_cmd_spec close_spec = {
+	.name = "issue close",
+	.synopsis = "N",
+	.about = "Closes an issue.",
+	.positional = "N",
+	.min_pos = 1,
+	.max_pos = 1,
+};
+
 static int cmd_close(const ev_cli *cli, int argc, char **argv)
 {
+	const char *pos[1];
 	int64_t id;
-	if (argc != 2)
-		return usage();
-	if (!ev_cli_parse_id(argv[1], "issue", &id))
+	int prc = ev_opt_parse(&close_spec, NULL, argc, argv, pos, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	if (!ev_cli_parse_id(pos[0], "issue", &id))
 		return EV_EXIT_USAGE;
 	ev_tracker *t = NULL;
 	if (ev_cli_open_tracker(cli, &t))
@@ -279,20 +272,26 @@ static int cmd_close(const ev_cli *cli, int argc, char **argv)
 	return 0;
 }
 
+static const ev_cmd_spec import_spec = {
+	.name = "issue import",
+	.synopsis = "github-issues.json [--json]",
+	.about = "Imports GitHub's REST issues array (pull requests and issues already imported are skipped;\n"
+	         "image links are recorded, never fetched). All or nothing.",
+	.opts = ev_json_only_opts,
+	.positional = "FILE",
+	.min_pos = 1,
+	.max_pos = 1,
+};
+
 static int cmd_import(const ev_cli *cli, int argc, char **argv)
 {
-	bool json = cli->json;
-	const char *path = NULL;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
-			json = true;
-		else if (!path)
-			path = argv[i];
-		else
-			return usage();
-	}
-	if (!path)
-		return usage();
+	ev_json_opts jo = {cli->json};
+	const char *pos[1];
+	int prc = ev_opt_parse(&import_spec, &jo, argc, argv, pos, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	bool json = jo.json;
+	const char *path = pos[0];
 	ev_tracker *t = NULL;
 	char *out = NULL;
 	if (ev_cli_open_tracker(cli, &t))
@@ -314,29 +313,41 @@ static int cmd_import(const ev_cli *cli, int argc, char **argv)
 	return 0;
 }
 
+typedef struct {
+	ev_repro_options r;
+	bool json;
+} repro_opts;
+
+static const ev_opt repro_opts_table[] = {
+	EV_O_STR("--regex", repro_opts, r.regex, "PATTERN", "the case passes when the answer matches"),
+	EV_O_STR("--target", repro_opts, r.target, "TEXT", "the case passes when the answer includes it"),
+	EV_O_STR("--suite-dir", repro_opts, r.suite_dir, "DIR", "the community suite (default: beside the tracker)"),
+	EV_O_FLAG("--json", repro_opts, json, "as JSON"),
+	EV_O_END,
+};
+
+static const ev_cmd_spec repro_spec = {
+	.name = "issue repro",
+	.synopsis = "N [--regex P | --target T] [--suite-dir DIR] [--json]",
+	.about = "Turns a report into a case of the community suite, so that every later checkpoint is\n"
+	         "checked against it.",
+	.opts = repro_opts_table,
+	.positional = "N",
+	.min_pos = 1,
+	.max_pos = 1,
+};
+
 static int cmd_repro(const ev_cli *cli, int argc, char **argv)
 {
-	ev_repro_options opt = EV_REPRO_OPTIONS_INIT;
-	bool json = cli->json;
-	const char *ids = NULL;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
-			json = true;
-		else if (!strcmp(argv[i], "--regex") && i + 1 < argc)
-			opt.regex = argv[++i];
-		else if (!strcmp(argv[i], "--target") && i + 1 < argc)
-			opt.target = argv[++i];
-		else if (!strcmp(argv[i], "--suite-dir") && i + 1 < argc)
-			opt.suite_dir = argv[++i];
-		else if (!ids && argv[i][0] != '-')
-			ids = argv[i];
-		else
-			return usage();
-	}
+	repro_opts ro = {.r = EV_REPRO_OPTIONS_INIT, .json = cli->json};
+	const char *pos[1];
+	int prc = ev_opt_parse(&repro_spec, &ro, argc, argv, pos, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	ev_repro_options opt = ro.r;
+	bool json = ro.json;
 	int64_t id;
-	if (!ids)
-		return usage();
-	if (!ev_cli_parse_id(ids, "issue", &id))
+	if (!ev_cli_parse_id(pos[0], "issue", &id))
 		return EV_EXIT_USAGE;
 	if (opt.regex && opt.target) {
 		fprintf(stderr, "evald: issue repro: give --regex or --target, not both\n");
@@ -365,7 +376,15 @@ static int cmd_repro(const ev_cli *cli, int argc, char **argv)
 
 int ev_cmd_issue(const ev_cli *cli, int argc, char **argv)
 {
-	static const ev_subcommand subs[] = {{"add", cmd_add},	   {"list", cmd_list},	   {"show", cmd_show},
-					     {"close", cmd_close}, {"import", cmd_import}, {"repro", cmd_repro}};
-	return ev_cli_subcommand(cli, argc, argv, "issue", usage_text, subs, sizeof(subs) / sizeof(subs[0]));
+	static const ev_subcommand subs[] = {
+		{"add", cmd_add, "file a report (title, body, attachments, prompt and answers)"},
+		{"list", cmd_list, "list reports"},
+		{"show", cmd_show, "one report in full"},
+		{"close", cmd_close, "close a report"},
+		{"import", cmd_import, "import GitHub's issues JSON"},
+		{"repro", cmd_repro, "turn a report into a case of the community suite"},
+		{NULL, NULL, NULL},
+	};
+	static const ev_subcommand_set set = {"issue", "Community issue reports in the tracker.", subs, NULL};
+	return ev_cli_subcommand(cli, argc, argv, &set);
 }

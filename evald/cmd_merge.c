@@ -35,26 +35,42 @@ static char *suites_key(const char *suites_json)
 	return ev_buf_detach(&b, NULL);
 }
 
+typedef struct {
+	bool json;
+} merge_opts;
+
+static const ev_opt merge_opts_table[] = {
+	EV_O_FLAG("--json", merge_opts, json, "print the merged run's summary as JSON"),
+	EV_O_END,
+};
+
+static const ev_cmd_spec merge_spec = {
+	.name = "merge",
+	.synopsis = "RUN RUN... [--json]",
+	.about = "Joins the runs of one evaluation's shards (run --shard K/N) into a new finished run with\n"
+	         "its own summary. The runs must be of one model and the same suites (content hashes).",
+	.opts = merge_opts_table,
+	.positional = "RUN RUN...",
+	.min_pos = 2,
+	.max_pos = EV_OPT_MAX_POS,
+};
+
 int ev_cmd_merge(const ev_cli *cli, int argc, char **argv)
 {
-	bool json = cli->json;
-	int64_t ids[256];
+	merge_opts mo = {.json = cli->json};
+	const char *pos[EV_OPT_MAX_POS];
 	int n = 0;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
-			json = true;
-		else if (n < 256 && ev_cli_parse_run_id(argv[i], &ids[n]))
-			n++;
-		else
+	int prc = ev_opt_parse(&merge_spec, &mo, argc, argv, pos, &n);
+	if (prc)
+		return ev_opt_exit(prc);
+	bool json = mo.json;
+	int64_t ids[EV_OPT_MAX_POS];
+	for (int i = 0; i < n; i++)
+		if (!ev_cli_parse_run_id(pos[i], &ids[i]))
 			return EV_EXIT_USAGE;
-	}
-	if (n < 2) {
-		fprintf(stderr, "usage: evald merge RUN RUN... [--json]\n");
-		return EV_EXIT_USAGE;
-	}
 	int rc = EV_EXIT_FAIL;
 	ev_tracker *t = NULL;
-	ev_run_row rows[256];
+	ev_run_row rows[EV_OPT_MAX_POS];
 	memset(rows, 0, sizeof rows);
 	char *key0 = NULL, *summary = NULL, *config = NULL;
 	if (ev_cli_open_tracker(cli, &t))

@@ -11,55 +11,50 @@
 
 #include "evald/cli.h"
 
-static const char usage_text[] =
-	"usage: evald proposal new (--from-cluster C | --from-regression R | --title T) [--body B] [--issue N]... [--json]\n"
-	"       evald proposal join P --who NAME\n"
-	"       evald proposal status P proposed|investigating|experimenting|accepted|shipped|dropped\n"
-	"       evald proposal show P [--json]\n"
-	"       evald proposal list [--json]\n"
-	"       evald proposal export P -o data.jsonl\n";
+typedef struct {
+	const char *title, *body;
+	int64_t cluster, regression;
+	const char *issues[64];
+	int n_issues;
+	bool json;
+} new_opts;
 
-static int usage(void)
-{
-	fputs(usage_text, stderr);
-	return EV_EXIT_USAGE;
-}
+#define T new_opts
+static const ev_opt new_opts_table[] = {
+	EV_O_ID("--from-cluster", T, cluster, "C", "a triage cluster: its issues become the evidence"),
+	EV_O_ID("--from-regression", T, regression, "R", "a regression: its broken samples become the evidence"),
+	EV_O_STR("--title", T, title, "TEXT", "the proposal's title (default: from the cluster or regression)"),
+	EV_O_STR("--body", T, body, "TEXT", "what the proposal is about"),
+	EV_O_STRS("--issue", T, issues, n_issues, "N", "an issue as further evidence"),
+	EV_O_FLAG("--json", T, json, "print {\"id\"}"),
+	EV_O_END,
+};
+#undef T
+
+static const ev_cmd_spec new_spec = {
+	.name = "proposal new",
+	.synopsis = "(--from-cluster C | --from-regression R | --title T) [--body B] [--issue N]... [--json]",
+	.about = "Opens a training proposal from a cluster of reports, a regression, or a title.",
+	.opts = new_opts_table,
+};
 
 static int cmd_new(const ev_cli *cli, int argc, char **argv)
 {
-	const char *title = NULL, *body = NULL;
-	int64_t cluster = 0, regression = 0, issues[64];
-	size_t n_issues = 0;
-	bool json = cli->json;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (!strcmp(a, "--json")) {
-			json = true;
-			continue;
-		}
-		if (i + 1 >= argc)
-			return usage();
-		const char *v = argv[++i];
-		if (!strcmp(a, "--title"))
-			title = v;
-		else if (!strcmp(a, "--body"))
-			body = v;
-		else if (!strcmp(a, "--from-cluster")) {
-			if (!ev_cli_parse_id(v, "cluster", &cluster))
-				return EV_EXIT_USAGE;
-		} else if (!strcmp(a, "--from-regression")) {
-			if (!ev_cli_parse_id(v, "regression", &regression))
-				return EV_EXIT_USAGE;
-		} else if (!strcmp(a, "--issue")) {
-			if (n_issues >= 64 || !ev_cli_parse_id(v, "issue", &issues[n_issues++]))
-				return EV_EXIT_USAGE;
-		} else {
-			return usage();
-		}
-	}
+	new_opts no = {.json = cli->json};
+	int prc = ev_opt_parse(&new_spec, &no, argc, argv, NULL, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	const char *title = no.title, *body = no.body;
+	int64_t cluster = no.cluster, regression = no.regression, issues[64];
+	size_t n_issues = (size_t)no.n_issues;
+	bool json = no.json;
+	for (size_t k = 0; k < n_issues; k++)
+		if (!ev_cli_parse_id(no.issues[k], "issue", &issues[k]))
+			return EV_EXIT_USAGE;
 	if (!title && !cluster && !regression) {
-		fprintf(stderr, "evald: proposal new: give --from-cluster, --from-regression or --title\n");
-		return usage();
+		fprintf(stderr, "evald proposal new: give --from-cluster, --from-regression or --title\n");
+		ev_opt_usage(&new_spec, stderr);
+		return EV_EXIT_USAGE;
 	}
 	ev_tracker *t = NULL;
 	if (ev_cli_open_tracker(cli, &t))
@@ -81,47 +76,85 @@ static int cmd_new(const ev_cli *cli, int argc, char **argv)
 	return 0;
 }
 
+typedef struct {
+	const char *who;
+} join_opts;
+
+static const ev_opt join_opts_table[] = {
+	EV_O_STR("--who", join_opts, who, "NAME", "who joins (required)"),
+	EV_O_END,
+};
+
+static const ev_cmd_spec join_spec = {
+	.name = "proposal join",
+	.synopsis = "P --who NAME",
+	.about = "Adds a member to a proposal.",
+	.opts = join_opts_table,
+	.positional = "P",
+	.min_pos = 1,
+	.max_pos = 1,
+};
+
 static int cmd_join(const ev_cli *cli, int argc, char **argv)
 {
+	join_opts jo = {0};
+	const char *pos[1];
 	int64_t id;
-	if (argc != 4 || strcmp(argv[2], "--who"))
-		return usage();
-	if (!ev_cli_parse_id(argv[1], "proposal", &id))
+	int prc = ev_opt_parse(&join_spec, &jo, argc, argv, pos, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	if (!jo.who) {
+		fprintf(stderr, "evald proposal join: --who is required\n");
+		return EV_EXIT_USAGE;
+	}
+	if (!ev_cli_parse_id(pos[0], "proposal", &id))
 		return EV_EXIT_USAGE;
 	ev_tracker *t = NULL;
 	if (ev_cli_open_tracker(cli, &t))
 		return EV_EXIT_FAIL;
-	int rc = ev_proposal_join(t, id, argv[3]);
+	int rc = ev_proposal_join(t, id, jo.who);
 	ev_tracker_close(t);
 	if (rc)
 		return ev_cli_fail("proposal join");
 	if (!cli->quiet)
-		printf("%s joined proposal %lld\n", argv[3], (long long)id);
+		printf("%s joined proposal %lld\n", jo.who, (long long)id);
 	return 0;
 }
+
+static const ev_cmd_spec status_spec = {
+	.name = "proposal status",
+	.synopsis = "P proposed|investigating|experimenting|accepted|shipped|dropped",
+	.about = "Moves a proposal to a new state.",
+	.positional = "P STATE",
+	.min_pos = 2,
+	.max_pos = 2,
+};
 
 static int cmd_status(const ev_cli *cli, int argc, char **argv)
 {
 	int64_t id;
-	if (argc != 3)
-		return usage();
-	if (!ev_cli_parse_id(argv[1], "proposal", &id))
+	const char *pos[2];
+	int prc = ev_opt_parse(&status_spec, NULL, argc, argv, pos, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	const char *state = pos[1];
+	if (!ev_cli_parse_id(pos[0], "proposal", &id))
 		return EV_EXIT_USAGE;
-	if (!ev_proposal_status_valid(argv[2])) {
+	if (!ev_proposal_status_valid(state)) {
 		fprintf(stderr, "evald: proposal status: '%s' is not one of proposed, investigating, experimenting, "
 		                "accepted, shipped, dropped\n",
-		        argv[2]);
+		        state);
 		return EV_EXIT_USAGE;
 	}
 	ev_tracker *t = NULL;
 	if (ev_cli_open_tracker(cli, &t))
 		return EV_EXIT_FAIL;
-	int rc = ev_proposal_set_status(t, id, argv[2]);
+	int rc = ev_proposal_set_status(t, id, state);
 	ev_tracker_close(t);
 	if (rc)
 		return ev_cli_fail("proposal status");
 	if (!cli->quiet)
-		printf("proposal %lld: %s\n", (long long)id, argv[2]);
+		printf("proposal %lld: %s\n", (long long)id, state);
 	return 0;
 }
 
@@ -156,20 +189,33 @@ static void print_show(const char *out)
 	cJSON_Delete(j);
 }
 
+static const ev_cmd_spec show_spec = {
+	.name = "proposal show",
+	.synopsis = "P [--json]",
+	.about = "One proposal: members, evidence, and how its repro cases fared run by run.",
+	.opts = ev_json_only_opts,
+	.positional = "P",
+	.min_pos = 1,
+	.max_pos = 1,
+};
+
+static const ev_cmd_spec list_spec = {
+	.name = "proposal list",
+	.synopsis = "[--json]",
+	.about = "Lists the proposals.",
+	.opts = ev_json_only_opts,
+};
+
 static int cmd_show(const ev_cli *cli, int argc, char **argv, bool list)
 {
-	bool json = cli->json;
-	const char *ids = NULL;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
-			json = true;
-		else if (!list && !ids)
-			ids = argv[i];
-		else
-			return usage();
-	}
+	ev_json_opts jo = {cli->json};
+	const char *pos[1] = {NULL};
+	int prc = ev_opt_parse(list ? &list_spec : &show_spec, &jo, argc, argv, pos, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	bool json = jo.json;
 	int64_t id = 0;
-	if (!list && (!ids || !ev_cli_parse_id(ids, "proposal", &id)))
+	if (!list && !ev_cli_parse_id(pos[0], "proposal", &id))
 		return EV_EXIT_USAGE;
 	ev_tracker *t = NULL;
 	char *out = NULL;
@@ -196,21 +242,40 @@ static int cmd_show(const ev_cli *cli, int argc, char **argv, bool list)
 	return 0;
 }
 
+typedef struct {
+	const char *out;
+} export_opts;
+
+static const ev_opt export_opts_table[] = {
+	{.name = "--output", .short_name = 'o', .kind = EV_OPT_STR, .off = offsetof(export_opts, out), .meta = "FILE",
+	 .help = "where the cases go, JSON Lines (required)"},
+	EV_O_END,
+};
+
+static const ev_cmd_spec export_spec = {
+	.name = "proposal export",
+	.synopsis = "P -o data.jsonl",
+	.about = "Writes a proposal's cases (its evidence with prompts and expected answers) as JSON Lines.",
+	.opts = export_opts_table,
+	.positional = "P",
+	.min_pos = 1,
+	.max_pos = 1,
+};
+
 static int cmd_export(const ev_cli *cli, int argc, char **argv)
 {
 	int64_t id;
-	const char *out = NULL, *ids = NULL;
-	for (int i = 1; i < argc; i++) {
-		if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) && i + 1 < argc)
-			out = argv[++i];
-		else if (!ids)
-			ids = argv[i];
-		else
-			return usage();
+	export_opts eo = {0};
+	const char *pos[1];
+	int prc = ev_opt_parse(&export_spec, &eo, argc, argv, pos, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	const char *out = eo.out;
+	if (!out) {
+		fprintf(stderr, "evald proposal export: -o FILE is required\n");
+		return EV_EXIT_USAGE;
 	}
-	if (!ids || !out)
-		return usage();
-	if (!ev_cli_parse_id(ids, "proposal", &id))
+	if (!ev_cli_parse_id(pos[0], "proposal", &id))
 		return EV_EXIT_USAGE;
 	ev_tracker *t = NULL;
 	if (ev_cli_open_tracker(cli, &t))
@@ -237,7 +302,16 @@ static int cmd_list(const ev_cli *cli, int argc, char **argv)
 
 int ev_cmd_proposal(const ev_cli *cli, int argc, char **argv)
 {
-	static const ev_subcommand subs[] = {{"new", cmd_new},	     {"join", cmd_join}, {"status", cmd_status},
-					     {"show", cmd_show_one}, {"list", cmd_list}, {"export", cmd_export}};
-	return ev_cli_subcommand(cli, argc, argv, "proposal", usage_text, subs, sizeof(subs) / sizeof(subs[0]));
+	static const ev_subcommand subs[] = {
+		{"new", cmd_new, "open a proposal from a cluster, a regression or a title"},
+		{"join", cmd_join, "join a proposal"},
+		{"status", cmd_status, "move a proposal to a new state"},
+		{"show", cmd_show_one, "one proposal with its evidence"},
+		{"list", cmd_list, "list proposals"},
+		{"export", cmd_export, "write a proposal's cases as JSON Lines"},
+		{NULL, NULL, NULL},
+	};
+	static const ev_subcommand_set set = {"proposal", "Training proposals that grow out of confirmed weaknesses.",
+	                                      subs, NULL};
+	return ev_cli_subcommand(cli, argc, argv, &set);
 }

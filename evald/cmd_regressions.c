@@ -12,13 +12,6 @@
 
 #include "evald/cli.h"
 
-static void usage(void)
-{
-	fprintf(stderr, "usage: evald regressions [list] [--status S] [--json]\n"
-	                "       evald regressions show N [--json]\n"
-	                "       evald regressions status N STATE [--assignee WHO] [--json]\n"
-	                "STATE: new, confirmed, investigating, fixed, invalid, wontfix, regressed\n");
-}
 
 static void print_list(const cJSON *j)
 {
@@ -67,107 +60,135 @@ static void print_show(const cJSON *r)
 	}
 }
 
-int ev_cmd_regressions(const ev_cli *cli, int argc, char **argv)
-{
-	bool json = cli->json;
-	const char *verb = "list", *status = NULL, *assignee = NULL, *state = NULL;
-	const char *pos[3] = {NULL};
-	int n_pos = 0;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (!strcmp(a, "--json")) {
-			json = true;
-		} else if ((!strcmp(a, "--status") || !strcmp(a, "--assignee")) && i + 1 < argc) {
-			if (!strcmp(a, "--status"))
-				status = argv[++i];
-			else
-				assignee = argv[++i];
-		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			usage();
-			return 0;
-		} else if (a[0] != '-' && n_pos < 3) {
-			pos[n_pos++] = a;
-		} else {
-			fprintf(stderr, "evald regressions: unexpected argument '%s'\n", a);
-			usage();
-			return EV_EXIT_USAGE;
-		}
-	}
-	if (n_pos > 0)
-		verb = pos[0];
-	int64_t id = 0;
-	if (!strcmp(verb, "list")) {
-		if (n_pos > 1 || assignee) {
-			usage();
-			return EV_EXIT_USAGE;
-		}
-		if (status && !ev_regression_status_valid(status)) {
-			fprintf(stderr, "evald regressions: --status: unknown status '%s'\n", status);
-			usage();
-			return EV_EXIT_USAGE;
-		}
-	} else if (!strcmp(verb, "show")) {
-		if (n_pos != 2 || status || assignee) {
-			usage();
-			return EV_EXIT_USAGE;
-		}
-		if (!ev_cli_parse_id(pos[1], "regression", &id))
-			return EV_EXIT_USAGE;
-	} else if (!strcmp(verb, "status")) {
-		if (n_pos != 3 || status) {
-			usage();
-			return EV_EXIT_USAGE;
-		}
-		if (!ev_cli_parse_id(pos[1], "regression", &id))
-			return EV_EXIT_USAGE;
-		state = pos[2];
-		if (!ev_regression_status_valid(state)) {
-			fprintf(stderr, "evald regressions: unknown status '%s'\n", state);
-			usage();
-			return EV_EXIT_USAGE;
-		}
-	} else {
-		fprintf(stderr, "evald regressions: unknown action '%s'\n", verb);
-		usage();
-		return EV_EXIT_USAGE;
-	}
+#define STATES "new, confirmed, investigating, fixed, invalid, wontfix, regressed"
 
-	ev_tracker *t = NULL;
-	char *out = NULL;
-	int rc = EV_EXIT_FAIL;
-	if (ev_cli_open_tracker(cli, &t))
-		return EV_EXIT_FAIL;
-	if (!strcmp(verb, "list")) {
-		if (ev_regressions_list_json(t, status, &out)) {
-			ev_cli_fail("regressions");
-			goto done;
-		}
-	} else {
-		if (state && ev_regression_set_status(t, id, state, assignee)) {
-			ev_cli_fail("regressions");
-			goto done;
-		}
-		if (ev_regression_show_json(t, id, &out)) {
-			ev_cli_fail("regressions");
-			goto done;
-		}
-	}
+typedef struct {
+	const char *status, *assignee;
+	bool json;
+} reg_opts;
+
+static const ev_opt list_opts[] = {
+	EV_O_STR("--status", reg_opts, status, "STATE", "only regressions in this state (" STATES ")"),
+	EV_O_FLAG("--json", reg_opts, json, "as JSON"),
+	EV_O_END,
+};
+
+static const ev_opt show_opts[] = {
+	EV_O_FLAG("--json", reg_opts, json, "as JSON"),
+	EV_O_END,
+};
+
+static const ev_opt status_opts[] = {
+	EV_O_STR("--assignee", reg_opts, assignee, "WHO", "who looks into it"),
+	EV_O_FLAG("--json", reg_opts, json, "print the regression as JSON"),
+	EV_O_END,
+};
+
+static const ev_cmd_spec list_spec = {
+	.name = "regressions list",
+	.synopsis = "[--status STATE] [--json]",
+	.about = "Lists regressions: id, suite, models, delta, broken samples, status.",
+	.opts = list_opts,
+};
+
+static const ev_cmd_spec show_spec = {
+	.name = "regressions show",
+	.synopsis = "N [--json]",
+	.about = "One regression with all its evidence: figures, broken samples with fingerprints, history.",
+	.opts = show_opts,
+	.positional = "N",
+	.min_pos = 1,
+	.max_pos = 1,
+};
+
+static const ev_cmd_spec status_spec = {
+	.name = "regressions status",
+	.synopsis = "N STATE [--assignee WHO] [--json]",
+	.about = "Moves a regression to STATE (" STATES ").",
+	.opts = status_opts,
+	.positional = "N STATE",
+	.min_pos = 2,
+	.max_pos = 2,
+};
+
+static int print_out(const char *out, bool json, bool list)
+{
 	cJSON *j = NULL;
 	if (json) {
 		printf("%s\n", out);
-	} else if (ev_json_parse(&j, out, strlen(out), "regressions") == 0) {
-		if (!strcmp(verb, "list"))
-			print_list(j);
-		else
-			print_show(j);
-		cJSON_Delete(j);
-	} else {
-		ev_cli_fail("regressions");
-		goto done;
+		return 0;
 	}
-	rc = 0;
-done:
+	if (ev_json_parse(&j, out, strlen(out), "regressions"))
+		return ev_cli_fail("regressions");
+	if (list)
+		print_list(j);
+	else
+		print_show(j);
+	cJSON_Delete(j);
+	return 0;
+}
+
+static int cmd_list(const ev_cli *cli, int argc, char **argv)
+{
+	reg_opts ro = {.json = cli->json};
+	int prc = ev_opt_parse(&list_spec, &ro, argc, argv, NULL, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	if (ro.status && !ev_regression_status_valid(ro.status)) {
+		fprintf(stderr, "evald regressions list: --status: unknown status '%s' (" STATES ")\n", ro.status);
+		return EV_EXIT_USAGE;
+	}
+	ev_tracker *t = NULL;
+	char *out = NULL;
+	if (ev_cli_open_tracker(cli, &t))
+		return EV_EXIT_FAIL;
+	int rc = ev_regressions_list_json(t, ro.status, &out) ? ev_cli_fail("regressions") : print_out(out, ro.json, true);
 	free(out);
 	ev_tracker_close(t);
 	return rc;
+}
+
+/* show N, and status N STATE (which shows the regression after the change). */
+static int show_or_set(const ev_cli *cli, int argc, char **argv, const ev_cmd_spec *spec)
+{
+	reg_opts ro = {.json = cli->json};
+	const char *pos[2] = {NULL, NULL};
+	int64_t id;
+	int prc = ev_opt_parse(spec, &ro, argc, argv, pos, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	if (!ev_cli_parse_id(pos[0], "regression", &id))
+		return EV_EXIT_USAGE;
+	const char *state = pos[1];
+	if (state && !ev_regression_status_valid(state)) {
+		fprintf(stderr, "evald regressions status: unknown status '%s' (" STATES ")\n", state);
+		return EV_EXIT_USAGE;
+	}
+	ev_tracker *t = NULL;
+	char *out = NULL;
+	if (ev_cli_open_tracker(cli, &t))
+		return EV_EXIT_FAIL;
+	int rc = (state && ev_regression_set_status(t, id, state, ro.assignee)) || ev_regression_show_json(t, id, &out)
+	                 ? ev_cli_fail("regressions")
+	                 : print_out(out, ro.json, false);
+	free(out);
+	ev_tracker_close(t);
+	return rc;
+}
+
+static int cmd_show(const ev_cli *cli, int argc, char **argv) { return show_or_set(cli, argc, argv, &show_spec); }
+static int cmd_status(const ev_cli *cli, int argc, char **argv) { return show_or_set(cli, argc, argv, &status_spec); }
+
+int ev_cmd_regressions(const ev_cli *cli, int argc, char **argv)
+{
+	static const ev_subcommand subs[] = {
+		{"list", cmd_list, "list regressions"},
+		{"show", cmd_show, "one regression with its evidence"},
+		{"status", cmd_status, "move a regression to a new state (confirmed, fixed, ...)"},
+		{NULL, NULL, NULL},
+	};
+	static const ev_subcommand_set set = {
+		"regressions", "The regressions filed between a baseline and its candidates (compare --file-regressions).",
+		subs, "list"};
+	return ev_cli_subcommand(cli, argc, argv, &set);
 }

@@ -5,36 +5,43 @@
 #include "evald/cli.h"
 #include "reports/reports.h"
 
+typedef struct {
+	const char *format, *out;
+	bool json;
+} report_opts;
+
+static const ev_opt report_opts_table[] = {
+	EV_O_CHOICE("--format", report_opts, format, "md|markdown|json", "the report's format (default md)"),
+	EV_O_FLAG("--json", report_opts, json, "the same as --format json"),
+	{.name = "--output", .short_name = 'o', .kind = EV_OPT_STR, .off = offsetof(report_opts, out), .meta = "FILE",
+	 .help = "write to FILE (atomically) instead of stdout"},
+	EV_O_END,
+};
+
+static const ev_cmd_spec report_spec = {
+	.name = "report",
+	.synopsis = "RUN [--format md|json] [-o FILE]",
+	.about = "A run's report: per suite the score with its 95% CI, n, errors, failure reasons, the most\n"
+	         "failed samples, and for long-context suites the length x depth grid.",
+	.opts = report_opts_table,
+	.positional = "RUN",
+	.min_pos = 1,
+	.max_pos = 1,
+};
+
 int ev_cmd_report(const ev_cli *cli, int argc, char **argv)
 {
 	ev_report_options opt = EV_REPORT_OPTIONS_INIT;
-	const char *out_path = NULL, *run = NULL;
-	if (cli->json)
+	report_opts ro = {.json = cli->json};
+	const char *pos[1];
+	int prc = ev_opt_parse(&report_spec, &ro, argc, argv, pos, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	if (ro.json || (ro.format && !strcmp(ro.format, "json")))
 		opt.format = EV_REPORT_JSON;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--format") && i + 1 < argc) {
-			const char *f = argv[++i];
-			if (!strcmp(f, "md") || !strcmp(f, "markdown"))
-				opt.format = EV_REPORT_MD;
-			else if (!strcmp(f, "json"))
-				opt.format = EV_REPORT_JSON;
-			else {
-				fprintf(stderr, "evald report: --format takes md or json\n");
-				return EV_EXIT_USAGE;
-			}
-		} else if (!strcmp(argv[i], "--json")) {
-			opt.format = EV_REPORT_JSON;
-		} else if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) && i + 1 < argc) {
-			out_path = argv[++i];
-		} else if (argv[i][0] != '-' && !run) {
-			run = argv[i];
-		} else {
-			fprintf(stderr, "usage: evald report RUN [--format md|json] [-o FILE]\n");
-			return EV_EXIT_USAGE;
-		}
-	}
+	const char *out_path = ro.out;
 	int64_t run_id;
-	if (!ev_cli_parse_run_id(run, &run_id))
+	if (!ev_cli_parse_run_id(pos[0], &run_id))
 		return EV_EXIT_USAGE;
 	ev_tracker *t;
 	if (ev_cli_open_tracker(cli, &t))

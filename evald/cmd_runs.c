@@ -9,20 +9,32 @@
 
 #include "evald/cli.h"
 
+typedef struct {
+	int limit;
+	bool json;
+} runs_opts;
+
+static const ev_opt runs_opts_table[] = {
+	EV_O_INT("--limit", runs_opts, limit, 1, 1000000, "N", "the newest N runs"),
+	EV_O_FLAG("--json", runs_opts, json, "as JSON"),
+	EV_O_END,
+};
+
+static const ev_cmd_spec runs_spec = {
+	.name = "runs",
+	.synopsis = "[--limit N] [--json]",
+	.about = "Lists the runs in the tracker, newest first: id, model, status, results, per-suite scores.",
+	.opts = runs_opts_table,
+};
+
 int ev_cmd_runs(const ev_cli *cli, int argc, char **argv)
 {
-	bool json = cli->json;
-	int64_t limit = 50;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
-			json = true;
-		else if (!strcmp(argv[i], "--limit") && i + 1 < argc && ev_parse_i64(argv[i + 1], &limit))
-			i++;
-		else {
-			fprintf(stderr, "usage: evald runs [--limit N] [--json]\n");
-			return EV_EXIT_USAGE;
-		}
-	}
+	runs_opts ro = {.limit = 50, .json = cli->json};
+	int prc = ev_opt_parse(&runs_spec, &ro, argc, argv, NULL, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	bool json = ro.json;
+	int limit = ro.limit;
 	ev_tracker *t;
 	if (ev_cli_open_tracker(cli, &t))
 		return EV_EXIT_FAIL;

@@ -9,37 +9,38 @@
 
 #include "evald/cli.h"
 
-static int usage(void)
-{
-	fprintf(stderr, "usage: evald triage [--rules FILE] [--threshold J] [--dry-run] [--json]\n"
-	                "  rules: lines 'label<TAB>PCRE2 pattern' (case-insensitive; replaces the built-in set)\n"
-	                "  threshold: estimated Jaccard of word 3-shingles to join two reports (default 0.45)\n");
-	return EV_EXIT_USAGE;
-}
+typedef struct {
+	ev_triage_options t;
+	bool json;
+} triage_opts;
+
+static const ev_opt triage_opts_table[] = {
+	EV_O_STR("--rules", triage_opts, t.rules_path, "FILE",
+	         "lines 'label<TAB>PCRE2 pattern' (case-insensitive; replaces the built-in set)"),
+	EV_O_NUM("--threshold", triage_opts, t.threshold, 0.001, 1, "J",
+	         "estimated Jaccard of word 3-shingles that joins two reports"),
+	EV_O_FLAG("--dry-run", triage_opts, t.dry_run, "show the clusters without storing them"),
+	EV_O_FLAG("--json", triage_opts, json, "as JSON"),
+	EV_O_END,
+};
+
+static const ev_cmd_spec triage_spec = {
+	.name = "triage",
+	.synopsis = "[--rules FILE] [--threshold J] [--dry-run] [--json]",
+	.about = "Groups near-duplicate open issue reports into clusters (MinHash over word 3-shingles,\n"
+	         "shared attachments), labels them from the rules and the attachments' modality, and lists\n"
+	         "the clusters by size, new ones first.",
+	.opts = triage_opts_table,
+};
 
 int ev_cmd_triage(const ev_cli *cli, int argc, char **argv)
 {
-	ev_triage_options opt = EV_TRIAGE_OPTIONS_INIT;
-	bool json = cli->json;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
-			json = true;
-		else if (!strcmp(argv[i], "--dry-run"))
-			opt.dry_run = true;
-		else if (!strcmp(argv[i], "--rules") && i + 1 < argc)
-			opt.rules_path = argv[++i];
-		else if (!strcmp(argv[i], "--threshold") && i + 1 < argc) {
-			if (!ev_parse_f64(argv[++i], &opt.threshold) || !(opt.threshold > 0 && opt.threshold <= 1)) {
-				fprintf(stderr, "evald: --threshold: '%s' is not a number in (0, 1]\n", argv[i]);
-				return EV_EXIT_USAGE;
-			}
-		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			usage();
-			return 0;
-		} else {
-			return usage();
-		}
-	}
+	triage_opts to = {.t = EV_TRIAGE_OPTIONS_INIT, .json = cli->json};
+	int prc = ev_opt_parse(&triage_spec, &to, argc, argv, NULL, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	ev_triage_options opt = to.t;
+	bool json = to.json;
 	ev_tracker *t = NULL;
 	char *out = NULL;
 	if (ev_cli_open_tracker(cli, &t))
