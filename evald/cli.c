@@ -36,6 +36,47 @@ bool ev_cli_parse_id(const char *s, const char *what, int64_t *out)
 
 bool ev_cli_parse_run_id(const char *s, int64_t *out) { return ev_cli_parse_id(s, "run", out); }
 
+int ev_cli_parse_lengths(size_t *out, int max, const char *list, const char *flag)
+{
+	int n = 0;
+	for (const char *p = list; *p;) {
+		const char *e = strchr(p, ',');
+		size_t l = e ? (size_t)(e - p) : strlen(p);
+		char item[64];
+		snprintf(item, sizeof item, "%.*s", (int)(l < 63 ? l : 63), p);
+		if (n == max)
+			return ev_error_set(EV_E_LIMIT, "%s: more than %d items", flag, max), -1;
+		if (l >= 63 || ev_longctx_parse_length(&out[n], item))
+			return ev_error_set(EV_E_INVALID, "%s: '%s' is not a length (4k, 32k, 1m, 2000)", flag, item), -1;
+		n++;
+		p += l + (e ? 1 : 0);
+	}
+	if (!n)
+		return ev_error_set(EV_E_INVALID, "%s: empty list", flag), -1;
+	return n;
+}
+
+int ev_cli_parse_depths(int *out, int max, const char *list, const char *flag)
+{
+	int n = 0;
+	for (const char *p = list; *p;) {
+		const char *e = strchr(p, ',');
+		size_t l = e ? (size_t)(e - p) : strlen(p);
+		char item[32];
+		int64_t v;
+		snprintf(item, sizeof item, "%.*s", (int)(l < 31 ? l : 31), p);
+		if (n == max)
+			return ev_error_set(EV_E_LIMIT, "%s: more than %d items", flag, max), -1;
+		if (l >= 31 || !ev_parse_i64(item, &v) || v < 0 || v > 100)
+			return ev_error_set(EV_E_INVALID, "%s: '%s' is not a percentage 0..100", flag, item), -1;
+		out[n++] = (int)v;
+		p += l + (e ? 1 : 0);
+	}
+	if (!n)
+		return ev_error_set(EV_E_INVALID, "%s: empty list", flag), -1;
+	return n;
+}
+
 const ev_opt ev_json_only_opts[] = {
 	EV_O_FLAG("--json", ev_json_opts, json, "as JSON"),
 	EV_O_END,

@@ -25,7 +25,13 @@ int ev_cli_open_tracker(const ev_cli *cli, ev_tracker **out);
 bool ev_cli_parse_id(const char *s, const char *what, int64_t *out);
 bool ev_cli_parse_run_id(const char *s, int64_t *out);
 
-/* The options of commands whose only option is --json. */
+/* Comma lists of lengths ("4k,32k,1m", ev_longctx_parse_length) and of
+ * depths (percentages 0..100), at most `max` items: the count, or -1 with
+ * the message set naming `flag`. */
+int ev_cli_parse_lengths(size_t *out, int max, const char *list, const char *flag);
+int ev_cli_parse_depths(int *out, int max, const char *list, const char *flag);
+
+/* The options of commands whose only option is --json (an ev_json_opts). */
 typedef struct {
 	bool json;
 } ev_json_opts;
@@ -119,8 +125,8 @@ int ev_default_suite_write(char **out_path, const char *dir);
 
 
 
-/* evald suites gen long-context ... (evald/cmd_gen.c; owner: longctx):
- * argv[0] is "gen" or the generator's name. */
-int ev_cmd_suites_gen(const ev_cli *cli, int argc, char **argv);
+/* evald suites gen long-context ... (evald/cmd_gen.c); argv[0] is
+ * "long-context". */
+int ev_cmd_suites_gen_longctx(const ev_cli *cli, int argc, char **argv);
 
 #endif

@@ -22,11 +22,38 @@
 
 #define MAX_LIST 64
 
-static const char USAGE[] =
-	"usage: evald suites gen long-context --model DIR [--tokenizer DIR] -o DIR\n"
-	"         [--tasks niah,multikey,multivalue,multiquery,vt,cwe,agent] [--lengths 4k,32k,128k,1m]\n"
-	"         [--depths 0,25,50,75,100] [--samples N] [--seed S] [--name NAME]\n"
-	"         [--template chatml|llama3|none] [--json]\n";
+typedef struct {
+	const char *model, *tokdir, *out, *name, *tmpl, *tasks, *lengths, *depths;
+	int samples;
+	int64_t seed;
+	bool json;
+} gen_opts;
+
+#define T gen_opts
+static const ev_opt gen_opts_table[] = {
+	EV_O_STR("--model", T, model, "DIR", "the checkpoint whose tokens measure the lengths"),
+	EV_O_STR("--tokenizer", T, tokdir, "DIR", "a folder with tokenizer.json instead of --model's"),
+	{.name = "--out", .short_name = 'o', .kind = EV_OPT_STR, .off = offsetof(T, out), .meta = "DIR",
+	 .help = "the suite folder to write (required)"},
+	EV_O_STR("--tasks", T, tasks, "LIST", "niah,multikey,multivalue,multiquery,vt,cwe,agent (default all)"),
+	EV_O_STR("--lengths", T, lengths, "LIST", "prompt lengths in tokens (default 4k)"),
+	EV_O_STR("--depths", T, depths, "LIST", "needle depths in percent (default 0,25,50,75,100)"),
+	EV_O_INT("--samples", T, samples, 1, EV_LONGCTX_MAX_SAMPLES, "N", "samples per task, length and depth"),
+	EV_O_INT("--seed", T, seed, 0, 9e15, "S", "generator seed"),
+	EV_O_STR("--name", T, name, "NAME", "the suite's name"),
+	EV_O_CHOICE("--template", T, tmpl, "chatml|llama3|none", "the chat template lengths count (default: the checkpoint's)"),
+	EV_O_FLAG("--json", T, json, "print {\"dir\",\"template\",\"seconds\"}"),
+	EV_O_END,
+};
+#undef T
+
+static const ev_cmd_spec gen_spec = {
+	.name = "suites gen long-context",
+	.synopsis = "--model DIR -o DIR [--tasks LIST] [--lengths LIST] [--depths LIST] [OPTIONS]",
+	.about = "Writes a long-context suite whose samples are fitted to exact lengths in a checkpoint's\n"
+	         "tokens, chat template included (RULER-style tasks and an agent-trace task).",
+	.opts = gen_opts_table,
+};
 
 typedef struct {
 	eng_tokenizer *tok;
@@ -63,127 +90,60 @@ static int render_cb(void *ctx, const ev_token_msg *msgs, size_t n, const char *
 	return rc;
 }
 
-/* Splits a comma list in place into at most MAX_LIST items. */
-static int split(char *s, char **items, size_t *n, const char *flag)
+/* The generator's options from the command line's (0, or an exit code). */
+static int longctx_options(ev_longctx_options *o, const gen_opts *g, char *tasks_buf, const char **tasks,
+                           size_t *lens, int *depths)
 {
-	*n = 0;
-	for (char *save = NULL, *p = strtok_r(s, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
-		if (*n == MAX_LIST)
-			return ev_error_set(EV_E_LIMIT, "%s: more than %d items", flag, MAX_LIST);
-		items[(*n)++] = p;
+	if (g->tasks) {
+		snprintf(tasks_buf, 1024, "%s", g->tasks);
+		for (char *save = NULL, *p = strtok_r(tasks_buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+			if (o->n_tasks == MAX_LIST || !ev_longctx_task_known(p)) {
+				fprintf(stderr, "evald suites gen long-context: --tasks: unknown task \"%s\"\n", p);
+				return EV_EXIT_USAGE;
+			}
+			tasks[o->n_tasks++] = p;
+		}
+		o->tasks = tasks;
 	}
-	if (!*n)
-		return ev_error_set(EV_E_INVALID, "%s: empty list", flag);
+	int n;
+	if (g->lengths) {
+		if ((n = ev_cli_parse_lengths(lens, MAX_LIST, g->lengths, "--lengths")) < 0)
+			return ev_cli_fail("suites gen long-context"), EV_EXIT_USAGE;
+		o->lengths = lens;
+		o->n_lengths = (size_t)n;
+	}
+	if (g->depths) {
+		if ((n = ev_cli_parse_depths(depths, MAX_LIST, g->depths, "--depths")) < 0)
+			return ev_cli_fail("suites gen long-context"), EV_EXIT_USAGE;
+		o->depths = depths;
+		o->n_depths = (size_t)n;
+	}
+	o->samples = g->samples;
+	o->seed = (uint64_t)g->seed;
 	return 0;
 }
 
 static int gen_longctx(const ev_cli *cli, int argc, char **argv)
 {
-	const char *model = NULL, *tokdir = NULL, *out = NULL, *name = NULL, *tmpl = NULL;
-	char *tasks_s = NULL, *lens_s = NULL, *depths_s = NULL;
-	const char *samples_s = "1", *seed_s = "0";
-	bool json = cli->json;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!strcmp(a, "--json")) {
-			json = true;
-			continue;
-		}
-		if (!v) {
-			fprintf(stderr, "evald: %s: needs a value\n%s", a, USAGE);
-			return EV_EXIT_USAGE;
-		}
-		if (!strcmp(a, "--model"))
-			model = v;
-		else if (!strcmp(a, "--tokenizer"))
-			tokdir = v;
-		else if (!strcmp(a, "-o") || !strcmp(a, "--out"))
-			out = v;
-		else if (!strcmp(a, "--tasks"))
-			tasks_s = argv[i + 1];
-		else if (!strcmp(a, "--lengths"))
-			lens_s = argv[i + 1];
-		else if (!strcmp(a, "--depths"))
-			depths_s = argv[i + 1];
-		else if (!strcmp(a, "--samples"))
-			samples_s = v;
-		else if (!strcmp(a, "--seed"))
-			seed_s = v;
-		else if (!strcmp(a, "--name"))
-			name = v;
-		else if (!strcmp(a, "--template"))
-			tmpl = v;
-		else {
-			fprintf(stderr, "evald: unknown option %s\n%s", a, USAGE);
-			return EV_EXIT_USAGE;
-		}
-		i++;
-	}
-	if ((!model && !tokdir) || !out) {
-		fprintf(stderr, "%s", USAGE);
+	gen_opts g = {.samples = 1, .json = cli->json};
+	int prc = ev_opt_parse(&gen_spec, &g, argc, argv, NULL, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	if ((!g.model && !g.tokdir) || !g.out) {
+		fprintf(stderr, "evald suites gen long-context: --model (or --tokenizer) and -o DIR are required\n");
+		ev_opt_usage(&gen_spec, stderr);
 		return EV_EXIT_USAGE;
 	}
+	const char *model = g.model, *tokdir = g.tokdir, *out = g.out, *name = g.name, *tmpl = g.tmpl;
+	bool json = g.json;
 	ev_longctx_options o = EV_LONGCTX_OPTIONS_INIT;
-	char *tasks[MAX_LIST], *lens_txt[MAX_LIST], *depth_txt[MAX_LIST];
+	char tasks_buf[1024];
+	const char *tasks[MAX_LIST];
 	size_t lens[MAX_LIST];
 	int depths[MAX_LIST];
-	size_t n = 0;
-	int64_t v = 0;
-	int rc = 0;
-	if (tasks_s) {
-		if (split(tasks_s, tasks, &o.n_tasks, "--tasks"))
-			{
-			ev_cli_fail(NULL);
-			return EV_EXIT_USAGE;
-		}
-		for (size_t i = 0; i < o.n_tasks; i++)
-			if (!ev_longctx_task_known(tasks[i])) {
-				fprintf(stderr, "evald: --tasks: unknown task \"%s\"\n%s", tasks[i], USAGE);
-				return EV_EXIT_USAGE;
-			}
-		o.tasks = (const char *const *)tasks;
-	}
-	if (lens_s) {
-		if (split(lens_s, lens_txt, &n, "--lengths"))
-			{
-			ev_cli_fail(NULL);
-			return EV_EXIT_USAGE;
-		}
-		for (size_t i = 0; i < n; i++)
-			if (ev_longctx_parse_length(&lens[i], lens_txt[i])) {
-				ev_cli_fail("--lengths");
-				return EV_EXIT_USAGE;
-			}
-		o.lengths = lens;
-		o.n_lengths = n;
-	}
-	if (depths_s) {
-		if (split(depths_s, depth_txt, &n, "--depths"))
-			{
-			ev_cli_fail(NULL);
-			return EV_EXIT_USAGE;
-		}
-		for (size_t i = 0; i < n; i++) {
-			if (!ev_parse_i64(depth_txt[i], &v) || v < 0 || v > 100) {
-				fprintf(stderr, "evald: --depths: \"%s\" is not a percent 0..100\n", depth_txt[i]);
-				return EV_EXIT_USAGE;
-			}
-			depths[i] = (int)v;
-		}
-		o.depths = depths;
-		o.n_depths = n;
-	}
-	if (!ev_parse_i64(samples_s, &v) || v < 1 || v > EV_LONGCTX_MAX_SAMPLES) {
-		fprintf(stderr, "evald: --samples: \"%s\" is not a count 1..%d\n", samples_s, EV_LONGCTX_MAX_SAMPLES);
-		return EV_EXIT_USAGE;
-	}
-	o.samples = (int)v;
-	if (!ev_parse_i64(seed_s, &v) || v < 0) {
-		fprintf(stderr, "evald: --seed: \"%s\" is not a non-negative integer\n", seed_s);
-		return EV_EXIT_USAGE;
-	}
-	o.seed = (uint64_t)v;
+	int rc = longctx_options(&o, &g, tasks_buf, tasks, lens, depths);
+	if (rc)
+		return rc;
 	o.name = name;
 	o.quiet = cli->quiet || json;
 
@@ -227,16 +187,4 @@ static int gen_longctx(const ev_cli *cli, int argc, char **argv)
 	return 0;
 }
 
-int ev_cmd_suites_gen(const ev_cli *cli, int argc, char **argv)
-{
-	/* Called with argv[0] = "gen" (from `suites`) or the generator name. */
-	if (argc > 0 && !strcmp(argv[0], "gen")) {
-		argc--;
-		argv++;
-	}
-	if (argc < 1 || strcmp(argv[0], "long-context")) {
-		fprintf(stderr, "%s", USAGE);
-		return EV_EXIT_USAGE;
-	}
-	return gen_longctx(cli, argc, argv);
-}
+int ev_cmd_suites_gen_longctx(const ev_cli *cli, int argc, char **argv) { return gen_longctx(cli, argc, argv); }

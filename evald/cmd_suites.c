@@ -17,24 +17,26 @@
 #include "engine/engine.h"
 #include "evald/cli.h"
 
+static const ev_cmd_spec validate_spec = {
+	.name = "suites validate",
+	.synopsis = "PATH [--json]",
+	.about = "Loads a suite (folder, archive or .jsonl) with every check `run` applies, builds its\n"
+	         "checker, and prints what it holds, or the first error with file:line and field.",
+	.opts = ev_json_only_opts,
+	.positional = "PATH",
+	.min_pos = 1,
+	.max_pos = 1,
+};
+
 static int validate(const ev_cli *cli, int argc, char **argv)
 {
-	bool json = cli->json;
-	const char *path = NULL;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
-			json = true;
-		else if (!path)
-			path = argv[i];
-		else {
-			fprintf(stderr, "usage: evald suites validate PATH [--json]\n");
-			return EV_EXIT_USAGE;
-		}
-	}
-	if (!path) {
-		fprintf(stderr, "usage: evald suites validate PATH [--json]\n");
-		return EV_EXIT_USAGE;
-	}
+	ev_json_opts jo = {cli->json};
+	const char *pos[1];
+	int prc = ev_opt_parse(&validate_spec, &jo, argc, argv, pos, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	bool json = jo.json;
+	const char *path = pos[0];
 	ev_suite *s = NULL;
 	ev_checker *c = NULL;
 	int rc = ev_suite_load(&s, path, NULL);
@@ -90,12 +92,20 @@ static char *data_dir(void)
 	return ev_strdup(EVALD_SOURCE_DIR "/suites/data");
 }
 
+static const ev_cmd_spec list_spec = {
+	.name = "suites list",
+	.synopsis = "[--json]",
+	.about = "Lists the bundled suites (suites/data): name, kind, samples.",
+	.opts = ev_json_only_opts,
+};
+
 static int list(const ev_cli *cli, int argc, char **argv)
 {
-	bool json = cli->json;
-	for (int i = 1; i < argc; i++)
-		if (!strcmp(argv[i], "--json"))
-			json = true;
+	ev_json_opts jo = {cli->json};
+	int prc = ev_opt_parse(&list_spec, &jo, argc, argv, NULL, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	bool json = jo.json;
 	char *dir = data_dir();
 	DIR *d = dir ? opendir(dir) : NULL;
 	if (!d) {
@@ -172,41 +182,68 @@ static int report_written(const ev_cli *cli, const char *dir, const char *what)
 	return 0;
 }
 
-/* evald suites import humaneval FILE -o DIR | mbpp FILE -o DIR |
- *                      bfcl FILE [--answers FILE] -o DIR */
-static int import(const ev_cli *cli, int argc, char **argv)
+typedef struct {
+	const char *out, *answers;
+} import_opts;
+
+static const ev_opt import_opts_table[] = {
+	{.name = "--out", .short_name = 'o', .kind = EV_OPT_STR, .off = offsetof(import_opts, out), .meta = "DIR",
+	 .help = "the suite folder to write (required)"},
+	EV_O_END,
+};
+
+static const ev_opt import_bfcl_opts[] = {
+	{.name = "--out", .short_name = 'o', .kind = EV_OPT_STR, .off = offsetof(import_opts, out), .meta = "DIR",
+	 .help = "the suite folder to write (required)"},
+	EV_O_STR("--answers", import_opts, answers, "FILE", "BFCL's possible_answer file for the category"),
+	EV_O_END,
+};
+
+static const ev_cmd_spec import_specs[] = {
+	{.name = "suites import humaneval", .synopsis = "HumanEval.jsonl[.gz] -o DIR",
+	 .about = "Imports HumanEval as published (task_id, prompt, entry_point, canonical_solution, test).",
+	 .opts = import_opts_table, .positional = "FILE", .min_pos = 1, .max_pos = 1},
+	{.name = "suites import mbpp", .synopsis = "mbpp.jsonl -o DIR",
+	 .about = "Imports MBPP as published (task_id, text, code, test_list).",
+	 .opts = import_opts_table, .positional = "FILE", .min_pos = 1, .max_pos = 1},
+	{.name = "suites import bfcl", .synopsis = "BFCL_v3_simple.json [--answers possible_answer/BFCL_v3_simple.json] -o DIR",
+	 .about = "Imports a BFCL category (questions and functions), with its possible answers.",
+	 .opts = import_bfcl_opts, .positional = "FILE", .min_pos = 1, .max_pos = 1},
+};
+
+static int import_one(const ev_cli *cli, int argc, char **argv, int which)
 {
-	const char *kind = argc >= 2 ? argv[1] : NULL, *in = NULL, *out = NULL, *answers = NULL;
-	for (int i = 2; i < argc; i++) {
-		if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out")) && i + 1 < argc)
-			out = argv[++i];
-		else if (!strcmp(argv[i], "--answers") && i + 1 < argc)
-			answers = argv[++i];
-		else if (argv[i][0] != '-' && !in)
-			in = argv[i];
-		else
-			in = NULL, i = argc;
-	}
-	if (!kind || !in || !out || (answers && strcmp(kind, "bfcl"))) {
-		fprintf(stderr, "usage: evald suites import humaneval HumanEval.jsonl.gz -o DIR\n"
-		                "       evald suites import mbpp mbpp.jsonl -o DIR\n"
-		                "       evald suites import bfcl BFCL_v3_simple.json [--answers possible_answer/BFCL_v3_simple.json] -o DIR\n");
+	import_opts io = {0};
+	const char *pos[1];
+	int prc = ev_opt_parse(&import_specs[which], &io, argc, argv, pos, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	if (!io.out) {
+		fprintf(stderr, "evald %s: -o DIR is required\n", import_specs[which].name);
 		return EV_EXIT_USAGE;
 	}
-	int rc;
-	if (!strcmp(kind, "humaneval"))
-		rc = ev_import_humaneval(in, out);
-	else if (!strcmp(kind, "mbpp"))
-		rc = ev_import_mbpp(in, out);
-	else if (!strcmp(kind, "bfcl"))
-		rc = ev_import_bfcl(in, answers, out);
-	else {
-		fprintf(stderr, "evald suites import: unknown kind '%s' (humaneval, mbpp, bfcl)\n", kind);
-		return EV_EXIT_USAGE;
-	}
+	int rc = which == 0 ? ev_import_humaneval(pos[0], io.out)
+	         : which == 1 ? ev_import_mbpp(pos[0], io.out)
+	                      : ev_import_bfcl(pos[0], io.answers, io.out);
 	if (rc)
 		return ev_cli_fail("import");
-	return report_written(cli, out, "samples");
+	return report_written(cli, io.out, "samples");
+}
+
+static int import_humaneval(const ev_cli *cli, int argc, char **argv) { return import_one(cli, argc, argv, 0); }
+static int import_mbpp(const ev_cli *cli, int argc, char **argv) { return import_one(cli, argc, argv, 1); }
+static int import_bfcl(const ev_cli *cli, int argc, char **argv) { return import_one(cli, argc, argv, 2); }
+
+static int import(const ev_cli *cli, int argc, char **argv)
+{
+	static const ev_subcommand subs[] = {
+		{"humaneval", import_humaneval, "HumanEval (code, run against its tests in the sandbox)"},
+		{"mbpp", import_mbpp, "MBPP (code, run against its asserts)"},
+		{"bfcl", import_bfcl, "a BFCL category (tool calls, checked by BFCL's rules)"},
+		{NULL, NULL, NULL},
+	};
+	static const ev_subcommand_set set = {"suites import", "Imports a published data set as a suite.", subs, NULL};
+	return ev_cli_subcommand(cli, argc, argv, &set);
 }
 
 /* evald suites gen recall -o DIR [--lengths 1k,4k] [--depths 0,50,100]
@@ -221,78 +258,79 @@ static int make_recall(void *ctx, char **text, char answer[16], long length, int
 	return eng_recall_text(text, answer, length, depth, distractors, seed);
 }
 
+typedef struct {
+	const char *out, *lengths, *depths;
+	int samples, distractors;
+	int64_t seed;
+} recall_opts;
+
+#define T recall_opts
+static const ev_opt recall_opts_table[] = {
+	{.name = "--out", .short_name = 'o', .kind = EV_OPT_STR, .off = offsetof(T, out), .meta = "DIR",
+	 .help = "the suite folder to write (required)"},
+	EV_O_STR("--lengths", T, lengths, "LIST", "prompt lengths in tokens"),
+	EV_O_STR("--depths", T, depths, "LIST", "needle depths in percent"),
+	EV_O_INT("--samples", T, samples, 1, 1000000, "N", "samples per length and depth"),
+	EV_O_INT("--distractors", T, distractors, 0, 1000000, "N", "other key-value pairs in the haystack"),
+	EV_O_INT("--seed", T, seed, 0, 9e15, "S", "generator seed"),
+	EV_O_END,
+};
+#undef T
+
+static const ev_cmd_spec recall_spec = {
+	.name = "suites gen recall",
+	.synopsis = "-o DIR [--lengths 1k,4k] [--depths 0,50,100] [--samples N] [--distractors N] [--seed S]",
+	.about = "Writes the recall checkpoint's own suite (evald engine mkmodel --arch recall), in its\n"
+	         "vocabulary: a filler haystack, the needle pair at each depth, the key asked at the end.",
+	.opts = recall_opts_table,
+};
+
 static int gen_recall(const ev_cli *cli, int argc, char **argv)
 {
-	const char *out = NULL, *lens = "1k,4k", *deps = "0,25,50,75,100";
-	int64_t samples = 2, distractors = 0, seed = 1;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		int64_t *num = !strcmp(a, "--samples") ? &samples : !strcmp(a, "--distractors") ? &distractors
-		               : !strcmp(a, "--seed")  ? &seed : NULL;
-		if (!v)
-			num = NULL, a = "";
-		if ((!strcmp(a, "-o") || !strcmp(a, "--out")))
-			out = argv[++i];
-		else if (!strcmp(a, "--lengths"))
-			lens = argv[++i];
-		else if (!strcmp(a, "--depths"))
-			deps = argv[++i];
-		else if (num && ev_parse_i64(v, num) && *num >= 0 && *num <= 1000000)
-			i++;
-		else {
-			fprintf(stderr, "usage: evald suites gen recall -o DIR [--lengths 1k,4k] [--depths 0,50,100]\n"
-			                "                                [--samples N] [--distractors N] [--seed S]\n");
-			return EV_EXIT_USAGE;
-		}
-	}
+	recall_opts r = {.lengths = "1k,4k", .depths = "0,25,50,75,100", .samples = 2, .seed = 1};
+	int prc = ev_opt_parse(&recall_spec, &r, argc, argv, NULL, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	const char *out = r.out;
+	size_t lens[32];
 	long lengths[32];
-	int depths[32], nl = 0, nd = 0;
-	char buf[1024];
-	snprintf(buf, sizeof buf, "%s", lens);
-	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		size_t n;
-		if (nl == 32 || ev_longctx_parse_length(&n, t)) {
-			fprintf(stderr, "evald suites gen recall: --lengths: '%s' is not a length (4k, 32k, 1m, 2000)\n", t);
-			return EV_EXIT_USAGE;
-		}
-		lengths[nl++] = (long)n;
-	}
-	snprintf(buf, sizeof buf, "%s", deps);
-	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-		int64_t d;
-		if (nd == 32 || !ev_parse_i64(t, &d) || d < 0 || d > 100) {
-			fprintf(stderr, "evald suites gen recall: --depths: '%s' is not a percentage\n", t);
-			return EV_EXIT_USAGE;
-		}
-		depths[nd++] = (int)d;
-	}
-	if (!out || !nl || !nd || samples < 1) {
-		fprintf(stderr, "evald suites gen recall: -o DIR, --lengths, --depths and --samples >= 1 are needed\n");
+	int depths[32], nl, nd;
+	if (!out) {
+		fprintf(stderr, "evald suites gen recall: -o DIR is required\n");
 		return EV_EXIT_USAGE;
 	}
+	if ((nl = ev_cli_parse_lengths(lens, 32, r.lengths, "--lengths")) < 0 ||
+	    (nd = ev_cli_parse_depths(depths, 32, r.depths, "--depths")) < 0)
+		return ev_cli_fail("suites gen recall"), EV_EXIT_USAGE;
+	for (int i = 0; i < nl; i++)
+		lengths[i] = (long)lens[i];
 	ev_recall_options ro = {.lengths = lengths, .nlengths = nl, .depths = depths, .ndepths = nd,
-	                        .samples = (int)samples, .distractors = (int)distractors, .seed = (uint64_t)seed};
+	                        .samples = r.samples, .distractors = r.distractors, .seed = (uint64_t)r.seed};
 	if (ev_gen_recall(&ro, make_recall, NULL, out))
 		return ev_cli_fail("gen recall");
 	return report_written(cli, out, "recall samples");
 }
 
+static int gen(const ev_cli *cli, int argc, char **argv)
+{
+	static const ev_subcommand subs[] = {
+		{"long-context", ev_cmd_suites_gen_longctx, "RULER-style tasks fitted to a checkpoint's tokens"},
+		{"recall", gen_recall, "the recall checkpoint's own suite"},
+		{NULL, NULL, NULL},
+	};
+	static const ev_subcommand_set set = {"suites gen", "Generates a suite.", subs, NULL};
+	return ev_cli_subcommand(cli, argc, argv, &set);
+}
+
 int ev_cmd_suites(const ev_cli *cli, int argc, char **argv)
 {
-	if (argc >= 3 && !strcmp(argv[1], "gen") && !strcmp(argv[2], "recall"))
-		return gen_recall(cli, argc - 2, argv + 2);
-	if (argc >= 2 && !strcmp(argv[1], "import"))
-		return import(cli, argc - 1, argv + 1);
-	if (argc >= 2 && !strcmp(argv[1], "gen"))
-		return ev_cmd_suites_gen(cli, argc - 1, argv + 1);
-	if (argc >= 2 && !strcmp(argv[1], "validate"))
-		return validate(cli, argc - 1, argv + 1);
-	if (argc >= 2 && !strcmp(argv[1], "list"))
-		return list(cli, argc - 1, argv + 1);
-	fprintf(stderr, "usage: evald suites validate PATH [--json]\n"
-	                "       evald suites list [--json]\n"
-	                "       evald suites import humaneval|mbpp|bfcl FILE [--answers FILE] -o DIR\n"
-	                "       evald suites gen long-context --model DIR --tasks ... --lengths ... -o DIR\n"
-	                "       evald suites gen recall -o DIR [--lengths 1k,4k] [--depths ...] [--samples N]\n");
-	return EV_EXIT_USAGE;
+	static const ev_subcommand subs[] = {
+		{"validate", validate, "load a suite with every check and say what it holds"},
+		{"list", list, "the bundled suites"},
+		{"import", import, "import HumanEval, MBPP or BFCL as published"},
+		{"gen", gen, "generate a long-context or recall suite"},
+		{NULL, NULL, NULL},
+	};
+	static const ev_subcommand_set set = {"suites", "Suites: validate, list, import and generate.", subs, NULL};
+	return ev_cli_subcommand(cli, argc, argv, &set);
 }
