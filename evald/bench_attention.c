@@ -18,7 +18,7 @@
 
 #include "engine/engine.h"
 #include "base/base.h"
-#include "evald/commands.h"
+#include "evald/cli.h"
 
 int ev_bench_attention_main(const ev_cli *cli, int argc, char **argv);
 
@@ -37,36 +37,6 @@ typedef struct {
 	mode_fig msa, dense;
 	double dense_prefill_est_s; /* extrapolated when not measured, else -1 */
 } len_fig;
-
-static int usage(void)
-{
-	fprintf(stderr,
-		"usage: evald bench attention --model DIR [--lengths 4k,32k,128k,1m] [--decode N] [--repeats R]\n"
-		"              [--depth PCT] [--distractors N] [--dense-prefill-max N] [--threads N] [--json]\n%s",
-		eng_options_usage());
-	return EV_EXIT_USAGE;
-}
-
-/* "4k,32k,1m" (k = 1024, m = 1048576; "1m" is capped to the model's limit) */
-static int parse_lengths(long *out, int *n, const char *s)
-{
-	*n = 0;
-	while (*s) {
-		char *end;
-		long x = strtol(s, &end, 10);
-		if (end == s || x <= 0)
-			return -1;
-		if (*end == 'k' || *end == 'K')
-			x *= 1024, end++;
-		else if (*end == 'm' || *end == 'M')
-			x *= 1048576, end++;
-		if ((*end && *end != ',') || *n == MAX_LENGTHS || x > (1L << 30))
-			return -1;
-		out[(*n)++] = x;
-		s = *end ? end + 1 : end;
-	}
-	return *n ? 0 : -1;
-}
 
 static uint64_t mem_available(void)
 {
@@ -122,51 +92,63 @@ static void put_mode(ev_buf *b, const char *name, const mode_fig *f)
 		      f->answered < 0 ? "null" : f->answered ? "true" : "false");
 }
 
+typedef struct {
+	const char *model, *lengths;
+	int ndec, rounds, depth, distractors, threads;
+	int64_t dense_max;
+	bool json;
+	ev_engine_flags engine;
+} attn_opts;
+
+#define T attn_opts
+static const ev_opt attn_opts_table[] = {
+	EV_O_STR("--model", T, model, "DIR", "the checkpoint (required)"),
+	EV_O_STR("--lengths", T, lengths, "LIST", "context lengths (4k,32k,128k,1m)"),
+	EV_O_INT("--decode", T, ndec, 1, 4096, "N", "tokens decoded at each length"),
+	EV_O_INT("--repeats", T, rounds, 1, 100, "R", "rounds; the fastest is reported"),
+	EV_O_INT("--depth", T, depth, 0, 100, "PCT", "where the needle sits (recall checkpoint)"),
+	EV_O_INT("--distractors", T, distractors, 0, 1 << 30, "N", "other pairs in the haystack"),
+	EV_O_INT("--dense-prefill-max", T, dense_max, 0, 1L << 30, "N", "longest context prefilled densely"),
+	EV_O_INT("--threads", T, threads, 0, 1024, "N", "CPU threads (0: all cores)"),
+	EV_O_FLAG("--json", T, json, "as JSON"),
+	EV_ENGINE_OPTS(T, engine),
+	EV_O_END,
+};
+#undef T
+
+static const ev_cmd_spec attn_spec = {
+	.name = "bench attention",
+	.synopsis = "--model DIR [--lengths 4k,32k,128k,1m] [--decode N] [--repeats R] [OPTIONS]",
+	.about = "Dense against MSA attention on one cache, by context length: prefill seconds, decode\n"
+	         "ms/token, KV bytes, and whether the needle is answered (recall checkpoint).",
+	.opts = attn_opts_table,
+};
+
 int ev_bench_attention_main(const ev_cli *cli, int argc, char **argv)
 {
-	const char *model = NULL;
+	attn_opts ao = {.ndec = 16, .rounds = 3, .depth = 50, .dense_max = 32768, .json = cli->json};
+	ev_engine_flags_init(&ao.engine);
+	int prc = ev_opt_parse(&attn_spec, &ao, argc, argv, NULL, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	if (!ao.model) {
+		fprintf(stderr, "evald bench attention: --model is required\n");
+		return EV_EXIT_USAGE;
+	}
+	const char *model = ao.model;
 	long lengths[MAX_LENGTHS] = {4096, 32768, 131072, 1048576};
+	size_t lens[MAX_LENGTHS];
 	int nlen = 4;
-	int64_t ndec = 16, rounds = 3, depth = 50, distractors = 0, dense_max = 32768, threads = 0;
-	bool json = cli->json;
-	eng_model_options mo = ENG_MODEL_OPTIONS_INIT;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		int took = eng_options_parse_flag(&mo, a, v);
-		if (took < 0) {
-			fprintf(stderr, "evald bench attention: %s\n", ev_error_msg());
-			return EV_EXIT_USAGE;
-		}
-		int64_t *dst = !strcmp(a, "--decode")              ? &ndec
-			       : !strcmp(a, "--repeats")           ? &rounds
-			       : !strcmp(a, "--depth")             ? &depth
-			       : !strcmp(a, "--distractors")       ? &distractors
-			       : !strcmp(a, "--dense-prefill-max") ? &dense_max
-			       : !strcmp(a, "--threads")           ? &threads
-								   : NULL;
-		if (took) {
-			i++;
-		} else if (!strcmp(a, "--model") && v) {
-			model = argv[++i];
-		} else if (!strcmp(a, "--lengths") && v) {
-			if (parse_lengths(lengths, &nlen, v))
-				return usage();
-			i++;
-		} else if (dst) {
-			if (!v || !ev_parse_i64(v, dst) || *dst < 0 || *dst > (1L << 30))
-				return usage();
-			i++;
-		} else if (!strcmp(a, "--json")) {
-			json = true;
-		} else {
-			return usage();
-		}
+	if (ao.lengths) {
+		if ((nlen = ev_cli_parse_lengths(lens, MAX_LENGTHS, ao.lengths, "--lengths")) < 0)
+			return ev_cli_fail("bench attention"), EV_EXIT_USAGE;
+		for (int i = 0; i < nlen; i++)
+			lengths[i] = (long)lens[i];
 	}
-	if (!model || depth > 100 || ndec < 1 || ndec > 4096 || rounds < 1 || rounds > 100 || threads > 1024) {
-		fprintf(stderr, "evald bench attention: --model is required; --depth 0..100; --decode 1..4096; "
-				"--repeats 1..100\n");
-		return usage();
-	}
+	int64_t ndec = ao.ndec, rounds = ao.rounds, depth = ao.depth, distractors = ao.distractors,
+	        dense_max = ao.dense_max, threads = ao.threads;
+	bool json = ao.json;
+	eng_model_options mo = ao.engine.mo;
 	mo.threads = (int)threads;
 	if (mo.attention.kind == ENG_ATTN_AUTO || mo.attention.kind == ENG_ATTN_DENSE)
 		mo.attention.kind = ENG_ATTN_MSA; /* both are run; MSA settings from flags/config */

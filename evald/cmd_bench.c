@@ -23,7 +23,6 @@
 #include "runners/runners.h"
 
 /* Other benchmarks live beside their modules' commands. */
-typedef int (*bench_fn)(const ev_cli *cli, int argc, char **argv);
 int ev_bench_attention_main(const ev_cli *cli, int argc, char **argv);
 int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv);
 int ev_bench_sandbox_main(const ev_cli *cli, int argc, char **argv);
@@ -116,31 +115,40 @@ static int ingest(double *out_rate, long n, bool commit_each)
 	return rc;
 }
 
+typedef struct {
+	int64_t requests, concurrency, results;
+	const char *url;
+	bool json;
+} runner_opts;
+
+#define T runner_opts
+static const ev_opt runner_opts_table[] = {
+	EV_O_INT("--requests", T, requests, 1, 1e9, "N", "requests sent at the measured concurrency"),
+	EV_O_INT("--concurrency", T, concurrency, 1, 4096, "C", "requests in flight"),
+	EV_O_INT("--results", T, results, 1, 1e9, "N", "results ingested with group commit"),
+	EV_O_STR("--url", T, url, "URL", "a server to send to (default: the fixture server, started here)"),
+	EV_O_FLAG("--json", T, json, "as JSON"),
+	EV_O_END,
+};
+#undef T
+
+static const ev_cmd_spec runner_spec = {
+	.name = "bench runner",
+	.synopsis = "[--requests N] [--concurrency C] [--results N] [--url URL] [--json]",
+	.about = "Requests/s and CPU per request of the OpenAI backend against concurrency 1, and tracker\n"
+	         "ingest results/s with group commit against a commit per result.",
+	.opts = runner_opts_table,
+};
+
 static int bench_runner(const ev_cli *cli, int argc, char **argv)
 {
-	int64_t requests = 20000, concurrency = 64, results = 200000;
-	const char *url = NULL;
-	bool json = cli->json;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--requests") && i + 1 < argc && ev_parse_i64(argv[i + 1], &requests))
-			i++;
-		else if (!strcmp(argv[i], "--concurrency") && i + 1 < argc && ev_parse_i64(argv[i + 1], &concurrency))
-			i++;
-		else if (!strcmp(argv[i], "--results") && i + 1 < argc && ev_parse_i64(argv[i + 1], &results))
-			i++;
-		else if (!strcmp(argv[i], "--url") && i + 1 < argc)
-			url = argv[++i];
-		else if (!strcmp(argv[i], "--json"))
-			json = true;
-		else {
-			fprintf(stderr, "usage: evald bench runner [--requests N] [--concurrency C] [--results N] [--url URL] [--json]\n");
-			return EV_EXIT_USAGE;
-		}
-	}
-	if (requests < 1 || concurrency < 1 || results < 1) {
-		fprintf(stderr, "evald bench runner: counts must be positive\n");
-		return EV_EXIT_USAGE;
-	}
+	runner_opts ro = {.requests = 20000, .concurrency = 64, .results = 200000, .json = cli->json};
+	int prc = ev_opt_parse(&runner_spec, &ro, argc, argv, NULL, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	int64_t requests = ro.requests, concurrency = ro.concurrency, results = ro.results;
+	const char *url = ro.url;
+	bool json = ro.json;
 	char own_url[128];
 	pid_t server = 0;
 	if (!url) {
@@ -198,19 +206,14 @@ static int bench_runner(const ev_cli *cli, int argc, char **argv)
 
 int ev_cmd_bench(const ev_cli *cli, int argc, char **argv)
 {
-	static const struct {
-		const char *name;
-		bench_fn fn;
-	} kinds[] = {
-		{"attention", ev_bench_attention_main},
-		{"engine", ev_bench_engine_main},
-		{"runner", bench_runner},
-		{"sandbox", ev_bench_sandbox_main},
+	static const ev_subcommand subs[] = {
+		{"attention", ev_bench_attention_main, "dense vs MSA attention by context length"},
+		{"engine", ev_bench_engine_main, "the engine's prefill and decode speed, fast vs reference"},
+		{"runner", bench_runner, "requests/s and CPU per request; tracker ingest"},
+		{"sandbox", ev_bench_sandbox_main, "HumanEval tests/s in the sandbox"},
+		{NULL, NULL, NULL},
 	};
-	if (argc >= 2)
-		for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
-			if (!strcmp(argv[1], kinds[i].name))
-				return kinds[i].fn(cli, argc - 1, argv + 1);
-	fprintf(stderr, "usage: evald bench attention|engine|runner|sandbox [...]\n");
-	return EV_EXIT_USAGE;
+	static const ev_subcommand_set set = {"bench", "Benchmarks, each beside a baseline measured in the same run.",
+	                                      subs, NULL};
+	return ev_cli_subcommand(cli, argc, argv, &set);
 }

@@ -15,31 +15,12 @@
 
 #include "engine/engine.h"
 #include "base/base.h"
-#include "evald/commands.h"
+#include "evald/cli.h"
 
 #define MAX_TOKENS_ARG 1000000
 
 int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv);    /* bench_engine.c */
 int ev_bench_attention_main(const ev_cli *cli, int argc, char **argv); /* bench_attention.c */
-
-static int usage(FILE *to, int rc)
-{
-	fprintf(to,
-		"usage: evald engine info --model DIR [--json] [--context N]\n"
-		"       evald engine logits --model DIR --tokens 1,2,3 [--json] [--reference] [--last]\n"
-		"       evald engine generate --model DIR (--prompt TEXT | --prompt-tokens 1,2,3) [--chat]\n"
-		"              [--max-tokens N] [--temperature T] [--top-p P] [--top-k K] [--min-p P]\n"
-		"              [--repetition-penalty R] [--seed S] [--print-tokens] [--reference] [--json]\n"
-		"       evald engine mkmodel --arch llama|mistral|qwen2|qwen3|mixtral|qwen3_moe|recall --out DIR\n"
-		"              [--hidden N --layers N --heads N --kv-heads N --head-dim N --intermediate N\n"
-		"               --vocab N --experts N --top-k N --max-position N] [--dtype f32|f16|bf16] [--seed S]\n"
-		"       evald engine bench --model DIR [--prompt N] [--decode N] [--reference] [--json]\n"
-		"       evald engine bench-attention --model DIR [--lengths 4k,32k,128k,1m] [--json] (= evald bench attention)\n"
-		"common: [--threads N]\n"
-		"logits, generate: %s",
-		eng_options_usage());
-	return rc;
-}
 
 typedef struct {
 	const char *model, *tokens, *prompt, *prompt_tokens, *arch, *out, *dtype;
@@ -48,156 +29,83 @@ typedef struct {
 	eng_mkmodel_sizes sizes;
 	eng_generate_options gen;
 	uint64_t seed;
-	eng_model_options mo; /* attention and KV flags (eng_options_parse_flag) */
+	ev_engine_flags engine; /* --attention, --msa-*, --kv-* */
 } opts;
 
-static int need_long(const char *flag, const char *v, long lo, long hi, long *out)
-{
-	int64_t x;
-	if (!v || !ev_parse_i64(v, &x) || x < lo || x > hi) {
-		fprintf(stderr, "evald engine: %s needs an integer in [%ld, %ld]\n", flag, lo, hi);
-		return -1;
-	}
-	*out = (long)x;
-	return 0;
-}
+#define T opts
+#define COMMON_OPTS                                                                                        \
+	EV_O_STR("--model", T, model, "DIR", "the checkpoint folder (required)"),                          \
+	EV_O_INT("--threads", T, threads, 1, 1024, "N", "CPU threads (default: all cores)"),               \
+	EV_O_FLAG("--reference", T, reference, "the plain reference path (slow; the oracle)"),             \
+	EV_O_FLAG("--json", T, json, "as JSON"),                                                           \
+	EV_ENGINE_OPTS(T, engine)
 
-static int need_double(const char *flag, const char *v, double lo, double hi, double *out)
-{
-	double x;
-	if (!v || !ev_parse_f64(v, &x) || !(x >= lo && x <= hi)) {
-		fprintf(stderr, "evald engine: %s needs a number in [%g, %g]\n", flag, lo, hi);
-		return -1;
-	}
-	*out = x;
-	return 0;
-}
+static const ev_opt info_opts[] = {
+	COMMON_OPTS,
+	EV_O_INT("--context", T, context, 1, 1L << 30, "N", "the context the memory figure is for"),
+	EV_O_END,
+};
 
-static int parse_opts(opts *o, int argc, char **argv)
-{
-	for (int i = 2; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		long n = 0;
-		double d = 0;
-		int *size = NULL;
-		long lo = 1, hi = 1 << 20;
-		int took = eng_options_parse_flag(&o->mo, a, v);
-		if (took < 0) {
-			fprintf(stderr, "evald engine: %s\n", ev_error_msg());
-			return -1;
-		}
-		if (took) {
-			i++;
-			continue;
-		}
-#define TAKE_STR(flag, field)                                                                  \
-	if (!strcmp(a, flag)) {                                                                \
-		if (!v) {                                                                      \
-			fprintf(stderr, "evald engine: %s needs a value\n", flag);            \
-			return -1;                                                             \
-		}                                                                              \
-		o->field = v;                                                                  \
-		i++;                                                                           \
-		continue;                                                                      \
-	}
-		TAKE_STR("--model", model)
-		TAKE_STR("--tokens", tokens)
-		TAKE_STR("--prompt", prompt)
-		TAKE_STR("--prompt-tokens", prompt_tokens)
-		TAKE_STR("--arch", arch)
-		TAKE_STR("--out", out)
-		TAKE_STR("--dtype", dtype)
-#undef TAKE_STR
-		if (!strcmp(a, "--json")) {
-			o->json = true;
-		} else if (!strcmp(a, "--reference")) {
-			o->reference = true;
-		} else if (!strcmp(a, "--chat")) {
-			o->chat = true;
-		} else if (!strcmp(a, "--print-tokens")) {
-			o->print_tokens = true;
-		} else if (!strcmp(a, "--last")) {
-			o->last = true;
-		} else if (!strcmp(a, "--context")) {
-			if (need_long(a, v, 1, 1L << 30, &o->context))
-				return -1;
-			i++;
-		} else if (!strcmp(a, "--threads")) {
-			if (need_long(a, v, 1, 1024, &o->threads))
-				return -1;
-			i++;
-		} else if (!strcmp(a, "--max-tokens")) {
-			if (need_long(a, v, 0, 1 << 24, &n))
-				return -1;
-			o->gen.max_tokens = (int)n;
-			i++;
-		} else if (!strcmp(a, "--seed")) {
-			if (need_long(a, v, 0, LONG_MAX, &n))
-				return -1;
-			o->seed = (uint64_t)n;
-			o->gen.sample.seed = (uint64_t)n;
-			i++;
-		} else if (!strcmp(a, "--temperature")) {
-			if (need_double(a, v, 0, 100, &d))
-				return -1;
-			o->gen.sample.temperature = d;
-			i++;
-		} else if (!strcmp(a, "--top-p")) {
-			if (need_double(a, v, 1e-9, 1, &d))
-				return -1;
-			o->gen.sample.top_p = d;
-			i++;
-		} else if (!strcmp(a, "--min-p")) {
-			if (need_double(a, v, 0, 1, &d))
-				return -1;
-			o->gen.sample.min_p = d;
-			i++;
-		} else if (!strcmp(a, "--repetition-penalty")) {
-			if (need_double(a, v, 1e-3, 100, &d))
-				return -1;
-			o->gen.sample.repetition_penalty = d;
-			i++;
-		} else if (!strcmp(a, "--top-k")) {
-			/* sampling top-k for generate, experts per token for mkmodel */
-			if (need_long(a, v, 0, 1 << 24, &n))
-				return -1;
-			o->gen.sample.top_k = (int)n;
-			o->sizes.top_k = (int)n;
-			i++;
-		} else {
-			if (!strcmp(a, "--hidden"))
-				size = &o->sizes.hidden;
-			else if (!strcmp(a, "--layers"))
-				size = &o->sizes.layers;
-			else if (!strcmp(a, "--heads"))
-				size = &o->sizes.heads;
-			else if (!strcmp(a, "--kv-heads"))
-				size = &o->sizes.kv_heads;
-			else if (!strcmp(a, "--head-dim"))
-				size = &o->sizes.head_dim;
-			else if (!strcmp(a, "--intermediate"))
-				size = &o->sizes.intermediate;
-			else if (!strcmp(a, "--vocab"))
-				size = &o->sizes.vocab;
-			else if (!strcmp(a, "--experts"))
-				size = &o->sizes.experts;
-			else if (!strcmp(a, "--max-position")) {
-				if (need_long(a, v, 1, 1L << 30, &o->sizes.max_position))
-					return -1;
-				i++;
-				continue;
-			} else {
-				fprintf(stderr, "evald engine: unknown option '%s'\n", a);
-				return -1;
-			}
-			if (need_long(a, v, lo, hi, &n))
-				return -1;
-			*size = (int)n;
-			i++;
-		}
-	}
-	return 0;
-}
+static const ev_opt logits_opts[] = {
+	COMMON_OPTS,
+	EV_O_STR("--tokens", T, tokens, "1,2,3", "the token ids (required)"),
+	EV_O_FLAG("--last", T, last, "only the last position's logits"),
+	EV_O_END,
+};
+
+static const ev_opt generate_opts[] = {
+	COMMON_OPTS,
+	EV_O_STR("--prompt", T, prompt, "TEXT", "the prompt as text"),
+	EV_O_STR("--prompt-tokens", T, prompt_tokens, "1,2,3", "the prompt as token ids"),
+	EV_O_FLAG("--chat", T, chat, "render the prompt as a user turn with the chat template"),
+	EV_O_INT("--max-tokens", T, gen.max_tokens, 0, 1 << 24, "N", "tokens to generate"),
+	EV_O_NUM("--temperature", T, gen.sample.temperature, 0, 100, "T", "0: greedy"),
+	EV_O_NUM("--top-p", T, gen.sample.top_p, 1e-9, 1, "P", "nucleus sampling"),
+	EV_O_INT("--top-k", T, gen.sample.top_k, 0, 1 << 24, "K", "sample among the K likeliest (0: off)"),
+	EV_O_NUM("--min-p", T, gen.sample.min_p, 0, 1, "P", "min-p sampling"),
+	EV_O_NUM("--repetition-penalty", T, gen.sample.repetition_penalty, 1e-3, 100, "R", "HF's repetition penalty"),
+	EV_O_INT("--seed", T, gen.sample.seed, 0, 9e15, "S", "sampling seed"),
+	EV_O_FLAG("--print-tokens", T, print_tokens, "print token ids, one a line"),
+	EV_O_END,
+};
+
+static const ev_opt mkmodel_opts[] = {
+	EV_O_STR("--arch", T, arch, "ARCH", "llama, mistral, qwen2, qwen3, mixtral, qwen3_moe or recall (required)"),
+	EV_O_STR("--out", T, out, "DIR", "the folder to write (required)"),
+	EV_O_CHOICE("--dtype", T, dtype, "f32|f16|bf16", "weight dtype (default f32)"),
+	EV_O_INT("--seed", T, seed, 0, 9e15, "S", "weight seed"),
+	EV_O_INT("--hidden", T, sizes.hidden, 1, 1 << 20, "N", "hidden size"),
+	EV_O_INT("--layers", T, sizes.layers, 1, 1 << 20, "N", "decoder layers"),
+	EV_O_INT("--heads", T, sizes.heads, 1, 1 << 20, "N", "query heads"),
+	EV_O_INT("--kv-heads", T, sizes.kv_heads, 1, 1 << 20, "N", "KV heads"),
+	EV_O_INT("--head-dim", T, sizes.head_dim, 1, 1 << 20, "N", "head size (default hidden / heads)"),
+	EV_O_INT("--intermediate", T, sizes.intermediate, 1, 1 << 20, "N", "MLP size"),
+	EV_O_INT("--vocab", T, sizes.vocab, 1, 1 << 20, "N", "vocabulary size"),
+	EV_O_INT("--experts", T, sizes.experts, 1, 1 << 20, "N", "experts (MoE architectures)"),
+	EV_O_INT("--top-k", T, sizes.top_k, 1, 1 << 20, "K", "experts per token (MoE architectures)"),
+	EV_O_INT("--max-position", T, sizes.max_position, 1, 1L << 30, "N", "max_position_embeddings"),
+	EV_O_FLAG("--json", T, json, "print {\"out\",\"arch\"}"),
+	EV_O_END,
+};
+#undef COMMON_OPTS
+#undef T
+
+static const ev_cmd_spec info_spec = {
+	.name = "engine info", .synopsis = "--model DIR [--context N] [--json]",
+	.about = "What a checkpoint is: architecture, sizes, parameters in total and active per token,\n"
+	         "weight and KV bytes, memory at a context.",
+	.opts = info_opts};
+static const ev_cmd_spec logits_spec = {
+	.name = "engine logits", .synopsis = "--model DIR --tokens 1,2,3 [--last] [--reference]",
+	.about = "The logits of a token list, as JSON (one array a position).", .opts = logits_opts};
+static const ev_cmd_spec generate_spec = {
+	.name = "engine generate", .synopsis = "--model DIR (--prompt TEXT | --prompt-tokens 1,2,3) [--chat] [OPTIONS]",
+	.about = "Samples a continuation of a prompt (greedy by default).", .opts = generate_opts};
+static const ev_cmd_spec mkmodel_spec = {
+	.name = "engine mkmodel", .synopsis = "--arch ARCH --out DIR [SIZES] [--dtype f32|f16|bf16] [--seed S]",
+	.about = "Writes a random-weight checkpoint (any size) for tests and benchmarks; --arch recall writes\n"
+	         "the constructed recall checkpoint, whose weights answer key-value recall at any distance.",
+	.opts = mkmodel_opts};
 
 /* "1,2,3" into a malloc'd id array. */
 static int parse_ids(int32_t **out, int *n_out, const char *s, const char *flag)
@@ -246,7 +154,7 @@ static int fail(const char *what)
 
 static int load(eng_model **m, const opts *o)
 {
-	eng_model_options mo = o->mo;
+	eng_model_options mo = o->engine.mo;
 	mo.backend = o->reference ? ENG_BACKEND_REF : ENG_BACKEND_CPU;
 	mo.threads = (int)o->threads;
 	return eng_model_load(m, o->model, &mo);
@@ -480,38 +388,49 @@ static int cmd_mkmodel(const opts *o)
 	return 0;
 }
 
+/* Parses a subcommand's options; 0 or an exit code (+1 so that help's 0 is told apart). */
+static int parse(opts *o, const ev_cli *cli, const ev_cmd_spec *spec, int argc, char **argv)
+{
+	memset(o, 0, sizeof *o);
+	o->sizes = (eng_mkmodel_sizes)ENG_MKMODEL_SIZES_INIT;
+	o->gen = (eng_generate_options)ENG_GENERATE_OPTIONS_INIT;
+	o->json = cli->json;
+	ev_engine_flags_init(&o->engine);
+	int prc = ev_opt_parse(spec, o, argc, argv, NULL, NULL);
+	if (prc)
+		return ev_opt_exit(prc) + 1;
+	if (spec != &mkmodel_spec && !o->model) {
+		fprintf(stderr, "evald %s: --model is required\n", spec->name);
+		return EV_EXIT_USAGE + 1;
+	}
+	return 0;
+}
+
+#define ENGINE_SUB(fn, spec)                                                                                \
+	static int sub_##fn(const ev_cli *cli, int argc, char **argv)                                      \
+	{                                                                                                   \
+		opts o;                                                                                     \
+		int rc = parse(&o, cli, &spec, argc, argv);                                                 \
+		return rc ? rc - 1 : cmd_##fn(&o);                                                          \
+	}
+ENGINE_SUB(info, info_spec)
+ENGINE_SUB(logits, logits_spec)
+ENGINE_SUB(generate, generate_spec)
+ENGINE_SUB(mkmodel, mkmodel_spec)
+#undef ENGINE_SUB
+
 int ev_cmd_engine(const ev_cli *cli, int argc, char **argv)
 {
-	if (argc >= 2 && !strcmp(argv[1], "bench")) /* the same as `evald bench engine` */
-		return ev_bench_engine_main(cli, argc - 1, argv + 1);
-	if (argc >= 2 && !strcmp(argv[1], "bench-attention")) /* the same as `evald bench attention` */
-		return ev_bench_attention_main(cli, argc - 1, argv + 1);
-	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
-		return usage(argc < 2 ? stderr : stdout, argc < 2 ? EV_EXIT_USAGE : 0);
-	opts o;
-	memset(&o, 0, sizeof(o));
-	eng_model_options mo = ENG_MODEL_OPTIONS_INIT;
-	o.mo = mo;
-	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
-	eng_generate_options g = ENG_GENERATE_OPTIONS_INIT;
-	o.sizes = z;
-	o.gen = g;
-	o.json = cli->json;
-	if (parse_opts(&o, argc, argv))
-		return usage(stderr, EV_EXIT_USAGE);
-	const char *sub = argv[1];
-	if (strcmp(sub, "mkmodel") && !o.model) {
-		fprintf(stderr, "evald engine %s: --model is required\n", sub);
-		return EV_EXIT_USAGE;
-	}
-	if (!strcmp(sub, "info"))
-		return cmd_info(&o);
-	if (!strcmp(sub, "logits"))
-		return cmd_logits(&o);
-	if (!strcmp(sub, "generate"))
-		return cmd_generate(&o);
-	if (!strcmp(sub, "mkmodel"))
-		return cmd_mkmodel(&o);
-	fprintf(stderr, "evald engine: unknown subcommand '%s'\n", sub);
-	return usage(stderr, EV_EXIT_USAGE);
+	static const ev_subcommand subs[] = {
+		{"info", sub_info, "what a checkpoint is: sizes, parameters, memory"},
+		{"logits", sub_logits, "the logits of a token list (JSON), fast or reference path"},
+		{"generate", sub_generate, "sample a continuation of a prompt"},
+		{"mkmodel", sub_mkmodel, "write a random-weight (or the recall) checkpoint"},
+		{"bench", ev_bench_engine_main, "prefill and decode speed (= evald bench engine)"},
+		{"bench-attention", ev_bench_attention_main, "dense vs MSA by context length (= evald bench attention)"},
+		{NULL, NULL, NULL},
+	};
+	static const ev_subcommand_set set = {"engine", "The bundled inference engine from the command line.", subs,
+	                                      NULL};
+	return ev_cli_subcommand(cli, argc, argv, &set);
 }

@@ -52,13 +52,37 @@ typedef struct {
 	long errors;
 } score_ctx;
 
-static int usage(FILE *to)
-{
-	fprintf(to, "usage: evald score (--suite DIR | --problems HumanEval.jsonl[.gz]) --samples FILE [--json]\n"
-	            "                   [--details FILE] [--jobs N] [--timeout S] [--k 1,10,100] [--python PATH]\n"
-	            "                   [--memory-mb N] [--answers]\n");
-	return to == stdout ? 0 : EV_EXIT_USAGE;
-}
+typedef struct {
+	const char *suite_path, *problems, *samples, *details, *python, *k;
+	int jobs;
+	double timeout, mem_mb;
+	bool json, extract;
+} score_opts;
+
+#define T score_opts
+static const ev_opt score_opts_table[] = {
+	EV_O_STR("--suite", T, suite_path, "DIR", "a code suite (humaneval or mbpp style)"),
+	EV_O_STR("--problems", T, problems, "FILE", "HumanEval.jsonl[.gz] as published, instead of --suite"),
+	EV_O_STR("--samples", T, samples, "FILE", "{\"task_id\",\"completion\"} a line (required)"),
+	EV_O_STR("--details", T, details, "FILE", "write {\"task_id\",\"completion_id\",\"passed\",\"result\"} a line"),
+	EV_O_INT("--jobs", T, jobs, 1, 256, "N", "programs at once (default: the cores)"),
+	EV_O_NUM("--timeout", T, timeout, 0.1, 3600, "S", "seconds a program may take"),
+	EV_O_NUM("--memory-mb", T, mem_mb, 64, 1048576, "N", "memory of a program"),
+	EV_O_STR("--k", T, k, "1,10,100", "the k of pass@k"),
+	EV_O_STR("--python", T, python, "PATH", "the interpreter inside the sandbox (an absolute path)"),
+	EV_O_FLAG("--answers", T, extract, "the completions are whole answers: take the code out of them"),
+	EV_O_FLAG("--json", T, json, "as JSON"),
+	EV_O_END,
+};
+#undef T
+
+static const ev_cmd_spec score_spec = {
+	.name = "score",
+	.synopsis = "(--suite DIR | --problems HumanEval.jsonl[.gz]) --samples FILE [OPTIONS]",
+	.about = "Scores completions made elsewhere (HumanEval-style) by running their tests in the sandbox:\n"
+	         "pass@k per task averaged over tasks, with the summary `evald run` prints.",
+	.opts = score_opts_table,
+};
 
 static score_ctx *g_sort_ctx; /* qsort has no context argument */
 
@@ -238,116 +262,111 @@ static char *summary_json(score_ctx *c, const char *suite_name, const int *ks, i
 	return out;
 }
 
+/* The suite's tasks, indexed by id, and the completions of `samples`. */
+static int load_work(score_ctx *c, const ev_suite *suite, const char *samples, char **text)
+{
+	size_t len = 0;
+	c->n_tasks = suite->n_samples;
+	c->tasks = calloc(c->n_tasks ? c->n_tasks : 1, sizeof *c->tasks);
+	c->order = calloc(c->n_tasks ? c->n_tasks : 1, sizeof *c->order);
+	if (!c->tasks || !c->order)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	for (size_t i = 0; i < c->n_tasks; i++) {
+		c->tasks[i].id = suite->samples[i].id;
+		c->tasks[i].tests = suite->samples[i].tests_json;
+		c->order[i] = i;
+	}
+	g_sort_ctx = c;
+	qsort(c->order, c->n_tasks, sizeof *c->order, cmp_order);
+	int rc = ev_import_read(text, &len, samples, MAX_SAMPLES_FILE);
+	if (!rc)
+		rc = ev_import_each_object(*text, len, samples, on_sample, c);
+	if (!rc && !c->n_items)
+		rc = ev_error_set(EV_E_INVALID, "%s: no completions in it", samples);
+	return rc;
+}
+
+/* Runs every completion's tests. */
+static int execute(score_ctx *c, const score_opts *so, bool quiet)
+{
+	ev_testexec_options o = EV_TESTEXEC_OPTIONS_INIT;
+	o.sandbox.timeout_s = so->timeout;
+	o.sandbox.mem_bytes = (size_t)(so->mem_mb * 1048576.0);
+	o.python = so->python;
+	o.extract_code = so->extract;
+	int rc = ev_progress_new(&c->progress, "score", (long)c->n_items, stderr, quiet);
+	if (rc)
+		return rc;
+	ev_testexec_run_many(&o, c->items, c->n_items, so->jobs, on_done, c);
+	ev_progress_finish(c->progress);
+	for (size_t i = 0; i < c->n_items; i++)
+		if (c->items[i].result.verdict == EV_SANDBOX_ERROR) {
+			ev_log_warn("%ld sandbox errors (left out of the score); the first, %s: %s", c->errors,
+			            c->tasks[c->refs[i].task].id, c->items[i].result.detail ? c->items[i].result.detail : "?");
+			break;
+		}
+	return 0;
+}
+
+static void score_ctx_clear(score_ctx *c)
+{
+	ev_progress_free(c->progress);
+	for (size_t i = 0; i < c->n_items; i++) {
+		free((char *)c->items[i].completion);
+		ev_sandbox_result_clear(&c->items[i].result);
+	}
+	free(c->items);
+	free(c->refs);
+	free(c->tasks);
+	free(c->order);
+}
+
 int ev_cmd_score(const ev_cli *cli, int argc, char **argv)
 {
-	const char *suite_path = NULL, *problems = NULL, *samples = NULL, *details = NULL, *python = NULL;
-	bool json = cli->json, extract = false;
-	long jobs = sysconf(_SC_NPROCESSORS_ONLN);
-	double timeout = 10.0, mem_mb = 1024;
-	int ks[MAX_K] = {1, 10, 100}, n_ks = 3;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		int64_t iv;
-		if (!strcmp(a, "-h") || !strcmp(a, "--help"))
-			return usage(stdout);
-		if (!strcmp(a, "--json"))
-			json = true;
-		else if (!strcmp(a, "--answers"))
-			extract = true;
-		else if (!v)
-			return fprintf(stderr, "evald score: %s needs a value\n", a), usage(stderr);
-		else if (!strcmp(a, "--suite"))
-			suite_path = v, i++;
-		else if (!strcmp(a, "--problems"))
-			problems = v, i++;
-		else if (!strcmp(a, "--samples"))
-			samples = v, i++;
-		else if (!strcmp(a, "--details"))
-			details = v, i++;
-		else if (!strcmp(a, "--python"))
-			python = v, i++;
-		else if (!strcmp(a, "--jobs") && ev_parse_i64(v, &iv) && iv >= 1 && iv <= 256)
-			jobs = (long)iv, i++;
-		else if (!strcmp(a, "--timeout") && ev_parse_f64(v, &timeout) && timeout >= 0.1 && timeout <= 3600)
-			i++;
-		else if (!strcmp(a, "--memory-mb") && ev_parse_f64(v, &mem_mb) && mem_mb >= 64 && mem_mb <= 1048576)
-			i++;
-		else if (!strcmp(a, "--k") && parse_ks(ks, &n_ks, v) == 0)
-			i++;
-		else
-			return fprintf(stderr, "evald score: bad option or value: %s %s\n", a, v), usage(stderr);
-	}
-	if ((!suite_path == !problems) || !samples) {
+	score_opts so = {.jobs = (int)sysconf(_SC_NPROCESSORS_ONLN), .timeout = 10.0, .mem_mb = 1024, .k = "1,10,100",
+	                 .json = cli->json};
+	int ks[MAX_K], n_ks = 0;
+	int prc = ev_opt_parse(&score_spec, &so, argc, argv, NULL, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	if ((!so.suite_path == !so.problems) || !so.samples) {
 		fprintf(stderr, "evald score: one of --suite or --problems, and --samples, are needed\n");
-		return usage(stderr);
+		return EV_EXIT_USAGE;
 	}
-	if (python && python[0] != '/') {
+	if (so.python && so.python[0] != '/') {
 		fprintf(stderr, "evald score: --python needs an absolute path\n");
 		return EV_EXIT_USAGE;
 	}
-
+	if (parse_ks(ks, &n_ks, so.k)) {
+		fprintf(stderr, "evald score: --k: '%s' is not a list of counts from 1\n", so.k);
+		return EV_EXIT_USAGE;
+	}
 	int rc = 0, exit_code = EV_EXIT_FAIL;
 	char tmpl[] = "/tmp/evald-score-XXXXXX", *tmpdir = NULL, *text = NULL, *sum = NULL;
-	size_t len = 0;
+	const char *suite_path = so.suite_path;
 	ev_suite *suite = NULL;
 	score_ctx c = {0};
-	if (problems) {
+	if (so.problems) {
 		if (!mkdtemp(tmpl)) {
 			rc = ev_error_set(EV_E_IO, "mkdtemp: %s", strerror(errno));
 			goto done;
 		}
 		tmpdir = tmpl;
-		if ((rc = ev_import_humaneval(problems, tmpdir)))
+		if ((rc = ev_import_humaneval(so.problems, tmpdir)))
 			goto done;
 		suite_path = tmpdir;
 	}
-	ev_suite_options so = EV_SUITE_OPTIONS_INIT;
-	if ((rc = ev_suite_load(&suite, suite_path, &so)))
+	ev_suite_options sopt = EV_SUITE_OPTIONS_INIT;
+	if ((rc = ev_suite_load(&suite, suite_path, &sopt)) || (rc = load_work(&c, suite, so.samples, &text)) ||
+	    (rc = execute(&c, &so, cli->quiet)))
 		goto done;
-	c.n_tasks = suite->n_samples;
-	c.tasks = calloc(c.n_tasks ? c.n_tasks : 1, sizeof *c.tasks);
-	c.order = calloc(c.n_tasks ? c.n_tasks : 1, sizeof *c.order);
-	if (!c.tasks || !c.order) {
-		rc = ev_error_set(EV_E_NOMEM, "out of memory");
-		goto done;
-	}
-	for (size_t i = 0; i < c.n_tasks; i++) {
-		c.tasks[i].id = suite->samples[i].id;
-		c.tasks[i].tests = suite->samples[i].tests_json;
-		c.order[i] = i;
-	}
-	g_sort_ctx = &c;
-	qsort(c.order, c.n_tasks, sizeof *c.order, cmp_order);
-	if ((rc = ev_import_read(&text, &len, samples, MAX_SAMPLES_FILE)) ||
-	    (rc = ev_import_each_object(text, len, samples, on_sample, &c)))
-		goto done;
-	if (!c.n_items) {
-		rc = ev_error_set(EV_E_INVALID, "%s: no completions in it", samples);
-		goto done;
-	}
-
-	ev_testexec_options o = EV_TESTEXEC_OPTIONS_INIT;
-	o.sandbox.timeout_s = timeout;
-	o.sandbox.mem_bytes = (size_t)(mem_mb * 1048576.0);
-	o.python = python;
-	o.extract_code = extract;
-	if ((rc = ev_progress_new(&c.progress, "score", (long)c.n_items, stderr, cli->quiet)))
-		goto done;
-	ev_testexec_run_many(&o, c.items, c.n_items, (int)jobs, on_done, &c);
-	ev_progress_finish(c.progress);
-	for (size_t i = 0; i < c.n_items; i++)
-		if (c.items[i].result.verdict == EV_SANDBOX_ERROR) {
-			ev_log_warn("%ld sandbox errors (left out of the score); the first, %s: %s", c.errors,
-			            c.tasks[c.refs[i].task].id, c.items[i].result.detail ? c.items[i].result.detail : "?");
-			break;
-		}
-	if (details && (rc = write_details(details, &c)))
+	if (so.details && (rc = write_details(so.details, &c)))
 		goto done;
 	if (!(sum = summary_json(&c, suite->name ? suite->name : "suite", ks, n_ks))) {
 		rc = ev_error_set(EV_E_NOMEM, "out of memory");
 		goto done;
 	}
-	if (json)
+	if (so.json)
 		printf("%s\n", sum);
 	else
 		ev_summary_print(stdout, sum);
@@ -355,28 +374,11 @@ int ev_cmd_score(const ev_cli *cli, int argc, char **argv)
 done:
 	if (rc)
 		ev_cli_fail("score");
-	ev_progress_free(c.progress);
-	for (size_t i = 0; i < c.n_items; i++) {
-		free((char *)c.items[i].completion);
-		ev_sandbox_result_clear(&c.items[i].result);
-	}
-	free(c.items);
-	free(c.refs);
-	free(c.tasks);
-	free(c.order);
+	score_ctx_clear(&c);
 	free(sum);
 	free(text);
 	ev_suite_free(suite);
-	if (tmpdir) {
-		/* the folder holds only the two files the importer wrote */
-		char *p1 = ev_asprintf("%s/suite.json", tmpdir), *p2 = ev_asprintf("%s/samples.jsonl", tmpdir);
-		if (p1)
-			unlink(p1);
-		if (p2)
-			unlink(p2);
-		rmdir(tmpdir);
-		free(p1);
-		free(p2);
-	}
+	if (tmpdir && ev_rmtree(tmpdir, 0))
+		ev_log_warn("%s", ev_error_msg());
 	return exit_code;
 }
