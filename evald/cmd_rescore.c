@@ -14,24 +14,16 @@ typedef struct {
 	int epoch;
 } stored;
 
-typedef struct {
-	stored *v;
-	size_t n, cap;
-} stored_list;
+typedef EV_VEC(stored) stored_list;
 
 static int collect(void *ctx, const ev_result *r)
 {
 	stored_list *l = ctx;
 	if (ev_result_is_error(r))
 		return 0;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 256;
-		stored *v = realloc(l->v, cap * sizeof *v);
-		if (!v)
-			return ev_error_set(EV_E_NOMEM, "out of memory");
-		l->v = v, l->cap = cap;
-	}
-	stored *s = &l->v[l->n++];
+	stored *s = ev_vec_add(l);
+	if (!s)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
 	s->suite = ev_strdup(r->suite);
 	s->sample_id = ev_strdup(r->sample_id);
 	s->response = ev_strdup(r->response ? r->response : "");
@@ -77,6 +69,61 @@ static const ev_cmd_spec rescore_spec = {
 	.max_pos = 1,
 };
 
+/* Scores again the stored answers of one suite of the run (`si`, its entry
+ * in the run's suites list) with `spec` (NULL: the suite's own checker).
+ * *changed counts the results rewritten. */
+static int rescore_suite(ev_tracker *t, int64_t run_id, const cJSON *si, const char *spec, const stored_list *list,
+                         char **tmpdir, long *changed)
+{
+	const char *name = ev_json_str(si, "name", ""), *path = ev_json_str(si, "path", "");
+	ev_suite *suite = NULL;
+	ev_checker *checker = NULL;
+	const ev_sample **index = NULL;
+	int rc = ev_cli_suite_load(&suite, path, tmpdir);
+	if (rc)
+		return ev_error_wrap(rc, "%s", path);
+	if (suite->content_hash && strcmp(ev_json_str(si, "hash", ""), suite->content_hash))
+		ev_log_warn("suite %s changed since the run (content hash differs); scoring against its current targets",
+		            name);
+	if (!spec)
+		spec = suite->checker_json ? suite->checker_json : "{\"type\":\"includes\"}";
+	if ((rc = ev_checker_new(&checker, spec))) {
+		ev_error_wrap(rc, "%s", name);
+		goto done;
+	}
+	if (!(index = calloc(suite->n_samples + 1, sizeof *index))) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto done;
+	}
+	for (size_t i = 0; i < suite->n_samples; i++)
+		index[i] = &suite->samples[i];
+	qsort(index, suite->n_samples, sizeof *index, by_id);
+	for (size_t i = 0; i < list->n && !rc; i++) {
+		const stored *s = &list->v[i];
+		if (strcmp(s->suite, name))
+			continue;
+		const ev_sample *sample = find_sample(index, suite->n_samples, s->sample_id);
+		if (!sample) {
+			ev_log_warn("%s: sample %s is no longer in the suite; left as it was", name, s->sample_id);
+			continue;
+		}
+		ev_verdict v = {0};
+		if (ev_checker_score_calls(checker, sample, s->response, s->tool_calls_json,
+		                           !strcmp(s->finish_reason, "length"), &v) == 0) {
+			rc = ev_tracker_result_rescore(t, run_id, name, s->sample_id, s->epoch, v.score,
+			                               ev_reason_name(v.reason), v.extracted, v.detail);
+			if (!rc)
+				(*changed)++;
+		}
+		ev_verdict_clear(&v);
+	}
+done:
+	free(index);
+	ev_checker_free(checker);
+	ev_suite_free(suite);
+	return rc;
+}
+
 int ev_cmd_rescore(const ev_cli *cli, int argc, char **argv)
 {
 	rescore_opts ro = {.cf = EV_CHECKER_FLAGS_INIT, .json = cli->json};
@@ -84,8 +131,6 @@ int ev_cmd_rescore(const ev_cli *cli, int argc, char **argv)
 	int prc = ev_opt_parse(&rescore_spec, &ro, argc, argv, pos, NULL);
 	if (prc)
 		return ev_opt_exit(prc);
-	ev_checker_flags cf = ro.cf;
-	bool json = ro.json;
 	int64_t run_id;
 	if (!ev_cli_parse_run_id(pos[0], &run_id))
 		return EV_EXIT_USAGE;
@@ -94,85 +139,34 @@ int ev_cmd_rescore(const ev_cli *cli, int argc, char **argv)
 	ev_tracker *t = NULL;
 	ev_run_row row = {0};
 	cJSON *config = NULL, *suites_info = NULL;
-	char *flag_spec = ev_checker_flags_spec(&cf), *tmpdir = NULL, *summary = NULL;
+	char *spec = ev_checker_flags_spec(&ro.cf), *tmpdir = NULL, *summary = NULL;
 	stored_list list = {0};
 	long changed = 0;
 
 	if (ev_cli_open_tracker(cli, &t))
 		goto done;
-	if (ev_tracker_run_get(t, run_id, &row)) {
+	if (ev_tracker_run_get(t, run_id, &row) || ev_tracker_results_each(t, run_id, collect, &list)) {
 		ev_cli_fail("rescore");
 		goto done;
 	}
 	config = row.config_json ? cJSON_Parse(row.config_json) : NULL;
 	suites_info = row.suites_json ? cJSON_Parse(row.suites_json) : NULL;
-	if (ev_tracker_results_each(t, run_id, collect, &list)) {
-		ev_cli_fail("rescore");
-		goto done;
-	}
+	/* The flags' checker, else the one the run used, else each suite's own. */
 	const cJSON *run_spec = cJSON_GetObjectItemCaseSensitive(config, "checker");
-	char *run_spec_text = cJSON_IsObject(run_spec) ? ev_json_print(run_spec) : NULL;
+	if (!spec && cJSON_IsObject(run_spec))
+		spec = ev_json_print(run_spec);
 	const cJSON *si;
-	cJSON_ArrayForEach(si, suites_info)
-	{
-		const char *name = ev_json_str(si, "name", ""), *path = ev_json_str(si, "path", "");
-		ev_suite *suite = NULL;
-		ev_checker *checker = NULL;
-		if (ev_cli_suite_load(&suite, path, &tmpdir)) {
-			ev_cli_fail(path);
-			free(run_spec_text);
+	cJSON_ArrayForEach(si, suites_info) {
+		if (rescore_suite(t, run_id, si, spec, &list, &tmpdir, &changed)) {
+			ev_cli_fail("rescore");
 			goto done;
 		}
-		if (suite->content_hash && strcmp(ev_json_str(si, "hash", ""), suite->content_hash))
-			ev_log_warn("suite %s changed since the run (content hash differs); scoring against its current targets",
-			            name);
-		const char *spec = flag_spec ? flag_spec : run_spec_text ? run_spec_text : suite->checker_json ? suite->checker_json : "{\"type\":\"includes\"}";
-		if (ev_checker_new(&checker, spec)) {
-			ev_cli_fail(name);
-			ev_suite_free(suite);
-			free(run_spec_text);
-			goto done;
-		}
-		const ev_sample **index = calloc(suite->n_samples + 1, sizeof *index);
-		for (size_t i = 0; index && i < suite->n_samples; i++)
-			index[i] = &suite->samples[i];
-		if (index)
-			qsort(index, suite->n_samples, sizeof *index, by_id);
-		for (size_t i = 0; index && i < list.n; i++) {
-			stored *s = &list.v[i];
-			if (strcmp(s->suite, name))
-				continue;
-			const ev_sample *sample = find_sample(index, suite->n_samples, s->sample_id);
-			if (!sample) {
-				ev_log_warn("%s: sample %s is no longer in the suite; left as it was", name, s->sample_id);
-				continue;
-			}
-			ev_verdict v = {0};
-			if (ev_checker_score_calls(checker, sample, s->response, s->tool_calls_json, !strcmp(s->finish_reason, "length"), &v) == 0) {
-				if (ev_tracker_result_rescore(t, run_id, name, s->sample_id, s->epoch, v.score,
-				                              ev_reason_name(v.reason), v.extracted, v.detail)) {
-					ev_verdict_clear(&v);
-					free(index);
-					ev_checker_free(checker);
-					ev_suite_free(suite);
-					free(run_spec_text);
-					ev_cli_fail("rescore");
-					goto done;
-				}
-				changed++;
-			}
-			ev_verdict_clear(&v);
-		}
-		free(index);
-		ev_checker_free(checker);
-		ev_suite_free(suite);
 	}
-	free(run_spec_text);
 	if (ev_tracker_flush(t) || ev_summary_compute(&summary, t, run_id) || ev_tracker_run_set_summary(t, run_id, summary)) {
 		ev_cli_fail("rescore");
 		goto done;
 	}
-	if (json)
+	if (ro.json)
 		printf("%s\n", summary);
 	else {
 		fprintf(stderr, "evald: run %lld: %ld answers scored again\n", (long long)run_id, changed);
@@ -187,9 +181,9 @@ done:
 		free(list.v[i].finish_reason);
 		free(list.v[i].tool_calls_json);
 	}
-	free(list.v);
+	ev_vec_free(&list);
 	ev_cli_tmpdir_remove(tmpdir);
-	free(flag_spec);
+	free(spec);
 	free(summary);
 	cJSON_Delete(config);
 	cJSON_Delete(suites_info);

@@ -236,17 +236,73 @@ static void fail_row(ev_tracker *t, const ev_watch_row *r, const char *step, con
 		ev_log_error("watch: %s: %s", r->name, ev_error_msg());
 }
 
+/* The evaluation of one checkpoint (or the resumption of its run), in a
+ * child. Returns 0 with *run_id set, 1 when stopped by a signal, 2 when it
+ * cannot go on now (row marked failed, or waiting). */
+static int evaluate_row(ev_tracker *t, const watch_opts *o, const ev_watch_row *row, int64_t *run_id)
+{
+	ev_watch_folder wf = {0};
+	child_ctx cc = {t, row->path, row->name};
+	ev_watch_child_status cs;
+	int ret = 2;
+	/* The watcher's settings with this checkpoint as the model (the child
+	 * gets its own copy). */
+	ev_eval_config c = o->eval;
+	if (row->run_id) {
+		ev_log_info("watch: %s: resuming run %lld", row->name, (long long)row->run_id);
+	} else {
+		/* Looked at again: a row left `complete` by an earlier watcher may have changed since. */
+		if (ev_watch_folder_check(&wf, row->path)) {
+			fail_row(t, row, "scan", NULL);
+			goto done;
+		}
+		if (!wf.ready) {
+			ev_log_info("watch: %s: no longer complete (%s); waiting", row->name, wf.why);
+			if (ev_watch_set(t, row->path, "seen", 0, wf.why))
+				ev_log_error("watch: %s", ev_error_msg());
+			goto done;
+		}
+		c.models[0] = wf.endpoint_url ? wf.endpoint_url : row->path;
+		c.n_models = 1;
+		c.model_name = wf.endpoint_model ? wf.endpoint_model : row->name;
+		ev_log_info("watch: %s: evaluating %s on %d suite(s)", row->name, c.models[0], c.n_suites);
+	}
+	if (ev_watch_set(t, row->path, "running", 0, NULL)) {
+		ev_log_error("watch: %s: %s", row->name, ev_error_msg());
+		goto done;
+	}
+	int rc = ev_watch_child_eval(o->db, &c, row->run_id, row->name, &g_stop, child_started, &cc, &cs);
+	*run_id = cs.run_id ? cs.run_id : row->run_id;
+	if (g_stop && rc != 0) {
+		ev_log_info("watch: %s: stopped; run %lld resumes on the next start", row->name, (long long)*run_id);
+		ret = 1;
+	} else if (rc != 0) {
+		char why[700];
+		if (rc < 0)
+			snprintf(why, sizeof why, "%s", ev_error_msg());
+		else
+			snprintf(why, sizeof why, "the evaluation ended %s (exit %d): %s",
+			         *cs.status ? cs.status : "without a word", rc, cs.error);
+		fail_row(t, row, "run", why);
+	} else if (!*run_id) {
+		fail_row(t, row, "run", "the evaluation did not say which run it made");
+	} else {
+		ret = 0;
+	}
+done:
+	ev_watch_folder_clear(&wf);
+	return ret;
+}
+
 /* Takes one checkpoint (state complete or running) through to evaluated.
  * Returns 1 when stopped by a signal (the row stays resumable). */
 static int process(ev_tracker *t, const watch_opts *o, const ev_watch_row *row)
 {
 	char *folder = ev_strdup(row->path), *report = NULL, *compare_json = NULL;
 	const char *base = folder ? basename(folder) : row->name;
-	ev_watch_folder wf = {0};
 	ev_run_row run = {0};
 	ev_compare *cmp = NULL;
-	child_ctx cc = {t, row->path, row->name};
-	ev_watch_child_status cs = {.run_id = row->run_id};
+	int64_t cand = row->run_id;
 	int stopped = 0;
 
 	if (!folder) {
@@ -256,52 +312,9 @@ static int process(ev_tracker *t, const watch_opts *o, const ev_watch_row *row)
 	bool finished = row->run_id && !ev_tracker_run_get(t, row->run_id, &run) && !strcmp(run.status, "finished");
 	ev_run_row_clear(&run);
 	if (!finished) {
-		/* The watcher's settings with this checkpoint as the model (the
-		 * child gets its own copy). */
-		ev_eval_config c = o->eval;
-		if (row->run_id) {
-			ev_log_info("watch: %s: resuming run %lld", row->name, (long long)row->run_id);
-		} else {
-			/* Looked at again: a row left `complete` by an earlier watcher may have changed since. */
-			if (ev_watch_folder_check(&wf, row->path)) {
-				fail_row(t, row, "scan", NULL);
-				goto done;
-			}
-			if (!wf.ready) {
-				ev_log_info("watch: %s: no longer complete (%s); waiting", row->name, wf.why);
-				if (ev_watch_set(t, row->path, "seen", 0, wf.why))
-					ev_log_error("watch: %s", ev_error_msg());
-				goto done;
-			}
-			c.models[0] = wf.endpoint_url ? wf.endpoint_url : row->path;
-			c.n_models = 1;
-			c.model_name = wf.endpoint_model ? wf.endpoint_model : row->name;
-			ev_log_info("watch: %s: evaluating %s on %d suite(s)", row->name, c.models[0], c.n_suites);
-		}
-		if (ev_watch_set(t, row->path, "running", 0, NULL)) {
-			ev_log_error("watch: %s: %s", row->name, ev_error_msg());
-			goto done;
-		}
-		int rc = ev_watch_child_eval(o->db, &c, row->run_id, row->name, &g_stop, child_started, &cc, &cs);
-		if (!cs.run_id)
-			cs.run_id = row->run_id;
-		if (g_stop && rc != 0) {
-			ev_log_info("watch: %s: stopped; run %lld resumes on the next start", row->name, (long long)cs.run_id);
-			stopped = 1;
-			goto done;
-		}
-		if (rc != 0) {
-			char why[700];
-			if (rc < 0)
-				snprintf(why, sizeof why, "%s", ev_error_msg());
-			else
-				snprintf(why, sizeof why, "the evaluation ended %s (exit %d): %s", *cs.status ? cs.status : "without a word",
-				         rc, cs.error);
-			fail_row(t, row, "run", why);
-			goto done;
-		}
-		if (!cs.run_id) {
-			fail_row(t, row, "run", "the evaluation did not say which run it made");
+		int er = evaluate_row(t, o, row, &cand);
+		if (er) {
+			stopped = er == 1;
 			goto done;
 		}
 	}
@@ -311,7 +324,6 @@ static int process(ev_tracker *t, const watch_opts *o, const ev_watch_row *row)
 	}
 
 	/* Compare with the baseline (not for the baseline itself). */
-	int64_t cand = cs.run_id;
 	bool is_base = is_baseline_row(o, row);
 	if (ev_tracker_run_get(t, cand, &run)) {
 		fail_row(t, row, "run", NULL);
@@ -348,7 +360,6 @@ static int process(ev_tracker *t, const watch_opts *o, const ev_watch_row *row)
 done:
 	ev_compare_free(cmp);
 	ev_run_row_clear(&run);
-	ev_watch_folder_clear(&wf);
 	free(compare_json);
 	free(report);
 	free(folder);

@@ -145,108 +145,96 @@ static int add_label(incoming *in, const char *s, size_t n, const char *field)
 
 /* ---- JSON bodies ------------------------------------------------------------------- */
 
+/* "labels": a list of strings. */
+static int labels_from_json(incoming *in, const cJSON *v)
+{
+	if (!cJSON_IsArray(v))
+		return fail(in, EV_E_INVALID, "labels", "labels: expected a list of strings");
+	int i = 0, rc = 0;
+	const cJSON *l;
+	cJSON_ArrayForEach(l, v) {
+		char f[32];
+		snprintf(f, sizeof f, "labels[%d]", i++);
+		if (!cJSON_IsString(l))
+			return fail(in, EV_E_INVALID, f, "%s: expected a string", f);
+		if ((rc = add_label(in, l->valuestring, strlen(l->valuestring), f)))
+			return rc;
+	}
+	return 0;
+}
+
+/* One of "attachments": {"name","mime","data" (base64)}; `f` names it. */
+static int attachment_from_json(incoming *in, const cJSON *a, const char *f)
+{
+	if (in->n_atts >= EV_ISSUE_MAX_ATTACHMENTS)
+		return fail(in, EV_E_LIMIT, "attachments", "attachments: more than %d", EV_ISSUE_MAX_ATTACHMENTS);
+	if (!cJSON_IsObject(a))
+		return fail(in, EV_E_INVALID, f, "%s: expected an object", f);
+	const cJSON *name = cJSON_GetObjectItemCaseSensitive(a, "name");
+	const cJSON *mime = cJSON_GetObjectItemCaseSensitive(a, "mime");
+	const cJSON *data = cJSON_GetObjectItemCaseSensitive(a, "data");
+	char ff[80];
+	if (name && !cJSON_IsString(name) && !cJSON_IsNull(name)) {
+		snprintf(ff, sizeof ff, "%s.name", f);
+		return fail(in, EV_E_INVALID, ff, "%s: expected a string", ff);
+	}
+	if (mime && !cJSON_IsString(mime) && !cJSON_IsNull(mime)) {
+		snprintf(ff, sizeof ff, "%s.mime", f);
+		return fail(in, EV_E_INVALID, ff, "%s: expected a string", ff);
+	}
+	snprintf(ff, sizeof ff, "%s.data", f);
+	if (!cJSON_IsString(data))
+		return fail(in, EV_E_INVALID, ff, "%s: expected a base64 string", ff);
+	upload *u = &in->atts[in->n_atts];
+	if (ev_base64_decode(&u->data, &u->len, data->valuestring, strlen(data->valuestring), in->max_attachment, ff))
+		return fail(in, ev_error_code(), ff, "%s", ev_error_msg());
+	in->n_atts++;
+	u->name = cJSON_IsString(name) ? ev_strdup(name->valuestring) : NULL;
+	u->mime = cJSON_IsString(mime) ? ev_strdup(mime->valuestring) : NULL;
+	return 0;
+}
+
+/* One field of the body. */
+static int field_from_json(incoming *in, const cJSON *v)
+{
+	const char *key = v->string;
+	char **slot = text_slot(in, key);
+	if (slot) {
+		if (cJSON_IsNull(v))
+			return 0;
+		if (!cJSON_IsString(v))
+			return fail(in, EV_E_INVALID, key, "%s: expected a string", key);
+		free(*slot);
+		return (*slot = ev_strdup(v->valuestring)) ? 0 : fail(in, EV_E_NOMEM, key, "out of memory");
+	}
+	if (!strcmp(key, "labels"))
+		return labels_from_json(in, v);
+	if (!strcmp(key, "attachments")) {
+		if (!cJSON_IsArray(v))
+			return fail(in, EV_E_INVALID, "attachments", "attachments: expected a list of objects");
+		int i = 0, rc = 0;
+		const cJSON *a;
+		cJSON_ArrayForEach(a, v) {
+			char f[64];
+			snprintf(f, sizeof f, "attachments[%d]", i++);
+			if ((rc = attachment_from_json(in, a, f)))
+				return rc;
+		}
+		return 0;
+	}
+	return fail(in, EV_E_INVALID, key, "%.60s: unknown field", key);
+}
+
 static int from_json(incoming *in, const char *body, size_t len)
 {
 	cJSON *j = NULL;
 	int rc;
 	if ((rc = ev_json_parse(&j, body, len, "request body")))
 		return fail(in, EV_E_PARSE, "", "%s", ev_error_msg());
-	if (!cJSON_IsObject(j)) {
+	if (!cJSON_IsObject(j))
 		rc = fail(in, EV_E_INVALID, "", "request body: expected a JSON object");
-		goto done;
-	}
-	const cJSON *v;
-	cJSON_ArrayForEach(v, j)
-	{
-		const char *key = v->string;
-		char **slot = text_slot(in, key);
-		if (slot) {
-			if (cJSON_IsNull(v))
-				continue;
-			if (!cJSON_IsString(v)) {
-				rc = fail(in, EV_E_INVALID, key, "%s: expected a string", key);
-				goto done;
-			}
-			free(*slot);
-			if (!(*slot = ev_strdup(v->valuestring))) {
-				rc = fail(in, EV_E_NOMEM, key, "out of memory");
-				goto done;
-			}
-		} else if (!strcmp(key, "labels")) {
-			if (!cJSON_IsArray(v)) {
-				rc = fail(in, EV_E_INVALID, "labels", "labels: expected a list of strings");
-				goto done;
-			}
-			int i = 0;
-			const cJSON *l;
-			cJSON_ArrayForEach(l, v)
-			{
-				char f[32];
-				snprintf(f, sizeof f, "labels[%d]", i++);
-				if (!cJSON_IsString(l)) {
-					rc = fail(in, EV_E_INVALID, f, "%s: expected a string", f);
-					goto done;
-				}
-				if ((rc = add_label(in, l->valuestring, strlen(l->valuestring), f)))
-					goto done;
-			}
-		} else if (!strcmp(key, "attachments")) {
-			if (!cJSON_IsArray(v)) {
-				rc = fail(in, EV_E_INVALID, "attachments", "attachments: expected a list of objects");
-				goto done;
-			}
-			int i = 0;
-			const cJSON *a;
-			cJSON_ArrayForEach(a, v)
-			{
-				char f[64];
-				snprintf(f, sizeof f, "attachments[%d]", i);
-				if (in->n_atts >= EV_ISSUE_MAX_ATTACHMENTS) {
-					rc = fail(in, EV_E_LIMIT, "attachments", "attachments: more than %d",
-					          EV_ISSUE_MAX_ATTACHMENTS);
-					goto done;
-				}
-				if (!cJSON_IsObject(a)) {
-					rc = fail(in, EV_E_INVALID, f, "%s: expected an object", f);
-					goto done;
-				}
-				const cJSON *name = cJSON_GetObjectItemCaseSensitive(a, "name");
-				const cJSON *mime = cJSON_GetObjectItemCaseSensitive(a, "mime");
-				const cJSON *data = cJSON_GetObjectItemCaseSensitive(a, "data");
-				char ff[80];
-				if (name && !cJSON_IsString(name) && !cJSON_IsNull(name)) {
-					snprintf(ff, sizeof ff, "%s.name", f);
-					rc = fail(in, EV_E_INVALID, ff, "%s: expected a string", ff);
-					goto done;
-				}
-				if (mime && !cJSON_IsString(mime) && !cJSON_IsNull(mime)) {
-					snprintf(ff, sizeof ff, "%s.mime", f);
-					rc = fail(in, EV_E_INVALID, ff, "%s: expected a string", ff);
-					goto done;
-				}
-				snprintf(ff, sizeof ff, "%s.data", f);
-				if (!cJSON_IsString(data)) {
-					rc = fail(in, EV_E_INVALID, ff, "%s: expected a base64 string", ff);
-					goto done;
-				}
-				upload *u = &in->atts[in->n_atts];
-				if (ev_base64_decode(&u->data, &u->len, data->valuestring, strlen(data->valuestring),
-				                     in->max_attachment, ff) != 0) {
-					rc = fail(in, ev_error_code(), ff, "%s", ev_error_msg());
-					goto done;
-				}
-				in->n_atts++;
-				u->name = cJSON_IsString(name) ? ev_strdup(name->valuestring) : NULL;
-				u->mime = cJSON_IsString(mime) ? ev_strdup(mime->valuestring) : NULL;
-				i++;
-			}
-		} else {
-			rc = fail(in, EV_E_INVALID, key, "%.60s: unknown field", key);
-			goto done;
-		}
-	}
-	rc = 0;
-done:
+	for (const cJSON *v = rc ? NULL : j->child; v && !rc; v = v->next)
+		rc = field_from_json(in, v);
 	cJSON_Delete(j);
 	return rc;
 }
