@@ -9,8 +9,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/base.h"
-
 /* 64-bit FNV-1a of `n` bytes / of a C string. Stable across builds and
  * runs (seeds and stored keys depend on it); not for untrusted keys where
  * collisions could be forced cheaply, and not a cryptographic hash. */

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/base.h"
+#include "base/vec.h"
 
 /* ---- UTF-8 (utf8.c) ------------------------------------------------------ */
 

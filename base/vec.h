@@ -7,7 +7,8 @@
  *     ev_vec_free(&v);
  *
  * The macros evaluate their vector argument more than once: pass a plain
- * name or a pointer expression without side effects.
+ * name or a pointer expression without side effects. They name EV_E_NOMEM
+ * (base/base.h), which every user of them includes.
  */
 #ifndef EV_BASE_VEC_H
 #define EV_BASE_VEC_H
@@ -15,8 +16,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "base/base.h"
 
 #define EV_VEC(T)                                                                                          \
 	struct {                                                                                           \

@@ -30,12 +30,11 @@ int ev_calibration_latest(ev_tracker *t, const char *suite, const char *suite_ha
 	/* A calibration of the same suite content first, then the newest of any
 	 * version of the suite: an edited suite's noise is close to the old one's
 	 * and far closer than none. */
-	int src = sqlite3_prepare_v2(ev_tracker_db(t),
+	int src = ev_tracker_prepare(t, &st,
 	                             "SELECT id, variance, n, repeats, flip_rate_json FROM calibrations WHERE suite = ?1 "
-	                             "ORDER BY (suite_hash = ?2) DESC, created DESC, id DESC LIMIT 1",
-	                             -1, &st, NULL);
-	if (src != SQLITE_OK)
-		return ev_tracker_sqlerr(t, src, "reading the calibration of suite %s", suite);
+	                             "ORDER BY (suite_hash = ?2) DESC, created DESC, id DESC LIMIT 1");
+	if (src)
+		return ev_error_wrap(src, "reading the calibration of suite %s", suite);
 	if ((rc = ev_tracker_bind_text(t, st, 1, suite, "calibration: suite")) ||
 	    (rc = ev_tracker_bind_text(t, st, 2, suite_hash ? suite_hash : "", "calibration: suite_hash")))
 		goto done;
@@ -132,12 +131,11 @@ static int store_suite(ev_tracker *t, const char *model, const char *suite, cons
 		rc = ev_error_set(EV_E_NOMEM, "calibration: out of memory");
 		goto done;
 	}
-	int src = sqlite3_prepare_v2(ev_tracker_db(t),
+	int src = ev_tracker_prepare(t, &st,
 	                             "INSERT INTO calibrations(model, suite, suite_hash, repeats, n, variance, "
-	                             "flip_rate_json, run_ids, created) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-	                             -1, &st, NULL);
-	if (src != SQLITE_OK) {
-		rc = ev_tracker_sqlerr(t, src, "storing the calibration of suite %s", suite);
+	                             "flip_rate_json, run_ids, created) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+	if (src) {
+		rc = ev_error_wrap(src, "storing the calibration of suite %s", suite);
 		goto done;
 	}
 	if ((rc = ev_tracker_bind_text(t, st, 1, model, "calibration: model")) ||
@@ -155,7 +153,7 @@ static int store_suite(ev_tracker *t, const char *model, const char *suite, cons
 		goto done;
 	}
 	cJSON *o = cJSON_CreateObject();
-	cJSON_AddNumberToObject(o, "id", (double)sqlite3_last_insert_rowid(ev_tracker_db(t)));
+	cJSON_AddNumberToObject(o, "id", (double)sqlite3_last_insert_rowid(t->db));
 	cJSON_AddStringToObject(o, "model", model);
 	cJSON_AddStringToObject(o, "suite", suite);
 	cJSON_AddStringToObject(o, "suite_hash", hash ? hash : "");
@@ -299,12 +297,11 @@ int ev_calibration_get_json(ev_tracker *t, const char *suite, char **out_json)
 	cJSON *o = NULL;
 	int rc = 0;
 	*out_json = NULL;
-	int src = sqlite3_prepare_v2(ev_tracker_db(t),
+	int src = ev_tracker_prepare(t, &st,
 	                             "SELECT id, model, suite, suite_hash, repeats, n, variance, flip_rate_json, run_ids, "
-	                             "created FROM calibrations WHERE suite = ?1 ORDER BY created DESC, id DESC LIMIT 1",
-	                             -1, &st, NULL);
-	if (src != SQLITE_OK)
-		return ev_tracker_sqlerr(t, src, "reading the calibration of suite %s", suite);
+	                             "created FROM calibrations WHERE suite = ?1 ORDER BY created DESC, id DESC LIMIT 1");
+	if (src)
+		return ev_error_wrap(src, "reading the calibration of suite %s", suite);
 	if ((rc = ev_tracker_bind_text(t, st, 1, suite, "calibration: suite")))
 		goto done;
 	src = sqlite3_step(st);

@@ -61,6 +61,16 @@ int ev_tracker_bind_text(ev_tracker *t, sqlite3_stmt *st, int idx, const char *s
 int ev_tracker_group_write(ev_tracker *t);
 int ev_tracker_group_after(ev_tracker *t);
 
+/* The one way to a statement that is not cached on the handle (statements
+ * a callback could re-enter, or run a few times per command): prepared
+ * privately and finalised by the caller. Errors name the SQL. */
+int ev_tracker_prepare(ev_tracker *t, sqlite3_stmt **out, const char *sql);
+/* Steps a statement that returns no rows (or whose rows are not wanted):
+ * 0, or the error naming `what`. */
+int ev_tracker_step_done(ev_tracker *t, sqlite3_stmt *st, const char *what);
+/* The underlying connection (tests of feedback/ only). */
+struct sqlite3 *ev_tracker_db(ev_tracker *t);
+
 /* Runs SQL without results (BEGIN, COMMIT, PRAGMA ... = ...). */
 int ev_tracker_exec(ev_tracker *t, const char *sql, const char *what);
 

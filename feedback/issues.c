@@ -27,26 +27,11 @@ void ev_intake_rollback(ev_tracker *t)
 		sqlite3_exec(t->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
-int ev_intake_prepare(ev_tracker *t, sqlite3_stmt **out, const char *sql)
-{
-	*out = NULL;
-	int rc = sqlite3_prepare_v2(t->db, sql, -1, out, NULL);
-	return rc == SQLITE_OK ? 0 : ev_tracker_sqlerr(t, rc, "preparing \"%.60s\"", sql);
-}
-
-int ev_intake_step_done(ev_tracker *t, sqlite3_stmt *st, const char *what)
-{
-	int rc = sqlite3_step(st);
-	if (rc == SQLITE_DONE || rc == SQLITE_ROW)
-		return 0;
-	return ev_tracker_sqlerr(t, rc, "%s", what);
-}
-
 bool ev_intake_table_exists(ev_tracker *t, const char *name)
 {
 	sqlite3_stmt *st = NULL;
 	bool yes = false;
-	if (ev_intake_prepare(t, &st, "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1") == 0) {
+	if (ev_tracker_prepare(t, &st, "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1") == 0) {
 		sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
 		yes = sqlite3_step(st) == SQLITE_ROW;
 	}
@@ -204,7 +189,7 @@ int ev_intake_issue_insert(ev_tracker *t, const ev_issue_info *in, const char *c
 	int rc = 0;
 	int64_t id = 0;
 
-	if ((rc = ev_intake_prepare(t, &st,
+	if ((rc = ev_tracker_prepare(t, &st,
 	                            "INSERT INTO issues (title, body, model, prompt, output, expected, source, "
 	                            "external_id, author, modality, created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
 	                            "?9, ?10, ?11)")))
@@ -235,7 +220,7 @@ int ev_intake_issue_insert(ev_tracker *t, const ev_issue_info *in, const char *c
 
 	for (size_t i = 0; i < in->n_attachments; i++) {
 		const ev_issue_attachment *a = &in->attachments[i];
-		if ((rc = ev_intake_prepare(t, &st,
+		if ((rc = ev_tracker_prepare(t, &st,
 		                            "INSERT OR IGNORE INTO attachments (sha256, mime, size, original_name) "
 		                            "VALUES (?1, ?2, ?3, ?4)")))
 			goto done;
@@ -243,37 +228,37 @@ int ev_intake_issue_insert(ev_tracker *t, const ev_issue_info *in, const char *c
 		sqlite3_bind_text(st, 2, mimes[i], -1, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 3, (sqlite3_int64)a->len);
 		sqlite3_bind_text(st, 4, a->name, -1, SQLITE_STATIC);
-		if ((rc = ev_intake_step_done(t, st, "inserting an attachment")))
+		if ((rc = ev_tracker_step_done(t, st, "inserting an attachment")))
 			goto done;
 		sqlite3_finalize(st);
-		if ((rc = ev_intake_prepare(t, &st,
+		if ((rc = ev_tracker_prepare(t, &st,
 		                            "INSERT OR IGNORE INTO issue_attachments (issue_id, sha256, name) "
 		                            "VALUES (?1, ?2, ?3)")))
 			goto done;
 		sqlite3_bind_int64(st, 1, id);
 		sqlite3_bind_text(st, 2, shas[i], -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 3, a->name, -1, SQLITE_STATIC);
-		if ((rc = ev_intake_step_done(t, st, "linking an attachment")))
+		if ((rc = ev_tracker_step_done(t, st, "linking an attachment")))
 			goto done;
 		sqlite3_finalize(st);
 		st = NULL;
 	}
 	for (size_t i = 0; i < in->n_labels; i++) {
-		if ((rc = ev_intake_prepare(t, &st, "INSERT OR IGNORE INTO labels (issue_id, label) VALUES (?1, ?2)")))
+		if ((rc = ev_tracker_prepare(t, &st, "INSERT OR IGNORE INTO labels (issue_id, label) VALUES (?1, ?2)")))
 			goto done;
 		sqlite3_bind_int64(st, 1, id);
 		sqlite3_bind_text(st, 2, in->labels[i], -1, SQLITE_STATIC);
-		if ((rc = ev_intake_step_done(t, st, "inserting a label")))
+		if ((rc = ev_tracker_step_done(t, st, "inserting a label")))
 			goto done;
 		sqlite3_finalize(st);
 		st = NULL;
 	}
 	for (size_t i = 0; i < in->n_links; i++) {
-		if ((rc = ev_intake_prepare(t, &st, "INSERT OR IGNORE INTO links (issue_id, url) VALUES (?1, ?2)")))
+		if ((rc = ev_tracker_prepare(t, &st, "INSERT OR IGNORE INTO links (issue_id, url) VALUES (?1, ?2)")))
 			goto done;
 		sqlite3_bind_int64(st, 1, id);
 		sqlite3_bind_text(st, 2, in->links[i], -1, SQLITE_STATIC);
-		if ((rc = ev_intake_step_done(t, st, "inserting a link")))
+		if ((rc = ev_tracker_step_done(t, st, "inserting a link")))
 			goto done;
 		sqlite3_finalize(st);
 		st = NULL;
@@ -328,17 +313,17 @@ int ev_issue_close(ev_tracker *t, int64_t id)
 {
 	sqlite3_stmt *st = NULL;
 	int rc = ev_tracker_flush(t);
-	if (rc || (rc = ev_intake_prepare(t, &st,
+	if (rc || (rc = ev_tracker_prepare(t, &st,
 	                                  "UPDATE issues SET status = 'closed', closed = ?2 WHERE id = ?1 AND "
 	                                  "status = 'open'")))
 		goto done;
 	sqlite3_bind_int64(st, 1, id);
 	sqlite3_bind_double(st, 2, ev_wall_time());
-	if ((rc = ev_intake_step_done(t, st, "closing an issue")))
+	if ((rc = ev_tracker_step_done(t, st, "closing an issue")))
 		goto done;
 	if (sqlite3_changes(t->db) == 0) {
 		sqlite3_finalize(st);
-		if ((rc = ev_intake_prepare(t, &st, "SELECT 1 FROM issues WHERE id = ?1")))
+		if ((rc = ev_tracker_prepare(t, &st, "SELECT 1 FROM issues WHERE id = ?1")))
 			goto done;
 		sqlite3_bind_int64(st, 1, id);
 		if (sqlite3_step(st) != SQLITE_ROW)
@@ -352,7 +337,7 @@ done:
 int ev_issue_find_external(ev_tracker *t, const char *external_id, int64_t *out_id)
 {
 	sqlite3_stmt *st = NULL;
-	int rc = ev_intake_prepare(t, &st, "SELECT id FROM issues WHERE external_id = ?1");
+	int rc = ev_tracker_prepare(t, &st, "SELECT id FROM issues WHERE external_id = ?1");
 	if (rc)
 		return rc;
 	sqlite3_bind_text(st, 1, external_id, -1, SQLITE_STATIC);
@@ -374,7 +359,7 @@ int ev_intake_cluster_issues(ev_tracker *t, int64_t cluster, int64_t **out, size
 	size_t cnt = 0, cap = 0;
 	*out = NULL;
 	*n = 0;
-	int rc = ev_intake_prepare(t, &st, "SELECT id FROM issues WHERE cluster_id = ?1 ORDER BY id");
+	int rc = ev_tracker_prepare(t, &st, "SELECT id FROM issues WHERE cluster_id = ?1 ORDER BY id");
 	if (rc)
 		return rc;
 	sqlite3_bind_int64(st, 1, cluster);
@@ -443,7 +428,7 @@ int ev_issues_list_json(ev_tracker *t, const char *status, const char *label, ch
 		goto done;
 	}
 	if ((rc = ev_tracker_flush(t)) ||
-	    (rc = ev_intake_prepare(t, &st,
+	    (rc = ev_tracker_prepare(t, &st,
 	                            "SELECT i.id, i.title, i.status, i.source, i.modality, i.model, i.author, "
 	                            "i.external_id, i.cluster_id, "
 	                            "(SELECT group_concat(label, char(10)) FROM (SELECT label FROM labels l WHERE "
@@ -485,7 +470,7 @@ int ev_issue_show_json(ev_tracker *t, int64_t id, char **out_json)
 	int rc;
 	*out_json = NULL;
 	if ((rc = ev_tracker_flush(t)) || (rc = ev_attach_dir(&dir, t)) ||
-	    (rc = ev_intake_prepare(t, &st,
+	    (rc = ev_tracker_prepare(t, &st,
 	                            "SELECT i.id, i.title, i.body, i.model, i.prompt, i.output, i.expected, i.source, "
 	                            "i.external_id, i.author, i.status, i.modality, i.cluster_id, "
 	                            "(SELECT group_concat(label, char(10)) FROM (SELECT label FROM labels l WHERE "
@@ -508,7 +493,7 @@ int ev_issue_show_json(ev_tracker *t, int64_t id, char **out_json)
 	}
 	sqlite3_finalize(st);
 	cJSON *atts = cJSON_AddArrayToObject(o, "attachments");
-	if ((rc = ev_intake_prepare(t, &st,
+	if ((rc = ev_tracker_prepare(t, &st,
 	                            "SELECT a.sha256, a.mime, a.size, coalesce(ia.name, a.original_name) AS name "
 	                            "FROM issue_attachments ia JOIN attachments a ON a.sha256 = ia.sha256 "
 	                            "WHERE ia.issue_id = ?1 ORDER BY ia.rowid")))
@@ -535,7 +520,7 @@ int ev_issue_show_json(ev_tracker *t, int64_t id, char **out_json)
 	}
 	sqlite3_finalize(st);
 	cJSON *links = cJSON_AddArrayToObject(o, "links");
-	if ((rc = ev_intake_prepare(t, &st, "SELECT url FROM links WHERE issue_id = ?1 ORDER BY rowid")))
+	if ((rc = ev_tracker_prepare(t, &st, "SELECT url FROM links WHERE issue_id = ?1 ORDER BY rowid")))
 		goto done;
 	sqlite3_bind_int64(st, 1, id);
 	while ((src = sqlite3_step(st)) == SQLITE_ROW)
@@ -576,7 +561,7 @@ int ev_tracker_rows_json(ev_tracker *t, const char *table, char **out_json)
 			rc = ev_error_set(EV_E_NOMEM, "out of memory");
 			goto done;
 		}
-		if ((rc = ev_intake_prepare(t, &st, sql)))
+		if ((rc = ev_tracker_prepare(t, &st, sql)))
 			goto done;
 		int r;
 		while ((r = sqlite3_step(st)) == SQLITE_ROW) {

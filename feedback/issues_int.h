@@ -23,9 +23,7 @@ int ev_intake_commit(ev_tracker *t);
 void ev_intake_rollback(ev_tracker *t);
 
 /* A private statement (finalize it); errors name the SQL. */
-int ev_intake_prepare(ev_tracker *t, sqlite3_stmt **out, const char *sql);
 /* Steps a statement without rows to DONE; errors say `what`. */
-int ev_intake_step_done(ev_tracker *t, sqlite3_stmt *st, const char *what);
 /* True when the table exists (the regressions table belongs to another step). */
 bool ev_intake_table_exists(ev_tracker *t, const char *name);
 /* The current row as an object: column names as keys, NULL as null, real

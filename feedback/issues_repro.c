@@ -66,7 +66,7 @@ static int build_sample(cJSON **out, ev_tracker *t, int64_t id, const ev_repro_o
 	int rc;
 	*out = NULL;
 
-	if ((rc = ev_intake_prepare(t, &st,
+	if ((rc = ev_tracker_prepare(t, &st,
 	                            "SELECT title, body, prompt, expected, model, output, source FROM issues "
 	                            "WHERE id = ?1")))
 		goto done;
@@ -136,7 +136,7 @@ static int build_sample(cJSON **out, ev_tracker *t, int64_t id, const ev_repro_o
 
 	/* Attachments, copied beside the samples. */
 	if ((rc = ev_attach_dir(&dir, t)) ||
-	    (rc = ev_intake_prepare(t, &st,
+	    (rc = ev_tracker_prepare(t, &st,
 	                            "SELECT a.sha256, a.mime FROM issue_attachments ia JOIN attachments a ON "
 	                            "a.sha256 = ia.sha256 WHERE ia.issue_id = ?1 ORDER BY ia.rowid")))
 		goto done;

@@ -41,7 +41,7 @@ static int check_line(const char *s, size_t max, const char *field)
 static int row_exists(ev_tracker *t, const char *sql, int64_t id, char **text, const char *what)
 {
 	sqlite3_stmt *st = NULL;
-	int rc = ev_intake_prepare(t, &st, sql);
+	int rc = ev_tracker_prepare(t, &st, sql);
 	if (rc)
 		return rc;
 	sqlite3_bind_int64(st, 1, id);
@@ -69,7 +69,7 @@ static int parse_ref_id(const char *ref, int64_t *id, const char *kind)
 static int insert_evidence(ev_tracker *t, int64_t id, const char *kind, const char *ref, const char *note)
 {
 	sqlite3_stmt *st = NULL;
-	int rc = ev_intake_prepare(t, &st,
+	int rc = ev_tracker_prepare(t, &st,
 	                           "INSERT OR IGNORE INTO proposal_evidence (proposal_id, kind, ref, note) VALUES (?1, "
 	                           "?2, ?3, ?4)");
 	if (rc)
@@ -78,7 +78,7 @@ static int insert_evidence(ev_tracker *t, int64_t id, const char *kind, const ch
 	sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 3, ref, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 4, note, -1, SQLITE_STATIC);
-	rc = ev_intake_step_done(t, st, "adding evidence");
+	rc = ev_tracker_step_done(t, st, "adding evidence");
 	sqlite3_finalize(st);
 	return rc;
 }
@@ -130,7 +130,7 @@ static int add_evidence_tx(ev_tracker *t, int64_t id, const char *kind, const ch
 		rc = insert_evidence(t, id, kind, buf, note);
 		sqlite3_stmt *st = NULL;
 		if (!rc && ev_intake_table_exists(t, "regression_samples") &&
-		    !(rc = ev_intake_prepare(t, &st,
+		    !(rc = ev_tracker_prepare(t, &st,
 		                             "SELECT sample_id FROM regression_samples WHERE regression_id = ?1 ORDER BY "
 		                             "sample_id"))) {
 			sqlite3_bind_int64(st, 1, rid);
@@ -162,12 +162,12 @@ static int add_evidence_tx(ev_tracker *t, int64_t id, const char *kind, const ch
 static int touch(ev_tracker *t, int64_t id)
 {
 	sqlite3_stmt *st = NULL;
-	int rc = ev_intake_prepare(t, &st, "UPDATE proposals SET updated = ?2 WHERE id = ?1");
+	int rc = ev_tracker_prepare(t, &st, "UPDATE proposals SET updated = ?2 WHERE id = ?1");
 	if (rc)
 		return rc;
 	sqlite3_bind_int64(st, 1, id);
 	sqlite3_bind_double(st, 2, ev_wall_time());
-	rc = ev_intake_step_done(t, st, "updating a proposal");
+	rc = ev_tracker_step_done(t, st, "updating a proposal");
 	sqlite3_finalize(st);
 	return rc;
 }
@@ -219,14 +219,14 @@ int ev_proposal_new(ev_tracker *t, const char *title, const char *body, int64_t 
 	if ((rc = check_line(title, 1000, "title")))
 		goto done;
 	double now = ev_wall_time();
-	if ((rc = ev_intake_prepare(t, &st,
+	if ((rc = ev_tracker_prepare(t, &st,
 	                            "INSERT INTO proposals (title, body, status, created, updated) VALUES (?1, ?2, "
 	                            "'proposed', ?3, ?3)")))
 		goto done;
 	sqlite3_bind_text(st, 1, title, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, body ? body : "", -1, SQLITE_STATIC);
 	sqlite3_bind_double(st, 3, now);
-	if ((rc = ev_intake_step_done(t, st, "inserting a proposal")))
+	if ((rc = ev_tracker_step_done(t, st, "inserting a proposal")))
 		goto done;
 	int64_t id = sqlite3_last_insert_rowid(t->db);
 	char ref[32];
@@ -259,14 +259,14 @@ int ev_proposal_join(ev_tracker *t, int64_t id, const char *who)
 	if ((rc = check_line(who, 128, "who")) || (rc = ev_intake_begin(t)))
 		return rc;
 	if ((rc = row_exists(t, "SELECT id FROM proposals WHERE id = ?1", id, NULL, "proposal")) ||
-	    (rc = ev_intake_prepare(t, &st,
+	    (rc = ev_tracker_prepare(t, &st,
 	                            "INSERT OR IGNORE INTO proposal_members (proposal_id, who, joined) VALUES (?1, ?2, "
 	                            "?3)")))
 		goto done;
 	sqlite3_bind_int64(st, 1, id);
 	sqlite3_bind_text(st, 2, who, -1, SQLITE_STATIC);
 	sqlite3_bind_double(st, 3, ev_wall_time());
-	if ((rc = ev_intake_step_done(t, st, "joining a proposal")) || (rc = touch(t, id)))
+	if ((rc = ev_tracker_step_done(t, st, "joining a proposal")) || (rc = touch(t, id)))
 		goto done;
 	rc = ev_intake_commit(t);
 done:
@@ -286,12 +286,12 @@ int ev_proposal_set_status(ev_tracker *t, int64_t id, const char *status)
 		                    "or dropped",
 		                    status ? status : "");
 	if ((rc = ev_tracker_flush(t)) ||
-	    (rc = ev_intake_prepare(t, &st, "UPDATE proposals SET status = ?2, updated = ?3 WHERE id = ?1")))
+	    (rc = ev_tracker_prepare(t, &st, "UPDATE proposals SET status = ?2, updated = ?3 WHERE id = ?1")))
 		goto done;
 	sqlite3_bind_int64(st, 1, id);
 	sqlite3_bind_text(st, 2, status, -1, SQLITE_STATIC);
 	sqlite3_bind_double(st, 3, ev_wall_time());
-	if ((rc = ev_intake_step_done(t, st, "setting a proposal's status")))
+	if ((rc = ev_tracker_step_done(t, st, "setting a proposal's status")))
 		goto done;
 	if (sqlite3_changes(t->db) == 0)
 		rc = ev_error_set(EV_E_NOTFOUND, "proposal %lld: no such proposal", (long long)id);
@@ -306,7 +306,7 @@ done:
 static int rows_into(ev_tracker *t, cJSON *arr, const char *sql, int64_t id, const char *what)
 {
 	sqlite3_stmt *st = NULL;
-	int rc = ev_intake_prepare(t, &st, sql);
+	int rc = ev_tracker_prepare(t, &st, sql);
 	if (rc)
 		return rc;
 	if (id > 0)
@@ -354,7 +354,7 @@ int ev_intake_proposal_issues(ev_tracker *t, int64_t id, cJSON **ids_out)
 	cJSON *ids = cJSON_CreateArray();
 	int rc = ids ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
 	*ids_out = NULL;
-	if (rc || (rc = ev_intake_prepare(t, &st,
+	if (rc || (rc = ev_tracker_prepare(t, &st,
 	                                  "SELECT CAST(ref AS INTEGER) AS i FROM proposal_evidence WHERE proposal_id = ?1 "
 	                                  "AND kind = 'issue' UNION SELECT id FROM issues WHERE cluster_id IN (SELECT "
 	                                  "CAST(ref AS INTEGER) FROM proposal_evidence WHERE proposal_id = ?1 AND kind = "
@@ -399,7 +399,7 @@ static int repro_section(ev_tracker *t, cJSON *o, const cJSON *ids)
 	}
 	/* Per run: the samples it scored (errors left out, as in the scores),
 	 * each passing when its mean over epochs is 1. */
-	if ((rc = ev_intake_prepare(t, &st,
+	if ((rc = ev_tracker_prepare(t, &st,
 	                            "SELECT run_id, model, created, count(*), sum(s >= 1.0) FROM (SELECT res.run_id, "
 	                            "m.name AS model, r.created, res.sample_id, avg(res.score) AS s FROM results res "
 	                            "JOIN runs r ON r.id = res.run_id JOIN models m ON m.id = r.model_id WHERE "
@@ -469,7 +469,7 @@ int ev_proposal_show_json(ev_tracker *t, int64_t id, char **out_json)
 	int rc;
 	*out_json = NULL;
 	if ((rc = ev_tracker_flush(t)) ||
-	    (rc = ev_intake_prepare(t, &st, "SELECT id, title, body, status, created, updated FROM proposals WHERE id = ?1")))
+	    (rc = ev_tracker_prepare(t, &st, "SELECT id, title, body, status, created, updated FROM proposals WHERE id = ?1")))
 		goto done;
 	sqlite3_bind_int64(st, 1, id);
 	int r = sqlite3_step(st);

@@ -28,7 +28,7 @@ static int export_issue(ev_tracker *t, ev_buf *b, int64_t issue, const char *dir
 {
 	sqlite3_stmt *st = NULL;
 	cJSON *o = NULL;
-	int rc = ev_intake_prepare(t, &st,
+	int rc = ev_tracker_prepare(t, &st,
 	                           "SELECT title, body, prompt, expected, output, model FROM issues WHERE id = ?1");
 	if (rc)
 		return rc;
@@ -64,7 +64,7 @@ static int export_issue(ev_tracker *t, ev_buf *b, int64_t issue, const char *dir
 	cJSON_AddStringToObject(o, "source", "issue");
 	sqlite3_finalize(st);
 	cJSON *atts = cJSON_AddArrayToObject(o, "attachments");
-	if ((rc = ev_intake_prepare(t, &st,
+	if ((rc = ev_tracker_prepare(t, &st,
 	                            "SELECT a.sha256, a.mime FROM issue_attachments ia JOIN attachments a ON "
 	                            "a.sha256 = ia.sha256 WHERE ia.issue_id = ?1 ORDER BY ia.rowid")))
 		goto done;
@@ -100,7 +100,7 @@ done:
 static int export_sample(ev_tracker *t, ev_buf *b, const char *suite, const char *sample, int64_t run)
 {
 	sqlite3_stmt *st = NULL;
-	int rc = ev_intake_prepare(t, &st,
+	int rc = ev_tracker_prepare(t, &st,
 	                           "SELECT res.request_json, res.response, res.extracted, res.reason, res.detail, "
 	                           "m.name, res.run_id FROM results res JOIN runs r ON r.id = res.run_id JOIN models m "
 	                           "ON m.id = r.model_id WHERE res.suite = ?1 AND res.sample_id = ?2 AND (?3 <= 0 OR "
@@ -154,7 +154,7 @@ int ev_proposal_export(ev_tracker *t, int64_t id, const char *out_path, size_t *
 		*n_out = 0;
 	if ((rc = ev_tracker_flush(t)) || (rc = ev_attach_dir(&dir, t)))
 		goto done;
-	if ((rc = ev_intake_prepare(t, &st, "SELECT 1 FROM proposals WHERE id = ?1")))
+	if ((rc = ev_tracker_prepare(t, &st, "SELECT 1 FROM proposals WHERE id = ?1")))
 		goto done;
 	sqlite3_bind_int64(st, 1, id);
 	if (sqlite3_step(st) != SQLITE_ROW) {
@@ -176,7 +176,7 @@ int ev_proposal_export(ev_tracker *t, int64_t id, const char *out_path, size_t *
 	/* Sample evidence: from a regression, its candidate run; else the
 	 * latest failing result. */
 	bool have_reg = ev_intake_table_exists(t, "regressions");
-	if ((rc = ev_intake_prepare(t, &st,
+	if ((rc = ev_tracker_prepare(t, &st,
 	                            have_reg ? "SELECT e.ref, coalesce((SELECT g.candidate_run FROM regressions g WHERE "
 	                                       "e.note = 'regression ' || g.id), 0) FROM proposal_evidence e WHERE "
 	                                       "e.proposal_id = ?1 AND e.kind = 'sample' ORDER BY e.rowid"

@@ -32,17 +32,12 @@ static bool is_open(const char *status)
 }
 
 /* Statements here run a few times per comparison, so they are prepared
- * privately rather than taking slots of the handle's statement cache. */
+ * privately (ev_tracker_prepare) rather than taking slots of the handle's
+ * statement cache; `what` says what for in an error. */
 static int prep(ev_tracker *t, sqlite3_stmt **st, const char *sql, const char *what)
 {
-	int src = sqlite3_prepare_v2(ev_tracker_db(t), sql, -1, st, NULL);
-	return src == SQLITE_OK ? 0 : ev_tracker_sqlerr(t, src, "%s", what);
-}
-
-static int step_done(ev_tracker *t, sqlite3_stmt *st, const char *what)
-{
-	int src = sqlite3_step(st);
-	return src == SQLITE_DONE ? 0 : ev_tracker_sqlerr(t, src, "%s", what);
+	int rc = ev_tracker_prepare(t, st, sql);
+	return rc ? ev_error_wrap(rc, "%s", what) : 0;
 }
 
 static int add_event(ev_tracker *t, int64_t id, const char *status, const char *model, int64_t run, const char *note)
@@ -61,7 +56,7 @@ static int add_event(ev_tracker *t, int64_t id, const char *status, const char *
 		if (run > 0)
 			sqlite3_bind_int64(st, 4, run);
 		sqlite3_bind_double(st, 6, ev_wall_time());
-		rc = step_done(t, st, "recording a regression event");
+		rc = ev_tracker_step_done(t, st, "recording a regression event");
 	}
 	sqlite3_finalize(st);
 	return rc;
@@ -74,7 +69,7 @@ static int put_samples(ev_tracker *t, int64_t id, const ev_compare_suite *s)
 	if (rc)
 		return rc;
 	sqlite3_bind_int64(st, 1, id);
-	rc = step_done(t, st, "replacing regression samples");
+	rc = ev_tracker_step_done(t, st, "replacing regression samples");
 	sqlite3_finalize(st);
 	st = NULL;
 	if (rc || (rc = prep(t, &st,
@@ -89,7 +84,7 @@ static int put_samples(ev_tracker *t, int64_t id, const ev_compare_suite *s)
 		if (!(rc = ev_tracker_bind_text(t, st, 2, f->sample_id, "regression sample: id")) &&
 		    !(rc = ev_tracker_bind_text(t, st, 3, ev_fingerprint_name(f->fingerprint), "regression sample")) &&
 		    !(rc = ev_tracker_bind_text(t, st, 4, f->detail, "regression sample: detail")))
-			rc = step_done(t, st, "storing regression samples");
+			rc = ev_tracker_step_done(t, st, "storing regression samples");
 	}
 	sqlite3_finalize(st);
 	return rc;
@@ -132,8 +127,8 @@ static int put_regression(ev_tracker *t, int64_t *id, const ev_compare *c, const
 		sqlite3_bind_double(st, 13, ev_wall_time());
 		if (*id)
 			sqlite3_bind_int64(st, 14, *id);
-		if (!(rc = step_done(t, st, *id ? "updating a regression" : "filing a regression")) && !*id)
-			*id = sqlite3_last_insert_rowid(ev_tracker_db(t));
+		if (!(rc = ev_tracker_step_done(t, st, *id ? "updating a regression" : "filing a regression")) && !*id)
+			*id = sqlite3_last_insert_rowid(t->db);
 	}
 	sqlite3_finalize(st);
 	return rc;
@@ -153,7 +148,7 @@ static int mark_fixed(ev_tracker *t, int64_t id, const char *model, int64_t run)
 		sqlite3_bind_double(st, 2, ev_wall_time());
 		sqlite3_bind_int64(st, 3, id);
 		sqlite3_bind_int64(st, 4, run);
-		rc = step_done(t, st, "marking a regression fixed");
+		rc = ev_tracker_step_done(t, st, "marking a regression fixed");
 	}
 	sqlite3_finalize(st);
 	return rc;
@@ -471,9 +466,9 @@ int ev_regression_set_status(ev_tracker *t, int64_t id, const char *status, cons
 		goto done;
 	sqlite3_bind_double(st, 3, ev_wall_time());
 	sqlite3_bind_int64(st, 4, id);
-	if ((rc = step_done(t, st, "setting a regression status")))
+	if ((rc = ev_tracker_step_done(t, st, "setting a regression status")))
 		goto done;
-	if (sqlite3_changes(ev_tracker_db(t)) == 0) {
+	if (sqlite3_changes(t->db) == 0) {
 		rc = ev_error_set(EV_E_NOTFOUND, "no regression %lld", (long long)id);
 		goto done;
 	}

@@ -221,3 +221,18 @@ void ev_tracker_close(ev_tracker *t)
 int ev_tracker_schema_version(ev_tracker *t) { return t ? t->schema_version : 0; }
 
 struct sqlite3 *ev_tracker_db(ev_tracker *t) { return t ? t->db : NULL; }
+
+int ev_tracker_prepare(ev_tracker *t, sqlite3_stmt **out, const char *sql)
+{
+	*out = NULL;
+	int rc = sqlite3_prepare_v2(t->db, sql, -1, out, NULL);
+	return rc == SQLITE_OK ? 0 : ev_tracker_sqlerr(t, rc, "preparing \"%.60s\"", sql);
+}
+
+int ev_tracker_step_done(ev_tracker *t, sqlite3_stmt *st, const char *what)
+{
+	int rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE || rc == SQLITE_ROW)
+		return 0;
+	return ev_tracker_sqlerr(t, rc, "%s", what);
+}

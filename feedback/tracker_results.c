@@ -94,14 +94,13 @@ int ev_tracker_results_each(ev_tracker *t, int64_t run_id, ev_result_cb cb, void
 	if ((rc = ev_tracker_flush(t)))
 		return rc;
 	/* A private statement: the callback may use the tracker, even iterate again. */
-	int src = sqlite3_prepare_v2(t->db,
+	int src = ev_tracker_prepare(t, &st,
 	                             "SELECT suite, sample_id, epoch, request_hash, request_json, response, "
 	                             "tool_calls_json, extracted, score, reason, detail, finish_reason, prompt_tokens, "
 	                             "completion_tokens, latency_s, attempts, cached, metadata_json FROM results WHERE run_id = ?1 "
-	                             "ORDER BY suite, sample_id, epoch",
-	                             -1, &st, NULL);
-	if (src != SQLITE_OK)
-		return ev_tracker_sqlerr(t, src, "reading results of run %lld", (long long)run_id);
+	                             "ORDER BY suite, sample_id, epoch");
+	if (src)
+		return ev_error_wrap(src, "reading results of run %lld", (long long)run_id);
 	sqlite3_bind_int64(st, 1, run_id);
 	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
 		ev_result r;

@@ -219,7 +219,7 @@ static int load_open(ev_tracker *t, titem **out, size_t *n_out)
 	sqlite3_stmt *st = NULL;
 	titem *v = NULL;
 	size_t n = 0, cap = 0;
-	int rc = ev_intake_prepare(t, &st,
+	int rc = ev_tracker_prepare(t, &st,
 	                           "SELECT id, coalesce(cluster_id, 0), title || ' ' || body, title FROM issues "
 	                           "WHERE status = 'open' ORDER BY id");
 	if (rc)
@@ -277,7 +277,7 @@ static size_t find_item(const titem *v, size_t n, int64_t id)
 static int join_attachments(ev_tracker *t, titem *v, size_t n)
 {
 	sqlite3_stmt *st = NULL;
-	int rc = ev_intake_prepare(t, &st,
+	int rc = ev_tracker_prepare(t, &st,
 	                           "SELECT ia.sha256, ia.issue_id FROM issue_attachments ia JOIN issues i ON i.id = "
 	                           "ia.issue_id WHERE i.status = 'open' ORDER BY ia.sha256, ia.issue_id");
 	if (rc)
@@ -423,7 +423,7 @@ static int add_label(void *ctx, const char *label)
 	sqlite3_reset(c->ins);
 	sqlite3_bind_int64(c->ins, 1, c->issue);
 	sqlite3_bind_text(c->ins, 2, label, -1, SQLITE_TRANSIENT);
-	int rc = ev_intake_step_done(c->t, c->ins, "adding a label");
+	int rc = ev_tracker_step_done(c->t, c->ins, "adding a label");
 	if (!rc)
 		c->added += sqlite3_changes(c->t->db);
 	return rc;
@@ -433,8 +433,8 @@ static int apply_labels(ev_tracker *t, titem *v, size_t n, const ev_label_rules 
 {
 	label_ctx c = {t, NULL, 0, 0, dry_run};
 	sqlite3_stmt *mod = NULL;
-	int rc = ev_intake_prepare(t, &c.ins, "INSERT OR IGNORE INTO labels (issue_id, label) VALUES (?1, ?2)");
-	if (rc || (rc = ev_intake_prepare(t, &mod,
+	int rc = ev_tracker_prepare(t, &c.ins, "INSERT OR IGNORE INTO labels (issue_id, label) VALUES (?1, ?2)");
+	if (rc || (rc = ev_tracker_prepare(t, &mod,
 	                                  "SELECT DISTINCT a.mime FROM issue_attachments ia JOIN attachments a ON "
 	                                  "a.sha256 = ia.sha256 WHERE ia.issue_id = ?1")))
 		goto done;
@@ -463,25 +463,25 @@ static int store_groups(ev_tracker *t, titem *v, size_t n, tgroup *g, size_t ng)
 {
 	sqlite3_stmt *clear = NULL, *newc = NULL, *set = NULL, *sizes = NULL, *prune = NULL;
 	int rc;
-	if ((rc = ev_intake_prepare(t, &clear, "UPDATE issues SET cluster_id = NULL WHERE status = 'open'")) ||
-	    (rc = ev_intake_prepare(t, &newc, "INSERT INTO clusters (created, size) VALUES (?1, 0)")) ||
-	    (rc = ev_intake_prepare(t, &set, "UPDATE issues SET cluster_id = ?2 WHERE id = ?1")) ||
-	    (rc = ev_intake_prepare(t, &sizes,
+	if ((rc = ev_tracker_prepare(t, &clear, "UPDATE issues SET cluster_id = NULL WHERE status = 'open'")) ||
+	    (rc = ev_tracker_prepare(t, &newc, "INSERT INTO clusters (created, size) VALUES (?1, 0)")) ||
+	    (rc = ev_tracker_prepare(t, &set, "UPDATE issues SET cluster_id = ?2 WHERE id = ?1")) ||
+	    (rc = ev_tracker_prepare(t, &sizes,
 	                            "UPDATE clusters SET size = (SELECT count(*) FROM issues i WHERE i.cluster_id = "
 	                            "clusters.id)")) ||
-	    (rc = ev_intake_prepare(t, &prune,
+	    (rc = ev_tracker_prepare(t, &prune,
 	                            "DELETE FROM clusters WHERE size = 0 AND NOT EXISTS (SELECT 1 FROM "
 	                            "proposal_evidence e WHERE e.kind = 'cluster' AND e.ref = CAST(clusters.id AS "
 	                            "TEXT))")))
 		goto done;
-	if ((rc = ev_intake_step_done(t, clear, "clearing clusters")))
+	if ((rc = ev_tracker_step_done(t, clear, "clearing clusters")))
 		goto done;
 	double now = ev_wall_time();
 	for (size_t k = 0; k < ng; k++) {
 		if (!g[k].cluster) {
 			sqlite3_reset(newc);
 			sqlite3_bind_double(newc, 1, now);
-			if ((rc = ev_intake_step_done(t, newc, "creating a cluster")))
+			if ((rc = ev_tracker_step_done(t, newc, "creating a cluster")))
 				goto done;
 			g[k].cluster = sqlite3_last_insert_rowid(t->db);
 		}
@@ -489,12 +489,12 @@ static int store_groups(ev_tracker *t, titem *v, size_t n, tgroup *g, size_t ng)
 			sqlite3_reset(set);
 			sqlite3_bind_int64(set, 1, v[g[k].members[i]].id);
 			sqlite3_bind_int64(set, 2, g[k].cluster);
-			if ((rc = ev_intake_step_done(t, set, "setting a cluster")))
+			if ((rc = ev_tracker_step_done(t, set, "setting a cluster")))
 				goto done;
 		}
 	}
-	if ((rc = ev_intake_step_done(t, sizes, "counting clusters")) ||
-	    (rc = ev_intake_step_done(t, prune, "pruning empty clusters")))
+	if ((rc = ev_tracker_step_done(t, sizes, "counting clusters")) ||
+	    (rc = ev_tracker_step_done(t, prune, "pruning empty clusters")))
 		goto done;
 	(void)n;
 done:
