@@ -82,7 +82,7 @@ typedef struct {
 	size_t max;
 } ev_buf;
 
-#define EV_BUF_INIT(maxbytes) {NULL, 0, 0, (maxbytes)}
+#define EV_BUF_INIT(maxbytes) {.max = (maxbytes)}
 
 void ev_buf_init(ev_buf *b, size_t max);
 int ev_buf_append(ev_buf *b, const void *data, size_t n);

@@ -54,7 +54,9 @@ typedef struct {
 	int dense_layers[ENG_MSA_MAX_DENSE_LAYERS];
 } eng_attention_options;
 
-#define ENG_ATTENTION_OPTIONS_INIT {ENG_ATTN_AUTO, -1, -1, -1, -1, -1, -1, {0}}
+#define ENG_ATTENTION_OPTIONS_INIT                                                                      \
+	{.kind = ENG_ATTN_AUTO, .block_size = -1, .top_k = -1, .sink_blocks = -1, .local_blocks = -1,              \
+	 .dense_below = -1, .n_dense_layers = -1}
 
 typedef enum { ENG_KV_F32 = 0, ENG_KV_F16 = 1, ENG_KV_BF16 = 2 } eng_kv_dtype;
 
@@ -74,7 +76,7 @@ typedef struct {
 
 #define ENG_DEFAULT_MAX_CONTEXT (1L << 20)
 
-#define ENG_MODEL_OPTIONS_INIT {ENG_BACKEND_CPU, 0, 0, 0, ENG_ATTENTION_OPTIONS_INIT, ENG_KV_F32, 0}
+#define ENG_MODEL_OPTIONS_INIT {.backend = ENG_BACKEND_CPU, .attention = ENG_ATTENTION_OPTIONS_INIT, .kv_dtype = ENG_KV_F32}
 
 /* (MSA and KV options) Parses one of the shared engine flags into `o`:
  *   --attention dense|msa  --msa-block-size B  --msa-top-k K
@@ -160,7 +162,7 @@ typedef struct {
 	uint64_t seed;
 } eng_sample_options;
 
-#define ENG_SAMPLE_OPTIONS_INIT {0.0, 0, 1.0, 0.0, 1.0, 0}
+#define ENG_SAMPLE_OPTIONS_INIT {.temperature = 0.0, .top_p = 1.0, .repetition_penalty = 1.0}
 
 typedef struct eng_sampler eng_sampler;
 
@@ -180,7 +182,7 @@ typedef struct {
 	eng_sample_options sample;
 } eng_generate_options;
 
-#define ENG_GENERATE_OPTIONS_INIT {256, NULL, 0, ENG_SAMPLE_OPTIONS_INIT}
+#define ENG_GENERATE_OPTIONS_INIT {.max_tokens = 256, .sample = ENG_SAMPLE_OPTIONS_INIT}
 
 /* Called after each generated token; return non-zero to stop early. */
 typedef int (*eng_token_cb)(void *ctx, int32_t token, double logprob);
@@ -226,128 +228,9 @@ uint64_t eng_model_kv_bytes(const eng_model *m);
  * Dense positions (dense layer, pos + 1 <= dense_below) list every block. */
 int eng_msa_debug_blocks(eng_seq *s, int layer, long pos, int kv_head, const float *q, int *out, int cap, int *n);
 
-/* The recall checkpoint: a one-layer LlamaForCausalLM whose weights are
- * constructed so that at the last position of " ... K<i> V<j> ... ? K<i>"
- * it predicts "V<j>" at any distance it holds (README "MSA"). Writes
- * config.json, generation_config.json, model.safetensors, tokenizer.json,
- * tokenizer_config.json into `dir` (created if needed). */
-int eng_mkrecall(const char *dir);
-
-/* A recall prompt as text (malloc'd into *text) for the recall checkpoint:
- * `n` tokens of filler haystack with `distractors` other pairs and the
- * needle pair at `depth` percent; *answer gets the value's text. The
- * suite of such prompts is written by suites/ (ev_gen_recall). */
-int eng_recall_text(char **text, char answer[16], long n, int depth, int distractors, uint64_t seed);
-
-/* Recall prompt as token ids (for tests and benchmarks without text):
- * length `n` tokens, needle at depth percent, `distractors` other pairs.
- * Fills toks[n]; *value_id gets the expected answer token. */
-int eng_recall_tokens(int32_t *toks, long n, int depth, int distractors, uint64_t seed, int32_t *value_id);
-
 /* ==== end MSA ============================================================= */
 
-/* ---- random checkpoints (tests, benchmarks) ----------------------------- */
-
-typedef struct {
-	int hidden, layers, heads, kv_heads, intermediate, vocab, experts, top_k;
-	int head_dim;    /* 0 = hidden / heads */
-	long max_position;
-} eng_mkmodel_sizes;
-
-/* Defaults: hidden 64, 2 layers, 4 heads, 2 KV heads, intermediate 128,
- * vocab 512, 4 experts, top-k 2, max_position 4096. */
-#define ENG_MKMODEL_SIZES_INIT {64, 2, 4, 2, 128, 512, 4, 2, 0, 4096}
-
-/* Writes a random-weight checkpoint of `arch` (llama|mistral|qwen2|qwen3|
- * mixtral|qwen3_moe) to folder `dir` (created if needed): config.json,
- * generation_config.json, model.safetensors in `dtype` (f32|f16|bf16) and,
- * when the tokenizer is built in, tokenizer.json + tokenizer_config.json.
- * Weights are scaled so that activations stay near unit size. */
-int eng_mkmodel(const char *dir, const char *arch, const eng_mkmodel_sizes *sizes, const char *dtype,
-		uint64_t seed);
-
-
-/* ==== continuous batching (engine/batch.c; owner: serving) ==================
- *
- * A scheduler that keeps many generations in flight on one model: each step
- * is one eng_forward_batch over every active sequence (a chunk of a new
- * one's prompt, or the one token each decoding sequence sampled last), and
- * each sequence then samples with its own sampler and stop conditions. New
- * requests join as others finish. Per sequence the result is exactly what
- * eng_generate gives alone (same tokens, same stop reason). The scheduler
- * is not thread-safe: one thread owns it (the runner's engine backend runs
- * it on its worker thread). */
-
-typedef struct eng_batch eng_batch;
-
-typedef struct {
-	int max_batch;       /* sequences in flight at once (8) */
-	int max_step_tokens; /* prompt tokens fed per step over all sequences (512);
-	                        a longer prompt is fed in chunks over several steps */
-	/* Prefix cache: the KV pages of up to `prefix_cache` recent prompts (4;
-	 * 0 = off) of at least `prefix_min` tokens (256) are kept, shared
-	 * (eng_seq_fork), and a new request whose prompt starts with at least
-	 * prefix_min tokens of one of them starts from there instead of
-	 * recomputing it: many questions about one haystack pay for it once.
-	 * The result is the same bits (prefill in chunks == in one pass).
-	 * With a KV byte bound, cached prompts are dropped, oldest first,
-	 * while the live KV is past half the bound. */
-	int prefix_cache;
-	int prefix_min;
-} eng_batch_options;
-
-#define ENG_BATCH_OPTIONS_INIT {8, 512, 4, 256}
-
-/* One generation. The prompt and stop ids are copied by eng_batch_add.
- * `cb`, when set, is called on the owning thread after each generated token
- * (inside eng_batch_step); non-zero stops that sequence (ENG_STOP_CALLBACK). */
-typedef struct {
-	const int32_t *prompt;
-	int n_prompt;        /* >= 1 */
-	eng_generate_options gen;
-	eng_token_cb cb;
-	void *cb_ctx;
-	void *cookie;        /* the caller's, returned in eng_batch_result */
-} eng_batch_request;
-
-/* A finished generation; clear with eng_batch_result_clear. */
-typedef struct {
-	void *cookie;
-	uint64_t id;
-	int status;          /* 0, or the EV_E_* that ended it (error says why) */
-	char *error;
-	int32_t *tokens;     /* generated ids, stop id excluded (malloc'd) */
-	int n_tokens;
-	int n_prompt;
-	eng_stop_reason reason;
-} eng_batch_result;
-
-void eng_batch_result_clear(eng_batch_result *r);
-
-/* `m` is borrowed and must outlive the scheduler. */
-int eng_batch_new(eng_batch **out, eng_model *m, const eng_batch_options *opt);
-/* Frees every sequence still queued or active (their results are lost). */
-void eng_batch_free(eng_batch *b);
-/* Queues a request; *id_out (may be NULL) names it for eng_batch_cancel. */
-int eng_batch_add(eng_batch *b, const eng_batch_request *req, uint64_t *id_out);
-/* Ends a queued or active request at once (reason ENG_STOP_CALLBACK, the
- * tokens so far kept). EV_E_NOTFOUND when it is not there (finished). */
-int eng_batch_cancel(eng_batch *b, uint64_t id);
-/* Runs one step (admits queued requests, one batched forward, sampling).
- * A failing forward ends the sequences of that step with the error in their
- * results; the scheduler stays usable. Returns 0, or a negative status only
- * for broken invariants / no memory. */
-int eng_batch_step(eng_batch *b);
-/* Moves up to `max` finished results into out[]; returns how many. */
-int eng_batch_take(eng_batch *b, eng_batch_result *out, int max);
-/* Requests not yet taken (queued, active or finished); those not yet
- * finished (queued or active); finished ones waiting for eng_batch_take. */
-int eng_batch_pending(const eng_batch *b);
-int eng_batch_active(const eng_batch *b);
-int eng_batch_finished(const eng_batch *b);
-/* Prompt tokens taken from the prefix cache so far (not recomputed). */
-long eng_batch_prefix_reused(const eng_batch *b);
-
-/* ==== end of continuous batching ============================================ */
+#include "engine/batch.h"
+#include "engine/make/make.h"
 
 #endif

@@ -113,7 +113,7 @@ typedef struct {
 	const char *suite_dir; /* NULL: <folder of the tracker>/community */
 } ev_repro_options;
 
-#define EV_REPRO_OPTIONS_INIT {NULL, NULL, NULL}
+#define EV_REPRO_OPTIONS_INIT {.regex = NULL}
 
 /* Turns issue `id` into the sample "issue-<id>" of the community suite
  * (suite.json written when absent; the sample replaced when present): the
@@ -133,7 +133,7 @@ typedef struct {
 	bool dry_run;           /* compute and report, store nothing */
 } ev_triage_options;
 
-#define EV_TRIAGE_OPTIONS_INIT {0.45, NULL, false}
+#define EV_TRIAGE_OPTIONS_INIT {.threshold = 0.45}
 
 /* Groups the open issues: MinHash (128 hashes) over the normalised word
  * 3-shingles of title and body, LSH (64 bands of 2) for candidates, pairs

@@ -21,7 +21,7 @@ typedef struct {
 	int max_failed;   /* most failed samples listed per suite (10) */
 } ev_report_options;
 
-#define EV_REPORT_OPTIONS_INIT {EV_REPORT_MD, 10}
+#define EV_REPORT_OPTIONS_INIT {.format = EV_REPORT_MD, .max_failed = 10}
 
 int ev_report_write(ev_tracker *t, int64_t run_id, const ev_report_options *opt, FILE *out);
 

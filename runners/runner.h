@@ -1,0 +1,157 @@
+/*
+ * runners/runner.h: requests, backends and the runner.
+ *
+ * A backend turns chat requests into completions asynchronously: the
+ * OpenAI one over libcurl multi (concurrency, per-request timeout, retries
+ * with exponential backoff and jitter on 429/5xx/network errors honouring
+ * Retry-After), the engine one in process (batched). The runner feeds it
+ * the samples x epochs of a plan (minus those already done), scores each
+ * completion with the plan's checker, and hands every scored result to the
+ * plan's sink. It never touches SQLite itself.
+ *
+ * Infrastructure failures (retries exhausted, timeouts) become results
+ * with reason backend_error / timeout: counted, excluded from scores,
+ * never scored as wrong answers.
+ */
+#ifndef EV_RUNNERS_RUNNER_H
+#define EV_RUNNERS_RUNNER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/base.h"
+#include "scoring/scoring.h"
+#include "suites/suites.h"
+
+/* ---- requests and completions ------------------------------------------ */
+
+/* One chat request. Borrowed by the backend until its completion is
+ * returned. */
+typedef struct {
+	const char *model;
+	const ev_message *messages;
+	size_t n_messages;
+	const char *tools_json;   /* OpenAI tools array, or NULL */
+	ev_gen gen;
+	const char *suite_root;   /* for attachments */
+	void *cookie;             /* the caller's, returned in the completion */
+} ev_request;
+
+typedef enum {
+	EV_COMPLETION_OK,
+	EV_COMPLETION_ERROR,     /* retries exhausted or a permanent failure */
+	EV_COMPLETION_TIMEOUT
+} ev_completion_status;
+
+typedef struct {
+	void *cookie;
+	ev_completion_status status;
+	char *text;            /* the answer (thinking included), malloc'd */
+	char *tool_calls_json; /* OpenAI tool_calls array, or NULL */
+	char *finish_reason;   /* "stop", "length", "tool_calls" */
+	char *error;           /* what failed, for ERROR/TIMEOUT */
+	char *raw_json;        /* the backend's response body, for the cache */
+	int prompt_tokens, completion_tokens;
+	double latency_s;
+	int attempts;
+} ev_completion;
+
+void ev_completion_clear(ev_completion *c);
+
+/* Builds the OpenAI chat-completions body of a request (also the basis of
+ * the request hash). malloc'd JSON text. */
+int ev_request_to_json(char **out, const ev_request *req, bool stream);
+/* sha256 hex of model + body (+ epoch when sampling is not greedy). The
+ * body names the model; the caller passes epoch < 0 for greedy decoding
+ * (temperature 0), so that every epoch shares one cache entry. */
+void ev_request_hash(char out[EV_SHA256_HEX], const char *request_json, int epoch);
+/* Parses an OpenAI chat-completions response body into *out (text,
+ * tool_calls, finish_reason, usage). */
+int ev_completion_from_json(ev_completion *out, const char *body, size_t len);
+
+/* ---- backends -------------------------------------------------------- */
+
+typedef struct ev_backend ev_backend;
+
+typedef struct {
+	const char *const *base_urls; /* "http://host:port/v1"; several spread the load */
+	size_t n_urls;
+	const char *api_key_env;      /* variable holding the key ("OPENAI_API_KEY") */
+	const char *const *headers;   /* extra "Name: value" headers */
+	size_t n_headers;
+	int concurrency;              /* requests in flight (16) */
+	double timeout_s;             /* per attempt (300) */
+	int max_retries;              /* after the first attempt (6) */
+	double backoff_base_s;        /* first backoff (0.5), doubled each time */
+	double backoff_max_s;         /* cap (30) */
+	size_t max_response_bytes;    /* per response body (64 MiB) */
+} ev_openai_options;
+
+#define EV_OPENAI_OPTIONS_INIT                                                                          \
+	{.api_key_env = "OPENAI_API_KEY", .concurrency = 16, .timeout_s = 300.0, .max_retries = 6,                 \
+	 .backoff_base_s = 0.5, .backoff_max_s = 30.0, .max_response_bytes = (size_t)64 << 20}
+
+int ev_backend_openai_new(ev_backend **out, const ev_openai_options *opt);
+void ev_backend_free(ev_backend *b);
+/* How many requests the backend wants in flight. */
+int ev_backend_capacity(ev_backend *b);
+/* Queues a request (the backend copies what it needs). */
+int ev_backend_submit(ev_backend *b, const ev_request *req);
+/* Waits up to wait_s for completions; fills up to `max` of them into
+ * out[] and returns how many (>= 0) or a negative status. */
+int ev_backend_poll(ev_backend *b, ev_completion *out, int max, double wait_s);
+/* Requests submitted and not yet returned by poll. */
+int ev_backend_pending(ev_backend *b);
+
+/* ---- the runner ---------------------------------------------------------- */
+
+typedef struct {
+	long total;       /* results expected this run (after resume/shard/limit) */
+	long done;        /* results produced (including cached) */
+	long scored;      /* results that count toward the score */
+	long errors;      /* backend errors and timeouts */
+	long cached;
+	double score_sum;
+} ev_run_counts;
+
+typedef struct {
+	const ev_suite *suite;
+	const ev_checker *checker;
+	const char *model;        /* model name sent in requests */
+	int epochs;               /* >= 1 */
+	long limit;               /* first N samples (0: all) */
+	int shard_k, shard_n;     /* this is shard k of n (0 of 1: all) */
+	/* Resume: true when (sample, epoch) is already stored. May be NULL. */
+	bool (*is_done)(void *ctx, const char *suite, const char *sample_id, int epoch);
+	/* Cache: get returns 0 and a malloc'd body, or EV_E_NOTFOUND. May be NULL. */
+	int (*cache_get)(void *ctx, const char *key, char **body);
+	int (*cache_put)(void *ctx, const char *key, const char *body);
+	/* Sink: every scored result, in the runner's thread. Non-zero stops the run. */
+	int (*on_result)(void *ctx, const ev_result *r);
+	/* Called at least every 50 ms while the run goes on (commit timers). */
+	void (*on_tick)(void *ctx);
+	void *ctx;
+	ev_progress *progress;    /* may be NULL */
+} ev_run_plan;
+
+/* Whether (sample index, epoch) belongs to shard k of n: a deterministic
+ * split on the hash of the sample id, so shards of one suite are disjoint
+ * and together cover it. */
+bool ev_shard_owns(const char *sample_id, int shard_k, int shard_n);
+
+/* Runs the plan to the end. Returns 0 when every planned result reached
+ * the sink (errors included), or the sink's / backend's failure. */
+int ev_runner_run(ev_backend *b, const ev_run_plan *plan, ev_run_counts *out);
+
+/* ---- benchmark ------------------------------------------------------------ */
+
+/* For `evald bench runner`: sends n_requests trivial chat requests to
+ * base_url ("http://127.0.0.1:PORT/v1") through the OpenAI backend at the
+ * given concurrency (no scoring, no tracker) and reports the wall rate and
+ * this process's CPU seconds (user + system, getrusage) per request. Fails
+ * with EV_E_BACKEND when any request does not complete OK. */
+int ev_bench_runner(const char *base_url, long n_requests, int concurrency, double *out_req_per_s,
+                    double *out_cpu_s_per_req);
+
+#endif
