@@ -108,6 +108,8 @@ typedef struct {
 
 /* Parses config.json (and generation_config.json for EOS ids) in `dir`. */
 int eng_config_load(eng_config *c, const char *dir);
+/* Parses the text of a config.json; `what` names it in errors. */
+int eng_config_parse(eng_config *c, const char *json, size_t len, const char *what);
 void eng_config_clear(eng_config *c);
 const char *eng_arch_family(eng_arch a);
 

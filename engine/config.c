@@ -268,6 +268,21 @@ static int parse_config(eng_config *c, const cJSON *o, const char *path)
 	return parse_msa(c, cJSON_GetObjectItemCaseSensitive(o, "msa"), path);
 }
 
+int eng_config_parse(eng_config *c, const char *json, size_t len, const char *what)
+{
+	memset(c, 0, sizeof(*c));
+	cJSON *o = NULL;
+	int rc = ev_json_parse(&o, json, len, what);
+	if (!rc && !cJSON_IsObject(o))
+		rc = ev_error_set(EV_E_PARSE, "%s: not a JSON object", what);
+	if (!rc)
+		rc = parse_config(c, o, what);
+	cJSON_Delete(o);
+	if (rc)
+		eng_config_clear(c);
+	return rc;
+}
+
 int eng_config_load(eng_config *c, const char *dir)
 {
 	memset(c, 0, sizeof(*c));
@@ -284,16 +299,8 @@ int eng_config_load(eng_config *c, const char *dir)
 		rc = ev_error_wrap(rc, "%s", path);
 		goto done;
 	}
-	if ((rc = ev_json_parse(&o, text, len, path)))
+	if ((rc = eng_config_parse(c, text, len, path)))
 		goto done;
-	if (!cJSON_IsObject(o)) {
-		rc = ev_error_set(EV_E_PARSE, "%s: not a JSON object", path);
-		goto done;
-	}
-	if ((rc = parse_config(c, o, path)))
-		goto done;
-	cJSON_Delete(o);
-	o = NULL;
 	free(text);
 	text = NULL;
 	/* generation_config.json is optional; its EOS ids join config's */

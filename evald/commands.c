@@ -19,7 +19,7 @@ int ev_cmd_score(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_serve(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_suites(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_triage(const ev_cli *cli, int argc, char **argv);
-int ev_cmd_version(const ev_cli *cli, int argc, char **argv);
+int ev_cmd_version(const ev_cli *cli, int argc, char **argv); /* cmd_version.c */
 int ev_cmd_watch(const ev_cli *cli, int argc, char **argv);
 
 const ev_command ev_commands[] = {

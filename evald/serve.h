@@ -104,6 +104,9 @@ void ev_serve_api_free(ev_serve_api *api);
 /* Registers POST /api/issues (token), GET /api/issues, GET /api/issues/N,
  * GET /api/regressions, GET /api/proposals. */
 int ev_serve_api_register(ev_serve *s, ev_serve_api *api);
+/* Reads a POST /api/issues JSON body as the route does, storing nothing:
+ * 0, or the error naming the field (for tests and the fuzz target). */
+int ev_serve_api_check_issue_json(const char *body, size_t len, size_t max_attachment);
 
 /* ---- the OpenAI-compatible endpoints (serve_openai.c; owner: serving) ----------- */
 

@@ -225,6 +225,16 @@ static int field_from_json(incoming *in, const cJSON *v)
 	return fail(in, EV_E_INVALID, key, "%.60s: unknown field", key);
 }
 
+static int from_json(incoming *in, const char *body, size_t len);
+
+int ev_serve_api_check_issue_json(const char *body, size_t len, size_t max_attachment)
+{
+	incoming in = {.max_attachment = max_attachment, .cur = EV_BUF_INIT(1 << 20)};
+	int rc = from_json(&in, body, len);
+	incoming_clear(&in);
+	return rc;
+}
+
 static int from_json(incoming *in, const char *body, size_t len)
 {
 	cJSON *j = NULL;
