@@ -29,13 +29,17 @@
  * the size would overflow. */
 void *ev_vec_grow_(void *v, size_t *cap, size_t need, size_t elem);
 
+/* The growth rule for an array kept in any two fields (a pointer `ptr`
+ * and a size_t capacity `cap`, in elements): 0 once it has room for
+ * `need` elements, EV_E_NOMEM otherwise (both unchanged). For arrays that
+ * live beside others in a struct of their own making. */
+#define EV_GROW(ptr, cap, need)                                                                            \
+	((need) <= (cap) ? 0                                                                               \
+	                 : ((ptr) = ev_vec_grow_((ptr), &(cap), (need), sizeof *(ptr)), (need) <= (cap) ? 0 : EV_E_NOMEM))
+
 /* 0 once `vec` has room for `need` elements; EV_E_NOMEM otherwise (the
  * vector unchanged). */
-#define ev_vec_reserve(vec, need)                                                                          \
-	((need) <= (vec)->cap                                                                              \
-	         ? 0                                                                                       \
-	         : ((vec)->v = ev_vec_grow_((vec)->v, &(vec)->cap, (need), sizeof *(vec)->v),              \
-	            (need) <= (vec)->cap ? 0 : EV_E_NOMEM))
+#define ev_vec_reserve(vec, need) EV_GROW((vec)->v, (vec)->cap, (need))
 
 /* Appends `x`: 0, or EV_E_NOMEM with the vector unchanged. */
 #define ev_vec_push(vec, x) (ev_vec_reserve((vec), (vec)->n + 1) ? EV_E_NOMEM : ((vec)->v[(vec)->n++] = (x), 0))

@@ -29,7 +29,7 @@ int ev_bench_sandbox_main(const ev_cli *cli, int argc, char **argv);
 typedef struct {
 	char **ids;
 	ev_testexec_item *items;
-	size_t n, cap;
+	size_t n, cap, ids_cap;
 } problems;
 
 static int on_problem(void *arg, const cJSON *o, const char *where)
@@ -40,17 +40,8 @@ static int on_problem(void *arg, const cJSON *o, const char *where)
 	           *canon = ev_json_str(o, "canonical_solution", NULL);
 	if (!id || !prompt || !test || !entry || !canon)
 		return ev_error_set(EV_E_INVALID, "%s: expected task_id, prompt, test, entry_point, canonical_solution", where);
-	if (p->n == p->cap) {
-		size_t cap = p->cap ? p->cap * 2 : 256;
-		ev_testexec_item *items = realloc(p->items, cap * sizeof *items);
-		if (items)
-			p->items = items;
-		char **ids = items ? realloc(p->ids, cap * sizeof *ids) : NULL;
-		if (!ids)
-			return ev_error_set(EV_E_NOMEM, "out of memory");
-		p->ids = ids;
-		p->cap = cap;
-	}
+	if (EV_GROW(p->items, p->cap, p->n + 1) || EV_GROW(p->ids, p->ids_cap, p->n + 1))
+		return ev_error_set(EV_E_NOMEM, "out of memory");
 	cJSON *t = cJSON_CreateObject();
 	if (t) {
 		cJSON_AddStringToObject(t, "style", "humaneval");

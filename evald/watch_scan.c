@@ -56,15 +56,9 @@ static int walk_add(walk_state *w, char *line)
 {
 	if (!line)
 		return ev_error_set(EV_E_NOMEM, "out of memory");
-	if (w->n == w->cap) {
-		size_t nc = w->cap ? w->cap * 2 : 64;
-		char **l = realloc(w->lines, nc * sizeof *l);
-		if (!l) {
-			free(line);
-			return ev_error_set(EV_E_NOMEM, "out of memory");
-		}
-		w->lines = l;
-		w->cap = nc;
+	if (EV_GROW(w->lines, w->cap, w->n + 1)) {
+		free(line);
+		return ev_error_set(EV_E_NOMEM, "out of memory");
 	}
 	w->lines[w->n++] = line;
 	return 0;

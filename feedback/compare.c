@@ -95,14 +95,8 @@ static int load_one(void *ctx, const ev_result *r)
 		/* Share the previous sample's suite string; taken before the array
 		 * may move. */
 		const char *prev_suite = cur && !strcmp(cur->suite, r->suite) ? cur->suite : NULL;
-		if (s->n == s->cap) {
-			size_t cap = s->cap ? s->cap * 2 : 256;
-			ev_sample_score *v = realloc(s->v, cap * sizeof *v);
-			if (!v)
-				return ev_error_set(EV_E_NOMEM, "compare: out of memory");
-			s->v = v;
-			s->cap = cap;
-		}
+		if (EV_GROW(s->v, s->cap, s->n + 1))
+			return ev_error_set(EV_E_NOMEM, "compare: out of memory");
 		const char *suite = prev_suite ? prev_suite : ev_arena_strdup(s->arena, r->suite);
 		const char *id = ev_arena_strdup(s->arena, r->sample_id);
 		if (!suite || !id)

@@ -365,15 +365,9 @@ int ev_intake_cluster_issues(ev_tracker *t, int64_t cluster, int64_t **out, size
 	sqlite3_bind_int64(st, 1, cluster);
 	int src;
 	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		if (cnt == cap) {
-			size_t nc = cap ? cap * 2 : 16;
-			int64_t *nv = realloc(v, nc * sizeof *nv);
-			if (!nv) {
-				rc = ev_error_set(EV_E_NOMEM, "out of memory");
-				goto done;
-			}
-			v = nv;
-			cap = nc;
+		if (EV_GROW(v, cap, cnt + 1)) {
+			rc = ev_error_set(EV_E_NOMEM, "out of memory");
+			goto done;
 		}
 		v[cnt++] = sqlite3_column_int64(st, 0);
 	}

@@ -245,15 +245,9 @@ int ev_tracker_runs_list(ev_tracker *t, ev_run_row **out, size_t *n, int limit)
 	sqlite3_bind_int64(st, 1, limit > 0 ? limit : -1);
 	int src;
 	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		if (len == cap) {
-			size_t ncap = cap ? cap * 2 : 16;
-			ev_run_row *nr = realloc(rows, ncap * sizeof *nr);
-			if (!nr) {
-				rc = ev_error_set(EV_E_NOMEM, "listing runs: out of memory");
-				goto done;
-			}
-			rows = nr;
-			cap = ncap;
+		if (EV_GROW(rows, cap, len + 1)) {
+			rc = ev_error_set(EV_E_NOMEM, "listing runs: out of memory");
+			goto done;
 		}
 		if ((rc = row_read(st, &rows[len])))
 			goto done;

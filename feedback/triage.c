@@ -105,15 +105,9 @@ static int signature(titem *it, const uint64_t *seeds)
 		while (s[i] && word_byte((unsigned char)s[i]))
 			i++;
 		if (i > st) {
-			if (n_words == cap) {
-				size_t nc = cap ? cap * 2 : 64;
-				word *nw = realloc(w, nc * sizeof *nw);
-				if (!nw) {
-					free(w);
-					return ev_error_set(EV_E_NOMEM, "out of memory");
-				}
-				w = nw;
-				cap = nc;
+			if (EV_GROW(w, cap, n_words + 1)) {
+				free(w);
+				return ev_error_set(EV_E_NOMEM, "out of memory");
 			}
 			w[n_words].p = s + st;
 			w[n_words].n = i - st;
@@ -226,15 +220,9 @@ static int load_open(ev_tracker *t, titem **out, size_t *n_out)
 		return rc;
 	int r;
 	while ((r = sqlite3_step(st)) == SQLITE_ROW) {
-		if (n == cap) {
-			size_t nc = cap ? cap * 2 : 64;
-			titem *nv = realloc(v, nc * sizeof *nv);
-			if (!nv) {
-				rc = ev_error_set(EV_E_NOMEM, "out of memory");
-				goto done;
-			}
-			v = nv;
-			cap = nc;
+		if (EV_GROW(v, cap, n + 1)) {
+			rc = ev_error_set(EV_E_NOMEM, "out of memory");
+			goto done;
 		}
 		memset(&v[n], 0, sizeof v[n]);
 		v[n].id = sqlite3_column_int64(st, 0);

@@ -206,15 +206,9 @@ int ev_watch_list(ev_tracker *t, ev_watch_row **out, size_t *n)
 		return rc;
 	int src;
 	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-		if (len == cap) {
-			size_t nc = cap ? cap * 2 : 16;
-			ev_watch_row *r = realloc(rows, nc * sizeof *r);
-			if (!r) {
-				rc = ev_error_set(EV_E_NOMEM, "out of memory");
-				goto done;
-			}
-			rows = r;
-			cap = nc;
+		if (EV_GROW(rows, cap, len + 1)) {
+			rc = ev_error_set(EV_E_NOMEM, "out of memory");
+			goto done;
 		}
 		if ((rc = row_read(st, &rows[len])))
 			goto done;

@@ -68,14 +68,8 @@ typedef struct {
 
 static int convo_push(convo *c, const ev_message *m)
 {
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 32;
-		ev_message *nm = realloc(c->msgs, cap * sizeof *nm);
-		if (!nm)
-			return ev_error_set(EV_E_NOMEM, "out of memory");
-		c->msgs = nm;
-		c->cap = cap;
-	}
+	if (EV_GROW(c->msgs, c->cap, c->n + 1))
+		return ev_error_set(EV_E_NOMEM, "out of memory");
 	c->msgs[c->n++] = *m;
 	return 0;
 }

@@ -47,14 +47,8 @@ static int add_call(ev_toolcalls *l, const char *name, size_t nlen, tcv *args)
 		return ev_error_set(EV_E_PARSE, "the arguments of '%.*s' are not an object", (int)nlen, name);
 	if (l->n >= TC_MAX_CALLS)
 		return ev_error_set(EV_E_LIMIT, "more than %d calls in one answer", TC_MAX_CALLS);
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 4;
-		tc_call *c = realloc(l->calls, cap * sizeof *c);
-		if (!c)
-			return ev_error_set(EV_E_NOMEM, "out of memory");
-		l->calls = c;
-		l->cap = cap;
-	}
+	if (EV_GROW(l->calls, l->cap, l->n + 1))
+		return ev_error_set(EV_E_NOMEM, "out of memory");
 	ev_buf b = EV_BUF_INIT(TC_MAX_TEXT);
 	int rc = tcv_print_json(&b, args);
 	char *json = rc ? NULL : ev_arena_strndup(l->a, b.data, b.len);

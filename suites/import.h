@@ -70,7 +70,7 @@ typedef struct {
 	ev_buf out;
 	char **ids;
 	size_t *lines;
-	size_t n, cap;
+	size_t n, cap, lines_cap;
 } ev_import_ctx;
 
 /* Keeps a copy of `id` and the line of `where` ("file:12"). */

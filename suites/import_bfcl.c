@@ -101,15 +101,9 @@ static int read_answer(void *ctx, const char *line, size_t len, size_t lineno)
 		rc = ev_error_set(EV_E_INVALID, "%s: ground_truth: expected a list", what);
 		goto done;
 	}
-	if (c->a->n == c->a->cap) {
-		size_t cap = c->a->cap ? c->a->cap * 2 : 256;
-		answer *v = realloc(c->a->v, cap * sizeof *v);
-		if (!v) {
-			rc = ev_error_set(EV_E_NOMEM, "out of memory");
-			goto done;
-		}
-		c->a->v = v;
-		c->a->cap = cap;
+	if (EV_GROW(c->a->v, c->a->cap, c->a->n + 1)) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto done;
 	}
 	answer *x = &c->a->v[c->a->n];
 	x->id = ev_strdup(id);

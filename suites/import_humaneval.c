@@ -163,17 +163,9 @@ int ev_import_write_suite(const char *out_dir, const char *suite_json, const cha
 
 int ev_import_keep_id(ev_import_ctx *c, const char *id, const char *where)
 {
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 256;
-		char **ids = realloc(c->ids, cap * sizeof *ids);
-		if (ids)
-			c->ids = ids;
-		size_t *lines = ids ? realloc(c->lines, cap * sizeof *lines) : NULL;
-		if (!lines)
-			return ev_error_set(EV_E_NOMEM, "%s: out of memory", where);
-		c->lines = lines;
-		c->cap = cap;
-	}
+	/* ids and lines grow together: a second capacity for the second array */
+	if (EV_GROW(c->ids, c->cap, c->n + 1) || EV_GROW(c->lines, c->lines_cap, c->n + 1))
+		return ev_error_set(EV_E_NOMEM, "%s: out of memory", where);
 	const char *colon = strrchr(where, ':');
 	int64_t line = 0;
 	if (!colon || !ev_parse_i64(colon + 1, &line))
@@ -265,7 +257,7 @@ int ev_import_jsonl(const char *path, size_t max_file, int (*record)(void *ctx, 
 {
 	char *text = NULL;
 	size_t len = 0;
-	ev_import_ctx c = {EV_BUF_INIT(max_file * 2), NULL, NULL, 0, 0};
+	ev_import_ctx c = {.out = EV_BUF_INIT(max_file * 2)};
 	int rc = ev_import_read(&text, &len, path, max_file);
 	if (!rc)
 		rc = ev_import_each_object(text, len, path, record, &c);

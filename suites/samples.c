@@ -533,15 +533,9 @@ static int parse_line(parser *P, size_t line, char *p, size_t n)
 		rc = ev_error_set(EV_E_PARSE, "%s: expected a JSON object", P->what);
 		goto done;
 	}
-	if (s->n_samples == P->cap) {
-		size_t cap = P->cap ? P->cap * 2 : 64;
-		ev_sample *a = realloc(s->samples, cap * sizeof *a);
-		if (!a) {
-			rc = nomem();
-			goto done;
-		}
-		s->samples = a;
-		P->cap = cap;
+	if (EV_GROW(s->samples, P->cap, s->n_samples + 1)) {
+		rc = nomem();
+		goto done;
 	}
 	ev_sample *x = &s->samples[s->n_samples];
 	memset(x, 0, sizeof *x);

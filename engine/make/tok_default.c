@@ -85,14 +85,8 @@ typedef struct {
 static int collect(void *ctx, const char *s, size_t len)
 {
 	wordvec *wv = ctx;
-	if (wv->n == wv->cap) {
-		size_t cap = wv->cap ? wv->cap * 2 : 512;
-		word *v = realloc(wv->v, cap * sizeof *v);
-		if (!v)
-			return ev_error_set(EV_E_NOMEM, "out of memory");
-		wv->v = v;
-		wv->cap = cap;
-	}
+	if (EV_GROW(wv->v, wv->cap, wv->n + 1))
+		return ev_error_set(EV_E_NOMEM, "out of memory");
 	wv->v[wv->n++] = (word){s, (uint32_t)len, 1};
 	return 0;
 }

@@ -127,31 +127,19 @@ void eng_tok_enc_free(eng_tok_enc *e)
 
 int eng_tok_emit(eng_tok_enc *e, int32_t id)
 {
-	if (e->n == e->cap) {
-		size_t cap = e->cap ? e->cap * 2 : 256;
-		int32_t *v = realloc(e->ids, cap * sizeof *v);
-		if (!v)
-			return ev_error_set(EV_E_NOMEM, "out of memory for %zu token ids", cap);
-		e->ids = v;
-		e->cap = cap;
-	}
+	if (EV_GROW(e->ids, e->cap, e->n + 1))
+		return ev_error_set(EV_E_NOMEM, "out of memory for %zu token ids", e->n + 1);
 	e->ids[e->n++] = id;
 	return 0;
 }
 
+/* The scratch of one word: sym and heap grow with the longest word seen. */
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
 {
 	if (need <= *cap)
 		return 0;
-	size_t c = *cap ? *cap : 64;
-	while (c < need)
-		c *= 2;
-	void *q = realloc(*p, c * elem);
-	if (!q)
-		return ev_error_set(EV_E_NOMEM, "out of memory for a %zu-byte word", need);
-	*p = q;
-	*cap = c;
-	return 0;
+	*p = ev_vec_grow_(*p, cap, need, elem);
+	return need <= *cap ? 0 : ev_error_set(EV_E_NOMEM, "out of memory for a %zu-byte word", need);
 }
 
 /* ---- the candidate heap ------------------------------------------------ */

@@ -132,14 +132,8 @@ static int spans_push(spanvec *sv, size_t start, size_t end, bool delim)
 {
 	if (start == end)
 		return 0;
-	if (sv->n == sv->cap) {
-		size_t cap = sv->cap ? sv->cap * 2 : 16;
-		span *v = realloc(sv->v, cap * sizeof *v);
-		if (!v)
-			return ev_error_set(EV_E_NOMEM, "out of memory splitting text");
-		sv->v = v;
-		sv->cap = cap;
-	}
+	if (EV_GROW(sv->v, sv->cap, sv->n + 1))
+		return ev_error_set(EV_E_NOMEM, "out of memory splitting text");
 	sv->v[sv->n++] = (span){start, end, delim};
 	return 0;
 }
