@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #define DEFAULT_PYTHON "/usr/bin/python3"
 #define DEFAULT_CC "/usr/bin/cc"
@@ -22,6 +23,10 @@
 #define MAX_QUOTE 120
 /* Written to stderr by the C driver when cc fails: the program never ran. */
 #define CC_FAILED "evald-cc: compile error"
+/* The token's file, fed as stdin, and its length in hex digits. */
+#define TOKEN_FILE "evald.token"
+#define TOKEN_HEX 32
+#define NOT_COMPLETED "the tests did not complete (the program ended before its checks returned)"
 
 typedef enum { LANG_PYTHON, LANG_C } lang;
 typedef enum { STYLE_HUMANEVAL, STYLE_MBPP, STYLE_CASES, STYLE_SCRIPT } style;
@@ -393,6 +398,92 @@ static char *python_prefix(const char *python)
 	return ev_strdup(real);
 }
 
+/* ---- the completion token ----------------------------------------------------------
+ *
+ * A program's exit status alone cannot say that its tests ran: os._exit(0),
+ * sys.exit(0) or a constructor calling _exit(0) end it well without them.
+ * So the program runs under a small driver: it reads a token made for this
+ * run (16 random bytes, hex) from stdin, closes stdin (reopened on
+ * /dev/null) and deletes the token's file before any of the program's code
+ * runs, then runs the program, and writes the token on a line of its own to
+ * stdout only when the program and its checks have returned. A run passes
+ * only with status 0 and the token as its last line; any other ending is a
+ * failure saying the tests did not complete. The token is in the driver's
+ * memory while the program runs: a program written to search the
+ * interpreter for it is outside what this guards; ending early is not. */
+
+static const char PY_DRIVER[] =
+	"import os, sys\n"
+	"def _evald_main():\n"
+	"    token = sys.stdin.buffer.read()\n"
+	"    os.close(0)\n"
+	"    os.open('/dev/null', os.O_RDONLY)\n"
+	"    os.unlink('" TOKEN_FILE "')\n"
+	"    with open('prog.py', 'rb') as f:\n"
+	"        source = f.read()\n"
+	"    sys.argv[0] = 'prog.py'\n"
+	"    program = {'__name__': '__main__', '__file__': 'prog.py', '__builtins__': __builtins__}\n"
+	"    exec(compile(source, 'prog.py', 'exec'), program)\n"
+	"    sys.stdout.flush()\n"
+	"    os.write(1, b'\\n' + token + b'\\n')\n"
+	"_evald_main()\n";
+
+/* The C driver: the program's main is compiled as evald_program_main. */
+static const char C_DRIVER[] =
+	"#undef main\n"
+	"#include <fcntl.h>\n"
+	"#include <stdio.h>\n"
+	"#include <unistd.h>\n"
+	"int evald_program_main(int argc, char **argv);\n"
+	"int main(int argc, char **argv)\n"
+	"{\n"
+	"\tchar token[64];\n"
+	"\tssize_t n = read(0, token, sizeof token);\n"
+	"\tclose(0);\n"
+	"\t(void)open(\"/dev/null\", O_RDONLY);\n"
+	"\tunlink(\"" TOKEN_FILE "\");\n"
+	"\tint rc = evald_program_main(argc, argv);\n"
+	"\tfflush(NULL);\n"
+	"\tif (rc == 0 && n > 0) {\n"
+	"\t\t(void)!write(1, \"\\n\", 1);\n"
+	"\t\t(void)!write(1, token, (size_t)n);\n"
+	"\t\t(void)!write(1, \"\\n\", 1);\n"
+	"\t}\n"
+	"\treturn rc;\n"
+	"}\n";
+
+static int make_token(char out[TOKEN_HEX + 1])
+{
+	unsigned char raw[TOKEN_HEX / 2];
+	if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
+		return ev_error_set(EV_E_IO, "testexec: no random bytes for the completion token");
+	static const char hx[] = "0123456789abcdef";
+	for (size_t i = 0; i < sizeof raw; i++) {
+		out[2 * i] = hx[raw[i] >> 4];
+		out[2 * i + 1] = hx[raw[i] & 15];
+	}
+	out[TOKEN_HEX] = 0;
+	return 0;
+}
+
+/* A passed run counts only when the token ends its output; the token's
+ * line is taken off the output either way. */
+static void judge_token(ev_sandbox_result *out, const char *token)
+{
+	size_t n = strlen(token);
+	bool seen = out->out_len >= n + 2 && out->out[out->out_len - 1] == '\n' &&
+	            out->out[out->out_len - n - 2] == '\n' && !memcmp(out->out + out->out_len - n - 1, token, n);
+	if (seen) {
+		out->out_len -= n + 2;
+		out->out[out->out_len] = 0;
+	}
+	if (out->verdict == EV_SANDBOX_PASSED && !seen) {
+		out->verdict = EV_SANDBOX_FAILED;
+		free(out->detail);
+		out->detail = ev_strdup(NOT_COMPLETED);
+	}
+}
+
 static int one_run(const ev_testexec_options *o, const spec *s, const char *stdin_text, ev_sandbox_result *out)
 {
 	ev_sandbox_options so = o->sandbox;
@@ -410,26 +501,40 @@ static int one_run(const ev_testexec_options *o, const spec *s, const char *stdi
 	ro[nro] = NULL;
 	so.ro_paths = ro;
 
-	ev_sandbox_file files[2];
+	/* Cases are judged by their output; every other style by its exit
+	 * status, which then needs the completion token. */
+	bool tokened = s->style != STYLE_CASES;
+	char token[TOKEN_HEX + 1] = "";
+	ev_sandbox_file files[3];
 	size_t nf = 0;
+	int rc = tokened ? make_token(token) : 0;
+	if (rc)
+		goto done;
 	files[nf++] = (ev_sandbox_file){s->lang == LANG_C ? "prog.c" : "prog.py", s->program, strlen(s->program)};
-	if (stdin_text) {
+	if (tokened) {
+		files[nf++] = s->lang == LANG_C ? (ev_sandbox_file){"evald_main.c", C_DRIVER, sizeof C_DRIVER - 1}
+		                                : (ev_sandbox_file){"evald_main.py", PY_DRIVER, sizeof PY_DRIVER - 1};
+		files[nf++] = (ev_sandbox_file){TOKEN_FILE, token, TOKEN_HEX};
+		so.stdin_name = TOKEN_FILE;
+	} else if (stdin_text) {
 		files[nf++] = (ev_sandbox_file){"input.txt", stdin_text, strlen(stdin_text)};
 		so.stdin_name = "input.txt";
 	}
-	int rc;
 	if (s->lang == LANG_C) {
-		script = ev_asprintf("%s -O1 -o prog prog.c -lm 2>cc.log || { echo '" CC_FAILED "' >&2; "
+		script = ev_asprintf("%s -O1 -o prog %s prog.c -lm 2>cc.log || { echo '" CC_FAILED "' >&2; "
 		                     "cat cc.log >&2; exit 1; }; exec ./prog",
-		                     cc);
+		                     cc, tokened ? "-Dmain=evald_program_main evald_main.c" : "");
 		const char *argv[] = {"/bin/sh", "-c", script, NULL};
 		rc = script ? ev_sandbox_run(&so, argv, files, nf, out) : ev_error_set(EV_E_NOMEM, "testexec: out of memory");
 	} else {
-		const char *argv[] = {python, "-I", s->site ? "prog.py" : "-S", "prog.py", NULL};
+		const char *main_py = tokened ? "evald_main.py" : "prog.py";
+		const char *argv[] = {python, "-I", s->site ? main_py : "-S", main_py, NULL};
 		if (s->site)
 			argv[3] = NULL;
 		rc = ev_sandbox_run(&so, argv, files, nf, out);
 	}
+	if (!rc && tokened)
+		judge_token(out, token);
 	/* A program that never compiled failed with the compiler's first error. */
 	if (!rc && s->lang == LANG_C && out->verdict == EV_SANDBOX_FAILED && out->err &&
 	    ev_str_starts(out->err, CC_FAILED "\n")) {
@@ -444,6 +549,7 @@ static int one_run(const ev_testexec_options *o, const spec *s, const char *stdi
 		}
 		free(line);
 	}
+done:
 	free(script);
 	free(prefix);
 	return rc;

@@ -60,6 +60,26 @@ static void score_prints_summary_and_details(void **state)
 	free(out);
 	free(err);
 
+	/* Forged: a completion that exits 0 before the checks run fails through
+	 * `evald score` too, saying why. */
+	char *forged = tu_write(dir, "forged.jsonl",
+	                        "{\"task_id\":\"T/0\",\"completion\":\"    import os; os._exit(0)\\n\"}\n"
+	                        "{\"task_id\":\"T/1\",\"completion\":\"    raise SystemExit(0)\\n\"}\n");
+	const char *fargv[] = {tu_evald(), "--json", "-q", "score", "--suite", suite, "--samples", forged,
+	                       "--details", details, NULL};
+	st = tu_run(&out, &err, NULL, fargv);
+	assert_int_equal(st, 0);
+	j = cJSON_Parse(out);
+	s = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "suites"), 0);
+	assert_true(ev_json_num(s, "score", -1) == 0.0);
+	cJSON_Delete(j);
+	assert_int_equal(ev_file_read(&d, NULL, details, 1 << 20), 0);
+	assert_non_null(strstr(d, "the tests did not complete"));
+	free(d);
+	free(forged);
+	free(out);
+	free(err);
+
 	/* --problems takes the published file directly */
 	const char *argv2[] = {tu_evald(), "-q", "score", "--problems", problems, "--samples", samples, "--json", NULL};
 	st = tu_run(&out, &err, NULL, argv2);
