@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -297,6 +298,14 @@ __attribute__((noreturn)) void ev_sb_child_main(const sb_plan *p)
 	    setrlimit(RLIMIT_AS, &p->lim_as) != 0 || setrlimit(RLIMIT_NPROC, &p->lim_nproc) != 0 ||
 	    setrlimit(RLIMIT_FSIZE, &p->lim_fsize) != 0 || setrlimit(RLIMIT_NOFILE, &p->lim_nofile) != 0)
 		child_fail(p, STEP_RLIMIT, errno, "setrlimit");
+	/* The parent-death signal set at the start is cleared by every change
+	 * of credentials since (setresuid, capset): set it again last, then
+	 * make sure the parent did not die before it was set (its end of the
+	 * report pipe would be gone: POLLERR on ours). */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	struct pollfd alive = {p->fd_report, POLLOUT, 0};
+	if (poll(&alive, 1, 0) == 1 && (alive.revents & POLLERR))
+		_exit(127);
 	if (p->probe)
 		_exit(0);
 	execve(p->path, p->argv, p->envp);
