@@ -211,10 +211,27 @@ static int sink_cache_put(void *ctx, const char *key, const char *body)
 	return s->use_cache ? ev_tracker_cache_put(s->t, key, body) : 0;
 }
 
+/* A failed commit anywhere (a result's, the cache's, a tick's) drops the
+ * results pending in it: the run stops then, rather than end with some of
+ * them missing under a confident summary. */
+static int lost_check(ev_tracker *t)
+{
+	const char *why;
+	long lost = ev_tracker_lost_writes(t, &why);
+	if (!lost)
+		return 0;
+	return ev_error_set(EV_E_DB, "%ld writes were lost when the tracker could not commit them (%s); the run stops "
+	                    "here, and resume redoes what was lost", lost, why);
+}
+
 static int sink_result(void *ctx, const ev_result *r)
 {
 	sink_ctx *s = ctx;
-	int rc = ev_tracker_result_put(s->t, s->run_id, r);
+	int rc = lost_check(s->t);
+	if (!rc)
+		rc = ev_tracker_result_put(s->t, s->run_id, r);
+	if (!rc)
+		rc = lost_check(s->t);
 	if (rc)
 		return rc;
 	if (s->stop && *s->stop)
@@ -426,6 +443,8 @@ static int run_suites(eval_state *st, int64_t run_id, bool *stopped)
 	ev_progress_free(progress);
 	ev_strset_free(sink.done);
 	int frc = ev_tracker_flush(st->t);
+	if (!frc)
+		frc = lost_check(st->t);
 	return rc ? rc : frc;
 }
 

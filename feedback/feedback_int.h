@@ -34,6 +34,9 @@ struct ev_tracker {
 	double oldest; /* ev_now() of the first of them */
 	ev_tracker_stmt_slot stmts[EV_TRACKER_STMT_MAX];
 	size_t n_stmts;
+	/* writes rolled back by failed commits (disk full, I/O), and why */
+	long lost;
+	char lost_why[256];
 };
 
 /* Translates a SQLite failure into EV_E_DB (EV_E_NOTFOUND for a foreign key

@@ -119,13 +119,23 @@ int ev_tracker_flush(ev_tracker *t)
 	}
 	int err = ev_tracker_sqlerr(t, rc, "committing %ld pending writes", t->pending);
 	if (sqlite3_get_autocommit(t->db)) {
-		/* SQLite rolled the transaction back itself (disk full, I/O). */
+		/* SQLite rolled the transaction back itself (disk full, I/O):
+		 * remembered, so that no caller can go on as if they were kept. */
+		t->lost += t->pending;
+		snprintf(t->lost_why, sizeof t->lost_why, "%s", ev_error_msg());
 		t->in_tx = false;
 		t->pending = 0;
 		ev_error_wrap(err, "the pending writes were lost");
 	}
 	/* Otherwise (busy) the transaction stays open and the next flush retries. */
 	return err;
+}
+
+long ev_tracker_lost_writes(ev_tracker *t, const char **why)
+{
+	if (why)
+		*why = t && t->lost ? t->lost_why : "";
+	return t ? t->lost : 0;
 }
 
 int ev_tracker_tick(ev_tracker *t)

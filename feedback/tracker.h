@@ -73,6 +73,11 @@ void ev_run_rows_free(ev_run_row *rows, size_t n);
  * sample and epoch). Buffered: see the group commit above. */
 int ev_tracker_result_put(ev_tracker *t, int64_t run_id, const ev_result *r);
 int ev_tracker_flush(ev_tracker *t);
+/* Writes rolled back since the tracker was opened because a commit failed
+ * (disk full, I/O error), with SQLite's reason in *why (may be NULL). A
+ * caller that must not lose results (a run) stops when this is not 0: the
+ * results it handed over are not all stored, and resume redoes them. */
+long ev_tracker_lost_writes(ev_tracker *t, const char **why);
 /* Commits if the oldest pending result is older than EV_TRACKER_COMMIT_S. */
 int ev_tracker_tick(ev_tracker *t);
 
