@@ -54,10 +54,17 @@ static const ev_cmd_spec run_spec = {
 
 static volatile sig_atomic_t g_stop;
 
+/* The first Ctrl-C (or SIGTERM) stops the run: no new request, what
+ * finished is committed, the resume command is printed. A second one
+ * quits at once (what was committed stays; resume redoes the rest). */
 static void on_signal(int sig)
 {
 	(void)sig;
+	if (g_stop)
+		_exit(130);
 	g_stop = 1;
+	static const char msg[] = "\nevald: stopping: committing what finished (again to quit at once)\n";
+	(void)!write(2, msg, sizeof msg - 1);
 }
 
 static void status_line(int fd, const char *json)

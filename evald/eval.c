@@ -432,7 +432,7 @@ static int run_suites(eval_state *st, int64_t run_id, bool *stopped)
 			.epochs = st->suites[i]->gen.epochs, .limit = (long)c->limit, .shard_k = c->shard_k,
 			.shard_n = c->shard_n, .is_done = sink_is_done, .cache_get = sink_cache_get,
 			.cache_put = sink_cache_put, .on_result = sink_result, .on_tick = sink_tick, .ctx = &sink,
-			.progress = progress,
+			.progress = progress, .stop = o->stop,
 		};
 		ev_run_counts counts = {0};
 		if ((rc = ev_runner_run(st->backend, &plan, &counts)))

@@ -401,6 +401,10 @@ int ev_runner_run(ev_backend *b, const ev_run_plan *plan, ev_run_counts *out)
 	progress(&r);
 
 	for (;;) {
+		if (plan->stop && *plan->stop) {
+			rc = ev_error_set(EV_E_INVALID, "interrupted");
+			goto done;
+		}
 		int cap = ev_backend_capacity(b);
 		int handled = 0;
 		while (next < n_items && ev_backend_pending(b) < (cap > 0 ? cap : 1) && handled < FILL_BATCH) {
@@ -438,6 +442,10 @@ int ev_runner_run(ev_backend *b, const ev_run_plan *plan, ev_run_counts *out)
 			plan->on_tick(plan->ctx);
 	}
 	for (size_t i = 0; i < r.n_agent_items; i++) {
+		if (plan->stop && *plan->stop) {
+			rc = ev_error_set(EV_E_INVALID, "interrupted");
+			goto done;
+		}
 		if ((rc = run_agent_item(&r, &r.agent_items[i])))
 			goto done;
 		if (plan->on_tick)

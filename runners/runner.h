@@ -16,6 +16,7 @@
 #ifndef EV_RUNNERS_RUNNER_H
 #define EV_RUNNERS_RUNNER_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -133,6 +134,10 @@ typedef struct {
 	void (*on_tick)(void *ctx);
 	void *ctx;
 	ev_progress *progress;    /* may be NULL */
+	/* Set (by a signal handler) to stop: no new request is sent, the run
+	 * returns at once with "interrupted" (requests in flight are dropped
+	 * when the caller frees the backend). May be NULL. */
+	volatile sig_atomic_t *stop;
 } ev_run_plan;
 
 /* Whether (sample index, epoch) belongs to shard k of n: a deterministic
