@@ -117,13 +117,27 @@ typedef struct {
 	bool last;
 	compare_mode compare;
 	ev_norm norm;
-	uint32_t match_limit, depth_limit;
+	uint32_t match_limit, depth_limit, match_budget;
 	pcre2_match_context *mctx;
 } regex_checker;
 
+/* Returned by the budget's callout, and so by pcre2_match, when the
+ * answer's budget is spent (PCRE2's own errors are small negatives). */
+#define RX_BUDGET_SPENT (-1000)
+
+static int budget_callout(pcre2_callout_block *cb, void *data)
+{
+	(void)cb;
+	uint64_t *left = data;
+	if (!*left)
+		return RX_BUDGET_SPENT;
+	(*left)--;
+	return 0;
+}
+
 static const char *const regex_fields[] = {
 	"pattern", "patterns", "group", "match", "ignore_case", "compare", "fold_case", "ignore_space", "ignore_punct",
-	"match_limit", "depth_limit", NULL,
+	"match_limit", "depth_limit", "match_budget", NULL,
 };
 
 static void regex_free(void *impl)
@@ -222,7 +236,8 @@ static int regex_parse(void **impl, const cJSON *spec, cJSON *norm)
 	    (rc = ev_spec_bool(&r->norm.squash_space, spec, "ignore_space", true)) ||
 	    (rc = ev_spec_bool(&r->norm.strip_punct, spec, "ignore_punct", true)) ||
 	    (rc = limit_field(&r->match_limit, spec, "match_limit", EV_RX_MATCH_LIMIT)) ||
-	    (rc = limit_field(&r->depth_limit, spec, "depth_limit", EV_RX_DEPTH_LIMIT)))
+	    (rc = limit_field(&r->depth_limit, spec, "depth_limit", EV_RX_DEPTH_LIMIT)) ||
+	    (rc = limit_field(&r->match_budget, spec, "match_budget", EV_RX_MATCH_BUDGET)))
 		goto done;
 	r->last = strcmp(match, "last") == 0;
 	r->compare = !compare ? CMP_AUTO
@@ -247,7 +262,8 @@ static int regex_parse(void **impl, const cJSON *spec, cJSON *norm)
 			rc = ev_error_set(EV_E_INVALID, "%s: expected a string", rp->field);
 			goto done;
 		}
-		if ((rc = ev_rx_compile(&rp->rx, p->valuestring, strlen(p->valuestring), ignore_case ? PCRE2_CASELESS : 0,
+		if ((rc = ev_rx_compile(&rp->rx, p->valuestring, strlen(p->valuestring),
+		                        PCRE2_AUTO_CALLOUT | PCRE2_NO_AUTO_POSSESS | (ignore_case ? PCRE2_CASELESS : 0),
 		                        rp->field)))
 			goto done;
 		r->n_pats = i + 1;
@@ -280,6 +296,7 @@ static int regex_parse(void **impl, const cJSON *spec, cJSON *norm)
 	ok = ok && cJSON_AddBoolToObject(norm, "ignore_punct", r->norm.strip_punct);
 	ok = ok && cJSON_AddNumberToObject(norm, "match_limit", r->match_limit);
 	ok = ok && cJSON_AddNumberToObject(norm, "depth_limit", r->depth_limit);
+	ok = ok && cJSON_AddNumberToObject(norm, "match_budget", r->match_budget);
 	if (!ok) {
 		rc = ev_error_set(EV_E_NOMEM, "checker: out of memory");
 		goto done;
@@ -294,14 +311,15 @@ done:
 
 /* Finds the wanted occurrence of one pattern. Returns 1 with [*a, *b) set,
  * 0 for no match, or a negative PCRE2 error. */
-static int find_one(const regex_checker *r, const rx_pattern *p, const char *s, size_t len, size_t *a, size_t *b)
+static int find_one(const regex_checker *r, pcre2_match_context *mctx, const rx_pattern *p, const char *s,
+                    size_t len, size_t *a, size_t *b)
 {
 	pcre2_match_data *md = pcre2_match_data_create_from_pattern(p->rx.code, NULL);
 	if (!md)
 		return PCRE2_ERROR_NOMEMORY;
 	size_t off = 0;
 	int found = 0, rc;
-	while ((rc = ev_rx_next(&p->rx, r->mctx, md, s, len, &off)) == 1) {
+	while ((rc = ev_rx_next(&p->rx, mctx, md, s, len, &off)) == 1) {
 		PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
 		size_t x = ov[2 * p->group], y = ov[2 * p->group + 1];
 		if (x == PCRE2_UNSET || y < x) /* group did not take part here */
@@ -326,25 +344,39 @@ static int regex_score(const void *impl, const ev_sample *sample, const char *an
 	if (cmp != CMP_NONE && (rc = ev_check_need_targets(sample, "regex")))
 		return rc;
 
-	size_t a = 0, b = 0;
+	size_t a = 0, b = 0, i = 0;
 	int got = 0;
-	for (size_t i = 0; i < r->n_pats && !got; i++) {
-		got = find_one(r, &r->pats[i], answer, len, &a, &b);
-		if (got == PCRE2_ERROR_NOMEMORY)
-			return ev_error_set(EV_E_NOMEM, "%s: out of memory matching", r->pats[i].field);
-		if (got < 0 && ev_rx_is_limit(got)) {
-			char msg[128];
-			ev_rx_errtext(got, msg, sizeof msg);
-			out->reason = EV_REASON_MATCH_LIMIT;
-			out->detail = ev_asprintf("%s: %s (match_limit %u, depth_limit %u) on a %zu-byte answer",
-			                          r->pats[i].field, msg, r->match_limit, r->depth_limit, len);
-			return 0;
-		}
-		if (got < 0) {
-			char msg[128];
-			ev_rx_errtext(got, msg, sizeof msg);
-			return ev_error_set(EV_E_INTERNAL, "%s: PCRE2: %s", r->pats[i].field, msg);
-		}
+	/* One budget for the whole answer, every pattern and match call: a
+	 * context of its own, since the checker serves many threads. */
+	uint64_t left = r->match_budget;
+	pcre2_match_context *mctx = pcre2_match_context_copy(r->mctx);
+	if (!mctx)
+		return ev_error_set(EV_E_NOMEM, "scoring: out of memory");
+	pcre2_set_callout(mctx, budget_callout, &left);
+	for (; i < r->n_pats; i++)
+		if ((got = find_one(r, mctx, &r->pats[i], answer, len, &a, &b)))
+			break; /* a match, or the error below names this pattern */
+	pcre2_match_context_free(mctx);
+	if (got == PCRE2_ERROR_NOMEMORY)
+		return ev_error_set(EV_E_NOMEM, "%s: out of memory matching", r->pats[i].field);
+	if (got == RX_BUDGET_SPENT) {
+		out->reason = EV_REASON_MATCH_LIMIT;
+		out->detail = ev_asprintf("%s: the answer's match budget (match_budget %u steps) ran out on a %zu-byte answer",
+		                          r->pats[i].field, r->match_budget, len);
+		return 0;
+	}
+	if (got < 0 && ev_rx_is_limit(got)) {
+		char msg[128];
+		ev_rx_errtext(got, msg, sizeof msg);
+		out->reason = EV_REASON_MATCH_LIMIT;
+		out->detail = ev_asprintf("%s: %s (match_limit %u, depth_limit %u) on a %zu-byte answer",
+		                          r->pats[i].field, msg, r->match_limit, r->depth_limit, len);
+		return 0;
+	}
+	if (got < 0) {
+		char msg[128];
+		ev_rx_errtext(got, msg, sizeof msg);
+		return ev_error_set(EV_E_INTERNAL, "%s: PCRE2: %s", r->pats[i].field, msg);
 	}
 	if (!got) {
 		/* As an assertion (compare none) no match is a failed check; as an
@@ -364,8 +396,8 @@ static int regex_score(const void *impl, const ev_sample *sample, const char *an
 	if (!x)
 		return ev_error_set(EV_E_NOMEM, "scoring: out of memory");
 	bool hit = false;
-	for (size_t i = 0; i < sample->n_targets && !hit; i++) {
-		const char *t = sample->targets[i] ? sample->targets[i] : "";
+	for (size_t k = 0; k < sample->n_targets && !hit; k++) {
+		const char *t = sample->targets[k] ? sample->targets[k] : "";
 		size_t tl;
 		char *clean = ev_utf8_sanitize(t, strlen(t), &tl);
 		char *nt = clean ? ev_norm_text(clean, tl, &r->norm) : NULL;

@@ -30,6 +30,13 @@
  * ("(?:a|b)*") needs one per repetition, so 10^4 would fail honest
  * patterns on answers of a few pages; the heap limit bounds the memory. */
 #define EV_RX_DEPTH_LIMIT 100000u
+/* The regex checker's budget for one answer, over every match call on it:
+ * steps between pattern items (PCRE2's auto-callouts). A pattern that scans
+ * a long answer once per start (match: last, a group that never takes part,
+ * backtracking that stays inside one item) spends it in well under a second
+ * instead of running for minutes, and the count does not depend on the
+ * machine's speed. */
+#define EV_RX_MATCH_BUDGET 20000000u
 #define EV_RX_HEAP_LIMIT_KIB (64u << 10) /* 64 MiB for the interpreter's frames */
 #define EV_RX_LIMIT_MAX 1000000000.0
 

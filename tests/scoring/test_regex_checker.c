@@ -105,7 +105,7 @@ static void regex_spec_is_normalised(void **state)
 	assert_string_equal(ev_checker_spec(c),
 	                    "{\"type\":\"regex\",\"patterns\":[\"a(b)\"],\"match\":\"last\",\"ignore_case\":false,"
 	                    "\"fold_case\":true,\"ignore_space\":true,\"ignore_punct\":true,\"match_limit\":1000000,"
-	                    "\"depth_limit\":100000}");
+	                    "\"depth_limit\":100000,\"match_budget\":20000000}");
 	/* The normalised spec builds the same checker. */
 	ev_checker *again = sc_checker(ev_checker_spec(c));
 	assert_string_equal(ev_checker_spec(again), ev_checker_spec(c));

@@ -84,6 +84,37 @@ static void deep_backtracking_hits_depth_limit(void **state)
 	free(a);
 }
 
+/* The bound is per answer, over every match call: a pattern that scans a
+ * 256 KB answer once per start position (no backtracking limit is hit in
+ * any one call: it took 80 s before) stops on the answer's match budget. */
+static void regex_total_match_work_is_bounded_per_answer(void **state)
+{
+	(void)state;
+	size_t n = 256 * 1024;
+	char *answer = malloc(n + 1);
+	for (size_t i = 0; i < n; i++)
+		answer[i] = "ab"[i % 2];
+	answer[n] = 0;
+	ev_checker *c = sc_checker("{\"type\":\"regex\",\"pattern\":\"(\\\\w+)\\\\s\",\"match\":\"last\",\"compare\":\"none\"}");
+	ev_sample *s = sc_sample_new(NULL);
+	ev_verdict v;
+	assert_int_equal(ev_checker_score(c, s, answer, false, &v), 0);
+	assert_int_equal(v.reason, EV_REASON_MATCH_LIMIT);
+	assert_non_null(strstr(v.detail, "match budget"));
+	assert_non_null(strstr(v.detail, "checker.pattern"));
+	ev_verdict_clear(&v);
+	/* a tighter budget from the spec ends sooner, with the same reason */
+	ev_checker_free(c);
+	c = sc_checker("{\"type\":\"regex\",\"pattern\":\"(x)?a\",\"group\":1,\"compare\":\"none\",\"match_budget\":1000}");
+	assert_int_equal(ev_checker_score(c, s, answer, false, &v), 0);
+	assert_int_equal(v.reason, EV_REASON_MATCH_LIMIT);
+	assert_non_null(strstr(v.detail, "match_budget 1000"));
+	ev_verdict_clear(&v);
+	sc_sample_free(s);
+	ev_checker_free(c);
+	free(answer);
+}
+
 static void honest_pattern_on_a_long_answer_passes(void **state)
 {
 	(void)state;
@@ -163,6 +194,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(regex_checker_rejects_catastrophic_pattern),
 		cmocka_unit_test(deep_backtracking_hits_depth_limit),
+		cmocka_unit_test(regex_total_match_work_is_bounded_per_answer),
 		cmocka_unit_test(honest_pattern_on_a_long_answer_passes),
 		cmocka_unit_test(safe_pattern_on_the_same_answer_matches),
 		cmocka_unit_test(one_checker_scores_from_many_threads),
