@@ -50,7 +50,9 @@ int ev_file_read(char **out, size_t *len_out, const char *path, size_t max)
 	return *out ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
 }
 
-int ev_mkdir_p(const char *dir)
+int ev_mkdir_p(const char *dir) { return ev_mkdir_p_mode(dir, 0755); }
+
+int ev_mkdir_p_mode(const char *dir, unsigned mode)
 {
 	char *p = ev_strdup(dir);
 	if (!p)
@@ -58,11 +60,11 @@ int ev_mkdir_p(const char *dir)
 	for (char *s = p + 1; *s; s++)
 		if (*s == '/') {
 			*s = 0;
-			if (mkdir(p, 0755) != 0 && errno != EEXIST && errno != EACCES)
+			if (mkdir(p, (mode_t)mode) != 0 && errno != EEXIST && errno != EACCES)
 				break;
 			*s = '/';
 		}
-	int rc = mkdir(p, 0755) != 0 && errno != EEXIST
+	int rc = mkdir(p, (mode_t)mode) != 0 && errno != EEXIST
 	                 ? ev_error_set(EV_E_IO, "%s: cannot create folder: %s", dir, strerror(errno))
 	                 : 0;
 	free(p);

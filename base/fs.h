@@ -12,6 +12,8 @@ int ev_file_read(char **out, size_t *len_out, const char *path, size_t max);
 /* Creates a folder and any missing parents (mode 0755); an existing one
  * is fine. */
 int ev_mkdir_p(const char *dir);
+/* The same with the mode of the folders it makes (0700 for private ones). */
+int ev_mkdir_p_mode(const char *dir, unsigned mode);
 /* Writes a file atomically (temp file in the same folder, then rename). */
 int ev_file_write(const char *path, const void *data, size_t len);
 

@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "runners/runners.h"
@@ -100,12 +101,92 @@ void ev_eval_config_clear(ev_eval_config *c)
 	c->checker_spec = NULL;
 }
 
-static cJSON *str_array(const char *const *v, int n)
+/* ---- secrets: never stored -------------------------------------------------------
+ *
+ * A header's value ("Authorization: Bearer ...") and the password of a URL
+ * ("https://user:pw@host") are kept out of everything stored with a run
+ * (its settings, its model source): they are replaced by REDACTED. On
+ * resume they are given again (--header with the same name, --model). */
+
+#define REDACTED "[redacted]"
+
+/* The URL with the password of its user info (or a bare user, which is
+ * often a token) replaced; malloc'd. */
+char *ev_eval_redact_url(const char *url)
+{
+	const char *scheme = strstr(url, "://");
+	const char *host = scheme ? scheme + 3 : url;
+	const char *end = host + strcspn(host, "/?#");
+	const char *at = memchr(host, '@', (size_t)(end - host));
+	if (!at)
+		return ev_strdup(url);
+	const char *colon = memchr(host, ':', (size_t)(at - host));
+	if (colon)
+		return ev_asprintf("%.*s:" REDACTED "%s", (int)(colon - url), url, at);
+	return ev_asprintf("%.*s" REDACTED "%s", (int)(host - url), url, at);
+}
+
+static cJSON *redacted_models(const ev_eval_config *c)
 {
 	cJSON *a = cJSON_CreateArray();
-	for (int i = 0; a && i < n; i++)
-		cJSON_AddItemToArray(a, cJSON_CreateString(v[i]));
+	for (int i = 0; a && i < c->n_models; i++) {
+		char *r = ev_eval_redact_url(c->models[i]);
+		cJSON_AddItemToArray(a, cJSON_CreateString(r ? r : ""));
+		free(r);
+	}
 	return a;
+}
+
+static cJSON *redacted_headers(const ev_eval_config *c)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (int i = 0; a && i < c->n_headers; i++) {
+		const char *colon = strchr(c->headers[i], ':');
+		char *r = ev_asprintf("%.*s: " REDACTED, (int)(colon ? colon - c->headers[i] : 0), c->headers[i]);
+		cJSON_AddItemToArray(a, cJSON_CreateString(r ? r : ""));
+		free(r);
+	}
+	return a;
+}
+
+/* The length of a header's name ("Authorization" of "Authorization: x"). */
+static size_t header_name_len(const char *h)
+{
+	const char *colon = strchr(h, ':');
+	return colon ? (size_t)(colon - h) : strlen(h);
+}
+
+/* On resume: what the caller gave again replaces what was redacted; every
+ * secret must be back. */
+static int restore_secrets(ev_eval_config *stored, const ev_eval_config *given)
+{
+	if (given->n_models) {
+		memcpy(stored->models, given->models, sizeof stored->models);
+		stored->n_models = given->n_models;
+	}
+	for (int g = 0; g < given->n_headers; g++) {
+		size_t n = header_name_len(given->headers[g]);
+		int k = 0;
+		while (k < stored->n_headers && (header_name_len(stored->headers[k]) != n ||
+		                                 strncasecmp(stored->headers[k], given->headers[g], n)))
+			k++;
+		if (k == EV_EVAL_MAX_LIST)
+			return ev_error_set(EV_E_LIMIT, "--header: too many headers");
+		stored->headers[k] = given->headers[g];
+		if (k == stored->n_headers)
+			stored->n_headers++;
+	}
+	for (int i = 0; i < stored->n_models; i++)
+		if (strstr(stored->models[i], REDACTED))
+			return ev_error_set(EV_E_INVALID, "the run's model URL had a password, which is not stored: give "
+			                    "--model again with it");
+	for (int k = 0; k < stored->n_headers; k++)
+		if (strstr(stored->headers[k], REDACTED))
+			return ev_error_set(EV_E_INVALID, "header %.*s was sent with the run but its value is not stored: give "
+			                    "it again with --header '%.*s: ...'",
+			                    (int)header_name_len(stored->headers[k]), stored->headers[k],
+			                    (int)header_name_len(stored->headers[k]), stored->headers[k]);
+	return 0;
 }
 
 int ev_eval_config_to_json(const ev_eval_config *c, char **out)
@@ -117,7 +198,8 @@ int ev_eval_config_to_json(const ev_eval_config *c, char **out)
 		cJSON *spec = c->checker_spec ? cJSON_Parse(c->checker_spec) : NULL;
 		if (spec)
 			cJSON_AddItemToObject(o, "checker", spec);
-		cJSON_AddItemToObject(o, "headers", str_array(c->headers, c->n_headers));
+		cJSON_ReplaceItemInObjectCaseSensitive(o, "models", redacted_models(c));
+		cJSON_AddItemToObject(o, "headers", redacted_headers(c));
 		cJSON_AddNumberToObject(o, "shard_k", c->shard_k);
 		cJSON_AddNumberToObject(o, "shard_n", c->shard_n);
 		cJSON *eng = ev_engine_flags_json(&c->engine);
@@ -379,8 +461,11 @@ static int create_run(eval_state *st, int64_t *run_id)
 	char *config_json = NULL, *suites_json = ev_json_print(st->suites_info);
 	ev_buf sources = EV_BUF_INIT(1 << 20);
 	int rc = suites_json ? ev_eval_config_to_json(c, &config_json) : ev_error_set(EV_E_NOMEM, "out of memory");
-	for (int i = 0; i < c->n_models && !rc; i++)
-		rc = ev_buf_printf(&sources, "%s%s", i ? " " : "", c->models[i]);
+	for (int i = 0; i < c->n_models && !rc; i++) {
+		char *r = ev_eval_redact_url(c->models[i]);
+		rc = r ? ev_buf_printf(&sources, "%s%s", i ? " " : "", r) : ev_error_set(EV_E_NOMEM, "out of memory");
+		free(r);
+	}
 	if (!rc) {
 		ev_run_info info = {c->model_name, sources.data ? sources.data : "", suites_json, config_json,
 		                    st->max_epochs, st->total};
@@ -396,6 +481,7 @@ static int create_run(eval_state *st, int64_t *run_id)
  * concurrency kept when it is not the default). */
 static int load_stored(eval_state *st, int64_t id)
 {
+	const ev_eval_config *given = st->c;
 	int concurrency = st->c->concurrency;
 	ev_eval_config_init(&st->own);
 	st->c = &st->own;
@@ -406,7 +492,7 @@ static int load_stored(eval_state *st, int64_t id)
 		return ev_error_set(EV_E_INVALID, "run %lld has no stored configuration", (long long)id);
 	if ((rc = ev_json_parse(&st->stored, st->row.config_json, strlen(st->row.config_json), "run config")))
 		return rc;
-	if ((rc = ev_eval_config_from_json(st->c, st->stored)))
+	if ((rc = ev_eval_config_from_json(st->c, st->stored)) || (rc = restore_secrets(st->c, given)))
 		return rc;
 	if (concurrency != 16)
 		st->c->concurrency = concurrency;

@@ -54,7 +54,12 @@ void ev_eval_config_clear(ev_eval_config *c);
  * evaluation's settings (run, calibrate). */
 extern const ev_opt ev_eval_opts[];
 
-/* The configuration stored with a run (JSON, malloc'd), and read back
+/* The URL with its password (or bare user, often a token) replaced by
+ * "[redacted]"; malloc'd. Secrets are never stored with a run. */
+char *ev_eval_redact_url(const char *url);
+
+/* The configuration stored with a run (JSON, malloc'd; header values and
+ * URL passwords redacted), and read back
  * (strings point into `j`, which the caller keeps while `c` is used). */
 int ev_eval_config_to_json(const ev_eval_config *c, char **out);
 int ev_eval_config_from_json(ev_eval_config *c, const cJSON *j);

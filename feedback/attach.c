@@ -237,7 +237,8 @@ int ev_attach_store(const char *dir, const void *data, size_t len, char sha_out[
 		rc = ev_error_set(EV_E_NOMEM, "out of memory");
 		goto done;
 	}
-	if ((rc = ev_mkdir_p(dir)) || (rc = ev_mkdir_p(sub)))
+	/* Reports' attachments are private to the tracker's user. */
+	if ((rc = ev_mkdir_p_mode(dir, 0700)) || (rc = ev_mkdir_p_mode(sub, 0700)))
 		goto done;
 	/* Unique per process and call: concurrent stores of the same content
 	 * each write their own temporary file and the renames agree. */
@@ -247,7 +248,7 @@ int ev_attach_store(const char *dir, const void *data, size_t len, char sha_out[
 		rc = ev_error_set(EV_E_NOMEM, "out of memory");
 		goto done;
 	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
 		rc = ev_error_set(EV_E_IO, "%s: cannot create: %s", tmp, strerror(errno));
 		goto done;

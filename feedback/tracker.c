@@ -12,6 +12,8 @@
 #include "feedback/feedback_int.h"
 
 #include <stdarg.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,6 +181,13 @@ int ev_tracker_open(ev_tracker **out, const char *path)
 	if (!t || !(t->path = ev_strdup(path))) {
 		rc = ev_error_set(EV_E_NOMEM, "tracker: out of memory");
 		goto done;
+	}
+	/* A new tracker is the user's alone (0600): it holds prompts, answers
+	 * and reports. SQLite gives its -wal and -shm files the same mode. */
+	if (strcmp(path, ":memory:") != 0 && !ev_str_starts(path, "file:")) {
+		int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd >= 0)
+			close(fd);
 	}
 	int src = sqlite3_open_v2(path, &t->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
 	if (src != SQLITE_OK) {
