@@ -1,6 +1,7 @@
 /* evald report RUN --format md|json [-o FILE]: a run's report. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "evald/cli.h"
 #include "reports/reports.h"
@@ -48,9 +49,14 @@ int ev_cmd_report(const ev_cli *cli, int argc, char **argv)
 		return EV_EXIT_FAIL;
 	int rc = 0;
 	if (out_path) {
-		/* Written beside the target, then renamed, so a failure leaves no half report. */
-		char *tmp = ev_asprintf("%s.tmp", out_path);
-		FILE *f = tmp ? fopen(tmp, "w") : NULL;
+		/* Written beside the target under a name of its own (O_EXCL through
+		 * mkstemp), then renamed: a failure leaves no half report, and a link
+		 * planted at a guessable name is never followed. */
+		char *tmp = ev_asprintf("%s.XXXXXX", out_path);
+		int fd = tmp ? mkstemp(tmp) : -1;
+		FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+		if (fd >= 0 && !f)
+			close(fd);
 		if (!f) {
 			ev_error_set(EV_E_IO, "cannot write %s", out_path);
 			rc = ev_cli_fail("report");

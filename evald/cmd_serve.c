@@ -415,6 +415,15 @@ int ev_cmd_serve(const ev_cli *cli, int argc, char **argv)
 	ev_serve_openai *oai = NULL;
 	if (so.engine.n)
 		eng.engine = &so.engine.mo;
+	/* A token given on the command line is copied and wiped from argv, so
+	 * that ps does not show it (--token-env keeps it out of argv at all). */
+	char *token_copy = NULL;
+	if (token) {
+		if (!(token_copy = ev_strdup(token)))
+			return ev_cli_fail("serve");
+		memset((char *)token, 'x', strlen(token));
+		token = token_copy;
+	}
 	opt.token = token ? token : getenv(token_env);
 	if (opt.token && !*opt.token)
 		opt.token = NULL;
@@ -466,5 +475,9 @@ done:
 	ev_serve_free(srv); /* waits for requests in flight before the tracker closes */
 	ev_serve_api_free(api);
 	ev_serve_openai_free(oai);
+	if (token_copy) {
+		OPENSSL_cleanse(token_copy, strlen(token_copy));
+		free(token_copy);
+	}
 	return ret;
 }

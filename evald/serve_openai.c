@@ -136,8 +136,10 @@ static int parse_gen(parsed *p, const cJSON *root)
 		g->top_p = v->valuedouble;
 	}
 	if ((v = cJSON_GetObjectItemCaseSensitive(root, "seed")) && !cJSON_IsNull(v)) {
-		if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble)
-			return ev_error_set(EV_E_INVALID, "seed: expected an integer");
+		/* bounded before the conversion: a double past int64 is undefined there */
+		if (!cJSON_IsNumber(v) || !(v->valuedouble >= -9.2e18 && v->valuedouble <= 9.2e18) ||
+		    v->valuedouble != (double)(int64_t)v->valuedouble)
+			return ev_error_set(EV_E_INVALID, "seed: expected an integer of at most 19 digits");
 		g->has_seed = true;
 		g->seed = (int64_t)v->valuedouble;
 	}

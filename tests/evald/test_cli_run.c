@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static tu_server srv;
 static char *dir;
@@ -103,8 +104,20 @@ static void report_json_and_markdown_show_the_run(void **st)
 	free(out);
 	free(err);
 	char *md = tu_path(dir, "r.md");
+	/* A link planted where a temporary file used to go is not followed. */
+	char *victim = tu_write(dir, "victim.txt", "untouched\n");
+	char *planted = ev_asprintf("%s.tmp", md);
+	unlink(planted);
+	assert_int_equal(symlink(victim, planted), 0);
 	const char *argv2[] = {tu_evald(), "--db", db, "report", "1", "--format", "md", "-o", md, NULL};
 	assert_int_equal(tu_run(NULL, NULL, NULL, argv2), 0);
+	char *v = NULL;
+	assert_int_equal(ev_file_read(&v, NULL, victim, 1 << 20), 0);
+	assert_string_equal(v, "untouched\n");
+	free(v);
+	unlink(planted);
+	free(planted);
+	free(victim);
 	char *text;
 	size_t n;
 	assert_int_equal(ev_file_read(&text, &n, md, 1 << 20), 0);

@@ -300,6 +300,8 @@ static void models_and_errors_answer_json(void **st)
 		 "max_tokens"},
 		{"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":{}}", 400, "tools"},
 		{"/v1/completions", "{\"prompt\":42}", 400, "prompt"},
+		{"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"seed\":1e300}", 400,
+		 "seed"},
 		{"/v1/embeddings", "{}", 404, "no such endpoint"},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
