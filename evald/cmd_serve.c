@@ -181,10 +181,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		cs = calloc(1, sizeof *cs);
 		if (!cs)
 			return MHD_NO;
-		ev_buf_init(&cs->body, s->opt.max_body);
 		*con_cls = cs;
 		bool path_only = false;
 		cs->route = match_route(s, url, method, &path_only);
+		/* Each route reads at most its own cap; a GET none: a client cannot
+		 * make every connection hold the server's largest body. */
+		size_t cap = s->opt.max_body;
+		if (cs->route && cs->route->max_body && cs->route->max_body < cap)
+			cap = cs->route->max_body;
+		if (!strcmp(method, "GET") || !strcmp(method, "HEAD"))
+			cap = 0;
+		ev_buf_init(&cs->body, cap);
 		cs->authorized = check_token(s, c);
 		if (!cs->route) {
 			cs->early_status = path_only ? 405 : 404;
@@ -196,9 +203,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		} else {
 			const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 			int64_t n;
-			if (cl && ev_parse_i64(cl, &n) && n >= 0 && (uint64_t)n > s->opt.max_body) {
+			if (cl && ev_parse_i64(cl, &n) && n >= 0 && (uint64_t)n > cap) {
 				cs->early_status = 413;
-				cs->early_msg = "request body over the server's --max-body limit";
+				cs->early_msg = cap ? "request body over this route's limit" : "this request takes no body";
 			}
 		}
 		if (cs->early_status)
@@ -216,7 +223,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	if (cs->early_status) /* already answered */
 		return MHD_YES;
 	if (cs->too_big)
-		return send_error(c, 413, "request body over the server's --max-body limit");
+		return send_error(c, 413, cs->body.max ? "request body over this route's limit" : "this request takes no body");
 
 	ev_serve_request req = {method, url, c, MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 	                                                                    MHD_HTTP_HEADER_CONTENT_TYPE),

@@ -71,7 +71,14 @@ typedef struct {
 	bool needs_token;    /* 401 (before the body is read) without a valid bearer token */
 	ev_serve_handler fn;
 	void *ctx;
+	/* The most body this route reads (0: the server's --max-body, which
+	 * also caps this). GET and HEAD requests take no body at all. */
+	size_t max_body;
 } ev_serve_route;
+
+/* Body caps of the routes: JSON requests of the OpenAI routes (images come
+ * as data URLs, so not tiny), and everything that is not an upload. */
+#define EV_SERVE_JSON_BODY_MAX ((size_t)32 << 20)
 
 #define EV_SERVE_MAX_ROUTES 64
 

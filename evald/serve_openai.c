@@ -564,10 +564,10 @@ const char *ev_serve_openai_model_name(const ev_serve_openai *o) { return o ? o-
 int ev_serve_openai_register(ev_serve *s, ev_serve_openai *o)
 {
 	const ev_serve_route routes[] = {
-		{"GET", "/v1/models", false, h_models, o},
-		{"POST", "/v1/chat/completions", false, h_chat, o},
-		{"POST", "/v1/completions", false, h_completions, o},
-		{NULL, "/v1/*", false, h_unknown, o},
+		{"GET", "/v1/models", false, h_models, o, 0},
+		{"POST", "/v1/chat/completions", false, h_chat, o, EV_SERVE_JSON_BODY_MAX},
+		{"POST", "/v1/completions", false, h_completions, o, EV_SERVE_JSON_BODY_MAX},
+		{NULL, "/v1/*", false, h_unknown, o, 4096},
 	};
 	for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
 		int rc = ev_serve_add_route(s, &routes[i]);

@@ -129,6 +129,11 @@ static long http(const char *method, const char *path, const char *ctype, const 
 			curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
 			curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
 		}
+	} else if (body) {
+		/* another method with a body (a GET that should not have one) */
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
 	}
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
 	long code = 0;
@@ -277,6 +282,10 @@ static void oversized_request_is_413(void **st)
 	free(body);
 	free(data);
 	free(raw);
+	/* a GET takes no body at all */
+	assert_int_equal(http("GET", "/api/issues", "application/json", "{\"x\":1}", 7, NULL, NULL, false, &out), 413);
+	assert_non_null(strstr(out, "takes no body"));
+	free(out);
 	/* the server is still fine */
 	assert_int_equal(http("GET", "/api/issues", NULL, NULL, 0, NULL, NULL, false, NULL), 200);
 }
