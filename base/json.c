@@ -11,6 +11,30 @@ int ev_json_parse(cJSON **out, const char *text, size_t len, const char *what)
 	if (*out)
 		return 0;
 	size_t off = end && end >= text ? (size_t)(end - text) : 0;
+	/* cJSON says nothing of why: tell a nesting past its limit from
+	 * malformed text (brackets counted outside strings, up to where it
+	 * stopped) */
+	size_t depth = 0, max_depth = 0;
+	bool in_str = false;
+	for (size_t i = 0; i < len && i <= off; i++) {
+		char c = text[i];
+		if (in_str) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_str = false;
+		} else if (c == '"') {
+			in_str = true;
+		} else if (c == '[' || c == '{') {
+			if (++depth > max_depth)
+				max_depth = depth;
+		} else if ((c == ']' || c == '}') && depth) {
+			depth--;
+		}
+	}
+	if (max_depth > CJSON_NESTING_LIMIT)
+		return ev_error_set(EV_E_LIMIT, "%s: nested deeper than %d levels near byte %zu", what, CJSON_NESTING_LIMIT,
+		                    off);
 	return ev_error_set(EV_E_PARSE, "%s: malformed JSON near byte %zu", what, off);
 }
 

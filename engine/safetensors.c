@@ -139,6 +139,12 @@ int eng_st_parse(eng_tensor_set *ts, int fi, const char *path, const void *map, 
 		}
 		if (!strcmp(e->string, "__metadata__"))
 			continue;
+		/* a name given twice in one header is that, not an overlap */
+		for (const cJSON *o = root->child; o != e; o = o->next)
+			if (o->string && !strcmp(o->string, e->string)) {
+				rc = ev_error_set(EV_E_INVALID, "%s: tensor '%s' appears twice in the header", path, e->string);
+				goto done;
+			}
 		eng_tensor *t = &ts->t[ts->nt];
 		memset(t, 0, sizeof(*t));
 		t->file = fi;

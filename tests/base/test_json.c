@@ -23,6 +23,23 @@ static void json_helpers_name_source_and_key(void **st)
 	cJSON_Delete(j);
 }
 
+static void json_nesting_past_the_limit_is_named_as_such(void **st)
+{
+	(void)st;
+	size_t n = 3000;
+	char *deep = malloc(2 * n + 1);
+	memset(deep, '[', n);
+	memset(deep + n, ']', n);
+	deep[2 * n] = 0;
+	cJSON *j = NULL;
+	assert_int_equal(ev_json_parse(&j, deep, 2 * n, "deep.json"), EV_E_LIMIT);
+	assert_non_null(strstr(ev_error_msg(), "deep.json: nested deeper than"));
+	/* brackets inside strings do not count */
+	assert_int_equal(ev_json_parse(&j, "{\"a\":\"[[[[\",}", 14, "s.json"), EV_E_PARSE);
+	assert_non_null(strstr(ev_error_msg(), "malformed JSON"));
+	free(deep);
+}
+
 static void json_strings_are_escaped(void **st)
 {
 	(void)st;
@@ -46,6 +63,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(json_helpers_name_source_and_key),
 		cmocka_unit_test(json_strings_are_escaped),
+		cmocka_unit_test(json_nesting_past_the_limit_is_named_as_such),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

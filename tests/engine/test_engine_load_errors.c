@@ -174,6 +174,18 @@ static void duplicate_tensor_is_refused(void **state)
 	expect_error(f, EV_E_INVALID, "model.norm.weight", "twice");
 }
 
+/* The same name twice with the same (overlapping) slice: the error says the
+ * name repeats, not that two tensors overlap. */
+static void duplicate_name_with_the_same_slice_is_named_as_a_duplicate(void **state)
+{
+	fixture *f = *state;
+	cJSON *h = header(f);
+	cJSON *dup = cJSON_Duplicate(cJSON_GetObjectItem(h, "model.norm.weight"), 1);
+	cJSON_AddItemToObject(h, "model.norm.weight", dup);
+	write_json_header(f, h);
+	expect_error(f, EV_E_INVALID, "model.norm.weight", "twice");
+}
+
 static void missing_tensor_is_named(void **state)
 {
 	fixture *f = *state;
@@ -340,6 +352,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(good_checkpoint_loads),
+		cmocka_unit_test(duplicate_name_with_the_same_slice_is_named_as_a_duplicate),
 		cmocka_unit_test(truncated_file_is_refused),
 		cmocka_unit_test(header_length_past_eof_is_refused),
 		cmocka_unit_test(overlapping_offsets_are_refused),
