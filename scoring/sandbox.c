@@ -146,6 +146,8 @@ static void resolve_options(ev_sandbox_options *o, const ev_sandbox_options *in)
 			d.max_output_bytes = in->max_output_bytes;
 		if (in->work_bytes)
 			d.work_bytes = in->work_bytes;
+		if (in->run_mem_bytes)
+			d.run_mem_bytes = in->run_mem_bytes;
 		d.tmp_dir = in->tmp_dir;
 		d.ro_paths = in->ro_paths;
 		d.stdin_name = in->stdin_name;
@@ -153,6 +155,16 @@ static void resolve_options(ev_sandbox_options *o, const ev_sandbox_options *in)
 	if (d.cpu_s <= 0)
 		d.cpu_s = d.timeout_s + 1;
 	*o = d;
+}
+
+int ev_sandbox_max_procs(const ev_sandbox_options *in)
+{
+	ev_sandbox_options o;
+	resolve_options(&o, in);
+	size_t by_memory = o.mem_bytes ? o.run_mem_bytes / o.mem_bytes : (size_t)o.max_procs;
+	if (by_memory < 1)
+		by_memory = 1;
+	return by_memory < (size_t)o.max_procs ? (int)by_memory : o.max_procs;
 }
 
 static bool plain_name(const char *n)
@@ -488,7 +500,9 @@ static int sandbox_exec(const sb_state *s, const ev_sandbox_options *opt, const 
 	double cpu = ceil(o.cpu_s);
 	p->lim_cpu = (struct rlimit){(rlim_t)cpu, (rlim_t)cpu + 1};
 	p->lim_as = (struct rlimit){(rlim_t)o.mem_bytes, (rlim_t)o.mem_bytes};
-	p->lim_nproc = (struct rlimit){(rlim_t)o.max_procs, (rlim_t)o.max_procs};
+	/* processes x RLIMIT_AS: the run's memory bound (ev_sandbox_max_procs) */
+	rlim_t nproc = (rlim_t)ev_sandbox_max_procs(&o);
+	p->lim_nproc = (struct rlimit){nproc, nproc};
 	p->lim_fsize = (struct rlimit){(rlim_t)o.max_file_bytes, (rlim_t)o.max_file_bytes};
 	p->lim_nofile = (struct rlimit){(rlim_t)o.max_open_files, (rlim_t)o.max_open_files};
 	env_home = ev_asprintf("HOME=%s", p->workdir);

@@ -45,11 +45,20 @@ typedef struct {
 	                           * mount namespace (default $TMPDIR or /tmp) */
 	const char *const *ro_paths; /* more host paths shown read-only (NULL-terminated) */
 	const char *stdin_name;   /* one of the files, fed as stdin; NULL: /dev/null */
+	/* The bound on a whole run's memory (default 8 GiB): every process of a
+	 * run has its own RLIMIT_AS (mem_bytes) and the run has its own user
+	 * id, so RLIMIT_NPROC is set to at most run_mem_bytes / mem_bytes
+	 * processes, and their product is the bound (no cgroup is needed). */
+	size_t run_mem_bytes;
 } ev_sandbox_options;
+
+/* The number of processes a run may have under `o` (its RLIMIT_NPROC). */
+int ev_sandbox_max_procs(const ev_sandbox_options *o);
 
 #define EV_SANDBOX_OPTIONS_INIT                                                                         \
 	{.timeout_s = 10.0, .mem_bytes = (size_t)1 << 30, .max_procs = 64, .max_file_bytes = (size_t)16 << 20,    \
-	 .max_open_files = 64, .max_output_bytes = (size_t)1 << 20, .work_bytes = (size_t)64 << 20}
+	 .max_open_files = 64, .max_output_bytes = (size_t)1 << 20, .work_bytes = (size_t)64 << 20,               \
+	 .run_mem_bytes = (size_t)8 << 30}
 
 /* A file written into the work folder before the program starts. `name`
  * is a plain file name (no '/', not "." or ".."). */

@@ -90,6 +90,29 @@ static void fork_bomb_is_contained(void **state)
 	ev_sandbox_result_clear(&r);
 }
 
+/* A run's memory is bounded as a whole: processes x address space. With
+ * 256 MiB a process and 1 GiB a run, at most 4 processes (the program and
+ * three children) exist at once, so forking ten children that each could
+ * take their 256 MiB gets three: the run cannot reach 10 x 256 MiB. */
+static void run_memory_is_bounded_by_processes_times_address_space(void **state)
+{
+	(void)state;
+	ev_sandbox_options o = EV_SANDBOX_OPTIONS_INIT;
+	o.mem_bytes = (size_t)256 << 20;
+	o.run_mem_bytes = (size_t)1 << 30;
+	assert_int_equal(ev_sandbox_max_procs(&o), 4);
+	ev_sandbox_result r = run_py(&o, "import os, time\nn = 0\nfor i in range(10):\n"
+	                                 "    try:\n        pid = os.fork()\n    except OSError:\n        continue\n"
+	                                 "    if pid == 0:\n        time.sleep(1)\n        os._exit(0)\n    n += 1\n"
+	                                 "print(n)\n");
+	assert_int_equal(r.verdict, EV_SANDBOX_PASSED);
+	assert_string_equal(r.out, "3\n");
+	ev_sandbox_result_clear(&r);
+	/* the default bound: 8 GiB with 1 GiB a process */
+	ev_sandbox_options d = EV_SANDBOX_OPTIONS_INIT;
+	assert_int_equal(ev_sandbox_max_procs(&d), 8);
+}
+
 static void memory_hog_is_out_of_memory(void **state)
 {
 	(void)state;
@@ -297,6 +320,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(fork_bomb_is_contained),
+		cmocka_unit_test(run_memory_is_bounded_by_processes_times_address_space),
 		cmocka_unit_test(memory_hog_is_out_of_memory),
 		cmocka_unit_test(infinite_loop_times_out),
 		cmocka_unit_test(children_that_outlive_it_are_killed),
