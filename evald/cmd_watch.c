@@ -210,7 +210,7 @@ static int64_t find_baseline(ev_tracker *t, const watch_opts *o, const ev_run_ro
 	ev_watch_rows_free(rows, n);
 	if (!id) {
 		/* By model name: the folder's run is stored under its served name. */
-		if (ev_watch_baseline_run(t, o->baseline, names, nn, &id))
+		if (ev_watch_baseline_run(t, o->baseline, names, nn, cand->id, &id))
 			id = 0;
 	}
 	cJSON_Delete(keep);

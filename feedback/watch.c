@@ -289,7 +289,7 @@ static bool same_suites(const char *suites_json, const char *const *suites, size
 }
 
 int ev_watch_baseline_run(ev_tracker *t, const char *model, const char *const *suites, size_t n_suites,
-                          int64_t *out)
+                          int64_t exclude, int64_t *out)
 {
 	sqlite3_stmt *st = NULL;
 	int rc;
@@ -305,6 +305,8 @@ int ev_watch_baseline_run(ev_tracker *t, const char *model, const char *const *s
 	sqlite3_bind_text(st, 1, model, -1, SQLITE_STATIC);
 	int src;
 	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		if (sqlite3_column_int64(st, 0) == exclude)
+			continue; /* the candidate itself, served under the baseline's name */
 		if (same_suites((const char *)sqlite3_column_text(st, 1), suites, n_suites)) {
 			*out = sqlite3_column_int64(st, 0);
 			break;

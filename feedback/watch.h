@@ -43,8 +43,10 @@ void ev_watch_rows_free(ev_watch_row *rows, size_t n);
  * "created","updated"}]} (times ISO-8601, compare the stored JSON or null). */
 int ev_watch_list_json(ev_tracker *t, char **out_json);
 /* The newest finished run of model `model` whose suites (by name, as a set)
- * are exactly `suites`: *out its id, or EV_E_NOTFOUND. */
+ * are exactly `suites`, other than run `exclude` (the candidate, which may be
+ * stored under the baseline's name when a folder serves it so; 0 excludes
+ * nothing): *out its id, or EV_E_NOTFOUND. */
 int ev_watch_baseline_run(ev_tracker *t, const char *model, const char *const *suites, size_t n_suites,
-                          int64_t *out);
+                          int64_t exclude, int64_t *out);
 
 #endif
