@@ -131,6 +131,9 @@ bool ev_json_bool(const cJSON *obj, const char *key, bool dflt);
 int ev_json_str_req(const char **out, const cJSON *obj, const char *key, const char *what);
 /* Unformatted print into a malloc'd string; NULL on allocation failure. */
 char *ev_json_print(const cJSON *item);
+/* ev_term_clean on every string value and key in the tree, in place: for
+ * commands that print tracker JSON as text. Returns how many were replaced. */
+size_t ev_json_term_clean(cJSON *item);
 /* Appends `s` as a JSON string literal (with quotes and escapes). */
 int ev_json_buf_str(ev_buf *b, const char *s);
 /* The same for `len` bytes that may hold NULs (written as \u0000). */

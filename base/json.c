@@ -69,6 +69,21 @@ int ev_json_str_req(const char **out, const cJSON *obj, const char *key, const c
 
 char *ev_json_print(const cJSON *item) { return cJSON_PrintUnformatted(item); }
 
+size_t ev_json_term_clean(cJSON *item)
+{
+	/* Depth is bounded by the parser's nesting limit; siblings iterate. */
+	size_t n = 0;
+	for (; item; item = item->next) {
+		if (item->string && !(item->type & cJSON_StringIsConst))
+			n += ev_term_clean(item->string);
+		if (cJSON_IsString(item) && !(item->type & cJSON_IsReference))
+			n += ev_term_clean(item->valuestring);
+		if (item->child)
+			n += ev_json_term_clean(item->child);
+	}
+	return n;
+}
+
 int ev_json_buf_strn(ev_buf *b, const char *s, size_t len)
 {
 	static const char hex[] = "0123456789abcdef";

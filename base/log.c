@@ -1,7 +1,10 @@
-/* Leveled log lines on stderr. */
+/* Leveled log lines on stderr, made safe for a terminal (they quote names,
+ * answers and server replies) and cut at 4 KiB. */
 #include "base/base.h"
 
 #include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 
 static ev_log_level g_level = EV_LOG_INFO;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -14,12 +17,15 @@ void ev_log(ev_log_level level, const char *fmt, ...)
 	static const char *names[] = {"error", "warning", "info", "debug"};
 	if (level > g_level)
 		return;
+	char line[4096];
 	va_list ap;
 	va_start(ap, fmt);
-	pthread_mutex_lock(&g_lock);
-	fprintf(stderr, "evald: %s: ", names[level]);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	pthread_mutex_unlock(&g_lock);
+	int n = vsnprintf(line, sizeof line, fmt, ap);
 	va_end(ap);
+	if (n >= (int)sizeof line)
+		memcpy(line + sizeof line - 4, "...", 4);
+	ev_term_clean(line);
+	pthread_mutex_lock(&g_lock);
+	fprintf(stderr, "evald: %s: %s\n", names[level], line);
+	pthread_mutex_unlock(&g_lock);
 }

@@ -30,6 +30,11 @@ char *ev_utf8_sanitize(const char *s, size_t len, size_t *out_len);
 /* A malloc'd copy of at most `max` bytes, cut at a code point boundary and
  * ended with "..." when cut; NULL when memory ran out. */
 char *ev_utf8_clip(const char *s, size_t len, size_t max);
+/* Makes `s` safe to print on a terminal, in place: every C0 control but tab
+ * and newline, DEL and every C1 control (U+0080..U+009F) becomes '?'. Text
+ * from the tracker (issue titles, model answers, sample ids) goes through
+ * this before a command prints it as text. Returns how many were replaced. */
+size_t ev_term_clean(char *s);
 
 /* ---- base64 (base64.c) ----------------------------------------------------- */
 

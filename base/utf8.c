@@ -123,3 +123,31 @@ char *ev_utf8_clip(const char *s, size_t len, size_t max)
 	memcpy(o + cut, "...", 4);
 	return o;
 }
+
+/* C0 controls other than tab and newline, DEL, and the C1 controls
+ * (U+0080..U+009F, two bytes C2 80..C2 9F in UTF-8) are what a terminal may
+ * act on: ESC starts CSI/OSC sequences (title, clipboard, cursor), a bare CR
+ * or backspace overwrites what was printed before it, and U+009B is a
+ * one-character CSI on terminals that honour C1. */
+size_t ev_term_clean(char *s)
+{
+	if (!s)
+		return 0;
+	size_t r = 0, w = 0, n = 0;
+	while (s[r]) {
+		unsigned char c = (unsigned char)s[r];
+		if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7F) {
+			s[w++] = '?';
+			r++;
+			n++;
+		} else if (c == 0xC2 && (unsigned char)s[r + 1] >= 0x80 && (unsigned char)s[r + 1] <= 0x9F) {
+			s[w++] = '?';
+			r += 2;
+			n++;
+		} else {
+			s[w++] = s[r++];
+		}
+	}
+	s[w] = '\0';
+	return n;
+}

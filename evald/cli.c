@@ -9,11 +9,22 @@
 
 int ev_cli_fail(const char *what)
 {
+	/* Messages quote names and text from suites and the tracker. */
+	char msg[2048];
+	snprintf(msg, sizeof msg, "%s", ev_error_msg());
+	ev_term_clean(msg);
 	if (what && *what)
-		fprintf(stderr, "evald: %s: %s\n", what, ev_error_msg());
+		fprintf(stderr, "evald: %s: %s\n", what, msg);
 	else
-		fprintf(stderr, "evald: %s\n", ev_error_msg());
+		fprintf(stderr, "evald: %s\n", msg);
 	return EV_EXIT_FAIL;
+}
+
+cJSON *ev_cli_text_json(const char *json)
+{
+	cJSON *j = json ? cJSON_Parse(json) : NULL;
+	ev_json_term_clean(j);
+	return j;
 }
 
 int ev_cli_open_tracker(const ev_cli *cli, ev_tracker **out)

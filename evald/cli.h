@@ -18,6 +18,10 @@
 
 /* Prints "evald: <msg>" for the current error and returns EV_EXIT_FAIL. */
 int ev_cli_fail(const char *what);
+/* Parses tracker JSON that a command is about to print as text, with every
+ * string made safe for a terminal (ev_json_term_clean): titles, answers and
+ * ids are untrusted. NULL when not JSON; free with cJSON_Delete. */
+cJSON *ev_cli_text_json(const char *json);
 /* Opens cli->db_path; prints the error on failure. */
 int ev_cli_open_tracker(const ev_cli *cli, ev_tracker **out);
 /* Parses an id argument ("12") of a `what` ("run", "issue", ...); prints

@@ -58,8 +58,24 @@ static void print_ids(const char *label, const ev_flip *v, size_t n, bool with_f
 	printf("\n");
 }
 
-static void print_human(const ev_compare *c, const char *actions_json)
+/* Model, suite and sample names come from suites and the tracker. */
+static void term_clean_compare(ev_compare *c)
 {
+	ev_term_clean(c->model_a);
+	ev_term_clean(c->model_b);
+	for (size_t i = 0; i < c->n_suites; i++) {
+		ev_compare_suite *s = &c->suites[i];
+		ev_term_clean(s->name);
+		for (size_t k = 0; k < s->n_fixed; k++)
+			ev_term_clean(s->fixed[k].sample_id);
+		for (size_t k = 0; k < s->n_broken; k++)
+			ev_term_clean(s->broken[k].sample_id);
+	}
+}
+
+static void print_human(ev_compare *c, const char *actions_json)
+{
+	term_clean_compare(c);
 	printf("compare: run %lld (%s) -> run %lld (%s)\n", (long long)c->run_a, c->model_a, (long long)c->run_b,
 	       c->model_b);
 	printf("%-20s %6s %8s %8s %8s  %-18s %9s %-9s %-20s\n", "suite", "n", "score_a", "score_b", "delta", "95% CI", "p",
@@ -78,7 +94,7 @@ static void print_human(const ev_compare *c, const char *actions_json)
 		print_ids("broken", s->broken, s->n_broken, true);
 	}
 	if (actions_json) {
-		cJSON *j = cJSON_Parse(actions_json);
+		cJSON *j = ev_cli_text_json(actions_json);
 		const cJSON *a;
 		int n = 0;
 		cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(j, "actions"))

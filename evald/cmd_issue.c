@@ -149,7 +149,7 @@ static int cmd_list(const ev_cli *cli, int argc, char **argv)
 	if (json) {
 		print_json_line(out);
 	} else {
-		cJSON *j = cJSON_Parse(out), *it;
+		cJSON *j = ev_cli_text_json(out), *it;
 		printf("%5s  %-6s  %-8s  %-7s  %-24s  %s\n", "id", "status", "modality", "cluster", "labels", "title");
 		cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(j, "issues"))
 		{
@@ -208,7 +208,7 @@ static int cmd_show(const ev_cli *cli, int argc, char **argv)
 	if (json) {
 		print_json_line(out);
 	} else {
-		cJSON *j = cJSON_Parse(out);
+		cJSON *j = ev_cli_text_json(out);
 		static const char *const keys[] = {"title", "status", "source", "modality", "model", "author",
 		                                   "external_id", "created", "closed", NULL};
 		printf("issue %lld\n", (long long)id);
@@ -303,7 +303,7 @@ static int cmd_import(const ev_cli *cli, int argc, char **argv)
 	if (json) {
 		print_json_line(out);
 	} else {
-		cJSON *j = cJSON_Parse(out);
+		cJSON *j = ev_cli_text_json(out);
 		printf("imported %lld issues (%lld already there, %lld pull requests skipped)\n",
 		       (long long)ev_json_num(j, "imported", 0), (long long)ev_json_num(j, "skipped_existing", 0),
 		       (long long)ev_json_num(j, "skipped_pull_requests", 0));
@@ -364,7 +364,7 @@ static int cmd_repro(const ev_cli *cli, int argc, char **argv)
 	if (json) {
 		print_json_line(out);
 	} else {
-		cJSON *j = cJSON_Parse(out);
+		cJSON *j = ev_cli_text_json(out);
 		printf("%s %s in %s (%lld samples)\n", ev_json_str(j, "sample_id", ""),
 		       ev_json_bool(j, "replaced", false) ? "updated" : "added", ev_json_str(j, "suite_dir", ""),
 		       (long long)ev_json_num(j, "n_samples", 0));

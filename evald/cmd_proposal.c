@@ -160,7 +160,7 @@ static int cmd_status(const ev_cli *cli, int argc, char **argv)
 
 static void print_show(const char *out)
 {
-	cJSON *j = cJSON_Parse(out), *x;
+	cJSON *j = ev_cli_text_json(out), *x;
 	printf("proposal %lld: %s\n  status   %s\n  created  %s\n  updated  %s\n", (long long)ev_json_num(j, "id", 0),
 	       ev_json_str(j, "title", ""), ev_json_str(j, "status", ""), ev_json_str(j, "created", "-"),
 	       ev_json_str(j, "updated", "-"));
@@ -228,7 +228,7 @@ static int cmd_show(const ev_cli *cli, int argc, char **argv, bool list)
 	if (json) {
 		printf("%s\n", out);
 	} else if (list) {
-		cJSON *j = cJSON_Parse(out), *x;
+		cJSON *j = ev_cli_text_json(out), *x;
 		printf("%5s  %-13s  %7s  %8s  %s\n", "id", "status", "members", "evidence", "title");
 		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(j, "proposals"))
 		printf("%5lld  %-13s  %7lld  %8lld  %s\n", (long long)ev_json_num(x, "id", 0), ev_json_str(x, "status", ""),

@@ -120,6 +120,7 @@ static int print_out(const char *out, bool json, bool list)
 	}
 	if (ev_json_parse(&j, out, strlen(out), "regressions"))
 		return ev_cli_fail("regressions");
+	ev_json_term_clean(j);
 	if (list)
 		print_list(j);
 	else

@@ -95,6 +95,7 @@ int ev_cmd_runs(const ev_cli *cli, int argc, char **argv)
 		free(s);
 		cJSON_Delete(root);
 	} else {
+		ev_json_term_clean(arr);
 		printf("%5s  %-20s %-11s %-20s %9s  %s\n", "id", "model", "status", "created", "results", "suites");
 		const cJSON *o;
 		cJSON_ArrayForEach(o, arr)

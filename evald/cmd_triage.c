@@ -52,7 +52,7 @@ int ev_cmd_triage(const ev_cli *cli, int argc, char **argv)
 	if (json) {
 		printf("%s\n", out);
 	} else {
-		cJSON *j = cJSON_Parse(out), *c;
+		cJSON *j = ev_cli_text_json(out), *c;
 		cJSON *cl = cJSON_GetObjectItemCaseSensitive(j, "clusters");
 		printf("%lld open issues, %d clusters, %lld labels added%s\n", (long long)ev_json_num(j, "issues", 0),
 		       cJSON_GetArraySize(cl), (long long)ev_json_num(j, "labeled", 0), opt.dry_run ? " (dry run)" : "");

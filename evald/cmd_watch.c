@@ -547,7 +547,7 @@ static int print_status(const ev_cli *cli, bool json)
 	if (json) {
 		printf("%s\n", out);
 	} else {
-		cJSON *j = cJSON_Parse(out);
+		cJSON *j = ev_cli_text_json(out);
 		const cJSON *r;
 		printf("%-10s %6s  %-20s %s\n", "state", "run", "updated", "checkpoint");
 		cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(j, "checkpoints"))

@@ -53,12 +53,38 @@ static void lenient_decode_gives_replacement_and_sanitize_repairs(void **st)
 	free(s);
 }
 
+static void term_clean_neutralises_controls_and_keeps_text(void **st)
+{
+	(void)st;
+	/* OSC title set, CSI clear, bare CR, backspace, DEL, 8-bit CSI (U+009B). */
+	char s[] = "a\x1b]0;owned\x07" "b\x1b[2Jc\rd\be\x7f f\xc2\x9b" "31m\tg\nh";
+	assert_int_equal(ev_term_clean(s), 7);
+	assert_string_equal(s, "a?]0;owned?b?[2Jc?d?e? f?31m\tg\nh");
+	/* Printable UTF-8 around the C1 range stays: U+00A0, U+00E9, U+0100. */
+	char u[] = "\xc2\xa0\xc3\xa9\xc4\x80\xe2\x80\x9b";
+	assert_int_equal(ev_term_clean(u), 0);
+	assert_string_equal(u, "\xc2\xa0\xc3\xa9\xc4\x80\xe2\x80\x9b");
+	/* A lone C2 at the end is left alone, and NULL is fine. */
+	char e[] = "x\xc2";
+	assert_int_equal(ev_term_clean(e), 0);
+	assert_int_equal(ev_term_clean(NULL), 0);
+
+	cJSON *j = cJSON_Parse("{\"t\":\"x\\u001b[1m\",\"l\":[\"\\u009b\",{\"k\\u0007\":\"ok\"}],\"n\":1}");
+	assert_non_null(j);
+	assert_int_equal(ev_json_term_clean(j), 3);
+	char *p = cJSON_PrintUnformatted(j);
+	assert_string_equal(p, "{\"t\":\"x?[1m\",\"l\":[\"?\",{\"k?\":\"ok\"}],\"n\":1}");
+	free(p);
+	cJSON_Delete(j);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(utf8_validation_rejects_bad_sequences),
 		cmocka_unit_test(utf8_round_trips_every_scalar_value),
 		cmocka_unit_test(lenient_decode_gives_replacement_and_sanitize_repairs),
+		cmocka_unit_test(term_clean_neutralises_controls_and_keeps_text),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -280,6 +280,52 @@ static void triage_and_proposal_from_cluster(void **st)
 	free(data);
 }
 
+/* True when `s` holds a byte a terminal may act on (tab and newline aside). */
+static bool has_control(const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		if ((*p < 0x20 && *p != '\t' && *p != '\n') || *p == 0x7F || (*p == 0xC2 && p[1] >= 0x80 && p[1] <= 0x9F))
+			return true;
+	return false;
+}
+
+static void hostile_titles_print_without_terminal_controls(void **st)
+{
+	(void)st;
+	/* An OSC that retitles the terminal, a screen clear, a carriage return
+	 * that would overwrite the line, and an 8-bit CSI. */
+	const char *title = "\x1b]0;pwned\x07" "Chart\x1b[2J\rlies \xc2\x9b" "31m";
+	const char *body = "see\x1b[8m hidden\x1b[0m";
+	char *out = NULL, *err = NULL;
+	assert_int_equal(ev(&out, NULL, "issue", "add", "--title", title, "--body", body, "--json", NULL), 0);
+	cJSON *j = json_or_fail(out);
+	char id[32];
+	snprintf(id, sizeof id, "%lld", (long long)ev_json_num(j, "id", 0));
+	cJSON_Delete(j);
+	free(out);
+
+	assert_int_equal(ev(&out, NULL, "issue", "list", NULL, NULL, NULL, NULL, NULL, NULL), 0);
+	assert_false(has_control(out));
+	assert_non_null(strstr(out, "?]0;pwned?Chart?[2J?lies ?31m"));
+	free(out);
+	assert_int_equal(ev(&out, NULL, "issue", "show", id, NULL, NULL, NULL, NULL, NULL), 0);
+	assert_false(has_control(out));
+	assert_non_null(strstr(out, "see?[8m hidden?[0m"));
+	free(out);
+	/* Nothing stored is lost: --json gives the text back exactly. */
+	assert_int_equal(ev(&out, NULL, "issue", "show", id, "--json", NULL, NULL, NULL, NULL), 0);
+	j = json_or_fail(out);
+	assert_string_equal(ev_json_str(j, "title", ""), title);
+	assert_string_equal(ev_json_str(j, "body", ""), body);
+	cJSON_Delete(j);
+	free(out);
+	/* Triage prints titles too. */
+	assert_int_equal(ev(&out, &err, "triage", "--dry-run", NULL, NULL, NULL, NULL, NULL, NULL), 0);
+	assert_false(has_control(out));
+	free(out);
+	free(err);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -287,6 +333,7 @@ int main(void)
 		cmocka_unit_test(issue_import_github_export),
 		cmocka_unit_test(issue_repro_makes_a_valid_community_suite),
 		cmocka_unit_test(triage_and_proposal_from_cluster),
+		cmocka_unit_test(hostile_titles_print_without_terminal_controls),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
