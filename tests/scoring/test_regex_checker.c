@@ -61,6 +61,10 @@ static const spec_error regex_spec_errors[] = {
 	{RX("\"patterns\":[\"ok\",\"(abc\"]"), "checker.patterns[1]: missing closing parenthesis at offset 4"},
 	{RX("\"pattern\":\"a{2,1}\""), "checker.pattern: "},
 	{RX("\"pattern\":\"[z-a]\""), "checker.pattern: range out of order"},
+	/* Compiles, but fails whenever it is matched: refused at load. */
+	{RX("\"pattern\":\"(?R)\""), "checker.pattern: the pattern fails when matched (nested recursion"},
+	{RX("\"patterns\":[\"ok\",\"(a|(?R))\"]"), "checker.patterns[1]: the pattern fails when matched"},
+	{RX("\"pattern\":\"a((?1))\""), "checker.pattern: the pattern fails when matched"},
 	{RX("\"patterns\":[\"ok\",7]"), "checker.patterns[1]: expected a string"},
 	{RX("\"patterns\":[]"), "checker.patterns: expected a non-empty list"},
 	{RX("\"patterns\":\"x\""), "checker.patterns: expected a non-empty list"},
@@ -125,6 +129,22 @@ static void regex_compare_needs_a_target(void **state)
 	ev_checker_free(c);
 }
 
+/* A pattern that passes the load-time probe but fails on a rarer answer is
+ * an error of that one answer's check, naming the pattern. */
+static void regex_match_time_error_names_the_pattern(void **state)
+{
+	(void)state;
+	ev_checker *c = sc_checker(RX("\"pattern\":\"(?:(?R))*x\""));
+	ev_sample *s = sc_sample_new(NULL);
+	ev_verdict v;
+	assert_int_equal(ev_checker_score(c, s, "no letter after w here", false, &v), 0);
+	ev_verdict_clear(&v);
+	assert_int_not_equal(ev_checker_score(c, s, "the answer is x", false, &v), 0);
+	assert_non_null(strstr(ev_error_msg(), "checker.pattern: PCRE2: nested recursion"));
+	sc_sample_free(s);
+	ev_checker_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -132,6 +152,7 @@ int main(void)
 		cmocka_unit_test(regex_spec_errors_name_the_field),
 		cmocka_unit_test(regex_spec_is_normalised),
 		cmocka_unit_test(regex_compare_needs_a_target),
+		cmocka_unit_test(regex_match_time_error_names_the_pattern),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
