@@ -121,7 +121,8 @@ bool ev_parse_f64(const char *s, double *out);
 /* ---- JSON helpers (cJSON) --------------------------------------------- */
 
 /* Parses `len` bytes of JSON; `what` names the source in the error
- * ("samples.jsonl:12"). Depth-limited by cJSON (CJSON_NESTING_LIMIT). */
+ * ("samples.jsonl:12"). Depth-limited by cJSON (CJSON_NESTING_LIMIT); text
+ * whose strings hold \u0000 is refused (see ev_json_find_nul). */
 int ev_json_parse(cJSON **out, const char *text, size_t len, const char *what);
 /* Typed getters: return `dflt` when the key is absent; the *_req forms fail
  * with a message naming `what` and the key when it is absent or mistyped. */
@@ -131,6 +132,13 @@ bool ev_json_bool(const cJSON *obj, const char *key, bool dflt);
 int ev_json_str_req(const char **out, const cJSON *obj, const char *key, const char *what);
 /* Unformatted print into a malloc'd string; NULL on allocation failure. */
 char *ev_json_print(const cJSON *item);
+/* The offset of the first \u0000 escape inside a string of JSON text, or
+ * `len` when there is none. cJSON decodes it into a C string that ends
+ * there, which would silently cut ids, inputs, titles and answers. */
+size_t ev_json_find_nul(const char *text, size_t len);
+/* Rewrites every such escape, in place, to \ufffd (the same six bytes'
+ * length); returns how many. For text scored as is (model answers). */
+size_t ev_json_replace_nul(char *text, size_t len);
 /* ev_term_clean on every string value and key in the tree, in place: for
  * commands that print tracker JSON as text. Returns how many were replaced. */
 size_t ev_json_term_clean(cJSON *item);

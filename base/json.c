@@ -4,8 +4,39 @@
 #include <stdlib.h>
 #include <string.h>
 
+size_t ev_json_find_nul(const char *text, size_t len)
+{
+	bool in_str = false;
+	for (size_t i = 0; i < len; i++) {
+		char c = text[i];
+		if (!in_str) {
+			in_str = c == '"';
+		} else if (c == '"') {
+			in_str = false;
+		} else if (c == '\\') {
+			if (i + 5 < len && !memcmp(text + i + 1, "u0000", 5))
+				return i;
+			i++; /* the escaped character */
+		}
+	}
+	return len;
+}
+
+size_t ev_json_replace_nul(char *text, size_t len)
+{
+	size_t n = 0;
+	for (size_t at = ev_json_find_nul(text, len); at < len; at = ev_json_find_nul(text, len), n++)
+		memcpy(text + at, "\\ufffd", 6);
+	return n;
+}
+
 int ev_json_parse(cJSON **out, const char *text, size_t len, const char *what)
 {
+	*out = NULL;
+	size_t nul = ev_json_find_nul(text, len);
+	if (nul < len)
+		return ev_error_set(EV_E_PARSE, "%s: a string holds \\u0000 (NUL) at byte %zu; text with NUL is not accepted",
+		                    what, nul);
 	const char *end = NULL;
 	*out = cJSON_ParseWithLengthOpts(text, len, &end, 0);
 	if (*out)

@@ -286,6 +286,17 @@ int ev_completion_from_json(ev_completion *out, const char *body, size_t len)
 {
 	cJSON *root = NULL;
 	ev_buf text = EV_BUF_INIT(len + 64);
+	/* A NUL in the answer would cut it short where cJSON decodes it; the
+	 * answer is scored whole, with U+FFFD in its place. */
+	char *fixed = NULL;
+	if (ev_json_find_nul(body, len) < len) {
+		if (!(fixed = malloc(len + 1)))
+			return ev_error_set(EV_E_NOMEM, "response: out of memory");
+		memcpy(fixed, body, len);
+		fixed[len] = '\0';
+		ev_json_replace_nul(fixed, len);
+		body = fixed;
+	}
 	int rc = ev_json_parse(&root, body, len, "response");
 	if (rc)
 		goto done;
@@ -354,5 +365,6 @@ nomem:
 done:
 	ev_buf_free(&text);
 	cJSON_Delete(root);
+	free(fixed);
 	return rc;
 }

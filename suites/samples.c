@@ -521,6 +521,10 @@ static int parse_line(parser *P, size_t line, char *p, size_t n)
 	ev_suite *s = P->s;
 	if (s->n_samples >= P->opt->max_samples)
 		return ev_error_set(EV_E_LIMIT, "%s: more than %zu samples", P->what, P->opt->max_samples);
+	size_t nul = ev_json_find_nul(p, n);
+	if (nul < n)
+		return ev_error_set(EV_E_PARSE, "%s: a string holds \\u0000 (NUL) at byte %zu; ids and text may not hold NUL",
+		                    P->what, nul);
 	const char *end = NULL;
 	cJSON *j = cJSON_ParseWithLengthOpts(p, n, &end, 0);
 	if (!j || !blank(end, n - (size_t)(end - p))) {

@@ -58,12 +58,42 @@ static void json_strings_are_escaped(void **st)
 	cJSON_Delete(o);
 }
 
+static void json_nul_escapes_are_found_refused_or_replaced(void **st)
+{
+	(void)st;
+	const char *t = "{\"a\":\"x\\u0000y\"}";
+	assert_int_equal(ev_json_find_nul(t, strlen(t)), 7);
+	/* An escaped backslash before u0000 is text; so is u0000 outside a string escape. */
+	const char *ok = "{\"a\":\"x\\\\u0000\",\"u0000\":1}";
+	assert_int_equal(ev_json_find_nul(ok, strlen(ok)), strlen(ok));
+	const char *key = "{\"\\u0000\":1}";
+	assert_int_equal(ev_json_find_nul(key, strlen(key)), 2);
+	/* Cut before the escape is whole: not found. */
+	assert_int_equal(ev_json_find_nul(t, 10), 10);
+
+	cJSON *j = NULL;
+	assert_int_equal(ev_json_parse(&j, t, strlen(t), "body.json"), EV_E_PARSE);
+	assert_null(j);
+	assert_non_null(strstr(ev_error_msg(), "body.json: a string holds \\u0000 (NUL) at byte 7"));
+	assert_int_equal(ev_json_parse(&j, ok, strlen(ok), "ok.json"), 0);
+	assert_string_equal(ev_json_str(j, "a", ""), "x\\u0000");
+	cJSON_Delete(j);
+
+	char two[] = "[\"\\u0000\",\"a\\u0000b\"]";
+	assert_int_equal(ev_json_replace_nul(two, strlen(two)), 2);
+	assert_string_equal(two, "[\"\\ufffd\",\"a\\ufffdb\"]");
+	assert_int_equal(ev_json_parse(&j, two, strlen(two), "two"), 0);
+	assert_string_equal(cJSON_GetArrayItem(j, 1)->valuestring, "a\xEF\xBF\xBD" "b");
+	cJSON_Delete(j);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(json_helpers_name_source_and_key),
 		cmocka_unit_test(json_strings_are_escaped),
 		cmocka_unit_test(json_nesting_past_the_limit_is_named_as_such),
+		cmocka_unit_test(json_nul_escapes_are_found_refused_or_replaced),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

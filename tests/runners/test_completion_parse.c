@@ -71,6 +71,19 @@ static void bad_bodies_are_errors(void **state)
 	assert_null(c.raw_json);
 }
 
+/* A NUL in the answer must not cut it short: the rest is scored too. */
+static void nul_in_an_answer_is_replaced_not_cut(void **state)
+{
+	(void)state;
+	ev_completion c;
+	const char *body = "{\"choices\":[{\"message\":{\"content\":\"4\\u00002 and \\\\u0000 stays\"},"
+	                   "\"finish_reason\":\"stop\"}]}";
+	assert_int_equal(parse(&c, body), 0);
+	/* The escape became U+FFFD; an escaped backslash before u0000 is text. */
+	assert_string_equal(c.text, "4\xEF\xBF\xBD" "2 and \\u0000 stays");
+	ev_completion_clear(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -78,6 +91,7 @@ int main(void)
 		cmocka_unit_test(null_content_with_tool_calls),
 		cmocka_unit_test(content_parts_and_reasoning_are_joined),
 		cmocka_unit_test(bad_bodies_are_errors),
+		cmocka_unit_test(nul_in_an_answer_is_replaced_not_cut),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

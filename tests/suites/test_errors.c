@@ -54,6 +54,10 @@ static void malformed_line_names_file_and_line(void **state)
 	expect_fail(NULL, OK_LINE "{\"id\":\"b\",\"input\":\"caf\xC3\"}\n", EV_E_PARSE, "samples.jsonl:2: invalid UTF-8",
 	            NULL);
 	expect_fail(NULL, "\n  \n", EV_E_INVALID, "no samples", NULL);
+	/* A NUL would silently cut an id or input where cJSON decodes it. */
+	expect_fail(NULL, OK_LINE "{\"id\":\"b\\u0000x\",\"input\":\"x\"}\n", EV_E_PARSE,
+	            "samples.jsonl:2: a string holds \\u0000 (NUL) at byte 8", NULL);
+	expect_fail("{\"name\":\"s\\u0000t\"}", OK_LINE, EV_E_PARSE, "suite.json: a string holds \\u0000 (NUL)", NULL);
 }
 
 static void missing_or_mistyped_id_is_refused(void **state)
