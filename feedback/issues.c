@@ -326,8 +326,11 @@ int ev_issue_close(ev_tracker *t, int64_t id)
 		if ((rc = ev_tracker_prepare(t, &st, "SELECT 1 FROM issues WHERE id = ?1")))
 			goto done;
 		sqlite3_bind_int64(st, 1, id);
-		if (sqlite3_step(st) != SQLITE_ROW)
+		int src = sqlite3_step(st);
+		if (src == SQLITE_DONE)
 			rc = ev_error_set(EV_E_NOTFOUND, "issue %lld: no such issue", (long long)id);
+		else if (src != SQLITE_ROW)
+			rc = ev_tracker_sqlerr(t, src, "reading issue %lld", (long long)id);
 	}
 done:
 	sqlite3_finalize(st);

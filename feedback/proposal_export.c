@@ -157,8 +157,11 @@ int ev_proposal_export(ev_tracker *t, int64_t id, const char *out_path, size_t *
 	if ((rc = ev_tracker_prepare(t, &st, "SELECT 1 FROM proposals WHERE id = ?1")))
 		goto done;
 	sqlite3_bind_int64(st, 1, id);
-	if (sqlite3_step(st) != SQLITE_ROW) {
-		rc = ev_error_set(EV_E_NOTFOUND, "proposal %lld: no such proposal", (long long)id);
+	int src = sqlite3_step(st);
+	if (src != SQLITE_ROW) {
+		/* A damaged page is not an absent proposal. */
+		rc = src == SQLITE_DONE ? ev_error_set(EV_E_NOTFOUND, "proposal %lld: no such proposal", (long long)id)
+		                        : ev_tracker_sqlerr(t, src, "reading proposal %lld", (long long)id);
 		goto done;
 	}
 	sqlite3_finalize(st);

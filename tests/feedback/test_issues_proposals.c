@@ -307,9 +307,55 @@ static void repro_writes_a_loadable_community_suite(void **state)
 	free(db);
 }
 
+/* Overwrites the first bytes of the root page of `table` with garbage. */
+static void damage_table(const char *db, const char *table)
+{
+	char sql[128];
+	snprintf(sql, sizeof sql, "SELECT rootpage FROM sqlite_master WHERE name = '%s'", table);
+	long root = tf_query_long(db, sql), page = tf_query_long(db, "PRAGMA page_size");
+	assert_true(root > 1 && page >= 512);
+	FILE *f = fopen(db, "r+b");
+	assert_non_null(f);
+	unsigned char junk[64];
+	memset(junk, 0xFF, sizeof junk);
+	junk[0] = 0x0D; /* a leaf-table page type, with impossible cell counts */
+	assert_int_equal(fseek(f, (root - 1) * page, SEEK_SET), 0);
+	assert_int_equal(fwrite(junk, 1, sizeof junk, f), sizeof junk);
+	fclose(f);
+}
+
+/* A damaged page is reported as damage, not as "no such proposal/issue". */
+static void damaged_pages_are_not_reported_as_missing_rows(void **state)
+{
+	(void)state;
+	char *db = tf_db_path("proposals-damaged");
+	ev_tracker *t = tf_open(db);
+	int64_t issue = add(t, "Chart values misread", "the bars are read wrong", "42", false), p = 0;
+	assert_int_equal(ev_proposal_new(t, "fix chart reading", NULL, 0, 0, &p), 0);
+	ev_tracker_close(t); /* the last connection checkpoints the WAL into the file */
+	damage_table(db, "proposals");
+	damage_table(db, "issues_by_status");
+
+	t = tf_open(db);
+	char *dir = tu_tmpdir("proposals-damaged-out");
+	char *out = tu_path(dir, "export.jsonl");
+	int rc = ev_proposal_export(t, p, out, NULL);
+	assert_int_equal(rc, EV_E_DB);
+	assert_non_null(strstr(ev_error_msg(), "malformed"));
+	/* Closing updates the issue through its (damaged) status index. */
+	rc = ev_issue_close(t, issue);
+	assert_int_not_equal(rc, 0);
+	assert_int_not_equal(rc, EV_E_NOTFOUND);
+	ev_tracker_close(t);
+	free(out);
+	free(dir);
+	free(db);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(damaged_pages_are_not_reported_as_missing_rows),
 		cmocka_unit_test(proposal_from_cluster_tracks_repro_runs_and_exports),
 		cmocka_unit_test(proposal_from_regression_brings_its_samples),
 		cmocka_unit_test(github_import_skips_prs_records_links_and_does_not_duplicate),
