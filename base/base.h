@@ -120,6 +120,11 @@ bool ev_parse_f64(const char *s, double *out);
 
 /* ---- JSON helpers (cJSON) --------------------------------------------- */
 
+/* JSON numbers are read as doubles: a whole number is exact only below
+ * 2^53, so a numeric id at or past it is refused rather than risk two
+ * ids reading as one. */
+#define EV_ID_EXACT_MAX 9007199254740992.0
+
 /* Parses `len` bytes of JSON; `what` names the source in the error
  * ("samples.jsonl:12"). Depth-limited by cJSON (CJSON_NESTING_LIMIT); text
  * whose strings hold \u0000 is refused (see ev_json_find_nul). */

@@ -16,6 +16,7 @@
  * and left out of the score.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -117,7 +118,8 @@ static int on_sample(void *arg, const cJSON *o, const char *where)
 	const char *ids = NULL;
 	if (cJSON_IsString(id))
 		ids = id->valuestring;
-	else if (cJSON_IsNumber(id) && id->valuedouble == (double)(long long)id->valuedouble) {
+	else if (cJSON_IsNumber(id) && fabs(id->valuedouble) < EV_ID_EXACT_MAX &&
+	         id->valuedouble == floor(id->valuedouble)) {
 		snprintf(num, sizeof num, "%lld", (long long)id->valuedouble);
 		ids = num;
 	}

@@ -6,6 +6,7 @@
  */
 #include "feedback/issues_int.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -165,7 +166,8 @@ static int import_one(ev_tracker *t, const cJSON *it, const char *what, cJSON *i
 	const cJSON *num = cJSON_GetObjectItemCaseSensitive(it, "number");
 	if (cJSON_IsString(url) && url->valuestring[0]) {
 		info.external_id = url->valuestring;
-	} else if (cJSON_IsNumber(num) && num->valuedouble >= 0 && num->valuedouble < 1e15) {
+	} else if (cJSON_IsNumber(num) && num->valuedouble >= 0 && num->valuedouble < 1e15 &&
+	           num->valuedouble == floor(num->valuedouble)) {
 		snprintf(x.ext, sizeof x.ext, "github#%lld", (long long)num->valuedouble);
 		info.external_id = x.ext;
 	} else {

@@ -10,6 +10,7 @@
 #include "suites/suites_int.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -139,6 +140,11 @@ static int parse_id(char **out, const cJSON *j, const char *what)
 	if (cJSON_IsString(v)) {
 		id = v->valuestring;
 	} else if (cJSON_IsNumber(v)) {
+		/* A number is read as a double: past 2^53, or with a fraction,
+		 * distinct ids in the file can read as the same one. */
+		if (!(fabs(v->valuedouble) < EV_ID_EXACT_MAX && v->valuedouble == floor(v->valuedouble)))
+			return ev_error_set(EV_E_INVALID,
+			                    "%s: id: a numeric id must be a whole number below 2^53 (write it as a string)", what);
 		ev_suite_num_text(num, v->valuedouble);
 		id = num;
 	} else {

@@ -67,6 +67,11 @@ static void missing_or_mistyped_id_is_refused(void **state)
 	expect_fail(NULL, "{\"id\":true,\"input\":\"x\"}\n", EV_E_INVALID, "samples.jsonl:1: id: expected a string or number",
 	            NULL);
 	expect_fail(NULL, "{\"id\":\"\",\"input\":\"x\"}\n", EV_E_INVALID, "id: empty", NULL);
+	/* Read as doubles, these two distinct ids would be one. */
+	expect_fail(NULL, "{\"id\":9007199254740993,\"input\":\"a\"}\n{\"id\":9007199254740992,\"input\":\"b\"}\n",
+	            EV_E_INVALID, "samples.jsonl:1: id: a numeric id must be a whole number below 2^53", NULL);
+	expect_fail(NULL, "{\"id\":1.5,\"input\":\"a\"}\n", EV_E_INVALID, "samples.jsonl:1: id: a numeric id must be", NULL);
+	expect_fail(NULL, "{\"id\":1e300,\"input\":\"a\"}\n", EV_E_INVALID, "samples.jsonl:1: id: a numeric id must be", NULL);
 }
 
 static void duplicate_id_names_both_lines(void **state)
