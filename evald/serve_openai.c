@@ -423,6 +423,20 @@ static int generate(ev_serve_openai *o, const ev_serve_request *rq, ev_serve_res
 		rc = ev_error_set(EV_E_INVALID, "request body: expected a JSON object");
 		goto done;
 	}
+	/* A request that names a model gets that model or an error: an answer
+	 * from another one would be stored under the wrong name. */
+	const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+	if (model && !cJSON_IsNull(model)) {
+		if (!cJSON_IsString(model)) {
+			rc = ev_error_set(EV_E_INVALID, "model: expected a string");
+			goto done;
+		}
+		if (strcmp(model->valuestring, o->name)) {
+			rc = ev_error_set(EV_E_NOTFOUND, "model \"%.100s\": not served here (this server serves \"%s\"; see GET /v1/models)",
+			                  model->valuestring, o->name);
+			goto done;
+		}
+	}
 	if ((rc = chat ? parse_chat(&p, root) : parse_completion(&p, root)))
 		goto done;
 	if (!(f = calloc(1, sizeof *f))) {

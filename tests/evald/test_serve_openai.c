@@ -213,7 +213,7 @@ static void streamed_chunks_concatenate_to_the_whole_answer(void **st)
 {
 	(void)st;
 #define CHAT                                                                                           \
-	"{\"model\":\"x\",\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"                 \
+	"{\"model\":\"ckpt\",\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"                 \
 	"{\"role\":\"user\",\"content\":\"Tell me a story about a lighthouse.\"}],"                         \
 	"\"max_tokens\":24,\"temperature\":0%s}"
 	char *b1 = ev_asprintf(CHAT, ""), *b2 = ev_asprintf(CHAT, ",\"stream\":true");
@@ -303,6 +303,11 @@ static void models_and_errors_answer_json(void **st)
 		{"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"seed\":1e300}", 400,
 		 "seed"},
 		{"/v1/embeddings", "{}", 404, "no such endpoint"},
+		/* A named model must be the one served; leaving it out is fine. */
+		{"/v1/chat/completions", "{\"model\":\"gpt-4\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", 404,
+		 "gpt-4\\\": not served here (this server serves \\\"ckpt"},
+		{"/v1/completions", "{\"model\":\"ckp\",\"prompt\":\"hi\"}", 404, "not served here"},
+		{"/v1/completions", "{\"model\":7,\"prompt\":\"hi\"}", 400, "model: expected a string"},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		long code = http("POST", cases[i].path, cases[i].body, &out);
