@@ -15,16 +15,13 @@
 
 void ev_suite_show(char out[EV_SUITE_SHOW], const char *s)
 {
-	size_t i = 0;
-	for (; s && s[i] && i < EV_SUITE_SHOW - 4; i++) {
-		unsigned char c = (unsigned char)s[i];
-		out[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
-	}
-	if (s && s[i]) {
-		memcpy(out + i, "...", 3);
-		i += 3;
-	}
-	out[i] = 0;
+	size_t n = s ? strnlen(s, EV_SUITE_SHOW - 4) : 0;
+	if (n)
+		memcpy(out, s, n);
+	out[n] = 0;
+	ev_term_clean(out);
+	if (s && s[n])
+		strcat(out, "...");
 }
 
 int ev_suite_resolve_path(char **out, const char *root, const char *rel, const char *what)

@@ -56,7 +56,7 @@ int ev_template_check(const char *tmpl, const char *what);
  * shortest form that reads back the same. */
 void ev_suite_num_text(char out[32], double v);
 
-/* A name fit for a message: control bytes become '?', and a name longer
+/* A name fit for a message: terminal controls become '?' (ev_term_clean), and a name longer
  * than 200 bytes is cut with "...". */
 #define EV_SUITE_SHOW 204
 void ev_suite_show(char out[EV_SUITE_SHOW], const char *s);
