@@ -126,8 +126,9 @@ bool ev_parse_f64(const char *s, double *out);
 #define EV_ID_EXACT_MAX 9007199254740992.0
 
 /* Parses `len` bytes of JSON; `what` names the source in the error
- * ("samples.jsonl:12"). Depth-limited by cJSON (CJSON_NESTING_LIMIT); text
- * whose strings hold \u0000 is refused (see ev_json_find_nul). */
+ * ("samples.jsonl:12"). One value, with nothing but whitespace after it;
+ * depth-limited by cJSON (CJSON_NESTING_LIMIT); text whose strings hold
+ * \u0000 is refused (see ev_json_find_nul). */
 int ev_json_parse(cJSON **out, const char *text, size_t len, const char *what);
 /* Typed getters: return `dflt` when the key is absent; the *_req forms fail
  * with a message naming `what` and the key when it is absent or mistyped. */

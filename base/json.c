@@ -39,8 +39,17 @@ int ev_json_parse(cJSON **out, const char *text, size_t len, const char *what)
 		                    what, nul);
 	const char *end = NULL;
 	*out = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-	if (*out)
-		return 0;
+	if (*out) {
+		/* One document: only whitespace may follow the value. */
+		size_t rest = (size_t)(end - text);
+		while (rest < len && (text[rest] == ' ' || text[rest] == '\t' || text[rest] == '\r' || text[rest] == '\n'))
+			rest++;
+		if (rest == len)
+			return 0;
+		cJSON_Delete(*out);
+		*out = NULL;
+		return ev_error_set(EV_E_PARSE, "%s: malformed JSON near byte %zu", what, rest);
+	}
 	size_t off = end && end >= text ? (size_t)(end - text) : 0;
 	/* cJSON says nothing of why: tell a nesting past its limit from
 	 * malformed text (brackets counted outside strings, up to where it

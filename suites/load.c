@@ -173,19 +173,8 @@ static int parse_suite_json(ev_suite *s, const char *text, size_t len, const cha
 	int rc = 0;
 	if (!ev_utf8_valid(text, len))
 		return ev_error_set(EV_E_PARSE, "%s: invalid UTF-8", what);
-	size_t nul = ev_json_find_nul(text, len);
-	if (nul < len)
-		return ev_error_set(EV_E_PARSE, "%s: a string holds \\u0000 (NUL) at byte %zu; names and text may not hold NUL",
-		                    what, nul);
-	const char *end = NULL;
-	j = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-	if (j && end)
-		end += strspn(end, " \t\r\n");
-	if (!j || end != text + len) {
-		size_t off = end && end >= text ? (size_t)(end - text) : 0;
-		rc = ev_error_set(EV_E_PARSE, "%s: malformed JSON near byte %zu", what, off);
+	if ((rc = ev_json_parse(&j, text, len, what)))
 		goto done;
-	}
 	if (!cJSON_IsObject(j)) {
 		rc = ev_error_set(EV_E_PARSE, "%s: expected a JSON object", what);
 		goto done;

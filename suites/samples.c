@@ -527,18 +527,10 @@ static int parse_line(parser *P, size_t line, char *p, size_t n)
 	ev_suite *s = P->s;
 	if (s->n_samples >= P->opt->max_samples)
 		return ev_error_set(EV_E_LIMIT, "%s: more than %zu samples", P->what, P->opt->max_samples);
-	size_t nul = ev_json_find_nul(p, n);
-	if (nul < n)
-		return ev_error_set(EV_E_PARSE, "%s: a string holds \\u0000 (NUL) at byte %zu; ids and text may not hold NUL",
-		                    P->what, nul);
-	const char *end = NULL;
-	cJSON *j = cJSON_ParseWithLengthOpts(p, n, &end, 0);
-	if (!j || !blank(end, n - (size_t)(end - p))) {
-		size_t off = end && end >= p ? (size_t)(end - p) : 0;
-		cJSON_Delete(j);
-		return ev_error_set(EV_E_PARSE, "%s: malformed JSON near byte %zu", P->what, off);
-	}
-	int rc = 0;
+	cJSON *j = NULL;
+	int rc = ev_json_parse(&j, p, n, P->what);
+	if (rc)
+		return rc;
 	if (!cJSON_IsObject(j)) {
 		rc = ev_error_set(EV_E_PARSE, "%s: expected a JSON object", P->what);
 		goto done;

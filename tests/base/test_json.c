@@ -21,6 +21,12 @@ static void json_helpers_name_source_and_key(void **st)
 	assert_string_equal(ev_json_str(j, "missing", "d"), "d");
 	assert_true(ev_json_bool(j, "missing", true));
 	cJSON_Delete(j);
+	/* One document: whitespace may follow it, nothing else. */
+	assert_int_equal(ev_json_parse(&j, "[1] \r\n", 6, "z"), 0);
+	cJSON_Delete(j);
+	assert_int_equal(ev_json_parse(&j, "{\"a\":1} {\"b\":2}", 15, "z"), EV_E_PARSE);
+	assert_null(j);
+	assert_non_null(strstr(ev_error_msg(), "z: malformed JSON near byte 8"));
 }
 
 static void json_nesting_past_the_limit_is_named_as_such(void **st)
