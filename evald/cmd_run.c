@@ -29,7 +29,7 @@ static const ev_opt run_own_opts[] = {
 	EV_O_ID("--resume", run_opts, resume, "RUN", "finish an interrupted run with its stored settings"),
 	EV_O_FLAG("--json", run_opts, json, "print the summary as JSON"),
 	{.name = "--status-fd", .kind = EV_OPT_INT, .off = offsetof(run_opts, status_fd), .size = sizeof(int), .lo = 3,
-	 .hi = 1023, .meta = "FD", .flags = EV_OPT_HIDDEN,
+	 .hi = 1023, .meta = "FD",
 	 .help = "write {\"run_id\"} when the run exists and {\"run_id\",\"status\"} at its end to FD"},
 	EV_O_END,
 };
