@@ -4,7 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-size_t ev_json_find_nul(const char *text, size_t len)
+/* One pass over JSON text, knowing strings and escapes: the offset of the
+ * first \u0000 escape inside a string (len when none), or, with `fix`,
+ * every such escape rewritten to \ufffd and *n_fixed counting them. */
+static size_t nul_scan(char *text, size_t len, bool fix, size_t *n_fixed)
 {
 	bool in_str = false;
 	for (size_t i = 0; i < len; i++) {
@@ -14,19 +17,29 @@ size_t ev_json_find_nul(const char *text, size_t len)
 		} else if (c == '"') {
 			in_str = false;
 		} else if (c == '\\') {
-			if (i + 5 < len && !memcmp(text + i + 1, "u0000", 5))
-				return i;
+			if (i + 5 < len && !memcmp(text + i + 1, "u0000", 5)) {
+				if (!fix)
+					return i;
+				memcpy(text + i, "\\ufffd", 6);
+				++*n_fixed;
+				i += 5;
+				continue;
+			}
 			i++; /* the escaped character */
 		}
 	}
 	return len;
 }
 
+size_t ev_json_find_nul(const char *text, size_t len)
+{
+	return nul_scan((char *)text, len, false, NULL); /* reads only */
+}
+
 size_t ev_json_replace_nul(char *text, size_t len)
 {
 	size_t n = 0;
-	for (size_t at = ev_json_find_nul(text, len); at < len; at = ev_json_find_nul(text, len), n++)
-		memcpy(text + at, "\\ufffd", 6);
+	nul_scan(text, len, true, &n);
 	return n;
 }
 
