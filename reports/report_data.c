@@ -18,50 +18,22 @@
 char *ev_report_text(const char *s, size_t max_chars)
 {
 	ev_buf b = EV_BUF_INIT((size_t)-1);
-	const unsigned char *p = (const unsigned char *)(s ? s : "");
-	size_t chars = 0;
-	int rc = 0;
-	while (*p && !rc) {
+	const char *p = s ? s : "";
+	size_t left = strlen(p), chars = 0;
+	int rc = ev_buf_puts(&b, "");
+	while (left && !rc) {
 		if (chars == max_chars) {
 			rc = ev_buf_puts(&b, "...");
 			break;
 		}
-		unsigned char c = p[0];
-		size_t len = 0;
-		unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-		if (c < 0x80)
-			len = 1;
-		else if (c >= 0xC2 && c <= 0xDF)
-			len = 2;
-		else if (c >= 0xE0 && c <= 0xEF) {
-			len = 3;
-			if (c == 0xE0)
-				lo = 0xA0; /* overlong */
-			if (c == 0xED)
-				hi = 0x9F; /* surrogates */
-		} else if (c >= 0xF0 && c <= 0xF4) {
-			len = 4;
-			if (c == 0xF0)
-				lo = 0x90;
-			if (c == 0xF4)
-				hi = 0x8F;
-		}
-		bool ok = len > 0;
-		for (size_t i = 1; ok && i < len; i++) {
-			unsigned char lo_i = i == 1 ? lo : 0x80, hi_i = i == 1 ? hi : 0xBF;
-			ok = p[i] >= lo_i && p[i] <= hi_i; /* also stops at the NUL */
-		}
-		if (ok) {
-			rc = ev_buf_append(&b, p, len);
-			p += len;
-		} else {
-			rc = ev_buf_puts(&b, "\xEF\xBF\xBD");
-			p++;
-		}
+		uint32_t cp;
+		size_t k = ev_utf8_next(p, left, &cp);
+		rc = k ? ev_buf_append(&b, p, k) : ev_buf_puts(&b, "\xEF\xBF\xBD");
+		k = k ? k : 1;
+		p += k;
+		left -= k;
 		chars++;
 	}
-	if (!rc && !b.data)
-		rc = ev_buf_puts(&b, "");
 	if (rc) {
 		ev_buf_free(&b);
 		return NULL;
