@@ -132,7 +132,7 @@ static int grid_section(ev_buf *b, const ev_report_data *d)
 	return rc;
 }
 
-int ev_report_md(ev_buf *b, const ev_report_data *d)
+static int report_md(ev_buf *b, const ev_report_data *d)
 {
 	const ev_run_row *r = &d->run;
 	int rc;
@@ -150,4 +150,17 @@ int ev_report_md(ev_buf *b, const ev_report_data *d)
 	    (rc = failures_section(b, d)) || (rc = failed_section(b, d)))
 		return rc;
 	return 0;
+}
+
+int ev_report_md(ev_buf *b, const ev_report_data *d)
+{
+	/* Printed to a terminal as often as to a file: model, suite, task and
+	 * sample names and answers lose their terminal controls, once, here. */
+	size_t start = b->len;
+	int rc = report_md(b, d);
+	if (!rc && b->data) {
+		ev_term_clean(b->data + start);
+		b->len = start + strlen(b->data + start);
+	}
+	return rc;
 }

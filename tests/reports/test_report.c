@@ -173,6 +173,29 @@ static void markdown_report_has_tables_and_escapes_cells(void **state)
 	free(path);
 }
 
+/* evald report prints Markdown to the terminal: names and answers from the
+ * tracker keep their text but lose their terminal controls. */
+static void markdown_report_has_no_terminal_controls(void **state)
+{
+	(void)state;
+	char *path = tf_db_path("report-md-controls");
+	ev_tracker *t = tf_open(path);
+	int64_t run = tf_run(t, "m\x1b[2Jx");
+	tf_put(t, run, "alpha", "s\x9b" "1", 0, 0.0, "wrong_answer", "a\x1b]0;pwned\x07" "b\rc");
+	int rc;
+	char *md = report(t, run, EV_REPORT_MD, 10, &rc);
+	assert_int_equal(rc, 0);
+	for (const unsigned char *p = (const unsigned char *)md; *p; p++)
+		if ((*p < 0x20 && *p != '\n') || *p == 0x7f || (*p == 0xC2 && p[1] >= 0x80 && p[1] <= 0x9F))
+			fail_msg("control byte 0x%02x at %td", *p, (const char *)p - md);
+	assert_non_null(strstr(md, "# Run "));
+	assert_non_null(strstr(md, ": m?[2Jx\n"));
+	assert_non_null(strstr(md, "a?]0;pwned?bc"));
+	free(md);
+	ev_tracker_close(t);
+	free(path);
+}
+
 static void unfinished_run_figures_are_computed_without_ci(void **state)
 {
 	(void)state;
@@ -269,6 +292,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(json_report_of_finished_run),
 		cmocka_unit_test(markdown_report_has_tables_and_escapes_cells),
+		cmocka_unit_test(markdown_report_has_no_terminal_controls),
 		cmocka_unit_test(unfinished_run_figures_are_computed_without_ci),
 		cmocka_unit_test(planned_suite_without_results_is_listed),
 		cmocka_unit_test(bad_requests_and_bad_summaries_are_clear_errors),
