@@ -11,12 +11,17 @@
  * route's handler.
  */
 #include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <microhttpd.h>
 #include <openssl/crypto.h>
@@ -35,7 +40,25 @@ struct ev_serve {
 	bool ipv6;
 	struct MHD_Daemon *daemon;
 	int port;
+	/* the header deadline: every open connection, and a thread that closes
+	 * those past their deadline */
+	pthread_mutex_t clock_mu;
+	pthread_cond_t clock_cv;
+	struct conn_clock *clocks;
+	pthread_t reaper;
+	bool reaper_started, stopping;
+	unsigned long reaped;
 };
+
+/* Per socket: when it must have sent a whole request head. */
+typedef struct conn_clock {
+	struct conn_clock *prev, *next;
+	int fd;
+	bool in_request; /* headers received, not yet answered */
+	double deadline;
+} conn_clock;
+
+#define KEEPALIVE_HEAD_S 60.0
 
 /* Per connection: the route, what was decided before the body, the body. */
 typedef struct {
@@ -45,6 +68,10 @@ typedef struct {
 	bool authorized;
 	bool too_big;
 	ev_buf body;
+	/* a deferred answer (see ev_serve_response) */
+	void *defer;
+	int (*finish)(void *defer, ev_serve_response *resp);
+	void (*release)(void *defer);
 } conn_state;
 
 /* ---- helpers -------------------------------------------------------------------- */
@@ -152,6 +179,11 @@ static enum MHD_Result send_response(struct MHD_Connection *c, ev_serve_response
 	}
 	if (resp->status == 401)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+	if (resp->retry_after > 0) {
+		char ra[16];
+		snprintf(ra, sizeof ra, "%d", resp->retry_after);
+		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, ra);
+	}
 	enum MHD_Result ok = MHD_queue_response(c, (unsigned)(resp->status ? resp->status : 200), r);
 	MHD_destroy_response(r);
 	return ok;
@@ -168,6 +200,9 @@ static enum MHD_Result send_error(struct MHD_Connection *c, int status, const ch
 
 /* ---- the access handler ----------------------------------------------------------- */
 
+static enum MHD_Result answer(struct MHD_Connection *c, const char *method, const char *url, int rc,
+                              ev_serve_response *resp);
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls)
@@ -182,6 +217,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		if (!cs)
 			return MHD_NO;
 		*con_cls = cs;
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+		if (ci && ci->socket_context) {
+			pthread_mutex_lock(&s->clock_mu);
+			((conn_clock *)ci->socket_context)->in_request = true;
+			pthread_mutex_unlock(&s->clock_mu);
+		}
 		bool path_only = false;
 		cs->route = match_route(s, url, method, &path_only);
 		/* Each route reads at most its own cap; a GET none: a client cannot
@@ -222,6 +263,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	}
 	if (cs->early_status) /* already answered */
 		return MHD_YES;
+	if (cs->finish) { /* resumed (or done before it could suspend): answer now */
+		ev_serve_response resp = {0};
+		ev_error_clear();
+		int (*finish)(void *, ev_serve_response *) = cs->finish;
+		cs->finish = NULL;
+		return answer(c, method, url, finish(cs->defer, &resp), &resp);
+	}
 	if (cs->too_big)
 		return send_error(c, 413, cs->body.max ? "request body over this route's limit" : "this request takes no body");
 
@@ -231,6 +279,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	ev_serve_response resp = {0};
 	ev_error_clear();
 	int rc = cs->route->fn(cs->route->ctx, &req, &resp);
+	if (!rc && resp.defer) {
+		cs->defer = resp.defer;
+		cs->finish = resp.finish;
+		cs->release = resp.release;
+		return MHD_YES; /* the handler suspended the connection, or its work is done already */
+	}
+	return answer(c, method, url, rc, &resp);
+}
+
+/* Sends a handler's answer: its response, or the JSON error for rc. */
+static enum MHD_Result answer(struct MHD_Connection *c, const char *method, const char *url, int rc,
+                              ev_serve_response *resp0)
+{
+	ev_serve_response resp = *resp0;
 	if (rc) {
 		int status = ev_serve_http_status(rc);
 		if (status == 500) {
@@ -245,15 +307,130 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	return ok;
 }
 
+void ev_serve_suspend(struct MHD_Connection *conn) { MHD_suspend_connection(conn); }
+
+void ev_serve_resume(struct MHD_Connection *conn) { MHD_resume_connection(conn); }
+
+bool ev_serve_client_gone(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (!ci)
+		return true;
+	char b;
+	ssize_t n = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-	(void)cls, (void)c, (void)toe;
+	ev_serve *s = cls;
+	(void)toe;
 	conn_state *cs = *con_cls;
 	if (cs) {
+		if (cs->release)
+			cs->release(cs->defer);
 		ev_buf_free(&cs->body);
 		free(cs);
 		*con_cls = NULL;
 	}
+	/* the next request on a kept-alive connection gets its own deadline */
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	if (ci && ci->socket_context) {
+		pthread_mutex_lock(&s->clock_mu);
+		conn_clock *k = ci->socket_context;
+		k->in_request = false;
+		k->deadline = ev_now() + KEEPALIVE_HEAD_S;
+		pthread_mutex_unlock(&s->clock_mu);
+	}
+}
+
+/* Connections come and go: each gets a clock for its request head. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+	ev_serve *s = cls;
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		conn_clock *k = ci ? calloc(1, sizeof *k) : NULL;
+		if (!k)
+			return; /* no deadline for this one; MHD's idle timeout still holds */
+		k->fd = ci->connect_fd;
+		k->deadline = ev_now() + s->opt.header_timeout;
+		pthread_mutex_lock(&s->clock_mu);
+		k->next = s->clocks;
+		if (s->clocks)
+			s->clocks->prev = k;
+		s->clocks = k;
+		pthread_mutex_unlock(&s->clock_mu);
+		*socket_context = k;
+	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
+		/* MHD closes the socket after this returns: the reaper, which
+		 * shuts sockets down under the same lock, never sees a reused fd */
+		conn_clock *k = *socket_context;
+		pthread_mutex_lock(&s->clock_mu);
+		if (k->prev)
+			k->prev->next = k->next;
+		else
+			s->clocks = k->next;
+		if (k->next)
+			k->next->prev = k->prev;
+		pthread_mutex_unlock(&s->clock_mu);
+		free(k);
+		*socket_context = NULL;
+	}
+}
+
+/* Closes connections that have not sent a request head by their deadline
+ * (shutdown: MHD sees the end of the stream and cleans up as usual). */
+static void *reaper(void *arg)
+{
+	ev_serve *s = arg;
+	pthread_mutex_lock(&s->clock_mu);
+	while (!s->stopping) {
+		double now = ev_now();
+		for (conn_clock *k = s->clocks; k; k = k->next) {
+			if (!k->in_request && now > k->deadline) {
+				shutdown(k->fd, SHUT_RDWR);
+				k->deadline = INFINITY;
+				s->reaped++;
+				ev_log_debug("serve: closed a connection that sent no request head in time");
+			}
+		}
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 250 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&s->clock_cv, &s->clock_mu, &ts);
+	}
+	pthread_mutex_unlock(&s->clock_mu);
+	return NULL;
+}
+
+/* The connection limit: what the file limit allows (raising the soft
+ * limit to the hard one), at most 10,000, never below 64. */
+static unsigned connection_limit(int asked)
+{
+	struct rlimit rl;
+	rlim_t have = 1024;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		if (rl.rlim_cur < rl.rlim_max) {
+			rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
+			if (want > rl.rlim_cur) {
+				struct rlimit r2 = {want, rl.rlim_max};
+				if (setrlimit(RLIMIT_NOFILE, &r2) == 0)
+					rl.rlim_cur = want;
+			}
+		}
+		have = rl.rlim_cur == RLIM_INFINITY ? 65536 : rl.rlim_cur;
+	}
+	long room = (long)have - 128; /* the tracker, the checkpoint, the pool's own */
+	long n = asked > 0 ? asked : 10000;
+	if (n > room)
+		n = room;
+	return (unsigned)(n < 64 ? 64 : n);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -282,6 +459,8 @@ int ev_serve_new(ev_serve **out, const ev_serve_options *opt)
 		s->opt.max_body = (size_t)128 << 20;
 	if (s->opt.threads <= 0)
 		s->opt.threads = 8;
+	if (s->opt.header_timeout <= 0)
+		s->opt.header_timeout = 10;
 	if (s->opt.port < 0 || s->opt.port > 65535) {
 		int port = s->opt.port;
 		free(s);
@@ -316,6 +495,8 @@ int ev_serve_new(ev_serve **out, const ev_serve_options *opt)
 		ev_sha256(s->token_hash, s->opt.token, strlen(s->opt.token));
 		s->opt.token = NULL;
 	}
+	pthread_mutex_init(&s->clock_mu, NULL);
+	pthread_cond_init(&s->clock_cv, NULL);
 	*out = s;
 	return 0;
 }
@@ -334,19 +515,26 @@ int ev_serve_add_route(ev_serve *s, const ev_serve_route *r)
 
 int ev_serve_start(ev_serve *s)
 {
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_AUTO;
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME;
 	if (s->ipv6)
 		flags |= MHD_USE_IPv6;
+	unsigned limit = connection_limit(s->opt.max_connections);
 	s->daemon = MHD_start_daemon(flags, (uint16_t)s->opt.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
 	                             (struct sockaddr *)&s->addr, MHD_OPTION_THREAD_POOL_SIZE,
-	                             (unsigned)s->opt.threads, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
-	                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)512, MHD_OPTION_NOTIFY_COMPLETED,
-	                             on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_END);
+	                             (unsigned)(s->opt.threads > 1 ? s->opt.threads : 0), MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+	                             MHD_OPTION_CONNECTION_LIMIT, limit, MHD_OPTION_NOTIFY_COMPLETED,
+	                             on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+	                             MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_END);
 	if (!s->daemon)
 		return ev_error_set(EV_E_IO, "serve: cannot listen on %s port %d (in use, or not permitted)", s->opt.host,
 		                    s->opt.port);
 	const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
 	s->port = info ? info->port : s->opt.port;
+	if (pthread_create(&s->reaper, NULL, reaper, s) == 0)
+		s->reaper_started = true;
+	else
+		ev_log_warn("serve: no thread for the header deadline; only the idle timeout applies");
+	ev_log_debug("serve: at most %u connections, request heads within %d s", limit, s->opt.header_timeout);
 	return 0;
 }
 
@@ -358,6 +546,15 @@ void ev_serve_free(ev_serve *s)
 		return;
 	if (s->daemon)
 		MHD_stop_daemon(s->daemon);
+	if (s->reaper_started) {
+		pthread_mutex_lock(&s->clock_mu);
+		s->stopping = true;
+		pthread_cond_broadcast(&s->clock_cv);
+		pthread_mutex_unlock(&s->clock_mu);
+		pthread_join(s->reaper, NULL);
+	}
+	pthread_mutex_destroy(&s->clock_mu);
+	pthread_cond_destroy(&s->clock_cv);
 	if (s->token) {
 		OPENSSL_cleanse(s->token, strlen(s->token));
 		free(s->token);
@@ -375,6 +572,8 @@ typedef struct {
 	/* --model DIR: the engine's OpenAI-compatible endpoints (serve_openai.c) */
 	ev_engine_backend_options eng;
 	ev_engine_flags engine;
+	ev_serve_openai_options oai;
+	int64_t stream_buffer;
 } serve_opts;
 
 #define T serve_opts
@@ -386,12 +585,20 @@ static const ev_opt serve_opts_table[] = {
 	EV_O_INT("--max-body", T, srv.max_body, 1, 1e12, "BYTES", "request body cap"),
 	EV_O_INT("--max-attachment", T, max_attachment, 1, 1e12, "BYTES", "cap on one attachment of an issue"),
 	EV_O_INT("--threads", T, srv.threads, 1, 256, "N", "HTTP threads"),
+	EV_O_INT("--header-timeout", T, srv.header_timeout, 1, 3600, "SECONDS",
+	         "a new connection must send its request head within this (10)"),
+	EV_O_INT("--max-connections", T, srv.max_connections, 64, 100000, "N",
+	         "open connections at most (default: what the file limit allows, up to 10000)"),
 	EV_O_FLAG("--allow-remote", T, srv.allow_remote, "permit a non-loopback --host"),
 	EV_O_FLAG("--print-port", T, print_port, "print the port once listening (for scripts)"),
 	EV_O_STR("--model", T, eng.model_dir, "DIR", "also serve this checkpoint on /v1 (OpenAI-compatible)"),
 	EV_O_STR("--model-name", T, eng.model_name, "NAME", "the served model's name (default: the folder's)"),
 	EV_O_CHOICE("--chat-template", T, eng.chat_template, "chatml|llama3|none", "the chat template (default: the checkpoint's)"),
 	EV_O_INT("--max-batch", T, eng.max_batch, 1, 1024, "N", "sequences generated together"),
+	EV_O_INT("--max-queue", T, oai.max_queue, 1, 100000, "N",
+	         "generation requests admitted at once; past it 503 with Retry-After (64)"),
+	EV_O_INT("--stream-buffer", T, stream_buffer, 4096, 1e12, "BYTES",
+	         "how far a streaming client may fall behind before its request is cancelled (256 MiB)"),
 	EV_ENGINE_OPTS(T, engine),
 	EV_O_END,
 };
@@ -409,7 +616,7 @@ static const ev_cmd_spec serve_spec = {
 int ev_cmd_serve(const ev_cli *cli, int argc, char **argv)
 {
 	serve_opts so = {.srv = EV_SERVE_OPTIONS_INIT, .token_env = "EVALD_API_TOKEN",
-	                 .eng = EV_ENGINE_BACKEND_OPTIONS_INIT};
+	                 .eng = EV_ENGINE_BACKEND_OPTIONS_INIT, .oai = EV_SERVE_OPENAI_OPTIONS_INIT};
 	ev_engine_flags_init(&so.engine);
 	int prc = ev_opt_parse(&serve_spec, &so, argc, argv, NULL, NULL);
 	if (prc)
@@ -419,6 +626,8 @@ int ev_cmd_serve(const ev_cli *cli, int argc, char **argv)
 	size_t max_attachment = (size_t)so.max_attachment;
 	bool print_port = so.print_port;
 	ev_engine_backend_options eng = so.eng;
+	if (so.stream_buffer)
+		so.oai.stream_buffer = (size_t)so.stream_buffer;
 	ev_serve_openai *oai = NULL;
 	if (so.engine.n)
 		eng.engine = &so.engine.mo;
@@ -460,7 +669,7 @@ int ev_cmd_serve(const ev_cli *cli, int argc, char **argv)
 	}
 	/* The engine's OpenAI-compatible endpoints (/v1/models,
 	 * /v1/chat/completions, /v1/completions; serve_openai.c) on the same server. */
-	if (eng.model_dir && (ev_serve_openai_new(&oai, &eng) != 0 || ev_serve_openai_register(srv, oai) != 0)) {
+	if (eng.model_dir && (ev_serve_openai_new(&oai, &eng, &so.oai) != 0 || ev_serve_openai_register(srv, oai) != 0)) {
 		ev_cli_fail("serve");
 		goto done;
 	}
@@ -479,7 +688,11 @@ int ev_cmd_serve(const ev_cli *cli, int argc, char **argv)
 	ev_log_info("serve: signal %d, stopping", sig);
 	ret = 0;
 done:
-	ev_serve_free(srv); /* waits for requests in flight before the tracker closes */
+	/* generations end first (their suspended connections resumed with an
+	 * error), then the server, which waits for requests in flight before
+	 * the tracker closes */
+	ev_serve_openai_stop(oai);
+	ev_serve_free(srv);
 	ev_serve_api_free(api);
 	ev_serve_openai_free(oai);
 	if (token_copy) {

@@ -34,9 +34,17 @@ typedef struct {
 	size_t max_body;      /* request body cap in bytes (default 128 MiB) */
 	int threads;          /* thread pool size (default 8) */
 	bool allow_remote;    /* permit a non-loopback host */
+	/* A new connection must have sent its request's headers within this
+	 * many seconds (default 10), a kept-alive one within 60 s of its last
+	 * answer: slow senders are closed, not waited for. */
+	int header_timeout;
+	/* Open connections at most (0: as many as the file limit allows, up
+	 * to 10,000; the soft file limit is raised to the hard one for it). */
+	int max_connections;
 } ev_serve_options;
 
-#define EV_SERVE_OPTIONS_INIT {.host = "127.0.0.1", .port = 8080, .max_body = (size_t)128 << 20, .threads = 8}
+#define EV_SERVE_OPTIONS_INIT                                                                                   \
+	{.host = "127.0.0.1", .port = 8080, .max_body = (size_t)128 << 20, .threads = 8, .header_timeout = 10}
 
 /* One request as a handler sees it; everything is borrowed for the call. */
 typedef struct {
@@ -53,13 +61,34 @@ typedef struct {
 /* What a handler answers: status and a malloc'd body (freed by the server),
  * or a prepared MHD response (for streaming), which the server queues and
  * destroys. */
-typedef struct {
+typedef struct ev_serve_response {
 	int status;               /* default 200 */
 	const char *content_type; /* default "application/json" */
 	char *body;
 	size_t body_len;          /* 0: strlen(body) */
 	struct MHD_Response *mhd;
+	int retry_after;          /* > 0: a Retry-After header, in seconds (429, 503) */
+	/* A deferred answer: the handler handed the work to another thread and
+	 * suspended the connection itself (ev_serve_suspend, under its own lock,
+	 * unless the work was already done), so that no HTTP thread waits. The
+	 * work resumes it (ev_serve_resume) when done; the server then calls
+	 * finish(defer, resp) on an HTTP thread to fill the answer, and
+	 * release(defer) when the connection ends (finished or not). */
+	void *defer;
+	int (*finish)(void *defer, struct ev_serve_response *resp);
+	void (*release)(void *defer);
 } ev_serve_response;
+
+/* Suspends a connection from inside a handler or a stream callback; resumes
+ * it from any thread. A suspended connection holds no thread and does not
+ * time out; every suspended connection must be resumed before the server
+ * stops. */
+void ev_serve_suspend(struct MHD_Connection *conn);
+void ev_serve_resume(struct MHD_Connection *conn);
+/* True when the client behind conn has closed its side or reset the
+ * connection (a non-blocking peek; for suspended connections, which MHD
+ * does not watch). */
+bool ev_serve_client_gone(struct MHD_Connection *conn);
 
 /* Returns 0, or an ev_status that the server turns into a JSON error with
  * the thread's message (ev_serve_http_status says which HTTP status). */
@@ -119,16 +148,36 @@ int ev_serve_api_check_issue_json(const char *body, size_t len, size_t max_attac
 
 typedef struct ev_serve_openai ev_serve_openai;
 
+typedef struct {
+	/* Requests admitted at once (queued or generating); past it a request
+	 * gets 503 with Retry-After at once (default 64). */
+	int max_queue;
+	/* Bytes a streaming client may fall behind (default 256 MiB); past it
+	 * the request is cancelled and its stream ends with an error event. */
+	size_t stream_buffer;
+} ev_serve_openai_options;
+
+#define EV_SERVE_OPENAI_OPTIONS_INIT {.max_queue = 64, .stream_buffer = (size_t)256 << 20}
+
 /* Loads the engine backend (runners/runners.h: ev_backend_engine_new) with
- * `opt` (an ev_engine_backend_options, passed as void to keep this header
- * free of the runners'); every request of every connection goes to its one
- * batching worker. */
-int ev_serve_openai_new(ev_serve_openai **out, const void *engine_backend_options);
+ * `engine_backend_options` (an ev_engine_backend_options, passed as void to
+ * keep this header free of the runners'); every request of every
+ * connection goes to its one batching worker. No HTTP thread waits for a
+ * generation: a connection waiting for one is suspended, and a client that
+ * leaves (closes or resets its connection) cancels its request. opt may be
+ * NULL (the defaults). */
+int ev_serve_openai_new(ev_serve_openai **out, const void *engine_backend_options, const ev_serve_openai_options *opt);
+/* Ends every request in flight with an error ("the server is stopping"),
+ * resuming their connections, and refuses new ones with 503: call it
+ * before ev_serve_free (which cannot stop with suspended connections). */
+void ev_serve_openai_stop(ev_serve_openai *o);
+/* Stops (if not yet) and frees; after ev_serve_free. Accepts NULL. */
 void ev_serve_openai_free(ev_serve_openai *o);
 const char *ev_serve_openai_model_name(const ev_serve_openai *o);
 /* Registers GET /v1/models, POST /v1/chat/completions, POST /v1/completions
- * (both with "stream": true as server-sent events) and a JSON 404 for the
- * rest of /v1/. No token needed: they write nothing. */
+ * (both with "stream": true as server-sent events), GET /health (the
+ * request counters: running, completed, cancelled, rejected, failed) and a
+ * JSON 404 for the rest of /v1/. No token needed: they write nothing. */
 int ev_serve_openai_register(ev_serve *s, ev_serve_openai *o);
 
 #endif

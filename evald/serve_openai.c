@@ -8,11 +8,15 @@
  *   POST /v1/completions        (prompt text; "stream" too)
  *
  * Every request goes to the one backend, whose worker batches all requests
- * in flight together, so concurrent HTTP requests share forward passes.
- * A non-streaming handler waits for its completion on a condition variable;
- * a streaming one answers with an MHD callback response that drains a
- * buffer the engine's worker fills with `data: {...}` chunks, ending with
- * `data: [DONE]`. A client that goes away cancels its request.
+ * in flight together, so concurrent HTTP requests share forward passes. No
+ * HTTP thread waits for the engine: a non-streaming handler suspends its
+ * connection and answers when the engine's worker resumes it with the
+ * completion; a streaming one answers with an MHD callback response that
+ * drains a buffer the worker fills with `data: {...}` chunks (ending with
+ * `data: [DONE]`), suspending the connection while the buffer is empty.
+ * At most max_queue requests are admitted (503 past it). A client that
+ * goes away cancels its request: MHD notices on a live connection, and the
+ * worker peeks at the socket of a suspended one after every token.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -29,9 +33,15 @@
 
 struct ev_serve_openai {
 	ev_backend *be;
-	const char *name;
+	char *name;
+	long max_context;
+	ev_serve_openai_options opt;
+	pthread_rwlock_t life; /* submitters hold it shared; stopping, exclusive */
+	bool stopped;
+	pthread_mutex_t mu;    /* what follows */
 	unsigned long long next_id;
-	pthread_mutex_t mu;
+	long admitted;         /* queued or generating */
+	unsigned long long completed, cancelled, rejected, failed;
 };
 
 /* ---- request parsing -------------------------------------------------------------------- */
@@ -166,6 +176,12 @@ static int parse_gen(parsed *p, const cJSON *root)
 			return ev_error_set(EV_E_INVALID, "stream: expected true or false");
 		p->stream = cJSON_IsTrue(v);
 	}
+	/* vLLM's extension: generate to max_tokens whatever the model says */
+	if ((v = cJSON_GetObjectItemCaseSensitive(root, "ignore_eos")) && !cJSON_IsNull(v)) {
+		if (!cJSON_IsBool(v))
+			return ev_error_set(EV_E_INVALID, "ignore_eos: expected true or false");
+		g->ignore_eos = cJSON_IsTrue(v);
+	}
 	if ((v = cJSON_GetObjectItemCaseSensitive(root, "n")) && !cJSON_IsNull(v) &&
 	    !(cJSON_IsNumber(v) && v->valuedouble == 1))
 		return ev_error_set(EV_E_UNSUPPORTED, "n: only 1 is supported");
@@ -239,15 +255,19 @@ static int parse_completion(parsed *p, const cJSON *root)
 
 typedef struct {
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int refs;          /* the handler or stream reader, and the engine */
-	bool chat;
-	bool done, gone;
+	int refs;          /* the connection's side (handler, then stream or deferred answer), and the engine */
+	ev_serve_openai *o;
+	struct MHD_Connection *conn;
+	bool chat, stream;
+	bool done;         /* on_done ran */
+	bool gone;         /* the connection ended: conn must not be touched */
+	bool suspended;    /* we suspended conn; whoever changes what it waits for resumes it */
+	bool overflow;     /* the stream fell too far behind: cancelled */
+	bool cancel_seen;  /* the engine was told to cancel */
 	ev_completion c;   /* when done */
 	ev_buf sse;        /* streaming: bytes not yet sent */
 	size_t sent_off;
 	char id[64];
-	const char *model;
 	long created;
 } inflight;
 
@@ -261,18 +281,47 @@ static void inflight_unref(inflight *f)
 	ev_completion_clear(&f->c);
 	ev_buf_free(&f->sse);
 	pthread_mutex_destroy(&f->mu);
-	pthread_cond_destroy(&f->cv);
 	free(f);
 }
 
-/* One SSE chunk: data: {...}\n\n, with a content delta and/or the end. */
+/* With f->mu held: the connection waits for what just changed. */
+static void wake(inflight *f)
+{
+	if (f->suspended) {
+		f->suspended = false;
+		ev_serve_resume(f->conn);
+	}
+}
+
+/* Appends one event to the stream; past the client's allowance the request
+ * is cancelled and the stream ends with an error event instead. */
+static void sse_put(inflight *f, const char *json)
+{
+	if (f->overflow)
+		return;
+	size_t need = strlen(json) + 8;
+	if (f->sse.len + need > f->o->opt.stream_buffer) {
+		f->overflow = true;
+		ev_log_warn("serve: %s: the client fell more than %zu bytes behind; cancelled", f->id,
+		            f->o->opt.stream_buffer);
+		ev_buf_printf(&f->sse,
+		              "data: {\"error\":\"the client read the stream too slowly (more than %zu bytes behind): "
+		              "generation cancelled\"}\n\n",
+		              f->o->opt.stream_buffer);
+		return;
+	}
+	if (ev_buf_printf(&f->sse, "data: %s\n\n", json))
+		ev_log_error("serve: a stream chunk was lost (out of memory)");
+}
+
+/* One SSE chunk: a content delta and/or the end. */
 static void sse_chunk(inflight *f, const char *text, size_t len, const ev_completion *end)
 {
 	cJSON *root = cJSON_CreateObject(), *choices = cJSON_CreateArray(), *ch = cJSON_CreateObject();
 	cJSON_AddStringToObject(root, "id", f->id);
 	cJSON_AddStringToObject(root, "object", f->chat ? "chat.completion.chunk" : "text_completion");
 	cJSON_AddNumberToObject(root, "created", (double)f->created);
-	cJSON_AddStringToObject(root, "model", f->model);
+	cJSON_AddStringToObject(root, "model", f->o->name);
 	cJSON_AddNumberToObject(ch, "index", 0);
 	char *t = text ? ev_strndup(text, len) : NULL;
 	if (f->chat) {
@@ -307,32 +356,55 @@ static void sse_chunk(inflight *f, const char *text, size_t len, const ev_comple
 	}
 	char *s = ev_json_print(root);
 	cJSON_Delete(root);
-	if (!s || ev_buf_printf(&f->sse, "data: %s\n\n", s))
-		ev_log_error("serve: a stream chunk was lost (out of memory or over the cap)");
+	if (s)
+		sse_put(f, s);
+	else
+		ev_log_error("serve: a stream chunk was lost (out of memory)");
 	free(s);
+}
+
+/* The engine asks after every token whether to go on. */
+static int on_cancelled(void *ctx)
+{
+	inflight *f = ctx;
+	pthread_mutex_lock(&f->mu);
+	bool stop = f->gone || f->overflow;
+	/* conn is alive while suspended (MHD closes nothing suspended) and,
+	 * for a plain answer, until the connection ends (which sets gone) */
+	if (!stop && (f->suspended || !f->stream))
+		stop = ev_serve_client_gone(f->conn);
+	if (stop && !f->cancel_seen) {
+		f->cancel_seen = true;
+		ev_log_info("serve: %s: cancelled (%s)", f->id, f->overflow ? "the stream fell behind" : "the client left");
+	}
+	pthread_mutex_unlock(&f->mu);
+	return stop;
 }
 
 static int on_delta(void *ctx, const char *text, size_t len)
 {
 	inflight *f = ctx;
 	pthread_mutex_lock(&f->mu);
-	bool gone = f->gone;
-	if (!gone && f->sse.max) { /* streaming */
+	if (f->stream && !f->gone) {
 		sse_chunk(f, text, len, NULL);
-		pthread_cond_broadcast(&f->cv);
+		wake(f);
 	}
 	pthread_mutex_unlock(&f->mu);
-	return gone; /* the client left: cancel */
+	return on_cancelled(f);
 }
 
 static void on_done(void *ctx, ev_completion *c)
 {
 	inflight *f = ctx;
+	ev_serve_openai *o = f->o;
 	pthread_mutex_lock(&f->mu);
 	f->c = *c;
 	memset(c, 0, sizeof *c);
-	if (f->sse.max && !f->gone) {
-		if (f->c.status == EV_COMPLETION_OK) {
+	bool ok = f->c.status == EV_COMPLETION_OK, cancelled = f->cancel_seen;
+	if (f->stream && !f->gone) {
+		if (f->overflow) {
+			/* the error event is already in the buffer */
+		} else if (ok) {
 			/* the text went out as deltas; the last chunk says how it ended */
 			sse_chunk(f, NULL, 0, &f->c);
 		} else {
@@ -343,23 +415,27 @@ static void on_done(void *ctx, ev_completion *c)
 		ev_buf_puts(&f->sse, "data: [DONE]\n\n");
 	}
 	f->done = true;
-	pthread_cond_broadcast(&f->cv);
+	wake(f);
 	pthread_mutex_unlock(&f->mu);
+	pthread_mutex_lock(&o->mu);
+	o->admitted--;
+	if (cancelled)
+		o->cancelled++;
+	else if (ok)
+		o->completed++;
+	else
+		o->failed++;
+	pthread_mutex_unlock(&o->mu);
 	inflight_unref(f);
 }
 
-/* MHD pulls the stream from here on one of its threads. */
+/* MHD pulls the stream from here on one of its threads; with nothing to
+ * send yet it suspends the connection until the engine adds some. */
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	(void)pos;
 	inflight *f = cls;
 	pthread_mutex_lock(&f->mu);
-	while (f->sent_off == f->sse.len && !f->done) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 1;
-		pthread_cond_timedwait(&f->cv, &f->mu, &ts);
-	}
 	ssize_t n;
 	if (f->sent_off < f->sse.len) {
 		size_t k = f->sse.len - f->sent_off < max ? f->sse.len - f->sent_off : max;
@@ -370,18 +446,24 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			f->sent_off = 0;
 		}
 		n = (ssize_t)k;
-	} else {
+	} else if (f->done) {
 		n = MHD_CONTENT_READER_END_OF_STREAM;
+	} else {
+		ev_serve_suspend(f->conn);
+		f->suspended = true;
+		n = 0;
 	}
 	pthread_mutex_unlock(&f->mu);
 	return n;
 }
 
-static void stream_free(void *cls)
+/* The connection's side lets go (the stream or the deferred answer ended):
+ * a request still running is cancelled at its next token. */
+static void conn_release(void *cls)
 {
 	inflight *f = cls;
 	pthread_mutex_lock(&f->mu);
-	f->gone = true; /* a client that left early cancels the generation */
+	f->gone = true;
 	pthread_mutex_unlock(&f->mu);
 	inflight_unref(f);
 }
@@ -410,12 +492,37 @@ static char *completion_text_body(const ev_serve_openai *o, const inflight *f)
 	return s;
 }
 
+/* A plain (non-streaming) answer, once the engine is done and the
+ * connection resumed. */
+static int finish_plain(void *cls, ev_serve_response *resp)
+{
+	inflight *f = cls;
+	pthread_mutex_lock(&f->mu);
+	bool done = f->done;
+	pthread_mutex_unlock(&f->mu);
+	if (!done)
+		return ev_error_set(EV_E_INTERNAL, "serve: %s answered before the engine finished", f->id);
+	if (f->c.status != EV_COMPLETION_OK)
+		return ev_error_set(EV_E_BACKEND, "%s", f->c.error ? f->c.error : "the engine failed");
+	resp->body = f->chat ? ev_strdup(f->c.raw_json) : completion_text_body(f->o, f);
+	return resp->body ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
+}
+
+/* 503 with Retry-After: the server is full or stopping (clients retry). */
+static int busy(ev_serve_response *resp, const char *why)
+{
+	ev_serve_json_error(resp, 503, NULL, why);
+	resp->retry_after = 1;
+	return 0;
+}
+
 static int generate(ev_serve_openai *o, const ev_serve_request *rq, ev_serve_response *resp, bool chat)
 {
 	cJSON *root = NULL;
 	parsed p;
 	memset(&p, 0, sizeof p);
 	inflight *f = NULL;
+	bool admitted = false, locked = false;
 	int rc = ev_json_parse(&root, rq->body, rq->body_len, "request body");
 	if (rc)
 		goto done;
@@ -439,41 +546,69 @@ static int generate(ev_serve_openai *o, const ev_serve_request *rq, ev_serve_res
 	}
 	if ((rc = chat ? parse_chat(&p, root) : parse_completion(&p, root)))
 		goto done;
+
+	pthread_rwlock_rdlock(&o->life);
+	locked = true;
+	pthread_mutex_lock(&o->mu);
+	if (!o->stopped && o->admitted < o->opt.max_queue) {
+		o->admitted++;
+		admitted = true;
+	} else {
+		o->rejected++;
+	}
+	unsigned long long id = ++o->next_id;
+	long queued = o->admitted;
+	pthread_mutex_unlock(&o->mu);
+	if (!admitted) {
+		if (o->stopped)
+			rc = busy(resp, "the server is stopping");
+		else {
+			char why[128];
+			snprintf(why, sizeof why, "the server is busy: %ld requests in flight (--max-queue); retry later", queued);
+			rc = busy(resp, why);
+		}
+		goto done;
+	}
 	if (!(f = calloc(1, sizeof *f))) {
 		rc = ev_error_set(EV_E_NOMEM, "out of memory");
 		goto done;
 	}
 	pthread_mutex_init(&f->mu, NULL);
-	pthread_cond_init(&f->cv, NULL);
 	f->refs = 2;
+	f->o = o;
+	f->conn = rq->conn;
 	f->chat = chat;
-	f->model = o->name;
+	f->stream = p.stream;
 	f->created = (long)time(NULL);
-	pthread_mutex_lock(&o->mu);
-	unsigned long long id = ++o->next_id;
-	pthread_mutex_unlock(&o->mu);
 	snprintf(f->id, sizeof f->id, "%s-evald-%llu", chat ? "chatcmpl" : "cmpl", id);
 	if (p.stream) {
-		ev_buf_init(&f->sse, (size_t)256 << 20);
+		/* room past the allowance for the closing events */
+		ev_buf_init(&f->sse, o->opt.stream_buffer + 4096);
 		if (chat) { /* the opening chunk names the role, as OpenAI's does */
-			char *s = ev_asprintf("data: {\"id\":\"%s\",\"object\":\"chat.completion.chunk\",\"created\":%ld,"
-			                      "\"model\":",
+			char *s = ev_asprintf("{\"id\":\"%s\",\"object\":\"chat.completion.chunk\",\"created\":%ld,\"model\":",
 			                      f->id, f->created);
-			ev_buf_puts(&f->sse, s ? s : "");
+			ev_buf lead = EV_BUF_INIT(64 * 1024);
+			ev_buf_puts(&lead, s ? s : "{");
 			free(s);
-			ev_json_buf_str(&f->sse, o->name);
-			ev_buf_puts(&f->sse, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
-			                     "\"finish_reason\":null}]}\n\n");
+			ev_json_buf_str(&lead, o->name);
+			ev_buf_puts(&lead, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
+			                   "\"finish_reason\":null}]}");
+			if (lead.data)
+				sse_put(f, lead.data);
+			ev_buf_free(&lead);
 		}
 	}
-	ev_engine_stream cb = {on_delta, on_done, f};
+	ev_engine_stream cb = {on_delta, on_done, on_cancelled, f};
 	if ((rc = ev_backend_engine_submit_stream(o->be, &p.req, chat ? NULL : p.prompt, &cb))) {
 		f->refs = 1;
 		goto done;
 	}
+	admitted = false; /* on_done counts it out now */
+	pthread_rwlock_unlock(&o->life);
+	locked = false;
 	if (p.stream) {
 		struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_read, f,
-		                                                           stream_free);
+		                                                           conn_release);
 		if (!r) {
 			pthread_mutex_lock(&f->mu);
 			f->gone = true;
@@ -485,21 +620,30 @@ static int generate(ev_serve_openai *o, const ev_serve_request *rq, ev_serve_res
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
 		resp->mhd = r;
 		resp->status = 200;
-		f = NULL; /* the stream owns the handler's reference */
+		f = NULL; /* the stream owns the connection's reference */
 		goto done;
 	}
+	/* A plain answer: the connection waits suspended, holding no thread,
+	 * unless the engine has finished already. */
 	pthread_mutex_lock(&f->mu);
-	while (!f->done)
-		pthread_cond_wait(&f->cv, &f->mu);
-	pthread_mutex_unlock(&f->mu);
-	if (f->c.status != EV_COMPLETION_OK) {
-		rc = ev_error_set(EV_E_BACKEND, "%s", f->c.error ? f->c.error : "the engine failed");
-		goto done;
+	if (!f->done) {
+		ev_serve_suspend(rq->conn);
+		f->suspended = true;
 	}
-	resp->body = chat ? ev_strdup(f->c.raw_json) : completion_text_body(o, f);
-	if (!resp->body)
-		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+	pthread_mutex_unlock(&f->mu);
+	resp->defer = f;
+	resp->finish = finish_plain;
+	resp->release = conn_release;
+	f = NULL; /* the deferred answer owns the connection's reference */
 done:
+	if (admitted) {
+		pthread_mutex_lock(&o->mu);
+		o->admitted--;
+		o->failed++;
+		pthread_mutex_unlock(&o->mu);
+	}
+	if (locked)
+		pthread_rwlock_unlock(&o->life);
 	if (f)
 		inflight_unref(f);
 	parsed_clear(&p);
@@ -527,12 +671,41 @@ static int h_models(void *ctx, const ev_serve_request *rq, ev_serve_response *re
 		rc = ev_json_buf_str(&b, o->name);
 	if (!rc)
 		rc = ev_buf_printf(&b, ",\"object\":\"model\",\"created\":0,\"owned_by\":\"evald\",\"context_length\":%ld}]}",
-		                   ev_backend_engine_max_context(o->be));
+		                   o->max_context);
 	if (rc) {
 		ev_buf_free(&b);
 		return rc;
 	}
 	resp->body = ev_buf_detach(&b, &resp->body_len);
+	return 0;
+}
+
+/* GET /health: whether the model is up, and the request counters. */
+static int h_health(void *ctx, const ev_serve_request *rq, ev_serve_response *resp)
+{
+	(void)rq;
+	ev_serve_openai *o = ctx;
+	pthread_mutex_lock(&o->mu);
+	bool stopped = o->stopped;
+	long admitted = o->admitted;
+	unsigned long long done = o->completed, cancelled = o->cancelled, rejected = o->rejected, failed = o->failed;
+	pthread_mutex_unlock(&o->mu);
+	ev_buf b = EV_BUF_INIT(64 * 1024);
+	int rc = ev_buf_printf(&b, "{\"status\":\"%s\",\"model\":", stopped ? "stopping" : "ok");
+	if (!rc)
+		rc = ev_json_buf_str(&b, o->name);
+	if (!rc)
+		rc = ev_buf_printf(&b,
+		                   ",\"in_flight\":%ld,\"max_queue\":%d,\"completed\":%llu,\"cancelled\":%llu,"
+		                   "\"rejected\":%llu,\"failed\":%llu}",
+		                   admitted, o->opt.max_queue, done, cancelled, rejected, failed);
+	if (rc) {
+		ev_buf_free(&b);
+		return rc;
+	}
+	resp->body = ev_buf_detach(&b, &resp->body_len);
+	if (stopped)
+		resp->status = 503;
 	return 0;
 }
 
@@ -545,31 +718,59 @@ static int h_unknown(void *ctx, const ev_serve_request *rq, ev_serve_response *r
 
 /* ---- construction ---------------------------------------------------------------------------------- */
 
-int ev_serve_openai_new(ev_serve_openai **out, const void *engine_backend_options)
+int ev_serve_openai_new(ev_serve_openai **out, const void *engine_backend_options, const ev_serve_openai_options *opt)
 {
-	const ev_engine_backend_options *opt = engine_backend_options;
+	const ev_engine_backend_options *eopt = engine_backend_options;
 	*out = NULL;
 	ev_serve_openai *o = calloc(1, sizeof *o);
 	if (!o)
 		return ev_error_set(EV_E_NOMEM, "out of memory");
-	pthread_mutex_init(&o->mu, NULL);
-	int rc = ev_backend_engine_new(&o->be, opt);
+	o->opt = opt ? *opt : (ev_serve_openai_options)EV_SERVE_OPENAI_OPTIONS_INIT;
+	if (o->opt.max_queue <= 0)
+		o->opt.max_queue = 64;
+	if (!o->opt.stream_buffer)
+		o->opt.stream_buffer = (size_t)256 << 20;
+	int rc = ev_backend_engine_new(&o->be, eopt);
+	if (!rc && !(o->name = ev_strdup(ev_backend_engine_model_name(o->be))))
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
 	if (rc) {
-		pthread_mutex_destroy(&o->mu);
+		ev_backend_free(o->be);
 		free(o);
 		return rc;
 	}
-	o->name = ev_backend_engine_model_name(o->be);
+	o->max_context = ev_backend_engine_max_context(o->be);
+	pthread_mutex_init(&o->mu, NULL);
+	pthread_rwlock_init(&o->life, NULL);
 	*out = o;
 	return 0;
+}
+
+void ev_serve_openai_stop(ev_serve_openai *o)
+{
+	if (!o)
+		return;
+	pthread_rwlock_wrlock(&o->life);
+	pthread_mutex_lock(&o->mu);
+	bool was = o->stopped;
+	o->stopped = true;
+	pthread_mutex_unlock(&o->mu);
+	if (!was) {
+		/* every request still running gets on_done (an error), which
+		 * resumes its connection */
+		ev_backend_free(o->be);
+		o->be = NULL;
+	}
+	pthread_rwlock_unlock(&o->life);
 }
 
 void ev_serve_openai_free(ev_serve_openai *o)
 {
 	if (!o)
 		return;
-	ev_backend_free(o->be);
+	ev_serve_openai_stop(o);
+	pthread_rwlock_destroy(&o->life);
 	pthread_mutex_destroy(&o->mu);
+	free(o->name);
 	free(o);
 }
 
@@ -581,6 +782,7 @@ int ev_serve_openai_register(ev_serve *s, ev_serve_openai *o)
 		{"GET", "/v1/models", false, h_models, o, 0},
 		{"POST", "/v1/chat/completions", false, h_chat, o, EV_SERVE_JSON_BODY_MAX},
 		{"POST", "/v1/completions", false, h_completions, o, EV_SERVE_JSON_BODY_MAX},
+		{"GET", "/health", false, h_health, o, 0},
 		{NULL, "/v1/*", false, h_unknown, o, 4096},
 	};
 	for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {

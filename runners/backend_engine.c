@@ -137,6 +137,8 @@ static int on_token(void *ctx, int32_t token, double logprob)
 		}
 	}
 	emit(j, false);
+	if (!j->cancelled && j->streamed && j->cb.cancelled && j->cb.cancelled(j->cb.ctx))
+		j->cancelled = true;
 	return j->cancelled;
 }
 
@@ -296,6 +298,10 @@ static void *worker(void *arg)
 			n = j->next;
 			j->next = NULL;
 			eng_batch_request r = {j->prompt, (int)j->n_prompt, j->gen, on_token, j, j};
+			if (!j->status && j->streamed && j->cb.cancelled && j->cb.cancelled(j->cb.ctx)) {
+				j->status = EV_E_BACKEND;
+				j->error = ev_strdup("cancelled: the client left before the request ran");
+			}
 			if (!j->status && eng_batch_add(e->batch, &r, &j->bid)) {
 				j->status = ev_error_code();
 				j->error = ev_strdup(ev_error_msg());
@@ -470,7 +476,7 @@ static int make_job(engine *e, const ev_request *req, const char *raw_prompt, ej
 	}
 	o.sample.seed = g->has_seed ? (uint64_t)g->seed : 0;
 	o.stop_ids = j->chat ? e->chat_stop : e->raw_stop;
-	o.n_stop = j->chat ? e->n_chat_stop : e->n_raw_stop;
+	o.n_stop = g->ignore_eos ? 0 : j->chat ? e->n_chat_stop : e->n_raw_stop;
 	j->gen = o;
 	if (g->n_stop > MAX_STOP_STRINGS) {
 		rc = ev_error_set(EV_E_LIMIT, "stop: more than %d strings", MAX_STOP_STRINGS);
@@ -609,6 +615,21 @@ static int op_pending(void *impl)
 	return n;
 }
 
+static void stop_job(engine *e, ejob *j)
+{
+	if (j->streamed) {
+		if (!j->status) {
+			j->status = EV_E_BACKEND;
+			free(j->error);
+			j->error = ev_strdup("the server is stopping");
+		}
+		ev_completion c;
+		complete(e, j, NULL, &c);
+		deliver(e, j, &c);
+	}
+	ejob_free(j);
+}
+
 static void op_free(void *impl)
 {
 	engine *e = impl;
@@ -621,16 +642,16 @@ static void op_free(void *impl)
 		pthread_mutex_unlock(&e->mu);
 		pthread_join(e->worker, NULL);
 	}
+	/* Jobs not finished (the worker has stopped): streamed ones are told
+	 * (their owners outlive the backend); polled ones are dropped with it. */
 	for (ejob *j = e->in, *n; j; j = n) {
 		n = j->next;
-		ejob_free(j);
+		stop_job(e, j);
 	}
-	/* Jobs still in the scheduler (the worker has stopped): their owners
-	 * are gone with the backend, so they are dropped unanswered. */
 	while (e->live) {
 		ejob *j = e->live;
 		unlink_live(e, j);
-		ejob_free(j);
+		stop_job(e, j);
 	}
 	eng_batch_free(e->batch);
 	for (size_t i = 0; i < e->n_ready; i++)

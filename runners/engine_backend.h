@@ -44,10 +44,17 @@ int ev_backend_engine_new(ev_backend **out, const ev_engine_backend_options *opt
  * a non-zero return cancels the request. on_done gets the completion once
  * (the callee owns it: ev_completion_clear). Both run on the engine's
  * worker thread and must not block long. Requests submitted this way are
- * not returned by poll() and do not count in pending(). */
+ * not returned by poll() and do not count in pending(). Each gets its
+ * on_done exactly once, also when the backend is freed first (an error
+ * saying the server is stopping). */
 typedef struct {
 	int (*on_delta)(void *ctx, const char *text, size_t len);
 	void (*on_done)(void *ctx, ev_completion *c);
+	/* Optional: asked before the request enters the scheduler and after
+	 * every token; non-zero cancels it (the client left). It ends with
+	 * on_done as usual: an error "cancelled" before it ran, otherwise the
+	 * text so far. */
+	int (*cancelled)(void *ctx);
 	void *ctx;
 } ev_engine_stream;
 
