@@ -53,6 +53,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <linux/filter.h>
+
 /* ---- what the kernel allows (probed once) ------------------------------ */
 
 typedef struct {
@@ -63,6 +65,8 @@ typedef struct {
 	bool proc;      /* a fresh /proc can be mounted */
 	bool ro_root;   /* the new root can be made read-only */
 	bool pidfd;
+	bool filter;    /* the system-call filter (sandbox_seccomp.c) installs */
+	struct sock_fprog seccomp;
 	char describe[256];
 } sb_state;
 
@@ -529,6 +533,7 @@ static int sandbox_exec(const sb_state *s, const ev_sandbox_options *opt, const 
 	p->fd_report = pr[1];
 	p->fd_sync = sync_fd[0];
 	p->fd_null = fd_null;
+	p->seccomp = s->filter ? &s->seccomp : NULL;
 
 	c.pid = ev_sb_clone(p->flags, &c.pidfd, s->pidfd);
 	if (c.pid == 0)
@@ -693,6 +698,9 @@ static void probe(void)
 	s->mounts = (s->ns_flags & CLONE_NEWNS) != 0;
 	s->proc = s->mounts && (s->ns_flags & CLONE_NEWPID);
 	s->ro_root = s->mounts;
+	s->filter = ev_sb_seccomp_build(&s->seccomp) == 0;
+	if (!s->filter)
+		note(&missing, "a system-call filter", ev_error_msg());
 
 	const char *argv[] = {"/bin/true", NULL};
 	for (int tries = 0; tries < 8; tries++) {
@@ -706,7 +714,10 @@ static void probe(void)
 		if (ok)
 			break;
 		int step = rep.step;
-		if (step == STEP_PROC && s->proc) {
+		if (step == STEP_SECCOMP && s->filter) {
+			s->filter = false;
+			note(&missing, "a system-call filter", why);
+		} else if (step == STEP_PROC && s->proc) {
 			s->proc = false;
 			note(&missing, "a fresh /proc", why);
 		} else if (step == STEP_RO_ROOT && s->ro_root) {
@@ -736,12 +747,13 @@ static void probe(void)
 	}
 	if (missing.len)
 		ev_log_warn("sandbox: running without %s", missing.data);
-	snprintf(s->describe, sizeof s->describe, "namespaces:%s%s%s%s%s%s; %s; %s%s%s",
+	snprintf(s->describe, sizeof s->describe, "namespaces:%s%s%s%s%s%s; %s; %s%s%s%s",
 	         s->userns ? " user" : "", s->ns_flags & CLONE_NEWPID ? " pid" : "",
 	         s->ns_flags & CLONE_NEWNS ? " mount" : "", s->ns_flags & CLONE_NEWNET ? " net" : "",
 	         s->ns_flags & CLONE_NEWIPC ? " ipc" : "", s->ns_flags & CLONE_NEWUTS ? " uts" : "",
 	         s->userns || s->root ? "own uid per run" : "shared uid", s->mounts ? "private root" : "host root",
-	         s->mounts && s->ro_root ? " (read-only)" : "", s->proc ? ", own /proc" : "");
+	         s->mounts && s->ro_root ? " (read-only)" : "", s->proc ? ", own /proc" : "",
+	         s->filter ? "; system-call filter" : "");
 	ev_buf_free(&missing);
 }
 

@@ -23,12 +23,14 @@
 #include <unistd.h>
 
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 
 const char *const ev_sb_step_names[STEP_COUNT] = {
 	"?", "sync with parent", "set ids", "make mounts private", "mount the new root", "pivot_root",
 	"bind a system folder", "populate /dev", "mount /proc", "mount the work folder", "mount /tmp",
 	"detach the host root", "make the root read-only", "enter the work folder", "drop privileges",
-	"write the files", "wire stdio", "set limits", "exec",
+	"write the files", "wire stdio", "set limits", "install the system-call filter", "exec",
 };
 
 /* ---- the child: system calls only --------------------------------------- */
@@ -303,6 +305,10 @@ __attribute__((noreturn)) void ev_sb_child_main(const sb_plan *p)
 	 * make sure the parent did not die before it was set (its end of the
 	 * report pipe would be gone: POLLERR on ours). */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* last: the filter denies nothing the steps above need, but fewer
+	 * calls run under it the fewer can surprise it */
+	if (p->seccomp && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, p->seccomp, 0, 0) != 0)
+		child_fail(p, STEP_SECCOMP, errno, "seccomp");
 	struct pollfd alive = {p->fd_report, POLLOUT, 0};
 	if (poll(&alive, 1, 0) == 1 && (alive.revents & POLLERR))
 		_exit(127);

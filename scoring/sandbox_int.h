@@ -35,7 +35,7 @@
 enum {
 	STEP_SYNC = 1, STEP_IDS, STEP_MOUNT_PRIVATE, STEP_MOUNT_ROOT, STEP_PIVOT, STEP_BIND, STEP_DEV, STEP_PROC,
 	STEP_WORK, STEP_TMP, STEP_UMOUNT_OLD, STEP_RO_ROOT, STEP_CHDIR, STEP_DROP, STEP_FILES, STEP_STDIO,
-	STEP_RLIMIT, STEP_EXEC, STEP_COUNT
+	STEP_RLIMIT, STEP_SECCOMP, STEP_EXEC, STEP_COUNT
 };
 
 
@@ -67,9 +67,15 @@ typedef struct {
 	char *const *argv;
 	char *const *envp;
 	int fd_out, fd_err, fd_sync, fd_report, fd_null;
+	const struct sock_fprog *seccomp; /* installed last before exec; NULL: none */
 } sb_plan;
 
 extern const char *const ev_sb_step_names[STEP_COUNT];
+
+struct sock_fprog;
+/* Compiles the sandbox's system-call filter (sandbox_seccomp.c says what
+ * it denies) into out->filter (malloc'd, kept for the process's life). */
+int ev_sb_seccomp_build(struct sock_fprog *out);
 
 /* The child's whole life after clone: setup as the plan says, then exec.
  * Never returns; a setup fault is written to fd_report and exits 127. */

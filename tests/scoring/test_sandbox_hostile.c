@@ -316,9 +316,79 @@ static void c_program_cannot_escape_either(void **state)
 	cJSON_Delete(t);
 }
 
+/* The system-call filter: a program cannot make namespaces of its own
+ * (nested user namespaces would give it a root of its own and the kernel's
+ * mount and net code to play with), nor mount, trace, load BPF or kernel
+ * modules, or touch the keyrings; and ordinary programs (threads,
+ * subprocesses, fork) still work under it. */
+static void namespaces_mounts_tracing_bpf_and_keyrings_are_denied(void **state)
+{
+	(void)state;
+#if !defined(__x86_64__)
+	skip(); /* the program below names x86-64 system-call numbers */
+#else
+	if (!strstr(ev_sandbox_describe(), "system-call filter")) {
+		print_message("sandbox runs without the system-call filter here (%s)\n", ev_sandbox_describe());
+		fail();
+	}
+	static const char code[] =
+	    "import ctypes, os, threading, subprocess\n"
+	    "libc = ctypes.CDLL(None, use_errno=True)\n"
+	    "libc.syscall.restype = ctypes.c_long\n"
+	    "def call(nr, *a):\n"
+	    "    r = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(x) for x in a])\n"
+	    "    if r == 0 and nr == 56:\n"
+	    "        os._exit(0)\n"
+	    "    return 'ok' if r >= 0 else os.strerror(ctypes.get_errno())\n"
+	    "NEWUSER, NEWNS, NEWNET = 0x10000000, 0x00020000, 0x40000000\n"
+	    "tried = [\n"
+	    "    ('unshare user', call(272, NEWUSER)),\n"
+	    "    ('unshare mount', call(272, NEWNS)),\n"
+	    "    ('clone user', call(56, NEWUSER | 17, 0, 0, 0, 0)),\n"
+	    "    ('clone net', call(56, NEWNET | 17, 0, 0, 0, 0)),\n"
+	    "    ('setns', call(308, 0, 0)),\n"
+	    "    ('mount', call(165, 0, 0, 0, 0, 0)),\n"
+	    "    ('ptrace', call(101, 0, 0, 0, 0)),\n"
+	    "    ('bpf', call(321, 0, 0, 0)),\n"
+	    "    ('keyctl', call(250, 0, 0)),\n"
+	    "    ('add_key', call(248, 0, 0, 0, 0, 0)),\n"
+	    "    ('init_module', call(175, 0, 0, 0)),\n"
+	    "    ('finit_module', call(313, 0, 0, 0)),\n"
+	    "    ('userfaultfd', call(323, 0)),\n"
+	    "]\n"
+	    "for name, what in tried:\n"
+	    "    print(name + ':', what)\n"
+	    "t = threading.Thread(target=lambda: print('thread: ok')); t.start(); t.join()\n"
+	    "print('subprocess:', subprocess.run(['/bin/echo', 'ok'], capture_output=True, text=True).stdout.strip())\n"
+	    "pid = os.fork()\n"
+	    "if pid == 0:\n"
+	    "    os._exit(7)\n"
+	    "print('fork:', os.waitpid(pid, 0)[1] >> 8)\n";
+	ev_sandbox_result r = run_py(NULL, code);
+	if (r.verdict != EV_SANDBOX_PASSED)
+		print_message("verdict %d: %s\n%s\n", r.verdict, r.detail ? r.detail : "", r.err ? r.err : "");
+	assert_int_equal(r.verdict, EV_SANDBOX_PASSED);
+	static const char *const want[] = {
+	    "unshare user: Operation not permitted\n", "unshare mount: Operation not permitted\n",
+	    "clone user: Operation not permitted\n", "clone net: Operation not permitted\n",
+	    "setns: Operation not permitted\n", "mount: Operation not permitted\n", "ptrace: Operation not permitted\n",
+	    "bpf: Operation not permitted\n", "keyctl: Operation not permitted\n", "add_key: Operation not permitted\n",
+	    "init_module: Operation not permitted\n", "finit_module: Operation not permitted\n",
+	    "userfaultfd: Operation not permitted\n", "thread: ok\n", "subprocess: ok\n", "fork: 7\n",
+	};
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+		if (!strstr(r.out, want[i]))
+			print_message("missing \"%s\" in:\n%s\n", want[i], r.out);
+		assert_non_null(strstr(r.out, want[i]));
+	}
+	ev_sandbox_result_clear(&r);
+#endif
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(namespaces_mounts_tracing_bpf_and_keyrings_are_denied),
 		cmocka_unit_test(fork_bomb_is_contained),
 		cmocka_unit_test(run_memory_is_bounded_by_processes_times_address_space),
 		cmocka_unit_test(memory_hog_is_out_of_memory),
