@@ -37,6 +37,7 @@ struct ev_tracker {
 	/* writes rolled back by failed commits (disk full, I/O), and why */
 	long lost;
 	char lost_why[256];
+	bool readonly; /* opened read-only: this process cannot write the file */
 };
 
 /* Translates a SQLite failure into EV_E_DB (EV_E_NOTFOUND for a foreign key
@@ -96,6 +97,8 @@ int ev_schema_latest(void);
  * setting user_version after each; any failure rolls everything back and
  * names the step. *out_version is the version after. */
 int ev_schema_migrate(sqlite3 *db, const char *path, int *out_version);
+/* The file's schema version (PRAGMA user_version), changing nothing. */
+int ev_schema_version(sqlite3 *db, const char *path, int *out);
 /* The same with a given list (tests use it to pin the mechanism). */
 int ev_schema_migrate_steps(sqlite3 *db, const char *path, const ev_migration *steps, size_t n_steps,
                             int *out_version);

@@ -282,6 +282,8 @@ done:
 	return rc;
 }
 
+int ev_schema_version(sqlite3 *db, const char *path, int *out) { return read_version(db, path, out); }
+
 int ev_schema_migrate(sqlite3 *db, const char *path, int *out_version)
 {
 	return ev_schema_migrate_steps(db, path, migrations, sizeof migrations / sizeof migrations[0], out_version);

@@ -11,11 +11,11 @@
  */
 #include "feedback/feedback_int.h"
 
-#include <stdarg.h>
 #include <fcntl.h>
-#include <unistd.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int ev_tracker_sqlerr(ev_tracker *t, int sqlite_rc, const char *fmt, ...)
 {
@@ -30,6 +30,8 @@ int ev_tracker_sqlerr(ev_tracker *t, int sqlite_rc, const char *fmt, ...)
 	else if ((sqlite_rc & 0xff) == SQLITE_TOOBIG)
 		code = EV_E_LIMIT;
 	const char *msg = t && t->db ? sqlite3_errmsg(t->db) : sqlite3_errstr(sqlite_rc);
+	if (t && t->readonly && (sqlite_rc & 0xff) == SQLITE_READONLY)
+		msg = "the tracker is read-only for this process (its file, folder or file system): nothing was written";
 	return ev_error_set(code, "%s: %s: %s", t && t->path ? t->path : "tracker", what, msg);
 }
 
@@ -168,6 +170,60 @@ static int query_text(ev_tracker *t, const char *sql, const char *what, char *ou
 	return 0;
 }
 
+/* A SQLite failure that says this process cannot write the file. */
+static bool write_refused(int rc)
+{
+	rc &= 0xff;
+	return rc == SQLITE_READONLY || rc == SQLITE_CANTOPEN || rc == SQLITE_PERM || rc == SQLITE_AUTH;
+}
+
+/* The read-only way in: plainly, or, for a WAL database whose folder does
+ * not let SQLite make or open its -shm file (SQLITE_READONLY_CANTINIT,
+ * CANTOPEN), as an immutable file: nothing writes a file nobody may write.
+ * Reads the schema to prove it works. */
+static int open_readonly(ev_tracker *t)
+{
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (t->db) {
+			sqlite3_close(t->db);
+			t->db = NULL;
+		}
+		int src;
+		if (attempt == 0) {
+			src = sqlite3_open_v2(t->path, &t->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+		} else {
+			ev_buf uri = EV_BUF_INIT(16 * 1024);
+			ev_buf_puts(&uri, "file:");
+			for (const unsigned char *c = (const unsigned char *)t->path; *c; c++) {
+				if (*c == '%' || *c == '?' || *c == '#' || *c <= ' ' || *c >= 0x7f)
+					ev_buf_printf(&uri, "%%%02X", *c);
+				else
+					ev_buf_append(&uri, c, 1);
+			}
+			ev_buf_puts(&uri, "?immutable=1");
+			src = uri.data ? sqlite3_open_v2(uri.data, &t->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX,
+			                                 NULL)
+			               : SQLITE_NOMEM;
+			ev_buf_free(&uri);
+		}
+		char n[32];
+		if (src == SQLITE_OK) {
+			sqlite3_extended_result_codes(t->db, 1);
+			sqlite3_busy_timeout(t->db, 5000);
+			if (query_text(t, "SELECT count(*) FROM sqlite_schema", "reading the schema", n, sizeof n) == 0)
+				return 0;
+			src = sqlite3_errcode(t->db);
+		}
+		if (attempt == 1) {
+			t->readonly = false; /* the message names SQLite's reason, not ours */
+			return ev_tracker_sqlerr(t, src, "cannot open tracker (read-only)");
+		}
+	}
+	return 0;
+}
+
+bool ev_tracker_readonly(const ev_tracker *t) { return t && t->readonly; }
+
 int ev_tracker_open(ev_tracker **out, const char *path)
 {
 	ev_tracker *t = NULL;
@@ -190,15 +246,45 @@ int ev_tracker_open(ev_tracker **out, const char *path)
 			close(fd);
 	}
 	int src = sqlite3_open_v2(path, &t->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
-	if (src != SQLITE_OK) {
+	bool file_exists = strcmp(path, ":memory:") != 0 && !ev_str_starts(path, "file:") && access(path, F_OK) == 0;
+	if (src != SQLITE_OK && !(file_exists && write_refused(src))) {
 		rc = ev_tracker_sqlerr(t, src, "cannot open tracker");
 		goto done;
 	}
-	sqlite3_extended_result_codes(t->db, 1);
-	sqlite3_busy_timeout(t->db, 5000);
-	/* The first statement reads the header: a file that is not a database fails here. */
-	if ((rc = query_text(t, "PRAGMA journal_mode=WAL", "journal_mode", mode, sizeof mode)))
-		goto done;
+	if (src == SQLITE_OK) {
+		sqlite3_extended_result_codes(t->db, 1);
+		sqlite3_busy_timeout(t->db, 5000);
+		/* The first statement reads the header: a file that is not a database fails here. */
+		rc = query_text(t, "PRAGMA journal_mode=WAL", "journal_mode", mode, sizeof mode);
+		src = rc ? sqlite3_extended_errcode(t->db) : SQLITE_OK;
+		if (rc && !(file_exists && write_refused(src)))
+			goto done;
+	}
+	if (src != SQLITE_OK) {
+		/* A tracker this process may read but not write: read it. */
+		ev_error_clear();
+		t->readonly = true;
+		if ((rc = open_readonly(t)))
+			goto done;
+		int version = 0;
+		if ((rc = ev_schema_version(t->db, path, &version)))
+			goto done;
+		if (version != ev_schema_latest()) {
+			rc = version > ev_schema_latest()
+			         ? ev_error_set(EV_E_UNSUPPORTED,
+			                        "%s: tracker schema version %d is newer than this evald knows (%d): use a newer evald",
+			                        path, version, ev_schema_latest())
+			         : ev_error_set(EV_E_UNSAFE,
+			                        "%s: the tracker is read-only here and at schema version %d, older than this "
+			                        "evald's %d: open it once where it can be written to upgrade it",
+			                        path, version, ev_schema_latest());
+			goto done;
+		}
+		t->schema_version = version;
+		ev_log_debug("%s: opened read-only (this process cannot write it)", path);
+		*out = t;
+		return 0;
+	}
 	if (strcmp(mode, "wal") != 0 && strcmp(path, ":memory:") != 0 && !ev_str_starts(path, "file::memory:"))
 		ev_log_warn("%s: journal mode is %s, not wal (the file system may not support WAL)", path, mode);
 	if ((rc = ev_tracker_exec(t, "PRAGMA synchronous=NORMAL", "cannot open tracker (synchronous)")) ||

@@ -25,8 +25,13 @@
 typedef struct ev_tracker ev_tracker;
 
 /* Opens or creates the tracker at `path` and migrates it to the current
- * schema. */
+ * schema. A tracker this process may read but not write (a read-only file,
+ * folder or mount) is opened read-only: every read works, and the first
+ * write fails saying the tracker is read-only. One whose schema is older
+ * than this evald's cannot be upgraded so, and is refused, saying why. */
 int ev_tracker_open(ev_tracker **out, const char *path);
+/* True when ev_tracker_open fell back to reading only. */
+bool ev_tracker_readonly(const ev_tracker *t);
 /* Commits what is pending and closes. Accepts NULL. */
 void ev_tracker_close(ev_tracker *t);
 int ev_tracker_schema_version(ev_tracker *t);
