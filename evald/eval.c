@@ -592,8 +592,22 @@ static int evaluate(eval_state *st, ev_eval_outcome *out)
 	}
 	if ((rc = ev_summary_compute(&out->summary_json, st->t, out->run_id)) ||
 	    (rc = ev_tracker_run_set_summary(st->t, out->run_id, out->summary_json)) ||
-	    (rc = ev_tracker_run_set_status(st->t, out->run_id, "finished")))
-		return ev_error_wrap(rc, "summary");
+	    (rc = ev_tracker_run_set_status(st->t, out->run_id, "finished"))) {
+		/* The results are stored; the summary or the status were not. The
+		 * run must not stay "running" (no process would ever end it): it is
+		 * failed, and resume (which recomputes the summary) completes it. */
+		rc = ev_error_wrap(rc, "summary");
+		char *msg = ev_strdup(ev_error_msg());
+		if (ev_tracker_run_set_status(st->t, out->run_id, "failed"))
+			ev_log_error("run %lld: its status could not be stored either (%s): it shows as running until "
+			             "resumed",
+			             (long long)out->run_id, ev_error_msg());
+		ev_error_set(rc, "%s", msg ? msg : "the summary could not be stored");
+		free(msg);
+		free(out->summary_json);
+		out->summary_json = NULL;
+		return rc;
+	}
 	out->status = "finished";
 	return 0;
 }

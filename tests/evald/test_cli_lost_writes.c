@@ -82,9 +82,55 @@ static void failed_commit_stops_the_run_and_resume_redoes_it(void **st)
 	tu_server_stop(&srv);
 }
 
+/* The last commit of a run (its summary) fails: the run is failed, not
+ * left "running" forever, the command says so and exits non-zero, and
+ * resume completes it once the tracker takes writes again. The failure is
+ * a real SQLite error, from a trigger on the summary column. */
+static void failed_final_commit_does_not_leave_the_run_running(void **st)
+{
+	(void)st;
+	tu_server srv;
+	assert_int_equal(tu_server_start(&srv, NULL), 0);
+	char *dir = tu_tmpdir("final-commit");
+	char *suite = tu_write(dir, "s.jsonl",
+	                       "{\"id\":\"a\",\"input\":\"hello\",\"target\":\"hello\"}\n"
+	                       "{\"id\":\"b\",\"input\":\"world\",\"target\":\"world\"}\n");
+	char *db = tu_path(dir, "t.db");
+	const char *mk[] = {tu_evald(), "--db", db, "runs", NULL};
+	assert_int_equal(tu_run(NULL, NULL, NULL, mk), 0);
+	assert_int_equal(tu_sh(NULL, NULL,
+	                       "sqlite3 '%s' \"CREATE TRIGGER full BEFORE UPDATE OF summary_json ON runs "
+	                       "BEGIN SELECT RAISE(ABORT, 'database or disk is full (test)'); END;\"",
+	                       db),
+	                 0);
+	char *err = NULL, *out = NULL;
+	const char *run[] = {tu_evald(), "-q", "--db", db, "run", "--model", srv.url, "--model-name", "m", "--suite",
+	                     suite, NULL};
+	int rc = tu_run(NULL, &err, NULL, run);
+	assert_int_not_equal(rc, 0);
+	assert_non_null(strstr(err, "disk is full (test)"));
+	free(err);
+	tu_sh(&out, NULL, "sqlite3 '%s' \"SELECT status, (SELECT count(*) FROM results WHERE run_id = 1) FROM runs\"",
+	      db);
+	assert_string_equal(out, "failed|2\n");
+	free(out);
+
+	assert_int_equal(tu_sh(NULL, NULL, "sqlite3 '%s' \"DROP TRIGGER full\"", db), 0);
+	const char *resume[] = {tu_evald(), "-q", "--db", db, "run", "--resume", "1", NULL};
+	assert_int_equal(tu_run(NULL, NULL, NULL, resume), 0);
+	tu_sh(&out, NULL, "sqlite3 '%s' \"SELECT status, summary_json IS NOT NULL FROM runs\"", db);
+	assert_string_equal(out, "finished|1\n");
+	free(out);
+	free(db);
+	free(suite);
+	free(dir);
+	tu_server_stop(&srv);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(failed_final_commit_does_not_leave_the_run_running),
 		cmocka_unit_test(failed_commit_stops_the_run_and_resume_redoes_it),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
