@@ -311,6 +311,13 @@ void ev_serve_suspend(struct MHD_Connection *conn) { MHD_suspend_connection(conn
 
 void ev_serve_resume(struct MHD_Connection *conn) { MHD_resume_connection(conn); }
 
+void ev_serve_cap_send_buffer(struct MHD_Connection *conn, int bytes)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (ci)
+		(void)setsockopt(ci->connect_fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+}
+
 bool ev_serve_client_gone(struct MHD_Connection *conn)
 {
 	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -519,12 +526,19 @@ int ev_serve_start(ev_serve *s)
 	if (s->ipv6)
 		flags |= MHD_USE_IPv6;
 	unsigned limit = connection_limit(s->opt.max_connections);
-	s->daemon = MHD_start_daemon(flags, (uint16_t)s->opt.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
-	                             (struct sockaddr *)&s->addr, MHD_OPTION_THREAD_POOL_SIZE,
-	                             (unsigned)(s->opt.threads > 1 ? s->opt.threads : 0), MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
-	                             MHD_OPTION_CONNECTION_LIMIT, limit, MHD_OPTION_NOTIFY_COMPLETED,
-	                             on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-	                             MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_END);
+	struct MHD_OptionItem ops[] = {
+		{MHD_OPTION_SOCK_ADDR, 0, &s->addr},
+		{MHD_OPTION_CONNECTION_TIMEOUT, 60, NULL},
+		{MHD_OPTION_CONNECTION_LIMIT, (intptr_t)limit, NULL},
+		{MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)(void *)on_completed, s},
+		{MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)(void *)on_connection, s},
+		{MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)(void *)on_mhd_log, s},
+		/* one thread: no pool (MHD warns about a pool of 0 or 1) */
+		{s->opt.threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, s->opt.threads, NULL},
+		{MHD_OPTION_END, 0, NULL},
+	};
+	s->daemon = MHD_start_daemon(flags, (uint16_t)s->opt.port, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, ops,
+	                             MHD_OPTION_END);
 	if (!s->daemon)
 		return ev_error_set(EV_E_IO, "serve: cannot listen on %s port %d (in use, or not permitted)", s->opt.host,
 		                    s->opt.port);

@@ -89,6 +89,10 @@ void ev_serve_resume(struct MHD_Connection *conn);
  * connection (a non-blocking peek; for suspended connections, which MHD
  * does not watch). */
 bool ev_serve_client_gone(struct MHD_Connection *conn);
+/* Caps the kernel's send buffer of a connection (streams: what a client
+ * that does not read can make the kernel hold, up to 4 MiB a socket by
+ * default, is then this, and the stream's own allowance counts). */
+void ev_serve_cap_send_buffer(struct MHD_Connection *conn, int bytes);
 
 /* Returns 0, or an ev_status that the server turns into a JSON error with
  * the thread's message (ev_serve_http_status says which HTTP status). */

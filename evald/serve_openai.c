@@ -607,6 +607,10 @@ static int generate(ev_serve_openai *o, const ev_serve_request *rq, ev_serve_res
 	pthread_rwlock_unlock(&o->life);
 	locked = false;
 	if (p.stream) {
+		/* the stream's allowance is what is held back; keep the kernel's
+		 * share small too (it would grow to megabytes for a reader that
+		 * does not read) */
+		ev_serve_cap_send_buffer(rq->conn, 64 * 1024);
 		struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_read, f,
 		                                                           conn_release);
 		if (!r) {
