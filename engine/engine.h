@@ -180,6 +180,7 @@ typedef struct {
 	const int32_t *stop_ids; /* NULL: the model's EOS ids */
 	int n_stop;
 	eng_sample_options sample;
+	int32_t *stop_token_out; /* when set: the stop id that ended it, or -1 */
 } eng_generate_options;
 
 #define ENG_GENERATE_OPTIONS_INIT {.max_tokens = 256, .sample = ENG_SAMPLE_OPTIONS_INIT}

@@ -180,6 +180,8 @@ int eng_generate(eng_seq *s, const int32_t *prompt, int n_prompt, const eng_gene
 	eng_stop_reason why = ENG_STOP_LENGTH;
 	if (n_out)
 		*n_out = 0;
+	if (o.stop_token_out)
+		*o.stop_token_out = -1;
 	const int32_t *stop = o.stop_ids ? o.stop_ids : m->c.eos_ids;
 	int nstop = o.stop_ids ? o.n_stop : m->c.n_eos;
 	if ((rc = eng_sampler_new(&smp, &o.sample, m->c.vocab)))
@@ -213,6 +215,8 @@ int eng_generate(eng_seq *s, const int32_t *prompt, int n_prompt, const eng_gene
 			is_stop |= stop[i] == tok;
 		if (is_stop) {
 			why = ENG_STOP_EOS;
+			if (o.stop_token_out)
+				*o.stop_token_out = tok;
 			break;
 		}
 		if (out_tokens && n < out_cap)

@@ -341,6 +341,8 @@ static int cmd_generate(const opts *o)
 	} else if (parse_ids(&ids, &n, o->prompt_tokens, "--prompt-tokens")) {
 		goto fail;
 	}
+	int32_t stop_token = -1;
+	go.stop_token_out = &stop_token;
 	if (eng_generate(s, ids, n, &go, on_token, &g, NULL, 0, &nout, &why))
 		goto fail;
 	if (g.ds)
@@ -348,13 +350,22 @@ static int cmd_generate(const opts *o)
 	if (o->json) {
 		ev_buf j = EV_BUF_INIT(200u << 20);
 		ev_buf_printf(&j, "{\"prompt_tokens\":%d,\"tokens\":[%s],\"text\":", n, g.ids.data ? g.ids.data : "");
-		ev_json_buf_str(&j, g.ds ? (g.text.data ? g.text.data : "") : NULL);
-		ev_buf_printf(&j, ",\"logprob\":%.9g,\"finish_reason\":\"%s\"}\n", g.logprob,
+		if (g.ds) /* no tokenizer: ids only, and the text is null */
+			ev_json_buf_str(&j, g.text.data ? g.text.data : "");
+		else
+			ev_buf_puts(&j, "null");
+		ev_buf_printf(&j, ",\"logprob\":%.9g,\"finish_reason\":\"%s\"", g.logprob,
 			      why == ENG_STOP_EOS ? "stop" : why == ENG_STOP_LENGTH ? "length" : "callback");
+		if (stop_token >= 0) /* the end-of-sequence id it stopped on (not among the tokens) */
+			ev_buf_printf(&j, ",\"stop_token\":%d", stop_token);
+		ev_buf_puts(&j, "}\n");
 		fputs(j.data ? j.data : "", stdout);
 		ev_buf_free(&j);
-	} else if (!o->print_tokens && g.ds) {
-		putchar('\n');
+	} else {
+		if (!o->print_tokens && g.ds)
+			putchar('\n');
+		if (stop_token >= 0)
+			fprintf(stderr, "evald: stopped on end-of-sequence token %d\n", stop_token);
 	}
 	rc = 0;
 	goto done;

@@ -102,10 +102,62 @@ static void mkmodel_info_logits_generate(void **state)
 	free(dir);
 }
 
+/* Without a tokenizer, --json still answers (text null: there is no text);
+ * a generation that ends on an end-of-sequence id says which one. The
+ * checkpoint's EOS is set to the id greedy decoding picks first, so the
+ * second generation stops at once, on it. */
+static void generate_json_without_tokenizer_and_the_eos_it_stops_on(void **state)
+{
+	(void)state;
+	char *dir = tu_tmpdir("cli-eos");
+	char *model = tu_path(dir, "m");
+	const char *ev = tu_evald();
+	char *out = NULL, *err = NULL;
+	const char *mk[] = {ev, "engine", "mkmodel", "--arch", "llama", "--out", model, "--vocab", "200", NULL};
+	assert_int_equal(tu_run(NULL, NULL, NULL, mk), 0); /* warns: no tokenizer at this vocab */
+	const char *gen[] = {ev, "engine", "generate", "--model", model, "--prompt-tokens", "1,2,3", "--max-tokens", "2",
+	                     "--json", NULL};
+	int rc = tu_run(&out, &err, NULL, gen);
+	if (rc)
+		fail_msg("generate without a tokenizer: exit %d: %s", rc, err);
+	cJSON *j = NULL;
+	assert_int_equal(ev_json_parse(&j, out, strlen(out), "generate"), 0);
+	assert_true(cJSON_IsNull(cJSON_GetObjectItem(j, "text")));
+	assert_string_equal(ev_json_str(j, "finish_reason", ""), "length");
+	assert_null(cJSON_GetObjectItem(j, "stop_token"));
+	int first = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "tokens"), 0)->valueint;
+	cJSON_Delete(j);
+	free(out), free(err);
+
+	/* that first id becomes the end of sequence */
+	char *cfg = tu_path(model, "config.json"), *text = NULL;
+	assert_int_equal(ev_file_read(&text, NULL, cfg, 1 << 20), 0);
+	cJSON *c = cJSON_Parse(text);
+	cJSON_DeleteItemFromObject(c, "eos_token_id");
+	cJSON_AddNumberToObject(c, "eos_token_id", first);
+	char *w = ev_json_print(c);
+	free(tu_write(model, "config.json", w));
+	char *gc = tu_path(model, "generation_config.json");
+	unlink(gc);
+	free(w), free(text), free(gc), free(cfg);
+	cJSON_Delete(c);
+	rc = tu_run(&out, &err, NULL, gen);
+	if (rc)
+		fail_msg("generate: exit %d: %s", rc, err);
+	assert_int_equal(ev_json_parse(&j, out, strlen(out), "generate"), 0);
+	assert_string_equal(ev_json_str(j, "finish_reason", ""), "stop");
+	assert_int_equal((int)ev_json_num(j, "stop_token", -1), first);
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "tokens")), 0);
+	cJSON_Delete(j);
+	free(out), free(err);
+	free(model), free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(mkmodel_info_logits_generate),
+		cmocka_unit_test(generate_json_without_tokenizer_and_the_eos_it_stops_on),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
