@@ -155,6 +155,7 @@ static void resolve_options(ev_sandbox_options *o, const ev_sandbox_options *in)
 		d.tmp_dir = in->tmp_dir;
 		d.ro_paths = in->ro_paths;
 		d.stdin_name = in->stdin_name;
+		d.discard_excess_output = in->discard_excess_output;
 	}
 	if (d.cpu_s <= 0)
 		d.cpu_s = d.timeout_s + 1;
@@ -270,6 +271,50 @@ static bool capture(ev_buf *b, const char *data, size_t n, bool *truncated)
 	return true;
 }
 
+/* The kept end of a stream past its cap (discard_excess_output). */
+#define TAIL_KEEP ((size_t)64 << 10)
+
+typedef struct {
+	char *data; /* at most 2 * TAIL_KEEP; the last TAIL_KEEP bytes are what counts */
+	size_t len;
+	uint64_t excess; /* bytes past the head, tail included */
+} sb_tail;
+
+static void tail_push(sb_tail *t, const char *d, size_t n)
+{
+	t->excess += n;
+	if (!t->data && !(t->data = malloc(2 * TAIL_KEEP)))
+		return;
+	if (n >= TAIL_KEEP) {
+		memcpy(t->data, d + n - TAIL_KEEP, TAIL_KEEP);
+		t->len = TAIL_KEEP;
+		return;
+	}
+	if (t->len + n > 2 * TAIL_KEEP) {
+		memmove(t->data, t->data + t->len - TAIL_KEEP, TAIL_KEEP);
+		t->len = TAIL_KEEP;
+	}
+	memcpy(t->data + t->len, d, n);
+	t->len += n;
+}
+
+/* head + "[N bytes dropped]" + tail, into the head's buffer. */
+static void tail_join(sb_tail *t, ev_buf *head)
+{
+	if (!t->excess)
+		return;
+	size_t keep = t->len < TAIL_KEEP ? t->len : TAIL_KEEP;
+	char line[96];
+	int n = snprintf(line, sizeof line, "\n[evald: %llu bytes of output dropped]\n",
+	                 (unsigned long long)(t->excess - keep));
+	head->max = head->len + (size_t)n + keep + 1;
+	(void)ev_buf_append(head, line, (size_t)n);
+	if (keep)
+		(void)ev_buf_append(head, t->data + t->len - keep, keep);
+	free(t->data);
+	t->data = NULL;
+}
+
 /* Reads both streams until the child has exited and they are closed, the
  * timeout or the output cap killing it on the way. */
 static void capture_loop(sb_child *c, int *fd_out, int *fd_err, const ev_sandbox_options *o, ev_buf *bo, ev_buf *be,
@@ -278,6 +323,7 @@ static void capture_loop(sb_child *c, int *fd_out, int *fd_err, const ev_sandbox
 	double t0 = ev_now(), deadline = t0 + o->timeout_s, grace = 0, kill_time = 0;
 	bool killed = false;
 	char chunk[65536];
+	sb_tail tails[2] = {{0}};
 	for (;;) {
 		double now = ev_now();
 		if (!killed && !c->exited && now >= deadline) {
@@ -323,7 +369,18 @@ static void capture_loop(sb_child *c, int *fd_out, int *fd_err, const ev_sandbox
 				continue;
 			}
 			bool *trunc = k ? &r->err_truncated : &r->out_truncated;
-			if (!capture(k ? be : bo, chunk, (size_t)got, trunc) && !killed && !c->exited) {
+			ev_buf *b = k ? be : bo;
+			if (o->discard_excess_output && (*trunc || b->len + (size_t)got > b->max)) {
+				size_t room = b->max > b->len ? b->max - b->len : 0;
+				if (room && !*trunc)
+					(void)ev_buf_append(b, chunk, room);
+				else
+					room = 0;
+				*trunc = true;
+				tail_push(&tails[k], chunk + room, (size_t)got - room);
+				continue;
+			}
+			if (!capture(b, chunk, (size_t)got, trunc) && !killed && !c->exited) {
 				kill_all(c);
 				killed = *capped = true;
 				kill_time = ev_now();
@@ -345,6 +402,8 @@ static void capture_loop(sb_child *c, int *fd_out, int *fd_err, const ev_sandbox
 		}
 	}
 	r->wall_s = ev_now() - t0;
+	tail_join(&tails[0], bo);
+	tail_join(&tails[1], be);
 }
 
 static void classify(ev_sandbox_result *r, int status, bool timed_out, bool capped, const ev_sandbox_options *o,

