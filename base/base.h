@@ -128,15 +128,24 @@ bool ev_parse_f64(const char *s, double *out);
 /* Parses `len` bytes of JSON; `what` names the source in the error
  * ("samples.jsonl:12"). One value, with nothing but whitespace after it;
  * depth-limited by cJSON (CJSON_NESTING_LIMIT); text whose strings hold
- * \u0000 is refused (see ev_json_find_nul). */
+ * \u0000 is refused (see ev_json_find_nul). A number written with a
+ * fraction or an exponent is marked EV_JSON_FLOAT_FORM, so that
+ * ev_json_print writes 1.0 back as 1.0, not 1: the difference is a type to
+ * Python's json (BFCL's float ground truths, tool arguments). */
 int ev_json_parse(cJSON **out, const char *text, size_t len, const char *what);
+/* A bit of cJSON's `type` (above its own): the number was written as a
+ * float. cJSON_Duplicate keeps it; cJSON_IsNumber is unaffected. */
+#define EV_JSON_FLOAT_FORM (1 << 12)
 /* Typed getters: return `dflt` when the key is absent; the *_req forms fail
  * with a message naming `what` and the key when it is absent or mistyped. */
 const char *ev_json_str(const cJSON *obj, const char *key, const char *dflt);
 double ev_json_num(const cJSON *obj, const char *key, double dflt);
 bool ev_json_bool(const cJSON *obj, const char *key, bool dflt);
 int ev_json_str_req(const char **out, const cJSON *obj, const char *key, const char *what);
-/* Unformatted print into a malloc'd string; NULL on allocation failure. */
+/* Unformatted print into a malloc'd string; NULL on allocation failure.
+ * Numbers keep their form: a whole number marked EV_JSON_FLOAT_FORM is
+ * written with ".0"; other numbers as cJSON writes them (whole ones
+ * without a fraction, the rest in their shortest exact form). */
 char *ev_json_print(const cJSON *item);
 /* The offset of the first \u0000 escape inside a string of JSON text, or
  * `len` when there is none. cJSON decodes it into a C string that ends

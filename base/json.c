@@ -43,6 +43,50 @@ size_t ev_json_replace_nul(char *text, size_t len)
 	return n;
 }
 
+/* The next number token in text from *pos (strings skipped): whether it
+ * is written as a float. Numbers appear in the text in the same order as
+ * in a depth-first walk of the parsed tree. */
+static bool next_number_is_float(const char *text, size_t len, size_t *pos)
+{
+	size_t i = *pos;
+	bool in_str = false;
+	for (; i < len; i++) {
+		char c = text[i];
+		if (in_str) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_str = false;
+		} else if (c == '"') {
+			in_str = true;
+		} else if (c == '-' || (c >= '0' && c <= '9')) {
+			break;
+		}
+	}
+	bool flt = false;
+	for (; i < len; i++) {
+		char c = text[i];
+		if (c == '.' || c == 'e' || c == 'E')
+			flt = true;
+		else if (!(c == '-' || c == '+' || (c >= '0' && c <= '9')))
+			break;
+	}
+	*pos = i;
+	return flt;
+}
+
+static void mark_float_forms(cJSON *item, const char *text, size_t len, size_t *pos)
+{
+	for (; item; item = item->next) {
+		if (cJSON_IsNumber(item)) {
+			if (next_number_is_float(text, len, pos))
+				item->type |= EV_JSON_FLOAT_FORM;
+		} else if (item->child) {
+			mark_float_forms(item->child, text, len, pos);
+		}
+	}
+}
+
 int ev_json_parse(cJSON **out, const char *text, size_t len, const char *what)
 {
 	*out = NULL;
@@ -57,8 +101,11 @@ int ev_json_parse(cJSON **out, const char *text, size_t len, const char *what)
 		size_t rest = (size_t)(end - text);
 		while (rest < len && (text[rest] == ' ' || text[rest] == '\t' || text[rest] == '\r' || text[rest] == '\n'))
 			rest++;
-		if (rest == len)
+		if (rest == len) {
+			size_t pos = 0;
+			mark_float_forms(*out, text, len, &pos);
 			return 0;
+		}
 		cJSON_Delete(*out);
 		*out = NULL;
 		return ev_error_set(EV_E_PARSE, "%s: malformed JSON near byte %zu", what, rest);
@@ -120,7 +167,65 @@ int ev_json_str_req(const char **out, const cJSON *obj, const char *key, const c
 	return 0;
 }
 
-char *ev_json_print(const cJSON *item) { return cJSON_PrintUnformatted(item); }
+static int print_number(ev_buf *b, const cJSON *item)
+{
+	double d = item->valuedouble;
+	if (d != d || d - d != 0) /* NaN and infinities are not JSON */
+		return ev_buf_puts(b, "null");
+	char num[40];
+	if (d == (double)(long long)d && d > -9.007199254740992e15 && d < 9.007199254740992e15) {
+		snprintf(num, sizeof num, (item->type & EV_JSON_FLOAT_FORM) ? "%.1f" : "%.0f", d);
+	} else {
+		snprintf(num, sizeof num, "%.15g", d);
+		if (strtod(num, NULL) != d)
+			snprintf(num, sizeof num, "%.17g", d);
+		if ((item->type & EV_JSON_FLOAT_FORM) && !strpbrk(num, ".eEn"))
+			strcat(num, ".0");
+	}
+	return ev_buf_puts(b, num);
+}
+
+static int print_value(ev_buf *b, const cJSON *item)
+{
+	switch (item->type & 0xFF) {
+	case cJSON_NULL: return ev_buf_puts(b, "null");
+	case cJSON_False: return ev_buf_puts(b, "false");
+	case cJSON_True: return ev_buf_puts(b, "true");
+	case cJSON_Number: return print_number(b, item);
+	case cJSON_String: return ev_json_buf_str(b, item->valuestring ? item->valuestring : "");
+	case cJSON_Raw: return ev_buf_puts(b, item->valuestring ? item->valuestring : "null");
+	case cJSON_Array:
+	case cJSON_Object: {
+		bool obj = (item->type & 0xFF) == cJSON_Object;
+		int rc = ev_buf_putc(b, obj ? '{' : '[');
+		for (const cJSON *c = item->child; !rc && c; c = c->next) {
+			if (c != item->child)
+				rc = ev_buf_putc(b, ',');
+			if (!rc && obj) {
+				rc = ev_json_buf_str(b, c->string ? c->string : "");
+				if (!rc)
+					rc = ev_buf_putc(b, ':');
+			}
+			if (!rc)
+				rc = print_value(b, c);
+		}
+		return rc ? rc : ev_buf_putc(b, obj ? '}' : ']');
+	}
+	default: return ev_buf_puts(b, "null");
+	}
+}
+
+char *ev_json_print(const cJSON *item)
+{
+	if (!item)
+		return NULL;
+	ev_buf b = EV_BUF_INIT(SIZE_MAX / 2);
+	if (print_value(&b, item)) {
+		ev_buf_free(&b);
+		return NULL;
+	}
+	return ev_buf_detach(&b, NULL);
+}
 
 size_t ev_json_term_clean(cJSON *item)
 {

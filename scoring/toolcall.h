@@ -33,6 +33,11 @@ void ev_toolcalls_free(ev_toolcalls *l);
 size_t ev_toolcalls_count(const ev_toolcalls *l);
 /* Borrowed; NULL past the end. */
 const ev_toolcall *ev_toolcalls_get(const ev_toolcalls *l, size_t i);
+/* True when the calls came through the API's function-calling channel
+ * (tool_calls), false when they were read out of the text. BFCL maps a
+ * function's '.' to '_' only for the channel, whose names cannot hold dots
+ * (the tools are sent so); a text answer must name the function exactly. */
+bool ev_toolcalls_from_channel(const ev_toolcalls *l);
 
 typedef enum {
 	EV_TOOLCALL_PASS = 0,

@@ -3,8 +3,10 @@
  *
  * The rules follow the Berkeley Function Calling Leaderboard's Python
  * checker (ast_checker.py), re-derived from its behaviour:
- *   - the function name matches as written, or with '.' turned into '_'
- *     (what an OpenAI-style tool name must look like);
+ *   - the function name matches as written; for calls that came through
+ *     the API's function-calling channel (tool_calls), whose names cannot
+ *     hold dots, the name with '.' turned into '_' instead (BFCL's
+ *     convert_func_name for such models; the tools are sent so);
  *   - every parameter the function requires is present, and every
  *     parameter the ground truth lists without "" is present;
  *   - no parameter outside the function's properties or the ground truth;
@@ -294,10 +296,12 @@ static bool list_ok(const tcv *v, const tcv *vals)
 
 /* ---- one call ------------------------------------------------------------------ */
 
-static bool name_matches(const char *got, const char *want)
+/* BFCL: exact, or for the function-calling channel the expected name with
+ * its dots as underscores. */
+static bool name_matches(const char *got, const char *want, bool channel)
 {
-	if (strcmp(got, want) == 0)
-		return true;
+	if (!channel || !strchr(want, '.'))
+		return strcmp(got, want) == 0;
 	size_t n = strlen(want);
 	if (strlen(got) != n)
 		return false;
@@ -315,11 +319,11 @@ static const char *fn_name(const tcv *f)
 
 /* BFCL's simple_function_checker for one call against one function and its
  * ground-truth arguments (a dict of lists of acceptable values). */
-static ev_toolcall_reason check_one(const tcv *fdesc, const tc_call *call, const tcv *gt,
+static ev_toolcall_reason check_one(const tcv *fdesc, const tc_call *call, bool channel, const tcv *gt,
                                     ev_toolcall_verdict *out)
 {
 	const char *fname = fn_name(fdesc);
-	if (!name_matches(call->pub.name, fname))
+	if (!name_matches(call->pub.name, fname, channel))
 		return verdict(out, EV_TOOLCALL_WRONG_FUNCTION, "expected a call to '%s', got '%s'", fname,
 		               call->pub.name);
 	const tcv *params = tcv_get(fdesc, "parameters");
@@ -409,7 +413,7 @@ static const tcv *find_fn(const tcv *functions, const char *name)
 			return functions->items[i];
 	/* Tolerate a ground truth that names the function in its OpenAI form. */
 	for (size_t i = 0; i < functions->n; i++)
-		if (name_matches(name, fn_name(functions->items[i])))
+		if (name_matches(name, fn_name(functions->items[i]), true))
 			return functions->items[i];
 	return NULL;
 }
@@ -486,7 +490,7 @@ static int check_parallel(const tcv *functions, const tcv *gt, const ev_toolcall
 		if (!f)
 			goto done;
 		for (size_t c = 0; c < nc; c++) {
-			ok[g * nc + c] = check_one(f, &calls->calls[c], gt->items[g]->items[0], &tmp) == EV_TOOLCALL_PASS;
+			ok[g * nc + c] = check_one(f, &calls->calls[c], calls->channel, gt->items[g]->items[0], &tmp) == EV_TOOLCALL_PASS;
 			any[g] |= ok[g * nc + c];
 		}
 	}
@@ -545,12 +549,12 @@ static int check_parallel(const tcv *functions, const tcv *gt, const ev_toolcall
 	const tcv *f = find_fn(functions, gt->items[g]->keys[0]);
 	size_t pick = g < nc && match_call[g] == (size_t)-1 ? g : (size_t)-1;
 	for (size_t c = 0; c < nc && pick == (size_t)-1; c++)
-		if (match_call[c] == (size_t)-1 && name_matches(calls->calls[c].pub.name, fn_name(f)))
+		if (match_call[c] == (size_t)-1 && name_matches(calls->calls[c].pub.name, fn_name(f), calls->channel))
 			pick = c;
 	for (size_t c = 0; c < nc && pick == (size_t)-1; c++)
 		if (match_call[c] == (size_t)-1)
 			pick = c;
-	check_one(f, &calls->calls[pick], gt->items[g]->items[0], out);
+	check_one(f, &calls->calls[pick], calls->channel, gt->items[g]->items[0], out);
 	if (out->pass) {
 		/* cannot happen: a passing pair would have been matched */
 		verdict(out, EV_TOOLCALL_VALUE_MISMATCH, "'%s': the calls cannot be matched one to one with the expected calls",
@@ -617,7 +621,7 @@ int tc_check_values(const tcv *functions, const tcv *gt, const char *category, c
 			return ev_error_set(EV_E_INVALID, "functions: empty");
 		f = functions->items[0];
 	}
-	check_one(f, &calls->calls[0], gt->items[0]->items[0], out);
+	check_one(f, &calls->calls[0], calls->channel, gt->items[0]->items[0], out);
 	return 0;
 }
 

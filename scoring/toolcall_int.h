@@ -109,6 +109,7 @@ struct ev_toolcalls {
 	ev_arena *a;
 	tc_call *calls;
 	size_t n, cap;
+	bool channel; /* read from the API's tool_calls, not from text */
 };
 
 /* Checks calls against already-parsed BFCL functions and ground truth. */

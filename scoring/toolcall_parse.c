@@ -446,6 +446,8 @@ static int from_tool_calls(ev_toolcalls *l, const tcv *v)
 	return 0;
 }
 
+bool ev_toolcalls_from_channel(const ev_toolcalls *l) { return l && l->channel; }
+
 int ev_toolcalls_parse(ev_toolcalls **out, const char *tool_calls_json, const char *text)
 {
 	*out = NULL;
@@ -468,6 +470,7 @@ int ev_toolcalls_parse(ev_toolcalls **out, const char *tool_calls_json, const ch
 		rc = 0;
 		/* null, [] or blank: the calls, if any, are in the text */
 		if (v && v->kind != TCV_NULL && !(v->kind == TCV_LIST && v->n == 0)) {
+			l->channel = true;
 			rc = from_tool_calls(l, v);
 			goto done;
 		}

@@ -93,11 +93,47 @@ static void json_nul_escapes_are_found_refused_or_replaced(void **st)
 	cJSON_Delete(j);
 }
 
+/* Numbers keep the form they were written in: 1.0 stays a float (Python's
+ * json reads it as one; BFCL types depend on it), 1 an integer; strings
+ * with a digit or a dot inside do not shift the count. */
+static void json_numbers_print_back_in_their_form(void **state)
+{
+	(void)state;
+	static const char *const cases[][2] = {
+		{"[1.0,2,3.5,-0.0,1e3,2E-2,12345678901234]", "[1.0,2,3.5,-0.0,1000.0,0.02,12345678901234]"},
+		{"{\"a.1\":[\"2.0\",7],\"b\":{\"c\":[5.0,{\"d\":6}]}}", "{\"a.1\":[\"2.0\",7],\"b\":{\"c\":[5.0,{\"d\":6}]}}"},
+		{"[\"x\\\"1.0\",1.0,true,null]", "[\"x\\\"1.0\",1.0,true,null]"},
+		{"0.1", "0.1"},
+		{"[1.5e300,-7]", "[1.5e+300,-7]"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		cJSON *j = NULL;
+		assert_int_equal(ev_json_parse(&j, cases[i][0], strlen(cases[i][0]), "t"), 0);
+		char *p = ev_json_print(j);
+		assert_string_equal(p, cases[i][1]);
+		/* a copy keeps the form too */
+		cJSON *d = cJSON_Duplicate(j, true);
+		char *q = ev_json_print(d);
+		assert_string_equal(q, cases[i][1]);
+		free(p), free(q);
+		cJSON_Delete(j), cJSON_Delete(d);
+	}
+	/* numbers made in code print as cJSON would */
+	cJSON *a = cJSON_CreateArray();
+	cJSON_AddItemToArray(a, cJSON_CreateNumber(2));
+	cJSON_AddItemToArray(a, cJSON_CreateNumber(0.25));
+	char *p = ev_json_print(a);
+	assert_string_equal(p, "[2,0.25]");
+	free(p);
+	cJSON_Delete(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(json_helpers_name_source_and_key),
 		cmocka_unit_test(json_strings_are_escaped),
+		cmocka_unit_test(json_numbers_print_back_in_their_form),
 		cmocka_unit_test(json_nesting_past_the_limit_is_named_as_such),
 		cmocka_unit_test(json_nul_escapes_are_found_refused_or_replaced),
 	};

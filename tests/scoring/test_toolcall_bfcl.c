@@ -373,9 +373,15 @@ static void toolcall_bfcl_scores_through_the_checker(void **st)
 		assert_int_equal(ev_toolcall_score(&s, "", tc, &v), 0);
 		bool b = v.score == 1.0 && v.reason == EV_REASON_NONE && v.extracted;
 		ev_verdict_clear(&v);
-		/* the tool_calls array given as the answer text works too */
+		/* the tool_calls array given as the answer text is a prompted
+		 * answer: BFCL maps no names there, so it passes only when no
+		 * function name has a dot */
 		assert_int_equal(ev_checker_score(ck, &s, tc, false, &v), 0);
-		bool d = v.score == 1.0;
+		bool dotted = false;
+		const cJSON *g;
+		cJSON_ArrayForEach(g, cJSON_GetObjectItem(tests, "ground_truth"))
+			dotted |= g->child && strchr(g->child->string, '.') != NULL;
+		bool d = dotted ? v.score == 0.0 : v.score == 1.0;
 		ev_verdict_clear(&v);
 		ok += a && b && d;
 		free(s.tests_json);

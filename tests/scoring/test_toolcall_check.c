@@ -56,7 +56,9 @@ static void toolcall_check_names_and_parameters(void **st)
 {
 	(void)st;
 	PASS("geo.area(base=10, height=5.0)");
-	PASS("geo_area(base=10, height=5.5)"); /* OpenAI-safe name */
+	/* BFCL maps '.' to '_' only for the function-calling channel (below):
+	 * a prompted answer names the function exactly */
+	FAILS("geo_area(base=10, height=5.5)", EV_TOOLCALL_WRONG_FUNCTION, "geo.area");
 	FAILS("area(base=10, height=5.0)", EV_TOOLCALL_WRONG_FUNCTION, "geo.area");
 	FAILS("geo.area(height=5.0)", EV_TOOLCALL_MISSING_REQUIRED, "base");
 	FAILS("geo.area(base=10, height=5.0, color=\"red\")", EV_TOOLCALL_UNEXPECTED_PARAM, "color");
@@ -136,6 +138,33 @@ static void toolcall_check_compares_values_like_bfcl(void **st)
 	           "\"{\\\"base\\\": 10.0, \\\"height\\\": 5.5}\"}}]",
 	           NULL),
 	       EV_TOOLCALL_WRONG_TYPE, "base", "tool_calls float for int");
+	/* through the channel the name is the OpenAI-safe one; a dotted name
+	 * there is not what BFCL expects either */
+	expect(run(FN_AREA, GT_AREA, "simple",
+	           "[{\"type\":\"function\",\"function\":{\"name\":\"geo.area\",\"arguments\":"
+	           "\"{\\\"base\\\": 10, \\\"height\\\": 5.5}\"}}]",
+	           NULL),
+	       EV_TOOLCALL_WRONG_FUNCTION, "geo.area", "tool_calls dotted name");
+}
+
+/* BFCL promotes an int to a float only at the top level: inside a list of
+ * floats an int is the wrong type, whether the ground truth came straight
+ * from BFCL's file or went through evald's JSON (which keeps 1.0 a float). */
+static void ints_inside_float_lists_are_wrong_types(void **st)
+{
+	(void)st;
+	const char *fn = "[{\"name\":\"f\",\"parameters\":{\"type\":\"dict\",\"properties\":{\"x\":{\"type\":"
+	                 "\"array\",\"items\":{\"type\":\"float\"}}},\"required\":[\"x\"]}}]";
+	const char *gt = "[{\"f\":{\"x\":[[1.0,2.0]]}}]";
+	expect(run(fn, gt, "simple", NULL, "f(x=[1.0, 2.0])"), EV_TOOLCALL_PASS, NULL, "floats");
+	expect(run(fn, gt, "simple", NULL, "f(x=[1, 2])"), EV_TOOLCALL_WRONG_TYPE, "x", "ints in a float list");
+	cJSON *j = NULL;
+	assert_int_equal(ev_json_parse(&j, gt, strlen(gt), "gt"), 0);
+	char *again = ev_json_print(j);
+	assert_string_equal(again, gt);
+	expect(run(fn, again, "simple", NULL, "f(x=[1, 2])"), EV_TOOLCALL_WRONG_TYPE, "x", "after a JSON round trip");
+	free(again);
+	cJSON_Delete(j);
 }
 
 static const char *FN_TWO = "[{\"name\":\"f\",\"parameters\":{\"type\":\"dict\",\"properties\":{\"a\":{\"type\":\"integer\"}},"
@@ -252,6 +281,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(toolcall_check_names_and_parameters),
+		cmocka_unit_test(ints_inside_float_lists_are_wrong_types),
 		cmocka_unit_test(toolcall_check_types_follow_bfcl),
 		cmocka_unit_test(toolcall_check_compares_values_like_bfcl),
 		cmocka_unit_test(toolcall_check_categories),
