@@ -23,8 +23,8 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv);    /* bench_
 int ev_bench_attention_main(const ev_cli *cli, int argc, char **argv); /* bench_attention.c */
 
 typedef struct {
-	const char *model, *tokens, *prompt, *prompt_tokens, *arch, *out, *dtype;
-	bool json, reference, chat, print_tokens, last;
+	const char *model, *tokens, *prompt, *prompt_tokens, *arch, *out, *dtype, *text;
+	bool json, reference, chat, print_tokens, last, no_specials;
 	long context, threads;
 	eng_mkmodel_sizes sizes;
 	eng_generate_options gen;
@@ -69,6 +69,15 @@ static const ev_opt generate_opts[] = {
 	EV_O_END,
 };
 
+static const ev_opt tokenize_opts[] = {
+	EV_O_STR("--model", T, model, "DIR", "the checkpoint folder, or a folder with tokenizer.json (required)"),
+	EV_O_STR("--text", T, text, "TEXT", "the text to encode (required)"),
+	EV_O_FLAG("--no-special-tokens", T, no_specials,
+	          "leave out what the post-processor adds (HF's add_special_tokens=False, as for chat templates)"),
+	EV_O_FLAG("--json", T, json, "as JSON"),
+	EV_O_END,
+};
+
 static const ev_opt mkmodel_opts[] = {
 	EV_O_STR("--arch", T, arch, "ARCH", "llama, mistral, qwen2, qwen3, mixtral, qwen3_moe or recall (required)"),
 	EV_O_STR("--out", T, out, "DIR", "the folder to write (required)"),
@@ -101,6 +110,12 @@ static const ev_cmd_spec logits_spec = {
 static const ev_cmd_spec generate_spec = {
 	.name = "engine generate", .synopsis = "--model DIR (--prompt TEXT | --prompt-tokens 1,2,3) [--chat] [OPTIONS]",
 	.about = "Samples a continuation of a prompt (greedy by default).", .opts = generate_opts};
+static const ev_cmd_spec tokenize_spec = {
+	.name = "engine tokenize", .synopsis = "--model DIR --text TEXT [--no-special-tokens] [--json]",
+	.about = "Encodes text with the checkpoint's tokenizer as HF's tokenizers do (normalizer, pre-tokenizer,\n"
+	         "BPE, and the post-processor's special tokens unless --no-special-tokens): one id and its piece\n"
+	         "(as the vocab writes it, HF's convert_ids_to_tokens) a line, or {\"ids\":[...],\"pieces\":[...]}.",
+	.opts = tokenize_opts};
 static const ev_cmd_spec mkmodel_spec = {
 	.name = "engine mkmodel", .synopsis = "--arch ARCH --out DIR [SIZES] [--dtype f32|f16|bf16] [--seed S]",
 	.about = "Writes a random-weight checkpoint (any size) for tests and benchmarks; --arch recall writes\n"
@@ -331,7 +346,10 @@ static int cmd_generate(const opts *o)
 				go.n_stop = (int)ns;
 			}
 		}
-		if (eng_tokenize(g.tok, text, strlen(text), o->chat, &ids, &nids))
+		/* a template writes its special tokens; plain text gets the
+		 * post-processor's (HF's add_special_tokens=True) */
+		if (o->chat ? eng_tokenize(g.tok, text, strlen(text), true, &ids, &nids)
+		            : eng_tokenize_with_specials(g.tok, text, strlen(text), &ids, &nids))
 			goto fail;
 		if (!nids) {
 			ev_error_set(EV_E_INVALID, "the prompt encodes to no tokens");
@@ -399,6 +417,54 @@ static int cmd_mkmodel(const opts *o)
 	return 0;
 }
 
+static int cmd_tokenize(const opts *o)
+{
+	if (!o->text) {
+		fprintf(stderr, "evald engine tokenize: --text is required\n");
+		return EV_EXIT_USAGE;
+	}
+	eng_tokenizer *tok = NULL;
+	int32_t *ids = NULL;
+	size_t n = 0;
+	size_t len = strlen(o->text);
+	if (eng_tokenizer_load(&tok, o->model) ||
+	    (o->no_specials ? eng_tokenize(tok, o->text, len, true, &ids, &n)
+	                    : eng_tokenize_with_specials(tok, o->text, len, &ids, &n))) {
+		eng_tokenizer_free(tok);
+		return fail("tokenize");
+	}
+	ev_buf b = EV_BUF_INIT((size_t)1 << 30);
+	if (o->json) {
+		ev_buf_puts(&b, "{\"ids\":[");
+		for (size_t i = 0; i < n; i++)
+			ev_buf_printf(&b, "%s%d", i ? "," : "", ids[i]);
+		ev_buf_puts(&b, "],\"pieces\":[");
+	}
+	ev_buf piece = EV_BUF_INIT(1 << 20);
+	for (size_t i = 0; i < n; i++) {
+		ev_buf_reset(&piece);
+		(void)eng_token_piece(tok, ids[i], &piece);
+		if (o->json) {
+			if (i)
+				ev_buf_putc(&b, ',');
+		} else {
+			ev_buf_printf(&b, "%d\t", ids[i]);
+		}
+		/* as a JSON string either way: spaces, newlines and controls visible */
+		ev_json_buf_strn(&b, piece.data ? piece.data : "", piece.len);
+		if (!o->json)
+			ev_buf_putc(&b, '\n');
+	}
+	ev_buf_free(&piece);
+	if (o->json)
+		ev_buf_puts(&b, "]}\n");
+	fwrite(b.data ? b.data : "", 1, b.len, stdout);
+	ev_buf_free(&b);
+	free(ids);
+	eng_tokenizer_free(tok);
+	return 0;
+}
+
 /* Parses a subcommand's options; 0 or an exit code (+1 so that help's 0 is told apart). */
 static int parse(opts *o, const ev_cli *cli, const ev_cmd_spec *spec, int argc, char **argv)
 {
@@ -428,6 +494,7 @@ ENGINE_SUB(info, info_spec)
 ENGINE_SUB(logits, logits_spec)
 ENGINE_SUB(generate, generate_spec)
 ENGINE_SUB(mkmodel, mkmodel_spec)
+ENGINE_SUB(tokenize, tokenize_spec)
 #undef ENGINE_SUB
 
 int ev_cmd_engine(const ev_cli *cli, int argc, char **argv)
@@ -437,6 +504,7 @@ int ev_cmd_engine(const ev_cli *cli, int argc, char **argv)
 		{"logits", sub_logits, "the logits of a token list (JSON), fast or reference path"},
 		{"generate", sub_generate, "sample a continuation of a prompt"},
 		{"mkmodel", sub_mkmodel, "write a random-weight (or the recall) checkpoint"},
+		{"tokenize", sub_tokenize, "ids and pieces of a text, as HF's tokenizers encode it"},
 		{"bench", ev_bench_engine_main, "prefill and decode speed (= evald bench engine)"},
 		{"bench-attention", ev_bench_attention_main, "dense vs MSA by context length (= evald bench attention)"},
 		{NULL, NULL, NULL},

@@ -440,13 +440,17 @@ static int make_job(engine *e, const ev_request *req, const char *raw_prompt, ej
 		rc = render(e, req, &text, &len);
 	else
 		len = strlen(raw_prompt);
+	/* A chat template writes its own special tokens (HF tokenizes it with
+	 * add_special_tokens=False); plain text gets what the tokenizer's
+	 * post-processor puts around a sequence (Llama-3: its BOS; Qwen:
+	 * nothing), as HF's encode does by default. */
+	bool templated = j->chat && e->family != ENG_CHAT_UNKNOWN;
 	if (!rc)
-		rc = eng_tokenize(e->tok, text ? text : raw_prompt, len, true, &ids, &n);
+		rc = templated ? eng_tokenize(e->tok, text, len, true, &ids, &n)
+		               : eng_tokenize_with_specials(e->tok, text ? text : raw_prompt, len, &ids, &n);
 	if (rc)
 		goto done;
-	/* Plain text (no chat template) starts with the model's BOS, as a
-	 * template would. */
-	bool bos = (!j->chat || e->family == ENG_CHAT_UNKNOWN) && e->info.bos_id >= 0;
+	bool bos = false;
 	if (n + bos == 0) {
 		rc = ev_error_set(EV_E_INVALID, "prompt: empty");
 		goto done;

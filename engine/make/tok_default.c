@@ -364,14 +364,29 @@ int eng_tokenizer_write_default(const char *dir, int vocab_size, const char *fam
 			rc = ev_buf_puts(&j, ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
 					     "\"normalized\": false, \"special\": true}");
 	}
+	/* As the real ones: Qwen's normalizer is NFC and its post-processor
+	 * adds nothing; Llama-3's puts <|begin_of_text|> (the first special)
+	 * before every sequence. */
 	if (!rc)
-		rc = ev_buf_puts(&j, "\n],\n\"normalizer\": null,\n\"pre_tokenizer\": {\"type\": \"Sequence\", "
-				     "\"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": ");
+		rc = ev_buf_printf(&j, "\n],\n\"normalizer\": %s,\n\"pre_tokenizer\": {\"type\": \"Sequence\", "
+				       "\"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": ",
+				   fam == ENG_CHAT_LLAMA3 ? "null" : "{\"type\": \"NFC\"}");
 	if (!rc && !(rc = ev_json_buf_str(&j, pattern)))
-		rc = ev_buf_printf(&j, "}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", "
-				       "\"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": false}]},\n"
-				       "\"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
-				       "\"trim_offsets\": false, \"use_regex\": false},\n"
+		rc = ev_buf_puts(&j, "}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", "
+				     "\"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": false}]},\n");
+	if (!rc && fam == ENG_CHAT_LLAMA3)
+		rc = ev_buf_printf(&j, "\"post_processor\": {\"type\": \"Sequence\", \"processors\": [{\"type\": \"ByteLevel\", "
+				       "\"add_prefix_space\": true, \"trim_offsets\": false, \"use_regex\": true}, "
+				       "{\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": "
+				       "\"<|begin_of_text|>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], "
+				       "\"pair\": [], \"special_tokens\": {\"<|begin_of_text|>\": {\"id\": \"<|begin_of_text|>\", "
+				       "\"ids\": [%zu], \"tokens\": [\"<|begin_of_text|>\"]}}}]},\n",
+				   nt);
+	else if (!rc)
+		rc = ev_buf_puts(&j, "\"post_processor\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+				     "\"trim_offsets\": false, \"use_regex\": false},\n");
+	if (!rc)
+		rc = ev_buf_printf(&j, ""
 				       "\"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
 				       "\"trim_offsets\": true, \"use_regex\": false},\n"
 				       "\"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, "

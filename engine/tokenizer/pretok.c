@@ -104,7 +104,30 @@ int eng_tok_regex(pcre2_code **out, const char *pattern, bool literal, const cha
 	PCRE2_SIZE off = 0;
 	uint32_t opts = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF;
 	opts |= literal ? PCRE2_LITERAL : PCRE2_UCP; /* PCRE2 refuses UCP with LITERAL */
+	/* \s and \S as Oniguruma (HF's regex engine) reads them: Unicode's
+	 * White_Space. PCRE2's \s also takes U+180E, which Unicode dropped
+	 * from White_Space in 6.3. */
+	ev_buf pat = EV_BUF_INIT(1 << 20);
+	if (!literal) {
+		for (const char *p = pattern; *p; p++) {
+			if (p[0] == '\\' && (p[1] == 's' || p[1] == 'S')) {
+				(void)ev_buf_puts(&pat, p[1] == 's' ? "\\p{White_Space}" : "\\P{White_Space}");
+				p++;
+			} else if (p[0] == '\\' && p[1]) {
+				(void)ev_buf_append(&pat, p, 2);
+				p++;
+			} else {
+				(void)ev_buf_append(&pat, p, 1);
+			}
+		}
+		if (!pat.data) {
+			ev_buf_free(&pat);
+			return ev_error_set(EV_E_NOMEM, "%s: out of memory", what);
+		}
+		pattern = pat.data;
+	}
 	*out = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, opts, &err, &off, NULL);
+	ev_buf_free(&pat);
 	if (!*out) {
 		PCRE2_UCHAR msg[256];
 		pcre2_get_error_message(err, msg, sizeof msg);

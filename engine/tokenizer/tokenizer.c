@@ -5,6 +5,8 @@
  */
 #include "engine/tokenizer/tokenizer_int.h"
 
+#include <utf8proc.h>
+
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -281,6 +283,18 @@ static int parse_step(eng_tokenizer *tok, const cJSON *pt, const char *what, con
 			tok->n_steps++;
 		return rc;
 	}
+	if (strcmp(type, "Digits") == 0) {
+		/* Rust's char::is_numeric (Nd, Nl, No): each digit alone, or
+		 * runs of them kept together */
+		bool each = ev_json_bool(pt, "individual_digits", false);
+		st->behavior = each ? SPLIT_ISOLATED : SPLIT_CONTIGUOUS;
+		char where[160];
+		snprintf(where, sizeof where, "%s: %s", what, field);
+		int rc = eng_tok_regex(&st->re, "[\\p{Nd}\\p{Nl}\\p{No}]", false, where);
+		if (!rc)
+			tok->n_steps++;
+		return rc;
+	}
 	return ev_error_set(EV_E_UNSUPPORTED, "%s: %s.type: pre-tokenizer \"%.64s\" is not supported", what, field,
 			    type);
 }
@@ -328,15 +342,174 @@ static int check_model(const cJSON *root, const char *what)
 		return ev_error_set(EV_E_UNSUPPORTED, "%s: model: subword prefixes/suffixes are not supported", what);
 	if (ev_json_bool(model, "byte_fallback", false))
 		return ev_error_set(EV_E_UNSUPPORTED, "%s: model.byte_fallback is not supported", what);
-	const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
-	if (norm && !cJSON_IsNull(norm)) {
-		/* NFC leaves text that is already composed (nearly all of it)
-		 * unchanged; it is accepted and not applied. */
-		const char *nt = ev_json_str(norm, "type", "");
-		if (strcmp(nt, "NFC") != 0)
-			return ev_error_set(EV_E_UNSUPPORTED, "%s: normalizer \"%.64s\" is not supported", what, nt);
-	}
 	return 0;
+}
+
+/* One normalizer (or each of a Sequence) as utf8proc options. */
+static int parse_norm(eng_tokenizer *tok, const cJSON *n, const char *what, const char *field)
+{
+	static const struct {
+		const char *name;
+		int opts;
+	} forms[] = {
+		{"NFC", UTF8PROC_STABLE | UTF8PROC_COMPOSE},
+		{"NFD", UTF8PROC_STABLE | UTF8PROC_DECOMPOSE},
+		{"NFKC", UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT},
+		{"NFKD", UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT},
+	};
+	const char *t = ev_json_str(n, "type", "");
+	if (!strcmp(t, "Sequence")) {
+		const cJSON *list = cJSON_GetObjectItemCaseSensitive(n, "normalizers");
+		if (!cJSON_IsArray(list))
+			return ev_error_set(EV_E_INVALID, "%s: %s.normalizers: expected an array", what, field);
+		size_t i = 0;
+		const cJSON *x;
+		cJSON_ArrayForEach(x, list)
+		{
+			char f[96];
+			snprintf(f, sizeof f, "%s.normalizers[%zu]", field, i++);
+			int rc = parse_norm(tok, x, what, f);
+			if (rc)
+				return rc;
+		}
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+		if (!strcmp(t, forms[i].name)) {
+			if (tok->n_norm == ENG_TOK_MAX_STEPS)
+				return ev_error_set(EV_E_LIMIT, "%s: %s: more than %d normalizers", what, field, ENG_TOK_MAX_STEPS);
+			tok->norm[tok->n_norm++] = forms[i].opts;
+			return 0;
+		}
+	}
+	return ev_error_set(EV_E_UNSUPPORTED, "%s: %s: normalizer \"%.64s\" is not supported (NFC, NFD, NFKC, NFKD, Sequence)",
+			    what, field, t);
+}
+
+static int load_norm(eng_tokenizer *tok, const cJSON *root, const char *what)
+{
+	const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
+	if (!norm || cJSON_IsNull(norm))
+		return 0;
+	if (!cJSON_IsObject(norm))
+		return ev_error_set(EV_E_INVALID, "%s: normalizer: expected an object or null", what);
+	return parse_norm(tok, norm, what, "normalizer");
+}
+
+/* An id of the vocab by its token text (a post-processor names them so). */
+static int post_id(eng_tokenizer *tok, const cJSON *special, const char *name, int32_t *out, const char *what,
+		   const char *field)
+{
+	/* TemplateProcessing's special_tokens table gives the ids */
+	const cJSON *entry = cJSON_GetObjectItemCaseSensitive(special, name);
+	const cJSON *ids = cJSON_GetObjectItemCaseSensitive(entry, "ids");
+	if (cJSON_IsArray(ids) && cJSON_GetArraySize(ids) == 1 && cJSON_IsNumber(ids->child) &&
+	    ids->child->valuedouble >= 0 && ids->child->valuedouble < (double)tok->n_ent) {
+		*out = (int32_t)ids->child->valuedouble;
+		return 0;
+	}
+	int32_t id = eng_token_id(tok, name);
+	if (id < 0)
+		return ev_error_set(EV_E_INVALID, "%s: %s: special token \"%.64s\" is not in the vocab", what, field, name);
+	*out = id;
+	return 0;
+}
+
+static int post_push(eng_tokenizer *tok, bool after, int32_t id, const char *what)
+{
+	size_t *n = after ? &tok->n_post_suf : &tok->n_post_pre;
+	if (*n == ENG_TOK_MAX_AFFIX)
+		return ev_error_set(EV_E_LIMIT, "%s: post_processor: more than %d special tokens", what, ENG_TOK_MAX_AFFIX);
+	(after ? tok->post_suf : tok->post_pre)[(*n)++] = id;
+	return 0;
+}
+
+/* The post-processor's template for one sequence. */
+static int parse_post(eng_tokenizer *tok, const cJSON *pp, const char *what, const char *field)
+{
+	const char *t = ev_json_str(pp, "type", "");
+	int rc = 0;
+	if (!strcmp(t, "ByteLevel"))
+		return 0; /* offsets only */
+	if (!strcmp(t, "Sequence")) {
+		const cJSON *list = cJSON_GetObjectItemCaseSensitive(pp, "processors");
+		if (!cJSON_IsArray(list))
+			return ev_error_set(EV_E_INVALID, "%s: %s.processors: expected an array", what, field);
+		size_t i = 0;
+		const cJSON *x;
+		cJSON_ArrayForEach(x, list)
+		{
+			char f[96];
+			snprintf(f, sizeof f, "%s.processors[%zu]", field, i++);
+			if ((rc = parse_post(tok, x, what, f)))
+				return rc;
+		}
+		return 0;
+	}
+	if (!strcmp(t, "TemplateProcessing")) {
+		const cJSON *single = cJSON_GetObjectItemCaseSensitive(pp, "single");
+		const cJSON *special = cJSON_GetObjectItemCaseSensitive(pp, "special_tokens");
+		if (!cJSON_IsArray(single))
+			return ev_error_set(EV_E_INVALID, "%s: %s.single: expected an array", what, field);
+		bool after = false, seen = false;
+		const cJSON *piece;
+		cJSON_ArrayForEach(piece, single)
+		{
+			const cJSON *sp = cJSON_GetObjectItemCaseSensitive(piece, "SpecialToken");
+			const cJSON *sq = cJSON_GetObjectItemCaseSensitive(piece, "Sequence");
+			if (sq) {
+				if (seen)
+					return ev_error_set(EV_E_UNSUPPORTED, "%s: %s.single: more than one sequence", what, field);
+				seen = after = true;
+			} else if (sp) {
+				const char *name = ev_json_str(sp, "id", NULL);
+				int32_t id = -1;
+				if (!name)
+					return ev_error_set(EV_E_INVALID, "%s: %s.single: a SpecialToken without an id", what, field);
+				if ((rc = post_id(tok, special, name, &id, what, field)) || (rc = post_push(tok, after, id, what)))
+					return rc;
+			} else {
+				return ev_error_set(EV_E_INVALID, "%s: %s.single: expected SpecialToken or Sequence pieces", what,
+						    field);
+			}
+		}
+		return 0;
+	}
+	if (!strcmp(t, "RobertaProcessing") || !strcmp(t, "BertProcessing")) {
+		/* "cls": ["<s>", 0], "sep": ["</s>", 2] */
+		const cJSON *cls = cJSON_GetObjectItemCaseSensitive(pp, "cls"), *sep = cJSON_GetObjectItemCaseSensitive(pp, "sep");
+		const cJSON *ci = cJSON_GetArrayItem(cls, 1), *si = cJSON_GetArrayItem(sep, 1);
+		if (!cJSON_IsNumber(ci) || !cJSON_IsNumber(si) || ci->valuedouble < 0 || si->valuedouble < 0 ||
+		    ci->valuedouble >= (double)tok->n_ent || si->valuedouble >= (double)tok->n_ent)
+			return ev_error_set(EV_E_INVALID, "%s: %s: cls and sep must be [token, id] with ids in the vocab", what,
+					    field);
+		if ((rc = post_push(tok, false, (int32_t)ci->valuedouble, what)))
+			return rc;
+		return post_push(tok, true, (int32_t)si->valuedouble, what);
+	}
+	return ev_error_set(EV_E_UNSUPPORTED,
+			    "%s: %s: post-processor \"%.64s\" is not supported (TemplateProcessing, ByteLevel, Roberta/"
+			    "BertProcessing, Sequence)",
+			    what, field, t);
+}
+
+static int load_post(eng_tokenizer *tok, const cJSON *root, const char *what)
+{
+	const cJSON *pp = cJSON_GetObjectItemCaseSensitive(root, "post_processor");
+	if (!pp || cJSON_IsNull(pp))
+		return 0;
+	if (!cJSON_IsObject(pp))
+		return ev_error_set(EV_E_INVALID, "%s: post_processor: expected an object or null", what);
+	return parse_post(tok, pp, what, "post_processor");
+}
+
+void eng_tokenizer_affixes(const eng_tokenizer *tok, const int32_t **pre, size_t *n_pre, const int32_t **suf,
+			   size_t *n_suf)
+{
+	*pre = tok->post_pre;
+	*n_pre = tok->n_post_pre;
+	*suf = tok->post_suf;
+	*n_suf = tok->n_post_suf;
 }
 
 static int cmp_added(const void *a, const void *b, void *tokp)
@@ -398,7 +571,7 @@ int eng_tokenizer_load_json(eng_tokenizer **out, const char *json, size_t len, c
 	if ((rc = load_merges(tok, &ld, cJSON_GetObjectItemCaseSensitive(model, "merges"))))
 		goto done;
 	tok->ignore_merges = ev_json_bool(model, "ignore_merges", false);
-	if ((rc = load_pretok(tok, root, what)))
+	if ((rc = load_pretok(tok, root, what)) || (rc = load_norm(tok, root, what)) || (rc = load_post(tok, root, what)))
 		goto done;
 
 	qsort_r(tok->added, tok->n_added, sizeof *tok->added, cmp_added, tok);
@@ -483,6 +656,42 @@ void eng_tokenizer_free(eng_tokenizer *tok)
 
 /* ---- encoding ------------------------------------------------------------------ */
 
+/* A segment between added tokens, through the normalizer. Text that is
+ * not valid UTF-8 (which HF's tokenizers cannot take at all) is encoded
+ * as it is. */
+static int encode_normalized(eng_tok_enc *e, const char *s, size_t len)
+{
+	const eng_tokenizer *tok = e->tok;
+	if (!tok->n_norm || !len)
+		return eng_tok_encode_segment(e, s, len);
+	bool ascii = true;
+	for (size_t i = 0; i < len && ascii; i++)
+		ascii = (unsigned char)s[i] < 0x80;
+	if (ascii) /* every normal form leaves ASCII alone */
+		return eng_tok_encode_segment(e, s, len);
+	utf8proc_uint8_t *cur = NULL;
+	const utf8proc_uint8_t *in = (const utf8proc_uint8_t *)s;
+	utf8proc_ssize_t n = (utf8proc_ssize_t)len;
+	for (size_t k = 0; k < tok->n_norm; k++) {
+		utf8proc_uint8_t *next = NULL;
+		utf8proc_ssize_t m = utf8proc_map(in, n, &next, (utf8proc_option_t)tok->norm[k]);
+		if (m < 0) {
+			free(next);
+			free(cur);
+			if (m == UTF8PROC_ERROR_NOMEM)
+				return ev_error_set(EV_E_NOMEM, "out of memory normalizing text");
+			return eng_tok_encode_segment(e, s, len);
+		}
+		free(cur);
+		cur = next;
+		in = cur;
+		n = m;
+	}
+	int rc = eng_tok_encode_segment(e, (const char *)cur, (size_t)n);
+	free(cur);
+	return rc;
+}
+
 /* The longest added token at text[i], or -1. */
 static int32_t added_at(const eng_tokenizer *tok, const char *text, size_t left, bool allow_special)
 {
@@ -517,14 +726,14 @@ int eng_tokenize(const eng_tokenizer *tok, const char *text, size_t len, bool al
 			int32_t id = added_at(tok, text + i, len - i, allow_special);
 			if (id < 0)
 				continue;
-			if ((rc = eng_tok_encode_segment(&e, text + seg, i - seg)) || (rc = eng_tok_emit(&e, id)))
+			if ((rc = encode_normalized(&e, text + seg, i - seg)) || (rc = eng_tok_emit(&e, id)))
 				goto done;
 			i += tok->ent[id].len;
 			seg = i;
 			i--; /* the loop's i++ */
 		}
 	}
-	if ((rc = eng_tok_encode_segment(&e, text + seg, len - seg)))
+	if ((rc = encode_normalized(&e, text + seg, len - seg)))
 		goto done;
 	if (!e.ids && (rc = eng_tok_emit(&e, 0)) == 0)
 		e.n = 0; /* never NULL on success */
@@ -536,6 +745,38 @@ int eng_tokenize(const eng_tokenizer *tok, const char *text, size_t len, bool al
 done:
 	eng_tok_enc_free(&e);
 	return rc;
+}
+
+int eng_tokenize_with_specials(const eng_tokenizer *tok, const char *text, size_t len, int32_t **ids, size_t *n)
+{
+	int32_t *body = NULL;
+	size_t nb = 0;
+	int rc = eng_tokenize(tok, text, len, true, &body, &nb);
+	if (rc)
+		return rc;
+	size_t total = tok->n_post_pre + nb + tok->n_post_suf;
+	int32_t *all = malloc((total ? total : 1) * sizeof *all);
+	if (!all) {
+		free(body);
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	}
+	memcpy(all, tok->post_pre, tok->n_post_pre * sizeof *all);
+	memcpy(all + tok->n_post_pre, body, nb * sizeof *all);
+	memcpy(all + tok->n_post_pre + nb, tok->post_suf, tok->n_post_suf * sizeof *all);
+	free(body);
+	*ids = all;
+	*n = total;
+	return 0;
+}
+
+int eng_token_piece(const eng_tokenizer *tok, int32_t id, ev_buf *out)
+{
+	if (id < 0 || (size_t)id >= tok->n_ent || tok->ent[id].kind == TOK_HOLE)
+		return ev_error_set(EV_E_INVALID, "id %d is not in the vocab (size %zu)", (int)id, tok->n_ent);
+	const eng_tok_entry *e = &tok->ent[id];
+	if (e->kind == TOK_VOCAB)
+		return eng_tok_map(out, tok->pool + e->off, e->len);
+	return ev_buf_append(out, tok->pool + e->off, e->len);
 }
 
 /* ---- decoding ------------------------------------------------------------------ */

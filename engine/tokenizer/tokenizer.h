@@ -47,17 +47,30 @@ void eng_tokenizer_free(eng_tokenizer *tok);
  * byte) into a malloc'd array *ids of *n ids (free with free(); never NULL
  * on success, even for empty input). Added tokens are split out first,
  * longest first; special ones only when `allow_special` (otherwise their
- * text is encoded as ordinary text). No BOS/EOS is added: the chat
- * templates render them as text. Inputs over ENG_TOK_MAX_INPUT fail with
+ * text is encoded as ordinary text); the text between them goes through
+ * the normalizer (NFC, NFKC, NFD, NFKD or a Sequence of them; text that is
+ * not valid UTF-8 is left as is). No BOS/EOS is added (HF's
+ * add_special_tokens=False, what chat templates are tokenized with): see
+ * eng_tokenizer_affixes. Inputs over ENG_TOK_MAX_INPUT fail with
  * EV_E_LIMIT. */
 int eng_tokenize(const eng_tokenizer *tok, const char *text, size_t len, bool allow_special,
 		 int32_t **ids, size_t *n);
+/* The ids tokenizer.json's post-processor puts around one sequence
+ * (TemplateProcessing's "single", Roberta/BertProcessing's cls and sep;
+ * none for ByteLevel or no post-processor): HF's add_special_tokens=True,
+ * e.g. Llama-3's <|begin_of_text|> before and nothing after; Qwen's
+ * nothing at all. Borrowed. */
+void eng_tokenizer_affixes(const eng_tokenizer *tok, const int32_t **pre, size_t *n_pre, const int32_t **suf,
+			   size_t *n_suf);
+/* eng_tokenize with the post-processor's ids around the result. */
+int eng_tokenize_with_specials(const eng_tokenizer *tok, const char *text, size_t len, int32_t **ids, size_t *n);
 
 /* Decodes ids into malloc'd bytes *out (NUL-terminated, *out_len bytes not
  * counting the NUL; out_len may be NULL): vocab tokens through the inverse
  * ByteLevel map, added tokens verbatim, special ones left out when
  * `skip_special`. An id outside the vocab fails with EV_E_INVALID. The
- * result is exactly the encoded input: decode(encode(x)) == x. */
+ * result is exactly the encoded input as normalized: decode(encode(x)) ==
+ * x for text the normalizer leaves alone (all of it without a normalizer). */
 int eng_detokenize(const eng_tokenizer *tok, const int32_t *ids, size_t n, bool skip_special,
 		   char **out, size_t *out_len);
 
@@ -68,6 +81,10 @@ int32_t eng_token_id(const eng_tokenizer *tok, const char *token);
  * NULL for an id outside the vocab or a hole in it. */
 const char *eng_token_bytes(const eng_tokenizer *tok, int32_t id, size_t *len);
 bool eng_token_is_special(const eng_tokenizer *tok, int32_t id);
+/* Appends the token as the vocab writes it (HF's convert_ids_to_tokens:
+ * byte-level text such as "Ġca" or "Ã©" for vocab tokens, added tokens as
+ * they are). EV_E_INVALID for an id outside the vocab. */
+int eng_token_piece(const eng_tokenizer *tok, int32_t id, ev_buf *out);
 /* Highest id + 1, added tokens included. */
 size_t eng_tokenizer_vocab_size(const eng_tokenizer *tok);
 /* From tokenizer_config.json beside tokenizer.json; -1 when unknown. */

@@ -75,6 +75,7 @@ typedef struct {
 } eng_tok_step;
 
 #define ENG_TOK_MAX_STEPS 8
+#define ENG_TOK_MAX_AFFIX 8
 #define ENG_TOK_MAX_WORD 65536 /* longer words are merged in pieces (bpe.c) */
 
 /* A cached word: its bytes then its ids. */
@@ -101,6 +102,13 @@ struct eng_tokenizer {
 	bool first_byte[256];
 	eng_tok_step steps[ENG_TOK_MAX_STEPS];
 	size_t n_steps;
+	/* the normalizer: Unicode forms applied in order to text between
+	 * added tokens (utf8proc option sets; 0 ends the list) */
+	int norm[ENG_TOK_MAX_STEPS];
+	size_t n_norm;
+	/* the post-processor's single-sequence template: ids before and after */
+	int32_t post_pre[ENG_TOK_MAX_AFFIX], post_suf[ENG_TOK_MAX_AFFIX];
+	size_t n_post_pre, n_post_suf;
 	int32_t bos_id, eos_id;
 	/* word cache, behind the lock */
 	pthread_mutex_t lock;

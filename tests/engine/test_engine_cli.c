@@ -153,11 +153,67 @@ static void generate_json_without_tokenizer_and_the_eos_it_stops_on(void **state
 	free(model), free(dir);
 }
 
+/* engine tokenize: BOS exactly where the tokenizer's post-processor puts
+ * it (Llama-3: first; Qwen: never, even with a bos_token_id in
+ * config.json, which generate --prompt used to prepend), and Qwen's NFC
+ * normalizer applied; generate --prompt encodes the same way. */
+static void tokenize_puts_special_tokens_where_the_post_processor_does(void **state)
+{
+	(void)state;
+	char *dir = tu_tmpdir("cli-tokenize");
+	char *llama = tu_path(dir, "llama"), *qwen = tu_path(dir, "qwen");
+	const char *ev = tu_evald();
+	free(run_ok((const char *const[]){ev, "engine", "mkmodel", "--arch", "llama", "--out", llama, NULL}));
+	free(run_ok((const char *const[]){ev, "engine", "mkmodel", "--arch", "qwen2", "--out", qwen, NULL}));
+	char *out = run_ok((const char *const[]){ev, "engine", "tokenize", "--model", llama, "--text", "Hi", "--json", NULL});
+	cJSON *j = cJSON_Parse(out);
+	assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "pieces"), 0)->valuestring, "<|begin_of_text|>");
+	int n_llama = cJSON_GetArraySize(cJSON_GetObjectItem(j, "ids"));
+	cJSON_Delete(j), free(out);
+	out = run_ok((const char *const[]){ev, "engine", "tokenize", "--model", llama, "--text", "Hi", "--json",
+	                                   "--no-special-tokens", NULL});
+	j = cJSON_Parse(out);
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "ids")), n_llama - 1);
+	cJSON_Delete(j), free(out);
+	out = run_ok((const char *const[]){ev, "engine", "generate", "--model", llama, "--prompt", "Hi", "--max-tokens",
+	                                   "1", "--json", NULL});
+	j = cJSON_Parse(out);
+	assert_int_equal((int)ev_json_num(j, "prompt_tokens", 0), n_llama);
+	cJSON_Delete(j), free(out);
+
+	/* Qwen: a bos_token_id in config.json, and still no BOS */
+	char *cfg = tu_path(qwen, "config.json"), *text = NULL;
+	assert_int_equal(ev_file_read(&text, NULL, cfg, 1 << 20), 0);
+	cJSON *c = cJSON_Parse(text);
+	cJSON_DeleteItemFromObject(c, "bos_token_id");
+	cJSON_AddNumberToObject(c, "bos_token_id", 1);
+	char *w = ev_json_print(c);
+	free(tu_write(qwen, "config.json", w));
+	free(w), free(text), free(cfg);
+	cJSON_Delete(c);
+	/* "cafe" + U+0301 is NFC-composed to "café" first */
+	out = run_ok((const char *const[]){ev, "engine", "tokenize", "--model", qwen, "--text", "cafe\xcc\x81", "--json", NULL});
+	char *composed = run_ok((const char *const[]){ev, "engine", "tokenize", "--model", qwen, "--text", "caf\xc3\xa9",
+	                                              "--json", NULL});
+	assert_string_equal(out, composed);
+	j = cJSON_Parse(out);
+	int n_qwen = cJSON_GetArraySize(cJSON_GetObjectItem(j, "ids"));
+	assert_int_not_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "ids"), 0)->valueint, 1);
+	cJSON_Delete(j), free(out), free(composed);
+	out = run_ok((const char *const[]){ev, "engine", "generate", "--model", qwen, "--prompt", "caf\xc3\xa9",
+	                                   "--max-tokens", "1", "--json", NULL});
+	j = cJSON_Parse(out);
+	assert_int_equal((int)ev_json_num(j, "prompt_tokens", 0), n_qwen);
+	cJSON_Delete(j), free(out);
+	free(llama), free(qwen), free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(mkmodel_info_logits_generate),
 		cmocka_unit_test(generate_json_without_tokenizer_and_the_eos_it_stops_on),
+		cmocka_unit_test(tokenize_puts_special_tokens_where_the_post_processor_does),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -44,7 +44,7 @@ static const char *const hello_merges[] = {"h", "e", "l", "l", "he", "ll", "hell
 
 static void merges_as_strings_and_pairs_encode_alike(void **state)
 {
-	tt_spec s = {hello_merges, 8, NULL, 0, false, false, NULL, NULL, NULL};
+	tt_spec s = {hello_merges, 8, NULL, 0, false, false, NULL, NULL, NULL, NULL, NULL};
 	eng_tokenizer *a = tt_load(&s);
 	s.pairs = true;
 	eng_tokenizer *b = tt_load(&s);
@@ -69,7 +69,7 @@ static void merges_as_strings_and_pairs_encode_alike(void **state)
 static void merges_follow_rank_then_leftmost(void **state)
 {
 	/* "a a" merges leftmost first: aaa -> aa|a, aaaa -> aa|aa */
-	tt_spec s = {hello_merges, 8, NULL, 0, false, false, NULL, NULL, NULL};
+	tt_spec s = {hello_merges, 8, NULL, 0, false, false, NULL, NULL, NULL, NULL, NULL};
 	eng_tokenizer *t = tt_load(&s);
 	expect(t, "aaa", false, "aa|a");
 	expect(t, "aaaa", false, "aa|aa");
@@ -95,7 +95,7 @@ static void bad_merge_is_an_error_naming_its_index(void **state)
 		{"{\"h\": \"e\"}", "model.merges: expected an array"},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-		tt_spec s = {hello_merges, 1, NULL, 0, false, false, NULL, NULL, cases[i].merges};
+		tt_spec s = {hello_merges, 1, NULL, 0, false, false, NULL, NULL, cases[i].merges, NULL, NULL};
 		char *j = tt_build(&s);
 		eng_tokenizer *tok = NULL;
 		int rc = eng_tokenizer_load_json(&tok, j, strlen(j), "bad.json");
@@ -143,7 +143,7 @@ static const char added_json[] =
 
 static void added_tokens_split_out_longest_first(void **state)
 {
-	tt_spec s = {hello_merges, 8, NULL, 0, false, false, added_json, NULL, NULL};
+	tt_spec s = {hello_merges, 8, NULL, 0, false, false, added_json, NULL, NULL, NULL, NULL};
 	eng_tokenizer *t = tt_load(&s);
 	assert_int_equal(eng_tokenizer_vocab_size(t), 303);
 	assert_int_equal(eng_token_id(t, "<|im_end|>"), 300);
@@ -182,7 +182,7 @@ static void ignore_merges_takes_whole_words_from_the_vocab(void **state)
 {
 	/* "hello" is in the vocab but no merge path builds it past "he". */
 	const char *const extra[] = {"hello", " world"};
-	tt_spec s = {hello_merges, 1, extra, 2, true, false, NULL, NULL, NULL};
+	tt_spec s = {hello_merges, 1, extra, 2, true, false, NULL, NULL, NULL, NULL, NULL};
 	eng_tokenizer *t = tt_load(&s);
 	expect(t, "hello world", false, "he|l|l|o| |w|o|r|l|d");
 	eng_tokenizer_free(t);
@@ -214,7 +214,7 @@ static void split_behaviors_group_pieces(void **state)
 					"\"pattern\": {\"String\": \"-\"}, \"behavior\": \"%s\", \"invert\": false}, "
 					"{\"type\": \"ByteLevel\", \"use_regex\": false}]}",
 					cases[i].behavior);
-		tt_spec s = {NULL, 0, extra, 5, true, true, NULL, pre, NULL};
+		tt_spec s = {NULL, 0, extra, 5, true, true, NULL, pre, NULL, NULL, NULL};
 		eng_tokenizer *t = tt_load(&s);
 		int32_t *ids = NULL;
 		size_t n = 0;
@@ -243,7 +243,7 @@ static void split_regex_uses_unicode_properties(void **state)
 			  "\"pattern\": {\"Regex\": \"\\\\p{L}+|\\\\p{N}\"}, \"behavior\": \"Isolated\"}, "
 			  "{\"type\": \"ByteLevel\", \"use_regex\": false}]}";
 	const char *const extra[] = {"\xc3\xa9t\xc3\xa9", "\xd0\xbc\xd0\xb8\xd1\x80", "12"};
-	tt_spec s = {NULL, 0, extra, 3, true, true, NULL, pre, NULL};
+	tt_spec s = {NULL, 0, extra, 3, true, true, NULL, pre, NULL, NULL, NULL};
 	eng_tokenizer *t = tt_load(&s);
 	expect(t, "\xc3\xa9t\xc3\xa9 \xd0\xbc\xd0\xb8\xd1\x80", false,
 	       "\xc3\xa9t\xc3\xa9| |\xd0\xbc\xd0\xb8\xd1\x80");
@@ -253,7 +253,7 @@ static void split_regex_uses_unicode_properties(void **state)
 
 static void invalid_utf8_bytes_round_trip(void **state)
 {
-	tt_spec s = {hello_merges, 8, NULL, 0, false, false, NULL, NULL, NULL};
+	tt_spec s = {hello_merges, 8, NULL, 0, false, false, NULL, NULL, NULL, NULL, NULL};
 	eng_tokenizer *t = tt_load(&s);
 	const char text[] = "he\xff\xfe llo \xe2\x82 w\x80orld\xc3";
 	int32_t *ids = NULL;
@@ -275,7 +275,7 @@ static void invalid_utf8_bytes_round_trip(void **state)
 static void long_inputs_are_not_quadratic(void **state)
 {
 	/* One 2 MB "word" of a repeated pair and a 2 MB run of spaces. */
-	tt_spec s = {hello_merges, 8, NULL, 0, false, false, NULL, NULL, NULL};
+	tt_spec s = {hello_merges, 8, NULL, 0, false, false, NULL, NULL, NULL, NULL, NULL};
 	eng_tokenizer *t = tt_load(&s);
 	size_t len = 2u << 20;
 	char *text = malloc(len);
@@ -300,7 +300,7 @@ static void long_inputs_are_not_quadratic(void **state)
 
 static void oversized_inputs_are_refused(void **state)
 {
-	tt_spec s = {hello_merges, 8, NULL, 0, false, false, NULL, NULL, NULL};
+	tt_spec s = {hello_merges, 8, NULL, 0, false, false, NULL, NULL, NULL, NULL, NULL};
 	eng_tokenizer *t = tt_load(&s);
 	int32_t *ids = NULL;
 	size_t n = 0;

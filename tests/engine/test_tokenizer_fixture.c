@@ -17,8 +17,8 @@ static void key(ev_buf *b, const char *raw)
 char *tt_build(const tt_spec *s)
 {
 	ev_buf b = EV_BUF_INIT(1 << 24);
-	ev_buf_printf(&b, "{\"added_tokens\": %s, \"normalizer\": null, \"pre_tokenizer\": %s, ",
-		      s->added ? s->added : "[]",
+	ev_buf_printf(&b, "{\"added_tokens\": %s, \"normalizer\": %s, \"post_processor\": %s, \"pre_tokenizer\": %s, ",
+		      s->added ? s->added : "[]", s->normalizer ? s->normalizer : "null", s->post ? s->post : "null",
 		      s->pre ? s->pre : "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": true}");
 	ev_buf_printf(&b, "\"model\": {\"type\": \"BPE\", \"ignore_merges\": %s, \"vocab\": {",
 		      s->ignore_merges ? "true" : "false");

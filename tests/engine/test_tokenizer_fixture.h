@@ -19,6 +19,8 @@ typedef struct {
 	const char *added;     /* JSON array text, or NULL */
 	const char *pre;       /* pre_tokenizer JSON text, or NULL for GPT-2 ByteLevel */
 	const char *merges_override; /* raw JSON for model.merges */
+	const char *normalizer;      /* normalizer JSON text, or NULL for null */
+	const char *post;            /* post_processor JSON text, or NULL for null */
 } tt_spec;
 
 char *tt_build(const tt_spec *s);

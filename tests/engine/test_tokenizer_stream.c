@@ -19,7 +19,7 @@ static eng_tokenizer *tok_new(void)
 	tt_spec s = {merges, 5, NULL, 0, true, false,
 		     "[{\"id\": 400, \"content\": \"<|end|>\", \"special\": true}]",
 		     /* no regex: the whole text is one word, so merges may cross characters */
-		     "{\"type\": \"ByteLevel\", \"use_regex\": false}", NULL};
+		     "{\"type\": \"ByteLevel\", \"use_regex\": false}", NULL, NULL, NULL};
 	return tt_load(&s);
 }
 
