@@ -104,6 +104,10 @@ typedef struct {
 	/* config.json "msa" (fields < 0 when absent); has_msa when present */
 	bool has_msa;
 	eng_attention_options msa;
+	/* The settings config.json leaves out that change the arithmetic, with
+	 * the value transformers' config class gives them ("sliding_window=4096,
+	 * rms_norm_eps=1e-06"); "" when it states them all. */
+	char defaults_used[512];
 } eng_config;
 
 /* Parses config.json (and generation_config.json for EOS ids) in `dir`. */

@@ -162,6 +162,66 @@ static int parse_msa(eng_config *c, const cJSON *o, const char *path)
 	return 0;
 }
 
+/* What transformers' config class of each architecture gives a setting
+ * config.json leaves out (transformers 5: LlamaConfig, MistralConfig,
+ * Qwen2Config, Qwen3Config, MixtralConfig, Qwen3MoeConfig). */
+typedef struct {
+	eng_arch arch;
+	long max_position;
+	double rms_eps, rope_theta;
+	int kv_heads;        /* 0: as many as the query heads */
+	long sliding_window; /* 0: none */
+	bool tie;
+} arch_defaults;
+
+static const arch_defaults defaults[] = {
+	{ENG_ARCH_LLAMA, 2048, 1e-6, 10000.0, 0, 0, false},
+	{ENG_ARCH_MISTRAL, 4096 * 32, 1e-6, 10000.0, 8, 4096, false},
+	{ENG_ARCH_QWEN2, 32768, 1e-6, 10000.0, 32, 0, false},
+	{ENG_ARCH_QWEN3, 32768, 1e-6, 10000.0, 32, 0, false},
+	{ENG_ARCH_MIXTRAL, 4096 * 32, 1e-5, 1e6, 8, 0, false},
+	{ENG_ARCH_QWEN3_MOE, 32768, 1e-6, 10000.0, 4, 0, false},
+};
+
+/* Records a setting taken from the defaults (for engine info). */
+static void note_default_str(eng_config *c, const cJSON *o, const char *key, const char *val)
+{
+	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (x && !cJSON_IsNull(x))
+		return;
+	size_t n = strlen(c->defaults_used);
+	snprintf(c->defaults_used + n, sizeof c->defaults_used - n, "%s%s=%s", n ? ", " : "", key, val);
+}
+
+static void note_default(eng_config *c, const cJSON *o, const char *key, double v)
+{
+	char val[32];
+	snprintf(val, sizeof val, "%g", v);
+	note_default_str(c, o, key, val);
+}
+
+/* transformers 5 writes rope_theta and the scaling into "rope_parameters"
+ * ({"rope_theta": ..., "rope_type": "default"|"llama3"|"linear", ...});
+ * older configs have "rope_theta" and "rope_scaling". */
+static int parse_rope_parameters(eng_config *c, const cJSON *o, const char *path, bool *theta_given)
+{
+	const cJSON *rp = cJSON_GetObjectItemCaseSensitive(o, "rope_parameters");
+	if (!rp || cJSON_IsNull(rp))
+		return 0;
+	if (!cJSON_IsObject(rp))
+		return ev_error_set(EV_E_INVALID, "%s: 'rope_parameters' must be an object", path);
+	if (cJSON_GetObjectItemCaseSensitive(rp, "full_attention") || cJSON_GetObjectItemCaseSensitive(rp, "sliding_attention"))
+		return ev_error_set(EV_E_UNSUPPORTED, "%s: rope_parameters per layer type are not supported", path);
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(rp, "rope_theta");
+	if (t && !cJSON_IsNull(t)) {
+		int rc = get_num(&c->rope_theta, rp, "rope_theta", 10000.0, 1, 1e12, path);
+		if (rc)
+			return rc;
+		*theta_given = true;
+	}
+	return parse_rope_scaling(c, rp, path);
+}
+
 static int parse_config(eng_config *c, const cJSON *o, const char *path)
 {
 	int rc = 0;
@@ -182,12 +242,19 @@ static int parse_config(eng_config *c, const cJSON *o, const char *path)
 	}
 	c->arch = archs[ai].arch;
 	snprintf(c->architecture, sizeof(c->architecture), "%s", archs[ai].name);
+	const arch_defaults *d = &defaults[0];
+	for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
+		if (defaults[i].arch == c->arch)
+			d = &defaults[i];
 	if ((rc = get_int(&c->hidden, o, "hidden_size", -1, 1, 1 << 17, path)) ||
 	    (rc = get_int(&c->layers, o, "num_hidden_layers", -1, 1, 1024, path)) ||
-	    (rc = get_int(&c->heads, o, "num_attention_heads", -1, 1, 4096, path)) ||
-	    (rc = get_int(&c->kv_heads, o, "num_key_value_heads", c->heads, 1, 4096, path)) ||
+	    (rc = get_int(&c->heads, o, "num_attention_heads", -1, 1, 4096, path)))
+		return rc;
+	/* Llama's None means "as many as the query heads"; the others have a number */
+	if ((rc = get_int(&c->kv_heads, o, "num_key_value_heads", d->kv_heads ? d->kv_heads : c->heads, 1, 4096, path)) ||
 	    (rc = get_int(&c->vocab, o, "vocab_size", -1, 1, 1 << 24, path)))
 		return rc;
+	note_default(c, o, "num_key_value_heads", c->kv_heads);
 	int hd_default = c->hidden % c->heads ? -1 : c->hidden / c->heads;
 	if ((rc = get_int(&c->head_dim, o, "head_dim", hd_default, 2, 4096, path)))
 		return rc;
@@ -197,14 +264,22 @@ static int parse_config(eng_config *c, const cJSON *o, const char *path)
 	if (c->heads % c->kv_heads)
 		return ev_error_set(EV_E_INVALID, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
 				    path, c->heads, c->kv_heads);
-	if ((rc = get_num(&c->rms_eps, o, "rms_norm_eps", 1e-6, 0, 1, path)) ||
-	    (rc = get_num(&c->rope_theta, o, "rope_theta", 10000.0, 1, 1e12, path)))
+	if ((rc = get_num(&c->rms_eps, o, "rms_norm_eps", d->rms_eps, 0, 1, path)) ||
+	    (rc = get_num(&c->rope_theta, o, "rope_theta", d->rope_theta, 1, 1e12, path)))
 		return rc;
+	note_default(c, o, "rms_norm_eps", c->rms_eps);
+	bool theta_given = cJSON_GetObjectItemCaseSensitive(o, "rope_theta") != NULL;
+	if ((rc = parse_rope_parameters(c, o, path, &theta_given)))
+		return rc;
+	if (!theta_given)
+		note_default(c, o, "rope_theta", c->rope_theta);
 	int maxpos = 0;
-	if ((rc = get_int(&maxpos, o, "max_position_embeddings", 4096, 1, 1 << 30, path)))
+	if ((rc = get_int(&maxpos, o, "max_position_embeddings", d->max_position, 1, 1 << 30, path)))
 		return rc;
+	note_default(c, o, "max_position_embeddings", maxpos);
 	c->max_position = maxpos;
-	c->tie = ev_json_bool(o, "tie_word_embeddings", false);
+	c->tie = ev_json_bool(o, "tie_word_embeddings", d->tie);
+	note_default_str(c, o, "tie_word_embeddings", c->tie ? "true" : "false");
 	if ((rc = parse_rope_scaling(c, cJSON_GetObjectItemCaseSensitive(o, "rope_scaling"), path)))
 		return rc;
 	bool attn_bias = ev_json_bool(o, "attention_bias", false);
@@ -212,10 +287,16 @@ static int parse_config(eng_config *c, const cJSON *o, const char *path)
 	c->o_bias = attn_bias && c->arch != ENG_ARCH_QWEN2;
 	c->qk_norm = c->arch == ENG_ARCH_QWEN3 || c->arch == ENG_ARCH_QWEN3_MOE;
 	if (c->arch == ENG_ARCH_MISTRAL || c->arch == ENG_ARCH_MIXTRAL) {
+		/* MistralConfig's default window is 4096; Mixtral's None (full) */
 		int sw = 0;
-		if ((rc = get_int(&sw, o, "sliding_window", 0, 0, 1 << 30, path)))
+		const cJSON *w = cJSON_GetObjectItemCaseSensitive(o, "sliding_window");
+		if (cJSON_IsNull(w))
+			sw = 0; /* written as null: None, full attention */
+		else if ((rc = get_int(&sw, o, "sliding_window", d->sliding_window, 0, 1 << 30, path)))
 			return rc;
 		c->sliding_window = sw;
+		if (d->sliding_window && !w)
+			note_default(c, o, "sliding_window", sw);
 	}
 	if (c->arch == ENG_ARCH_QWEN2 && ev_json_bool(o, "use_sliding_window", false))
 		ev_log_warn("%s: use_sliding_window is ignored (attention is full)", path);

@@ -119,6 +119,10 @@ typedef struct {
 	int block_size;
 	long max_context;
 	uint64_t kv_max_bytes;     /* the KV byte bound, 0 = none */
+	long sliding_window;       /* 0 = full attention */
+	/* settings config.json leaves out, as transformers' defaults fill
+	 * them ("sliding_window=4096, ..."); "" when it states them all */
+	const char *config_defaults;
 } eng_model_info;
 
 void eng_model_get_info(const eng_model *m, eng_model_info *out);

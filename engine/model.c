@@ -331,6 +331,8 @@ void eng_model_get_info(const eng_model *m, eng_model_info *out)
 	const eng_config *c = &m->c;
 	memset(out, 0, sizeof(*out));
 	out->architecture = c->architecture;
+	out->sliding_window = c->sliding_window;
+	out->config_defaults = c->defaults_used;
 	out->family = eng_arch_family(c->arch);
 	out->layers = c->layers;
 	out->hidden = c->hidden;

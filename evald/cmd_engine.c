@@ -195,10 +195,11 @@ static int cmd_info(const opts *o)
 		for (int i = 0; i < in.n_eos; i++)
 			printf("%s%d", i ? "," : "", in.eos_ids[i]);
 		printf("],\"params_total\":%llu,\"params_active\":%llu,\"dtypes\":\"%s\",\"weight_bytes\":%llu,"
-		       "\"kv_bytes_per_token\":%llu,\"context\":%ld,\"memory_bytes\":%llu}\n",
+		       "\"kv_bytes_per_token\":%llu,\"context\":%ld,\"memory_bytes\":%llu,\"sliding_window\":%ld,"
+		       "\"config_defaults\":\"%s\"}\n",
 		       (unsigned long long)in.params_total, (unsigned long long)in.params_active, in.dtypes,
 		       (unsigned long long)in.weight_bytes, (unsigned long long)in.kv_bytes_per_token, ctx,
-		       (unsigned long long)need);
+		       (unsigned long long)need, in.sliding_window, in.config_defaults ? in.config_defaults : "");
 	} else {
 		printf("architecture      %s (%s)\n", in.architecture, in.family);
 		printf("layers            %d\nhidden            %d\nheads             %d (kv %d, head_dim %d)\n",
@@ -212,6 +213,11 @@ static int cmd_info(const opts *o)
 		printf("weights           %s, %.2f MiB\n", in.dtypes, in.weight_bytes / 1048576.0);
 		printf("KV cache          %llu bytes per token\n", (unsigned long long)in.kv_bytes_per_token);
 		printf("memory at %ld tokens: %.2f MiB\n", ctx, need / 1048576.0);
+		if (in.sliding_window)
+			printf("attention         sliding window of %ld tokens\n", in.sliding_window);
+		if (in.config_defaults && *in.config_defaults)
+			printf("config defaults   %s (not in config.json: transformers' defaults for %s)\n",
+			       in.config_defaults, in.architecture);
 	}
 	eng_model_free(m);
 	return 0;
