@@ -15,6 +15,7 @@
 
 #include "engine/engine.h"
 #include "base/base.h"
+#include "engine/tokenizer/chat_template.h"
 #include "evald/cli.h"
 
 #define MAX_TOKENS_ARG 1000000
@@ -24,7 +25,10 @@ int ev_bench_attention_main(const ev_cli *cli, int argc, char **argv); /* bench_
 
 typedef struct {
 	const char *model, *tokens, *prompt, *prompt_tokens, *arch, *out, *dtype, *text;
-	bool json, reference, chat, print_tokens, last, no_specials;
+	const char *messages, *tools, *template_name;
+	const char *vars[32];
+	int n_vars;
+	bool json, reference, chat, print_tokens, last, no_specials, no_gen_prompt;
 	long context, threads;
 	eng_mkmodel_sizes sizes;
 	eng_generate_options gen;
@@ -78,6 +82,17 @@ static const ev_opt tokenize_opts[] = {
 	EV_O_END,
 };
 
+static const ev_opt render_opts[] = {
+	EV_O_STR("--model", T, model, "DIR", "the checkpoint folder (its tokenizer_config.json) (required)"),
+	EV_O_STR("--messages", T, messages, "FILE", "a JSON array of messages, or {\"messages\": [...], \"tools\": [...]}"),
+	EV_O_STR("--tools", T, tools, "FILE", "a JSON array of tool schemas"),
+	EV_O_STRS("--var", T, vars, n_vars, "K=V", "a template variable (V read as JSON when it is, else a string); repeatable"),
+	EV_O_STR("--template", T, template_name, "NAME", "the named template (tool_use, ...) when there are several"),
+	EV_O_FLAG("--no-generation-prompt", T, no_gen_prompt, "add_generation_prompt=False"),
+	EV_O_FLAG("--json", T, json, "print {\"prompt\": ...}"),
+	EV_O_END,
+};
+
 static const ev_opt mkmodel_opts[] = {
 	EV_O_STR("--arch", T, arch, "ARCH", "llama, mistral, qwen2, qwen3, mixtral, qwen3_moe or recall (required)"),
 	EV_O_STR("--out", T, out, "DIR", "the folder to write (required)"),
@@ -116,6 +131,12 @@ static const ev_cmd_spec tokenize_spec = {
 	         "BPE, and the post-processor's special tokens unless --no-special-tokens): one id and its piece\n"
 	         "(as the vocab writes it, HF's convert_ids_to_tokens) a line, or {\"ids\":[...],\"pieces\":[...]}.",
 	.opts = tokenize_opts};
+static const ev_cmd_spec render_spec = {
+	.name = "engine render", .synopsis = "--model DIR --messages FILE [--tools FILE] [--var K=V]... [--template NAME]",
+	.about = "Renders the checkpoint's chat template (tokenizer_config.json's chat_template or\n"
+	         "chat_template.jinja) as transformers' apply_chat_template does, and prints the prompt.\n"
+	         "  evald engine render --model ckpt --messages chat.json --var enable_thinking=false",
+	.opts = render_opts};
 static const ev_cmd_spec mkmodel_spec = {
 	.name = "engine mkmodel", .synopsis = "--arch ARCH --out DIR [SIZES] [--dtype f32|f16|bf16] [--seed S]",
 	.about = "Writes a random-weight checkpoint (any size) for tests and benchmarks; --arch recall writes\n"
@@ -471,6 +492,97 @@ static int cmd_tokenize(const opts *o)
 	return 0;
 }
 
+static int read_json_file(cJSON **out, const char *path)
+{
+	char *text = NULL;
+	size_t len = 0;
+	int rc = ev_file_read(&text, &len, path, (size_t)64 << 20);
+	if (!rc)
+		rc = ev_json_parse(out, text, len, path);
+	free(text);
+	return rc;
+}
+
+static int cmd_render(const opts *o)
+{
+	if (!o->messages) {
+		fprintf(stderr, "evald engine render: --messages is required\n");
+		return EV_EXIT_USAGE;
+	}
+	cJSON *msgs = NULL, *tools = NULL, *extra = cJSON_CreateObject();
+	eng_chat_template *t = NULL;
+	char *prompt = NULL;
+	size_t len = 0;
+	int rc = extra ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
+	if (!rc)
+		rc = read_json_file(&msgs, o->messages);
+	const cJSON *m = msgs, *tl = NULL;
+	if (!rc && cJSON_IsObject(msgs)) { /* {"messages": [...], "tools": [...]} */
+		m = cJSON_GetObjectItemCaseSensitive(msgs, "messages");
+		tl = cJSON_GetObjectItemCaseSensitive(msgs, "tools");
+	}
+	if (!rc && !cJSON_IsArray(m))
+		rc = ev_error_set(EV_E_INVALID, "%s: expected a JSON array of messages (or {\"messages\": [...]})", o->messages);
+	if (!rc && o->tools) {
+		if (!(rc = read_json_file(&tools, o->tools)) && !cJSON_IsArray(tools))
+			rc = ev_error_set(EV_E_INVALID, "%s: expected a JSON array of tools", o->tools);
+		tl = tools;
+	}
+	for (int i = 0; !rc && i < o->n_vars; i++) {
+		const char *eq = strchr(o->vars[i], '=');
+		if (!eq || eq == o->vars[i]) {
+			rc = ev_error_set(EV_E_INVALID, "--var: \"%s\" is not K=V", o->vars[i]);
+			break;
+		}
+		char *key = ev_strndup(o->vars[i], (size_t)(eq - o->vars[i]));
+		cJSON *v = NULL;
+		if (ev_json_parse(&v, eq + 1, strlen(eq + 1), "--var"))
+			v = cJSON_CreateString(eq + 1); /* not JSON: a string */
+		ev_error_clear();
+		/* Python spellings of the constants, as a user would write them */
+		if (cJSON_IsString(v) && (!strcmp(v->valuestring, "True") || !strcmp(v->valuestring, "False"))) {
+			bool b = v->valuestring[0] == 'T';
+			cJSON_Delete(v);
+			v = cJSON_CreateBool(b);
+		} else if (cJSON_IsString(v) && !strcmp(v->valuestring, "None")) {
+			cJSON_Delete(v);
+			v = cJSON_CreateNull();
+		}
+		if (!key || !v)
+			rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		else {
+			cJSON_DeleteItemFromObjectCaseSensitive(extra, key);
+			cJSON_AddItemToObject(extra, key, v);
+			v = NULL;
+		}
+		cJSON_Delete(v);
+		free(key);
+	}
+	if (!rc)
+		rc = eng_chat_template_load(&t, o->model, o->template_name);
+	if (!rc)
+		rc = eng_chat_template_render(t, m, tl && !cJSON_IsNull(tl) ? tl : NULL, !o->no_gen_prompt, extra, &prompt,
+					      &len);
+	if (!rc) {
+		if (o->json) {
+			ev_buf b = EV_BUF_INIT((size_t)1 << 30);
+			ev_buf_puts(&b, "{\"prompt\":");
+			ev_json_buf_strn(&b, prompt, len);
+			ev_buf_puts(&b, "}\n");
+			fwrite(b.data ? b.data : "", 1, b.len, stdout);
+			ev_buf_free(&b);
+		} else {
+			fwrite(prompt, 1, len, stdout);
+		}
+	}
+	free(prompt);
+	eng_chat_template_free(t);
+	cJSON_Delete(msgs);
+	cJSON_Delete(tools);
+	cJSON_Delete(extra);
+	return rc ? fail("render") : 0;
+}
+
 /* Parses a subcommand's options; 0 or an exit code (+1 so that help's 0 is told apart). */
 static int parse(opts *o, const ev_cli *cli, const ev_cmd_spec *spec, int argc, char **argv)
 {
@@ -501,6 +613,7 @@ ENGINE_SUB(logits, logits_spec)
 ENGINE_SUB(generate, generate_spec)
 ENGINE_SUB(mkmodel, mkmodel_spec)
 ENGINE_SUB(tokenize, tokenize_spec)
+ENGINE_SUB(render, render_spec)
 #undef ENGINE_SUB
 
 int ev_cmd_engine(const ev_cli *cli, int argc, char **argv)
@@ -511,6 +624,7 @@ int ev_cmd_engine(const ev_cli *cli, int argc, char **argv)
 		{"generate", sub_generate, "sample a continuation of a prompt"},
 		{"mkmodel", sub_mkmodel, "write a random-weight (or the recall) checkpoint"},
 		{"tokenize", sub_tokenize, "ids and pieces of a text, as HF's tokenizers encode it"},
+		{"render", sub_render, "the chat template rendered as transformers renders it"},
 		{"bench", ev_bench_engine_main, "prefill and decode speed (= evald bench engine)"},
 		{"bench-attention", ev_bench_attention_main, "dense vs MSA by context length (= evald bench attention)"},
 		{NULL, NULL, NULL},
