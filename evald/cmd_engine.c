@@ -359,13 +359,31 @@ static int cmd_generate(const opts *o)
 		if (o->chat) {
 			if (eng_chat_family_detect(&fam, o->model))
 				goto fail;
-			if (fam == ENG_CHAT_UNKNOWN) {
-				ev_error_set(EV_E_UNSUPPORTED, "%s: no recognised chat template", o->model);
+			/* the checkpoint's template as transformers renders it; the
+			 * built-in family renderer only where there is none */
+			eng_chat_template *tmpl = NULL;
+			int trc = eng_chat_template_load(&tmpl, o->model, NULL);
+			if (trc && trc != EV_E_NOTFOUND)
 				goto fail;
+			ev_error_clear();
+			if (tmpl) {
+				cJSON *msgs = cJSON_CreateArray(), *um = cJSON_CreateObject();
+				cJSON_AddStringToObject(um, "role", "user");
+				cJSON_AddStringToObject(um, "content", o->prompt);
+				cJSON_AddItemToArray(msgs, um);
+				trc = eng_chat_template_render(tmpl, msgs, NULL, true, NULL, &prompt, NULL);
+				cJSON_Delete(msgs);
+				eng_chat_template_free(tmpl);
+				if (trc)
+					goto fail;
+			} else if (fam == ENG_CHAT_UNKNOWN) {
+				ev_error_set(EV_E_UNSUPPORTED, "%s: no chat template", o->model);
+				goto fail;
+			} else {
+				eng_chat_msg msg = {"user", o->prompt, NULL, NULL, NULL};
+				if (eng_chat_render(&prompt, NULL, fam, &msg, 1, NULL, true))
+					goto fail;
 			}
-			eng_chat_msg msg = {"user", o->prompt, NULL, NULL, NULL};
-			if (eng_chat_render(&prompt, NULL, fam, &msg, 1, NULL, true))
-				goto fail;
 			text = prompt;
 			size_t ns = eng_chat_stop_ids(g.tok, fam, stop, 16);
 			if (ns) {

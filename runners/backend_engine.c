@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "engine/engine.h"
+#include "engine/tokenizer/chat_template.h"
 #include "runners/runners_int.h"
 
 #define MAX_TEXT ((size_t)64 << 20) /* generated text of one request */
@@ -52,7 +53,8 @@ typedef struct {
 	eng_model *m;
 	eng_model_info info;
 	eng_tokenizer *tok;
-	eng_chat_family family;
+	eng_chat_template *tmpl; /* the checkpoint's own template, rendered as transformers does */
+	eng_chat_family family;  /* tool-call parsing and turn ends; the renderer without a template */
 	int32_t chat_stop[MAX_STOP_IDS], raw_stop[MAX_STOP_IDS];
 	int n_chat_stop, n_raw_stop;
 	eng_batch *batch;
@@ -386,8 +388,79 @@ static int render_plain(const ev_request *req, char **prompt, size_t *len)
 	return *prompt ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
 }
 
+/* The request as apply_chat_template's messages: text content, tool calls
+ * with their arguments as objects (as vLLM hands them to templates; a
+ * string that is not a JSON object stays a string), tool_call_id, name. */
+static int messages_json(cJSON **out, const ev_request *req)
+{
+	cJSON *arr = cJSON_CreateArray();
+	int rc = arr ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
+	for (size_t i = 0; !rc && i < req->n_messages; i++) {
+		const ev_message *m = &req->messages[i];
+		char *text = NULL;
+		cJSON *o = cJSON_CreateObject();
+		if (!o || !cJSON_AddItemToArray(arr, o)) {
+			cJSON_Delete(o);
+			rc = ev_error_set(EV_E_NOMEM, "out of memory");
+			break;
+		}
+		if ((rc = message_text(&text, m, i)))
+			break;
+		cJSON_AddStringToObject(o, "role", m->role ? m->role : "user");
+		cJSON_AddStringToObject(o, "content", text);
+		free(text);
+		if (m->tool_calls_json && *m->tool_calls_json) {
+			cJSON *tc = NULL;
+			if ((rc = ev_json_parse(&tc, m->tool_calls_json, strlen(m->tool_calls_json), "tool_calls")))
+				break;
+			cJSON *c;
+			cJSON_ArrayForEach(c, tc)
+			{
+				cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+				cJSON *a = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+				cJSON *obj = NULL;
+				if (cJSON_IsString(a) && !ev_json_parse(&obj, a->valuestring, strlen(a->valuestring), "arguments") &&
+				    cJSON_IsObject(obj))
+					cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", obj);
+				else
+					cJSON_Delete(obj);
+				ev_error_clear();
+			}
+			cJSON_AddItemToObject(o, "tool_calls", tc);
+		}
+		if (m->tool_call_id)
+			cJSON_AddStringToObject(o, "tool_call_id", m->tool_call_id);
+		if (m->name)
+			cJSON_AddStringToObject(o, "name", m->name);
+	}
+	if (rc) {
+		cJSON_Delete(arr);
+		return rc;
+	}
+	*out = arr;
+	return 0;
+}
+
+static int render_template(engine *e, const ev_request *req, char **prompt, size_t *len)
+{
+	cJSON *msgs = NULL, *tools = NULL;
+	int rc = messages_json(&msgs, req);
+	if (!rc && req->tools_json && *req->tools_json)
+		rc = ev_json_parse(&tools, req->tools_json, strlen(req->tools_json), "tools");
+	if (!rc)
+		rc = eng_chat_template_render(e->tmpl, msgs, tools, true, NULL, prompt, len);
+	cJSON_Delete(msgs);
+	cJSON_Delete(tools);
+	return rc;
+}
+
 static int render(engine *e, const ev_request *req, char **prompt, size_t *len)
 {
+	if (e->tmpl) {
+		if (!req->n_messages)
+			return ev_error_set(EV_E_INVALID, "messages: empty");
+		return render_template(e, req, prompt, len);
+	}
 	if (e->family == ENG_CHAT_UNKNOWN)
 		return render_plain(req, prompt, len);
 	if (!req->n_messages)
@@ -444,7 +517,7 @@ static int make_job(engine *e, const ev_request *req, const char *raw_prompt, ej
 	 * add_special_tokens=False); plain text gets what the tokenizer's
 	 * post-processor puts around a sequence (Llama-3: its BOS; Qwen:
 	 * nothing), as HF's encode does by default. */
-	bool templated = j->chat && e->family != ENG_CHAT_UNKNOWN;
+	bool templated = j->chat && (e->tmpl || e->family != ENG_CHAT_UNKNOWN);
 	if (!rc)
 		rc = templated ? eng_tokenize(e->tok, text, len, true, &ids, &n)
 		               : eng_tokenize_with_specials(e->tok, text ? text : raw_prompt, len, &ids, &n);
@@ -662,6 +735,7 @@ static void op_free(void *impl)
 		ev_completion_clear(&e->ready[i]);
 	free(e->ready);
 	eng_tokenizer_free(e->tok);
+	eng_chat_template_free(e->tmpl);
 	eng_model_free(e->m);
 	pthread_mutex_destroy(&e->mu);
 	pthread_cond_destroy(&e->cv_work);
@@ -739,10 +813,22 @@ int ev_backend_engine_new(ev_backend **out, const ev_engine_backend_options *opt
 			                  opt->chat_template);
 			goto fail;
 		}
-	} else if ((rc = eng_chat_family_detect(&e->family, opt->model_dir))) {
-		goto fail;
+	} else {
+		if ((rc = eng_chat_family_detect(&e->family, opt->model_dir)))
+			goto fail;
+		/* The checkpoint's own template, rendered as transformers renders
+		 * it; one that cannot be rendered is an error naming the construct
+		 * (--chat-template chatml|llama3|none overrides it). */
+		rc = eng_chat_template_load(&e->tmpl, opt->model_dir, NULL);
+		if (rc == EV_E_NOTFOUND) {
+			ev_error_clear();
+			rc = 0;
+		} else if (rc) {
+			ev_error_wrap(rc, "the checkpoint's chat template (--chat-template chatml|llama3|none renders without it)");
+			goto fail;
+		}
 	}
-	if (e->family == ENG_CHAT_UNKNOWN)
+	if (e->family == ENG_CHAT_UNKNOWN && !e->tmpl)
 		ev_log_info("engine backend: %s has no chat template: messages are fed as plain text", opt->model_dir);
 	/* Ends of an assistant turn, and the model's own EOS ids. */
 	int32_t ids[MAX_STOP_IDS];

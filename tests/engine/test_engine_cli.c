@@ -208,12 +208,57 @@ static void tokenize_puts_special_tokens_where_the_post_processor_does(void **st
 	free(llama), free(qwen), free(dir);
 }
 
+/* The checkpoint's own chat template is what renders: engine render
+ * prints it (with tools, --var and the special tokens), generate --chat
+ * feeds exactly that prompt, and a template that raises is an error with
+ * its message. */
+static void the_checkpoints_template_renders_prompts(void **state)
+{
+	(void)state;
+	char *dir = tu_tmpdir("cli-render");
+	char *m = tu_path(dir, "m");
+	const char *ev = tu_evald();
+	free(run_ok((const char *const[]){ev, "engine", "mkmodel", "--arch", "qwen2", "--out", m, NULL}));
+	free(tu_write(m, "tokenizer_config.json",
+	              "{\"eos_token\": \"<|im_end|>\", \"chat_template\": \"{%- for m in messages %}[{{ m.role|upper }}]"
+	              "{{ m.content|trim }}{% if m.role == 'system' and m.content == 'boom' %}{{ raise_exception('no boom') }}"
+	              "{% endif %}{{ '\\n' }}{%- endfor %}{% if tools %}TOOLS={{ tools|tojson }}{{ '\\n' }}{% endif %}"
+	              "{% if flag is defined %}FLAG={{ flag }}{{ '\\n' }}{% endif %}{% if add_generation_prompt %}[ASSISTANT]{% endif %}"
+	              "{{ eos_token }}\"}"));
+	char *msgs = tu_write(dir, "m.json", "[{\"role\": \"user\", \"content\": \"  hi 1.0  \"}]");
+	char *tools = tu_write(dir, "t.json", "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"x\": 1.0}}]");
+	char *out = run_ok((const char *const[]){ev, "engine", "render", "--model", m, "--messages", msgs, "--tools", tools,
+	                                         "--var", "flag=True", NULL});
+	assert_string_equal(out, "[USER]hi 1.0\nTOOLS=[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"x\": 1.0}}]\n"
+	                         "FLAG=True\n[ASSISTANT]<|im_end|>");
+	free(out);
+	/* generate --chat encodes that same text (without tools and flag) */
+	char *want = run_ok((const char *const[]){ev, "engine", "tokenize", "--model", m, "--no-special-tokens", "--text",
+	                                          "[USER]hi\n[ASSISTANT]<|im_end|>", "--json", NULL});
+	cJSON *j = cJSON_Parse(want);
+	int n = cJSON_GetArraySize(cJSON_GetObjectItem(j, "ids"));
+	cJSON_Delete(j), free(want);
+	out = run_ok((const char *const[]){ev, "engine", "generate", "--model", m, "--chat", "--prompt", " hi ",
+	                                   "--max-tokens", "1", "--json", NULL});
+	j = cJSON_Parse(out);
+	assert_int_equal((int)ev_json_num(j, "prompt_tokens", 0), n);
+	cJSON_Delete(j), free(out);
+	/* raise_exception reaches the user */
+	char *boom = tu_write(dir, "b.json", "[{\"role\": \"system\", \"content\": \"boom\"}]");
+	char *err = NULL;
+	const char *bad[] = {ev, "engine", "render", "--model", m, "--messages", boom, NULL};
+	assert_int_equal(tu_run(NULL, &err, NULL, bad), 1);
+	assert_non_null(strstr(err, "no boom"));
+	free(err), free(boom), free(msgs), free(tools), free(m), free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(mkmodel_info_logits_generate),
 		cmocka_unit_test(generate_json_without_tokenizer_and_the_eos_it_stops_on),
 		cmocka_unit_test(tokenize_puts_special_tokens_where_the_post_processor_does),
+		cmocka_unit_test(the_checkpoints_template_renders_prompts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
