@@ -25,7 +25,7 @@ int ev_bench_attention_main(const ev_cli *cli, int argc, char **argv); /* bench_
 
 typedef struct {
 	const char *model, *tokens, *prompt, *prompt_tokens, *arch, *out, *dtype, *text;
-	const char *messages, *tools, *template_name;
+	const char *messages, *tools, *template_name, *lines;
 	const char *vars[32];
 	int n_vars;
 	bool json, reference, chat, print_tokens, last, no_specials, no_gen_prompt;
@@ -75,7 +75,8 @@ static const ev_opt generate_opts[] = {
 
 static const ev_opt tokenize_opts[] = {
 	EV_O_STR("--model", T, model, "DIR", "the checkpoint folder, or a folder with tokenizer.json (required)"),
-	EV_O_STR("--text", T, text, "TEXT", "the text to encode (required)"),
+	EV_O_STR("--text", T, text, "TEXT", "the text to encode"),
+	EV_O_STR("--lines", T, lines, "FILE", "many texts: one JSON string a line in, one JSON array of ids a line out"),
 	EV_O_FLAG("--no-special-tokens", T, no_specials,
 	          "leave out what the post-processor adds (HF's add_special_tokens=False, as for chat templates)"),
 	EV_O_FLAG("--json", T, json, "as JSON"),
@@ -462,11 +463,64 @@ static int cmd_mkmodel(const opts *o)
 	return 0;
 }
 
+/* --lines: a JSON string a line in, its ids a line out (for comparisons
+ * over a corpus; a line that is not a JSON string is an error naming it). */
+static int tokenize_lines(const opts *o, const eng_tokenizer *tok)
+{
+	char *text = NULL;
+	size_t len = 0;
+	int rc = ev_file_read(&text, &len, o->lines, (size_t)1 << 30);
+	ev_buf b = EV_BUF_INIT((size_t)1 << 30);
+	size_t lineno = 0;
+	for (char *p = text, *nl; !rc && p && p < text + len; p = nl + 1) {
+		nl = memchr(p, '\n', (size_t)(text + len - p));
+		if (!nl)
+			nl = text + len;
+		lineno++;
+		if (nl == p)
+			continue;
+		char what[64];
+		snprintf(what, sizeof what, "line %zu", lineno);
+		cJSON *j = NULL;
+		if ((rc = ev_json_parse(&j, p, (size_t)(nl - p), what)))
+			break;
+		if (!cJSON_IsString(j)) {
+			rc = ev_error_set(EV_E_INVALID, "%s: %s: expected a JSON string", o->lines, what);
+			cJSON_Delete(j);
+			break;
+		}
+		int32_t *ids = NULL;
+		size_t n = 0;
+		size_t tl = strlen(j->valuestring);
+		rc = o->no_specials ? eng_tokenize(tok, j->valuestring, tl, true, &ids, &n)
+		                    : eng_tokenize_with_specials(tok, j->valuestring, tl, &ids, &n);
+		for (size_t i = 0; !rc && i < n; i++)
+			ev_buf_printf(&b, "%s%d", i ? "," : "[", ids[i]);
+		if (!rc)
+			ev_buf_puts(&b, n ? "]\n" : "[]\n");
+		free(ids);
+		cJSON_Delete(j);
+	}
+	if (!rc)
+		fwrite(b.data ? b.data : "", 1, b.len, stdout);
+	ev_buf_free(&b);
+	free(text);
+	return rc;
+}
+
 static int cmd_tokenize(const opts *o)
 {
-	if (!o->text) {
-		fprintf(stderr, "evald engine tokenize: --text is required\n");
+	if (!o->text == !o->lines) {
+		fprintf(stderr, "evald engine tokenize: give one of --text or --lines\n");
 		return EV_EXIT_USAGE;
+	}
+	if (o->lines) {
+		eng_tokenizer *tok = NULL;
+		int rc = eng_tokenizer_load(&tok, o->model);
+		if (!rc)
+			rc = tokenize_lines(o, tok);
+		eng_tokenizer_free(tok);
+		return rc ? fail("tokenize") : 0;
 	}
 	eng_tokenizer *tok = NULL;
 	int32_t *ids = NULL;

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: installs what is missing, then builds
 # twice (warnings as errors; AddressSanitizer + UndefinedBehaviorSanitizer)
-# and runs ctest in each. Checks labelled slow or gpu are left out here:
+# and runs ctest in each. Checks labelled slow or gpu are left out here, and
+# reference unless scripts/reference-env.sh has made its environment:
 #   EVALD_TEST_LABELS=all scripts/test.sh    runs them too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-deps.sh
 jobs=$(nproc)
-exclude="slow|gpu"
+exclude="slow|gpu|reference"
+# the reference checks run where their environment is (scripts/reference-env.sh)
+[[ -x .venv-reference/bin/python ]] && exclude="slow|gpu"
 [[ "${EVALD_TEST_LABELS:-}" == "all" ]] && exclude="^$"
 
 echo "== release build (-Werror) =="
