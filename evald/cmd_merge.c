@@ -95,7 +95,7 @@ int ev_cmd_merge(const ev_cli *cli, int argc, char **argv)
 				goto done;
 			}
 		}
-		if (strcmp(rows[i].status ? rows[i].status : "", "finished"))
+		if (!ev_run_status_complete(rows[i].status))
 			ev_log_warn("run %lld is %s: merging what it has", (long long)ids[i], rows[i].status);
 		planned += rows[i].n_planned;
 	}

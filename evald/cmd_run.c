@@ -125,8 +125,15 @@ int ev_cmd_run(const ev_cli *cli, int argc, char **argv)
 	} else {
 		ev_summary_print(stdout, out.summary_json);
 	}
+	/* Some requests failed: the score leaves them out, and the exit status
+	 * says so (resume retries them). */
+	bool partial = !rc && out.errors > 0;
+	if (partial)
+		fprintf(stderr, "evald: run %lld finished with errors: %ld results could not be had (left out of the "
+		                "score; see evald report %lld); retry them with: evald run --resume %lld\n",
+		        (long long)out.run_id, out.errors, (long long)out.run_id, (long long)out.run_id);
 	ev_eval_outcome_clear(&out);
 	ev_eval_config_clear(&ro.eval);
 	ev_tracker_close(t);
-	return rc ? EV_EXIT_FAIL : 0;
+	return rc || partial ? EV_EXIT_FAIL : 0;
 }

@@ -202,7 +202,7 @@ static int64_t find_baseline(ev_tracker *t, const watch_opts *o, const ev_run_ro
 			free(p);
 			ev_run_row r = {0};
 			if (is_base && !strcmp(rows[i].state, "evaluated") && rows[i].run_id &&
-			    !ev_tracker_run_get(t, rows[i].run_id, &r) && !strcmp(r.status, "finished"))
+			    !ev_tracker_run_get(t, rows[i].run_id, &r) && ev_run_status_complete(r.status))
 				id = rows[i].run_id;
 			ev_run_row_clear(&r);
 		}
@@ -309,7 +309,7 @@ static int process(ev_tracker *t, const watch_opts *o, const ev_watch_row *row)
 		fail_row(t, row, "memory", "out of memory");
 		return 0;
 	}
-	bool finished = row->run_id && !ev_tracker_run_get(t, row->run_id, &run) && !strcmp(run.status, "finished");
+	bool finished = row->run_id && !ev_tracker_run_get(t, row->run_id, &run) && ev_run_status_complete(run.status);
 	ev_run_row_clear(&run);
 	if (!finished) {
 		int er = evaluate_row(t, o, row, &cand);

@@ -5,6 +5,7 @@
  */
 #include "evald/eval.h"
 
+
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -451,6 +452,7 @@ static int make_backend(ev_backend **out, const ev_eval_config *c)
 	o.concurrency = c->concurrency;
 	o.timeout_s = c->timeout_s;
 	o.max_retries = c->retries;
+	o.probe = true; /* a dead or refusing endpoint fails now, not after every request's retries */
 	return ev_backend_openai_new(out, &o);
 }
 
@@ -548,6 +550,42 @@ static void state_clear(eval_state *st)
 	cJSON_Delete(st->stored);
 }
 
+/* Scored samples and error results over the summary's suites. */
+static void count_outcome(const char *summary_json, long *scored, long *errors)
+{
+	cJSON *j = NULL;
+	*scored = *errors = 0;
+	if (!summary_json || ev_json_parse(&j, summary_json, strlen(summary_json), "summary")) {
+		ev_error_clear();
+		return;
+	}
+	const cJSON *sv;
+	cJSON_ArrayForEach(sv, cJSON_GetObjectItemCaseSensitive(j, "suites"))
+	{
+		*scored += (long)ev_json_num(sv, "n", 0);
+		*errors += (long)ev_json_num(sv, "errors", 0);
+	}
+	cJSON_Delete(j);
+}
+
+static int take_first_error(void *ctx, const ev_result *r)
+{
+	char **out = ctx;
+	if (!ev_result_is_error(r))
+		return 0;
+	*out = ev_asprintf("%s: %s", r->reason, r->detail ? r->detail : "");
+	return 1; /* stop: the first is enough */
+}
+
+/* The run's first error result, as "reason: detail" (malloc'd), or NULL. */
+static char *first_error(ev_tracker *t, int64_t run_id)
+{
+	char *out = NULL;
+	(void)ev_tracker_results_each(t, run_id, take_first_error, &out);
+	ev_error_clear();
+	return out;
+}
+
 static int evaluate(eval_state *st, ev_eval_outcome *out)
 {
 	const ev_eval_options *o = st->o;
@@ -590,9 +628,16 @@ static int evaluate(eval_state *st, ev_eval_outcome *out)
 		free(msg);
 		return rc;
 	}
-	if ((rc = ev_summary_compute(&out->summary_json, st->t, out->run_id)) ||
-	    (rc = ev_tracker_run_set_summary(st->t, out->run_id, out->summary_json)) ||
-	    (rc = ev_tracker_run_set_status(st->t, out->run_id, "finished"))) {
+	/* The outcome says what happened: every request failing is a failed
+	 * run, some failing a complete run with errors. */
+	long scored = 0, errors = 0;
+	const char *status = "finished";
+	if (!(rc = ev_summary_compute(&out->summary_json, st->t, out->run_id))) {
+		count_outcome(out->summary_json, &scored, &errors);
+		status = errors && !scored ? "failed" : errors ? "finished_with_errors" : "finished";
+	}
+	if (rc || (rc = ev_tracker_run_set_summary(st->t, out->run_id, out->summary_json)) ||
+	    (rc = ev_tracker_run_set_status(st->t, out->run_id, status))) {
 		/* The results are stored; the summary or the status were not. The
 		 * run must not stay "running" (no process would ever end it): it is
 		 * failed, and resume (which recomputes the summary) completes it. */
@@ -608,7 +653,16 @@ static int evaluate(eval_state *st, ev_eval_outcome *out)
 		out->summary_json = NULL;
 		return rc;
 	}
-	out->status = "finished";
+	out->status = status;
+	out->scored = scored;
+	out->errors = errors;
+	if (!strcmp(status, "failed")) {
+		char *first = first_error(st->t, out->run_id);
+		rc = ev_error_set(EV_E_BACKEND, "every request failed (%ld results are errors, none was scored): %s", errors,
+		                  first ? first : "see evald report");
+		free(first);
+		return rc;
+	}
 	return 0;
 }
 

@@ -77,8 +77,11 @@ typedef struct {
 
 typedef struct {
 	int64_t run_id;       /* 0 when the run was never created */
-	const char *status;   /* "finished", "interrupted" or "failed" (static) */
-	char *summary_json;   /* when finished (malloc'd) */
+	/* "finished", "finished_with_errors" (some results are errors, left out
+	 * of the score), "interrupted" or "failed" (static) */
+	const char *status;
+	char *summary_json;   /* when complete, or failed with every request failing (malloc'd) */
+	long scored, errors;  /* scored samples and error results, when complete */
 } ev_eval_outcome;
 
 void ev_eval_outcome_clear(ev_eval_outcome *o);
@@ -88,8 +91,10 @@ void ev_eval_outcome_clear(ev_eval_outcome *o);
  * runs every suite streaming results into the tracker, and stores the
  * summary. On resume the stored configuration is used, with `c`'s
  * concurrency when it is not the default.
- * Returns 0 with out->status "finished"; EV_E_* with the message set
- * otherwise (out->run_id and status say how far it got). */
+ * Returns 0 with out->status "finished" or "finished_with_errors"; EV_E_*
+ * with the message set otherwise (out->run_id and status say how far it
+ * got), EV_E_BACKEND when every request failed (status "failed", the first
+ * error in the message). */
 int ev_eval_run(ev_tracker *t, ev_eval_config *c, const ev_eval_options *o, ev_eval_outcome *out);
 
 #endif

@@ -64,6 +64,11 @@ typedef struct {
 
 int ev_tracker_run_create(ev_tracker *t, const ev_run_info *info, int64_t *out_id);
 int ev_tracker_run_set_status(ev_tracker *t, int64_t run_id, const char *status);
+/* A run's statuses: "running", "finished" (every result scored),
+ * "finished_with_errors" (complete, but some requests failed: left out of
+ * the score), "failed" (stopped by an error, or every request failed),
+ * "interrupted". True for the two complete ones. */
+bool ev_run_status_complete(const char *status);
 int ev_tracker_run_set_summary(ev_tracker *t, int64_t run_id, const char *summary_json);
 /* EV_E_NOTFOUND when there is no such run. */
 int ev_tracker_run_get(ev_tracker *t, int64_t run_id, ev_run_row *out);

@@ -11,7 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const STATUSES[] = {"running", "finished", "failed", "interrupted"};
+static const char *const STATUSES[] = {"running", "finished", "finished_with_errors", "failed", "interrupted"};
+
+bool ev_run_status_complete(const char *status)
+{
+	return status && (!strcmp(status, "finished") || !strcmp(status, "finished_with_errors"));
+}
 
 static bool status_known(const char *s)
 {
@@ -131,7 +136,7 @@ int ev_tracker_run_set_status(ev_tracker *t, int64_t run_id, const char *status)
 	sqlite3_stmt *st = NULL;
 	int rc;
 	if (!status_known(status))
-		return ev_error_set(EV_E_INVALID, "run %lld: status \"%s\": expected running, finished, failed or interrupted",
+		return ev_error_set(EV_E_INVALID, "run %lld: status \"%s\": expected running, finished, finished_with_errors, failed or interrupted",
 		                    (long long)run_id, status ? status : "(null)");
 	if ((rc = ev_tracker_flush(t)))
 		return rc;

@@ -482,6 +482,55 @@ static int check_options(const ev_openai_options *opt)
 	return 0;
 }
 
+static size_t probe_sink(char *p, size_t size, size_t n, void *ud)
+{
+	(void)p, (void)ud;
+	return size * n;
+}
+
+/* One GET <base>/models with the backend's headers. */
+static int probe(const openai *o, const char *base, const char *api_key_env)
+{
+	size_t n = strlen(base);
+	while (n && base[n - 1] == '/')
+		n--;
+	char *url = ev_asprintf("%.*s/models", (int)n, base);
+	/* the URL as shown: a user:password@ part is never printed */
+	char shown[300];
+	const char *scheme = strstr(base, "://"), *at = scheme ? strchr(scheme + 3, '@') : NULL;
+	const char *slash = scheme ? strchr(scheme + 3, '/') : NULL;
+	if (at && (!slash || at < slash))
+		snprintf(shown, sizeof shown, "%.*s[redacted]%.200s", (int)(scheme + 3 - base), base, at);
+	else
+		snprintf(shown, sizeof shown, "%.280s", base);
+	CURL *c = url ? curl_easy_init() : NULL;
+	if (!c) {
+		free(url);
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	}
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, o->headers);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, probe_sink);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	CURLcode cr = curl_easy_perform(c);
+	long code = 0;
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	curl_easy_cleanup(c);
+	free(url);
+	if (cr != CURLE_OK && cr != CURLE_WRITE_ERROR)
+		return ev_error_set(EV_E_BACKEND, "--model %s: cannot reach the server (%s): is it running, and is the URL right?",
+		                    shown, curl_easy_strerror(cr));
+	if (code == 401 || code == 403)
+		return ev_error_set(EV_E_BACKEND,
+		                    "--model %s: the server refused the credentials (HTTP %ld): give them with --header "
+		                    "'Authorization: Bearer ...' or $%s",
+		                    shown, code, api_key_env ? api_key_env : "OPENAI_API_KEY");
+	return 0;
+}
+
 int ev_backend_openai_new(ev_backend **out, const ev_openai_options *opt)
 {
 	*out = NULL;
@@ -537,6 +586,9 @@ int ev_backend_openai_new(ev_backend **out, const ev_openai_options *opt)
 			goto done;
 	long maxconn = (long)opt->concurrency * (long)opt->n_urls + 4;
 	curl_multi_setopt(o->multi, CURLMOPT_MAXCONNECTS, maxconn < 10000 ? maxconn : 10000L);
+	for (size_t i = 0; opt->probe && i < opt->n_urls; i++)
+		if ((rc = probe(o, opt->base_urls[i], opt->api_key_env)))
+			goto done;
 	return ev_backend_wrap(out, &openai_ops, o);
 nomem:
 	rc = ev_error_set(EV_E_NOMEM, "out of memory");

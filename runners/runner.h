@@ -87,6 +87,12 @@ typedef struct {
 	double backoff_base_s;        /* first backoff (0.5), doubled each time */
 	double backoff_max_s;         /* cap (30) */
 	size_t max_response_bytes;    /* per response body (64 MiB) */
+	/* Probe each URL once (GET <url>/models, a few seconds) before any
+	 * request: a server that cannot be reached, or that refuses the
+	 * credentials (401/403), is an error naming the URL at once instead of
+	 * every request failing after its retries. Any other answer (even a
+	 * 404 from a server without /models) passes. */
+	bool probe;
 } ev_openai_options;
 
 #define EV_OPENAI_OPTIONS_INIT                                                                          \

@@ -57,7 +57,9 @@ static void run_json_summary_scores_and_excludes_backend_errors(void **st)
 	const char *argv[] = {tu_evald(), "--db", db, "run", "--model", srv.url, "--model-name", "ckpt-a", "--suite",
 	                      suite, "--retries", "1", "--json", NULL};
 	int rc = tu_run(&out, &err, NULL, argv);
-	assert_int_equal(rc, 0);
+	/* one request failed: the run is complete with errors, and says so */
+	assert_int_equal(rc, 1);
+	assert_non_null(strstr(err, "finished with errors: 1 results"));
 	cJSON *j = parse_or_fail(out);
 	assert_true(ev_json_num(j, "run_id", 0) >= 1);
 	assert_string_equal(ev_json_str(j, "model", ""), "ckpt-a");
@@ -77,17 +79,52 @@ static void run_json_summary_scores_and_excludes_backend_errors(void **st)
 	free(out);
 	free(err);
 
-	/* runs --json lists it, finished, with the score. */
+	/* runs --json lists it, finished with errors, with the score. */
 	const char *argv2[] = {tu_evald(), "--db", db, "runs", "--json", NULL};
 	assert_int_equal(tu_run(&out, &err, NULL, argv2), 0);
 	j = parse_or_fail(out);
 	cJSON *r = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "runs"), 0);
-	assert_string_equal(ev_json_str(r, "status", ""), "finished");
+	assert_string_equal(ev_json_str(r, "status", ""), "finished_with_errors");
 	assert_int_equal((int)ev_json_num(r, "n_results", 0), 4);
 	cJSON_Delete(j);
 	free(out);
 	free(err);
 	free(suite);
+}
+
+/* A run where every request failed is failed, says why naming the first
+ * error, and exits non-zero; before, it ended "finished" with score 0 and
+ * exit 0. A dead endpoint fails at once, naming the URL, and no run is
+ * made (before: every request retried for half a minute, silently). */
+static void a_run_that_scored_nothing_is_failed(void **st)
+{
+	(void)st;
+	char *suite = tu_write(dir, "dead.jsonl", "{\"id\":\"a\",\"input\":\"x [[status=500 times=1000]]\",\"target\":\"x\"}\n");
+	char *dead_db = tu_path(dir, "dead.db");
+	char *out = NULL, *err = NULL;
+	const char *argv[] = {tu_evald(), "--db", dead_db, "run", "--model", srv.url, "--model-name", "m",
+	                      "--suite", suite, "--retries", "0", "--json", NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, argv), 1);
+	assert_non_null(strstr(err, "every request failed"));
+	assert_non_null(strstr(err, "backend_error"));
+	free(out), free(err);
+	const char *runs[] = {tu_evald(), "--db", dead_db, "runs", "--json", NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, runs), 0);
+	assert_non_null(strstr(out, "\"status\":\"failed\""));
+	free(out), free(err);
+
+	char *gone_db = tu_path(dir, "gone.db");
+	const char *gone[] = {tu_evald(), "--db", gone_db, "run", "--model", "http://user:pw@127.0.0.1:9/v1",
+	                      "--model-name", "m", "--suite", suite, NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, gone), 1);
+	assert_non_null(strstr(err, "cannot reach the server"));
+	assert_non_null(strstr(err, "http://[redacted]@127.0.0.1:9/v1"));
+	assert_null(strstr(err, "pw"));
+	free(out), free(err);
+	const char *runs2[] = {tu_evald(), "--db", gone_db, "runs", "--json", NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, runs2), 0);
+	assert_non_null(strstr(out, "\"runs\":[]"));
+	free(out), free(err), free(gone_db), free(dead_db), free(suite);
 }
 
 static void report_json_and_markdown_show_the_run(void **st)
@@ -217,6 +254,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(run_json_summary_scores_and_excludes_backend_errors),
+		cmocka_unit_test(a_run_that_scored_nothing_is_failed),
 		cmocka_unit_test(report_json_and_markdown_show_the_run),
 		cmocka_unit_test(rescore_applies_a_new_checker_without_the_model),
 		cmocka_unit_test(validate_names_line_and_field_of_a_bad_suite),
