@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "runners/runners.h"
 
@@ -593,6 +595,16 @@ static int evaluate(eval_state *st, ev_eval_outcome *out)
 	if (o->resume && (rc = load_stored(st, o->resume)))
 		return ev_error_wrap(rc, "--resume %lld", (long long)o->resume);
 	ev_eval_config *c = st->c;
+	if (!o->resume && !c->has_seed) {
+		/* Random by default, and recorded with the run (resume and a
+		 * rerun from the record sample the same): each sample and epoch
+		 * then samples with its own seed derived from this one. */
+		uint64_t r = 0;
+		if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+			r = (uint64_t)(ev_wall_time() * 1e6) ^ ((uint64_t)getpid() << 20);
+		c->seed = (int64_t)(r % 9000000000000000ULL);
+		c->has_seed = true;
+	}
 	if (!o->resume) {
 		if (!c->n_models)
 			return ev_error_set(EV_E_INVALID, "--model is required");

@@ -54,6 +54,7 @@ typedef struct {
 	eng_model_info info;
 	eng_tokenizer *tok;
 	eng_chat_template *tmpl; /* the checkpoint's own template, rendered as transformers does */
+	ev_rng seeds;            /* for requests without a seed (behind mu) */
 	eng_chat_family family;  /* tool-call parsing and turn ends; the renderer without a template */
 	int32_t chat_stop[MAX_STOP_IDS], raw_stop[MAX_STOP_IDS];
 	int n_chat_stop, n_raw_stop;
@@ -492,6 +493,14 @@ done:
 	return rc;
 }
 
+static uint64_t fresh_seed(engine *e)
+{
+	pthread_mutex_lock(&e->mu);
+	uint64_t s = ev_rng_next(&e->seeds);
+	pthread_mutex_unlock(&e->mu);
+	return s;
+}
+
 /* Builds a job from a request: prompt tokens and generation settings. */
 static int make_job(engine *e, const ev_request *req, const char *raw_prompt, ejob **out)
 {
@@ -551,7 +560,8 @@ static int make_job(engine *e, const ev_request *req, const char *raw_prompt, ej
 		rc = ev_error_set(EV_E_INVALID, "%s: out of range", o.sample.top_p > 1 ? "top_p" : "temperature");
 		goto done;
 	}
-	o.sample.seed = g->has_seed ? (uint64_t)g->seed : 0;
+	/* no seed: a fresh one (as OpenAI's API samples), never a fixed 0 */
+	o.sample.seed = g->has_seed ? (uint64_t)g->seed : fresh_seed(e);
 	o.stop_ids = j->chat ? e->chat_stop : e->raw_stop;
 	o.n_stop = g->ignore_eos ? 0 : j->chat ? e->n_chat_stop : e->n_raw_stop;
 	j->gen = o;
@@ -773,6 +783,7 @@ int ev_backend_engine_new(ev_backend **out, const ev_engine_backend_options *opt
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->cv_work, NULL);
 	pthread_cond_init(&e->cv_done, NULL);
+	ev_rng_seed(&e->seeds, (uint64_t)(ev_wall_time() * 1e6) ^ ((uint64_t)(uintptr_t)e << 16));
 	e->opt = *opt;
 	if (e->opt.default_max_tokens <= 0)
 		e->opt.default_max_tokens = 512;

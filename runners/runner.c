@@ -131,6 +131,8 @@ static void progress(run *r)
 
 /* Turns one completion into a result and hands it to the sink. Returns the
  * sink's non-zero answer (the run stops) or 0. */
+static int64_t derive_seed(int64_t seed, const char *id, int epoch);
+
 static int deliver(run *r, const ev_sample *s, int epoch, const char *request_json, const char *hash,
                    const ev_completion *c, bool cached)
 {
@@ -219,6 +221,11 @@ static int start_item(run *r, const item *it, bool *submitted)
 	req.gen = su->gen;
 	req.suite_root = su->root;
 	req.cookie = j;
+	/* Sampling: every sample and epoch gets its own seed, derived from the
+	 * run's, so that epochs differ and a run is reproducible from its
+	 * record. Greedy decoding keeps the seed as given (or none). */
+	if (req.gen.has_seed && su->gen.temperature != 0.0)
+		req.gen.seed = derive_seed(req.gen.seed, s->id, it->epoch);
 	int rc = ev_request_to_json(&j->request_json, &req, false);
 	if (rc) {
 		ev_completion c;
@@ -316,6 +323,22 @@ static int run_agent_item(run *r, const item *it)
 	ev_agent_result_clear(&ar);
 	progress(r);
 	return rc;
+}
+
+/* FNV-1a over the run seed, the sample id and the epoch, folded below
+ * 2^53 so that JSON carries it exactly. */
+static int64_t derive_seed(int64_t seed, const char *id, int epoch)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (int i = 0; i < 8; i++)
+		h = (h ^ (uint8_t)((uint64_t)seed >> (8 * i))) * 1099511628211ULL;
+	for (const char *p = id ? id : ""; *p; p++)
+		h = (h ^ (uint8_t)*p) * 1099511628211ULL;
+	h = (h ^ 0xFF) * 1099511628211ULL; /* separates the id from the epoch */
+	for (int i = 0; i < 4; i++)
+		h = (h ^ (uint8_t)((unsigned)epoch >> (8 * i))) * 1099511628211ULL;
+	h ^= h >> 29; /* mix the high bits down */
+	return (int64_t)(h & ((1ULL << 53) - 1));
 }
 
 /* Builds the list of (sample, epoch) pairs this run owes. */

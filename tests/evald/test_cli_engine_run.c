@@ -124,10 +124,48 @@ static void blas_prefill_agrees_with_the_reference(void **st)
 	free(fast), free(ref), free(ck), free(dir);
 }
 
+/* Sampling is random by default and reproducible from the record: with
+ * --epochs 3 --temperature 1 the epochs differ (before: seed 0 for every
+ * request, identical epochs, pass@k meaningless); the run records the seed
+ * it drew, and a rerun with that --seed gives the same answers. */
+static void sampling_differs_by_epoch_and_replays_from_the_record(void **st)
+{
+	(void)st;
+	char *dir = tu_tmpdir("cli-engine-seed");
+	char *ck = tu_path(dir, "ckpt");
+	char *db = tu_path(dir, "evald.db");
+	const char *mk[] = {tu_evald(), "engine", "mkmodel", "--arch", "qwen2", "--out", ck, "--vocab", "600", NULL};
+	assert_int_equal(tu_run(NULL, NULL, NULL, mk), 0);
+	char *suite = tu_write(dir, "s.jsonl", "{\"id\":\"a\",\"input\":\"tell me\",\"target\":\"zzzz\"}\n"
+	                                       "{\"id\":\"b\",\"input\":\"another\",\"target\":\"zzzz\"}\n");
+	const char *run[] = {tu_evald(), "-q", "--db", db, "run", "--model", ck, "--suite", suite, "--max-tokens", "12",
+	                     "--epochs", "3", "--temperature", "1", NULL};
+	assert_int_equal(tu_run(NULL, NULL, NULL, run), 0);
+	char *out = NULL;
+	tu_sh(&out, NULL, "sqlite3 '%s' \"SELECT count(DISTINCT response) FROM results WHERE run_id = 1 GROUP BY sample_id\"", db);
+	/* three epochs, three different answers for each sample */
+	assert_string_equal(out, "3\n3\n");
+	free(out);
+	char *seed = NULL;
+	tu_sh(&seed, NULL, "sqlite3 '%s' \"SELECT json_extract(config_json, '$.seed') FROM runs WHERE id = 1\"", db);
+	assert_true(seed && strlen(seed) > 1);
+	seed[strcspn(seed, "\n")] = 0;
+	const char *again[] = {tu_evald(), "-q", "--db", db, "run", "--model", ck, "--suite", suite, "--max-tokens", "12",
+	                       "--epochs", "3", "--temperature", "1", "--seed", seed, "--no-cache", NULL};
+	assert_int_equal(tu_run(NULL, NULL, NULL, again), 0);
+	tu_sh(&out, NULL,
+	      "sqlite3 '%s' \"SELECT count(*) FROM results a JOIN results b ON a.sample_id = b.sample_id AND "
+	      "a.epoch = b.epoch WHERE a.run_id = 1 AND b.run_id = 2 AND a.response = b.response\"",
+	      db);
+	assert_string_equal(out, "6\n");
+	free(out), free(seed), free(suite), free(db), free(ck), free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(engine_flags_reach_the_engine_and_are_checked),
+		cmocka_unit_test(sampling_differs_by_epoch_and_replays_from_the_record),
 		cmocka_unit_test(recall_checkpoint_scores_its_own_suite),
 		cmocka_unit_test(blas_prefill_agrees_with_the_reference),
 	};
