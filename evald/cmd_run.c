@@ -127,6 +127,10 @@ int ev_cmd_run(const ev_cli *cli, int argc, char **argv)
 	}
 	/* Some requests failed: the score leaves them out, and the exit status
 	 * says so (resume retries them). */
+	if (!rc && out.cached && !cli->quiet)
+		fprintf(stderr, "evald: %ld of %ld answers came from the cache (the same request to the same model and "
+		                "server); --no-cache asks again\n",
+		        out.cached, out.answered);
 	bool partial = !rc && out.errors > 0;
 	if (partial)
 		fprintf(stderr, "evald: run %lld finished with errors: %ld results could not be had (left out of the "

@@ -342,6 +342,7 @@ typedef struct {
 	cJSON *suites_info;
 	char *tmpdir;
 	long total;
+	long done, cached; /* results this invocation produced; how many from the cache */
 	int max_epochs;
 	ev_backend *backend;
 	ev_run_row row;       /* the stored run, on resume */
@@ -521,12 +522,14 @@ static int run_suites(eval_state *st, int64_t run_id, bool *stopped)
 			.suite = st->suites[i], .checker = st->checkers[i], .model = c->model_name,
 			.epochs = st->suites[i]->gen.epochs, .limit = (long)c->limit, .shard_k = c->shard_k,
 			.shard_n = c->shard_n, .is_done = sink_is_done, .cache_get = sink_cache_get,
-			.cache_put = sink_cache_put, .on_result = sink_result, .on_tick = sink_tick, .ctx = &sink,
+			.cache_put = sink_cache_put, .cache_salt = ev_backend_identity(st->backend), .on_result = sink_result, .on_tick = sink_tick, .ctx = &sink,
 			.progress = progress, .stop = o->stop,
 		};
 		ev_run_counts counts = {0};
 		if ((rc = ev_runner_run(st->backend, &plan, &counts)))
 			ev_error_wrap(rc, "%s", st->suites[i]->name);
+		st->done += counts.done;
+		st->cached += counts.cached;
 	}
 	*stopped = o->stop && *o->stop;
 	ev_progress_finish(progress);
@@ -668,6 +671,8 @@ static int evaluate(eval_state *st, ev_eval_outcome *out)
 	out->status = status;
 	out->scored = scored;
 	out->errors = errors;
+	out->answered = st->done;
+	out->cached = st->cached;
 	if (!strcmp(status, "failed")) {
 		char *first = first_error(st->t, out->run_id);
 		rc = ev_error_set(EV_E_BACKEND, "every request failed (%ld results are errors, none was scored): %s", errors,

@@ -82,6 +82,7 @@ typedef struct {
 	const char *status;
 	char *summary_json;   /* when complete, or failed with every request failing (malloc'd) */
 	long scored, errors;  /* scored samples and error results, when complete */
+	long answered, cached; /* results this invocation produced, and how many came from the cache */
 } ev_eval_outcome;
 
 void ev_eval_outcome_clear(ev_eval_outcome *o);

@@ -12,6 +12,10 @@
  * streaming callers (evald serve).
  */
 #include <pthread.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -770,6 +774,72 @@ static int add_stop(int32_t *ids, int *n, int32_t id)
 	return 0;
 }
 
+/* What answers: the checkpoint's small files whole, every weight file's
+ * size and first 64 KiB (its header: names, shapes, offsets), and the
+ * settings that change the arithmetic. Cheap at any checkpoint size. */
+static void checkpoint_identity(ev_backend *b, const engine *e, const char *dir)
+{
+	ev_buf id = EV_BUF_INIT((size_t)256 << 20);
+	static const char *const small[] = {"config.json", "generation_config.json", "tokenizer.json",
+	                                    "tokenizer_config.json", "chat_template.jinja", NULL};
+	for (size_t i = 0; small[i]; i++) {
+		char *p = ev_asprintf("%s/%s", dir, small[i]), *text = NULL;
+		size_t len = 0;
+		if (p && !ev_file_read(&text, &len, p, (size_t)64 << 20)) {
+			unsigned char h[32];
+			ev_sha256(h, text, len);
+			ev_buf_printf(&id, "%s:", small[i]);
+			for (int k = 0; k < 32; k++)
+				ev_buf_printf(&id, "%02x", h[k]);
+			ev_buf_putc(&id, '\n');
+		}
+		ev_error_clear();
+		free(text);
+		free(p);
+	}
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		size_t n = strlen(de->d_name);
+		bool weights = (n > 12 && !strcmp(de->d_name + n - 12, ".safetensors")) ||
+		               (n > 5 && !strcmp(de->d_name + n - 5, ".gguf"));
+		if (!weights)
+			continue;
+		char *p = ev_asprintf("%s/%s", dir, de->d_name);
+		int fd = p ? open(p, O_RDONLY | O_CLOEXEC) : -1;
+		struct stat st;
+		if (fd >= 0 && fstat(fd, &st) == 0) {
+			char head[65536];
+			ssize_t got = pread(fd, head, sizeof head, 0);
+			unsigned char h[32];
+			ev_sha256(h, head, got > 0 ? (size_t)got : 0);
+			ev_buf_printf(&id, "%s:%lld:", de->d_name, (long long)st.st_size);
+			for (int k = 0; k < 32; k++)
+				ev_buf_printf(&id, "%02x", h[k]);
+			ev_buf_putc(&id, '\n');
+		}
+		if (fd >= 0)
+			close(fd);
+		free(p);
+	}
+	if (d)
+		closedir(d);
+	ev_buf_printf(&id, "dtypes=%s kv_max=%llu block=%d context=%ld template=%s\n", e->info.dtypes,
+	              (unsigned long long)e->info.kv_max_bytes, e->info.block_size, e->info.max_context,
+	              e->opt.chat_template ? e->opt.chat_template : "");
+	if (e->opt.engine) { /* --attention, --msa-*, --kv-* */
+		const eng_model_options *m = e->opt.engine;
+		const eng_attention_options *a = &m->attention;
+		ev_buf_printf(&id, "attention=%d,%d,%d,%d,%d,%ld,%d kv=%d,%llu block=%d layers=", (int)a->kind,
+		              a->block_size, a->top_k, a->sink_blocks, a->local_blocks, a->dense_below, a->n_dense_layers,
+		              (int)m->kv_dtype, (unsigned long long)m->kv_max_bytes, m->block_size);
+		for (int k = 0; k < a->n_dense_layers && k < ENG_MSA_MAX_DENSE_LAYERS; k++)
+			ev_buf_printf(&id, "%d,", a->dense_layers[k]);
+	}
+	ev_backend_set_identity(b, id.data ? id.data : "", id.len);
+	ev_buf_free(&id);
+}
+
 int ev_backend_engine_new(ev_backend **out, const ev_engine_backend_options *opt)
 {
 	*out = NULL;
@@ -861,7 +931,10 @@ int ev_backend_engine_new(ev_backend **out, const ev_engine_backend_options *opt
 		goto fail;
 	}
 	e->started = true;
-	return ev_backend_wrap(out, &engine_ops, e);
+	if ((rc = ev_backend_wrap(out, &engine_ops, e)))
+		return rc;
+	checkpoint_identity(*out, e, opt->model_dir);
+	return 0;
 fail:
 	ev_error_wrap(rc, "engine backend");
 	op_free(e);

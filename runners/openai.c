@@ -484,12 +484,36 @@ static int check_options(const ev_openai_options *opt)
 
 static size_t probe_sink(char *p, size_t size, size_t n, void *ud)
 {
-	(void)p, (void)ud;
+	(void)ev_buf_append(ud, p, size * n); /* past the cap: the identity is the URL's alone */
 	return size * n;
 }
 
+/* The stable fields of a /models answer (ids and where they come from; not
+ * "created", which some servers stamp on every request). */
+static void model_identity(ev_buf *ident, const char *body, size_t len)
+{
+	cJSON *j = NULL;
+	if (!body || ev_json_parse(&j, body, len, "models")) {
+		ev_error_clear();
+		return;
+	}
+	static const char *const keys[] = {"id", "root", "parent", "owned_by", "max_model_len", NULL};
+	const cJSON *m;
+	cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(j, "data"))
+	{
+		for (size_t k = 0; keys[k]; k++) {
+			const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, keys[k]);
+			char *t = v ? ev_json_print(v) : NULL;
+			ev_buf_printf(ident, "%s=%s;", keys[k], t ? t : "");
+			free(t);
+		}
+		ev_buf_putc(ident, '\n');
+	}
+	cJSON_Delete(j);
+}
+
 /* One GET <base>/models with the backend's headers. */
-static int probe(const openai *o, const char *base, const char *api_key_env)
+static int probe(const openai *o, const char *base, const char *api_key_env, ev_buf *ident)
 {
 	size_t n = strlen(base);
 	while (n && base[n - 1] == '/')
@@ -510,7 +534,9 @@ static int probe(const openai *o, const char *base, const char *api_key_env)
 	}
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, o->headers);
+	ev_buf body = EV_BUF_INIT((size_t)1 << 20);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, probe_sink);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -520,6 +546,9 @@ static int probe(const openai *o, const char *base, const char *api_key_env)
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
 	curl_easy_cleanup(c);
 	free(url);
+	if (cr == CURLE_OK && code == 200)
+		model_identity(ident, body.data, body.len);
+	ev_buf_free(&body);
 	if (cr != CURLE_OK && cr != CURLE_WRITE_ERROR)
 		return ev_error_set(EV_E_BACKEND, "--model %s: cannot reach the server (%s): is it running, and is the URL right?",
 		                    shown, curl_easy_strerror(cr));
@@ -586,10 +615,19 @@ int ev_backend_openai_new(ev_backend **out, const ev_openai_options *opt)
 			goto done;
 	long maxconn = (long)opt->concurrency * (long)opt->n_urls + 4;
 	curl_multi_setopt(o->multi, CURLMOPT_MAXCONNECTS, maxconn < 10000 ? maxconn : 10000L);
-	for (size_t i = 0; opt->probe && i < opt->n_urls; i++)
-		if ((rc = probe(o, opt->base_urls[i], opt->api_key_env)))
+	ev_buf ident = EV_BUF_INIT((size_t)4 << 20);
+	for (size_t i = 0; i < opt->n_urls; i++) {
+		ev_buf_printf(&ident, "url=%s\n", opt->base_urls[i]);
+		if (opt->probe && (rc = probe(o, opt->base_urls[i], opt->api_key_env, &ident))) {
+			ev_buf_free(&ident);
 			goto done;
-	return ev_backend_wrap(out, &openai_ops, o);
+		}
+	}
+	rc = ev_backend_wrap(out, &openai_ops, o);
+	if (!rc)
+		ev_backend_set_identity(*out, ident.data ? ident.data : "", ident.len);
+	ev_buf_free(&ident);
+	return rc;
 nomem:
 	rc = ev_error_set(EV_E_NOMEM, "out of memory");
 done:

@@ -242,6 +242,11 @@ done:
 
 void ev_request_hash(char out[EV_SHA256_HEX], const char *request_json, int epoch)
 {
+	ev_request_hash_for(out, request_json, epoch, NULL);
+}
+
+void ev_request_hash_for(char out[EV_SHA256_HEX], const char *request_json, int epoch, const char *salt)
+{
 	/* The body already names the model and every generation setting. A
 	 * version tag keeps old cache entries from matching if the body's
 	 * layout ever changes. */
@@ -254,6 +259,10 @@ void ev_request_hash(char out[EV_SHA256_HEX], const char *request_json, int epoc
 	static const char tag[] = "evald-request-v1\n";
 	ev_sha256_update(c, tag, sizeof tag - 1);
 	ev_sha256_update(c, request_json, strlen(request_json));
+	if (salt && *salt) {
+		ev_sha256_update(c, "\nbackend=", 9);
+		ev_sha256_update(c, salt, strlen(salt));
+	}
 	if (epoch >= 0) {
 		char e[32];
 		int n = snprintf(e, sizeof e, "\nepoch=%d", epoch);

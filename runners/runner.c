@@ -223,9 +223,11 @@ static int start_item(run *r, const item *it, bool *submitted)
 	req.cookie = j;
 	/* Sampling: every sample and epoch gets its own seed, derived from the
 	 * run's, so that epochs differ and a run is reproducible from its
-	 * record. Greedy decoding keeps the seed as given (or none). */
+	 * record. Greedy decoding sends none. */
 	if (req.gen.has_seed && su->gen.temperature != 0.0)
 		req.gen.seed = derive_seed(req.gen.seed, s->id, it->epoch);
+	else if (su->gen.temperature == 0.0)
+		req.gen.has_seed = false; /* greedy: a seed changes nothing but the cache key */
 	int rc = ev_request_to_json(&j->request_json, &req, false);
 	if (rc) {
 		ev_completion c;
@@ -239,7 +241,7 @@ static int start_item(run *r, const item *it, bool *submitted)
 	}
 	/* Greedy decoding gives the same answer every epoch: one cache entry. */
 	bool greedy = su->gen.temperature == 0.0;
-	ev_request_hash(j->hash, j->request_json, greedy ? -1 : it->epoch);
+	ev_request_hash_for(j->hash, j->request_json, greedy ? -1 : it->epoch, p->cache_salt);
 
 	char *body = NULL;
 	if (p->cache_get && p->cache_get(p->ctx, j->hash, &body) == 0 && body) {
@@ -289,7 +291,8 @@ static int run_agent_item(run *r, const item *it)
 	}
 	char hash[EV_SHA256_HEX] = "";
 	if (ar.first_request_json)
-		ev_request_hash(hash, ar.first_request_json, p->suite->gen.temperature == 0.0 ? -1 : it->epoch);
+		ev_request_hash_for(hash, ar.first_request_json, p->suite->gen.temperature == 0.0 ? -1 : it->epoch,
+		                    p->cache_salt);
 	ev_result res;
 	memset(&res, 0, sizeof res);
 	res.suite = p->suite->name;

@@ -67,6 +67,10 @@ int ev_request_to_json(char **out, const ev_request *req, bool stream);
  * body names the model; the caller passes epoch < 0 for greedy decoding
  * (temperature 0), so that every epoch shares one cache entry. */
 void ev_request_hash(char out[EV_SHA256_HEX], const char *request_json, int epoch);
+/* The same, salted with what answers (ev_backend_identity; NULL: none),
+ * so that another server or checkpoint behind the same model name never
+ * gets this request's cached answer. */
+void ev_request_hash_for(char out[EV_SHA256_HEX], const char *request_json, int epoch, const char *salt);
 /* Parses an OpenAI chat-completions response body into *out (text,
  * tool_calls, finish_reason, usage). */
 int ev_completion_from_json(ev_completion *out, const char *body, size_t len);
@@ -110,6 +114,12 @@ int ev_backend_submit(ev_backend *b, const ev_request *req);
 int ev_backend_poll(ev_backend *b, ev_completion *out, int max, double wait_s);
 /* Requests submitted and not yet returned by poll. */
 int ev_backend_pending(ev_backend *b);
+/* What answers, as a hex digest: for an OpenAI-compatible backend its URLs
+ * and the stable fields of each one's /models entries (id, root, parent,
+ * owned_by, max_model_len), for the engine the checkpoint (config,
+ * tokenizer files, every weight file's size and header) and the engine
+ * settings. "" when the backend cannot say. */
+const char *ev_backend_identity(const ev_backend *b);
 
 /* ---- the runner ---------------------------------------------------------- */
 
@@ -134,6 +144,7 @@ typedef struct {
 	/* Cache: get returns 0 and a malloc'd body, or EV_E_NOTFOUND. May be NULL. */
 	int (*cache_get)(void *ctx, const char *key, char **body);
 	int (*cache_put)(void *ctx, const char *key, const char *body);
+	const char *cache_salt;   /* salts cache keys (ev_backend_identity); may be NULL */
 	/* Sink: every scored result, in the runner's thread. Non-zero stops the run. */
 	int (*on_result)(void *ctx, const ev_result *r);
 	/* Called at least every 50 ms while the run goes on (commit timers). */

@@ -19,7 +19,11 @@ typedef struct {
 struct ev_backend {
 	const ev_backend_ops *ops;
 	void *impl;
+	char identity[EV_SHA256_HEX]; /* ev_backend_identity; "" until set */
 };
+
+/* Sets the backend's identity to the digest of `text`. */
+void ev_backend_set_identity(ev_backend *b, const char *text, size_t len);
 
 /* Wraps impl in a backend (takes ownership of impl: ops->free on failure). */
 int ev_backend_wrap(ev_backend **out, const ev_backend_ops *ops, void *impl);

@@ -127,6 +127,39 @@ static void a_run_that_scored_nothing_is_failed(void **st)
 	free(out), free(err), free(gone_db), free(dead_db), free(suite);
 }
 
+/* The cache answers only for the same model behind the same server: the
+ * same --model-name on another server asks again (before: every row came
+ * from the first server's cache, silently), the same server is cached, and
+ * the console says how many answers came from the cache. */
+static void the_cache_never_answers_for_another_server(void **st)
+{
+	(void)st;
+	tu_server other;
+	const char *args[] = {NULL};
+	assert_int_equal(tu_server_start(&other, args), 0);
+	char *suite = tu_write(dir, "cache.jsonl", "{\"id\":\"c1\",\"input\":\"capital of France\",\"target\":\"Paris\"}\n"
+	                                           "{\"id\":\"c2\",\"input\":\"hello there\",\"target\":\"x\"}\n");
+	char *cdb = tu_path(dir, "cache.db");
+	char *out = NULL, *err = NULL;
+	/* greedy: the same request has one answer, which the cache may give */
+	const char *a[] = {tu_evald(), "--db", cdb, "run", "--model", srv.url, "--model-name", "same", "--suite", suite,
+	                   "--temperature", "0", NULL};
+	const char *b[] = {tu_evald(), "--db", cdb, "run", "--model", other.url, "--model-name", "same", "--suite", suite,
+	                   "--temperature", "0", NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, a), 0);
+	free(out), free(err);
+	assert_int_equal(tu_run(&out, &err, NULL, b), 0); /* another server: asked again */
+	assert_null(strstr(err, "from the cache"));
+	free(out), free(err);
+	assert_int_equal(tu_run(&out, &err, NULL, a), 0); /* the first server again: cached */
+	assert_non_null(strstr(err, "2 of 2 answers came from the cache"));
+	free(out), free(err);
+	tu_sh(&out, NULL, "sqlite3 '%s' \"SELECT run_id, sum(cached) FROM results GROUP BY run_id ORDER BY run_id\"", cdb);
+	assert_string_equal(out, "1|0\n2|0\n3|2\n");
+	free(out), free(cdb), free(suite);
+	tu_server_stop(&other);
+}
+
 static void report_json_and_markdown_show_the_run(void **st)
 {
 	(void)st;
@@ -255,6 +288,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(run_json_summary_scores_and_excludes_backend_errors),
 		cmocka_unit_test(a_run_that_scored_nothing_is_failed),
+		cmocka_unit_test(the_cache_never_answers_for_another_server),
 		cmocka_unit_test(report_json_and_markdown_show_the_run),
 		cmocka_unit_test(rescore_applies_a_new_checker_without_the_model),
 		cmocka_unit_test(validate_names_line_and_field_of_a_bad_suite),
