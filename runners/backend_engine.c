@@ -218,7 +218,9 @@ static void complete(engine *e, ejob *j, const eng_batch_result *res, ev_complet
 	unsigned long long id = ++e->seq;
 	int status = res ? res->status : j->status;
 	if (status) {
-		c->status = EV_COMPLETION_ERROR;
+		c->status = status == EV_E_LIMIT && j->error && strstr(j->error, "pass the model's context")
+		                ? EV_COMPLETION_CONTEXT
+		                : EV_COMPLETION_ERROR;
 		c->error = ev_asprintf("engine: %s", res ? (res->error ? res->error : "failed") : j->error);
 		c->latency_s = ev_now() - j->t0;
 		return;

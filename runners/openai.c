@@ -196,6 +196,22 @@ static int finish(openai *o, xfer *x, ev_completion *c)
 	return rc;
 }
 
+/* A 400 that says the prompt is longer than the model's context, in the
+ * words vLLM, SGLang, llama.cpp's server, TGI and OpenAI use. */
+static bool context_overflow(const char *body, size_t len)
+{
+	static const char *const says[] = {"maximum context length", "context_length_exceeded", "exceeds the context",
+	                                   "exceed_context_size", "longer than the model's context",
+	                                   "pass the model's context", "input is too long", "too many tokens",
+	                                   "exceeds maximum", "Input validation error: `inputs` tokens + `max_new_tokens`"};
+	if (!body)
+		return false;
+	for (size_t i = 0; i < sizeof says / sizeof says[0]; i++)
+		if (memmem(body, len, says[i], strlen(says[i])))
+			return true;
+	return false;
+}
+
 static int fail(openai *o, xfer *x, bool permanent)
 {
 	ev_completion c;
@@ -265,6 +281,13 @@ static int done_attempt(openai *o, xfer *x, CURLcode res)
 		return retry_or_fail(o, x);
 	}
 	snprintf(x->err, sizeof x->err, "HTTP %ld: %.200s", code, x->resp.data ? x->resp.data : "");
+	if (code == 400 && context_overflow(x->resp.data, x->resp.len)) {
+		ev_completion c;
+		memset(&c, 0, sizeof c);
+		c.status = EV_COMPLETION_CONTEXT;
+		c.error = ev_strdup(x->err);
+		return finish(o, x, &c);
+	}
 	return fail(o, x, true);
 }
 

@@ -157,10 +157,14 @@ static int deliver(run *r, const ev_sample *s, int epoch, const char *request_js
 	res.cached = cached;
 	res.metadata_json = s->metadata_json;
 
-	bool failed = c->status != EV_COMPLETION_OK;
+	bool failed = c->status != EV_COMPLETION_OK && c->status != EV_COMPLETION_CONTEXT;
 	res.reason = ev_reason_name(c->status == EV_COMPLETION_TIMEOUT ? EV_REASON_TIMEOUT : EV_REASON_BACKEND_ERROR);
 	res.detail = c->error ? c->error : "backend failed";
-	if (!failed) {
+	if (c->status == EV_COMPLETION_CONTEXT) {
+		/* the model's limit: a wrong answer of a kind, scored 0, in the score */
+		res.reason = ev_reason_name(EV_REASON_CONTEXT_OVERFLOW);
+		res.score = 0;
+	} else if (!failed) {
 		const ev_checker *ck = NULL;
 		int rc = checker_for(r, s, &ck);
 		if (rc)

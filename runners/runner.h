@@ -42,7 +42,11 @@ typedef struct {
 typedef enum {
 	EV_COMPLETION_OK,
 	EV_COMPLETION_ERROR,     /* retries exhausted or a permanent failure */
-	EV_COMPLETION_TIMEOUT
+	EV_COMPLETION_TIMEOUT,
+	/* The prompt does not fit the model's context (the engine's check, or
+	 * a server's 400 saying so): the model's limit, scored 0 with reason
+	 * context_overflow, not an infrastructure fault. */
+	EV_COMPLETION_CONTEXT
 } ev_completion_status;
 
 typedef struct {

@@ -16,6 +16,7 @@ static const char *const names[EV_REASON_COUNT] = {
 	[EV_REASON_TIMEOUT] = "timeout",
 	[EV_REASON_MATCH_LIMIT] = "match_limit",
 	[EV_REASON_UNCLOSED_THINK] = "unclosed_thinking",
+	[EV_REASON_CONTEXT_OVERFLOW] = "context_overflow",
 };
 
 const char *ev_reason_name(ev_reason r)

@@ -27,6 +27,7 @@ typedef enum {
 	EV_REASON_TIMEOUT,       /* "timeout": excluded from the score */
 	EV_REASON_MATCH_LIMIT,   /* "match_limit": regex hit PCRE2's limits */
 	EV_REASON_UNCLOSED_THINK,/* "unclosed_thinking" */
+	EV_REASON_CONTEXT_OVERFLOW, /* "context_overflow": the prompt passed the model's context (scored 0) */
 	EV_REASON_COUNT
 } ev_reason;
 

@@ -161,11 +161,48 @@ static void sampling_differs_by_epoch_and_replays_from_the_record(void **st)
 	free(out), free(seed), free(suite), free(db), free(ck), free(dir);
 }
 
+/* A prompt longer than the model's context is the model's limit: scored 0
+ * with reason context_overflow and counted in the score, not a backend
+ * error left out of it (before, it vanished from the score and the grid). */
+static void over_length_prompts_are_context_overflows(void **st)
+{
+	(void)st;
+	char *dir = tu_tmpdir("cli-engine-ctx");
+	char *ck = tu_path(dir, "ckpt");
+	char *db = tu_path(dir, "evald.db");
+	const char *mk[] = {tu_evald(), "engine", "mkmodel", "--arch", "qwen2", "--out", ck, "--max-position", "48", NULL};
+	assert_int_equal(tu_run(NULL, NULL, NULL, mk), 0);
+	ev_buf b = EV_BUF_INIT(1 << 20);
+	ev_buf_puts(&b, "{\"id\":\"short\",\"input\":\"hi\",\"target\":\"zzzz\"}\n{\"id\":\"long\",\"input\":\"");
+	for (int i = 0; i < 200; i++)
+		ev_buf_puts(&b, "word ");
+	ev_buf_puts(&b, "\",\"target\":\"zzzz\"}\n");
+	char *suite = tu_write(dir, "s.jsonl", b.data);
+	ev_buf_free(&b);
+	char *out = NULL, *err = NULL;
+	const char *run[] = {tu_evald(), "--db", db, "run", "--model", ck, "--suite", suite, "--max-tokens", "4",
+	                     "--json", NULL};
+	int rc = tu_run(&out, &err, NULL, run);
+	if (rc)
+		fail_msg("exit %d: %s", rc, err);
+	cJSON *j = cJSON_Parse(out);
+	const cJSON *s0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "suites"), 0);
+	assert_int_equal((int)ev_json_num(s0, "n", 0), 2);
+	assert_int_equal((int)ev_json_num(s0, "errors", -1), 0);
+	assert_int_equal((int)ev_json_num(cJSON_GetObjectItem(s0, "failures"), "context_overflow", 0), 1);
+	cJSON_Delete(j);
+	free(out), free(err);
+	tu_sh(&out, NULL, "sqlite3 '%s' \"SELECT reason, score FROM results WHERE sample_id = 'long'\"", db);
+	assert_string_equal(out, "context_overflow|0.0\n");
+	free(out), free(suite), free(db), free(ck), free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(engine_flags_reach_the_engine_and_are_checked),
 		cmocka_unit_test(sampling_differs_by_epoch_and_replays_from_the_record),
+		cmocka_unit_test(over_length_prompts_are_context_overflows),
 		cmocka_unit_test(recall_checkpoint_scores_its_own_suite),
 		cmocka_unit_test(blas_prefill_agrees_with_the_reference),
 	};

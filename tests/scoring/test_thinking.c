@@ -147,7 +147,7 @@ static void reason_names_are_stable(void **state)
 {
 	(void)state;
 	const char *names[EV_REASON_COUNT] = {"", "wrong_answer", "no_answer", "truncated", "backend_error",
-	                                      "timeout", "match_limit", "unclosed_thinking"};
+	                                      "timeout", "match_limit", "unclosed_thinking", "context_overflow"};
 	for (int r = 0; r < EV_REASON_COUNT; r++) {
 		assert_string_equal(ev_reason_name((ev_reason)r), names[r]);
 		assert_int_equal(ev_reason_parse(names[r]), r);
