@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int ev_cli_fail(const char *what)
@@ -238,9 +239,28 @@ int ev_summary_compute(char **out, ev_tracker *t, int64_t run_id)
 	return rc;
 }
 
+char *ev_cli_data_dir(void)
+{
+	const char *env = getenv("EVALD_DATA_DIR");
+	if (env)
+		return ev_strdup(env);
+	return ev_strdup(EVALD_SOURCE_DIR "/suites/data");
+}
+
 int ev_cli_suite_load(ev_suite **out, const char *path, char **tmpdir)
 {
 	char *default_path = NULL;
+	struct stat st;
+	if (strcmp(path, "@default") && !strchr(path, '/') && stat(path, &st) != 0) {
+		/* a bundled suite by its name ("coding", "tool-use-simple") */
+		char *dir = ev_cli_data_dir();
+		char *p = dir ? ev_asprintf("%s/%s", dir, path) : NULL;
+		free(dir);
+		if (p && stat(p, &st) == 0)
+			path = default_path = p;
+		else
+			free(p);
+	}
 	if (!strcmp(path, "@default")) {
 		char tmpl[] = "/tmp/evald-default-XXXXXX";
 		if (!*tmpdir && (!mkdtemp(tmpl) || !(*tmpdir = ev_strdup(tmpl))))

@@ -117,8 +117,12 @@ char *ev_checker_flags_spec(const ev_checker_flags *f);
  * planned suites in order; pass@k and pass^k when it ran several epochs. */
 int ev_summary_compute(char **out, ev_tracker *t, int64_t run_id);
 
+/* The bundled suites' folder: $EVALD_DATA_DIR, else suites/data in the
+ * source tree. Malloc'd. */
+char *ev_cli_data_dir(void);
 /* Loads a suite path as `run` stores it: "@default" is the embedded
- * suite, written into a temporary folder made on first use (*tmpdir). */
+ * suite, written into a temporary folder made on first use (*tmpdir); a
+ * bare name that is not a path is a bundled suite ("coding"). */
 int ev_cli_suite_load(ev_suite **out, const char *path, char **tmpdir);
 /* Removes a folder made by ev_cli_suite_load and frees the name. */
 void ev_cli_tmpdir_remove(char *tmpdir);

@@ -691,11 +691,16 @@ int ev_cmd_serve(const ev_cli *cli, int argc, char **argv)
 		ev_cli_fail("serve");
 		goto done;
 	}
-	if (print_port)
+	if (print_port) {
 		printf("%d\n", ev_serve_port(srv));
-	else
-		printf("evald: serving %s on http://%s%s%s:%d/api/ (Ctrl-C stops)\n", cli->db_path,
-		       strchr(opt.host, ':') ? "[" : "", opt.host, strchr(opt.host, ':') ? "]" : "", ev_serve_port(srv));
+	} else {
+		const char *lb = strchr(opt.host, ':') ? "[" : "", *rb = strchr(opt.host, ':') ? "]" : "";
+		printf("evald: serving %s on http://%s%s%s:%d/api/ (Ctrl-C stops)\n", cli->db_path, lb, opt.host, rb,
+		       ev_serve_port(srv));
+		if (oai) /* the base URL an OpenAI client takes */
+			printf("evald: model %s at http://%s%s%s:%d/v1\n", ev_serve_openai_model_name(oai), lb, opt.host, rb,
+			       ev_serve_port(srv));
+	}
 	fflush(stdout);
 	int sig = 0;
 	sigwait(&stop, &sig);

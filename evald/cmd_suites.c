@@ -84,13 +84,7 @@ static int validate(const ev_cli *cli, int argc, char **argv)
 }
 
 /* The bundled suites: suites/data in the source tree, or EVALD_DATA_DIR. */
-static char *data_dir(void)
-{
-	const char *env = getenv("EVALD_DATA_DIR");
-	if (env)
-		return ev_strdup(env);
-	return ev_strdup(EVALD_SOURCE_DIR "/suites/data");
-}
+static char *data_dir(void) { return ev_cli_data_dir(); }
 
 static const ev_cmd_spec list_spec = {
 	.name = "suites list",

@@ -160,6 +160,21 @@ static void the_cache_never_answers_for_another_server(void **st)
 	tu_server_stop(&other);
 }
 
+/* A bundled suite is found by its name, as `evald suites list` shows it. */
+static void bundled_suites_by_name(void **st)
+{
+	(void)st;
+	char *bdb = tu_path(dir, "bundled.db");
+	char *out = NULL, *err = NULL;
+	const char *run[] = {tu_evald(), "-q", "--db", bdb, "run", "--model", srv.url, "--model-name", "m", "--suite",
+	                     "tool-use-simple", "--limit", "2", "--json", NULL};
+	int rc = tu_run(&out, &err, NULL, run);
+	if (rc != 0 && rc != 1) /* 1: the fixture's answers may not be calls; the suite loaded */
+		fail_msg("exit %d: %s", rc, err);
+	assert_non_null(strstr(out, "\"name\":\"tool-use-simple\""));
+	free(out), free(err), free(bdb);
+}
+
 static void report_json_and_markdown_show_the_run(void **st)
 {
 	(void)st;
@@ -289,6 +304,7 @@ int main(void)
 		cmocka_unit_test(run_json_summary_scores_and_excludes_backend_errors),
 		cmocka_unit_test(a_run_that_scored_nothing_is_failed),
 		cmocka_unit_test(the_cache_never_answers_for_another_server),
+		cmocka_unit_test(bundled_suites_by_name),
 		cmocka_unit_test(report_json_and_markdown_show_the_run),
 		cmocka_unit_test(rescore_applies_a_new_checker_without_the_model),
 		cmocka_unit_test(validate_names_line_and_field_of_a_bad_suite),
