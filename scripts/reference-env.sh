@@ -2,7 +2,8 @@
 # Installs the optional reference checks' Python packages from PyPI into a
 # virtual environment (.venv-reference, beside the checkout's build folders):
 # jinja2 (chat templates as transformers renders them), tokenizers and
-# transformers (tokenization as Hugging Face runs it). They are checks, never
+# transformers (tokenization as Hugging Face runs it), bfcl-eval (BFCL's own
+# ast_checker; soundfile is an import it needs). They are checks, never
 # dependencies: scripts/test.sh runs the `reference` ctest label when this
 # environment exists, and skips it otherwise.
 #   bash scripts/reference-env.sh        then   bash scripts/test.sh
@@ -15,5 +16,5 @@ if ! "$py" -c 'import venv, ensurepip' 2>/dev/null; then
 fi
 [[ -x .venv-reference/bin/python ]] || "$py" -m venv .venv-reference
 .venv-reference/bin/python -m pip install -q --upgrade pip
-.venv-reference/bin/python -m pip install -q "jinja2>=3.1" "tokenizers>=0.21" "transformers>=4.51"
+.venv-reference/bin/python -m pip install -q "jinja2>=3.1" "tokenizers>=0.21" "transformers>=4.51" bfcl-eval soundfile
 .venv-reference/bin/python -c 'import jinja2, tokenizers, transformers; print("reference env: jinja2", jinja2.__version__, "tokenizers", tokenizers.__version__, "transformers", transformers.__version__)'
