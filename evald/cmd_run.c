@@ -23,11 +23,18 @@ typedef struct {
 	int64_t resume;
 	bool json;
 	int status_fd;
+	double fail_under;     /* < 0: not given */
+	double max_error_rate; /* the share of error results tolerated (0) */
+	const char *junit;
 } run_opts;
 
 static const ev_opt run_own_opts[] = {
 	EV_O_ID("--resume", run_opts, resume, "RUN", "finish an interrupted run with its stored settings"),
 	EV_O_FLAG("--json", run_opts, json, "print the summary as JSON"),
+	EV_O_NUM("--fail-under", run_opts, fail_under, 0, 1, "SCORE", "exit 1 when a suite scores below SCORE (for CI)"),
+	EV_O_NUM("--max-error-rate", run_opts, max_error_rate, 0, 1, "R",
+	         "exit 1 only when more than this share of results are errors (default 0)"),
+	EV_O_STR("--junit", run_opts, junit, "FILE", "write the samples as JUnit XML (a suite a testsuite, a sample a testcase)"),
 	{.name = "--status-fd", .kind = EV_OPT_INT, .off = offsetof(run_opts, status_fd), .size = sizeof(int), .lo = 3,
 	 .hi = 1023, .meta = "FD",
 	 .help = "write {\"run_id\"} when the run exists and {\"run_id\",\"status\"} at its end to FD"},
@@ -53,6 +60,114 @@ static const ev_cmd_spec run_spec = {
 };
 
 static volatile sig_atomic_t g_stop;
+
+/* ---- CI outputs --------------------------------------------------------------------- */
+
+static void xml_text(ev_buf *b, const char *s)
+{
+	for (; s && *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '&')
+			ev_buf_puts(b, "&amp;");
+		else if (c == '<')
+			ev_buf_puts(b, "&lt;");
+		else if (c == '>')
+			ev_buf_puts(b, "&gt;");
+		else if (c == '"')
+			ev_buf_puts(b, "&quot;");
+		else if (c < 0x20 && c != '\n' && c != '\t')
+			ev_buf_putc(b, '?'); /* not allowed in XML 1.0 */
+		else
+			ev_buf_putc(b, (char)c);
+	}
+}
+
+typedef struct {
+	ev_buf cases;
+	char suite[256];
+	long n, failures, errors;
+	ev_buf out;
+} junit_ctx;
+
+static void junit_flush(junit_ctx *j)
+{
+	if (!j->suite[0])
+		return;
+	ev_buf_puts(&j->out, "  <testsuite name=\"");
+	xml_text(&j->out, j->suite);
+	ev_buf_printf(&j->out, "\" tests=\"%ld\" failures=\"%ld\" errors=\"%ld\">\n", j->n, j->failures, j->errors);
+	ev_buf_append(&j->out, j->cases.data ? j->cases.data : "", j->cases.len);
+	ev_buf_puts(&j->out, "  </testsuite>\n");
+	ev_buf_reset(&j->cases);
+	j->n = j->failures = j->errors = 0;
+}
+
+static int junit_case(void *ctx, const ev_result *r)
+{
+	junit_ctx *j = ctx;
+	if (strcmp(j->suite, r->suite ? r->suite : "")) {
+		junit_flush(j);
+		snprintf(j->suite, sizeof j->suite, "%s", r->suite ? r->suite : "");
+	}
+	j->n++;
+	ev_buf_puts(&j->cases, "    <testcase classname=\"");
+	xml_text(&j->cases, r->suite);
+	ev_buf_puts(&j->cases, "\" name=\"");
+	xml_text(&j->cases, r->sample_id);
+	if (r->epoch)
+		ev_buf_printf(&j->cases, "#%d", r->epoch);
+	ev_buf_printf(&j->cases, "\" time=\"%.3f\"", r->latency_s);
+	bool error = ev_result_is_error(r), failed = !error && r->score < 1.0;
+	if (!error && !failed) {
+		ev_buf_puts(&j->cases, "/>\n");
+		return 0;
+	}
+	j->errors += error;
+	j->failures += failed;
+	ev_buf_printf(&j->cases, ">\n      <%s type=\"", error ? "error" : "failure");
+	xml_text(&j->cases, r->reason);
+	ev_buf_printf(&j->cases, "\" message=\"score %.4g: ", r->score);
+	xml_text(&j->cases, r->reason);
+	ev_buf_puts(&j->cases, "\">");
+	xml_text(&j->cases, r->detail);
+	ev_buf_printf(&j->cases, "</%s>\n    </testcase>\n", error ? "error" : "failure");
+	return 0;
+}
+
+static int write_junit(ev_tracker *t, int64_t run_id, const char *path)
+{
+	junit_ctx j = {EV_BUF_INIT((size_t)1 << 30), "", 0, 0, 0, EV_BUF_INIT((size_t)1 << 30)};
+	ev_buf_printf(&j.out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"evald run %lld\">\n",
+	              (long long)run_id);
+	int rc = ev_tracker_results_each(t, run_id, junit_case, &j);
+	if (!rc) {
+		junit_flush(&j);
+		ev_buf_puts(&j.out, "</testsuites>\n");
+		rc = ev_file_write(path, j.out.data, j.out.len);
+	}
+	ev_buf_free(&j.cases);
+	ev_buf_free(&j.out);
+	return rc;
+}
+
+/* The lowest suite score of a summary (2 when it has none). */
+static double lowest_score(const char *summary_json)
+{
+	cJSON *j = NULL;
+	double low = 2;
+	if (summary_json && !ev_json_parse(&j, summary_json, strlen(summary_json), "summary")) {
+		const cJSON *sv;
+		cJSON_ArrayForEach(sv, cJSON_GetObjectItemCaseSensitive(j, "suites"))
+		{
+			double sc = ev_json_num(sv, "score", 2);
+			if (ev_json_num(sv, "n", 0) > 0 && sc < low)
+				low = sc;
+		}
+	}
+	cJSON_Delete(j);
+	ev_error_clear();
+	return low;
+}
 
 /* The first Ctrl-C (or SIGTERM) stops the run: no new request, what
  * finished is committed, the resume command is printed. A second one
@@ -89,7 +204,7 @@ static void on_started(void *ctx, int64_t run_id)
 
 int ev_cmd_run(const ev_cli *cli, int argc, char **argv)
 {
-	run_opts ro = {.json = cli->json};
+	run_opts ro = {.json = cli->json, .fail_under = -1};
 	ev_eval_config_init(&ro.eval);
 	int prc = ev_opt_parse(&run_spec, &ro, argc, argv, NULL, NULL);
 	if (prc)
@@ -131,13 +246,31 @@ int ev_cmd_run(const ev_cli *cli, int argc, char **argv)
 		fprintf(stderr, "evald: %ld of %ld answers came from the cache (the same request to the same model and "
 		                "server); --no-cache asks again\n",
 		        out.cached, out.answered);
-	bool partial = !rc && out.errors > 0;
+	long results = out.scored + out.errors;
+	bool partial = !rc && out.errors > 0 &&
+	               (double)out.errors > ro.max_error_rate * (double)(results > 0 ? results : 1);
+	if (!rc && out.errors > 0 && !partial)
+		fprintf(stderr, "evald: run %lld: %ld error results, within --max-error-rate %g\n", (long long)out.run_id,
+		        out.errors, ro.max_error_rate);
 	if (partial)
 		fprintf(stderr, "evald: run %lld finished with errors: %ld results could not be had (left out of the "
 		                "score; see evald report %lld); retry them with: evald run --resume %lld\n",
 		        (long long)out.run_id, out.errors, (long long)out.run_id, (long long)out.run_id);
+	bool under = false;
+	if (!rc && ro.fail_under >= 0) {
+		double low = lowest_score(out.summary_json);
+		under = low < ro.fail_under;
+		if (under)
+			fprintf(stderr, "evald: run %lld: a suite scored %.4f, under --fail-under %.4f\n", (long long)out.run_id,
+			        low, ro.fail_under);
+	}
+	bool junit_failed = false;
+	if (ro.junit && out.run_id && write_junit(t, out.run_id, ro.junit)) {
+		ev_cli_fail("run --junit");
+		junit_failed = true;
+	}
 	ev_eval_outcome_clear(&out);
 	ev_eval_config_clear(&ro.eval);
 	ev_tracker_close(t);
-	return rc || partial ? EV_EXIT_FAIL : 0;
+	return rc || partial || under || junit_failed ? EV_EXIT_FAIL : 0;
 }

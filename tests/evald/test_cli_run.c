@@ -175,6 +175,36 @@ static void bundled_suites_by_name(void **st)
 	free(out), free(err), free(bdb);
 }
 
+/* For CI: --fail-under fails a run whose suite scores below the bar,
+ * --max-error-rate tolerates a share of error results, --junit writes the
+ * samples as JUnit XML (failures and errors apart). */
+static void ci_gates_and_junit(void **st)
+{
+	(void)st;
+	char *suite = tu_write(dir, "ci.jsonl", SUITE); /* 2 right, 1 wrong, 1 backend error */
+	char *cdb = tu_path(dir, "ci.db"), *xml = tu_path(dir, "ci.xml");
+	char *out = NULL, *err = NULL;
+	const char *tolerant[] = {tu_evald(), "-q", "--db", cdb, "run", "--model", srv.url, "--model-name", "m", "--suite",
+	                          suite, "--retries", "0", "--max-error-rate", "0.3", "--fail-under", "0.6", "--junit", xml,
+	                          NULL};
+	int rc = tu_run(&out, &err, NULL, tolerant);
+	if (rc)
+		fail_msg("exit %d: %s", rc, err);
+	free(out), free(err);
+	char *x = NULL;
+	assert_int_equal(ev_file_read(&x, NULL, xml, 1 << 20), 0);
+	assert_non_null(strstr(x, "<testsuite name=\"ci\" tests=\"4\" failures=\"1\" errors=\"1\">"));
+	assert_non_null(strstr(x, "<testcase classname=\"ci\" name=\"q1\""));
+	assert_non_null(strstr(x, "<error type=\"backend_error\""));
+	assert_non_null(strstr(x, "<failure type=\"wrong_answer\""));
+	free(x);
+	const char *strict[] = {tu_evald(), "-q", "--db", cdb, "run", "--model", srv.url, "--model-name", "m", "--suite",
+	                        suite, "--retries", "0", "--max-error-rate", "0.3", "--fail-under", "0.7", NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, strict), 1);
+	assert_non_null(strstr(err, "under --fail-under"));
+	free(out), free(err), free(xml), free(cdb), free(suite);
+}
+
 static void report_json_and_markdown_show_the_run(void **st)
 {
 	(void)st;
@@ -305,6 +335,7 @@ int main(void)
 		cmocka_unit_test(a_run_that_scored_nothing_is_failed),
 		cmocka_unit_test(the_cache_never_answers_for_another_server),
 		cmocka_unit_test(bundled_suites_by_name),
+		cmocka_unit_test(ci_gates_and_junit),
 		cmocka_unit_test(report_json_and_markdown_show_the_run),
 		cmocka_unit_test(rescore_applies_a_new_checker_without_the_model),
 		cmocka_unit_test(validate_names_line_and_field_of_a_bad_suite),
