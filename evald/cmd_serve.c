@@ -118,6 +118,34 @@ int ev_serve_json_error(ev_serve_response *resp, int status, const char *field, 
 	return 0;
 }
 
+int ev_serve_openai_error(ev_serve_response *resp, int status, const char *param, const char *code,
+                          const char *message)
+{
+	const char *type = status == 401 ? "authentication_error" : status == 403 ? "permission_error"
+	                 : status == 404 ? "not_found_error" : status == 429 ? "rate_limit_error"
+	                 : status >= 500 ? "server_error" : "invalid_request_error";
+	ev_buf b = EV_BUF_INIT(64 * 1024);
+	int rc = ev_buf_puts(&b, "{\"error\":{\"message\":");
+	if (!rc)
+		rc = ev_json_buf_str(&b, message ? message : "error");
+	if (!rc)
+		rc = ev_buf_printf(&b, ",\"type\":\"%s\",\"param\":", type);
+	if (!rc)
+		rc = param ? ev_json_buf_str(&b, param) : ev_buf_puts(&b, "null");
+	if (!rc)
+		rc = ev_buf_puts(&b, ",\"code\":");
+	if (!rc)
+		rc = code ? ev_json_buf_str(&b, code) : ev_buf_puts(&b, "null");
+	if (!rc)
+		rc = ev_buf_puts(&b, "}}");
+	free(resp->body);
+	resp->body = rc ? NULL : ev_buf_detach(&b, &resp->body_len);
+	ev_buf_free(&b);
+	resp->status = status;
+	resp->content_type = "application/json";
+	return 0;
+}
+
 static bool loopback_host(const struct sockaddr_storage *ss)
 {
 	if (ss->ss_family == AF_INET) {
@@ -189,10 +217,13 @@ static enum MHD_Result send_response(struct MHD_Connection *c, ev_serve_response
 	return ok;
 }
 
-static enum MHD_Result send_error(struct MHD_Connection *c, int status, const char *msg)
+static enum MHD_Result send_error(struct MHD_Connection *c, int status, const char *msg, bool openai)
 {
 	ev_serve_response resp = {0};
-	ev_serve_json_error(&resp, status, NULL, msg);
+	if (openai)
+		ev_serve_openai_error(&resp, status, NULL, NULL, msg);
+	else
+		ev_serve_json_error(&resp, status, NULL, msg);
 	enum MHD_Result ok = send_response(c, &resp);
 	free(resp.body);
 	return ok;
@@ -201,7 +232,7 @@ static enum MHD_Result send_error(struct MHD_Connection *c, int status, const ch
 /* ---- the access handler ----------------------------------------------------------- */
 
 static enum MHD_Result answer(struct MHD_Connection *c, const char *method, const char *url, int rc,
-                              ev_serve_response *resp);
+                              ev_serve_response *resp, bool openai);
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
@@ -250,7 +281,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			}
 		}
 		if (cs->early_status)
-			return send_error(c, cs->early_status, cs->early_msg);
+			return send_error(c, cs->early_status, cs->early_msg, cs->route ? cs->route->openai_errors
+			                                                                         : !strncmp(url, "/v1/", 4));
 		return MHD_YES;
 	}
 	if (*upload_data_size) {
@@ -268,10 +300,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		ev_error_clear();
 		int (*finish)(void *, ev_serve_response *) = cs->finish;
 		cs->finish = NULL;
-		return answer(c, method, url, finish(cs->defer, &resp), &resp);
+		return answer(c, method, url, finish(cs->defer, &resp), &resp, cs->route->openai_errors);
 	}
 	if (cs->too_big)
-		return send_error(c, 413, cs->body.max ? "request body over this route's limit" : "this request takes no body");
+		return send_error(c, 413, cs->body.max ? "request body over this route's limit" : "this request takes no body",
+		                  cs->route->openai_errors);
 
 	ev_serve_request req = {method, url, c, MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 	                                                                    MHD_HTTP_HEADER_CONTENT_TYPE),
@@ -285,22 +318,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		cs->release = resp.release;
 		return MHD_YES; /* the handler suspended the connection, or its work is done already */
 	}
-	return answer(c, method, url, rc, &resp);
+	return answer(c, method, url, rc, &resp, cs->route->openai_errors);
 }
 
 /* Sends a handler's answer: its response, or the JSON error for rc. */
 static enum MHD_Result answer(struct MHD_Connection *c, const char *method, const char *url, int rc,
-                              ev_serve_response *resp0)
+                              ev_serve_response *resp0, bool openai)
 {
 	ev_serve_response resp = *resp0;
 	if (rc) {
 		int status = ev_serve_http_status(rc);
+		const char *msg = ev_error_msg();
 		if (status == 500) {
-			ev_log_error("%s %s: %s", method, url, ev_error_msg());
-			ev_serve_json_error(&resp, 500, NULL, "internal error (see the server's log)");
-		} else {
-			ev_serve_json_error(&resp, status, NULL, ev_error_msg());
+			ev_log_error("%s %s: %s", method, url, msg);
+			msg = "internal error (see the server's log)";
 		}
+		if (openai)
+			ev_serve_openai_error(&resp, status, NULL, status == 404 && strstr(msg, "not served here") ? "model_not_found"
+			                                                                                        : NULL,
+			                      msg);
+		else
+			ev_serve_json_error(&resp, status, NULL, msg);
 	}
 	enum MHD_Result ok = send_response(c, &resp);
 	free(resp.body);

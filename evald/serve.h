@@ -107,6 +107,9 @@ typedef struct {
 	/* The most body this route reads (0: the server's --max-body, which
 	 * also caps this). GET and HEAD requests take no body at all. */
 	size_t max_body;
+	/* Errors in OpenAI's shape, {"error":{"message","type","param","code"}},
+	 * as OpenAI clients read them (the /v1 routes); else {"error","status"}. */
+	bool openai_errors;
 } ev_serve_route;
 
 /* Body caps of the routes: JSON requests of the OpenAI routes (images come
@@ -132,6 +135,12 @@ void ev_serve_free(ev_serve *s);
 int ev_serve_http_status(int ev_code);
 /* Sets resp to {"error": message, "field": field (when not NULL)}. */
 int ev_serve_json_error(ev_serve_response *resp, int status, const char *field, const char *message);
+/* The same in OpenAI's shape: {"error":{"message","type","param","code"}},
+ * the type from the status (invalid_request_error, authentication_error,
+ * permission_error, not_found_error, rate_limit_error, server_error);
+ * code may be NULL. */
+int ev_serve_openai_error(ev_serve_response *resp, int status, const char *param, const char *code,
+                          const char *message);
 
 /* ---- the tracker API (serve_api.c) --------------------------------------------- */
 

@@ -480,11 +480,11 @@ static int get_proposals(void *ctx, const ev_serve_request *req, ev_serve_respon
 int ev_serve_api_register(ev_serve *s, ev_serve_api *api)
 {
 	const ev_serve_route routes[] = {
-		{"POST", "/api/issues", true, post_issue, api, 0}, /* uploads: the server's --max-body */
-		{"GET", "/api/issues", false, get_issues, api, 0},
-		{"GET", "/api/issues/*", false, get_issue, api, 0},
-		{"GET", "/api/regressions", false, get_regressions, api, 0},
-		{"GET", "/api/proposals", false, get_proposals, api, 0},
+		{"POST", "/api/issues", true, post_issue, api, 0, false}, /* uploads: the server's --max-body */
+		{"GET", "/api/issues", false, get_issues, api, 0, false},
+		{"GET", "/api/issues/*", false, get_issue, api, 0, false},
+		{"GET", "/api/regressions", false, get_regressions, api, 0, false},
+		{"GET", "/api/proposals", false, get_proposals, api, 0, false},
 	};
 	for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
 		int rc = ev_serve_add_route(s, &routes[i]);

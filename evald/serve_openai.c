@@ -511,7 +511,7 @@ static int finish_plain(void *cls, ev_serve_response *resp)
 /* 503 with Retry-After: the server is full or stopping (clients retry). */
 static int busy(ev_serve_response *resp, const char *why)
 {
-	ev_serve_json_error(resp, 503, NULL, why);
+	ev_serve_openai_error(resp, 503, NULL, "server_busy", why);
 	resp->retry_after = 1;
 	return 0;
 }
@@ -783,11 +783,11 @@ const char *ev_serve_openai_model_name(const ev_serve_openai *o) { return o ? o-
 int ev_serve_openai_register(ev_serve *s, ev_serve_openai *o)
 {
 	const ev_serve_route routes[] = {
-		{"GET", "/v1/models", false, h_models, o, 0},
-		{"POST", "/v1/chat/completions", false, h_chat, o, EV_SERVE_JSON_BODY_MAX},
-		{"POST", "/v1/completions", false, h_completions, o, EV_SERVE_JSON_BODY_MAX},
-		{"GET", "/health", false, h_health, o, 0},
-		{NULL, "/v1/*", false, h_unknown, o, 4096},
+		{"GET", "/v1/models", false, h_models, o, 0, true},
+		{"POST", "/v1/chat/completions", false, h_chat, o, EV_SERVE_JSON_BODY_MAX, true},
+		{"POST", "/v1/completions", false, h_completions, o, EV_SERVE_JSON_BODY_MAX, true},
+		{"GET", "/health", false, h_health, o, 0, false},
+		{NULL, "/v1/*", false, h_unknown, o, 4096, true},
 	};
 	for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
 		int rc = ev_serve_add_route(s, &routes[i]);

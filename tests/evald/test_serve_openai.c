@@ -313,6 +313,18 @@ static void models_and_errors_answer_json(void **st)
 		long code = http("POST", cases[i].path, cases[i].body, &out);
 		if (code != cases[i].status || !strstr(out, cases[i].needle) || !strstr(out, "\"error\""))
 			fail_msg("case %zu (%s): got %ld %s", i, cases[i].body, code, out);
+		/* in OpenAI's shape, which clients read: {"error":{"message","type","param","code"}} */
+		cJSON *j = cJSON_Parse(out);
+		const cJSON *e = cJSON_GetObjectItem(j, "error");
+		if (!cJSON_IsObject(e) || !cJSON_IsString(cJSON_GetObjectItem(e, "message")) ||
+		    !cJSON_IsString(cJSON_GetObjectItem(e, "type")) || !cJSON_GetObjectItem(e, "param") ||
+		    !cJSON_GetObjectItem(e, "code"))
+			fail_msg("case %zu: not an OpenAI error body: %s", i, out);
+		const char *type = cJSON_GetObjectItem(e, "type")->valuestring;
+		assert_string_equal(type, cases[i].status == 400 ? "invalid_request_error" : "not_found_error");
+		if (strstr(cases[i].needle, "served"))
+			assert_string_equal(ev_json_str(e, "code", ""), "model_not_found");
+		cJSON_Delete(j);
 		free(out);
 	}
 	/* a body past --max-body is refused before the engine sees it */
