@@ -48,7 +48,7 @@ const ev_opt ev_eval_opts[] = {
 	 .count_off = offsetof(T, n_models), .meta = "URL|DIR", .key = "models",
 	 .help = "an OpenAI-compatible base URL (several share the load) or a checkpoint folder"},
 	{.name = "--model-name", .kind = EV_OPT_STR, .off = offsetof(T, model_name), .meta = "NAME",
-	 .key = "model_name", .help = "the name runs are filed under (default: the first --model)"},
+	 .key = "model_name", .help = "the name runs are filed under (default: the model a URL serves, else the --model)"},
 	{.name = "--suite", .kind = EV_OPT_STRS, .off = offsetof(T, suites), .size = sizeof(((T *)0)->suites),
 	 .count_off = offsetof(T, n_suites), .meta = "PATH", .key = "suites",
 	 .help = "a suite folder, archive or .jsonl (none: the embedded default suite)"},
@@ -343,6 +343,7 @@ typedef struct {
 	char *tmpdir;
 	long total;
 	long done, cached; /* results this invocation produced; how many from the cache */
+	char *own_name;    /* the served model's name, when --model-name was not given */
 	int max_epochs;
 	ev_backend *backend;
 	ev_run_row row;       /* the stored run, on resume */
@@ -543,6 +544,9 @@ static int run_suites(eval_state *st, int64_t run_id, bool *stopped)
 
 static void state_clear(eval_state *st)
 {
+	if (st->c && st->c->model_name == st->own_name)
+		st->c->model_name = NULL; /* the caller's config must not keep a freed name */
+	free(st->own_name);
 	ev_backend_free(st->backend);
 	for (int i = 0; i < EV_EVAL_MAX_LIST; i++) {
 		ev_checker_free(st->checkers[i]);
@@ -613,8 +617,6 @@ static int evaluate(eval_state *st, ev_eval_outcome *out)
 			return ev_error_set(EV_E_INVALID, "--model is required");
 		if (!c->n_suites)
 			c->suites[c->n_suites++] = "@default";
-		if (!c->model_name)
-			c->model_name = c->models[0];
 		free(c->checker_spec);
 		c->checker_spec = ev_checker_flags_spec(&c->checker);
 	}
@@ -622,6 +624,17 @@ static int evaluate(eval_state *st, ev_eval_outcome *out)
 		return rc;
 	if ((rc = make_backend(&st->backend, c)))
 		return ev_error_wrap(rc, "model");
+	if (!o->resume && !c->model_name) {
+		/* the name the server gives its one model (a URL is no model's
+		 * name); for a checkpoint, its folder's */
+		const char *served = ev_backend_openai_served_model(st->backend);
+		bool http = ev_str_starts(c->models[0], "http://") || ev_str_starts(c->models[0], "https://");
+		c->model_name = served && (st->own_name = ev_strdup(served)) ? st->own_name : c->models[0];
+		if (http && !served)
+			ev_log_warn("--model-name not given and %s lists no single model: the URL is the model's name; "
+			            "give --model-name",
+			            c->models[0]);
+	}
 	out->run_id = o->resume;
 	if (!o->resume && (rc = create_run(st, &out->run_id)))
 		return rc;

@@ -59,6 +59,7 @@ typedef struct {
 	int n_ready, cap_ready;
 	int pending;
 	ev_rng rng;
+	char *served_model; /* the one model /models listed (the first URL's), or NULL */
 } openai;
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -431,6 +432,7 @@ static void op_free(void *impl)
 	openai *o = impl;
 	if (!o)
 		return;
+	free(o->served_model);
 	for (int i = 0; i < o->n_active; i++) {
 		curl_multi_remove_handle(o->multi, o->active[i]->easy);
 		curl_easy_cleanup(o->active[i]->easy);
@@ -512,8 +514,9 @@ static size_t probe_sink(char *p, size_t size, size_t n, void *ud)
 }
 
 /* The stable fields of a /models answer (ids and where they come from; not
- * "created", which some servers stamp on every request). */
-static void model_identity(ev_buf *ident, const char *body, size_t len)
+ * "created", which some servers stamp on every request); *only gets the id
+ * when it lists exactly one model. */
+static void model_identity(ev_buf *ident, const char *body, size_t len, char **only)
 {
 	cJSON *j = NULL;
 	if (!body || ev_json_parse(&j, body, len, "models")) {
@@ -532,11 +535,17 @@ static void model_identity(ev_buf *ident, const char *body, size_t len)
 		}
 		ev_buf_putc(ident, '\n');
 	}
+	const cJSON *data = cJSON_GetObjectItemCaseSensitive(j, "data");
+	if (only && !*only && cJSON_GetArraySize(data) == 1) {
+		const char *id = ev_json_str(cJSON_GetArrayItem(data, 0), "id", NULL);
+		if (id && *id && strlen(id) < 512)
+			*only = ev_strdup(id);
+	}
 	cJSON_Delete(j);
 }
 
 /* One GET <base>/models with the backend's headers. */
-static int probe(const openai *o, const char *base, const char *api_key_env, ev_buf *ident)
+static int probe(openai *o, const char *base, const char *api_key_env, ev_buf *ident)
 {
 	size_t n = strlen(base);
 	while (n && base[n - 1] == '/')
@@ -570,7 +579,7 @@ static int probe(const openai *o, const char *base, const char *api_key_env, ev_
 	curl_easy_cleanup(c);
 	free(url);
 	if (cr == CURLE_OK && code == 200)
-		model_identity(ident, body.data, body.len);
+		model_identity(ident, body.data, body.len, &o->served_model);
 	ev_buf_free(&body);
 	if (cr != CURLE_OK && cr != CURLE_WRITE_ERROR)
 		return ev_error_set(EV_E_BACKEND, "--model %s: cannot reach the server (%s): is it running, and is the URL right?",
@@ -581,6 +590,13 @@ static int probe(const openai *o, const char *base, const char *api_key_env, ev_
 		                    "'Authorization: Bearer ...' or $%s",
 		                    shown, code, api_key_env ? api_key_env : "OPENAI_API_KEY");
 	return 0;
+}
+
+const char *ev_backend_openai_served_model(const ev_backend *b)
+{
+	if (!b || !b->ops || strcmp(b->ops->name, "openai"))
+		return NULL;
+	return ((const openai *)b->impl)->served_model;
 }
 
 int ev_backend_openai_new(ev_backend **out, const ev_openai_options *opt)

@@ -124,6 +124,9 @@ int ev_backend_pending(ev_backend *b);
  * tokenizer files, every weight file's size and header) and the engine
  * settings. "" when the backend cannot say. */
 const char *ev_backend_identity(const ev_backend *b);
+/* The model an OpenAI-compatible backend's first URL serves, when its
+ * /models (read by the probe) lists exactly one; NULL otherwise. */
+const char *ev_backend_openai_served_model(const ev_backend *b);
 
 /* ---- the runner ---------------------------------------------------------- */
 

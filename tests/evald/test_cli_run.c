@@ -160,6 +160,26 @@ static void the_cache_never_answers_for_another_server(void **st)
 	tu_server_stop(&other);
 }
 
+/* Without --model-name a URL run is filed under the name the server gives
+ * its one model (/v1/models), not under the URL. */
+static void the_served_model_names_the_run(void **st)
+{
+	(void)st;
+	char *suite = tu_write(dir, "named.jsonl", "{\"id\":\"n1\",\"input\":\"hi\",\"target\":\"hi\"}\n");
+	char *ndb = tu_path(dir, "named.db");
+	char *out = NULL, *err = NULL;
+	const char *run[] = {tu_evald(), "-q", "--db", ndb, "run", "--model", srv.url, "--suite", suite, "--json", NULL};
+	int rc = tu_run(&out, &err, NULL, run);
+	if (rc)
+		fail_msg("exit %d: %s", rc, err);
+	cJSON *j = cJSON_Parse(out);
+	const char *model = ev_json_str(j, "model", "");
+	assert_null(strstr(model, "http"));
+	assert_true(*model);
+	cJSON_Delete(j);
+	free(out), free(err), free(ndb), free(suite);
+}
+
 /* A bundled suite is found by its name, as `evald suites list` shows it. */
 static void bundled_suites_by_name(void **st)
 {
@@ -335,6 +355,7 @@ int main(void)
 		cmocka_unit_test(a_run_that_scored_nothing_is_failed),
 		cmocka_unit_test(the_cache_never_answers_for_another_server),
 		cmocka_unit_test(bundled_suites_by_name),
+		cmocka_unit_test(the_served_model_names_the_run),
 		cmocka_unit_test(ci_gates_and_junit),
 		cmocka_unit_test(report_json_and_markdown_show_the_run),
 		cmocka_unit_test(rescore_applies_a_new_checker_without_the_model),
