@@ -73,10 +73,17 @@ int ev_mkdir_p_mode(const char *dir, unsigned mode)
 
 int ev_file_write(const char *path, const void *data, size_t len)
 {
-	char *tmp = ev_asprintf("%s.tmp.%ld", path, (long)getpid());
+	/* An unpredictable temp name made with O_EXCL (mkstemp): a link planted
+	 * at a guessable name cannot redirect the write. */
+	char *tmp = ev_asprintf("%s.tmp.XXXXXX", path);
 	if (!tmp)
 		return ev_error_set(EV_E_NOMEM, "out of memory");
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd >= 0) { /* mkstemp makes 0600; the file gets what open(0644) would, under the umask */
+		mode_t um = umask(0);
+		umask(um);
+		(void)fchmod(fd, 0644 & ~um);
+	}
 	if (fd < 0) {
 		int rc = ev_error_set(EV_E_IO, "%s: %s", tmp, strerror(errno));
 		free(tmp);

@@ -7,6 +7,7 @@ int ev_cmd_bench(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_calibrate(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_compare(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_engine(const ev_cli *cli, int argc, char **argv);
+int ev_cmd_export(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_issue(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_merge(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_proposal(const ev_cli *cli, int argc, char **argv);
@@ -27,6 +28,7 @@ const ev_command ev_commands[] = {
 	{"calibrate", ev_cmd_calibrate, "measure the noise floor: the same evaluation repeated, per-suite variance"},
 	{"compare", ev_cmd_compare, "paired comparison of two runs; --file-regressions files significant drops"},
 	{"engine", ev_cmd_engine, "the bundled inference engine: info, logits, generate, mkmodel"},
+	{"export", ev_cmd_export, "a run's per-sample rows as JSON lines or CSV"},
 	{"issue", ev_cmd_issue, "community issue reports: add, list, show, close, import (GitHub), repro"},
 	{"merge", ev_cmd_merge, "join the runs of several shards into one run"},
 	{"proposal", ev_cmd_proposal, "training proposals: new, join, status, show, list, export"},

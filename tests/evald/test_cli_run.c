@@ -160,6 +160,43 @@ static void the_cache_never_answers_for_another_server(void **st)
 	tu_server_stop(&other);
 }
 
+/* export writes a run's rows: JSONL that parses back, CSV with quoted
+ * fields where the text needs them. */
+static void export_writes_rows(void **st)
+{
+	(void)st;
+	char *out = NULL, *err = NULL;
+	const char *jl[] = {tu_evald(), "--db", db, "export", "1", NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, jl), 0);
+	int lines = 0;
+	for (char *p = out, *nl; (nl = strchr(p, '\n')); p = nl + 1) {
+		cJSON *j = cJSON_ParseWithLength(p, (size_t)(nl - p));
+		assert_non_null(j);
+		assert_string_equal(ev_json_str(j, "suite", ""), "evals");
+		assert_non_null(cJSON_GetObjectItem(j, "score"));
+		if (!strcmp(ev_json_str(j, "sample_id", ""), "q1")) {
+			assert_string_equal(ev_json_str(j, "input", ""), "What is the capital of France?");
+			assert_string_equal(ev_json_str(j, "response", ""), "It is Paris.");
+		}
+		cJSON_Delete(j);
+		lines++;
+	}
+	assert_int_equal(lines, 4);
+	free(out), free(err);
+	char *csv = tu_path(dir, "rows.csv");
+	const char *cv[] = {tu_evald(), "--db", db, "export", "1", "--format", "csv", "-o", csv, NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, cv), 0);
+	free(out), free(err);
+	char *text = NULL;
+	assert_int_equal(ev_file_read(&text, NULL, csv, 1 << 20), 0);
+	assert_true(ev_str_starts(text, "suite,sample_id,epoch,input,response,"));
+	assert_non_null(strstr(text, "evals,q1,0,What is the capital of France?,It is Paris.,"));
+	free(text), free(csv);
+	const char *bad[] = {tu_evald(), "--db", db, "export", "99", NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, bad), 1);
+	free(out), free(err);
+}
+
 /* Without --model-name a URL run is filed under the name the server gives
  * its one model (/v1/models), not under the URL. */
 static void the_served_model_names_the_run(void **st)
@@ -355,6 +392,7 @@ int main(void)
 		cmocka_unit_test(a_run_that_scored_nothing_is_failed),
 		cmocka_unit_test(the_cache_never_answers_for_another_server),
 		cmocka_unit_test(bundled_suites_by_name),
+		cmocka_unit_test(export_writes_rows),
 		cmocka_unit_test(the_served_model_names_the_run),
 		cmocka_unit_test(ci_gates_and_junit),
 		cmocka_unit_test(report_json_and_markdown_show_the_run),
