@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/backend.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "evald/cli.h"
 
@@ -166,6 +167,20 @@ static int gen_longctx(const ev_cli *cli, int argc, char **argv)
 	if (!tmpl && t.family == ENG_CHAT_UNKNOWN)
 		ev_log_warn("%s: no known chat template; lengths count the message texts only", dir);
 	ev_token_counter tc = {count_cb, t.family != ENG_CHAT_UNKNOWN ? render_cb : NULL, &t};
+	/* A length past the model's context makes samples it cannot read (they
+	 * score 0 as context_overflow): say so now, not after the run. */
+	if (model) {
+		eng_config cfg;
+		if (eng_config_load(&cfg, model) == 0) {
+			for (size_t i = 0; i < o.n_lengths; i++)
+				if ((long)o.lengths[i] > cfg.max_position)
+					ev_log_warn("--lengths: %zu tokens pass %s's context of %ld tokens (max_position_embeddings): "
+					            "those samples will score 0 as context_overflow",
+					            o.lengths[i], model, cfg.max_position);
+			eng_config_clear(&cfg);
+		}
+		ev_error_clear();
+	}
 	double t0 = ev_now();
 	rc = ev_gen_longctx(&o, &tc, out);
 	double secs = ev_now() - t0;

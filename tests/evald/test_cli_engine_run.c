@@ -197,12 +197,33 @@ static void over_length_prompts_are_context_overflows(void **st)
 	free(out), free(suite), free(db), free(ck), free(dir);
 }
 
+/* suites gen long-context warns, up front, of lengths past the model's
+ * context (their samples would score 0 as context_overflow). */
+static void gen_warns_of_lengths_past_the_context(void **st)
+{
+	(void)st;
+	char *dir = tu_tmpdir("cli-gen-ctx");
+	char *ck = tu_path(dir, "ckpt"), *out_dir = tu_path(dir, "suite");
+	const char *mk[] = {tu_evald(), "engine", "mkmodel", "--arch", "qwen2", "--out", ck, "--max-position", "512", NULL};
+	assert_int_equal(tu_run(NULL, NULL, NULL, mk), 0);
+	char *out = NULL, *err = NULL;
+	const char *gen[] = {tu_evald(), "suites", "gen", "long-context", "--model", ck, "--tasks", "niah", "--lengths",
+	                     "256,1k", "--depths", "50", "-o", out_dir, NULL};
+	int rc = tu_run(&out, &err, NULL, gen);
+	if (rc)
+		fail_msg("exit %d: %s", rc, err);
+	assert_non_null(strstr(err, "1024 tokens pass"));
+	assert_null(strstr(err, "256 tokens pass"));
+	free(out), free(err), free(out_dir), free(ck), free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(engine_flags_reach_the_engine_and_are_checked),
 		cmocka_unit_test(sampling_differs_by_epoch_and_replays_from_the_record),
 		cmocka_unit_test(over_length_prompts_are_context_overflows),
+		cmocka_unit_test(gen_warns_of_lengths_past_the_context),
 		cmocka_unit_test(recall_checkpoint_scores_its_own_suite),
 		cmocka_unit_test(blas_prefill_agrees_with_the_reference),
 	};
