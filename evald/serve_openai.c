@@ -30,6 +30,7 @@
 
 #define MAX_MESSAGES 4096
 #define MAX_STOP 16
+#define MAX_CHOICES 16
 
 struct ev_serve_openai {
 	ev_backend *be;
@@ -56,6 +57,7 @@ typedef struct {
 	char *stop[MAX_STOP];
 	char *prompt; /* /v1/completions */
 	bool stream;
+	int n_choices;
 } parsed;
 
 static void parsed_clear(parsed *p)
@@ -182,9 +184,15 @@ static int parse_gen(parsed *p, const cJSON *root)
 			return ev_error_set(EV_E_INVALID, "ignore_eos: expected true or false");
 		g->ignore_eos = cJSON_IsTrue(v);
 	}
-	if ((v = cJSON_GetObjectItemCaseSensitive(root, "n")) && !cJSON_IsNull(v) &&
-	    !(cJSON_IsNumber(v) && v->valuedouble == 1))
-		return ev_error_set(EV_E_UNSUPPORTED, "n: only 1 is supported");
+	p->n_choices = 1;
+	if ((v = cJSON_GetObjectItemCaseSensitive(root, "n")) && !cJSON_IsNull(v)) {
+		if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > MAX_CHOICES ||
+		    v->valuedouble != (int)v->valuedouble)
+			return ev_error_set(EV_E_INVALID, "n: expected an integer from 1 to %d", MAX_CHOICES);
+		p->n_choices = (int)v->valuedouble;
+		if (p->n_choices > 1 && p->stream)
+			return ev_error_set(EV_E_INVALID, "n: more than one choice is not streamed; leave out stream");
+	}
 	return 0;
 }
 
@@ -269,7 +277,34 @@ typedef struct {
 	size_t sent_off;
 	char id[64];
 	long created;
+	struct choice_group *group; /* n > 1: the answer the choices make together */
+	int index;             /* this choice's index */
 } inflight;
+
+/* n > 1: the choices of one request, answered together when the last is
+ * done (the connection waits suspended until then). */
+typedef struct choice_group {
+	pthread_mutex_t mu;
+	int n, remaining, refs;
+	bool suspended, gone;
+	struct MHD_Connection *conn;
+	inflight *f[MAX_CHOICES];
+} choice_group;
+
+static void inflight_unref(inflight *f);
+
+/* Each choice the engine still runs holds the group, and so does the
+ * connection: the last to let go frees it. */
+static void group_unref(choice_group *g)
+{
+	pthread_mutex_lock(&g->mu);
+	int left = --g->refs;
+	pthread_mutex_unlock(&g->mu);
+	if (left)
+		return;
+	pthread_mutex_destroy(&g->mu);
+	free(g);
+}
 
 static void inflight_unref(inflight *f)
 {
@@ -371,8 +406,13 @@ static int on_cancelled(void *ctx)
 	bool stop = f->gone || f->overflow;
 	/* conn is alive while suspended (MHD closes nothing suspended) and,
 	 * for a plain answer, until the connection ends (which sets gone) */
-	if (!stop && (f->suspended || !f->stream))
+	if (!stop && f->group) {
+		pthread_mutex_lock(&f->group->mu);
+		stop = f->group->gone || (f->group->suspended && ev_serve_client_gone(f->conn));
+		pthread_mutex_unlock(&f->group->mu);
+	} else if (!stop && (f->suspended || !f->stream)) {
 		stop = ev_serve_client_gone(f->conn);
+	}
 	if (stop && !f->cancel_seen) {
 		f->cancel_seen = true;
 		ev_log_info("serve: %s: cancelled (%s)", f->id, f->overflow ? "the stream fell behind" : "the client left");
@@ -416,7 +456,17 @@ static void on_done(void *ctx, ev_completion *c)
 	}
 	f->done = true;
 	wake(f);
+	choice_group *g = f->group;
 	pthread_mutex_unlock(&f->mu);
+	if (g) { /* the last choice wakes the connection */
+		pthread_mutex_lock(&g->mu);
+		if (--g->remaining == 0 && g->suspended) {
+			g->suspended = false;
+			ev_serve_resume(g->conn);
+		}
+		pthread_mutex_unlock(&g->mu);
+		group_unref(g);
+	}
 	pthread_mutex_lock(&o->mu);
 	o->admitted--;
 	if (cancelled)
@@ -508,11 +558,168 @@ static int finish_plain(void *cls, ev_serve_response *resp)
 	return resp->body ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
 }
 
+/* n > 1: the choices' answers as one response, once every one is done. */
+static int finish_choices(void *cls, ev_serve_response *resp)
+{
+	choice_group *g = cls;
+	cJSON *root = NULL, *list = cJSON_CreateArray();
+	int rc = list ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
+	long completion_tokens = 0;
+	for (int i = 0; !rc && i < g->n; i++) {
+		inflight *f = g->f[i];
+		pthread_mutex_lock(&f->mu);
+		bool done = f->done;
+		pthread_mutex_unlock(&f->mu);
+		if (!done)
+			return ev_error_set(EV_E_INTERNAL, "serve: choice %d answered before the engine finished", i);
+		if (f->c.status != EV_COMPLETION_OK) {
+			rc = ev_error_set(EV_E_BACKEND, "choice %d: %s", i, f->c.error ? f->c.error : "the engine failed");
+			break;
+		}
+		char *body = f->chat ? ev_strdup(f->c.raw_json) : completion_text_body(f->o, f);
+		cJSON *one = NULL;
+		if (!body || ev_json_parse(&one, body, strlen(body), "choice")) {
+			free(body);
+			rc = ev_error_code() ? ev_error_code() : ev_error_set(EV_E_NOMEM, "out of memory");
+			break;
+		}
+		free(body);
+		cJSON *ch = cJSON_DetachItemFromArray(cJSON_GetObjectItemCaseSensitive(one, "choices"), 0);
+		if (ch) {
+			cJSON_DeleteItemFromObjectCaseSensitive(ch, "index");
+			cJSON_AddNumberToObject(ch, "index", i);
+			cJSON_AddItemToArray(list, ch);
+		}
+		completion_tokens += f->c.completion_tokens;
+		if (!root) {
+			root = one; /* the first answer's id, object, created, model */
+		} else {
+			cJSON_Delete(one);
+		}
+	}
+	if (!rc && root) {
+		cJSON_ReplaceItemInObjectCaseSensitive(root, "choices", list);
+		list = NULL;
+		cJSON *u = cJSON_GetObjectItemCaseSensitive(root, "usage");
+		double prompt = ev_json_num(u, "prompt_tokens", 0);
+		cJSON_ReplaceItemInObjectCaseSensitive(u, "completion_tokens", cJSON_CreateNumber((double)completion_tokens));
+		cJSON_ReplaceItemInObjectCaseSensitive(u, "total_tokens", cJSON_CreateNumber(prompt + (double)completion_tokens));
+		resp->body = ev_json_print(root);
+		if (!resp->body)
+			rc = ev_error_set(EV_E_NOMEM, "out of memory");
+	}
+	cJSON_Delete(list);
+	cJSON_Delete(root);
+	return rc;
+}
+
+static void choices_release(void *cls)
+{
+	choice_group *g = cls;
+	pthread_mutex_lock(&g->mu);
+	g->gone = true;
+	pthread_mutex_unlock(&g->mu);
+	for (int i = 0; i < g->n; i++)
+		if (g->f[i])
+			conn_release(g->f[i]);
+	group_unref(g);
+}
+
 /* 503 with Retry-After: the server is full or stopping (clients retry). */
 static int busy(ev_serve_response *resp, const char *why)
 {
 	ev_serve_openai_error(resp, 503, NULL, "server_busy", why);
 	resp->retry_after = 1;
+	return 0;
+}
+
+static int busy(ev_serve_response *resp, const char *why);
+
+/* n > 1 choices, not streamed: n generations of one request, each its own
+ * seed (the request's plus the choice's index, or a fresh one), answered
+ * together; the queue takes all n or none. */
+static int generate_choices(ev_serve_openai *o, const ev_serve_request *rq, ev_serve_response *resp, bool chat,
+                            parsed *p)
+{
+	int n = p->n_choices;
+	pthread_rwlock_rdlock(&o->life);
+	pthread_mutex_lock(&o->mu);
+	bool ok = !o->stopped && o->admitted + n <= o->opt.max_queue;
+	if (ok)
+		o->admitted += n;
+	else
+		o->rejected++;
+	unsigned long long id = ++o->next_id;
+	long queued = o->admitted;
+	bool stopped = o->stopped;
+	pthread_mutex_unlock(&o->mu);
+	if (!ok) {
+		pthread_rwlock_unlock(&o->life);
+		char why[160];
+		snprintf(why, sizeof why, "the server is %s: %ld requests in flight, %d more asked (--max-queue); retry later",
+		         stopped ? "stopping" : "busy", queued, n);
+		return busy(resp, why);
+	}
+	choice_group *g = calloc(1, sizeof *g);
+	if (!g) {
+		pthread_mutex_lock(&o->mu);
+		o->admitted -= n;
+		pthread_mutex_unlock(&o->mu);
+		pthread_rwlock_unlock(&o->life);
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	}
+	pthread_mutex_init(&g->mu, NULL);
+	g->n = n;
+	g->remaining = n;
+	g->refs = 1 + n; /* the connection, and each choice until its on_done */
+	g->conn = rq->conn;
+	for (int i = 0; i < n; i++) {
+		inflight *f = calloc(1, sizeof *f);
+		int rc = f ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
+		if (f) {
+			pthread_mutex_init(&f->mu, NULL);
+			f->refs = 2; /* the group, and the engine */
+			f->o = o;
+			f->conn = rq->conn;
+			f->chat = chat;
+			f->created = (long)time(NULL);
+			f->group = g;
+			f->index = i;
+			snprintf(f->id, sizeof f->id, "%s-evald-%llu", chat ? "chatcmpl" : "cmpl", id);
+			g->f[i] = f;
+			ev_request req = p->req;
+			if (req.gen.has_seed)
+				req.gen.seed += i;
+			ev_engine_stream cb = {on_delta, on_done, on_cancelled, f};
+			rc = ev_backend_engine_submit_stream(o->be, &req, chat ? NULL : p->prompt, &cb);
+		}
+		if (rc) { /* this choice never runs: it fails, and lets go of the group */
+			if (f) {
+				f->refs = 1;
+				f->done = true;
+				f->c.status = EV_COMPLETION_ERROR;
+				f->c.error = ev_strdup(ev_error_msg());
+			}
+			pthread_mutex_lock(&o->mu);
+			o->admitted--;
+			o->failed++;
+			pthread_mutex_unlock(&o->mu);
+			pthread_mutex_lock(&g->mu);
+			g->remaining--;
+			pthread_mutex_unlock(&g->mu);
+			group_unref(g);
+		}
+	}
+	pthread_rwlock_unlock(&o->life);
+	pthread_mutex_lock(&g->mu);
+	if (g->remaining) {
+		ev_serve_suspend(rq->conn);
+		g->suspended = true;
+	}
+	pthread_mutex_unlock(&g->mu);
+	resp->defer = g;
+	resp->finish = finish_choices;
+	resp->release = choices_release;
 	return 0;
 }
 
@@ -546,6 +753,10 @@ static int generate(ev_serve_openai *o, const ev_serve_request *rq, ev_serve_res
 	}
 	if ((rc = chat ? parse_chat(&p, root) : parse_completion(&p, root)))
 		goto done;
+	if (p.n_choices > 1) {
+		rc = generate_choices(o, rq, resp, chat, &p);
+		goto done;
+	}
 
 	pthread_rwlock_rdlock(&o->life);
 	locked = true;

@@ -274,6 +274,23 @@ static void generations_hold_no_thread_and_the_queue_is_bounded(void **st)
 	free(body);
 }
 
+/* n > 1: the choices wait together, and all of them stop when the client
+ * leaves; n past the queue's room is turned away whole. */
+static void choices_are_cancelled_together(void **st)
+{
+	(void)st;
+	long cancelled0 = health("cancelled");
+	int c = post_raw("/v1/completions", "{\"prompt\":\"long\",\"max_tokens\":60000,\"ignore_eos\":true,\"n\":2}", 0);
+	assert_int_equal(health_wait("in_flight", 2, false), 2);
+	char *body = NULL;
+	int retry = 0;
+	assert_int_equal(http("POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2,\"n\":2}", &body, &retry), 503);
+	free(body);
+	close(c);
+	assert_int_equal(health_wait("in_flight", 0, true), 0);
+	assert_int_equal(health("cancelled"), cancelled0 + 2);
+}
+
 static void a_stream_whose_client_leaves_is_cancelled(void **st)
 {
 	(void)st;
@@ -327,6 +344,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(slow_request_heads_lock_nobody_out_and_are_closed),
 		cmocka_unit_test(generations_hold_no_thread_and_the_queue_is_bounded),
+		cmocka_unit_test(choices_are_cancelled_together),
 		cmocka_unit_test(a_stream_whose_client_leaves_is_cancelled),
 		cmocka_unit_test(a_stream_nobody_reads_is_cancelled_with_an_error_event),
 	};

@@ -338,12 +338,56 @@ static void models_and_errors_answer_json(void **st)
 	free(big);
 }
 
+/* n > 1: n choices, indexed, their tokens summed in usage; with a seed the
+ * same request gives the same choices (each its own seed); streamed or out
+ * of range, a 400. Before, n=2 answered 415. */
+static void several_choices_in_one_answer(void **st)
+{
+	(void)st;
+	char *out = NULL;
+	assert_int_equal(http("POST", "/v1/chat/completions",
+	                      "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":5,\"n\":3,"
+	                      "\"temperature\":1,\"seed\":11}",
+	                      &out),
+	                 200);
+	cJSON *j = cJSON_Parse(out);
+	const cJSON *ch = cJSON_GetObjectItem(j, "choices");
+	assert_int_equal(cJSON_GetArraySize(ch), 3);
+	long sum = 0;
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal((int)ev_json_num(cJSON_GetArrayItem(ch, i), "index", -1), i);
+		assert_non_null(cJSON_GetObjectItem(cJSON_GetArrayItem(ch, i), "message"));
+	}
+	sum = (long)ev_json_num(cJSON_GetObjectItem(j, "usage"), "completion_tokens", 0);
+	assert_true(sum >= 3 && sum <= 15);
+	char *first = ev_json_print(ch);
+	cJSON_Delete(j);
+	free(out);
+	/* the same seeded request: the same three choices */
+	assert_int_equal(http("POST", "/v1/chat/completions",
+	                      "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":5,\"n\":3,"
+	                      "\"temperature\":1,\"seed\":11}",
+	                      &out),
+	                 200);
+	j = cJSON_Parse(out);
+	char *again = ev_json_print(cJSON_GetObjectItem(j, "choices"));
+	assert_string_equal(first, again);
+	free(first), free(again);
+	cJSON_Delete(j);
+	free(out);
+	assert_int_equal(http("POST", "/v1/completions", "{\"prompt\":\"hi\",\"n\":2,\"stream\":true}", &out), 400);
+	free(out);
+	assert_int_equal(http("POST", "/v1/completions", "{\"prompt\":\"hi\",\"n\":17}", &out), 400);
+	free(out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(run_over_http_equals_run_in_process),
 		cmocka_unit_test(streamed_chunks_concatenate_to_the_whole_answer),
 		cmocka_unit_test(models_and_errors_answer_json),
+		cmocka_unit_test(several_choices_in_one_answer),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
