@@ -178,6 +178,23 @@ static int parse_gen(parsed *p, const cJSON *root)
 			return ev_error_set(EV_E_INVALID, "stream: expected true or false");
 		p->stream = cJSON_IsTrue(v);
 	}
+	/* logprobs of the chosen tokens: chat's true (top_logprobs 0), the
+	 * legacy completions' 0; alternatives and echo are not served yet */
+	if ((v = cJSON_GetObjectItemCaseSensitive(root, "logprobs")) && !cJSON_IsNull(v)) {
+		if (cJSON_IsBool(v))
+			g->logprobs = cJSON_IsTrue(v);
+		else if (cJSON_IsNumber(v) && v->valuedouble == 0)
+			g->logprobs = true;
+		else if (cJSON_IsNumber(v))
+			return ev_error_set(EV_E_INVALID, "logprobs: only 0 (the chosen tokens) is served; alternatives are not");
+		else
+			return ev_error_set(EV_E_INVALID, "logprobs: expected true or false (chat) or 0 (completions)");
+	}
+	if ((v = cJSON_GetObjectItemCaseSensitive(root, "top_logprobs")) && !cJSON_IsNull(v) &&
+	    !(cJSON_IsNumber(v) && v->valuedouble == 0))
+		return ev_error_set(EV_E_INVALID, "top_logprobs: alternatives are not served; leave it out or 0");
+	if ((v = cJSON_GetObjectItemCaseSensitive(root, "echo")) && cJSON_IsTrue(v))
+		return ev_error_set(EV_E_INVALID, "echo: prompt log-probabilities are not served");
 	/* vLLM's extension: generate to max_tokens whatever the model says */
 	if ((v = cJSON_GetObjectItemCaseSensitive(root, "ignore_eos")) && !cJSON_IsNull(v)) {
 		if (!cJSON_IsBool(v))
@@ -193,6 +210,8 @@ static int parse_gen(parsed *p, const cJSON *root)
 		if (p->n_choices > 1 && p->stream)
 			return ev_error_set(EV_E_INVALID, "n: more than one choice is not streamed; leave out stream");
 	}
+	if (g->logprobs && p->stream)
+		return ev_error_set(EV_E_INVALID, "logprobs: not streamed; leave out stream");
 	return 0;
 }
 
@@ -530,6 +549,27 @@ static char *completion_text_body(const ev_serve_openai *o, const inflight *f)
 	cJSON_AddStringToObject(root, "model", o->name);
 	cJSON_AddNumberToObject(ch, "index", 0);
 	cJSON_AddStringToObject(ch, "text", f->c.text ? f->c.text : "");
+	cJSON *content = f->c.logprobs_json ? cJSON_Parse(f->c.logprobs_json) : NULL;
+	if (content) { /* the legacy form: tokens, token_logprobs, text_offset */
+		cJSON *lp = cJSON_CreateObject(), *toks = cJSON_CreateArray(), *vals = cJSON_CreateArray(),
+		      *offs = cJSON_CreateArray();
+		long off = 0;
+		const cJSON *t;
+		cJSON_ArrayForEach(t, content)
+		{
+			const char *tok = ev_json_str(t, "token", "");
+			cJSON_AddItemToArray(toks, cJSON_CreateString(tok));
+			cJSON_AddItemToArray(vals, cJSON_CreateNumber(ev_json_num(t, "logprob", 0)));
+			cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+			off += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(t, "bytes"));
+		}
+		cJSON_AddItemToObject(lp, "tokens", toks);
+		cJSON_AddItemToObject(lp, "token_logprobs", vals);
+		cJSON_AddNullToObject(lp, "top_logprobs");
+		cJSON_AddItemToObject(lp, "text_offset", offs);
+		cJSON_AddItemToObject(ch, "logprobs", lp);
+		cJSON_Delete(content);
+	}
 	cJSON_AddStringToObject(ch, "finish_reason", f->c.finish_reason ? f->c.finish_reason : "stop");
 	cJSON_AddItemToArray(choices, ch);
 	cJSON_AddItemToObject(root, "choices", choices);

@@ -45,6 +45,10 @@ typedef struct ejob {
 	ev_buf text;
 	size_t emitted;
 	bool cut;       /* a stop string ended it */
+	bool want_lp;   /* keep each token's log-probability */
+	int32_t *lp_tok;
+	double *lp_val;
+	size_t n_lp, cap_lp;
 	bool cancelled; /* on_delta asked to stop */
 	double t0;
 	int status;     /* a failure found before the engine ran it */
@@ -87,6 +91,8 @@ static void ejob_free(ejob *j)
 	eng_detok_stream_free(j->detok);
 	ev_buf_free(&j->text);
 	free(j->error);
+	free(j->lp_tok);
+	free(j->lp_val);
 	free(j);
 }
 
@@ -113,8 +119,24 @@ static void emit(ejob *j, bool final)
 /* The scheduler's per-token callback: non-zero ends the sequence. */
 static int on_token(void *ctx, int32_t token, double logprob)
 {
-	(void)logprob;
 	ejob *j = ctx;
+	if (j->want_lp && j->n_lp == j->cap_lp) {
+		size_t cap = j->cap_lp ? j->cap_lp * 2 : 64;
+		int32_t *t = realloc(j->lp_tok, cap * sizeof *t);
+		if (t)
+			j->lp_tok = t;
+		double *v = t ? realloc(j->lp_val, cap * sizeof *v) : NULL;
+		if (v) {
+			j->lp_val = v;
+			j->cap_lp = cap;
+		} else {
+			j->want_lp = false; /* out of memory: the answer goes on without them */
+		}
+	}
+	if (j->want_lp) {
+		j->lp_tok[j->n_lp] = token;
+		j->lp_val[j->n_lp++] = logprob;
+	}
 	size_t old = j->text.len;
 	if (eng_detok_stream_push(j->detok, token, &j->text))
 		return 1; /* text cap reached: end as if by length */
@@ -177,6 +199,25 @@ static char *tool_calls_json(const eng_chat_parsed *p, unsigned long long id)
 }
 
 /* The OpenAI chat.completion body of a completion. */
+/* The tokens' log-probabilities as OpenAI's chat logprobs.content list. */
+static char *logprobs_json(const engine *e, const ejob *j)
+{
+	ev_buf b = EV_BUF_INIT((size_t)256 << 20);
+	ev_buf_putc(&b, '[');
+	for (size_t i = 0; i < j->n_lp; i++) {
+		size_t len = 0;
+		const char *p = eng_token_bytes(e->tok, j->lp_tok[i], &len);
+		ev_buf_puts(&b, i ? ",{\"token\":" : "{\"token\":");
+		ev_json_buf_strn(&b, p ? p : "", p ? len : 0);
+		ev_buf_printf(&b, ",\"logprob\":%.9g,\"bytes\":[", j->lp_val[i]);
+		for (size_t k = 0; p && k < len; k++)
+			ev_buf_printf(&b, "%s%u", k ? "," : "", (unsigned char)p[k]);
+		ev_buf_puts(&b, "],\"top_logprobs\":[]}");
+	}
+	ev_buf_putc(&b, ']');
+	return ev_buf_detach(&b, NULL);
+}
+
 static char *completion_body(const engine *e, const ev_completion *c, unsigned long long id)
 {
 	cJSON *root = cJSON_CreateObject(), *choices = cJSON_CreateArray(), *ch = cJSON_CreateObject(),
@@ -196,6 +237,16 @@ static char *completion_body(const engine *e, const ev_completion *c, unsigned l
 			cJSON_AddItemToObject(msg, "tool_calls", tc);
 	}
 	cJSON_AddItemToObject(ch, "message", msg);
+	if (c->logprobs_json) {
+		cJSON *content = cJSON_Parse(c->logprobs_json), *lp = cJSON_CreateObject();
+		if (content && lp) {
+			cJSON_AddItemToObject(lp, "content", content);
+			cJSON_AddItemToObject(ch, "logprobs", lp);
+		} else {
+			cJSON_Delete(content);
+			cJSON_Delete(lp);
+		}
+	}
 	cJSON_AddStringToObject(ch, "finish_reason", c->finish_reason ? c->finish_reason : "stop");
 	cJSON_AddItemToArray(choices, ch);
 	cJSON_AddItemToObject(root, "choices", choices);
@@ -246,6 +297,8 @@ static void complete(engine *e, ejob *j, const eng_batch_result *res, ev_complet
 	}
 	c->text = text ? text : ev_strdup(j->text.data ? j->text.data : "");
 	c->finish_reason = ev_strdup(finish);
+	if (j->want_lp)
+		c->logprobs_json = logprobs_json(e, j);
 	c->latency_s = ev_now() - j->t0;
 	c->raw_json = completion_body(e, c, id);
 }
@@ -571,6 +624,7 @@ static int make_job(engine *e, const ev_request *req, const char *raw_prompt, ej
 	o.stop_ids = j->chat ? e->chat_stop : e->raw_stop;
 	o.n_stop = g->ignore_eos ? 0 : j->chat ? e->n_chat_stop : e->n_raw_stop;
 	j->gen = o;
+	j->want_lp = g->logprobs;
 	if (g->n_stop > MAX_STOP_STRINGS) {
 		rc = ev_error_set(EV_E_LIMIT, "stop: more than %d strings", MAX_STOP_STRINGS);
 		goto done;

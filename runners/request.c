@@ -21,6 +21,7 @@ void ev_completion_clear(ev_completion *c)
 	free(c->finish_reason);
 	free(c->error);
 	free(c->raw_json);
+	free(c->logprobs_json);
 	memset(c, 0, sizeof *c);
 }
 

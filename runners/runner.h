@@ -57,6 +57,10 @@ typedef struct {
 	char *finish_reason;   /* "stop", "length", "tool_calls" */
 	char *error;           /* what failed, for ERROR/TIMEOUT */
 	char *raw_json;        /* the backend's response body, for the cache */
+	/* with gen.logprobs (engine): [{"token","logprob","bytes":[...]}, ...],
+	 * one a generated token, the log-probability under the model's raw
+	 * distribution (before temperature and top-p); NULL otherwise */
+	char *logprobs_json;
 	int prompt_tokens, completion_tokens;
 	double latency_s;
 	int attempts;

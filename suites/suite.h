@@ -66,6 +66,7 @@ typedef struct {
 	int epochs; /* >= 1 */
 	bool ignore_eos; /* generate up to max_tokens past end-of-sequence (engine backend;
 	                    vLLM's extension of the same name, for load and length tests) */
+	bool logprobs;   /* return each generated token's log-probability (engine backend) */
 } ev_gen;
 
 #define EV_GEN_INIT {.temperature = -1.0, .top_p = -1.0, .epochs = 1}

@@ -5,6 +5,7 @@
  * clear 4xx JSON errors. */
 #include "testutil.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -381,6 +382,62 @@ static void several_choices_in_one_answer(void **st)
 	free(out);
 }
 
+/* logprobs of the chosen tokens: the completions' legacy form sums to the
+ * log-probability `engine generate` gives the same greedy continuation;
+ * chat's content list has one entry a token, each <= 0; what is not
+ * served (alternatives, echo, streamed logprobs) is a 400 saying so.
+ * Before, logprobs were ignored (lm-eval: KeyError 'logprobs'). */
+static void logprobs_of_the_chosen_tokens(void **st)
+{
+	(void)st;
+	char *out = NULL;
+	assert_int_equal(http("POST", "/v1/completions",
+	                      "{\"prompt\":\"Round trip\",\"max_tokens\":5,\"temperature\":0,\"logprobs\":0}", &out),
+	                 200);
+	cJSON *j = cJSON_Parse(out);
+	const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+	const cJSON *vals = cJSON_GetObjectItem(cJSON_GetObjectItem(ch, "logprobs"), "token_logprobs");
+	int n = cJSON_GetArraySize(vals);
+	assert_int_equal(n, (int)ev_json_num(cJSON_GetObjectItem(j, "usage"), "completion_tokens", -1));
+	double sum = 0;
+	const cJSON *v;
+	cJSON_ArrayForEach(v, vals) sum += v->valuedouble;
+	cJSON_Delete(j);
+	free(out);
+	char *gout = NULL, *gerr = NULL;
+	const char *gen[] = {tu_evald(), "engine", "generate", "--model", ckpt, "--prompt", "Round trip", "--max-tokens", "5",
+	                     "--json", NULL};
+	assert_int_equal(tu_run(&gout, &gerr, NULL, gen), 0);
+	j = cJSON_Parse(gout);
+	double want = ev_json_num(j, "logprob", 1);
+	int want_n = cJSON_GetArraySize(cJSON_GetObjectItem(j, "tokens"));
+	cJSON_Delete(j);
+	free(gout), free(gerr);
+	assert_int_equal(n, want_n);
+	assert_true(fabs(sum - want) < 1e-6 * (1 + fabs(want)));
+
+	assert_int_equal(http("POST", "/v1/chat/completions",
+	                      "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":4,\"logprobs\":true}",
+	                      &out),
+	                 200);
+	j = cJSON_Parse(out);
+	ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+	const cJSON *content = cJSON_GetObjectItem(cJSON_GetObjectItem(ch, "logprobs"), "content");
+	assert_int_equal(cJSON_GetArraySize(content), (int)ev_json_num(cJSON_GetObjectItem(j, "usage"), "completion_tokens", -1));
+	cJSON_ArrayForEach(v, content) assert_true(ev_json_num(v, "logprob", 1) <= 0);
+	cJSON_Delete(j);
+	free(out);
+	static const char *const refused[] = {
+		"{\"prompt\":\"hi\",\"logprobs\":3}",
+		"{\"prompt\":\"hi\",\"echo\":true,\"logprobs\":0}",
+		"{\"prompt\":\"hi\",\"logprobs\":0,\"stream\":true}",
+	};
+	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+		assert_int_equal(http("POST", "/v1/completions", refused[i], &out), 400);
+		free(out);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -388,6 +445,7 @@ int main(void)
 		cmocka_unit_test(streamed_chunks_concatenate_to_the_whole_answer),
 		cmocka_unit_test(models_and_errors_answer_json),
 		cmocka_unit_test(several_choices_in_one_answer),
+		cmocka_unit_test(logprobs_of_the_chosen_tokens),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
