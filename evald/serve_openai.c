@@ -55,7 +55,12 @@ typedef struct {
 	size_t n;
 	char *tools;
 	char *stop[MAX_STOP];
-	char *prompt; /* /v1/completions */
+	char *prompt; /* /v1/completions: the first prompt's text, or NULL for token ids */
+	/* /v1/completions prompts: texts, or token ids (one prompt each) */
+	int n_prompts;
+	char *texts[MAX_CHOICES];
+	int32_t *ids[MAX_CHOICES];
+	size_t n_ids[MAX_CHOICES];
 	bool stream;
 	int n_choices;
 } parsed;
@@ -75,6 +80,10 @@ static void parsed_clear(parsed *p)
 	for (int i = 0; i < MAX_STOP; i++)
 		free(p->stop[i]);
 	free(p->prompt);
+	for (int i = 0; i < MAX_CHOICES; i++) {
+		free(p->texts[i]);
+		free(p->ids[i]);
+	}
 	memset(p, 0, sizeof *p);
 }
 
@@ -266,16 +275,83 @@ static int parse_chat(parsed *p, const cJSON *root)
 	return parse_gen(p, root);
 }
 
+/* A token-id list: [1, 2, 3]. */
+static int parse_ids(parsed *p, int k, const cJSON *arr, const char *what)
+{
+	size_t n = (size_t)cJSON_GetArraySize(arr);
+	if (!n || n > (size_t)1 << 24)
+		return ev_error_set(EV_E_INVALID, "%s: expected 1 to 16777216 token ids", what);
+	if (!(p->ids[k] = malloc(n * sizeof *p->ids[k])))
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	size_t i = 0;
+	const cJSON *t;
+	cJSON_ArrayForEach(t, arr)
+	{
+		if (!cJSON_IsNumber(t) || t->valuedouble < 0 || t->valuedouble > INT32_MAX || t->valuedouble != (int32_t)t->valuedouble)
+			return ev_error_set(EV_E_INVALID, "%s[%zu]: expected a token id", what, i);
+		p->ids[k][i++] = (int32_t)t->valuedouble;
+	}
+	p->n_ids[k] = n;
+	return 0;
+}
+
+/* "prompt": a string, token ids, or a list of either (one answer each). */
 static int parse_completion(parsed *p, const cJSON *root)
 {
 	const cJSON *pr = cJSON_GetObjectItemCaseSensitive(root, "prompt");
-	if (cJSON_IsArray(pr) && cJSON_GetArraySize(pr) == 1)
-		pr = cJSON_GetArrayItem(pr, 0);
-	if (!cJSON_IsString(pr))
-		return ev_error_set(EV_E_INVALID, "prompt: expected a string (or an array of one string)");
-	if (!(p->prompt = ev_strdup(pr->valuestring)))
+	int rc = 0;
+	if (cJSON_IsString(pr)) {
+		p->n_prompts = 1;
+		p->texts[0] = ev_strdup(pr->valuestring);
+	} else if (cJSON_IsArray(pr) && cJSON_GetArraySize(pr) > 0 && cJSON_IsNumber(pr->child)) {
+		p->n_prompts = 1;
+		rc = parse_ids(p, 0, pr, "prompt");
+	} else if (cJSON_IsArray(pr) && cJSON_GetArraySize(pr) > 0) {
+		int k = 0;
+		const cJSON *x;
+		cJSON_ArrayForEach(x, pr)
+		{
+			char what[32];
+			snprintf(what, sizeof what, "prompt[%d]", k);
+			if (k == MAX_CHOICES)
+				return ev_error_set(EV_E_LIMIT, "prompt: more than %d prompts", MAX_CHOICES);
+			if (cJSON_IsString(x))
+				p->texts[k] = ev_strdup(x->valuestring);
+			else if (cJSON_IsArray(x) && cJSON_IsNumber(x->child))
+				rc = parse_ids(p, k, x, what);
+			else
+				return ev_error_set(EV_E_INVALID, "%s: expected a string or token ids", what);
+			if (rc)
+				return rc;
+			k++;
+		}
+		p->n_prompts = k;
+	} else {
+		return ev_error_set(EV_E_INVALID, "prompt: expected a string, token ids, or a list of either");
+	}
+	if (rc)
+		return rc;
+	for (int i = 0; i < p->n_prompts; i++)
+		if (!p->texts[i] && !p->ids[i])
+			return ev_error_set(EV_E_NOMEM, "out of memory");
+	if (p->texts[0] && !(p->prompt = ev_strdup(p->texts[0])))
 		return ev_error_set(EV_E_NOMEM, "out of memory");
-	return parse_gen(p, root);
+	if ((rc = parse_gen(p, root)))
+		return rc;
+	if (p->n_prompts * p->n_choices > MAX_CHOICES)
+		return ev_error_set(EV_E_LIMIT, "prompt: %d prompts x n %d is more than %d answers", p->n_prompts,
+		                    p->n_choices, MAX_CHOICES);
+	if (p->n_prompts > 1 && p->stream)
+		return ev_error_set(EV_E_INVALID, "prompt: several prompts are not streamed; leave out stream");
+	return 0;
+}
+
+/* Submits prompt k of a completions request (text or token ids). */
+static int submit_prompt(ev_serve_openai *o, const ev_request *req, const parsed *p, int k, const ev_engine_stream *cb)
+{
+	if (p->ids[k])
+		return ev_backend_engine_submit_tokens(o->be, req, p->ids[k], p->n_ids[k], cb);
+	return ev_backend_engine_submit_stream(o->be, req, p->texts[k], cb);
 }
 
 /* ---- one request in flight ---------------------------------------------------------------- */
@@ -304,7 +380,7 @@ typedef struct {
  * done (the connection waits suspended until then). */
 typedef struct choice_group {
 	pthread_mutex_t mu;
-	int n, remaining, refs;
+	int n, per, remaining, refs; /* per: choices a prompt (n of the request) */
 	bool suspended, gone;
 	struct MHD_Connection *conn;
 	inflight *f[MAX_CHOICES];
@@ -604,7 +680,7 @@ static int finish_choices(void *cls, ev_serve_response *resp)
 	choice_group *g = cls;
 	cJSON *root = NULL, *list = cJSON_CreateArray();
 	int rc = list ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
-	long completion_tokens = 0;
+	long completion_tokens = 0, prompt_tokens = 0;
 	for (int i = 0; !rc && i < g->n; i++) {
 		inflight *f = g->f[i];
 		pthread_mutex_lock(&f->mu);
@@ -631,6 +707,8 @@ static int finish_choices(void *cls, ev_serve_response *resp)
 			cJSON_AddItemToArray(list, ch);
 		}
 		completion_tokens += f->c.completion_tokens;
+		if (i % g->per == 0) /* each prompt counted once */
+			prompt_tokens += f->c.prompt_tokens;
 		if (!root) {
 			root = one; /* the first answer's id, object, created, model */
 		} else {
@@ -641,9 +719,10 @@ static int finish_choices(void *cls, ev_serve_response *resp)
 		cJSON_ReplaceItemInObjectCaseSensitive(root, "choices", list);
 		list = NULL;
 		cJSON *u = cJSON_GetObjectItemCaseSensitive(root, "usage");
-		double prompt = ev_json_num(u, "prompt_tokens", 0);
+		cJSON_ReplaceItemInObjectCaseSensitive(u, "prompt_tokens", cJSON_CreateNumber((double)prompt_tokens));
 		cJSON_ReplaceItemInObjectCaseSensitive(u, "completion_tokens", cJSON_CreateNumber((double)completion_tokens));
-		cJSON_ReplaceItemInObjectCaseSensitive(u, "total_tokens", cJSON_CreateNumber(prompt + (double)completion_tokens));
+		cJSON_ReplaceItemInObjectCaseSensitive(u, "total_tokens",
+		                                       cJSON_CreateNumber((double)(prompt_tokens + completion_tokens)));
 		resp->body = ev_json_print(root);
 		if (!resp->body)
 			rc = ev_error_set(EV_E_NOMEM, "out of memory");
@@ -681,7 +760,7 @@ static int busy(ev_serve_response *resp, const char *why);
 static int generate_choices(ev_serve_openai *o, const ev_serve_request *rq, ev_serve_response *resp, bool chat,
                             parsed *p)
 {
-	int n = p->n_choices;
+	int per = p->n_choices, n = per * (chat ? 1 : p->n_prompts);
 	pthread_rwlock_rdlock(&o->life);
 	pthread_mutex_lock(&o->mu);
 	bool ok = !o->stopped && o->admitted + n <= o->opt.max_queue;
@@ -710,6 +789,7 @@ static int generate_choices(ev_serve_openai *o, const ev_serve_request *rq, ev_s
 	}
 	pthread_mutex_init(&g->mu, NULL);
 	g->n = n;
+	g->per = per;
 	g->remaining = n;
 	g->refs = 1 + n; /* the connection, and each choice until its on_done */
 	g->conn = rq->conn;
@@ -729,9 +809,9 @@ static int generate_choices(ev_serve_openai *o, const ev_serve_request *rq, ev_s
 			g->f[i] = f;
 			ev_request req = p->req;
 			if (req.gen.has_seed)
-				req.gen.seed += i;
+				req.gen.seed += i % per;
 			ev_engine_stream cb = {on_delta, on_done, on_cancelled, f};
-			rc = ev_backend_engine_submit_stream(o->be, &req, chat ? NULL : p->prompt, &cb);
+			rc = chat ? ev_backend_engine_submit_stream(o->be, &req, NULL, &cb) : submit_prompt(o, &req, p, i / per, &cb);
 		}
 		if (rc) { /* this choice never runs: it fails, and lets go of the group */
 			if (f) {
@@ -793,7 +873,7 @@ static int generate(ev_serve_openai *o, const ev_serve_request *rq, ev_serve_res
 	}
 	if ((rc = chat ? parse_chat(&p, root) : parse_completion(&p, root)))
 		goto done;
-	if (p.n_choices > 1) {
+	if (p.n_choices > 1 || (!chat && p.n_prompts > 1)) {
 		rc = generate_choices(o, rq, resp, chat, &p);
 		goto done;
 	}
@@ -850,7 +930,7 @@ static int generate(ev_serve_openai *o, const ev_serve_request *rq, ev_serve_res
 		}
 	}
 	ev_engine_stream cb = {on_delta, on_done, on_cancelled, f};
-	if ((rc = ev_backend_engine_submit_stream(o->be, &p.req, chat ? NULL : p.prompt, &cb))) {
+	if ((rc = chat ? ev_backend_engine_submit_stream(o->be, &p.req, NULL, &cb) : submit_prompt(o, &p.req, &p, 0, &cb))) {
 		f->refs = 1;
 		goto done;
 	}

@@ -561,7 +561,16 @@ static uint64_t fresh_seed(engine *e)
 }
 
 /* Builds a job from a request: prompt tokens and generation settings. */
+static int make_job_ids(engine *e, const ev_request *req, const char *raw_prompt, const int32_t *raw_ids,
+                        size_t n_raw, ejob **out);
+
 static int make_job(engine *e, const ev_request *req, const char *raw_prompt, ejob **out)
+{
+	return make_job_ids(e, req, raw_prompt, NULL, 0, out);
+}
+
+static int make_job_ids(engine *e, const ev_request *req, const char *raw_prompt, const int32_t *raw_ids,
+                        size_t n_raw, ejob **out)
 {
 	*out = NULL;
 	ejob *j = calloc(1, sizeof *j);
@@ -575,20 +584,32 @@ static int make_job(engine *e, const ev_request *req, const char *raw_prompt, ej
 	j->t0 = ev_now();
 	j->cookie = req->cookie;
 	ev_buf_init(&j->text, MAX_TEXT);
-	j->chat = raw_prompt == NULL;
+	j->chat = raw_prompt == NULL && raw_ids == NULL;
 	j->tools = j->chat && req->tools_json && *req->tools_json;
 	if (j->chat)
 		rc = render(e, req, &text, &len);
-	else
+	else if (raw_prompt)
 		len = strlen(raw_prompt);
 	/* A chat template writes its own special tokens (HF tokenizes it with
 	 * add_special_tokens=False); plain text gets what the tokenizer's
 	 * post-processor puts around a sequence (Llama-3: its BOS; Qwen:
 	 * nothing), as HF's encode does by default. */
 	bool templated = j->chat && (e->tmpl || e->family != ENG_CHAT_UNKNOWN);
-	if (!rc)
+	if (!rc && raw_ids) { /* token ids as given */
+		if (!(ids = malloc((n_raw ? n_raw : 1) * sizeof *ids)))
+			rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		for (size_t i = 0; !rc && i < n_raw; i++) {
+			if (raw_ids[i] < 0 || raw_ids[i] >= e->info.vocab)
+				rc = ev_error_set(EV_E_INVALID, "prompt[%zu]: token id %d is not in the vocabulary (size %d)", i,
+				                  (int)raw_ids[i], e->info.vocab);
+			else
+				ids[i] = raw_ids[i];
+		}
+		n = n_raw;
+	} else if (!rc) {
 		rc = templated ? eng_tokenize(e->tok, text, len, true, &ids, &n)
 		               : eng_tokenize_with_specials(e->tok, text ? text : raw_prompt, len, &ids, &n);
+	}
 	if (rc)
 		goto done;
 	bool bos = false;
@@ -699,6 +720,23 @@ int ev_backend_engine_submit_stream(ev_backend *b, const ev_request *req, const 
 	engine *e = b->impl;
 	ejob *j = NULL;
 	int rc = make_job(e, req, raw_prompt, &j);
+	if (rc)
+		return rc;
+	j->streamed = true;
+	if (cb)
+		j->cb = *cb;
+	enqueue(e, j);
+	return 0;
+}
+
+int ev_backend_engine_submit_tokens(ev_backend *b, const ev_request *req, const int32_t *ids, size_t n,
+                                    const ev_engine_stream *cb)
+{
+	if (!b || !b->ops || strcmp(b->ops->name, "engine"))
+		return ev_error_set(EV_E_INVALID, "not an engine backend");
+	engine *e = b->impl;
+	ejob *j = NULL;
+	int rc = make_job_ids(e, req, NULL, ids, n, &j);
 	if (rc)
 		return rc;
 	j->streamed = true;

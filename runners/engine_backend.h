@@ -65,6 +65,10 @@ typedef struct {
  * then no callback is called. */
 int ev_backend_engine_submit_stream(ev_backend *b, const ev_request *req, const char *raw_prompt,
                                     const ev_engine_stream *cb);
+/* The same for a prompt given as token ids (as they are: no special token
+ * added); an id outside the vocabulary is EV_E_INVALID. */
+int ev_backend_engine_submit_tokens(ev_backend *b, const ev_request *req, const int32_t *ids, size_t n,
+                                    const ev_engine_stream *cb);
 /* The reported model name of an engine backend; NULL for other backends. */
 const char *ev_backend_engine_model_name(ev_backend *b);
 /* Context length of the loaded model (tokens); 0 for other backends. */

@@ -438,6 +438,52 @@ static void logprobs_of_the_chosen_tokens(void **st)
 	}
 }
 
+/* /v1/completions prompts as token ids, and several prompts at once (one
+ * answer each, in order, usage over all): token ids give the text prompt's
+ * greedy answer; an id outside the vocabulary is a 400. Before, anything
+ * but one string was a 400. */
+static void token_and_list_prompts(void **st)
+{
+	(void)st;
+	char *tok = NULL, *terr = NULL;
+	const char *tk[] = {tu_evald(), "engine", "tokenize", "--model", ckpt, "--text", "Round trip", "--json", NULL};
+	assert_int_equal(tu_run(&tok, &terr, NULL, tk), 0);
+	cJSON *t = cJSON_Parse(tok);
+	char *ids = ev_json_print(cJSON_GetObjectItem(t, "ids"));
+	int n_ids = cJSON_GetArraySize(cJSON_GetObjectItem(t, "ids"));
+	cJSON_Delete(t);
+	free(tok), free(terr);
+	char *out = NULL;
+	assert_int_equal(http("POST", "/v1/completions", "{\"prompt\":\"Round trip\",\"max_tokens\":4,\"temperature\":0}", &out),
+	                 200);
+	cJSON *j = cJSON_Parse(out);
+	char *want = ev_strdup(ev_json_str(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "text", "?"));
+	cJSON_Delete(j);
+	free(out);
+	char *body = ev_asprintf("{\"prompt\":%s,\"max_tokens\":4,\"temperature\":0}", ids);
+	assert_int_equal(http("POST", "/v1/completions", body, &out), 200);
+	j = cJSON_Parse(out);
+	assert_string_equal(ev_json_str(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "text", ""), want);
+	assert_int_equal((int)ev_json_num(cJSON_GetObjectItem(j, "usage"), "prompt_tokens", 0), n_ids);
+	cJSON_Delete(j);
+	free(out), free(body);
+	body = ev_asprintf("{\"prompt\":[\"Round trip\",%s,\"other words\"],\"max_tokens\":4,\"temperature\":0}", ids);
+	assert_int_equal(http("POST", "/v1/completions", body, &out), 200);
+	j = cJSON_Parse(out);
+	const cJSON *ch = cJSON_GetObjectItem(j, "choices");
+	assert_int_equal(cJSON_GetArraySize(ch), 3);
+	assert_string_equal(ev_json_str(cJSON_GetArrayItem(ch, 0), "text", ""), want);
+	assert_string_equal(ev_json_str(cJSON_GetArrayItem(ch, 1), "text", ""), want);
+	assert_int_equal((int)ev_json_num(cJSON_GetArrayItem(ch, 2), "index", -1), 2);
+	assert_true(ev_json_num(cJSON_GetObjectItem(j, "usage"), "prompt_tokens", 0) > 2 * n_ids);
+	cJSON_Delete(j);
+	free(out), free(body);
+	assert_int_equal(http("POST", "/v1/completions", "{\"prompt\":[99999999],\"max_tokens\":2}", &out), 400);
+	assert_non_null(strstr(out, "not in the vocabulary"));
+	free(out);
+	free(want), free(ids);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -446,6 +492,7 @@ int main(void)
 		cmocka_unit_test(models_and_errors_answer_json),
 		cmocka_unit_test(several_choices_in_one_answer),
 		cmocka_unit_test(logprobs_of_the_chosen_tokens),
+		cmocka_unit_test(token_and_list_prompts),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
