@@ -204,6 +204,16 @@ static int parse_gen(parsed *p, const cJSON *root)
 		return ev_error_set(EV_E_INVALID, "top_logprobs: alternatives are not served; leave it out or 0");
 	if ((v = cJSON_GetObjectItemCaseSensitive(root, "echo")) && cJSON_IsTrue(v))
 		return ev_error_set(EV_E_INVALID, "echo: prompt log-probabilities are not served");
+	/* response_format: text is what comes anyway; a JSON object or schema
+	 * would need constrained decoding: refused, never silently ignored */
+	if ((v = cJSON_GetObjectItemCaseSensitive(root, "response_format")) && !cJSON_IsNull(v)) {
+		const char *t = ev_json_str(v, "type", NULL);
+		if (!cJSON_IsObject(v) || !t)
+			return ev_error_set(EV_E_INVALID, "response_format: expected {\"type\": ...}");
+		if (strcmp(t, "text"))
+			return ev_error_set(EV_E_INVALID, "response_format: \"%.40s\" needs constrained decoding, which this "
+			                                  "server does not do; only \"text\" is served", t);
+	}
 	/* vLLM's extension: generate to max_tokens whatever the model says */
 	if ((v = cJSON_GetObjectItemCaseSensitive(root, "ignore_eos")) && !cJSON_IsNull(v)) {
 		if (!cJSON_IsBool(v))
@@ -272,6 +282,19 @@ static int parse_chat(parsed *p, const cJSON *root)
 	p->req.messages = p->msgs;
 	p->req.n_messages = p->n;
 	p->req.tools_json = p->tools;
+	/* tool_choice: "auto" is what the model does anyway; "none" renders the
+	 * turn without the tools (so no call can be read); forcing a call
+	 * ("required", a named function) needs constrained decoding, which is
+	 * not served: refused rather than ignored */
+	const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
+	if (tc && !cJSON_IsNull(tc)) {
+		if (cJSON_IsString(tc) && !strcmp(tc->valuestring, "none")) {
+			p->req.tools_json = NULL;
+		} else if (!(cJSON_IsString(tc) && !strcmp(tc->valuestring, "auto"))) {
+			return ev_error_set(EV_E_INVALID, "tool_choice: only \"auto\" and \"none\" are served (forcing a call "
+			                                  "needs constrained decoding, which this server does not do)");
+		}
+	}
 	return parse_gen(p, root);
 }
 

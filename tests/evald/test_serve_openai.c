@@ -309,6 +309,11 @@ static void models_and_errors_answer_json(void **st)
 		 "gpt-4\\\": not served here (this server serves \\\"ckpt"},
 		{"/v1/completions", "{\"model\":\"ckp\",\"prompt\":\"hi\"}", 404, "not served here"},
 		{"/v1/completions", "{\"model\":7,\"prompt\":\"hi\"}", 400, "model: expected a string"},
+		/* what needs constrained decoding is refused, never silently ignored */
+		{"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"response_format\":"
+		 "{\"type\":\"json_object\"}}", 400, "constrained decoding"},
+		{"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":[{\"type\":"
+		 "\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":\"required\"}", 400, "tool_choice"},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		long code = http("POST", cases[i].path, cases[i].body, &out);
@@ -328,6 +333,14 @@ static void models_and_errors_answer_json(void **st)
 		cJSON_Delete(j);
 		free(out);
 	}
+	/* response_format text and tool_choice auto/none are served */
+	assert_int_equal(http("POST", "/v1/chat/completions",
+	                      "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2,"
+	                      "\"response_format\":{\"type\":\"text\"},\"tools\":[{\"type\":\"function\",\"function\":"
+	                      "{\"name\":\"f\"}}],\"tool_choice\":\"none\"}",
+	                      &out),
+	                 200);
+	free(out);
 	/* a body past --max-body is refused before the engine sees it */
 	char *big = malloc(70000);
 	memset(big, 'a', 69999);
