@@ -4,17 +4,7 @@
 
 #include <stdlib.h>
 
-void ev_backend_set_identity(ev_backend *b, const char *text, size_t len)
-{
-	unsigned char h[32];
-	ev_sha256(h, text, len);
-	static const char hx[] = "0123456789abcdef";
-	for (int i = 0; i < 32; i++) {
-		b->identity[2 * i] = hx[h[i] >> 4];
-		b->identity[2 * i + 1] = hx[h[i] & 15];
-	}
-	b->identity[64] = 0;
-}
+void ev_backend_set_identity(ev_backend *b, const char *text, size_t len) { ev_sha256_hex(b->identity, text, len); }
 
 const char *ev_backend_identity(const ev_backend *b) { return b ? b->identity : ""; }
 

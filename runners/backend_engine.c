@@ -880,12 +880,9 @@ static void checkpoint_identity(ev_backend *b, const engine *e, const char *dir)
 		char *p = ev_asprintf("%s/%s", dir, small[i]), *text = NULL;
 		size_t len = 0;
 		if (p && !ev_file_read(&text, &len, p, (size_t)64 << 20)) {
-			unsigned char h[32];
-			ev_sha256(h, text, len);
-			ev_buf_printf(&id, "%s:", small[i]);
-			for (int k = 0; k < 32; k++)
-				ev_buf_printf(&id, "%02x", h[k]);
-			ev_buf_putc(&id, '\n');
+			char h[EV_SHA256_HEX];
+			ev_sha256_hex(h, text, len);
+			ev_buf_printf(&id, "%s:%s\n", small[i], h);
 		}
 		ev_error_clear();
 		free(text);
@@ -905,12 +902,9 @@ static void checkpoint_identity(ev_backend *b, const engine *e, const char *dir)
 		if (fd >= 0 && fstat(fd, &st) == 0) {
 			char head[65536];
 			ssize_t got = pread(fd, head, sizeof head, 0);
-			unsigned char h[32];
-			ev_sha256(h, head, got > 0 ? (size_t)got : 0);
-			ev_buf_printf(&id, "%s:%lld:", de->d_name, (long long)st.st_size);
-			for (int k = 0; k < 32; k++)
-				ev_buf_printf(&id, "%02x", h[k]);
-			ev_buf_putc(&id, '\n');
+			char h[EV_SHA256_HEX];
+			ev_sha256_hex(h, head, got > 0 ? (size_t)got : 0);
+			ev_buf_printf(&id, "%s:%lld:%s\n", de->d_name, (long long)st.st_size, h);
 		}
 		if (fd >= 0)
 			close(fd);
