@@ -274,31 +274,6 @@ static int perr(tparser *P, const char *fmt, ...)
 	return ev_error_set(EV_E_PARSE, "%s: line %d: %s", P->what, P->line, msg);
 }
 
-/* Appends the UTF-8 of code point cp. */
-static size_t put_utf8(char *o, unsigned cp)
-{
-	if (cp < 0x80) {
-		o[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		o[0] = (char)(0xC0 | (cp >> 6));
-		o[1] = (char)(0x80 | (cp & 0x3F));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		o[0] = (char)(0xE0 | (cp >> 12));
-		o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-		o[2] = (char)(0x80 | (cp & 0x3F));
-		return 3;
-	}
-	o[0] = (char)(0xF0 | (cp >> 18));
-	o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-	o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-	o[3] = (char)(0x80 | (cp & 0x3F));
-	return 4;
-}
-
 static int next(tparser *P)
 {
 	const char *p = P->p;
@@ -385,7 +360,7 @@ static int next(tparser *P)
 					}
 					if (k != digits || cp > 0x10FFFF)
 						return perr(P, "bad \\%c escape in a string", digits == 2 ? 'x' : 'u');
-					n += put_utf8(o + n, cp);
+					n += ev_utf8_encode(o + n, cp);
 					break;
 				}
 				default:
@@ -1604,16 +1579,13 @@ static void json_str(ev_buf *b, const char *s, size_t n, bool ascii)
 			if (c < 0x20) {
 				ev_buf_printf(b, "\\u%04x", c);
 			} else if (c >= 0x80 && ascii) {
-				/* decode one UTF-8 sequence; escape as \uXXXX (surrogates past the BMP) */
-				unsigned cp = 0;
-				size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-				if (len == 1 || i + len > n) {
+				/* one UTF-8 sequence as \uXXXX (surrogates past the BMP) */
+				uint32_t cp = 0;
+				size_t len = ev_utf8_next(s + i, n - i, &cp);
+				if (!len) {
 					ev_buf_printf(b, "\\u%04x", c);
 					break;
 				}
-				cp = c & (0x3F >> (len - 1));
-				for (size_t k = 1; k < len; k++)
-					cp = (cp << 6) | ((unsigned char)s[i + k] & 0x3F);
 				i += len - 1;
 				if (cp >= 0x10000) {
 					cp -= 0x10000;
