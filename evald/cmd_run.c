@@ -153,18 +153,13 @@ static int write_junit(ev_tracker *t, int64_t run_id, const char *path)
 /* The lowest suite score of a summary (2 when it has none). */
 static double lowest_score(const char *summary_json)
 {
-	cJSON *j = NULL;
+	ev_summary sum = {0};
 	double low = 2;
-	if (summary_json && !ev_json_parse(&j, summary_json, strlen(summary_json), "summary")) {
-		const cJSON *sv;
-		cJSON_ArrayForEach(sv, cJSON_GetObjectItemCaseSensitive(j, "suites"))
-		{
-			double sc = ev_json_num(sv, "score", 2);
-			if (ev_json_num(sv, "n", 0) > 0 && sc < low)
-				low = sc;
-		}
-	}
-	cJSON_Delete(j);
+	if (summary_json && !ev_summary_parse(&sum, summary_json, "summary"))
+		for (size_t i = 0; i < sum.suites.n; i++)
+			if (sum.suites.v[i].n > 0 && sum.suites.v[i].has_score && sum.suites.v[i].score < low)
+				low = sum.suites.v[i].score;
+	ev_summary_clear(&sum);
 	ev_error_clear();
 	return low;
 }

@@ -562,19 +562,17 @@ static void state_clear(eval_state *st)
 /* Scored samples and error results over the summary's suites. */
 static void count_outcome(const char *summary_json, long *scored, long *errors)
 {
-	cJSON *j = NULL;
+	ev_summary sum = {0};
 	*scored = *errors = 0;
-	if (!summary_json || ev_json_parse(&j, summary_json, strlen(summary_json), "summary")) {
+	if (!summary_json || ev_summary_parse(&sum, summary_json, "summary")) {
 		ev_error_clear();
 		return;
 	}
-	const cJSON *sv;
-	cJSON_ArrayForEach(sv, cJSON_GetObjectItemCaseSensitive(j, "suites"))
-	{
-		*scored += (long)ev_json_num(sv, "n", 0);
-		*errors += (long)ev_json_num(sv, "errors", 0);
+	for (size_t i = 0; i < sum.suites.n; i++) {
+		*scored += sum.suites.v[i].n;
+		*errors += sum.suites.v[i].errors;
 	}
-	cJSON_Delete(j);
+	ev_summary_clear(&sum);
 }
 
 static int take_first_error(void *ctx, const ev_result *r)
