@@ -88,15 +88,23 @@ static void job_unlink(job *j)
 	j->next->prev = j->prev;
 }
 
+/* FNV-1a over bytes, continuing from h (FNV_START to begin). */
+#define FNV_START 1469598103934665603ULL
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 1099511628211ULL;
+	return h;
+}
+
 static int checker_for(run *r, const ev_sample *s, const ev_checker **out)
 {
 	if (!s->checker_json) {
 		*out = r->plan->checker ? r->plan->checker : r->own_checker;
 		return *out ? 0 : ev_error_set(EV_E_INVALID, "suite %s: no checker", r->plan->suite->name);
 	}
-	uint64_t h = 1469598103934665603ULL;
-	for (const char *p = s->checker_json; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	uint64_t h = fnv(FNV_START, s->checker_json, strlen(s->checker_json));
 	chk **bucket = &r->chk[h % CHK_BUCKETS];
 	for (chk *c = *bucket; c; c = c->next) {
 		if (!strcmp(c->spec, s->checker_json)) {
@@ -336,14 +344,15 @@ static int run_agent_item(run *r, const item *it)
  * 2^53 so that JSON carries it exactly. */
 static int64_t derive_seed(int64_t seed, const char *id, int epoch)
 {
-	uint64_t h = 1469598103934665603ULL;
+	unsigned char sb[8], eb[4];
 	for (int i = 0; i < 8; i++)
-		h = (h ^ (uint8_t)((uint64_t)seed >> (8 * i))) * 1099511628211ULL;
-	for (const char *p = id ? id : ""; *p; p++)
-		h = (h ^ (uint8_t)*p) * 1099511628211ULL;
-	h = (h ^ 0xFF) * 1099511628211ULL; /* separates the id from the epoch */
+		sb[i] = (uint8_t)((uint64_t)seed >> (8 * i));
 	for (int i = 0; i < 4; i++)
-		h = (h ^ (uint8_t)((unsigned)epoch >> (8 * i))) * 1099511628211ULL;
+		eb[i] = (uint8_t)((unsigned)epoch >> (8 * i));
+	uint64_t h = fnv(FNV_START, sb, sizeof sb);
+	h = fnv(h, id ? id : "", id ? strlen(id) : 0);
+	h = fnv(h, "\xff", 1); /* separates the id from the epoch */
+	h = fnv(h, eb, sizeof eb);
 	h ^= h >> 29; /* mix the high bits down */
 	return (int64_t)(h & ((1ULL << 53) - 1));
 }
