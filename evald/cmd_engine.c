@@ -127,7 +127,7 @@ static const ev_cmd_spec generate_spec = {
 	.name = "engine generate", .synopsis = "--model DIR (--prompt TEXT | --prompt-tokens 1,2,3) [--chat] [OPTIONS]",
 	.about = "Samples a continuation of a prompt (greedy by default).", .opts = generate_opts};
 static const ev_cmd_spec tokenize_spec = {
-	.name = "engine tokenize", .synopsis = "--model DIR --text TEXT [--no-special-tokens] [--json]",
+	.name = "engine tokenize", .synopsis = "--model DIR (--text TEXT | --lines FILE) [--no-special-tokens] [--json]",
 	.about = "Encodes text with the checkpoint's tokenizer as HF's tokenizers do (normalizer, pre-tokenizer,\n"
 	         "BPE, and the post-processor's special tokens unless --no-special-tokens): one id and its piece\n"
 	         "(as the vocab writes it, HF's convert_ids_to_tokens) a line, or {\"ids\":[...],\"pieces\":[...]}.",
