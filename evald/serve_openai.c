@@ -55,7 +55,6 @@ typedef struct {
 	size_t n;
 	char *tools;
 	char *stop[MAX_STOP];
-	char *prompt; /* /v1/completions: the first prompt's text, or NULL for token ids */
 	/* /v1/completions prompts: texts, or token ids (one prompt each) */
 	int n_prompts;
 	char *texts[MAX_CHOICES];
@@ -79,7 +78,6 @@ static void parsed_clear(parsed *p)
 	free(p->tools);
 	for (int i = 0; i < MAX_STOP; i++)
 		free(p->stop[i]);
-	free(p->prompt);
 	for (int i = 0; i < MAX_CHOICES; i++) {
 		free(p->texts[i]);
 		free(p->ids[i]);
@@ -357,8 +355,6 @@ static int parse_completion(parsed *p, const cJSON *root)
 	for (int i = 0; i < p->n_prompts; i++)
 		if (!p->texts[i] && !p->ids[i])
 			return ev_error_set(EV_E_NOMEM, "out of memory");
-	if (p->texts[0] && !(p->prompt = ev_strdup(p->texts[0])))
-		return ev_error_set(EV_E_NOMEM, "out of memory");
 	if ((rc = parse_gen(p, root)))
 		return rc;
 	if (p->n_prompts * p->n_choices > MAX_CHOICES)
@@ -396,7 +392,6 @@ typedef struct {
 	char id[64];
 	long created;
 	struct choice_group *group; /* n > 1: the answer the choices make together */
-	int index;             /* this choice's index */
 } inflight;
 
 /* n > 1: the choices of one request, answered together when the last is
@@ -827,7 +822,6 @@ static int generate_choices(ev_serve_openai *o, const ev_serve_request *rq, ev_s
 			f->chat = chat;
 			f->created = (long)time(NULL);
 			f->group = g;
-			f->index = i;
 			snprintf(f->id, sizeof f->id, "%s-evald-%llu", chat ? "chatcmpl" : "cmpl", id);
 			g->f[i] = f;
 			ev_request req = p->req;
