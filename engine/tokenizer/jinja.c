@@ -985,6 +985,175 @@ static int end_of_tag(tparser *P)
 
 static node *parse_body(sparser *SP, const char *const *stops, size_t *which);
 
+/* {% if ... %} (P is at its keyword) */
+static node *parse_if(sparser *SP, tparser P)
+{
+	node *n = mk(&P, N_IF), *cur = n;
+	if (!n || next(&P) || !(n->a = parse_expr(&P)) || end_of_tag(&P))
+		return NULL;
+	for (;;) {
+		static const char *const stops[] = {"elif", "else", "endif", NULL};
+		size_t which = 0;
+		if (!(cur->b = parse_body(SP, stops, &which)))
+			return NULL;
+		const seg *t = &SP->S->v[SP->i - 1];
+		if (which == 2)
+			return n;
+		if (which == 1) {
+			static const char *const end[] = {"endif", NULL};
+			if (!(cur->c = parse_body(SP, end, &which)))
+				return NULL;
+			return n;
+		}
+		/* elif */
+		node *e = mk(&P, N_IF);
+		tparser Q;
+		if (!e || tp_init(&Q, SP, t) || next(&Q) || !(e->a = parse_expr(&Q)) || end_of_tag(&Q))
+			return NULL;
+		cur->c = e;
+		cur = e;
+	}
+}
+
+/* {% for ... %} (P is at its keyword) */
+static node *parse_for(sparser *SP, tparser P)
+{
+	node *n = mk(&P, N_FOR);
+	if (!n || next(&P))
+		return NULL;
+	for (;;) {
+		if (P.cur.k != T_NAME) {
+			perr(&P, "expected a loop variable");
+			return NULL;
+		}
+		char *name = tok_name(&P);
+		if (!name || !grow(P.a, (void ***)&n->names, &n->capnames, n->nnames + 1, sizeof(char *)))
+			return NULL;
+		n->names[n->nnames++] = name;
+		if (next(&P))
+			return NULL;
+		if (!is_op(&P, ","))
+			break;
+		if (next(&P))
+			return NULL;
+	}
+	if (!is_name(&P, "in")) {
+		perr(&P, "expected 'in' in a for loop");
+		return NULL;
+	}
+	if (next(&P) || !(n->a = parse_or(&P)))
+		return NULL;
+	if (is_name(&P, "if") && (next(&P) || !(n->d = parse_expr(&P))))
+		return NULL;
+	if (is_name(&P, "recursive")) {
+		perr(&P, "recursive loops are not supported");
+		return NULL;
+	}
+	if (end_of_tag(&P))
+		return NULL;
+	static const char *const stops[] = {"else", "endfor", NULL};
+	size_t which = 0;
+	if (!(n->b = parse_body(SP, stops, &which)))
+		return NULL;
+	if (which == 0) {
+		static const char *const end[] = {"endfor", NULL};
+		if (!(n->c = parse_body(SP, end, &which)))
+			return NULL;
+	}
+	return n;
+}
+
+/* {% set ... %} (P is at its keyword) */
+static node *parse_set(sparser *SP, tparser P)
+{
+	if (next(&P) || P.cur.k != T_NAME) {
+		perr(&P, "expected a name after 'set'");
+		return NULL;
+	}
+	char *name = tok_name(&P);
+	if (!name || next(&P))
+		return NULL;
+	char *attr = NULL;
+	if (is_op(&P, ".")) {
+		if (next(&P) || P.cur.k != T_NAME) {
+			perr(&P, "expected an attribute name");
+			return NULL;
+		}
+		attr = tok_name(&P);
+		if (!attr || next(&P))
+			return NULL;
+	}
+	if (is_op(&P, ",")) {
+		perr(&P, "set with several targets is not supported");
+		return NULL;
+	}
+	if (!is_op(&P, "=")) {
+		if (attr || end_of_tag(&P))
+			return attr ? (perr(&P, "expected '='"), NULL) : NULL;
+		node *n = mk(&P, N_SETBLOCK);
+		static const char *const end[] = {"endset", NULL};
+		size_t which;
+		if (!n || !(n->b = parse_body(SP, end, &which)))
+			return NULL;
+		n->s = name;
+		return n;
+	}
+	node *n = mk(&P, N_SET);
+	if (!n || next(&P) || !(n->b = parse_expr(&P)) || end_of_tag(&P))
+		return NULL;
+	if (attr) {
+		node *obj = mk(&P, E_NAME);
+		if (!obj)
+			return NULL;
+		obj->s = name;
+		n->a = obj;
+		n->s = attr;
+	} else {
+		n->s = name;
+	}
+	return n;
+}
+
+/* {% macro ... %} (P is at its keyword) */
+static node *parse_macro(sparser *SP, tparser P)
+{
+	node *n = mk(&P, N_MACRO);
+	if (!n || next(&P) || P.cur.k != T_NAME) {
+		perr(&P, "expected a macro name");
+		return NULL;
+	}
+	if (!(n->s = tok_name(&P)) || next(&P) || expect_op(&P, "("))
+		return NULL;
+	while (!is_op(&P, ")")) {
+		if (P.cur.k != T_NAME) {
+			perr(&P, "expected a parameter name");
+			return NULL;
+		}
+		char *pname = tok_name(&P);
+		node *dflt = NULL;
+		if (!pname || next(&P))
+			return NULL;
+		if (is_op(&P, "=") && (next(&P) || !(dflt = parse_expr(&P))))
+			return NULL;
+		if (!add_kw(&P, n, pname, dflt))
+			return NULL;
+		if (is_op(&P, ",")) {
+			if (next(&P))
+				return NULL;
+		} else if (!is_op(&P, ")")) {
+			perr(&P, "expected ',' or ')' in the parameters");
+			return NULL;
+		}
+	}
+	if (next(&P) || end_of_tag(&P))
+		return NULL;
+	static const char *const end[] = {"endmacro", NULL};
+	size_t which;
+	if (!(n->b = parse_body(SP, end, &which)))
+		return NULL;
+	return n;
+}
+
 static node *parse_block(sparser *SP, const seg *g)
 {
 	tparser P;
@@ -994,163 +1163,18 @@ static node *parse_block(sparser *SP, const seg *g)
 		perr(&P, "expected a statement");
 		return NULL;
 	}
-	if (is_name(&P, "if")) {
-		node *n = mk(&P, N_IF), *cur = n;
-		if (!n || next(&P) || !(n->a = parse_expr(&P)) || end_of_tag(&P))
-			return NULL;
-		for (;;) {
-			static const char *const stops[] = {"elif", "else", "endif", NULL};
-			size_t which = 0;
-			if (!(cur->b = parse_body(SP, stops, &which)))
-				return NULL;
-			const seg *t = &SP->S->v[SP->i - 1];
-			if (which == 2)
-				return n;
-			if (which == 1) {
-				static const char *const end[] = {"endif", NULL};
-				if (!(cur->c = parse_body(SP, end, &which)))
-					return NULL;
-				return n;
-			}
-			/* elif */
-			node *e = mk(&P, N_IF);
-			tparser Q;
-			if (!e || tp_init(&Q, SP, t) || next(&Q) || !(e->a = parse_expr(&Q)) || end_of_tag(&Q))
-				return NULL;
-			cur->c = e;
-			cur = e;
-		}
-	}
-	if (is_name(&P, "for")) {
-		node *n = mk(&P, N_FOR);
-		if (!n || next(&P))
-			return NULL;
-		for (;;) {
-			if (P.cur.k != T_NAME) {
-				perr(&P, "expected a loop variable");
-				return NULL;
-			}
-			char *name = tok_name(&P);
-			if (!name || !grow(P.a, (void ***)&n->names, &n->capnames, n->nnames + 1, sizeof(char *)))
-				return NULL;
-			n->names[n->nnames++] = name;
-			if (next(&P))
-				return NULL;
-			if (!is_op(&P, ","))
-				break;
-			if (next(&P))
-				return NULL;
-		}
-		if (!is_name(&P, "in")) {
-			perr(&P, "expected 'in' in a for loop");
-			return NULL;
-		}
-		if (next(&P) || !(n->a = parse_or(&P)))
-			return NULL;
-		if (is_name(&P, "if") && (next(&P) || !(n->d = parse_expr(&P))))
-			return NULL;
-		if (is_name(&P, "recursive")) {
-			perr(&P, "recursive loops are not supported");
-			return NULL;
-		}
-		if (end_of_tag(&P))
-			return NULL;
-		static const char *const stops[] = {"else", "endfor", NULL};
-		size_t which = 0;
-		if (!(n->b = parse_body(SP, stops, &which)))
-			return NULL;
-		if (which == 0) {
-			static const char *const end[] = {"endfor", NULL};
-			if (!(n->c = parse_body(SP, end, &which)))
-				return NULL;
-		}
-		return n;
-	}
-	if (is_name(&P, "set")) {
-		if (next(&P) || P.cur.k != T_NAME) {
-			perr(&P, "expected a name after 'set'");
-			return NULL;
-		}
-		char *name = tok_name(&P);
-		if (!name || next(&P))
-			return NULL;
-		char *attr = NULL;
-		if (is_op(&P, ".")) {
-			if (next(&P) || P.cur.k != T_NAME) {
-				perr(&P, "expected an attribute name");
-				return NULL;
-			}
-			attr = tok_name(&P);
-			if (!attr || next(&P))
-				return NULL;
-		}
-		if (is_op(&P, ",")) {
-			perr(&P, "set with several targets is not supported");
-			return NULL;
-		}
-		if (!is_op(&P, "=")) {
-			if (attr || end_of_tag(&P))
-				return attr ? (perr(&P, "expected '='"), NULL) : NULL;
-			node *n = mk(&P, N_SETBLOCK);
-			static const char *const end[] = {"endset", NULL};
-			size_t which;
-			if (!n || !(n->b = parse_body(SP, end, &which)))
-				return NULL;
-			n->s = name;
-			return n;
-		}
-		node *n = mk(&P, N_SET);
-		if (!n || next(&P) || !(n->b = parse_expr(&P)) || end_of_tag(&P))
-			return NULL;
-		if (attr) {
-			node *obj = mk(&P, E_NAME);
-			if (!obj)
-				return NULL;
-			obj->s = name;
-			n->a = obj;
-			n->s = attr;
-		} else {
-			n->s = name;
-		}
-		return n;
-	}
-	if (is_name(&P, "macro")) {
-		node *n = mk(&P, N_MACRO);
-		if (!n || next(&P) || P.cur.k != T_NAME) {
-			perr(&P, "expected a macro name");
-			return NULL;
-		}
-		if (!(n->s = tok_name(&P)) || next(&P) || expect_op(&P, "("))
-			return NULL;
-		while (!is_op(&P, ")")) {
-			if (P.cur.k != T_NAME) {
-				perr(&P, "expected a parameter name");
-				return NULL;
-			}
-			char *pname = tok_name(&P);
-			node *dflt = NULL;
-			if (!pname || next(&P))
-				return NULL;
-			if (is_op(&P, "=") && (next(&P) || !(dflt = parse_expr(&P))))
-				return NULL;
-			if (!add_kw(&P, n, pname, dflt))
-				return NULL;
-			if (is_op(&P, ",")) {
-				if (next(&P))
-					return NULL;
-			} else if (!is_op(&P, ")")) {
-				perr(&P, "expected ',' or ')' in the parameters");
-				return NULL;
-			}
-		}
-		if (next(&P) || end_of_tag(&P))
-			return NULL;
-		static const char *const end[] = {"endmacro", NULL};
-		size_t which;
-		if (!(n->b = parse_body(SP, end, &which)))
-			return NULL;
-		return n;
-	}
+	if (is_name(&P, "if"))
+		return parse_if(SP, P);
+
+	if (is_name(&P, "for"))
+		return parse_for(SP, P);
+
+	if (is_name(&P, "set"))
+		return parse_set(SP, P);
+
+	if (is_name(&P, "macro"))
+		return parse_macro(SP, P);
+
 	if (is_name(&P, "break") || is_name(&P, "continue")) {
 		node *n = mk(&P, is_name(&P, "break") ? N_BREAK : N_CONTINUE);
 		return n && !next(&P) && !end_of_tag(&P) ? n : NULL;
@@ -2744,30 +2768,195 @@ static int cmp_vals(const void *a, const void *b, void *ctx)
 	return compare(*(val *const *)a, *(val *const *)b, &ok);
 }
 
+static val *filter_tojson(env *E, val *v, const args *A)
+{
+	/* transformers: tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) */
+	val *ea = arg(A, 0, "ensure_ascii"), *ind = arg(A, 1, "indent"), *sep = arg(A, 2, "separators"),
+	    *sk = arg(A, 3, "sort_keys");
+	json_opts o = {-1, ea && truthy(ea), sk && truthy(sk), ", ", ": "};
+	if (ind && ind->k == V_INT)
+		o.indent = (int)(ind->i < 0 ? 0 : ind->i > 64 ? 64 : ind->i);
+	else if (ind && ind->k != V_NONE)
+		return eerr(E, "tojson: indent must be an integer"), NULL;
+	if (o.indent >= 0)
+		o.item_sep = ",";
+	if (sep && sep->k == V_LIST && sep->len == 2 && sep->items[0]->k == V_STR && sep->items[1]->k == V_STR) {
+		o.item_sep = sep->items[0]->s;
+		o.key_sep = sep->items[1]->s;
+	}
+	ev_buf b = EV_BUF_INIT(ENG_JINJA_MAX_OUTPUT);
+	int rc = to_json(E, &b, v, &o, 0);
+	val *r = rc ? NULL : vstr(E, b.data ? b.data : "", b.len);
+	ev_buf_free(&b);
+	return r;
+}
+
+static val *filter_int(env *E, val *v, const args *A)
+{
+	val *d = arg(A, 0, "default");
+	if (v->k == V_INT)
+		return v;
+	if (v->k == V_FLOAT)
+		return vint(E, (long long)v->f);
+	if (v->k == V_BOOL)
+		return vint(E, v->b);
+	if (v->k == V_STR) {
+		char *end;
+		long long x = strtoll(v->s, &end, 10);
+		if (end != v->s && !*end)
+			return vint(E, x);
+	}
+	return d ? d : vint(E, 0);
+}
+
+static val *filter_float(env *E, val *v, const args *A)
+{
+	if (numeric(v))
+		return vfloat(E, num(v));
+	if (v->k == V_STR) {
+		char *end;
+		double x = strtod(v->s, &end);
+		if (end != v->s && !*end)
+			return vfloat(E, x);
+	}
+	val *d = arg(A, 0, "default");
+	return d ? d : vfloat(E, 0);
+}
+
+static val *filter_indent(env *E, val *v, const args *A)
+{
+	val *w = arg(A, 0, "width"), *first = arg(A, 1, "first"), *blank = arg(A, 2, "blank");
+	if (!need_str(E, v, "indent"))
+		return NULL;
+	ev_buf pad = EV_BUF_INIT(4096);
+	if (w && w->k == V_STR)
+		ev_buf_append(&pad, w->s, w->n);
+	else
+		for (long long k = 0; k < (w && w->k == V_INT ? w->i : 4) && k < 256; k++)
+			ev_buf_putc(&pad, ' ');
+	ev_buf b = EV_BUF_INIT(ENG_JINJA_MAX_OUTPUT);
+	size_t i = 0;
+	bool line_first = true;
+	while (i <= v->n) {
+		const char *nl = memchr(v->s + i, '\n', v->n - i);
+		size_t e = nl ? (size_t)(nl - v->s) : v->n;
+		bool empty = e == i;
+		if ((!line_first || (first && truthy(first))) && (!empty || (blank && truthy(blank))))
+			ev_buf_append(&b, pad.data ? pad.data : "", pad.len);
+		ev_buf_append(&b, v->s + i, e - i);
+		if (!nl)
+			break;
+		ev_buf_putc(&b, '\n');
+		i = e + 1;
+		line_first = false;
+	}
+	val *r = vstr(E, b.data ? b.data : "", b.len);
+	ev_buf_free(&b);
+	ev_buf_free(&pad);
+	return r;
+}
+
+static val *filter_select(env *E, scope *s, const char *name, val *v, const args *A)
+{
+	val *l = iterable(E, v), *r = l ? mkval(E->a, V_LIST) : NULL;
+	if (!r)
+		return NULL;
+	bool attr_form = !strcmp(name, "selectattr") || !strcmp(name, "rejectattr");
+	bool keep_true = name[0] == 's';
+	val *attr = arg(A, 0, "attribute");
+	/* map(attribute='x', default=...) or map('filter', args...) */
+	val *fname = !strcmp(name, "map") && A->npos ? A->pos[0] : NULL;
+	val *test = attr_form ? arg(A, 1, NULL) : (!strcmp(name, "map") ? NULL : arg(A, 0, NULL));
+	for (size_t i = 0; i < l->len; i++) {
+		val *x = l->items[i];
+		if (!strcmp(name, "map")) {
+			val *y;
+			if (fname) {
+				args sub = {A->pos + 1, A->npos - 1, A->names, A->kw, A->nkw};
+				y = call_filter(E, s, fname->k == V_STR ? fname->s : "", x, &sub);
+			} else {
+				y = dict_attr(x, attr);
+				if (!y) {
+					val *d = arg(A, 99, "default");
+					y = d ? d : mkval(E->a, V_UNDEF);
+				}
+			}
+			if (!y || !push_item(E, r, y))
+				return NULL;
+			continue;
+		}
+		val *subject = attr_form ? dict_attr(x, attr) : x;
+		if (!subject)
+			subject = mkval(E->a, V_UNDEF);
+		bool ok;
+		if (test && test->k == V_STR) {
+			args sub = {A->pos + (attr_form ? 2 : 1), A->npos > (attr_form ? 2u : 1u) ? A->npos - (attr_form ? 2 : 1) : 0,
+				    NULL, NULL, 0};
+			val *t = call_test(E, test->s, subject, &sub);
+			if (!t)
+				return NULL;
+			ok = t->b;
+		} else {
+			ok = truthy(subject);
+		}
+		if (ok == keep_true && !push_item(E, r, x))
+			return NULL;
+	}
+	return r;
+}
+
+static val *filter_sort(env *E, const char *name, val *v, const args *A)
+{
+	val *l = !strcmp(name, "dictsort") ? call_method(E, v, "items", A) : iterable(E, v);
+	if (!l)
+		return NULL;
+	val *r = mkval(E->a, V_LIST);
+	for (size_t i = 0; r && i < l->len; i++)
+		if (!push_item(E, r, l->items[i]))
+			return NULL;
+	if (r && r->len)
+		qsort_r(r->items, r->len, sizeof *r->items, cmp_vals, NULL);
+	val *rev = arg(A, 0, "reverse");
+	if (r && rev && truthy(rev))
+		for (size_t i = 0; i < r->len / 2; i++) {
+			val *t = r->items[i];
+			r->items[i] = r->items[r->len - 1 - i];
+			r->items[r->len - 1 - i] = t;
+		}
+	return r;
+}
+
+static val *filter_escape(env *E, val *v)
+{
+	ev_buf in = EV_BUF_INIT(ENG_JINJA_MAX_OUTPUT), b = EV_BUF_INIT(ENG_JINJA_MAX_OUTPUT);
+	to_str(&in, v, false);
+	for (size_t i = 0; i < in.len; i++) {
+		char c = in.data[i];
+		if (c == '&')
+			ev_buf_puts(&b, "&amp;");
+		else if (c == '<')
+			ev_buf_puts(&b, "&lt;");
+		else if (c == '>')
+			ev_buf_puts(&b, "&gt;");
+		else if (c == '"')
+			ev_buf_puts(&b, "&#34;");
+		else if (c == '\'')
+			ev_buf_puts(&b, "&#39;");
+		else
+			ev_buf_putc(&b, c);
+	}
+	val *r = vstr(E, b.data ? b.data : "", b.len);
+	ev_buf_free(&in);
+	ev_buf_free(&b);
+	return r;
+}
+
 static val *call_filter(env *E, scope *s, const char *name, val *v, const args *A)
 {
 	(void)s;
-	if (!strcmp(name, "tojson")) {
-		/* transformers: tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) */
-		val *ea = arg(A, 0, "ensure_ascii"), *ind = arg(A, 1, "indent"), *sep = arg(A, 2, "separators"),
-		    *sk = arg(A, 3, "sort_keys");
-		json_opts o = {-1, ea && truthy(ea), sk && truthy(sk), ", ", ": "};
-		if (ind && ind->k == V_INT)
-			o.indent = (int)(ind->i < 0 ? 0 : ind->i > 64 ? 64 : ind->i);
-		else if (ind && ind->k != V_NONE)
-			return eerr(E, "tojson: indent must be an integer"), NULL;
-		if (o.indent >= 0)
-			o.item_sep = ",";
-		if (sep && sep->k == V_LIST && sep->len == 2 && sep->items[0]->k == V_STR && sep->items[1]->k == V_STR) {
-			o.item_sep = sep->items[0]->s;
-			o.key_sep = sep->items[1]->s;
-		}
-		ev_buf b = EV_BUF_INIT(ENG_JINJA_MAX_OUTPUT);
-		int rc = to_json(E, &b, v, &o, 0);
-		val *r = rc ? NULL : vstr(E, b.data ? b.data : "", b.len);
-		ev_buf_free(&b);
-		return r;
-	}
+	if (!strcmp(name, "tojson"))
+		return filter_tojson(E, v, A);
+
 	if (!strcmp(name, "trim")) {
 		val *chars = arg(A, 0, "chars");
 		if (v->k != V_STR) {
@@ -2837,34 +3026,12 @@ static val *call_filter(env *E, scope *s, const char *name, val *v, const args *
 				return NULL;
 		return r && v->k == V_STR ? join(E, r, NULL, NULL) : r;
 	}
-	if (!strcmp(name, "int")) {
-		val *d = arg(A, 0, "default");
-		if (v->k == V_INT)
-			return v;
-		if (v->k == V_FLOAT)
-			return vint(E, (long long)v->f);
-		if (v->k == V_BOOL)
-			return vint(E, v->b);
-		if (v->k == V_STR) {
-			char *end;
-			long long x = strtoll(v->s, &end, 10);
-			if (end != v->s && !*end)
-				return vint(E, x);
-		}
-		return d ? d : vint(E, 0);
-	}
-	if (!strcmp(name, "float")) {
-		if (numeric(v))
-			return vfloat(E, num(v));
-		if (v->k == V_STR) {
-			char *end;
-			double x = strtod(v->s, &end);
-			if (end != v->s && !*end)
-				return vfloat(E, x);
-		}
-		val *d = arg(A, 0, "default");
-		return d ? d : vfloat(E, 0);
-	}
+	if (!strcmp(name, "int"))
+		return filter_int(E, v, A);
+
+	if (!strcmp(name, "float"))
+		return filter_float(E, v, A);
+
 	if (!strcmp(name, "abs")) {
 		if (v->k == V_INT)
 			return vint(E, v->i < 0 ? -v->i : v->i);
@@ -2879,85 +3046,13 @@ static val *call_filter(env *E, scope *s, const char *name, val *v, const args *
 	}
 	if (!strcmp(name, "safe"))
 		return v;
-	if (!strcmp(name, "indent")) {
-		val *w = arg(A, 0, "width"), *first = arg(A, 1, "first"), *blank = arg(A, 2, "blank");
-		if (!need_str(E, v, "indent"))
-			return NULL;
-		ev_buf pad = EV_BUF_INIT(4096);
-		if (w && w->k == V_STR)
-			ev_buf_append(&pad, w->s, w->n);
-		else
-			for (long long k = 0; k < (w && w->k == V_INT ? w->i : 4) && k < 256; k++)
-				ev_buf_putc(&pad, ' ');
-		ev_buf b = EV_BUF_INIT(ENG_JINJA_MAX_OUTPUT);
-		size_t i = 0;
-		bool line_first = true;
-		while (i <= v->n) {
-			const char *nl = memchr(v->s + i, '\n', v->n - i);
-			size_t e = nl ? (size_t)(nl - v->s) : v->n;
-			bool empty = e == i;
-			if ((!line_first || (first && truthy(first))) && (!empty || (blank && truthy(blank))))
-				ev_buf_append(&b, pad.data ? pad.data : "", pad.len);
-			ev_buf_append(&b, v->s + i, e - i);
-			if (!nl)
-				break;
-			ev_buf_putc(&b, '\n');
-			i = e + 1;
-			line_first = false;
-		}
-		val *r = vstr(E, b.data ? b.data : "", b.len);
-		ev_buf_free(&b);
-		ev_buf_free(&pad);
-		return r;
-	}
+	if (!strcmp(name, "indent"))
+		return filter_indent(E, v, A);
+
 	if (!strcmp(name, "map") || !strcmp(name, "select") || !strcmp(name, "reject") || !strcmp(name, "selectattr") ||
-	    !strcmp(name, "rejectattr")) {
-		val *l = iterable(E, v), *r = l ? mkval(E->a, V_LIST) : NULL;
-		if (!r)
-			return NULL;
-		bool attr_form = !strcmp(name, "selectattr") || !strcmp(name, "rejectattr");
-		bool keep_true = name[0] == 's';
-		val *attr = arg(A, 0, "attribute");
-		/* map(attribute='x', default=...) or map('filter', args...) */
-		val *fname = !strcmp(name, "map") && A->npos ? A->pos[0] : NULL;
-		val *test = attr_form ? arg(A, 1, NULL) : (!strcmp(name, "map") ? NULL : arg(A, 0, NULL));
-		for (size_t i = 0; i < l->len; i++) {
-			val *x = l->items[i];
-			if (!strcmp(name, "map")) {
-				val *y;
-				if (fname) {
-					args sub = {A->pos + 1, A->npos - 1, A->names, A->kw, A->nkw};
-					y = call_filter(E, s, fname->k == V_STR ? fname->s : "", x, &sub);
-				} else {
-					y = dict_attr(x, attr);
-					if (!y) {
-						val *d = arg(A, 99, "default");
-						y = d ? d : mkval(E->a, V_UNDEF);
-					}
-				}
-				if (!y || !push_item(E, r, y))
-					return NULL;
-				continue;
-			}
-			val *subject = attr_form ? dict_attr(x, attr) : x;
-			if (!subject)
-				subject = mkval(E->a, V_UNDEF);
-			bool ok;
-			if (test && test->k == V_STR) {
-				args sub = {A->pos + (attr_form ? 2 : 1), A->npos > (attr_form ? 2u : 1u) ? A->npos - (attr_form ? 2 : 1) : 0,
-					    NULL, NULL, 0};
-				val *t = call_test(E, test->s, subject, &sub);
-				if (!t)
-					return NULL;
-				ok = t->b;
-			} else {
-				ok = truthy(subject);
-			}
-			if (ok == keep_true && !push_item(E, r, x))
-				return NULL;
-		}
-		return r;
-	}
+	    !strcmp(name, "rejectattr"))
+		return filter_select(E, s, name, v, A);
+
 	if (!strcmp(name, "unique")) {
 		val *l = iterable(E, v), *r = l ? mkval(E->a, V_LIST) : NULL;
 		for (size_t i = 0; r && i < l->len; i++) {
@@ -2967,52 +3062,16 @@ static val *call_filter(env *E, scope *s, const char *name, val *v, const args *
 		}
 		return r;
 	}
-	if (!strcmp(name, "sort") || !strcmp(name, "dictsort")) {
-		val *l = !strcmp(name, "dictsort") ? call_method(E, v, "items", A) : iterable(E, v);
-		if (!l)
-			return NULL;
-		val *r = mkval(E->a, V_LIST);
-		for (size_t i = 0; r && i < l->len; i++)
-			if (!push_item(E, r, l->items[i]))
-				return NULL;
-		if (r && r->len)
-			qsort_r(r->items, r->len, sizeof *r->items, cmp_vals, NULL);
-		val *rev = arg(A, 0, "reverse");
-		if (r && rev && truthy(rev))
-			for (size_t i = 0; i < r->len / 2; i++) {
-				val *t = r->items[i];
-				r->items[i] = r->items[r->len - 1 - i];
-				r->items[r->len - 1 - i] = t;
-			}
-		return r;
-	}
+	if (!strcmp(name, "sort") || !strcmp(name, "dictsort"))
+		return filter_sort(E, name, v, A);
+
 	if (!strcmp(name, "wordcount")) {
 		val *w = need_str(E, v, "wordcount") ? split(E, v, NULL, -1) : NULL;
 		return w ? vint(E, (long long)w->len) : NULL;
 	}
-	if (!strcmp(name, "e") || !strcmp(name, "escape")) {
-		ev_buf in = EV_BUF_INIT(ENG_JINJA_MAX_OUTPUT), b = EV_BUF_INIT(ENG_JINJA_MAX_OUTPUT);
-		to_str(&in, v, false);
-		for (size_t i = 0; i < in.len; i++) {
-			char c = in.data[i];
-			if (c == '&')
-				ev_buf_puts(&b, "&amp;");
-			else if (c == '<')
-				ev_buf_puts(&b, "&lt;");
-			else if (c == '>')
-				ev_buf_puts(&b, "&gt;");
-			else if (c == '"')
-				ev_buf_puts(&b, "&#34;");
-			else if (c == '\'')
-				ev_buf_puts(&b, "&#39;");
-			else
-				ev_buf_putc(&b, c);
-		}
-		val *r = vstr(E, b.data ? b.data : "", b.len);
-		ev_buf_free(&in);
-		ev_buf_free(&b);
-		return r;
-	}
+	if (!strcmp(name, "e") || !strcmp(name, "escape"))
+		return filter_escape(E, v);
+
 	return eerr(E, "the filter '%s' is not supported", name), NULL;
 }
 
@@ -3035,6 +3094,70 @@ static int bind_targets(env *E, scope *inner, const node *n, val *x)
 	for (size_t j = 0; j < n->nnames; j++)
 		if (!scope_set(E, inner, n->names[j], x->items[j]))
 			return EV_E_NOMEM;
+	return 0;
+}
+
+/* {% for %}: the loop's own `if`, its `else`, loop.*, break and continue. */
+static int render_for(env *E, scope *s, const node *n, ev_buf *out)
+{
+	val *it = eval(E, s, n->a);
+	val *l = it ? iterable(E, it) : NULL;
+	if (!l)
+		return ev_error_code() ? ev_error_code() : EV_E_INVALID;
+	/* the items that pass the loop's own "if" */
+	val *items = l;
+	scope *inner = scope_new(E, s);
+	if (!inner)
+		return EV_E_NOMEM;
+	if (n->d) {
+		items = mkval(E->a, V_LIST);
+		for (size_t i = 0; items && i < l->len; i++) {
+			int brc = bind_targets(E, inner, n, l->items[i]);
+			if (brc)
+				return brc;
+			val *c = eval(E, inner, n->d);
+			if (!c)
+				return ev_error_code();
+			if (truthy(c) && !push_item(E, items, l->items[i]))
+				return EV_E_NOMEM;
+		}
+		if (!items)
+			return EV_E_NOMEM;
+	}
+	if (!items->len)
+		return render(E, s, n->c, out);
+	val *loop = mkval(E->a, V_DICT);
+	static const char *const keys[] = {"index", "index0", "revindex", "revindex0", "first", "last", "length",
+					   "previtem", "nextitem"};
+	val *k[9];
+	for (int j = 0; j < 9; j++)
+		if (!(k[j] = vstr(E, keys[j], strlen(keys[j]))))
+			return EV_E_NOMEM;
+	if (!loop || !scope_set(E, inner, "loop", loop))
+		return EV_E_NOMEM;
+	long long len = (long long)items->len;
+	for (long long i = 0; i < len; i++) {
+		if (++E->steps > ENG_JINJA_MAX_STEPS)
+			return eerr(E, "more than %ld loop steps", ENG_JINJA_MAX_STEPS);
+		val *x = items->items[i];
+		int brc = bind_targets(E, inner, n, x);
+		if (brc)
+			return brc;
+		val *vals[9] = {vint(E, i + 1), vint(E, i), vint(E, len - i), vint(E, len - i - 1), vbool(E, i == 0),
+				vbool(E, i == len - 1), vint(E, len), i ? items->items[i - 1] : mkval(E->a, V_UNDEF),
+				i + 1 < len ? items->items[i + 1] : mkval(E->a, V_UNDEF)};
+		for (int j = 0; j < 9; j++)
+			if (!vals[j] || !dict_set(E, loop, k[j], vals[j]))
+				return EV_E_NOMEM;
+		int rc = render(E, inner, n->b, out);
+		if (rc)
+			return rc;
+		if (E->brk == 1) {
+			E->brk = 0;
+			break;
+		}
+		E->brk = 0;
+	}
 	return 0;
 }
 
@@ -3070,67 +3193,8 @@ static int render(env *E, scope *s, const node *n, ev_buf *out)
 			return ev_error_code() ? ev_error_code() : EV_E_INVALID;
 		return render(E, s, truthy(c) ? n->b : n->c, out);
 	}
-	case N_FOR: {
-		val *it = eval(E, s, n->a);
-		val *l = it ? iterable(E, it) : NULL;
-		if (!l)
-			return ev_error_code() ? ev_error_code() : EV_E_INVALID;
-		/* the items that pass the loop's own "if" */
-		val *items = l;
-		scope *inner = scope_new(E, s);
-		if (!inner)
-			return EV_E_NOMEM;
-		if (n->d) {
-			items = mkval(E->a, V_LIST);
-			for (size_t i = 0; items && i < l->len; i++) {
-				int brc = bind_targets(E, inner, n, l->items[i]);
-				if (brc)
-					return brc;
-				val *c = eval(E, inner, n->d);
-				if (!c)
-					return ev_error_code();
-				if (truthy(c) && !push_item(E, items, l->items[i]))
-					return EV_E_NOMEM;
-			}
-			if (!items)
-				return EV_E_NOMEM;
-		}
-		if (!items->len)
-			return render(E, s, n->c, out);
-		val *loop = mkval(E->a, V_DICT);
-		static const char *const keys[] = {"index", "index0", "revindex", "revindex0", "first", "last", "length",
-						   "previtem", "nextitem"};
-		val *k[9];
-		for (int j = 0; j < 9; j++)
-			if (!(k[j] = vstr(E, keys[j], strlen(keys[j]))))
-				return EV_E_NOMEM;
-		if (!loop || !scope_set(E, inner, "loop", loop))
-			return EV_E_NOMEM;
-		long long len = (long long)items->len;
-		for (long long i = 0; i < len; i++) {
-			if (++E->steps > ENG_JINJA_MAX_STEPS)
-				return eerr(E, "more than %ld loop steps", ENG_JINJA_MAX_STEPS);
-			val *x = items->items[i];
-			int brc = bind_targets(E, inner, n, x);
-			if (brc)
-				return brc;
-			val *vals[9] = {vint(E, i + 1), vint(E, i), vint(E, len - i), vint(E, len - i - 1), vbool(E, i == 0),
-					vbool(E, i == len - 1), vint(E, len), i ? items->items[i - 1] : mkval(E->a, V_UNDEF),
-					i + 1 < len ? items->items[i + 1] : mkval(E->a, V_UNDEF)};
-			for (int j = 0; j < 9; j++)
-				if (!vals[j] || !dict_set(E, loop, k[j], vals[j]))
-					return EV_E_NOMEM;
-			int rc = render(E, inner, n->b, out);
-			if (rc)
-				return rc;
-			if (E->brk == 1) {
-				E->brk = 0;
-				break;
-			}
-			E->brk = 0;
-		}
-		return 0;
-	}
+	case N_FOR: return render_for(E, s, n, out);
+
 	case N_SET: {
 		val *v = eval(E, s, n->b);
 		if (!v)
