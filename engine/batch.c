@@ -11,6 +11,7 @@
  * "Exactness"). A finished sequence frees its KV pages at once and the next
  * queued request takes its place on the following step.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +38,9 @@ typedef struct job {
 	long max;      /* generated tokens allowed, set when the prompt is in */
 	int n_out;
 	int32_t next_tok;
+	bool want_lp, want_plp, prompt_only;
+	int top_lp;
+	eng_logprob *lp, *plp; /* generated (cap_all - n_prompt), prompt (n_prompt) */
 	int status;
 	char *error;
 	eng_stop_reason reason;
@@ -65,6 +69,7 @@ struct eng_batch {
 	const int32_t **toks;
 	int *ntok;
 	job **part;
+	bool *every; /* part[p] wants every row's logits (prompt logprobs) */
 	pcache_entry *pc; /* opt.prefix_cache entries */
 	int npc;
 	uint64_t tick;
@@ -151,7 +156,7 @@ static void pc_keep(eng_batch *b, job *j)
 static int pc_start(eng_batch *b, job *j)
 {
 	long lcp;
-	int i = b->opt.prefix_cache > 0 ? pc_find(b, j->all, j->n_prompt - 1, &lcp) : -1;
+	int i = b->opt.prefix_cache > 0 && !j->want_plp ? pc_find(b, j->all, j->n_prompt - 1, &lcp) : -1;
 	if (i < 0 || lcp < b->opt.prefix_min)
 		return eng_seq_new(&j->seq, b->m);
 	int rc = eng_seq_fork(&j->seq, b->pc[i].seq, lcp);
@@ -174,6 +179,8 @@ void eng_batch_result_clear(eng_batch_result *r)
 		return;
 	free(r->error);
 	free(r->tokens);
+	free(r->logprobs);
+	free(r->prompt_logprobs);
 	memset(r, 0, sizeof *r);
 }
 
@@ -185,6 +192,8 @@ static void job_free(job *j)
 	eng_sampler_free(j->smp);
 	free(j->stop);
 	free(j->all);
+	free(j->lp);
+	free(j->plp);
 	free(j->error);
 	free(j);
 }
@@ -218,8 +227,9 @@ int eng_batch_new(eng_batch **out, eng_model *m, const eng_batch_options *opt)
 	b->toks = calloc(n, sizeof *b->toks);
 	b->ntok = calloc(n, sizeof *b->ntok);
 	b->part = calloc(n, sizeof *b->part);
+	b->every = calloc(n, sizeof *b->every);
 	b->pc = calloc((size_t)o.prefix_cache + 1, sizeof *b->pc);
-	if (!b->active || !b->seqs || !b->toks || !b->ntok || !b->part || !b->pc) {
+	if (!b->active || !b->seqs || !b->toks || !b->ntok || !b->part || !b->every || !b->pc) {
 		eng_batch_free(b);
 		return ev_error_set(EV_E_NOMEM, "out of memory");
 	}
@@ -249,6 +259,7 @@ void eng_batch_free(eng_batch *b)
 	free(b->toks);
 	free(b->ntok);
 	free(b->part);
+	free(b->every);
 	free(b);
 }
 
@@ -262,6 +273,9 @@ int eng_batch_add(eng_batch *b, const eng_batch_request *req, uint64_t *id_out)
 		return ev_error_set(EV_E_INVALID, "batch: bad stop id list (%d ids)", req->gen.n_stop);
 	if (req->gen.max_tokens < 0)
 		return ev_error_set(EV_E_INVALID, "batch: max_tokens %d is negative", req->gen.max_tokens);
+	if (req->top_logprobs < 0 || req->top_logprobs > ENG_MAX_TOP_LOGPROBS)
+		return ev_error_set(EV_E_INVALID, "batch: top_logprobs %d is not within 0..%d", req->top_logprobs,
+				    ENG_MAX_TOP_LOGPROBS);
 	for (int i = 0; i < req->n_prompt; i++)
 		if (req->prompt[i] < 0 || req->prompt[i] >= b->info.vocab)
 			return ev_error_set(EV_E_INVALID, "batch: prompt token %d at index %d is outside the vocabulary (%d)",
@@ -274,11 +288,19 @@ int eng_batch_add(eng_batch *b, const eng_batch_request *req, uint64_t *id_out)
 	j->cb_ctx = req->cb_ctx;
 	j->cookie = req->cookie;
 	j->n_prompt = req->n_prompt;
+	j->want_lp = req->logprobs;
+	j->want_plp = req->prompt_logprobs;
+	j->prompt_only = req->prompt_only;
+	j->top_lp = req->top_logprobs;
 	const int32_t *stop = req->gen.stop_ids ? req->gen.stop_ids : b->info.eos_ids;
 	j->nstop = req->gen.stop_ids ? req->gen.n_stop : b->info.n_eos;
 	j->cap_all = (long)req->n_prompt + 64;
 	j->all = malloc((size_t)j->cap_all * sizeof *j->all);
 	j->stop = malloc((size_t)(j->nstop + 1) * sizeof *j->stop);
+	if (j->want_lp && !(j->lp = malloc((size_t)(j->cap_all - j->n_prompt) * sizeof *j->lp)))
+		j->all = (free(j->all), NULL);
+	if (j->want_plp && !(j->plp = malloc((size_t)j->n_prompt * sizeof *j->plp)))
+		j->all = (free(j->all), NULL);
 	if (!j->all || !j->stop) {
 		job_free(j);
 		return ev_error_set(EV_E_NOMEM, "out of memory");
@@ -360,7 +382,7 @@ int eng_batch_cancel(eng_batch *b, uint64_t id)
  * from its cached pages instead of computing the same KV beside it. */
 static bool waits_for_prefix(const eng_batch *b, const job *j)
 {
-	if (b->opt.prefix_cache <= 0 || j->n_prompt <= b->opt.prefix_min)
+	if (b->opt.prefix_cache <= 0 || j->n_prompt <= b->opt.prefix_min || j->want_plp)
 		return false;
 	for (int i = 0; i < b->n_active; i++) {
 		const job *a = b->active[i];
@@ -407,6 +429,11 @@ static int admit(eng_batch *b)
 				return rc;
 			continue;
 		}
+		if (j->want_plp) { /* nothing precedes the first token */
+			memset(&j->plp[0], 0, sizeof j->plp[0]);
+			j->plp[0].token = j->all[0];
+			j->plp[0].logprob = NAN;
+		}
 		j->state = JOB_PREFILL;
 		b->active[b->n_active++] = j;
 	}
@@ -421,6 +448,12 @@ static int push_token(job *j, int32_t tok)
 		if (!p)
 			return ev_error_set(EV_E_NOMEM, "out of memory");
 		j->all = p;
+		if (j->want_lp) {
+			eng_logprob *q = realloc(j->lp, (size_t)(cap - j->n_prompt) * sizeof *q);
+			if (!q)
+				return ev_error_set(EV_E_NOMEM, "out of memory");
+			j->lp = q;
+		}
 		j->cap_all = cap;
 	}
 	j->all[j->n_all++] = tok;
@@ -445,6 +478,8 @@ static int sample_one(eng_batch *b, job *j)
 		}
 	if ((rc = push_token(j, tok)))
 		return rc;
+	if (j->want_lp)
+		eng_logprob_of(&j->lp[j->n_out], eng_seq_logits(j->seq), b->info.vocab, tok, j->top_lp);
 	j->n_out++;
 	if (j->cb && j->cb(j->cb_ctx, tok, lp)) {
 		j->reason = ENG_STOP_CALLBACK;
@@ -456,6 +491,17 @@ static int sample_one(eng_batch *b, job *j)
 	}
 	j->next_tok = tok;
 	return 0;
+}
+
+/* eng_forward_batch_rows' sink: row r of step part p is prompt position
+ * fed + r, whose logits score the prompt token after it. */
+static void prompt_row(void *ctx, int p, long r, const float *logits)
+{
+	eng_batch *b = ctx;
+	job *j = b->part[p];
+	long at = j->fed + r + 1;
+	if (at < j->n_prompt)
+		eng_logprob_of(&j->plp[at], logits, b->info.vocab, j->all[at], j->top_lp);
 }
 
 int eng_batch_step(eng_batch *b)
@@ -486,7 +532,12 @@ int eng_batch_step(eng_batch *b)
 	}
 	if (!n)
 		return 0;
-	if ((rc = eng_forward_batch(b->m, b->seqs, b->toks, b->ntok, n))) {
+	bool rows = false;
+	for (int p = 0; p < n; p++)
+		rows |= b->every[p] = b->part[p]->state == JOB_PREFILL && b->part[p]->want_plp;
+	rc = rows ? eng_forward_batch_rows(b->m, b->seqs, b->toks, b->ntok, n, b->every, prompt_row, b)
+	          : eng_forward_batch(b->m, b->seqs, b->toks, b->ntok, n);
+	if (rc) {
 		/* Every sequence of this step is in an unknown state: end them. */
 		for (int p = 0; p < n; p++)
 			for (int i = 0; i < b->n_active; i++)
@@ -509,7 +560,7 @@ int eng_batch_step(eng_batch *b)
 			j->state = JOB_DECODE;
 			pc_keep(b, j);
 		}
-		int r = sample_one(b, j);
+		int r = j->prompt_only ? (j->reason = ENG_STOP_LENGTH, 1) : sample_one(b, j);
 		if (r == 0)
 			continue;
 		for (int i = 0; i < b->n_active; i++)
@@ -543,6 +594,9 @@ int eng_batch_take(eng_batch *b, eng_batch_result *out, int max)
 		r->n_prompt = j->n_prompt;
 		r->n_tokens = j->n_out;
 		r->reason = j->reason;
+		r->logprobs = j->lp;
+		r->prompt_logprobs = j->plp;
+		j->lp = j->plp = NULL;
 		/* hand over the generated part of the history */
 		memmove(j->all, j->all + j->n_prompt, (size_t)j->n_out * sizeof *j->all);
 		r->tokens = j->all;

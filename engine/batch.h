@@ -49,6 +49,14 @@ typedef struct {
 	eng_token_cb cb;
 	void *cb_ctx;
 	void *cookie;        /* the caller's, returned in eng_batch_result */
+	/* Log-probabilities kept for the result: `logprobs` one entry per
+	 * generated token, `prompt_logprobs` one per prompt token (the first
+	 * with a NAN logprob: nothing precedes it; such a prompt is computed
+	 * whole, never taken from the prefix cache), each with `top_logprobs`
+	 * (0..ENG_MAX_TOP_LOGPROBS) alternatives. `prompt_only`: feed the
+	 * prompt and generate nothing (scoring a text). */
+	bool logprobs, prompt_logprobs, prompt_only;
+	int top_logprobs;
 } eng_batch_request;
 
 /* A finished generation; clear with eng_batch_result_clear. */
@@ -61,6 +69,8 @@ typedef struct {
 	int n_tokens;
 	int n_prompt;
 	eng_stop_reason reason;
+	eng_logprob *logprobs;        /* n_tokens entries when asked, else NULL */
+	eng_logprob *prompt_logprobs; /* n_prompt entries when asked, else NULL */
 } eng_batch_result;
 
 void eng_batch_result_clear(eng_batch_result *r);

@@ -155,6 +155,14 @@ int eng_forward(eng_seq *s, const int32_t *tokens, int n, float *all_logits);
 int eng_forward_batch(eng_model *m, eng_seq *const *seqs, const int32_t *const *tokens,
 		      const int *ntok, int nseq);
 
+/* eng_forward_batch that also hands out every row's logits of the
+ * sequences with every_row[i] set: fn(ctx, i, j, logits) for each of their
+ * tokens j (in order; logits valid during the call only), before the
+ * forward returns. The rows are the same bits as without. */
+typedef void (*eng_row_logits_fn)(void *ctx, int seq, long row, const float *logits);
+int eng_forward_batch_rows(eng_model *m, eng_seq *const *seqs, const int32_t *const *tokens, const int *ntok, int nseq,
+			   const bool *every_row, eng_row_logits_fn fn, void *ctx);
+
 /* ---- sampling ---------------------------------------------------------- */
 
 typedef struct {
@@ -178,6 +186,22 @@ void eng_sampler_free(eng_sampler *s);
  * distribution (log-softmax of the logits, before any processing). */
 int eng_sample(eng_sampler *s, int32_t *token_out, double *logprob_out, const float *logits,
 	       const int32_t *history, long n_history);
+
+/* A token's log-probability under the model's raw distribution (the
+ * log-softmax of the logits, before temperature or any processing) and the
+ * n_top most likely tokens there, descending (lower id first on ties). */
+#define ENG_MAX_TOP_LOGPROBS 20
+typedef struct {
+	int32_t token;
+	double logprob;      /* NAN for a prompt's first token: nothing precedes it */
+	int n_top;
+	int32_t top_id[ENG_MAX_TOP_LOGPROBS];
+	double top_lp[ENG_MAX_TOP_LOGPROBS];
+} eng_logprob;
+
+/* Fills *out for token `tok` (NAN logprob when tok is outside 0..vocab)
+ * with min(n_top, ENG_MAX_TOP_LOGPROBS) alternatives. */
+void eng_logprob_of(eng_logprob *out, const float *logits, int vocab, int32_t tok, int n_top);
 
 typedef struct {
 	int max_tokens;          /* 0 = up to the context limit */

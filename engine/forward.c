@@ -190,17 +190,26 @@ static void run_chunk(eng_model *m, scratch *s, const int32_t *tok, int n, float
 		be->to_host(be, logit_dst[s->lrows[j]], s->lbuf + (size_t)j * c->vocab, (size_t)c->vocab);
 }
 
+/* Where every row's logits go for the sequences that want them all. */
+typedef struct {
+	const bool *want;  /* [nseq], or NULL */
+	eng_row_logits_fn fn;
+	void *ctx;
+} row_sink;
+
 /* Shared by eng_forward and eng_forward_batch: `all_logits` only with one
- * sequence. */
+ * sequence; `rs` (may be NULL) hands out every row of the sequences that
+ * ask for it. */
 static int forward(eng_model *m, eng_seq *const *seqs, const int32_t *const *tokens, const int *ntok, int nseq,
-		   float *all_logits)
+		   float *all_logits, const row_sink *rs)
 {
 	const eng_config *c = &m->c;
 	long total = 0;
 	int rc = 0;
 	scratch s;
-	float **dst = NULL;
+	float **dst = NULL, *rowbuf = NULL;
 	int32_t *flat = NULL;
+	int *rsrc = NULL; /* per chunk row: its place in rowbuf, or -1 */
 	for (int i = 0; i < nseq; i++) {
 		if (!seqs[i] || seqs[i]->m != m)
 			return ev_error_set(EV_E_INVALID, "forward: sequence %d does not belong to this model", i);
@@ -228,18 +237,23 @@ static int forward(eng_model *m, eng_seq *const *seqs, const int32_t *const *tok
 	}
 	if (m->be->reserve && (rc = m->be->reserve(m->be, longest)))
 		return rc;
+	long every = 0; /* rows whose logits all go to rs */
+	for (int i = 0; rs && rs->want && i < nseq; i++)
+		every += rs->want[i] ? ntok[i] : 0;
 	int chunk = total < ENG_CHUNK ? (int)total : ENG_CHUNK;
-	int nlog = all_logits ? chunk : (nseq < chunk ? nseq : chunk);
+	int nlog = all_logits || every ? chunk : (nseq < chunk ? nseq : chunk);
 	if ((rc = scratch_alloc(&s, m->be, c, chunk, nlog)))
 		return rc;
-	if (!(dst = calloc((size_t)chunk, sizeof(*dst))) || !(flat = malloc((size_t)chunk * sizeof(*flat)))) {
+	if (!(dst = calloc((size_t)chunk, sizeof(*dst))) || !(flat = malloc((size_t)chunk * sizeof(*flat))) ||
+	    !(rsrc = malloc((size_t)chunk * sizeof(*rsrc))) ||
+	    (every && !(rowbuf = malloc((size_t)(every < chunk ? every : chunk) * c->vocab * sizeof(float))))) {
 		rc = ev_error_set(EV_E_NOMEM, "out of memory");
 		goto done;
 	}
 	int si = 0, sj = 0; /* next token: sequence si, index sj */
 	long done_rows = 0;
 	while (done_rows < total) {
-		int n = 0;
+		int n = 0, nr = 0;
 		while (n < chunk && si < nseq) {
 			if (sj >= ntok[si]) {
 				si++, sj = 0;
@@ -250,13 +264,29 @@ static int forward(eng_model *m, eng_seq *const *seqs, const int32_t *const *tok
 			s.rows[n].seq = q;
 			s.rows[n].pos = q->len + sj;
 			s.pos[n] = q->len + sj;
-			if (all_logits)
+			rsrc[n] = -1;
+			if (all_logits) {
 				dst[n] = all_logits + (size_t)sj * c->vocab;
-			else
+			} else if (every && rs->want[si]) {
+				rsrc[n] = nr;
+				dst[n] = rowbuf + (size_t)nr++ * c->vocab;
+			} else {
 				dst[n] = sj == ntok[si] - 1 ? q->logits : NULL;
+			}
 			n++, sj++;
 		}
 		run_chunk(m, &s, flat, n, dst);
+		/* hand out the rows wanted whole; a sequence's last row is also its logits */
+		for (int r = 0, i = 0; nr && r < n; r++) {
+			if (rsrc[r] < 0)
+				continue;
+			while (seqs[i] != s.rows[r].seq)
+				i++;
+			long at = s.rows[r].pos - seqs[i]->len;
+			rs->fn(rs->ctx, i, at, dst[r]);
+			if (at == ntok[i] - 1)
+				memcpy(seqs[i]->logits, dst[r], (size_t)c->vocab * sizeof(float));
+		}
 		done_rows += n;
 	}
 	for (int i = 0; i < nseq; i++) {
@@ -271,6 +301,8 @@ static int forward(eng_model *m, eng_seq *const *seqs, const int32_t *const *tok
 done:
 	free(dst);
 	free(flat);
+	free(rsrc);
+	free(rowbuf);
 	scratch_free(&s);
 	return rc;
 }
@@ -280,7 +312,7 @@ int eng_forward(eng_seq *s, const int32_t *tokens, int n, float *all_logits)
 	if (!s)
 		return ev_error_set(EV_E_INVALID, "forward: no sequence");
 	pthread_mutex_lock(&s->m->mu);
-	int rc = forward(s->m, &s, &tokens, &n, 1, all_logits);
+	int rc = forward(s->m, &s, &tokens, &n, 1, all_logits, NULL);
 	pthread_mutex_unlock(&s->m->mu);
 	return rc;
 }
@@ -290,7 +322,19 @@ int eng_forward_batch(eng_model *m, eng_seq *const *seqs, const int32_t *const *
 	if (nseq < 0 || (nseq && (!seqs || !tokens || !ntok)))
 		return ev_error_set(EV_E_INVALID, "forward_batch: bad arguments");
 	pthread_mutex_lock(&m->mu);
-	int rc = forward(m, seqs, tokens, ntok, nseq, NULL);
+	int rc = forward(m, seqs, tokens, ntok, nseq, NULL, NULL);
+	pthread_mutex_unlock(&m->mu);
+	return rc;
+}
+
+int eng_forward_batch_rows(eng_model *m, eng_seq *const *seqs, const int32_t *const *tokens, const int *ntok, int nseq,
+			   const bool *every_row, eng_row_logits_fn fn, void *ctx)
+{
+	if (nseq < 0 || (nseq && (!seqs || !tokens || !ntok)) || (every_row && !fn))
+		return ev_error_set(EV_E_INVALID, "forward_batch: bad arguments");
+	row_sink rs = {every_row, fn, ctx};
+	pthread_mutex_lock(&m->mu);
+	int rc = forward(m, seqs, tokens, ntok, nseq, NULL, &rs);
 	pthread_mutex_unlock(&m->mu);
 	return rc;
 }

@@ -73,6 +73,19 @@ static void sort_candidates(const float *w, int *idx, int n)
 	qsort(idx, (size_t)n, sizeof(int), by_logit_desc);
 }
 
+/* The log-softmax's shift and normaliser: log p_i = x_i - *mx - *lse. */
+static void log_normalizer(const float *x, int n, double *mx, double *lse)
+{
+	float m = x[0];
+	for (int i = 1; i < n; i++)
+		m = x[i] > m ? x[i] : m;
+	double sum = 0;
+	for (int i = 0; i < n; i++)
+		sum += exp((double)x[i] - m);
+	*mx = m;
+	*lse = log(sum);
+}
+
 int eng_sample(eng_sampler *s, int32_t *token_out, double *logprob_out, const float *logits, const int32_t *history,
 	       long n_history)
 {
@@ -155,15 +168,36 @@ int eng_sample(eng_sampler *s, int32_t *token_out, double *logprob_out, const fl
 	}
 	*token_out = choice;
 	if (logprob_out) {
-		float mx = logits[0];
-		for (int i = 1; i < V; i++)
-			mx = logits[i] > mx ? logits[i] : mx;
-		double sum = 0;
-		for (int i = 0; i < V; i++)
-			sum += exp((double)logits[i] - mx);
-		*logprob_out = (double)logits[choice] - mx - log(sum);
+		double mx, lse;
+		log_normalizer(logits, V, &mx, &lse);
+		*logprob_out = (double)logits[choice] - mx - lse;
 	}
 	return 0;
+}
+
+void eng_logprob_of(eng_logprob *out, const float *logits, int vocab, int32_t tok, int n_top)
+{
+	double mx, lse;
+	log_normalizer(logits, vocab, &mx, &lse);
+	out->token = tok;
+	out->logprob = tok >= 0 && tok < vocab ? (double)logits[tok] - mx - lse : NAN;
+	n_top = n_top < 0 ? 0 : n_top > ENG_MAX_TOP_LOGPROBS ? ENG_MAX_TOP_LOGPROBS : n_top;
+	n_top = n_top < vocab ? n_top : vocab;
+	/* insertion into a short descending list: n_top is at most 20 */
+	int n = 0;
+	for (int i = 0; i < vocab; i++) {
+		if (n == n_top && (n == 0 || !(logits[i] > logits[out->top_id[n - 1]])))
+			continue;
+		int at = n < n_top ? n++ : n - 1;
+		while (at > 0 && logits[i] > logits[out->top_id[at - 1]]) {
+			out->top_id[at] = out->top_id[at - 1];
+			at--;
+		}
+		out->top_id[at] = i;
+	}
+	out->n_top = n;
+	for (int k = 0; k < n; k++)
+		out->top_lp[k] = (double)logits[out->top_id[k]] - mx - lse;
 }
 
 int eng_generate(eng_seq *s, const int32_t *prompt, int n_prompt, const eng_generate_options *opts, eng_token_cb cb,

@@ -4,8 +4,10 @@
  *
  *   GET  /v1/models
  *   POST /v1/chat/completions   (messages, tools, max_tokens, temperature,
- *                                top_p, seed, stop; "stream": true for SSE)
- *   POST /v1/completions        (prompt text; "stream" too)
+ *                                top_p, seed, stop, n, logprobs with
+ *                                top_logprobs; "stream": true for SSE)
+ *   POST /v1/completions        (prompt text or token ids, or a list; logprobs
+ *                                N, echo (prompt tokens scored); "stream" too)
  *
  * Every request goes to the one backend, whose worker batches all requests
  * in flight together, so concurrent HTTP requests share forward passes. No
@@ -25,6 +27,7 @@
 
 #include <microhttpd.h>
 
+#include "engine/engine.h"
 #include "evald/serve.h"
 #include "runners/runners.h"
 
@@ -61,6 +64,7 @@ typedef struct {
 	int32_t *ids[MAX_CHOICES];
 	size_t n_ids[MAX_CHOICES];
 	bool stream;
+	bool echo; /* completions: the prompt's text before the answer's */
 	int n_choices;
 } parsed;
 
@@ -131,17 +135,21 @@ static int opt_str(char **out, const cJSON *o, const char *key, size_t i)
 	return 0;
 }
 
-static int parse_gen(parsed *p, const cJSON *root)
+static int parse_gen(parsed *p, const cJSON *root, bool chat)
 {
 	ev_gen *g = &p->req.gen;
 	*g = (ev_gen)EV_GEN_INIT;
 	const cJSON *v;
+	bool max_zero = false;
 	if ((v = cJSON_GetObjectItemCaseSensitive(root, "max_completion_tokens")) ||
 	    (v = cJSON_GetObjectItemCaseSensitive(root, "max_tokens"))) {
 		if (!cJSON_IsNull(v)) {
-			if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 1e7 || v->valuedouble != (int)v->valuedouble)
+			if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1e7 || v->valuedouble != (int)v->valuedouble)
+				return ev_error_set(EV_E_INVALID, "max_tokens: expected an integer from %d to 10000000", chat ? 1 : 0);
+			if (chat && v->valuedouble == 0)
 				return ev_error_set(EV_E_INVALID, "max_tokens: expected an integer from 1 to 10000000");
 			g->max_tokens = v->valueint;
+			max_zero = g->max_tokens == 0;
 		}
 	}
 	if ((v = cJSON_GetObjectItemCaseSensitive(root, "temperature")) && !cJSON_IsNull(v)) {
@@ -185,23 +193,46 @@ static int parse_gen(parsed *p, const cJSON *root)
 			return ev_error_set(EV_E_INVALID, "stream: expected true or false");
 		p->stream = cJSON_IsTrue(v);
 	}
-	/* logprobs of the chosen tokens: chat's true (top_logprobs 0), the
-	 * legacy completions' 0; alternatives and echo are not served yet */
+	/* log-probabilities: chat's logprobs true with top_logprobs 0..20
+	 * alternatives; the legacy completions' logprobs N (0..20, OpenAI
+	 * allows 5, vLLM 20), with echo also the prompt's tokens (what lm-eval's
+	 * loglikelihood reads: max_tokens 0 or 1, echo, logprobs) */
 	if ((v = cJSON_GetObjectItemCaseSensitive(root, "logprobs")) && !cJSON_IsNull(v)) {
-		if (cJSON_IsBool(v))
+		if (chat && cJSON_IsBool(v)) {
 			g->logprobs = cJSON_IsTrue(v);
-		else if (cJSON_IsNumber(v) && v->valuedouble == 0)
+		} else if (!chat && cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= ENG_MAX_TOP_LOGPROBS &&
+		           v->valuedouble == (int)v->valuedouble) {
 			g->logprobs = true;
-		else if (cJSON_IsNumber(v))
-			return ev_error_set(EV_E_INVALID, "logprobs: only 0 (the chosen tokens) is served; alternatives are not");
-		else
-			return ev_error_set(EV_E_INVALID, "logprobs: expected true or false (chat) or 0 (completions)");
+			g->top_logprobs = (int)v->valuedouble;
+		} else {
+			return chat ? ev_error_set(EV_E_INVALID, "logprobs: expected true or false")
+			            : ev_error_set(EV_E_INVALID, "logprobs: expected an integer from 0 to %d (alternatives a token)",
+			                           ENG_MAX_TOP_LOGPROBS);
+		}
 	}
-	if ((v = cJSON_GetObjectItemCaseSensitive(root, "top_logprobs")) && !cJSON_IsNull(v) &&
-	    !(cJSON_IsNumber(v) && v->valuedouble == 0))
-		return ev_error_set(EV_E_INVALID, "top_logprobs: alternatives are not served; leave it out or 0");
-	if ((v = cJSON_GetObjectItemCaseSensitive(root, "echo")) && cJSON_IsTrue(v))
-		return ev_error_set(EV_E_INVALID, "echo: prompt log-probabilities are not served");
+	if ((v = cJSON_GetObjectItemCaseSensitive(root, "top_logprobs")) && !cJSON_IsNull(v)) {
+		if (!chat)
+			return ev_error_set(EV_E_INVALID, "top_logprobs: a chat field; completions take logprobs N");
+		if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > ENG_MAX_TOP_LOGPROBS ||
+		    v->valuedouble != (int)v->valuedouble)
+			return ev_error_set(EV_E_INVALID, "top_logprobs: expected an integer from 0 to %d", ENG_MAX_TOP_LOGPROBS);
+		if (v->valuedouble > 0 && !g->logprobs)
+			return ev_error_set(EV_E_INVALID, "top_logprobs: needs logprobs true");
+		g->top_logprobs = (int)v->valuedouble;
+	}
+	if ((v = cJSON_GetObjectItemCaseSensitive(root, "echo")) && !cJSON_IsNull(v)) {
+		if (chat || !cJSON_IsBool(v))
+			return ev_error_set(EV_E_INVALID, chat ? "echo: a completions field; chat does not echo"
+			                                       : "echo: expected true or false");
+		p->echo = cJSON_IsTrue(v);
+		/* the prompt's tokens are what the echoed text is made of */
+		g->prompt_logprobs = p->echo;
+	}
+	if (max_zero) {
+		if (!p->echo)
+			return ev_error_set(EV_E_INVALID, "max_tokens: 0 generates nothing; it needs echo (to score the prompt)");
+		g->prompt_only = true;
+	}
 	/* response_format: text is what comes anyway; a JSON object or schema
 	 * would need constrained decoding: refused, never silently ignored */
 	if ((v = cJSON_GetObjectItemCaseSensitive(root, "response_format")) && !cJSON_IsNull(v)) {
@@ -227,8 +258,8 @@ static int parse_gen(parsed *p, const cJSON *root)
 		if (p->n_choices > 1 && p->stream)
 			return ev_error_set(EV_E_INVALID, "n: more than one choice is not streamed; leave out stream");
 	}
-	if (g->logprobs && p->stream)
-		return ev_error_set(EV_E_INVALID, "logprobs: not streamed; leave out stream");
+	if ((g->logprobs || p->echo) && p->stream)
+		return ev_error_set(EV_E_INVALID, "%s: not streamed; leave out stream", p->echo ? "echo" : "logprobs");
 	return 0;
 }
 
@@ -293,7 +324,7 @@ static int parse_chat(parsed *p, const cJSON *root)
 			                                  "needs constrained decoding, which this server does not do)");
 		}
 	}
-	return parse_gen(p, root);
+	return parse_gen(p, root, true);
 }
 
 /* A token-id list: [1, 2, 3]. */
@@ -355,7 +386,7 @@ static int parse_completion(parsed *p, const cJSON *root)
 	for (int i = 0; i < p->n_prompts; i++)
 		if (!p->texts[i] && !p->ids[i])
 			return ev_error_set(EV_E_NOMEM, "out of memory");
-	if ((rc = parse_gen(p, root)))
+	if ((rc = parse_gen(p, root, false)))
 		return rc;
 	if (p->n_prompts * p->n_choices > MAX_CHOICES)
 		return ev_error_set(EV_E_LIMIT, "prompt: %d prompts x n %d is more than %d answers", p->n_prompts,
@@ -392,6 +423,8 @@ typedef struct {
 	char id[64];
 	long created;
 	struct choice_group *group; /* n > 1: the answer the choices make together */
+	bool echo;         /* completions: the prompt comes back before the answer */
+	char *echo_text;   /* the prompt's text; NULL for token ids (made from their bytes) */
 } inflight;
 
 /* n > 1: the choices of one request, answered together when the last is
@@ -428,6 +461,7 @@ static void inflight_unref(inflight *f)
 		return;
 	ev_completion_clear(&f->c);
 	ev_buf_free(&f->sse);
+	free(f->echo_text);
 	pthread_mutex_destroy(&f->mu);
 	free(f);
 }
@@ -633,6 +667,43 @@ static void conn_release(void *cls)
 
 /* ---- handlers ----------------------------------------------------------------------------------- */
 
+/* Appends a chat-form logprobs list (token, logprob, bytes, top_logprobs)
+ * to the legacy completions form: tokens, token_logprobs (null where there
+ * is none), top_logprobs ({token: logprob}, null where there is none),
+ * text_offset (bytes from the start of the choice's text). `text`, when
+ * set, gets the tokens' bytes (the echoed prompt of token ids). */
+static void legacy_logprobs(cJSON *lp, const cJSON *list, long *off, ev_buf *text)
+{
+	cJSON *toks = cJSON_GetObjectItemCaseSensitive(lp, "tokens"),
+	      *vals = cJSON_GetObjectItemCaseSensitive(lp, "token_logprobs"),
+	      *tops = cJSON_GetObjectItemCaseSensitive(lp, "top_logprobs"),
+	      *offs = cJSON_GetObjectItemCaseSensitive(lp, "text_offset");
+	const cJSON *t;
+	cJSON_ArrayForEach(t, list)
+	{
+		cJSON_AddItemToArray(toks, cJSON_CreateString(ev_json_str(t, "token", "")));
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(t, "logprob");
+		cJSON_AddItemToArray(vals, cJSON_IsNumber(v) ? cJSON_CreateNumber(v->valuedouble) : cJSON_CreateNull());
+		cJSON *top = cJSON_IsNumber(v) ? cJSON_CreateObject() : cJSON_CreateNull();
+		const cJSON *alt;
+		cJSON_ArrayForEach(alt, cJSON_GetObjectItemCaseSensitive(t, "top_logprobs"))
+		{
+			const char *k = ev_json_str(alt, "token", "");
+			if (cJSON_IsObject(top) && !cJSON_GetObjectItemCaseSensitive(top, k))
+				cJSON_AddNumberToObject(top, k, ev_json_num(alt, "logprob", 0));
+		}
+		cJSON_AddItemToArray(tops, top);
+		cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)*off));
+		const cJSON *b;
+		cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(t, "bytes"))
+		{
+			(*off)++;
+			if (text)
+				ev_buf_putc(text, (char)b->valueint);
+		}
+	}
+}
+
 static char *completion_text_body(const ev_serve_openai *o, const inflight *f)
 {
 	cJSON *root = cJSON_CreateObject(), *choices = cJSON_CreateArray(), *ch = cJSON_CreateObject(),
@@ -642,28 +713,33 @@ static char *completion_text_body(const ev_serve_openai *o, const inflight *f)
 	cJSON_AddNumberToObject(root, "created", (double)f->created);
 	cJSON_AddStringToObject(root, "model", o->name);
 	cJSON_AddNumberToObject(ch, "index", 0);
-	cJSON_AddStringToObject(ch, "text", f->c.text ? f->c.text : "");
+	cJSON *prompt = f->echo && f->c.prompt_logprobs_json ? cJSON_Parse(f->c.prompt_logprobs_json) : NULL;
 	cJSON *content = f->c.logprobs_json ? cJSON_Parse(f->c.logprobs_json) : NULL;
-	if (content) { /* the legacy form: tokens, token_logprobs, text_offset */
-		cJSON *lp = cJSON_CreateObject(), *toks = cJSON_CreateArray(), *vals = cJSON_CreateArray(),
-		      *offs = cJSON_CreateArray();
-		long off = 0;
-		const cJSON *t;
-		cJSON_ArrayForEach(t, content)
-		{
-			const char *tok = ev_json_str(t, "token", "");
-			cJSON_AddItemToArray(toks, cJSON_CreateString(tok));
-			cJSON_AddItemToArray(vals, cJSON_CreateNumber(ev_json_num(t, "logprob", 0)));
-			cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
-			off += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(t, "bytes"));
-		}
-		cJSON_AddItemToObject(lp, "tokens", toks);
-		cJSON_AddItemToObject(lp, "token_logprobs", vals);
-		cJSON_AddNullToObject(lp, "top_logprobs");
-		cJSON_AddItemToObject(lp, "text_offset", offs);
-		cJSON_AddItemToObject(ch, "logprobs", lp);
-		cJSON_Delete(content);
+	cJSON *lp = cJSON_CreateObject();
+	ev_buf text = EV_BUF_INIT((size_t)1 << 30);
+	long off = 0;
+	cJSON_AddItemToObject(lp, "tokens", cJSON_CreateArray());
+	cJSON_AddItemToObject(lp, "token_logprobs", cJSON_CreateArray());
+	cJSON_AddItemToObject(lp, "top_logprobs", cJSON_CreateArray());
+	cJSON_AddItemToObject(lp, "text_offset", cJSON_CreateArray());
+	if (f->echo) { /* the prompt's text, then the answer's */
+		if (f->echo_text)
+			ev_buf_puts(&text, f->echo_text);
+		if (prompt) /* offsets count the prompt's own tokens' bytes */
+			legacy_logprobs(lp, prompt, &off, f->echo_text ? NULL : &text);
+		off = (long)text.len;
 	}
+	ev_buf_puts(&text, f->c.text ? f->c.text : "");
+	cJSON_AddStringToObject(ch, "text", text.data ? text.data : "");
+	ev_buf_free(&text);
+	if (content)
+		legacy_logprobs(lp, content, &off, NULL);
+	if (content) /* logprobs asked (an empty list when nothing was generated) */
+		cJSON_AddItemToObject(ch, "logprobs", lp);
+	else
+		cJSON_Delete(lp);
+	cJSON_Delete(prompt);
+	cJSON_Delete(content);
 	cJSON_AddStringToObject(ch, "finish_reason", f->c.finish_reason ? f->c.finish_reason : "stop");
 	cJSON_AddItemToArray(choices, ch);
 	cJSON_AddItemToObject(root, "choices", choices);
@@ -822,6 +898,8 @@ static int generate_choices(ev_serve_openai *o, const ev_serve_request *rq, ev_s
 			f->chat = chat;
 			f->created = (long)time(NULL);
 			f->group = g;
+			f->echo = p->echo;
+			f->echo_text = p->echo && p->texts[i / per] ? ev_strdup(p->texts[i / per]) : NULL;
 			snprintf(f->id, sizeof f->id, "%s-evald-%llu", chat ? "chatcmpl" : "cmpl", id);
 			g->f[i] = f;
 			ev_request req = p->req;
@@ -927,6 +1005,8 @@ static int generate(ev_serve_openai *o, const ev_serve_request *rq, ev_serve_res
 	f->conn = rq->conn;
 	f->chat = chat;
 	f->stream = p.stream;
+	f->echo = p.echo;
+	f->echo_text = p.echo && p.texts[0] ? ev_strdup(p.texts[0]) : NULL;
 	f->created = (long)time(NULL);
 	snprintf(f->id, sizeof f->id, "%s-evald-%llu", chat ? "chatcmpl" : "cmpl", id);
 	if (p.stream) {

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <fcntl.h>
 #include <dirent.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -45,10 +46,8 @@ typedef struct ejob {
 	ev_buf text;
 	size_t emitted;
 	bool cut;       /* a stop string ended it */
-	bool want_lp;   /* keep each token's log-probability */
-	int32_t *lp_tok;
-	double *lp_val;
-	size_t n_lp, cap_lp;
+	bool want_lp, want_plp, prompt_only; /* log-probabilities kept (ev_gen) */
+	int top_lp;
 	bool cancelled; /* on_delta asked to stop */
 	double t0;
 	int status;     /* a failure found before the engine ran it */
@@ -91,8 +90,6 @@ static void ejob_free(ejob *j)
 	eng_detok_stream_free(j->detok);
 	ev_buf_free(&j->text);
 	free(j->error);
-	free(j->lp_tok);
-	free(j->lp_val);
 	free(j);
 }
 
@@ -120,23 +117,6 @@ static void emit(ejob *j, bool final)
 static int on_token(void *ctx, int32_t token, double logprob)
 {
 	ejob *j = ctx;
-	if (j->want_lp && j->n_lp == j->cap_lp) {
-		size_t cap = j->cap_lp ? j->cap_lp * 2 : 64;
-		int32_t *t = realloc(j->lp_tok, cap * sizeof *t);
-		if (t)
-			j->lp_tok = t;
-		double *v = t ? realloc(j->lp_val, cap * sizeof *v) : NULL;
-		if (v) {
-			j->lp_val = v;
-			j->cap_lp = cap;
-		} else {
-			j->want_lp = false; /* out of memory: the answer goes on without them */
-		}
-	}
-	if (j->want_lp) {
-		j->lp_tok[j->n_lp] = token;
-		j->lp_val[j->n_lp++] = logprob;
-	}
 	size_t old = j->text.len;
 	if (eng_detok_stream_push(j->detok, token, &j->text))
 		return 1; /* text cap reached: end as if by length */
@@ -198,25 +178,48 @@ static char *tool_calls_json(const eng_chat_parsed *p, unsigned long long id)
 	return s;
 }
 
-/* The OpenAI chat.completion body of a completion. */
-/* The tokens' log-probabilities as OpenAI's chat logprobs.content list. */
-static char *logprobs_json(const engine *e, const ejob *j)
+/* One token as OpenAI writes it in logprobs: "token", "logprob" (null
+ * when not a number: a prompt's first token), "bytes"; the object is left
+ * open for the caller. */
+static void token_lp_json(ev_buf *b, const engine *e, int32_t tok, double lp)
+{
+	size_t len = 0;
+	const char *p = eng_token_bytes(e->tok, tok, &len);
+	ev_buf_puts(b, "{\"token\":");
+	ev_json_buf_strn(b, p ? p : "", p ? len : 0);
+	if (!isnan(lp)) /* -inf (a probability below f32's range) as -9999, as vLLM writes it */
+		ev_buf_printf(b, ",\"logprob\":%.9g,\"bytes\":[", isinf(lp) ? -9999.0 : lp);
+	else
+		ev_buf_puts(b, ",\"logprob\":null,\"bytes\":[");
+	for (size_t k = 0; p && k < len; k++)
+		ev_buf_printf(b, "%s%u", k ? "," : "", (unsigned char)p[k]);
+	ev_buf_putc(b, ']');
+}
+
+/* Tokens' log-probabilities as OpenAI's chat logprobs.content list, each
+ * with its top_logprobs alternatives. */
+static char *logprobs_json(const engine *e, const eng_logprob *lp, int n)
 {
 	ev_buf b = EV_BUF_INIT((size_t)256 << 20);
 	ev_buf_putc(&b, '[');
-	for (size_t i = 0; i < j->n_lp; i++) {
-		size_t len = 0;
-		const char *p = eng_token_bytes(e->tok, j->lp_tok[i], &len);
-		ev_buf_puts(&b, i ? ",{\"token\":" : "{\"token\":");
-		ev_json_buf_strn(&b, p ? p : "", p ? len : 0);
-		ev_buf_printf(&b, ",\"logprob\":%.9g,\"bytes\":[", j->lp_val[i]);
-		for (size_t k = 0; p && k < len; k++)
-			ev_buf_printf(&b, "%s%u", k ? "," : "", (unsigned char)p[k]);
-		ev_buf_puts(&b, "],\"top_logprobs\":[]}");
+	for (int i = 0; i < n; i++) {
+		if (i)
+			ev_buf_putc(&b, ',');
+		token_lp_json(&b, e, lp[i].token, lp[i].logprob);
+		ev_buf_puts(&b, ",\"top_logprobs\":[");
+		for (int k = 0; k < lp[i].n_top; k++) {
+			if (k)
+				ev_buf_putc(&b, ',');
+			token_lp_json(&b, e, lp[i].top_id[k], lp[i].top_lp[k]);
+			ev_buf_putc(&b, '}');
+		}
+		ev_buf_puts(&b, "]}");
 	}
 	ev_buf_putc(&b, ']');
 	return ev_buf_detach(&b, NULL);
 }
+
+/* The OpenAI chat.completion body of a completion. */
 
 static char *completion_body(const engine *e, const ev_completion *c, unsigned long long id)
 {
@@ -297,8 +300,10 @@ static void complete(engine *e, ejob *j, const eng_batch_result *res, ev_complet
 	}
 	c->text = text ? text : ev_strdup(j->text.data ? j->text.data : "");
 	c->finish_reason = ev_strdup(finish);
-	if (j->want_lp)
-		c->logprobs_json = logprobs_json(e, j);
+	if (res->logprobs)
+		c->logprobs_json = logprobs_json(e, res->logprobs, res->n_tokens);
+	if (res->prompt_logprobs)
+		c->prompt_logprobs_json = logprobs_json(e, res->prompt_logprobs, res->n_prompt);
 	c->latency_s = ev_now() - j->t0;
 	c->raw_json = completion_body(e, c, id);
 }
@@ -359,7 +364,10 @@ static void *worker(void *arg)
 		for (ejob *j = in, *n; j; j = n) {
 			n = j->next;
 			j->next = NULL;
-			eng_batch_request r = {j->prompt, (int)j->n_prompt, j->gen, on_token, j, j};
+			eng_batch_request r = {.prompt = j->prompt, .n_prompt = (int)j->n_prompt, .gen = j->gen,
+			                       .cb = on_token, .cb_ctx = j, .cookie = j, .logprobs = j->want_lp,
+			                       .prompt_logprobs = j->want_plp, .prompt_only = j->prompt_only,
+			                       .top_logprobs = j->top_lp};
 			if (!j->status && j->streamed && j->cb.cancelled && j->cb.cancelled(j->cb.ctx)) {
 				j->status = EV_E_BACKEND;
 				j->error = ev_strdup("cancelled: the client left before the request ran");
@@ -646,6 +654,13 @@ static int make_job_ids(engine *e, const ev_request *req, const char *raw_prompt
 	o.n_stop = g->ignore_eos ? 0 : j->chat ? e->n_chat_stop : e->n_raw_stop;
 	j->gen = o;
 	j->want_lp = g->logprobs;
+	j->want_plp = g->prompt_logprobs;
+	j->prompt_only = g->prompt_only;
+	j->top_lp = g->top_logprobs;
+	if (j->top_lp < 0 || j->top_lp > ENG_MAX_TOP_LOGPROBS) {
+		rc = ev_error_set(EV_E_INVALID, "top_logprobs: %d is not within 0..%d", j->top_lp, ENG_MAX_TOP_LOGPROBS);
+		goto done;
+	}
 	if (g->n_stop > MAX_STOP_STRINGS) {
 		rc = ev_error_set(EV_E_LIMIT, "stop: more than %d strings", MAX_STOP_STRINGS);
 		goto done;

@@ -22,6 +22,7 @@ void ev_completion_clear(ev_completion *c)
 	free(c->error);
 	free(c->raw_json);
 	free(c->logprobs_json);
+	free(c->prompt_logprobs_json);
 	memset(c, 0, sizeof *c);
 }
 

@@ -61,6 +61,9 @@ typedef struct {
 	 * one a generated token, the log-probability under the model's raw
 	 * distribution (before temperature and top-p); NULL otherwise */
 	char *logprobs_json;
+	/* with gen.prompt_logprobs (engine): the same list for the prompt's
+	 * tokens, the first one's logprob null (nothing precedes it) */
+	char *prompt_logprobs_json;
 	int prompt_tokens, completion_tokens;
 	double latency_s;
 	int attempts;

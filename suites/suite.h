@@ -67,6 +67,9 @@ typedef struct {
 	bool ignore_eos; /* generate up to max_tokens past end-of-sequence (engine backend;
 	                    vLLM's extension of the same name, for load and length tests) */
 	bool logprobs;   /* return each generated token's log-probability (engine backend) */
+	int top_logprobs; /* with logprobs (and prompt_logprobs): that many alternatives a token, 0..20 */
+	bool prompt_logprobs; /* also each prompt token's log-probability given those before (engine) */
+	bool prompt_only;     /* generate nothing: only score the prompt (engine; with prompt_logprobs) */
 } ev_gen;
 
 #define EV_GEN_INIT {.temperature = -1.0, .top_p = -1.0, .epochs = 1}

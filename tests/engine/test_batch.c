@@ -3,6 +3,8 @@
  * however prompts are chunked, and whatever order requests finish in. */
 #include "engine_testutil.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #define NPROMPT 12
@@ -78,12 +80,12 @@ static void run_batched(case_t *c, int max_batch, int step_tokens)
 	/* Half now, the rest joining while the first ones run. */
 	int added = 0, got = 0, steps = 0;
 	for (; added < NPROMPT / 2; added++) {
-		eng_batch_request r = {c[added].prompt, c[added].n_prompt, c[added].gen, NULL, NULL, &c[added]};
+		eng_batch_request r = {.prompt = c[added].prompt, .n_prompt = c[added].n_prompt, .gen = c[added].gen, .cookie = &c[added]};
 		assert_int_equal(eng_batch_add(b, &r, NULL), 0);
 	}
 	while (got < NPROMPT) {
 		if (added < NPROMPT && steps % 3 == 2) {
-			eng_batch_request r = {c[added].prompt, c[added].n_prompt, c[added].gen, NULL, NULL, &c[added]};
+			eng_batch_request r = {.prompt = c[added].prompt, .n_prompt = c[added].n_prompt, .gen = c[added].gen, .cookie = &c[added]};
 			assert_int_equal(eng_batch_add(b, &r, NULL), 0);
 			added++;
 		}
@@ -172,9 +174,9 @@ static void callback_and_cancel_end_one_request_only(void **st)
 	g.max_tokens = 20;
 	g.stop_ids = (int32_t[]){-5}; /* never produced: only length ends it */
 	g.n_stop = 1;
-	eng_batch_request a = {p, 10, g, stop_after_two, &count, (void *)1};
-	eng_batch_request q = {p, 10, g, NULL, NULL, (void *)2};
-	eng_batch_request r3 = {p, 10, g, NULL, NULL, (void *)3};
+	eng_batch_request a = {.prompt = p, .n_prompt = 10, .gen = g, .cb = stop_after_two, .cb_ctx = &count, .cookie = (void *)1};
+	eng_batch_request q = {.prompt = p, .n_prompt = 10, .gen = g, .cookie = (void *)2};
+	eng_batch_request r3 = {.prompt = p, .n_prompt = 10, .gen = g, .cookie = (void *)3};
 	uint64_t id2, id3;
 	assert_int_equal(eng_batch_add(b, &a, NULL), 0);
 	assert_int_equal(eng_batch_add(b, &q, &id2), 0);
@@ -238,7 +240,7 @@ static void prefix_cache_reuses_a_haystack_with_identical_answers(void **st)
 	eng_batch *b = NULL;
 	assert_int_equal(eng_batch_new(&b, m, &o), 0);
 	for (int i = 0; i < NQ; i++) {
-		eng_batch_request r = {c[i].prompt, c[i].n_prompt, c[i].gen, NULL, NULL, &c[i]};
+		eng_batch_request r = {.prompt = c[i].prompt, .n_prompt = c[i].n_prompt, .gen = c[i].gen, .cookie = &c[i]};
 		assert_int_equal(eng_batch_add(b, &r, NULL), 0);
 	}
 	int got = 0, steps = 0;
@@ -305,7 +307,7 @@ static void prefix_cache_gives_way_under_a_kv_bound(void **st)
 		g.max_tokens = 6;
 		c[i].gen = g;
 		solo(&c[i]);
-		eng_batch_request r = {c[i].prompt, c[i].n_prompt, c[i].gen, NULL, NULL, &c[i]};
+		eng_batch_request r = {.prompt = c[i].prompt, .n_prompt = c[i].n_prompt, .gen = c[i].gen, .cookie = &c[i]};
 		assert_int_equal(eng_batch_add(b, &r, NULL), 0);
 	}
 	int got = 0, steps = 0;
@@ -340,13 +342,13 @@ static void bad_requests_are_refused_or_failed_cleanly(void **st)
 	assert_int_equal(eng_batch_new(&b, m, &o), EV_E_INVALID);
 	assert_int_equal(eng_batch_new(&b, m, NULL), 0);
 	int32_t bad = info.vocab;
-	eng_batch_request r = {&bad, 1, (eng_generate_options)ENG_GENERATE_OPTIONS_INIT, NULL, NULL, NULL};
+	eng_batch_request r = {.prompt = &bad, .n_prompt = 1, .gen = (eng_generate_options)ENG_GENERATE_OPTIONS_INIT};
 	assert_int_equal(eng_batch_add(b, &r, NULL), EV_E_INVALID);
 	r.n_prompt = 0;
 	assert_int_equal(eng_batch_add(b, &r, NULL), EV_E_INVALID);
 	/* a prompt past the context limit fails at admission, not the process */
 	int32_t *big = calloc(600, sizeof *big);
-	eng_batch_request r2 = {big, 600, (eng_generate_options)ENG_GENERATE_OPTIONS_INIT, NULL, NULL, NULL};
+	eng_batch_request r2 = {.prompt = big, .n_prompt = 600, .gen = (eng_generate_options)ENG_GENERATE_OPTIONS_INIT};
 	assert_int_equal(eng_batch_add(b, &r2, NULL), 0);
 	assert_int_equal(eng_batch_step(b), 0);
 	eng_batch_result res;
@@ -359,6 +361,112 @@ static void bad_requests_are_refused_or_failed_cleanly(void **st)
 	free(big);
 }
 
+/* The oracle of a prompt's log-probabilities: one eng_forward with every
+ * row's logits, log-softmax in double by hand. */
+static double oracle_lp(const float *row, int vocab, int tok)
+{
+	double mx = row[0], sum = 0;
+	for (int v = 1; v < vocab; v++)
+		mx = row[v] > mx ? row[v] : mx;
+	for (int v = 0; v < vocab; v++)
+		sum += exp(row[v] - mx);
+	return row[tok] - mx - log(sum);
+}
+
+static void check_top(const eng_logprob *e, const float *row, int vocab, int n_top)
+{
+	assert_int_equal(e->n_top, n_top);
+	for (int k = 0; k < n_top; k++) {
+		/* descending, and nothing outside the list beats its last entry */
+		if (k)
+			assert_true(e->top_lp[k] <= e->top_lp[k - 1]);
+		assert_true(fabs(e->top_lp[k] - oracle_lp(row, vocab, e->top_id[k])) < 1e-9);
+	}
+	int better = 0;
+	for (int v = 0; v < vocab; v++)
+		better += row[v] > row[e->top_id[n_top - 1]];
+	assert_true(better <= n_top - 1);
+}
+
+static void prompt_and_token_logprobs_match_a_whole_forward(void **st)
+{
+	(void)st;
+	/* 300 prompt tokens fed 64 a step beside a plain request: the rows
+	 * cross step and forward-chunk (256) boundaries */
+	int np = 300, V = info.vocab;
+	int32_t *p = et_tokens(np, V, 77);
+	eng_batch_options o = ENG_BATCH_OPTIONS_INIT;
+	o.max_step_tokens = 64;
+	eng_batch *b = NULL;
+	assert_int_equal(eng_batch_new(&b, m, &o), 0);
+	eng_generate_options g = ENG_GENERATE_OPTIONS_INIT;
+	g.max_tokens = 6;
+	g.stop_ids = (int32_t[]){-5};
+	g.n_stop = 1;
+	eng_batch_request plain = {.prompt = p + 100, .n_prompt = 40, .gen = g, .cookie = (void *)1};
+	eng_batch_request r = {.prompt = p, .n_prompt = np, .gen = g, .cookie = (void *)2, .logprobs = true,
+	                       .prompt_logprobs = true, .top_logprobs = 3};
+	eng_batch_request only = {.prompt = p, .n_prompt = 50, .gen = g, .cookie = (void *)3,
+	                          .prompt_logprobs = true, .prompt_only = true};
+	eng_batch_request bad = r;
+	bad.top_logprobs = ENG_MAX_TOP_LOGPROBS + 1;
+	assert_int_equal(eng_batch_add(b, &bad, NULL), EV_E_INVALID);
+	assert_int_equal(eng_batch_add(b, &plain, NULL), 0);
+	assert_int_equal(eng_batch_add(b, &r, NULL), 0);
+	assert_int_equal(eng_batch_add(b, &only, NULL), 0);
+	eng_batch_result res[3], got[3] = {{0}};
+	int n = 0;
+	while (n < 3) {
+		assert_int_equal(eng_batch_step(b), 0);
+		int k = eng_batch_take(b, res, 3);
+		for (int i = 0; i < k; i++)
+			got[(intptr_t)res[i].cookie - 1] = res[i];
+		n += k;
+	}
+	assert_null(got[0].logprobs);
+	assert_null(got[0].prompt_logprobs);
+	assert_int_equal(got[1].n_tokens, 6);
+	assert_int_equal(got[2].n_tokens, 0);
+	assert_null(got[2].logprobs);
+	/* the oracle: prompt and generated tokens through one sequence */
+	int total = np + 6;
+	int32_t *all = malloc((size_t)total * sizeof *all);
+	memcpy(all, p, (size_t)np * sizeof *all);
+	memcpy(all + np, got[1].tokens, 6 * sizeof *all);
+	float *rows = malloc((size_t)total * V * sizeof *rows);
+	eng_seq *s = NULL;
+	assert_int_equal(eng_seq_new(&s, m), 0);
+	assert_int_equal(eng_forward(s, all, total, rows), 0);
+	const eng_logprob *pl = got[1].prompt_logprobs;
+	assert_int_equal(pl[0].token, p[0]);
+	assert_true(isnan(pl[0].logprob));
+	for (int i = 1; i < np; i++) {
+		const float *row = rows + (size_t)(i - 1) * V;
+		assert_int_equal(pl[i].token, p[i]);
+		assert_true(fabs(pl[i].logprob - oracle_lp(row, V, p[i])) < 1e-9);
+		check_top(&pl[i], row, V, 3);
+		if (i < 50) /* the prompt-only request scored the same rows */
+			assert_true(got[2].prompt_logprobs[i].logprob == pl[i].logprob);
+	}
+	for (int i = 0; i < 6; i++) {
+		const float *row = rows + (size_t)(np - 1 + i) * V;
+		const eng_logprob *e = &got[1].logprobs[i];
+		assert_int_equal(e->token, got[1].tokens[i]);
+		assert_true(fabs(e->logprob - oracle_lp(row, V, e->token)) < 1e-9);
+		check_top(e, row, V, 3);
+		/* greedy: the chosen token is the first alternative, same value */
+		assert_int_equal(e->top_id[0], e->token);
+		assert_true(e->top_lp[0] == e->logprob);
+	}
+	eng_seq_free(s);
+	for (int i = 0; i < 3; i++)
+		eng_batch_result_clear(&got[i]);
+	eng_batch_free(b);
+	free(rows);
+	free(all);
+	free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -369,6 +477,7 @@ int main(void)
 		cmocka_unit_test(bad_requests_are_refused_or_failed_cleanly),
 		cmocka_unit_test(prefix_cache_reuses_a_haystack_with_identical_answers),
 		cmocka_unit_test(prefix_cache_gives_way_under_a_kv_bound),
+		cmocka_unit_test(prompt_and_token_logprobs_match_a_whole_forward),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

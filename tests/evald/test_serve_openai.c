@@ -397,8 +397,7 @@ static void several_choices_in_one_answer(void **st)
 
 /* logprobs of the chosen tokens: the completions' legacy form sums to the
  * log-probability `engine generate` gives the same greedy continuation;
- * chat's content list has one entry a token, each <= 0; what is not
- * served (alternatives, echo, streamed logprobs) is a 400 saying so.
+ * chat's content list has one entry a token, each <= 0.
  * Before, logprobs were ignored (lm-eval: KeyError 'logprobs'). */
 static void logprobs_of_the_chosen_tokens(void **st)
 {
@@ -440,13 +439,157 @@ static void logprobs_of_the_chosen_tokens(void **st)
 	cJSON_ArrayForEach(v, content) assert_true(ev_json_num(v, "logprob", 1) <= 0);
 	cJSON_Delete(j);
 	free(out);
+}
+
+/* The legacy logprobs object of choice 0. */
+static const cJSON *legacy_lp(const cJSON *j)
+{
+	const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+	return cJSON_GetObjectItem(ch, "logprobs");
+}
+
+/* Alternatives and echo, as lm-eval's loglikelihood reads them: the
+ * prompt's own tokens scored (the first null), then the answer's; scoring
+ * prompt + greedy answer with echo and max_tokens 0 gives the answer's
+ * tokens the log-probabilities generation gave them, and the greedy
+ * token's value is the largest of its alternatives. Chat's top_logprobs
+ * come descending, the greedy token first. What makes no sense is a 400.
+ * Before, logprobs N > 0, top_logprobs and echo were all 400s. */
+static void alternatives_and_echo_score_prompts(void **st)
+{
+	(void)st;
+	char *out = NULL, *tok = NULL, *terr = NULL;
+	const char *tk[] = {tu_evald(), "engine", "tokenize", "--model", ckpt, "--text", "Round trip scoring",
+	                    "--json", NULL};
+	assert_int_equal(tu_run(&tok, &terr, NULL, tk), 0);
+	cJSON *t = cJSON_Parse(tok);
+	cJSON *ids = cJSON_Duplicate(cJSON_GetObjectItem(t, "ids"), 1);
+	int np = cJSON_GetArraySize(ids);
+	cJSON_Delete(t);
+	free(tok), free(terr);
+	assert_true(np >= 2);
+	/* 1: generate 4 greedy tokens with 2 alternatives each */
+	char *ids_s = ev_json_print(ids);
+	char *body = ev_asprintf("{\"prompt\":%s,\"max_tokens\":4,\"temperature\":0,\"logprobs\":2}", ids_s);
+	assert_int_equal(http("POST", "/v1/completions", body, &out), 200);
+	free(body);
+	cJSON *j = cJSON_Parse(out);
+	free(out);
+	const cJSON *lp = legacy_lp(j);
+	int ng = cJSON_GetArraySize(cJSON_GetObjectItem(lp, "token_logprobs"));
+	assert_true(ng >= 1);
+	double gen_lp[8];
+	for (int i = 0; i < ng && i < 8; i++) {
+		gen_lp[i] = cJSON_GetArrayItem(cJSON_GetObjectItem(lp, "token_logprobs"), i)->valuedouble;
+		const cJSON *top = cJSON_GetArrayItem(cJSON_GetObjectItem(lp, "top_logprobs"), i);
+		assert_int_equal(cJSON_GetArraySize(top), 2);
+		double best = -1e300;
+		const cJSON *v;
+		cJSON_ArrayForEach(v, top) best = v->valuedouble > best ? v->valuedouble : best;
+		assert_true(best == gen_lp[i]); /* greedy: lm-eval's is_greedy holds */
+	}
+	cJSON_Delete(j);
+	/* the answer again as text, tokenized, appended to the prompt's ids */
+	body = ev_asprintf("{\"prompt\":%s,\"max_tokens\":4,\"temperature\":0}", ids_s);
+	char *gen_out = NULL;
+	assert_int_equal(http("POST", "/v1/completions", body, &gen_out), 200);
+	free(body);
+	j = cJSON_Parse(gen_out);
+	free(gen_out);
+	const char *answer = ev_json_str(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "text", "");
+	const char *tk2[] = {tu_evald(), "engine", "tokenize", "--model", ckpt, "--text", answer, "--json",
+	                     "--no-special-tokens", NULL};
+	assert_int_equal(tu_run(&tok, &terr, NULL, tk2), 0);
+	cJSON_Delete(j);
+	t = cJSON_Parse(tok);
+	const cJSON *x;
+	cJSON_ArrayForEach(x, cJSON_GetObjectItem(t, "ids")) cJSON_AddItemToArray(ids, cJSON_CreateNumber(x->valuedouble));
+	int na = cJSON_GetArraySize(cJSON_GetObjectItem(t, "ids"));
+	cJSON_Delete(t);
+	free(tok), free(terr);
+	/* 2: score prompt + answer: nothing generated, every token scored */
+	free(ids_s);
+	ids_s = ev_json_print(ids);
+	body = ev_asprintf("{\"prompt\":%s,\"max_tokens\":0,\"echo\":true,\"logprobs\":1}", ids_s);
+	assert_int_equal(http("POST", "/v1/completions", body, &out), 200);
+	free(body);
+	j = cJSON_Parse(out);
+	free(out);
+	lp = legacy_lp(j);
+	const cJSON *vals = cJSON_GetObjectItem(lp, "token_logprobs"), *tops = cJSON_GetObjectItem(lp, "top_logprobs");
+	assert_int_equal(cJSON_GetArraySize(vals), np + na);
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(lp, "tokens")), np + na);
+	assert_true(cJSON_IsNull(cJSON_GetArrayItem(vals, 0)));
+	assert_true(cJSON_IsNull(cJSON_GetArrayItem(tops, 0)));
+	assert_int_equal((int)ev_json_num(cJSON_GetObjectItem(j, "usage"), "completion_tokens", -1), 0);
+	/* the answer re-tokenized may split differently; where it is the
+	 * same tokens, the values are generation's */
+	if (na != ng)
+		print_message("the answer re-tokenized into %d tokens, generated as %d\n", na, ng);
+	if (na == ng)
+		for (int i = 0; i < na && i < 8; i++)
+			assert_true(fabs(cJSON_GetArrayItem(vals, np + i)->valuedouble - gen_lp[i]) < 1e-6);
+	for (int i = 1; i < np + na; i++) {
+		assert_true(cJSON_GetArrayItem(vals, i)->valuedouble <= 0);
+		assert_int_equal(cJSON_GetArraySize(cJSON_GetArrayItem(tops, i)), 1);
+	}
+	/* the echoed text of token ids is their bytes: the prompt, then the answer */
+	const char *text = ev_json_str(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "text", "");
+	assert_non_null(strstr(text, "Round trip scoring"));
+	cJSON_Delete(j);
+	cJSON_Delete(ids);
+	free(ids_s);
+
+	/* echo of a text prompt: its text first */
+	assert_int_equal(http("POST", "/v1/completions",
+	                      "{\"prompt\":\"Round trip\",\"max_tokens\":3,\"temperature\":0,\"echo\":true}", &out),
+	                 200);
+	j = cJSON_Parse(out);
+	free(out);
+	text = ev_json_str(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "text", "");
+	assert_int_equal(strncmp(text, "Round trip", 10), 0);
+	assert_null(legacy_lp(j)); /* no logprobs asked */
+	cJSON_Delete(j);
+
+	/* chat: top_logprobs 3, descending, the greedy token first */
+	assert_int_equal(http("POST", "/v1/chat/completions",
+	                      "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":4,"
+	                      "\"temperature\":0,\"logprobs\":true,\"top_logprobs\":3}",
+	                      &out),
+	                 200);
+	j = cJSON_Parse(out);
+	free(out);
+	const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+	const cJSON *e;
+	int k = 0;
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(cJSON_GetObjectItem(ch, "logprobs"), "content"))
+	{
+		const cJSON *top = cJSON_GetObjectItem(e, "top_logprobs");
+		assert_int_equal(cJSON_GetArraySize(top), 3);
+		assert_string_equal(ev_json_str(cJSON_GetArrayItem(top, 0), "token", "?"), ev_json_str(e, "token", "!"));
+		assert_true(ev_json_num(cJSON_GetArrayItem(top, 0), "logprob", 1) == ev_json_num(e, "logprob", 2));
+		for (int i = 1; i < 3; i++)
+			assert_true(ev_json_num(cJSON_GetArrayItem(top, i), "logprob", 1) <=
+			            ev_json_num(cJSON_GetArrayItem(top, i - 1), "logprob", 0));
+		k++;
+	}
+	assert_true(k >= 1);
+	cJSON_Delete(j);
+
 	static const char *const refused[] = {
-		"{\"prompt\":\"hi\",\"logprobs\":3}",
-		"{\"prompt\":\"hi\",\"echo\":true,\"logprobs\":0}",
-		"{\"prompt\":\"hi\",\"logprobs\":0,\"stream\":true}",
+		"/v1/completions", "{\"prompt\":\"hi\",\"logprobs\":21}",
+		"/v1/completions", "{\"prompt\":\"hi\",\"logprobs\":true}",
+		"/v1/completions", "{\"prompt\":\"hi\",\"echo\":true,\"stream\":true}",
+		"/v1/completions", "{\"prompt\":\"hi\",\"logprobs\":0,\"stream\":true}",
+		"/v1/completions", "{\"prompt\":\"hi\",\"max_tokens\":0}",
+		"/v1/completions", "{\"prompt\":\"hi\",\"top_logprobs\":2}",
+		"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"echo\":true}",
+		"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"top_logprobs\":2}",
+		"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"logprobs\":1}",
+		"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":0}",
 	};
-	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-		assert_int_equal(http("POST", "/v1/completions", refused[i], &out), 400);
+	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i += 2) {
+		assert_int_equal(http("POST", refused[i], refused[i + 1], &out), 400);
 		free(out);
 	}
 }
@@ -505,6 +648,7 @@ int main(void)
 		cmocka_unit_test(models_and_errors_answer_json),
 		cmocka_unit_test(several_choices_in_one_answer),
 		cmocka_unit_test(logprobs_of_the_chosen_tokens),
+		cmocka_unit_test(alternatives_and_echo_score_prompts),
 		cmocka_unit_test(token_and_list_prompts),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
