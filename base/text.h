@@ -24,6 +24,9 @@ size_t ev_utf8_decode(const char *s, size_t n, uint32_t *cp);
 size_t ev_utf8_encode(char out[4], uint32_t cp);
 /* True when `s` is `len` bytes of valid UTF-8. */
 bool ev_utf8_valid(const char *s, size_t len);
+/* Code points in `len` bytes of UTF-8 (bytes that do not continue a
+ * sequence: Python's len() of valid text). */
+size_t ev_utf8_chars(const char *s, size_t len);
 /* A malloc'd copy with every invalid sequence replaced by U+FFFD; NULL when
  * memory ran out. out_len may be NULL. */
 char *ev_utf8_sanitize(const char *s, size_t len, size_t *out_len);

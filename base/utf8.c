@@ -151,3 +151,11 @@ size_t ev_term_clean(char *s)
 	s[w] = '\0';
 	return n;
 }
+
+size_t ev_utf8_chars(const char *s, size_t len)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < len; i++)
+		n += ((unsigned char)s[i] & 0xC0) != 0x80;
+	return n;
+}

@@ -130,10 +130,15 @@ int ev_cli_subcommand(const ev_cli *cli, int argc, char **argv, const ev_subcomm
 char *ev_checker_flags_spec(const ev_checker_flags *f)
 {
 	if (!f->type && !f->n_patterns && f->group < 0 && !f->match && !f->ignore_case && f->tolerance < 0 &&
-	    !f->compare)
+	    !f->compare && !f->metric)
 		return NULL;
 	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "type", f->type ? f->type : f->n_patterns ? "regex" : "includes");
+	cJSON_AddStringToObject(o, "type", f->type      ? f->type
+	                                   : f->metric ? "loglikelihood"
+	                                   : f->n_patterns ? "regex"
+	                                                   : "includes");
+	if (f->metric)
+		cJSON_AddStringToObject(o, "metric", f->metric);
 	if (f->n_patterns) {
 		cJSON *p = cJSON_AddArrayToObject(o, "patterns");
 		for (int k = 0; k < f->n_patterns; k++)

@@ -71,12 +71,14 @@ typedef struct {
 	bool ignore_case;
 	double tolerance;   /* < 0: unset */
 	const char *compare;
+	const char *metric; /* the loglikelihood checker's acc | acc_norm */
 } ev_checker_flags;
 
 #define EV_CHECKER_FLAGS_INIT {.group = -1, .tolerance = -1.0}
 
 /* The option rows of an ev_checker_flags member `m` of options struct T. */
-#define EV_CHECKER_OPTS(T, m)                                                                               	EV_O_STR("--checker", T, m.type, "TYPE",                                                            	         "includes, exact, numeric, choice, regex, humaneval, mbpp, tests or toolcall"),            	EV_O_STRS("--pattern", T, m.patterns, m.n_patterns, "REGEX", "the regex checker's pattern"),      	EV_O_INT("--group", T, m.group, 0, 99, "N", "the capture group the regex checker compares"),        	EV_O_CHOICE("--match", T, m.match, "first|last", "which regex match counts"),                     	EV_O_FLAG("--ignore-case", T, m.ignore_case, "compare without case"),                              	EV_O_NUM("--tolerance", T, m.tolerance, 0, 1e300, "X", "the numeric checker's tolerance"),          	EV_O_CHOICE("--compare", T, m.compare, "exact|includes|none", "how the regex capture is compared")
+#define EV_CHECKER_OPTS(T, m)                                                                               	EV_O_STR("--checker", T, m.type, "TYPE",                                                            	         "includes, exact, numeric, choice, regex, humaneval, mbpp, tests, toolcall or loglikelihood"),            	EV_O_STRS("--pattern", T, m.patterns, m.n_patterns, "REGEX", "the regex checker's pattern"),      	EV_O_INT("--group", T, m.group, 0, 99, "N", "the capture group the regex checker compares"),        	EV_O_CHOICE("--match", T, m.match, "first|last", "which regex match counts"),                     	EV_O_FLAG("--ignore-case", T, m.ignore_case, "compare without case"),                              	EV_O_NUM("--tolerance", T, m.tolerance, 0, 1e300, "X", "the numeric checker's tolerance"),          	EV_O_CHOICE("--compare", T, m.compare, "exact|includes|none", "how the regex capture is compared"),       \
+	EV_O_CHOICE("--metric", T, m.metric, "acc|acc_norm", "the loglikelihood checker's pick: most likely choice, or per character")
 
 /* The engine's own settings as given on the command line (--attention,
  * --msa-*, --kv-*; rows: EV_ENGINE_OPTS): validated by the engine's parser

@@ -3,7 +3,7 @@
  * one a result, for analysis elsewhere (pandas, a spreadsheet, a CI step).
  *
  * Each row: suite, sample_id, epoch, input (the last user message of the
- * request sent), response, extracted, score, reason, detail,
+ * request sent; a multiple-choice sample's first prompt), response, extracted, score, reason, detail,
  * finish_reason, prompt_tokens, completion_tokens, latency_s. JSONL writes
  * one object a line; CSV (RFC 4180) a header and one record a line, fields
  * with commas, quotes or line breaks quoted. Text from the model is written
@@ -22,7 +22,7 @@ typedef struct {
 } export_opts;
 
 static const ev_opt export_opts_table[] = {
-	EV_O_CHOICE("--format", export_opts, format, "jsonl|csv", "the file's format (default jsonl)"),
+	EV_O_CHOICE("--format", export_opts, format, "jsonl|csv", "the file's format"),
 	{.name = "--output", .short_name = 'o', .kind = EV_OPT_STR, .off = offsetof(export_opts, out), .meta = "FILE",
 	 .help = "write there (default: standard output)"},
 	EV_O_END,
@@ -56,6 +56,14 @@ static char *input_of(const char *request_json)
 	if (!request_json || ev_json_parse(&j, request_json, strlen(request_json), "request")) {
 		ev_error_clear();
 		return NULL;
+	}
+	/* a scoring request (a multiple-choice sample): its first prompt,
+	 * context and first choice */
+	const cJSON *pr = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "prompt"), 0);
+	if (cJSON_IsString(pr)) {
+		out = ev_strdup(pr->valuestring);
+		cJSON_Delete(j);
+		return out;
 	}
 	const cJSON *m, *last = NULL;
 	cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(j, "messages"))

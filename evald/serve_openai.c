@@ -670,7 +670,7 @@ static void conn_release(void *cls)
 /* Appends a chat-form logprobs list (token, logprob, bytes, top_logprobs)
  * to the legacy completions form: tokens, token_logprobs (null where there
  * is none), top_logprobs ({token: logprob}, null where there is none),
- * text_offset (bytes from the start of the choice's text). `text`, when
+ * text_offset (characters from the start of the choice's text). `text`, when
  * set, gets the tokens' bytes (the echoed prompt of token ids). */
 static void legacy_logprobs(cJSON *lp, const cJSON *list, long *off, ev_buf *text)
 {
@@ -679,8 +679,14 @@ static void legacy_logprobs(cJSON *lp, const cJSON *list, long *off, ev_buf *tex
 	      *tops = cJSON_GetObjectItemCaseSensitive(lp, "top_logprobs"),
 	      *offs = cJSON_GetObjectItemCaseSensitive(lp, "text_offset");
 	const cJSON *t;
+	/* A token's offset counts the characters complete before it, as vLLM
+	 * counts them: a token holding the first bytes of a character split
+	 * over two tokens starts where the one holding its last byte does. */
+	long lead = *off;
+	int need = 0; /* continuation bytes still owed by the last character */
 	cJSON_ArrayForEach(t, list)
 	{
+		*off = lead - (need > 0);
 		cJSON_AddItemToArray(toks, cJSON_CreateString(ev_json_str(t, "token", "")));
 		const cJSON *v = cJSON_GetObjectItemCaseSensitive(t, "logprob");
 		cJSON_AddItemToArray(vals, cJSON_IsNumber(v) ? cJSON_CreateNumber(v->valuedouble) : cJSON_CreateNull());
@@ -697,11 +703,18 @@ static void legacy_logprobs(cJSON *lp, const cJSON *list, long *off, ev_buf *tex
 		const cJSON *b;
 		cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(t, "bytes"))
 		{
-			(*off)++;
+			int by = b->valueint;
+			if ((by & 0xC0) != 0x80) {
+				lead++;
+				need = by >= 0xF0 ? 3 : by >= 0xE0 ? 2 : by >= 0xC0 ? 1 : 0;
+			} else if (need > 0) {
+				need--;
+			}
 			if (text)
-				ev_buf_putc(text, (char)b->valueint);
+				ev_buf_putc(text, (char)by);
 		}
 	}
+	*off = lead - (need > 0);
 }
 
 static char *completion_text_body(const ev_serve_openai *o, const inflight *f)
@@ -727,7 +740,7 @@ static char *completion_text_body(const ev_serve_openai *o, const inflight *f)
 			ev_buf_puts(&text, f->echo_text);
 		if (prompt) /* offsets count the prompt's own tokens' bytes */
 			legacy_logprobs(lp, prompt, &off, f->echo_text ? NULL : &text);
-		off = (long)text.len;
+		off = (long)ev_utf8_chars(text.data ? text.data : "", text.len);
 	}
 	ev_buf_puts(&text, f->c.text ? f->c.text : "");
 	cJSON_AddStringToObject(ch, "text", text.data ? text.data : "");

@@ -29,7 +29,22 @@
 #define MAX_STOP_STRINGS 16
 #define MAX_STOP_IDS 16
 
+/* What a scheduler cookie points to: a job, or one continuation of a
+ * scoring job (both structs start with the tag). */
+enum { TAG_JOB = 1, TAG_PART = 2 };
+
+struct ejob;
+
+/* One continuation of a scoring job: the context's tokens then its own. */
+typedef struct {
+	int tag;
+	struct ejob *j;
+	int32_t *ids;
+	int n, ctx;
+} epart;
+
 typedef struct ejob {
+	int tag;
 	struct ejob *next;
 	struct ejob *lprev, *lnext; /* the worker's list of jobs in the scheduler */
 	uint64_t bid;               /* the scheduler's id */
@@ -52,6 +67,10 @@ typedef struct ejob {
 	double t0;
 	int status;     /* a failure found before the engine ran it */
 	char *error;
+	/* a scoring request: one scheduler request a continuation */
+	epart *parts;
+	ev_loglik *ll;
+	int n_parts, parts_left;
 } ejob;
 
 typedef struct {
@@ -90,6 +109,10 @@ static void ejob_free(ejob *j)
 	eng_detok_stream_free(j->detok);
 	ev_buf_free(&j->text);
 	free(j->error);
+	for (int i = 0; i < j->n_parts; i++)
+		free(j->parts[i].ids);
+	free(j->parts);
+	free(j->ll);
 	free(j);
 }
 
@@ -271,11 +294,24 @@ static void complete(engine *e, ejob *j, const eng_batch_result *res, ev_complet
 	c->prompt_tokens = (int)j->n_prompt;
 	unsigned long long id = ++e->seq;
 	int status = res ? res->status : j->status;
+	if (j->n_parts) { /* a scoring job: its parts' results are in already */
+		status = j->status;
+		for (int i = 0; i < j->n_parts; i++)
+			c->prompt_tokens += i ? j->parts[i].n - j->parts[i].ctx : j->parts[i].n;
+	}
 	if (status) {
 		c->status = status == EV_E_LIMIT && j->error && strstr(j->error, "pass the model's context")
 		                ? EV_COMPLETION_CONTEXT
 		                : EV_COMPLETION_ERROR;
 		c->error = ev_asprintf("engine: %s", res ? (res->error ? res->error : "failed") : j->error);
+		c->latency_s = ev_now() - j->t0;
+		return;
+	}
+	if (j->n_parts) {
+		if (ev_scoring_complete(c, j->ll, (size_t)j->n_parts, e->name, c->prompt_tokens)) {
+			c->status = EV_COMPLETION_ERROR;
+			c->error = ev_strdup(ev_error_msg());
+		}
 		c->latency_s = ev_now() - j->t0;
 		return;
 	}
@@ -348,6 +384,50 @@ static void unlink_live(engine *e, ejob *j)
 	j->lprev = j->lnext = NULL;
 }
 
+/* Queues every continuation of scoring job j; returns how many are in
+ * (none: j failed, its status says why). */
+static int add_parts(engine *e, ejob *j)
+{
+	j->parts_left = 0;
+	for (int k = 0; k < j->n_parts; k++) {
+		epart *p = &j->parts[k];
+		eng_batch_request r = {.prompt = p->ids, .n_prompt = p->n, .gen = j->gen, .cookie = p,
+		                       .prompt_logprobs = true, .prompt_only = true, .top_logprobs = 1};
+		if (eng_batch_add(e->batch, &r, NULL)) {
+			if (!j->status) {
+				j->status = ev_error_code();
+				j->error = ev_strdup(ev_error_msg());
+			}
+			continue;
+		}
+		j->parts_left++;
+	}
+	return j->parts_left;
+}
+
+/* One continuation scored: the sum of its tokens' log-probabilities and
+ * whether each was the most likely. Returns the job when it was the last. */
+static ejob *part_done(engine *e, epart *p, const eng_batch_result *res)
+{
+	(void)e;
+	ejob *j = p->j;
+	ev_loglik *l = &j->ll[p - j->parts];
+	*l = (ev_loglik){0, p->n - p->ctx, true};
+	if (res->status || !res->prompt_logprobs) {
+		if (!j->status) {
+			j->status = res->status ? res->status : EV_E_BACKEND;
+			j->error = ev_strdup(res->error ? res->error : "no prompt log-probabilities");
+		}
+	} else {
+		for (int i = p->ctx; i < p->n; i++) {
+			const eng_logprob *t = &res->prompt_logprobs[i];
+			l->logprob += t->logprob;
+			l->greedy = l->greedy && t->n_top > 0 && t->top_id[0] == t->token;
+		}
+	}
+	return --j->parts_left == 0 ? j : NULL;
+}
+
 static void *worker(void *arg)
 {
 	engine *e = arg;
@@ -372,7 +452,15 @@ static void *worker(void *arg)
 				j->status = EV_E_BACKEND;
 				j->error = ev_strdup("cancelled: the client left before the request ran");
 			}
-			if (!j->status && eng_batch_add(e->batch, &r, &j->bid)) {
+			if (!j->status && j->n_parts) {
+				if (add_parts(e, j)) {
+					j->lnext = e->live;
+					if (e->live)
+						e->live->lprev = j;
+					e->live = j;
+					continue;
+				}
+			} else if (!j->status && eng_batch_add(e->batch, &r, &j->bid)) {
 				j->status = ev_error_code();
 				j->error = ev_strdup(ev_error_msg());
 			}
@@ -396,6 +484,18 @@ static void *worker(void *arg)
 		while ((n = eng_batch_take(e->batch, res, 16)) > 0) {
 			for (int i = 0; i < n; i++) {
 				ejob *j = res[i].cookie;
+				if (*(int *)res[i].cookie == TAG_PART) {
+					j = part_done(e, res[i].cookie, &res[i]);
+					eng_batch_result_clear(&res[i]);
+					if (!j)
+						continue; /* other continuations still running */
+					unlink_live(e, j);
+					ev_completion c;
+					complete(e, j, NULL, &c);
+					deliver(e, j, &c);
+					ejob_free(j);
+					continue;
+				}
 				unlink_live(e, j);
 				ev_completion c;
 				complete(e, j, &res[i], &c);
@@ -577,6 +677,52 @@ static int make_job(engine *e, const ev_request *req, const char *raw_prompt, ej
 	return make_job_ids(e, req, raw_prompt, NULL, 0, out);
 }
 
+/* A scoring job: each continuation after the context, tokenized as a
+ * completions prompt is (the tokenizer's special tokens added) and split
+ * as lm-eval splits it: the context's own tokens first, the rest the
+ * continuation's. */
+static int make_scoring_job(engine *e, const ev_request *req, ejob *j)
+{
+	char *ctx = NULL;
+	size_t clen = 0;
+	int32_t *cids = NULL;
+	size_t nc = 0;
+	int rc = ev_request_context(&ctx, &clen, req);
+	if (!rc && req->n_continuations > EV_MAX_CONTINUATIONS)
+		rc = ev_error_set(EV_E_LIMIT, "a scoring request has %zu continuations, more than %d", req->n_continuations,
+		                  EV_MAX_CONTINUATIONS);
+	if (!rc)
+		rc = eng_tokenize_with_specials(e->tok, ctx, clen, &cids, &nc);
+	if (!rc && !nc)
+		rc = ev_error_set(EV_E_INVALID, "scoring: the context is empty (no token to score the continuations after)");
+	size_t n = req->n_continuations;
+	if (!rc && (!(j->parts = calloc(n, sizeof *j->parts)) || !(j->ll = calloc(n, sizeof *j->ll))))
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+	for (size_t k = 0; !rc && k < n; k++) {
+		epart *p = &j->parts[k];
+		p->tag = TAG_PART;
+		p->j = j;
+		j->n_parts++;
+		char *full = ev_asprintf("%s%s", ctx, req->continuations[k] ? req->continuations[k] : "");
+		size_t nf = 0;
+		rc = full ? eng_tokenize_with_specials(e->tok, full, strlen(full), &p->ids, &nf)
+		          : ev_error_set(EV_E_NOMEM, "out of memory");
+		free(full);
+		if (rc)
+			break;
+		p->n = (int)nf;
+		p->ctx = (int)nc;
+		if (nf <= nc)
+			rc = ev_error_set(EV_E_INVALID, "continuation %zu: no token of its own after the context", k);
+		else if ((long)nf > e->info.max_context)
+			rc = ev_error_set(EV_E_LIMIT, "prompt: %zu tokens pass the model's context of %ld", nf,
+			                  e->info.max_context);
+	}
+	free(ctx);
+	free(cids);
+	return rc;
+}
+
 static int make_job_ids(engine *e, const ev_request *req, const char *raw_prompt, const int32_t *raw_ids,
                         size_t n_raw, ejob **out)
 {
@@ -589,9 +735,21 @@ static int make_job_ids(engine *e, const ev_request *req, const char *raw_prompt
 	int rc = 0;
 	if (!j)
 		return ev_error_set(EV_E_NOMEM, "out of memory");
+	j->tag = TAG_JOB;
 	j->t0 = ev_now();
 	j->cookie = req->cookie;
 	ev_buf_init(&j->text, MAX_TEXT);
+	if (req->n_continuations && !raw_prompt && !raw_ids) {
+		eng_generate_options o = ENG_GENERATE_OPTIONS_INIT;
+		o.max_tokens = 1;
+		j->gen = o;
+		if ((rc = make_scoring_job(e, req, j))) {
+			ejob_free(j);
+			return rc;
+		}
+		*out = j;
+		return 0;
+	}
 	j->chat = raw_prompt == NULL && raw_ids == NULL;
 	j->tools = j->chat && req->tools_json && *req->tools_json;
 	if (j->chat)
@@ -718,6 +876,7 @@ static int op_submit(void *impl, const ev_request *req)
 		/* The sample's fault, not the run's: an error completion for it. */
 		if (!(j = calloc(1, sizeof *j)))
 			return ev_error_set(EV_E_NOMEM, "out of memory");
+		j->tag = TAG_JOB;
 		j->t0 = ev_now();
 		j->cookie = req->cookie;
 		j->status = ev_error_code() ? ev_error_code() : EV_E_INVALID;

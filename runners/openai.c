@@ -37,10 +37,17 @@ typedef struct xfer {
 	bool last_timeout;
 	bool over_cap;
 	char err[320];     /* the last failure */
+	/* a scoring request (<base>/completions): where each continuation's
+	 * tokens lie, in characters of its prompt */
+	size_t n_cont;
+	long ctx_chars;
+	long *full_chars;
+	char *model;
 } xfer;
 
 typedef struct {
 	char **urls;
+	char **score_urls; /* <base>/completions, for scoring requests */
 	size_t n_urls, rr;
 	struct curl_slist *headers;
 	CURLM *multi;
@@ -73,6 +80,8 @@ static void xfer_free(xfer *x)
 		return;
 	free(x->body);
 	ev_buf_free(&x->resp);
+	free(x->full_chars);
+	free(x->model);
 	free(x);
 }
 
@@ -141,7 +150,8 @@ static int start(openai *o, xfer *x)
 	x->over_cap = false;
 	x->attempts++;
 	x->attempt_start = ev_now();
-	const char *url = o->urls[o->rr++ % o->n_urls];
+	size_t at = o->rr++ % o->n_urls;
+	const char *url = x->n_cont ? o->score_urls[at] : o->urls[at];
 	curl_easy_setopt(e, CURLOPT_URL, url);
 	curl_easy_setopt(e, CURLOPT_POST, 1L);
 	curl_easy_setopt(e, CURLOPT_POSTFIELDS, x->body);
@@ -246,6 +256,20 @@ static int retry_or_fail(openai *o, xfer *x)
 }
 
 /* Classifies one finished attempt. */
+/* The completion of a scoring request from its legacy completions answer. */
+static int scored(const xfer *x, ev_completion *c)
+{
+	ev_loglik l[EV_MAX_CONTINUATIONS];
+	const char *body = x->resp.data ? x->resp.data : "";
+	int rc = ev_scoring_from_legacy(l, x->n_cont, body, x->resp.len, x->ctx_chars, x->full_chars);
+	if (rc)
+		return rc;
+	cJSON *root = cJSON_Parse(body);
+	double prompt = ev_json_num(cJSON_GetObjectItemCaseSensitive(root, "usage"), "prompt_tokens", 0);
+	cJSON_Delete(root);
+	return ev_scoring_complete(c, l, x->n_cont, x->model, (int)prompt);
+}
+
 static int done_attempt(openai *o, xfer *x, CURLcode res)
 {
 	double now = ev_now();
@@ -268,7 +292,12 @@ static int done_attempt(openai *o, xfer *x, CURLcode res)
 	if (code >= 200 && code < 300) {
 		ev_completion c;
 		memset(&c, 0, sizeof c);
-		if (ev_completion_from_json(&c, x->resp.data ? x->resp.data : "", x->resp.len) == 0) {
+		if (x->n_cont && scored(x, &c) == 0) {
+			c.status = EV_COMPLETION_OK;
+			c.latency_s = now - x->attempt_start;
+			return finish(o, x, &c);
+		}
+		if (!x->n_cont && ev_completion_from_json(&c, x->resp.data ? x->resp.data : "", x->resp.len) == 0) {
 			c.status = EV_COMPLETION_OK;
 			c.latency_s = now - x->attempt_start;
 			return finish(o, x, &c);
@@ -390,6 +419,28 @@ static int op_poll(void *impl, ev_completion *out, int max, double wait_s)
 	return n;
 }
 
+/* Where the continuations' tokens will lie in the echoed prompts. */
+static int scoring_spans(xfer *x, const ev_request *req)
+{
+	char *ctx = NULL;
+	size_t clen = 0;
+	int rc = ev_request_context(&ctx, &clen, req);
+	if (rc)
+		return rc;
+	x->n_cont = req->n_continuations;
+	x->ctx_chars = (long)ev_utf8_chars(ctx, clen);
+	long all = (long)ev_utf8_chars(ctx, strlen(ctx));
+	free(ctx);
+	x->model = ev_strdup(req->model ? req->model : "");
+	if (!(x->full_chars = calloc(x->n_cont, sizeof *x->full_chars)) || !x->model)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	for (size_t k = 0; k < x->n_cont; k++) {
+		const char *c = req->continuations[k] ? req->continuations[k] : "";
+		x->full_chars[k] = all + (long)ev_utf8_chars(c, strlen(c));
+	}
+	return 0;
+}
+
 static int op_submit(void *impl, const ev_request *req)
 {
 	openai *o = impl;
@@ -418,6 +469,10 @@ static int op_submit(void *impl, const ev_request *req)
 	x->cookie = req->cookie;
 	x->body = body;
 	x->body_len = strlen(body);
+	if (req->n_continuations && (rc = scoring_spans(x, req))) {
+		xfer_free(x);
+		return rc;
+	}
 	ev_buf_init(&x->resp, o->max_response);
 	queue_push(o, x);
 	o->pending++;
@@ -449,9 +504,12 @@ static void op_free(void *impl)
 	if (o->multi)
 		curl_multi_cleanup(o->multi);
 	curl_slist_free_all(o->headers);
-	for (size_t i = 0; i < o->n_urls; i++)
+	for (size_t i = 0; i < o->n_urls; i++) {
 		free(o->urls[i]);
+		free(o->score_urls[i]);
+	}
 	free(o->urls);
+	free(o->score_urls);
 	free(o->idle);
 	free(o->active);
 	free(o->waiting);
@@ -619,10 +677,11 @@ int ev_backend_openai_new(ev_backend **out, const ev_openai_options *opt)
 	o->max_response = opt->max_response_bytes;
 	ev_rng_seed(&o->rng, (uint64_t)(ev_wall_time() * 1e6) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)o);
 	o->urls = calloc(opt->n_urls, sizeof *o->urls);
+	o->score_urls = calloc(opt->n_urls, sizeof *o->score_urls);
 	o->idle = calloc((size_t)opt->concurrency, sizeof *o->idle);
 	o->active = calloc((size_t)opt->concurrency, sizeof *o->active);
 	o->multi = curl_multi_init();
-	if (!o->urls || !o->idle || !o->active || !o->multi)
+	if (!o->urls || !o->score_urls || !o->idle || !o->active || !o->multi)
 		goto nomem;
 	for (size_t i = 0; i < opt->n_urls; i++) {
 		const char *u = opt->base_urls[i];
@@ -630,8 +689,9 @@ int ev_backend_openai_new(ev_backend **out, const ev_openai_options *opt)
 		while (n && u[n - 1] == '/')
 			n--;
 		o->urls[i] = ev_asprintf("%.*s/chat/completions", (int)n, u);
+		o->score_urls[i] = ev_asprintf("%.*s/completions", (int)n, u);
 		o->n_urls++;
-		if (!o->urls[i])
+		if (!o->urls[i] || !o->score_urls[i])
 			goto nomem;
 	}
 	/* "Expect:" stops curl from waiting for a 100 Continue on big bodies. */

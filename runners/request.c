@@ -6,6 +6,7 @@
  */
 #include "runners/runners.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -169,10 +170,191 @@ static int json_array(cJSON **out, const char *text, const char *what)
 	return 0;
 }
 
+int ev_request_context(char **out, size_t *ctx_len, const ev_request *req)
+{
+	ev_buf b = EV_BUF_INIT((size_t)1 << 30);
+	int rc = 0;
+	*out = NULL;
+	for (size_t i = 0; !rc && i < req->n_messages; i++) {
+		const ev_message *m = &req->messages[i];
+		if (i)
+			rc = ev_buf_puts(&b, "\n\n");
+		for (size_t k = 0; !rc && k < m->n_parts; k++) {
+			if (m->parts[k].kind != EV_PART_TEXT)
+				rc = ev_error_set(EV_E_UNSUPPORTED, "messages[%zu]: a scoring request takes text parts only", i);
+			else if (k)
+				rc = ev_buf_putc(&b, '\n');
+			if (!rc)
+				rc = ev_buf_puts(&b, m->parts[k].text ? m->parts[k].text : "");
+		}
+	}
+	if (rc) {
+		ev_buf_free(&b);
+		return rc;
+	}
+	size_t len = b.len;
+	char *text = b.data ? ev_buf_detach(&b, NULL) : ev_strdup("");
+	if (!text)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	while (len && strchr(" \t\r\n\f\v", text[len - 1]))
+		len--;
+	*out = text;
+	*ctx_len = len;
+	return 0;
+}
+
+/* The legacy completions body of a scoring request: one prompt a
+ * continuation, echo with one alternative a token (lm-eval's form); one
+ * token is generated, since some servers refuse max_tokens 0. */
+static int scoring_body(char **out, const ev_request *req)
+{
+	if (req->n_continuations > EV_MAX_CONTINUATIONS)
+		return ev_error_set(EV_E_LIMIT, "a scoring request has %zu continuations, more than %d",
+		                    req->n_continuations, EV_MAX_CONTINUATIONS);
+	char *ctx = NULL;
+	size_t clen = 0;
+	int rc = ev_request_context(&ctx, &clen, req);
+	if (rc)
+		return rc;
+	cJSON *root = cJSON_CreateObject(), *prompts = cJSON_CreateArray();
+	cJSON_AddItemToObject(root, "model", cJSON_CreateString(req->model ? req->model : ""));
+	cJSON_AddItemToObject(root, "prompt", prompts);
+	for (size_t i = 0; i < req->n_continuations; i++) {
+		char *p = ev_asprintf("%s%s", ctx, req->continuations[i] ? req->continuations[i] : "");
+		cJSON_AddItemToArray(prompts, cJSON_CreateString(p ? p : ""));
+		free(p);
+	}
+	cJSON_AddNumberToObject(root, "max_tokens", 1);
+	cJSON_AddNumberToObject(root, "temperature", 0);
+	cJSON_AddTrueToObject(root, "echo");
+	cJSON_AddNumberToObject(root, "logprobs", 1);
+	*out = ev_json_print(root);
+	cJSON_Delete(root);
+	free(ctx);
+	return *out ? 0 : ev_error_set(EV_E_NOMEM, "out of memory printing a request");
+}
+
+int ev_scoring_complete(ev_completion *c, const ev_loglik *l, size_t n, const char *model, int prompt_tokens)
+{
+	ev_buf t = EV_BUF_INIT((size_t)1 << 20);
+	ev_buf_puts(&t, "{\"logprobs\":[");
+	for (size_t i = 0; i < n; i++)
+		ev_buf_printf(&t, "%s%.17g", i ? "," : "", isfinite(l[i].logprob) ? l[i].logprob : -1e300);
+	ev_buf_puts(&t, "],\"tokens\":[");
+	for (size_t i = 0; i < n; i++)
+		ev_buf_printf(&t, "%s%d", i ? "," : "", l[i].tokens);
+	ev_buf_puts(&t, "],\"greedy\":[");
+	for (size_t i = 0; i < n; i++)
+		ev_buf_printf(&t, "%s%s", i ? "," : "", l[i].greedy ? "true" : "false");
+	ev_buf_puts(&t, "]}");
+	if (!t.data)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	c->text = ev_buf_detach(&t, NULL);
+	c->finish_reason = ev_strdup("stop");
+	c->prompt_tokens = prompt_tokens;
+	c->completion_tokens = 0;
+	cJSON *root = cJSON_CreateObject(), *choices = cJSON_AddArrayToObject(root, "choices"),
+	      *ch = cJSON_CreateObject(), *msg = cJSON_CreateObject(), *u = cJSON_CreateObject();
+	cJSON_AddStringToObject(root, "object", "chat.completion");
+	cJSON_AddStringToObject(root, "model", model ? model : "");
+	cJSON_AddNumberToObject(ch, "index", 0);
+	cJSON_AddStringToObject(msg, "role", "assistant");
+	cJSON_AddStringToObject(msg, "content", c->text);
+	cJSON_AddItemToObject(ch, "message", msg);
+	cJSON_AddStringToObject(ch, "finish_reason", "stop");
+	cJSON_AddItemToArray(choices, ch);
+	cJSON_AddNumberToObject(u, "prompt_tokens", prompt_tokens);
+	cJSON_AddNumberToObject(u, "completion_tokens", 0);
+	cJSON_AddNumberToObject(u, "total_tokens", prompt_tokens);
+	cJSON_AddItemToObject(root, "usage", u);
+	c->raw_json = ev_json_print(root);
+	cJSON_Delete(root);
+	return c->finish_reason && c->raw_json ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
+}
+
+int ev_scoring_from_legacy(ev_loglik *l, size_t n, const char *body, size_t len, long ctx_chars,
+                           const long *full_chars)
+{
+	cJSON *root = NULL;
+	int rc = ev_json_parse(&root, body, len, "response");
+	if (rc)
+		return rc;
+	const cJSON *err = cJSON_GetObjectItemCaseSensitive(root, "error");
+	if (err && !cJSON_IsNull(err)) {
+		rc = ev_error_set(EV_E_BACKEND, "response: server error: %.300s",
+		                  cJSON_IsString(err) ? err->valuestring : ev_json_str(err, "message", "(no message)"));
+		goto done;
+	}
+	const cJSON *choices = cJSON_GetObjectItemCaseSensitive(root, "choices");
+	if (!cJSON_IsArray(choices) || (size_t)cJSON_GetArraySize(choices) != n) {
+		rc = ev_error_set(EV_E_PARSE, "response: choices: expected %zu (one a continuation)", n);
+		goto done;
+	}
+	for (size_t k = 0; k < n; k++)
+		l[k] = (ev_loglik){0, 0, true};
+	bool *seen = calloc(n ? n : 1, sizeof *seen);
+	if (!seen) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto done;
+	}
+	const cJSON *ch;
+	size_t pos = 0;
+	cJSON_ArrayForEach(ch, choices) {
+		/* "index" says which prompt; servers may answer out of order */
+		double idx = ev_json_num(ch, "index", (double)pos);
+		pos++;
+		size_t k = (size_t)idx;
+		if (!(idx >= 0 && idx < (double)n) || seen[k]) {
+			rc = ev_error_set(EV_E_PARSE, "response: choices[%zu].index: expected a distinct 0..%zu", pos - 1, n - 1);
+			break;
+		}
+		seen[k] = true;
+		const cJSON *lp = cJSON_GetObjectItemCaseSensitive(ch, "logprobs");
+		const cJSON *vals = cJSON_GetObjectItemCaseSensitive(lp, "token_logprobs"),
+		            *offs = cJSON_GetObjectItemCaseSensitive(lp, "text_offset"),
+		            *tops = cJSON_GetObjectItemCaseSensitive(lp, "top_logprobs");
+		int nt = cJSON_GetArraySize(vals);
+		if (!cJSON_IsArray(vals) || !cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != nt) {
+			rc = ev_error_set(EV_E_PARSE, "response: choices[%zu].logprobs: expected token_logprobs and text_offset "
+			                              "of one length (does the server take echo with logprobs?)", k);
+			break;
+		}
+		for (int i = 0; i < nt; i++) {
+			const cJSON *o = cJSON_GetArrayItem(offs, i), *v = cJSON_GetArrayItem(vals, i);
+			double off = cJSON_IsNumber(o) ? o->valuedouble : -1;
+			if (off < (double)ctx_chars || off >= (double)full_chars[k])
+				continue;
+			if (!cJSON_IsNumber(v)) {
+				rc = ev_error_set(EV_E_PARSE, "response: choices[%zu]: token %d of the continuation has no logprob", k, i);
+				break;
+			}
+			l[k].logprob += v->valuedouble;
+			l[k].tokens++;
+			/* greedy: no alternative beats the token's own value */
+			const cJSON *alt;
+			cJSON_ArrayForEach(alt, cJSON_GetArrayItem(tops, i)) {
+				if (cJSON_IsNumber(alt) && alt->valuedouble > v->valuedouble)
+					l[k].greedy = false;
+			}
+		}
+		if (!rc && !l[k].tokens)
+			rc = ev_error_set(EV_E_PARSE, "response: choices[%zu]: no token of the continuation came back "
+			                              "(text_offset past the context?)", k);
+		if (rc)
+			break;
+	}
+	free(seen);
+done:
+	cJSON_Delete(root);
+	return rc;
+}
+
 int ev_request_to_json(char **out, const ev_request *req, bool stream)
 {
 	int rc = 0;
 	*out = NULL;
+	if (req->n_continuations)
+		return scoring_body(out, req);
 	cJSON *root = cJSON_CreateObject(), *msgs = cJSON_CreateArray();
 	if (!root || !msgs) {
 		cJSON_Delete(msgs);

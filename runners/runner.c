@@ -211,6 +211,12 @@ static int deliver(run *r, const ev_sample *s, int epoch, const char *request_js
 	return rc;
 }
 
+static void free_all(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+}
+
 /* Starts one work item: a request failure or a cache hit is delivered at
  * once; otherwise the request goes to the backend. */
 static int start_item(run *r, const item *it, bool *submitted)
@@ -233,6 +239,26 @@ static int start_item(run *r, const item *it, bool *submitted)
 	req.gen = su->gen;
 	req.suite_root = su->root;
 	req.cookie = j;
+	/* A multiple-choice sample under a loglikelihood checker is scored,
+	 * not answered: one continuation a choice, after the delimiter. */
+	const ev_checker *ck = NULL;
+	const char *delim = checker_for(r, s, &ck) == 0 ? ev_checker_loglik_delimiter(ck) : NULL;
+	ev_error_clear();
+	char *conts[EV_SUITE_MAX_CHOICES];
+	size_t n_conts = 0;
+	bool scoring = delim != NULL;
+	int rc = 0;
+	if (scoring && !s->n_choices)
+		rc = ev_error_set(EV_E_INVALID, "sample %.200s: the loglikelihood checker needs \"choices\"", s->id);
+	for (size_t i = 0; !rc && scoring && i < s->n_choices; i++)
+		if (!(conts[n_conts++] = ev_asprintf("%s%s", delim, s->choices[i])))
+			rc = ev_error_set(EV_E_NOMEM, "out of memory");
+	if (scoring) {
+		req.continuations = (const char *const *)conts;
+		req.n_continuations = n_conts;
+		req.gen.temperature = 0; /* nothing is sampled */
+		req.gen.has_seed = false;
+	}
 	/* Sampling: every sample and epoch gets its own seed, derived from the
 	 * run's, so that epochs differ and a run is reproducible from its
 	 * record. Greedy decoding sends none. */
@@ -240,7 +266,8 @@ static int start_item(run *r, const item *it, bool *submitted)
 		req.gen.seed = derive_seed(req.gen.seed, s->id, it->epoch);
 	else if (su->gen.temperature == 0.0)
 		req.gen.has_seed = false; /* greedy: a seed changes nothing but the cache key */
-	int rc = ev_request_to_json(&j->request_json, &req, false);
+	if (!rc)
+		rc = ev_request_to_json(&j->request_json, &req, false);
 	if (rc) {
 		ev_completion c;
 		memset(&c, 0, sizeof c);
@@ -249,11 +276,23 @@ static int start_item(run *r, const item *it, bool *submitted)
 		rc = deliver(r, s, it->epoch, NULL, "", &c, false);
 		ev_completion_clear(&c);
 		job_free(j);
+		free_all(conts, n_conts);
 		return rc;
 	}
 	/* Greedy decoding gives the same answer every epoch: one cache entry. */
-	bool greedy = su->gen.temperature == 0.0;
-	ev_request_hash_for(j->hash, j->request_json, greedy ? -1 : it->epoch, p->cache_salt);
+	bool greedy = su->gen.temperature == 0.0 || scoring;
+	if (scoring) { /* the body joins context and choices: the key says where they meet */
+		char *ctx = NULL, *salt = NULL;
+		size_t clen = 0;
+		if (ev_request_context(&ctx, &clen, &req) == 0)
+			salt = ev_asprintf("%s\nscoring context=%zu delimiter=%s", p->cache_salt ? p->cache_salt : "", clen, delim);
+		ev_error_clear();
+		ev_request_hash_for(j->hash, j->request_json, -1, salt ? salt : p->cache_salt);
+		free(ctx);
+		free(salt);
+	} else {
+		ev_request_hash_for(j->hash, j->request_json, greedy ? -1 : it->epoch, p->cache_salt);
+	}
 
 	char *body = NULL;
 	if (p->cache_get && p->cache_get(p->ctx, j->hash, &body) == 0 && body) {
@@ -265,13 +304,16 @@ static int start_item(run *r, const item *it, bool *submitted)
 			ev_completion_clear(&c);
 			free(body);
 			job_free(j);
+			free_all(conts, n_conts);
 			return rc;
 		}
 		ev_log_warn("cache: unreadable entry for sample %s, asking the backend (%s)", s->id, ev_error_msg());
 		ev_completion_clear(&c);
 	}
 	free(body);
-	if ((rc = ev_backend_submit(r->b, &req))) {
+	rc = ev_backend_submit(r->b, &req);
+	free_all(conts, n_conts);
+	if (rc) {
 		job_free(j);
 		return ev_error_wrap(rc, "submitting sample %.200s", s->id);
 	}

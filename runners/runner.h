@@ -37,7 +37,25 @@ typedef struct {
 	ev_gen gen;
 	const char *suite_root;   /* for attachments */
 	void *cookie;             /* the caller's, returned in the completion */
+	/* A scoring request (a multiple-choice sample) when n_continuations >
+	 * 0: the context is the messages' texts as plain text (ev_request_context;
+	 * no chat template), each continuation's log-probability after it is
+	 * computed, and nothing is generated. The completion's text is then
+	 * the JSON of ev_scoring_text (runners/README.md, "Scoring requests"). */
+	const char *const *continuations;
+	size_t n_continuations;
 } ev_request;
+
+/* At most this many continuations a scoring request. */
+#define EV_MAX_CONTINUATIONS 64
+
+/* One continuation's score: the sum of its tokens' log-probabilities,
+ * how many tokens it took, and whether each was the most likely one. */
+typedef struct {
+	double logprob;
+	int tokens;
+	bool greedy;
+} ev_loglik;
 
 typedef enum {
 	EV_COMPLETION_OK,
@@ -85,6 +103,21 @@ void ev_request_hash_for(char out[EV_SHA256_HEX], const char *request_json, int 
 /* Parses an OpenAI chat-completions response body into *out (text,
  * tool_calls, finish_reason, usage). */
 int ev_completion_from_json(ev_completion *out, const char *body, size_t len);
+
+/* Scoring requests. The context text (malloc'd): the messages' text parts,
+ * messages joined by a blank line. Its trailing whitespace belongs to the
+ * continuations (as lm-eval moves it): *ctx_len is its length without it. */
+int ev_request_context(char **out, size_t *ctx_len, const ev_request *req);
+/* The completion of a scoring request: text {"logprobs":[...],"tokens":
+ * [...],"greedy":[...]} and raw_json a chat.completion body carrying that
+ * text (so that the response cache returns it unchanged). */
+int ev_scoring_complete(ev_completion *c, const ev_loglik *l, size_t n, const char *model, int prompt_tokens);
+/* Reads the scores of a legacy /v1/completions answer to the scoring body
+ * (one choice a continuation, echo with logprobs): continuation k's tokens
+ * are those whose text_offset lies in [ctx_chars, full_chars[k]) (offsets
+ * in characters, as OpenAI and vLLM count them). Fills l[0..n). */
+int ev_scoring_from_legacy(ev_loglik *l, size_t n, const char *body, size_t len, long ctx_chars,
+                           const long *full_chars);
 
 /* ---- backends -------------------------------------------------------- */
 

@@ -21,7 +21,7 @@
 /* The checker kinds. A new kind adds one line here (see scoring_int.h). */
 static const ev_checker_type *const kinds[] = {
 	&ev_checker_includes, &ev_checker_exact, &ev_checker_numeric, &ev_checker_choice, &ev_checker_regex,
-	&ev_checker_toolcall, &ev_checker_humaneval, &ev_checker_mbpp, &ev_checker_tests,
+	&ev_checker_toolcall, &ev_checker_humaneval, &ev_checker_mbpp, &ev_checker_tests, &ev_checker_loglik,
 };
 #define N_KINDS (sizeof kinds / sizeof kinds[0])
 
@@ -316,6 +316,11 @@ done:
 	free(answer);
 	free(stripped);
 	return rc;
+}
+
+const char *ev_checker_loglik_delimiter(const ev_checker *c)
+{
+	return c && c->type == &ev_checker_loglik ? ev_checker_loglik_delimiter_of(c->impl) : NULL;
 }
 
 int ev_checker_score_calls(const ev_checker *c, const ev_sample *sample, const char *response,

@@ -54,6 +54,11 @@ void ev_verdict_clear(ev_verdict *v);
 int ev_checker_score_calls(const ev_checker *c, const ev_sample *sample, const char *response,
                            const char *tool_calls_json, bool truncated, ev_verdict *out);
 
+/* A multiple-choice checker by log-likelihood ("loglikelihood"): the
+ * text put between the prompt and each choice (" " by default). NULL for
+ * every other checker: then the runner generates instead of scoring. */
+const char *ev_checker_loglik_delimiter(const ev_checker *c);
+
 /* The answer with thinking removed, malloc'd. *unclosed is set when a
  * <think> was never closed (everything after it is thinking). */
 char *ev_strip_thinking(const char *response, bool *unclosed);

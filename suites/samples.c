@@ -62,6 +62,9 @@ void ev_sample_clear(ev_sample *x)
 	free(x->tools_json);
 	free(x->metadata_json);
 	free(x->checker_json);
+	for (size_t i = 0; i < x->n_choices; i++)
+		free(x->choices[i]);
+	free(x->choices);
 	memset(x, 0, sizeof *x);
 }
 
@@ -479,6 +482,27 @@ static int json_field(char **out, const cJSON *j, const char *key, int want, con
 	return (*out = ev_json_print(v)) ? 0 : nomem();
 }
 
+/* "choices": a list of 2..EV_SUITE_MAX_CHOICES non-empty strings. */
+static int parse_choices(ev_sample *x, const cJSON *v, const char *what)
+{
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	int n = cJSON_GetArraySize(v);
+	if (!cJSON_IsArray(v) || n < 2 || n > EV_SUITE_MAX_CHOICES)
+		return ev_error_set(EV_E_INVALID, "%s: choices: expected a list of 2 to %d strings", what,
+		                    EV_SUITE_MAX_CHOICES);
+	if (!(x->choices = calloc((size_t)n, sizeof *x->choices)))
+		return nomem();
+	const cJSON *e;
+	cJSON_ArrayForEach(e, v) {
+		if (!cJSON_IsString(e) || !*e->valuestring)
+			return ev_error_set(EV_E_INVALID, "%s: choices[%zu]: expected a non-empty string", what, x->n_choices);
+		if (!(x->choices[x->n_choices++] = ev_strdup(e->valuestring)))
+			return nomem();
+	}
+	return 0;
+}
+
 static int parse_sample(parser *P, ev_sample *x, const cJSON *j, const char *what)
 {
 	int rc = parse_id(&x->id, j, what);
@@ -495,7 +519,8 @@ static int parse_sample(parser *P, ev_sample *x, const cJSON *j, const char *wha
 	    (rc = parse_target(x, cJSON_GetObjectItemCaseSensitive(j, "target"), what)) ||
 	    (rc = json_field(&x->tests_json, j, "tests", 0, what)) ||
 	    (rc = json_field(&x->tools_json, j, "tools", cJSON_Array, what)) ||
-	    (rc = json_field(&x->metadata_json, j, "metadata", cJSON_Object, what)))
+	    (rc = json_field(&x->metadata_json, j, "metadata", cJSON_Object, what)) ||
+	    (rc = parse_choices(x, cJSON_GetObjectItemCaseSensitive(j, "choices"), what)))
 		return rc;
 	const cJSON *ck = cJSON_GetObjectItemCaseSensitive(j, "checker");
 	if (ck && !cJSON_IsNull(ck))

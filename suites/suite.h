@@ -85,8 +85,15 @@ typedef struct {
 	char *tools_json;     /* OpenAI tool definitions array as JSON, or NULL */
 	char *metadata_json;  /* "metadata" object as JSON text, or NULL */
 	char *checker_json;   /* a per-sample checker override, or NULL */
+	/* "choices": the options of a multiple-choice sample, scored by their
+	 * log-likelihood after the prompt (checker "loglikelihood"); else none */
+	char **choices;
+	size_t n_choices;
 	size_t line;          /* line in samples.jsonl (1-based) */
 } ev_sample;
+
+/* At most this many choices a sample. */
+#define EV_SUITE_MAX_CHOICES 64
 
 /* ---- suites -------------------------------------------------------------- */
 
