@@ -423,6 +423,7 @@ typedef struct {
 	char id[64];
 	long created;
 	struct choice_group *group; /* n > 1: the answer the choices make together */
+	bool hold;         /* streamed with tools: the text waits for the end (a call is no text) */
 	bool echo;         /* completions: the prompt comes back before the answer */
 	char *echo_text;   /* the prompt's text; NULL for token ids (made from their bytes) */
 } inflight;
@@ -572,7 +573,7 @@ static int on_delta(void *ctx, const char *text, size_t len)
 {
 	inflight *f = ctx;
 	pthread_mutex_lock(&f->mu);
-	if (f->stream && !f->gone) {
+	if (f->stream && !f->gone && !f->hold) {
 		sse_chunk(f, text, len, NULL);
 		wake(f);
 	}
@@ -592,7 +593,11 @@ static void on_done(void *ctx, ev_completion *c)
 		if (f->overflow) {
 			/* the error event is already in the buffer */
 		} else if (ok) {
-			/* the text went out as deltas; the last chunk says how it ended */
+			/* the text went out as deltas (held back with tools: now the
+			 * text without the calls, which come as tool_calls deltas
+			 * only); the last chunk says how it ended */
+			if (f->hold && f->c.text && *f->c.text)
+				sse_chunk(f, f->c.text, strlen(f->c.text), NULL);
 			sse_chunk(f, NULL, 0, &f->c);
 		} else {
 			ev_buf_puts(&f->sse, "data: {\"error\":");
@@ -1018,6 +1023,7 @@ static int generate(ev_serve_openai *o, const ev_serve_request *rq, ev_serve_res
 	f->conn = rq->conn;
 	f->chat = chat;
 	f->stream = p.stream;
+	f->hold = p.stream && chat && p.req.tools_json;
 	f->echo = p.echo;
 	f->echo_text = p.echo && p.texts[0] ? ev_strdup(p.texts[0]) : NULL;
 	f->created = (long)time(NULL);

@@ -239,6 +239,38 @@ static void streamed_chunks_concatenate_to_the_whole_answer(void **st)
 	free(b1);
 	free(b2);
 
+	/* with tools the text is held to the end: a call must never go out
+	 * as text first (before, the call's JSON streamed as content, then
+	 * again as tool_calls); one content delta, equal to the answer's */
+#define TOOLS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"parameters\":{\"type\":\"object\",\"properties\":{}}}}]"
+	b1 = ev_asprintf(CHAT, TOOLS);
+	b2 = ev_asprintf(CHAT, TOOLS ",\"stream\":true");
+	assert_int_equal(http("POST", "/v1/chat/completions", b1, &whole), 200);
+	assert_int_equal(http("POST", "/v1/chat/completions", b2, &stream), 200);
+	j = cJSON_Parse(whole);
+	c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+	text = ev_json_str(cJSON_GetObjectItem(c0, "message"), "content", "");
+	int with_text = 0;
+	for (char *ev = strstr(stream, "data: {"); ev; ev = strstr(ev + 1, "data: {")) {
+		char *end = strstr(ev, "\n\n");
+		char *one = ev_strndup(ev + 6, end ? (size_t)(end - ev - 6) : strlen(ev + 6));
+		cJSON *chunk = cJSON_Parse(one);
+		const cJSON *d = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(chunk, "choices"), 0), "delta");
+		const char *piece = ev_json_str(d, "content", "");
+		if (*piece) {
+			with_text++;
+			assert_string_equal(piece, text);
+		}
+		cJSON_Delete(chunk);
+		free(one);
+	}
+	assert_int_equal(with_text, *text ? 1 : 0);
+	cJSON_Delete(j);
+	free(whole);
+	free(stream);
+	free(b1);
+	free(b2);
+
 	/* plain completions, with a stop string cutting it */
 #define CMP "{\"prompt\":\"Once upon a time\",\"max_tokens\":20,\"temperature\":0%s}"
 	b1 = ev_asprintf(CMP, "");
