@@ -405,6 +405,10 @@ static int load_suites(eval_state *st)
 		cJSON_AddStringToObject(o, "hash", s->content_hash ? s->content_hash : "");
 		cJSON_AddStringToObject(o, "path", c->suites[i]);
 		cJSON_AddNumberToObject(o, "n", (double)s->n_samples);
+		/* the checker as it was built: a judge's model and identity too */
+		cJSON *ck = cJSON_Parse(ev_checker_spec(st->checkers[i]));
+		if (ck)
+			cJSON_AddItemToObject(o, "checker", ck);
 		cJSON_AddItemToArray(st->suites_info, o);
 	}
 	return 0;

@@ -22,6 +22,7 @@
 static const ev_checker_type *const kinds[] = {
 	&ev_checker_includes, &ev_checker_exact, &ev_checker_numeric, &ev_checker_choice, &ev_checker_regex,
 	&ev_checker_toolcall, &ev_checker_humaneval, &ev_checker_mbpp, &ev_checker_tests, &ev_checker_loglik,
+	&ev_checker_judge,
 };
 #define N_KINDS (sizeof kinds / sizeof kinds[0])
 

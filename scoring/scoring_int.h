@@ -73,6 +73,7 @@ extern const ev_checker_type ev_checker_mbpp;
 extern const ev_checker_type ev_checker_tests;
 extern const ev_checker_type ev_checker_toolcall; /* toolcall_score.c */
 extern const ev_checker_type ev_checker_loglik;   /* checker_loglik.c */
+extern const ev_checker_type ev_checker_judge;    /* checker_judge.c */
 /* The delimiter of a loglikelihood checker's state. */
 const char *ev_checker_loglik_delimiter_of(const void *impl);
 
