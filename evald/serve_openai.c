@@ -8,6 +8,8 @@
  *                                top_logprobs; "stream": true for SSE)
  *   POST /v1/completions        (prompt text or token ids, or a list; logprobs
  *                                N, echo (prompt tokens scored); "stream" too)
+ *   POST /v1/responses          (instructions, input messages, function calls
+ *                                and their outputs, function tools; not streamed)
  *
  * Every request goes to the one backend, whose worker batches all requests
  * in flight together, so concurrent HTTP requests share forward passes. No
@@ -327,6 +329,172 @@ static int parse_chat(parsed *p, const cJSON *root)
 	return parse_gen(p, root, true);
 }
 
+/* The text of a Responses content value: a string, or parts of type
+ * input_text / output_text / text (joined by newlines). */
+static int responses_text(char **out, const cJSON *c, const char *what)
+{
+	if (cJSON_IsString(c))
+		return (*out = ev_strdup(c->valuestring)) ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
+	if (!cJSON_IsArray(c))
+		return ev_error_set(EV_E_INVALID, "%s: expected a string or a list of parts", what);
+	ev_buf b = EV_BUF_INIT((size_t)1 << 30);
+	const cJSON *part;
+	int k = 0;
+	cJSON_ArrayForEach(part, c) {
+		const char *type = ev_json_str(part, "type", "");
+		const char *t = ev_json_str(part, "text", NULL);
+		if (strcmp(type, "input_text") && strcmp(type, "output_text") && strcmp(type, "text")) {
+			ev_buf_free(&b);
+			return ev_error_set(EV_E_UNSUPPORTED, "%s[%d]: type \"%.40s\": this model takes text only", what, k, type);
+		}
+		if (!t || (b.len && ev_buf_putc(&b, '\n')) || ev_buf_puts(&b, t)) {
+			ev_buf_free(&b);
+			return ev_error_set(EV_E_INVALID, "%s[%d].text: expected a string", what, k);
+		}
+		k++;
+	}
+	*out = b.data ? b.data : ev_strdup("");
+	return *out ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
+}
+
+/* A message of the chat form into msgs. */
+static cJSON *chat_msg(cJSON *msgs, const char *role, const char *content)
+{
+	cJSON *m = cJSON_CreateObject();
+	cJSON_AddStringToObject(m, "role", role);
+	if (content)
+		cJSON_AddStringToObject(m, "content", content);
+	else
+		cJSON_AddNullToObject(m, "content");
+	cJSON_AddItemToArray(msgs, m);
+	return m;
+}
+
+/* POST /v1/responses: the request in the chat form (instructions a system
+ * message, input items messages, function calls an assistant turn's
+ * tool_calls, their outputs tool messages, function tools unflattened),
+ * then parsed as a chat request. State kept between responses
+ * (previous_response_id) and streaming are not served. */
+static int parse_responses(parsed *p, const cJSON *root)
+{
+	const cJSON *v;
+	if ((v = cJSON_GetObjectItemCaseSensitive(root, "previous_response_id")) && !cJSON_IsNull(v))
+		return ev_error_set(EV_E_INVALID, "previous_response_id: responses are not stored here; send the "
+		                                  "conversation in input");
+	if ((v = cJSON_GetObjectItemCaseSensitive(root, "stream")) && cJSON_IsTrue(v))
+		return ev_error_set(EV_E_INVALID, "stream: /v1/responses is not streamed here; leave out stream (or use "
+		                                  "/v1/chat/completions)");
+	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "text"), "format");
+	if (fmt && strcmp(ev_json_str(fmt, "type", "text"), "text"))
+		return ev_error_set(EV_E_INVALID, "text.format: \"%.40s\" needs constrained decoding, which this server "
+		                                  "does not do; only \"text\" is served", ev_json_str(fmt, "type", ""));
+	cJSON *chat = cJSON_CreateObject(), *msgs = cJSON_AddArrayToObject(chat, "messages");
+	int rc = 0;
+	char *t = NULL;
+	const char *instr = ev_json_str(root, "instructions", NULL);
+	if (instr)
+		chat_msg(msgs, "system", instr);
+	const cJSON *input = cJSON_GetObjectItemCaseSensitive(root, "input");
+	if (cJSON_IsString(input)) {
+		chat_msg(msgs, "user", input->valuestring);
+	} else if (!cJSON_IsArray(input) || !cJSON_GetArraySize(input)) {
+		rc = ev_error_set(EV_E_INVALID, "input: expected a string or a non-empty list of items");
+	}
+	const cJSON *it;
+	int i = 0;
+	cJSON *calls_to = NULL; /* the assistant turn function calls join */
+	const cJSON *items = cJSON_IsArray(input) ? input : NULL;
+	cJSON_ArrayForEach(it, items) {
+		char what[48];
+		snprintf(what, sizeof what, "input[%d]", i++);
+		const char *type = ev_json_str(it, "type", cJSON_GetObjectItemCaseSensitive(it, "role") ? "message" : "");
+		if (rc)
+			break;
+		if (!strcmp(type, "message")) {
+			const char *role = ev_json_str(it, "role", "");
+			if (strcmp(role, "user") && strcmp(role, "system") && strcmp(role, "developer") && strcmp(role, "assistant")) {
+				rc = ev_error_set(EV_E_INVALID, "%s.role: expected user, system, developer or assistant", what);
+				break;
+			}
+			snprintf(what + strlen(what), sizeof what - strlen(what), ".content");
+			if ((rc = responses_text(&t, cJSON_GetObjectItemCaseSensitive(it, "content"), what)))
+				break;
+			cJSON *m = chat_msg(msgs, role, t);
+			calls_to = !strcmp(role, "assistant") ? m : NULL;
+			free(t);
+			t = NULL;
+		} else if (!strcmp(type, "function_call")) {
+			const char *name = ev_json_str(it, "name", NULL), *args = ev_json_str(it, "arguments", "{}"),
+			           *id = ev_json_str(it, "call_id", NULL);
+			if (!name || !id) {
+				rc = ev_error_set(EV_E_INVALID, "%s: a function_call needs name and call_id", what);
+				break;
+			}
+			if (!calls_to)
+				calls_to = chat_msg(msgs, "assistant", NULL);
+			cJSON *tc = cJSON_GetObjectItemCaseSensitive(calls_to, "tool_calls");
+			if (!tc)
+				tc = cJSON_AddArrayToObject(calls_to, "tool_calls");
+			cJSON *c = cJSON_CreateObject(), *fn = cJSON_CreateObject();
+			cJSON_AddStringToObject(c, "id", id);
+			cJSON_AddStringToObject(c, "type", "function");
+			cJSON_AddStringToObject(fn, "name", name);
+			cJSON_AddStringToObject(fn, "arguments", args);
+			cJSON_AddItemToObject(c, "function", fn);
+			cJSON_AddItemToArray(tc, c);
+		} else if (!strcmp(type, "function_call_output")) {
+			const cJSON *out = cJSON_GetObjectItemCaseSensitive(it, "output");
+			const char *id = ev_json_str(it, "call_id", NULL);
+			if (!id || (rc = responses_text(&t, out, what))) {
+				rc = rc ? rc : ev_error_set(EV_E_INVALID, "%s: a function_call_output needs call_id", what);
+				break;
+			}
+			cJSON *m = chat_msg(msgs, "tool", t);
+			cJSON_AddStringToObject(m, "tool_call_id", id);
+			calls_to = NULL;
+			free(t);
+			t = NULL;
+		} else if (strcmp(type, "reasoning")) { /* reasoning items: the model's own, not replayed */
+			rc = ev_error_set(EV_E_INVALID, "%s.type: \"%.40s\" is not served (message, function_call, "
+			                                "function_call_output)", what, type);
+		}
+	}
+	const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools"), *tool;
+	if (!rc && cJSON_IsArray(tools) && cJSON_GetArraySize(tools)) {
+		cJSON *ct = cJSON_AddArrayToObject(chat, "tools");
+		int k = 0;
+		cJSON_ArrayForEach(tool, tools) {
+			if (strcmp(ev_json_str(tool, "type", ""), "function") || !ev_json_str(tool, "name", NULL)) {
+				rc = ev_error_set(EV_E_INVALID, "tools[%d]: only function tools (with a name) are served", k);
+				break;
+			}
+			cJSON *o = cJSON_CreateObject(), *fn = cJSON_Duplicate(tool, 1);
+			cJSON_DeleteItemFromObjectCaseSensitive(fn, "type");
+			cJSON_DeleteItemFromObjectCaseSensitive(fn, "strict");
+			cJSON_AddStringToObject(o, "type", "function");
+			cJSON_AddItemToObject(o, "function", fn);
+			cJSON_AddItemToArray(ct, o);
+			k++;
+		}
+	}
+	/* the settings that share the chat form's meaning */
+	static const char *const same[] = {"temperature", "top_p", "tool_choice", "model", NULL};
+	for (int k = 0; !rc && same[k]; k++)
+		if ((v = cJSON_GetObjectItemCaseSensitive(root, same[k])))
+			cJSON_AddItemToObject(chat, same[k], cJSON_Duplicate(v, 1));
+	if (!rc && (v = cJSON_GetObjectItemCaseSensitive(root, "max_output_tokens")))
+		cJSON_AddItemToObject(chat, "max_tokens", cJSON_Duplicate(v, 1));
+	if (!rc && cJSON_IsObject(v = cJSON_GetObjectItemCaseSensitive(root, "tool_choice")) &&
+	    !strcmp(ev_json_str(v, "type", ""), "function")) /* the flat form of a named choice */
+		rc = ev_error_set(EV_E_INVALID, "tool_choice: only \"auto\" and \"none\" are served (forcing a call needs "
+		                                "constrained decoding, which this server does not do)");
+	free(t);
+	if (!rc)
+		rc = parse_chat(p, chat);
+	cJSON_Delete(chat);
+	return rc;
+}
+
 /* A token-id list: [1, 2, 3]. */
 static int parse_ids(parsed *p, int k, const cJSON *arr, const char *what)
 {
@@ -424,6 +592,7 @@ typedef struct {
 	long created;
 	struct choice_group *group; /* n > 1: the answer the choices make together */
 	bool hold;         /* streamed with tools: the text waits for the end (a call is no text) */
+	bool responses;    /* POST /v1/responses: answered in the Responses form */
 	bool echo;         /* completions: the prompt comes back before the answer */
 	char *echo_text;   /* the prompt's text; NULL for token ids (made from their bytes) */
 } inflight;
@@ -770,6 +939,69 @@ static char *completion_text_body(const ev_serve_openai *o, const inflight *f)
 	return s;
 }
 
+/* The Responses form of a chat completion: a message item with the text
+ * (when there is text or no call), then one function_call item a call. */
+static char *responses_body(const ev_serve_openai *o, const inflight *f)
+{
+	cJSON *root = cJSON_CreateObject(), *out = cJSON_CreateArray(), *u = cJSON_CreateObject();
+	bool cut = f->c.finish_reason && !strcmp(f->c.finish_reason, "length");
+	cJSON_AddStringToObject(root, "id", f->id);
+	cJSON_AddStringToObject(root, "object", "response");
+	cJSON_AddNumberToObject(root, "created_at", (double)f->created);
+	cJSON_AddStringToObject(root, "status", cut ? "incomplete" : "completed");
+	cJSON_AddStringToObject(root, "model", o->name);
+	cJSON *calls = f->c.tool_calls_json ? cJSON_Parse(f->c.tool_calls_json) : NULL;
+	if ((f->c.text && *f->c.text) || !cJSON_GetArraySize(calls)) {
+		cJSON *m = cJSON_CreateObject(), *content = cJSON_CreateArray(), *part = cJSON_CreateObject();
+		char mid[80];
+		snprintf(mid, sizeof mid, "msg_%s", f->id);
+		cJSON_AddStringToObject(m, "type", "message");
+		cJSON_AddStringToObject(m, "id", mid);
+		cJSON_AddStringToObject(m, "status", cut ? "incomplete" : "completed");
+		cJSON_AddStringToObject(m, "role", "assistant");
+		cJSON_AddStringToObject(part, "type", "output_text");
+		cJSON_AddStringToObject(part, "text", f->c.text ? f->c.text : "");
+		cJSON_AddItemToObject(part, "annotations", cJSON_CreateArray());
+		cJSON_AddItemToArray(content, part);
+		cJSON_AddItemToObject(m, "content", content);
+		cJSON_AddItemToArray(out, m);
+	}
+	const cJSON *c;
+	cJSON_ArrayForEach(c, calls) {
+		const cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+		cJSON *item = cJSON_CreateObject();
+		const char *cid = ev_json_str(c, "id", "call");
+		char fid[96];
+		snprintf(fid, sizeof fid, "fc_%s", cid);
+		cJSON_AddStringToObject(item, "type", "function_call");
+		cJSON_AddStringToObject(item, "id", fid);
+		cJSON_AddStringToObject(item, "call_id", cid);
+		cJSON_AddStringToObject(item, "name", ev_json_str(fn, "name", ""));
+		cJSON_AddStringToObject(item, "arguments", ev_json_str(fn, "arguments", "{}"));
+		cJSON_AddStringToObject(item, "status", "completed");
+		cJSON_AddItemToArray(out, item);
+	}
+	cJSON_Delete(calls);
+	cJSON_AddItemToObject(root, "output", out);
+	if (cut) {
+		cJSON *d = cJSON_AddObjectToObject(root, "incomplete_details");
+		cJSON_AddStringToObject(d, "reason", "max_output_tokens");
+	} else {
+		cJSON_AddNullToObject(root, "incomplete_details");
+	}
+	cJSON_AddNullToObject(root, "error");
+	cJSON_AddBoolToObject(root, "parallel_tool_calls", true);
+	cJSON_AddStringToObject(root, "tool_choice", "auto");
+	cJSON_AddItemToObject(root, "tools", cJSON_CreateArray());
+	cJSON_AddNumberToObject(u, "input_tokens", f->c.prompt_tokens);
+	cJSON_AddNumberToObject(u, "output_tokens", f->c.completion_tokens);
+	cJSON_AddNumberToObject(u, "total_tokens", f->c.prompt_tokens + f->c.completion_tokens);
+	cJSON_AddItemToObject(root, "usage", u);
+	char *s = ev_json_print(root);
+	cJSON_Delete(root);
+	return s;
+}
+
 /* A plain (non-streaming) answer, once the engine is done and the
  * connection resumed. */
 static int finish_plain(void *cls, ev_serve_response *resp)
@@ -782,7 +1014,9 @@ static int finish_plain(void *cls, ev_serve_response *resp)
 		return ev_error_set(EV_E_INTERNAL, "serve: %s answered before the engine finished", f->id);
 	if (f->c.status != EV_COMPLETION_OK)
 		return ev_error_set(EV_E_BACKEND, "%s", f->c.error ? f->c.error : "the engine failed");
-	resp->body = f->chat ? ev_strdup(f->c.raw_json) : completion_text_body(f->o, f);
+	resp->body = f->responses ? responses_body(f->o, f)
+	             : f->chat    ? ev_strdup(f->c.raw_json)
+	                          : completion_text_body(f->o, f);
 	return resp->body ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
 }
 
@@ -956,8 +1190,11 @@ static int generate_choices(ev_serve_openai *o, const ev_serve_request *rq, ev_s
 	return 0;
 }
 
-static int generate(ev_serve_openai *o, const ev_serve_request *rq, ev_serve_response *resp, bool chat)
+typedef enum { API_COMPLETIONS, API_CHAT, API_RESPONSES } api_kind;
+
+static int generate(ev_serve_openai *o, const ev_serve_request *rq, ev_serve_response *resp, api_kind api)
 {
+	bool chat = api != API_COMPLETIONS;
 	cJSON *root = NULL;
 	parsed p;
 	memset(&p, 0, sizeof p);
@@ -984,7 +1221,7 @@ static int generate(ev_serve_openai *o, const ev_serve_request *rq, ev_serve_res
 			goto done;
 		}
 	}
-	if ((rc = chat ? parse_chat(&p, root) : parse_completion(&p, root)))
+	if ((rc = api == API_RESPONSES ? parse_responses(&p, root) : chat ? parse_chat(&p, root) : parse_completion(&p, root)))
 		goto done;
 	if (p.n_choices > 1 || (!chat && p.n_prompts > 1)) {
 		rc = generate_choices(o, rq, resp, chat, &p);
@@ -1023,11 +1260,12 @@ static int generate(ev_serve_openai *o, const ev_serve_request *rq, ev_serve_res
 	f->conn = rq->conn;
 	f->chat = chat;
 	f->stream = p.stream;
+	f->responses = api == API_RESPONSES;
 	f->hold = p.stream && chat && p.req.tools_json;
 	f->echo = p.echo;
 	f->echo_text = p.echo && p.texts[0] ? ev_strdup(p.texts[0]) : NULL;
 	f->created = (long)time(NULL);
-	snprintf(f->id, sizeof f->id, "%s-evald-%llu", chat ? "chatcmpl" : "cmpl", id);
+	snprintf(f->id, sizeof f->id, "%s-evald-%llu", api == API_RESPONSES ? "resp" : chat ? "chatcmpl" : "cmpl", id);
 	if (p.stream) {
 		/* room past the allowance for the closing events */
 		ev_buf_init(&f->sse, o->opt.stream_buffer + 4096);
@@ -1104,12 +1342,17 @@ done:
 
 static int h_chat(void *ctx, const ev_serve_request *rq, ev_serve_response *resp)
 {
-	return generate(ctx, rq, resp, true);
+	return generate(ctx, rq, resp, API_CHAT);
 }
 
 static int h_completions(void *ctx, const ev_serve_request *rq, ev_serve_response *resp)
 {
-	return generate(ctx, rq, resp, false);
+	return generate(ctx, rq, resp, API_COMPLETIONS);
+}
+
+static int h_responses(void *ctx, const ev_serve_request *rq, ev_serve_response *resp)
+{
+	return generate(ctx, rq, resp, API_RESPONSES);
 }
 
 static int h_models(void *ctx, const ev_serve_request *rq, ev_serve_response *resp)
@@ -1164,7 +1407,7 @@ static int h_unknown(void *ctx, const ev_serve_request *rq, ev_serve_response *r
 {
 	(void)ctx, (void)resp;
 	return ev_error_set(EV_E_NOTFOUND, "%s %.200s: no such endpoint (POST /v1/chat/completions, POST /v1/completions, "
-	                    "GET /v1/models)", rq->method, rq->path);
+	                    "POST /v1/responses, GET /v1/models)", rq->method, rq->path);
 }
 
 /* ---- construction ---------------------------------------------------------------------------------- */
@@ -1233,6 +1476,7 @@ int ev_serve_openai_register(ev_serve *s, ev_serve_openai *o)
 		{"GET", "/v1/models", false, h_models, o, 0, true},
 		{"POST", "/v1/chat/completions", false, h_chat, o, EV_SERVE_JSON_BODY_MAX, true},
 		{"POST", "/v1/completions", false, h_completions, o, EV_SERVE_JSON_BODY_MAX, true},
+		{"POST", "/v1/responses", false, h_responses, o, EV_SERVE_JSON_BODY_MAX, true},
 		{"GET", "/health", false, h_health, o, 0, false},
 		{NULL, "/v1/*", false, h_unknown, o, 4096, true},
 	};

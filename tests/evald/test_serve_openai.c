@@ -626,6 +626,98 @@ static void alternatives_and_echo_score_prompts(void **st)
 	}
 }
 
+/* The text of a chat completion's first choice, its finish_reason and
+ * prompt tokens. */
+static char *chat_answer(const char *body, char fin[16], int *prompt_tokens)
+{
+	char *out = NULL;
+	assert_int_equal(http("POST", "/v1/chat/completions", body, &out), 200);
+	cJSON *j = cJSON_Parse(out);
+	const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+	char *text = ev_strdup(ev_json_str(cJSON_GetObjectItem(ch, "message"), "content", ""));
+	snprintf(fin, 16, "%s", ev_json_str(ch, "finish_reason", ""));
+	*prompt_tokens = (int)ev_json_num(cJSON_GetObjectItem(j, "usage"), "prompt_tokens", -1);
+	cJSON_Delete(j);
+	free(out);
+	return text;
+}
+
+/* POST /v1/responses (what Inspect's openai provider sends): the same
+ * answer as the chat request it stands for, instructions and a replayed
+ * function call with its output included; status incomplete when cut by
+ * max_output_tokens; what it cannot serve is a 400 naming the field.
+ * Before, /v1/responses was a 404. */
+static void responses_answer_as_chat_does(void **st)
+{
+	(void)st;
+	char fin[16];
+	int pt = 0;
+	char *want = chat_answer("{\"messages\":[{\"role\":\"user\",\"content\":\"Round trip\"}],\"max_tokens\":5,"
+	                         "\"temperature\":0}", fin, &pt);
+	char *out = NULL;
+	assert_int_equal(http("POST", "/v1/responses",
+	                      "{\"input\":\"Round trip\",\"max_output_tokens\":5,\"temperature\":0}", &out), 200);
+	cJSON *j = cJSON_Parse(out);
+	assert_string_equal(ev_json_str(j, "object", ""), "response");
+	assert_string_equal(ev_json_str(j, "status", ""), strcmp(fin, "length") ? "completed" : "incomplete");
+	const cJSON *item = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "output"), 0);
+	assert_string_equal(ev_json_str(item, "type", ""), "message");
+	const cJSON *part = cJSON_GetArrayItem(cJSON_GetObjectItem(item, "content"), 0);
+	assert_string_equal(ev_json_str(part, "type", ""), "output_text");
+	assert_string_equal(ev_json_str(part, "text", "?"), want);
+	assert_int_equal((int)ev_json_num(cJSON_GetObjectItem(j, "usage"), "input_tokens", -2), pt);
+	cJSON_Delete(j);
+	free(out);
+	free(want);
+
+	/* a tool round trip: the chat form it maps to renders the same prompt */
+	want = chat_answer(
+		"{\"messages\":[{\"role\":\"system\",\"content\":\"Use tools.\"},{\"role\":\"user\",\"content\":"
+		"\"Time?\"},{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":"
+		"\"function\",\"function\":{\"name\":\"now\",\"arguments\":\"{}\"}}]},{\"role\":\"tool\","
+		"\"tool_call_id\":\"c1\",\"content\":\"12:00\"}],\"tools\":[{\"type\":\"function\",\"function\":"
+		"{\"name\":\"now\",\"parameters\":{\"type\":\"object\",\"properties\":{}}}}],\"max_tokens\":6,"
+		"\"temperature\":0}",
+		fin, &pt);
+	assert_int_equal(http("POST", "/v1/responses",
+	                      "{\"instructions\":\"Use tools.\",\"input\":[{\"role\":\"user\",\"content\":[{\"type\":"
+	                      "\"input_text\",\"text\":\"Time?\"}]},{\"type\":\"function_call\",\"call_id\":\"c1\","
+	                      "\"name\":\"now\",\"arguments\":\"{}\"},{\"type\":\"function_call_output\",\"call_id\":"
+	                      "\"c1\",\"output\":\"12:00\"}],\"tools\":[{\"type\":\"function\",\"name\":\"now\","
+	                      "\"parameters\":{\"type\":\"object\",\"properties\":{}}}],\"max_output_tokens\":6,"
+	                      "\"temperature\":0}",
+	                      &out),
+	                 200);
+	j = cJSON_Parse(out);
+	const cJSON *it;
+	char *got = NULL;
+	cJSON_ArrayForEach(it, cJSON_GetObjectItem(j, "output")) if (!strcmp(ev_json_str(it, "type", ""), "message")) got =
+		ev_strdup(ev_json_str(cJSON_GetArrayItem(cJSON_GetObjectItem(it, "content"), 0), "text", ""));
+	assert_string_equal(got ? got : "", want);
+	assert_int_equal((int)ev_json_num(cJSON_GetObjectItem(j, "usage"), "input_tokens", -2), pt);
+	free(got);
+	cJSON_Delete(j);
+	free(out);
+	free(want);
+
+	static const char *const refused[][2] = {
+		{"{\"input\":\"hi\",\"stream\":true}", "stream"},
+		{"{\"input\":\"hi\",\"previous_response_id\":\"resp_1\"}", "previous_response_id"},
+		{"{\"input\":\"hi\",\"tools\":[{\"type\":\"web_search\"}]}", "tools[0]"},
+		{"{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_image\",\"image_url\":\"x\"}]}]}",
+		 "input[0].content[0]"},
+		{"{\"input\":\"hi\",\"text\":{\"format\":{\"type\":\"json_schema\"}}}", "text.format"},
+		{"{\"input\":[]}", "input"},
+		{"{\"input\":[{\"type\":\"function_call\",\"name\":\"f\"}]}", "call_id"},
+	};
+	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+		long code = http("POST", "/v1/responses", refused[i][0], &out);
+		if ((code != 400 && code != 415) || !strstr(out, refused[i][1]))
+			fail_msg("%s: HTTP %ld %s (want 400 naming %s)", refused[i][0], code, out, refused[i][1]);
+		free(out);
+	}
+}
+
 /* /v1/completions prompts as token ids, and several prompts at once (one
  * answer each, in order, usage over all): token ids give the text prompt's
  * greedy answer; an id outside the vocabulary is a 400. Before, anything
@@ -681,6 +773,7 @@ int main(void)
 		cmocka_unit_test(several_choices_in_one_answer),
 		cmocka_unit_test(logprobs_of_the_chosen_tokens),
 		cmocka_unit_test(alternatives_and_echo_score_prompts),
+		cmocka_unit_test(responses_answer_as_chat_does),
 		cmocka_unit_test(token_and_list_prompts),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
