@@ -3,7 +3,8 @@
 # virtual environment (.venv-reference, beside the checkout's build folders):
 # jinja2 (chat templates as transformers renders them), tokenizers and
 # transformers (tokenization as Hugging Face runs it), bfcl-eval (BFCL's own
-# ast_checker; soundfile is an import it needs). They are checks, never
+# ast_checker; soundfile is an import it needs), lm-eval and inspect-ai (the
+# clients evald serve must satisfy). They are checks, never
 # dependencies: scripts/test.sh runs the `reference` ctest label when this
 # environment exists, and skips it otherwise.
 #   bash scripts/reference-env.sh        then   bash scripts/test.sh
@@ -17,4 +18,7 @@ fi
 [[ -x .venv-reference/bin/python ]] || "$py" -m venv .venv-reference
 .venv-reference/bin/python -m pip install -q --upgrade pip
 .venv-reference/bin/python -m pip install -q "jinja2>=3.1" "tokenizers>=0.21" "transformers>=4.51" bfcl-eval soundfile
+# The evaluation clients checked against `evald serve` (tests/evald/clients_reference.py).
+# bfcl-eval pins numpy 1.26, which pyarrow >= 20 (and so datasets >= 4) refuse: the older pair.
+.venv-reference/bin/python -m pip install -q "lm-eval==0.4.13" "inspect-ai==0.3.285" "datasets>=3,<4" "pyarrow<20"
 .venv-reference/bin/python -c 'import jinja2, tokenizers, transformers; print("reference env: jinja2", jinja2.__version__, "tokenizers", tokenizers.__version__, "transformers", transformers.__version__)'
