@@ -76,6 +76,8 @@ const ev_opt ev_eval_opts[] = {
 	 .lo = 0, .hi = 9e15, .meta = "S", .key = "seed", .help = "sampling seed"},
 	{.name = "--no-cache", .kind = EV_OPT_FLAG, .off = offsetof(T, no_cache), .key = "no_cache",
 	 .help = "ask the model again even where the response cache has the answer"},
+	{.name = "--chat-template", .kind = EV_OPT_CHOICE, .off = offsetof(T, chat_template), .choices = "chatml|llama3|none",
+	 .key = "chat_template", .help = "a checkpoint's chat template (default: its own; none: plain text)"},
 	EV_CHECKER_OPTS(T, checker),
 	EV_ENGINE_OPTS(T, engine),
 	EV_O_END,
@@ -443,6 +445,7 @@ static int make_backend(ev_backend **out, const ev_eval_config *c)
 		ev_engine_backend_options eo = EV_ENGINE_BACKEND_OPTIONS_INIT;
 		eo.model_dir = c->models[0];
 		eo.model_name = c->model_name;
+		eo.chat_template = c->chat_template;
 		eo.engine = &c->engine.mo;
 		return ev_backend_engine_new(out, &eo);
 	}

@@ -41,6 +41,7 @@ typedef struct {
 	int64_t seed;
 	bool has_seed;
 	bool no_cache;
+	const char *chat_template; /* --chat-template for a checkpoint; NULL: its own */
 	ev_engine_flags engine;               /* --attention, --msa-*, --kv-* */
 	/* owned: the checker spec, from `checker` or from a stored run */
 	char *checker_spec;

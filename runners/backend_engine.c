@@ -1171,8 +1171,13 @@ int ev_backend_engine_new(ev_backend **out, const ev_engine_backend_options *opt
 			goto fail;
 		}
 	}
-	if (e->family == ENG_CHAT_UNKNOWN && !e->tmpl)
-		ev_log_info("engine backend: %s has no chat template: messages are fed as plain text", opt->model_dir);
+	/* a chat model evaluated without its template scores wrongly: said
+	 * loudly unless plain text was asked for */
+	bool asked_plain = opt->chat_template && (!strcmp(opt->chat_template, "none") || !strcmp(opt->chat_template, "plain"));
+	if (e->family == ENG_CHAT_UNKNOWN && !e->tmpl && !asked_plain)
+		ev_log_warn("engine backend: %s has no chat template: chat messages are fed as plain text (right for a "
+		            "base model; --chat-template chatml|llama3 picks one, --chat-template none says plain text is meant)",
+		            opt->model_dir);
 	/* Ends of an assistant turn, and the model's own EOS ids. */
 	int32_t ids[MAX_STOP_IDS];
 	size_t k = e->family != ENG_CHAT_UNKNOWN ? eng_chat_stop_ids(e->tok, e->family, ids, MAX_STOP_IDS) : 0;
