@@ -279,11 +279,49 @@ static void cache_put(eng_tok_enc *e, const char *s, size_t len, uint64_t h, con
 
 /* ---- one word ----------------------------------------------------------------- */
 
+/* SentencePiece-converted BPE: the word's first symbols, one a character
+ * found in the vocab, else its bytes' <0xXX> tokens (byte_fallback), else
+ * the unknown token (one for a run of them with fuse_unk). Returns the
+ * number of symbols written to ids (room for len). */
+static int spm_symbols(const eng_tokenizer *tok, const char *s, size_t len, int32_t *ids, size_t *n)
+{
+	size_t k = 0;
+	bool last_unk = false;
+	for (size_t i = 0; i < len;) {
+		uint32_t cp;
+		size_t cl = ev_utf8_decode(s + i, len - i, &cp);
+		int32_t id = eng_tok_lookup(tok, s + i, cl);
+		if (id >= 0) {
+			ids[k++] = id;
+			last_unk = false;
+		} else {
+			bool bytes = tok->byte_fallback;
+			for (size_t b = 0; b < cl && bytes; b++)
+				bytes = tok->byte_id[(unsigned char)s[i + b]] >= 0;
+			if (bytes) {
+				for (size_t b = 0; b < cl; b++)
+					ids[k++] = tok->byte_id[(unsigned char)s[i + b]];
+				last_unk = false;
+			} else if (tok->unk_id >= 0) {
+				if (!(tok->fuse_unk && last_unk))
+					ids[k++] = tok->unk_id;
+				last_unk = true;
+			} else {
+				return ev_error_set(EV_E_INVALID, "character U+%04X has no token in the vocab and there is "
+								  "no unknown token", (unsigned)cp);
+			}
+		}
+		i += cl;
+	}
+	*n = k;
+	return 0;
+}
+
 static int bpe_word(eng_tok_enc *e, const char *s, size_t len)
 {
 	const eng_tokenizer *tok = e->tok;
 	int rc;
-	if (len == 1) {
+	if (len == 1 && !tok->spm) {
 		int32_t id = tok->byte_id[(unsigned char)s[0]];
 		if (id < 0)
 			return ev_error_set(EV_E_INVALID, "byte 0x%02x has no token in the vocab",
@@ -309,15 +347,23 @@ static int bpe_word(eng_tok_enc *e, const char *s, size_t len)
 		return rc;
 	sym *sy = e->sym;
 	cand *hp = e->heap;
-	size_t nh = 0;
-	for (size_t i = 0; i < len; i++) {
-		int32_t id = tok->byte_id[(unsigned char)s[i]];
-		if (id < 0)
-			return ev_error_set(EV_E_INVALID, "byte 0x%02x has no token in the vocab",
-					    (unsigned char)s[i]);
-		sy[i] = (sym){id, (int32_t)i - 1, i + 1 < len ? (int32_t)i + 1 : -1};
+	size_t nh = 0, ns = len;
+	if (tok->spm) { /* symbols a character (ids first, in place) */
+		int32_t *ids = (int32_t *)e->heap; /* 3 * len cands: room for len ids */
+		if ((rc = spm_symbols(tok, s, len, ids, &ns)))
+			return rc;
+		for (size_t i = 0; i < ns; i++)
+			sy[i] = (sym){ids[i], (int32_t)i - 1, i + 1 < ns ? (int32_t)i + 1 : -1};
+	} else {
+		for (size_t i = 0; i < len; i++) {
+			int32_t id = tok->byte_id[(unsigned char)s[i]];
+			if (id < 0)
+				return ev_error_set(EV_E_INVALID, "byte 0x%02x has no token in the vocab",
+						    (unsigned char)s[i]);
+			sy[i] = (sym){id, (int32_t)i - 1, i + 1 < len ? (int32_t)i + 1 : -1};
+		}
 	}
-	for (size_t i = 0; i + 1 < len; i++)
+	for (size_t i = 0; i + 1 < ns; i++)
 		try_pair(tok, sy, hp, &nh, (int32_t)i, (int32_t)i + 1);
 	while (nh) {
 		cand c = heap_pop(hp, &nh);

@@ -277,6 +277,35 @@ typedef struct {
 } walk;
 
 static int walk_piece(void *ctx, const char *s, size_t len);
+static int walk_step(eng_tok_enc *e, size_t k, const char *s, size_t len);
+
+/* Metaspace (the metaspace is ' ' in pool form): one prepended when the
+ * scheme says so and the text does not start with one, then, with split,
+ * a word before each space (the space starting the next word). */
+static int metaspace_step(eng_tok_enc *e, size_t k, const char *s, size_t len)
+{
+	const eng_tok_step *st = &e->tok->steps[k];
+	char *copy = NULL;
+	if ((st->prepend == 2 || (st->prepend == 1 && e->text_start)) && s[0] != ' ') {
+		if (!(copy = malloc(len + 1)))
+			return ev_error_set(EV_E_NOMEM, "out of memory");
+		copy[0] = ' ';
+		memcpy(copy + 1, s, len);
+		s = copy;
+		len++;
+	}
+	int rc = 0;
+	size_t start = 0;
+	for (size_t i = 1; st->split && i < len && !rc; i++)
+		if (s[i] == ' ') {
+			rc = walk_step(e, k + 1, s + start, i - start);
+			start = i;
+		}
+	if (!rc)
+		rc = walk_step(e, k + 1, s + start, len - start);
+	free(copy);
+	return rc;
+}
 
 static int walk_step(eng_tok_enc *e, size_t k, const char *s, size_t len)
 {
@@ -288,6 +317,8 @@ static int walk_step(eng_tok_enc *e, size_t k, const char *s, size_t len)
 	const eng_tok_step *st = &tok->steps[k];
 	char *copy = NULL;
 	int rc;
+	if (st->metaspace)
+		return metaspace_step(e, k, s, len);
 	if (st->bytelevel && st->add_prefix_space && s[0] != ' ') {
 		copy = malloc(len + 1);
 		if (!copy)

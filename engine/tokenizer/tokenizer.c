@@ -55,15 +55,51 @@ typedef struct {
 	ev_buf pool;
 } loader;
 
-/* Stores vocab text as decoded bytes (byte-level unmapped when it can be,
- * verbatim otherwise) and returns the pool offset. */
-static int pool_add(loader *ld, const char *text, size_t len, bool unmap, uint32_t *off, uint32_t *out_len)
+/* The byte id a SentencePiece byte-fallback token's text names
+ * ("<0x0A>" -> 10), or -1. */
+static int byte_token(const char *s, size_t len)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	if (len != 6 || memcmp(s, "<0x", 3) || s[5] != '>')
+		return -1;
+	const char *h = strchr(hex, s[3]), *l = strchr(hex, s[4]);
+	return h && l && s[3] && s[4] ? (int)((h - hex) << 4 | (l - hex)) : -1;
+}
+
+/* Vocab text in the form the pool keeps: byte-level text unmapped to its
+ * bytes when it can be; SentencePiece text with the metaspace as ' '.
+ * out has room for len bytes (both forms only shrink). */
+static void vocab_form(const eng_tokenizer *tok, const char *text, size_t len, char *out, size_t *n)
+{
+	if (!tok->spm) {
+		if (!eng_tok_unmap(text, len, out, n))
+			memcpy(out, text, *n = len);
+		return;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (i + 3 <= len && !memcmp(text + i, ENG_TOK_METASPACE, 3)) {
+			out[k++] = ' ';
+			i += 2;
+		} else {
+			out[k++] = text[i];
+		}
+	}
+	*n = k;
+}
+
+/* Stores vocab text (in vocab_form when `convert`, verbatim otherwise)
+ * and returns the pool offset. */
+static int pool_add(const eng_tokenizer *tok, loader *ld, const char *text, size_t len, bool convert, uint32_t *off,
+		    uint32_t *out_len)
 {
 	char tmp[ENG_TOK_MAX_TOKEN_BYTES];
 	size_t n = len;
 	const char *src = text;
-	if (unmap && len <= sizeof tmp && eng_tok_unmap(text, len, tmp, &n))
+	if (convert && len <= sizeof tmp) {
+		vocab_form(tok, text, len, tmp, &n);
 		src = tmp;
+	}
 	if (ld->pool.len > UINT32_MAX - n - 1)
 		return ev_error_set(EV_E_LIMIT, "%s: vocab text over 4 GiB", ld->what);
 	*off = (uint32_t)ld->pool.len;
@@ -136,7 +172,17 @@ static int load_vocab(eng_tokenizer *tok, loader *ld, const cJSON *vocab, const 
 			return ev_error_set(EV_E_INVALID, "%s: model.vocab[%zu]: id %d given twice", ld->what, i,
 					    (int)id);
 		tok->ent[id].kind = TOK_VOCAB;
-		if ((rc = pool_add(ld, v->string, len, true, &tok->ent[id].off, &tok->ent[id].len)))
+		int b = tok->spm && tok->byte_fallback ? byte_token(v->string, len) : -1;
+		if (b >= 0) { /* <0xXX>: decodes to its byte, found through byte_id */
+			char c = (char)b;
+			tok->ent[id].kind = TOK_BYTE;
+			if (tok->byte_id[b] < 0)
+				tok->byte_id[b] = id;
+			rc = pool_add(tok, ld, &c, 1, false, &tok->ent[id].off, &tok->ent[id].len);
+		} else {
+			rc = pool_add(tok, ld, v->string, len, true, &tok->ent[id].off, &tok->ent[id].len);
+		}
+		if (rc)
 			return rc;
 		i++;
 	}
@@ -152,7 +198,7 @@ static int load_vocab(eng_tokenizer *tok, loader *ld, const cJSON *vocab, const 
 			return ev_error_set(EV_E_INVALID, "%s: added_tokens[%zu].content: over %d bytes", ld->what, i,
 					    ENG_TOK_MAX_TOKEN_BYTES);
 		tok->ent[id].kind = ev_json_bool(v, "special", false) ? TOK_SPECIAL : TOK_ADDED;
-		if ((rc = pool_add(ld, content, len, false, &tok->ent[id].off, &tok->ent[id].len)))
+		if ((rc = pool_add(tok, ld, content, len, false, &tok->ent[id].off, &tok->ent[id].len)))
 			return rc;
 		bool dup = false;
 		for (size_t k = 0; k < tok->n_added; k++)
@@ -162,6 +208,15 @@ static int load_vocab(eng_tokenizer *tok, loader *ld, const cJSON *vocab, const 
 		i++;
 	}
 	return 0;
+}
+
+/* The id of a vocab token from its text (text) and pool form (form). */
+static int32_t vocab_id(const eng_tokenizer *tok, const char *text, size_t tlen, const char *form, size_t flen)
+{
+	int b = tok->spm && tok->byte_fallback ? byte_token(text, tlen) : -1;
+	if (b >= 0 && tok->byte_id[b] >= 0)
+		return tok->byte_id[b];
+	return eng_tok_lookup(tok, form, flen);
 }
 
 static int load_merges(eng_tokenizer *tok, loader *ld, const cJSON *merges)
@@ -204,11 +259,9 @@ static int load_merges(eng_tokenizer *tok, loader *ld, const cJSON *merges)
 		if (la == 0 || lb == 0 || la > sizeof a || lb > sizeof b)
 			return ev_error_set(EV_E_INVALID, "%s: model.merges[%zu]: empty or overlong part", ld->what,
 					    idx);
-		if (!eng_tok_unmap(pa, la, a, &na))
-			memcpy(a, pa, na = la);
-		if (!eng_tok_unmap(pb, lb, b, &nb))
-			memcpy(b, pb, nb = lb);
-		int32_t ia = eng_tok_lookup(tok, a, na), ib = eng_tok_lookup(tok, b, nb);
+		vocab_form(tok, pa, la, a, &na);
+		vocab_form(tok, pb, lb, b, &nb);
+		int32_t ia = vocab_id(tok, pa, la, a, na), ib = vocab_id(tok, pb, lb, b, nb);
 		if (ia < 0 || ib < 0)
 			return ev_error_set(EV_E_INVALID, "%s: model.merges[%zu]: unknown token \"%.*s\"", ld->what,
 					    idx, (int)(ia < 0 ? la : lb), ia < 0 ? pa : pb);
@@ -277,6 +330,22 @@ static int parse_step(eng_tokenizer *tok, const cJSON *pt, const char *what, con
 		tok->n_steps++;
 		return 0;
 	}
+	if (strcmp(type, "Metaspace") == 0) {
+		if (!tok->spm)
+			return ev_error_set(EV_E_UNSUPPORTED, "%s: %s: Metaspace beside ByteLevel is not supported", what, field);
+		if (strcmp(ev_json_str(pt, "replacement", ENG_TOK_METASPACE), ENG_TOK_METASPACE))
+			return ev_error_set(EV_E_UNSUPPORTED, "%s: %s.replacement: only U+2581 is supported", what, field);
+		const char *scheme = ev_json_str(pt, "prepend_scheme", NULL);
+		st->metaspace = true;
+		st->prepend = scheme ? (!strcmp(scheme, "always") ? 2 : !strcmp(scheme, "first") ? 1 : 0)
+		                     : (ev_json_bool(pt, "add_prefix_space", true) ? 2 : 0);
+		if (scheme && strcmp(scheme, "always") && strcmp(scheme, "first") && strcmp(scheme, "never"))
+			return ev_error_set(EV_E_INVALID, "%s: %s.prepend_scheme: \"%.32s\" (always, first, never)", what, field,
+			                    scheme);
+		st->split = ev_json_bool(pt, "split", true);
+		tok->n_steps++;
+		return 0;
+	}
 	if (strcmp(type, "Split") == 0) {
 		int rc = parse_split(st, pt, what, field);
 		if (!rc)
@@ -321,10 +390,42 @@ static int load_pretok(eng_tokenizer *tok, const cJSON *root, const char *what)
 		if ((rc = parse_step(tok, pt, what, "pre_tokenizer", &bytelevel)))
 			return rc;
 	}
-	if (!bytelevel)
-		return ev_error_set(EV_E_UNSUPPORTED, "%s: pre_tokenizer: only byte-level BPE is supported "
-						      "(no ByteLevel step found)", what);
+	(void)bytelevel; /* without it: SentencePiece-converted BPE (tok->spm) */
 	return 0;
+}
+
+/* Whether the pre-tokenizer (or one of a Sequence) is ByteLevel: then the
+ * vocab is byte-level text; otherwise SentencePiece-converted. */
+static bool has_bytelevel(const cJSON *root)
+{
+	const cJSON *pt = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), *x;
+	if (!strcmp(ev_json_str(pt, "type", ""), "ByteLevel"))
+		return true;
+	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(pt, "pretokenizers"))
+	if (!strcmp(ev_json_str(x, "type", ""), "ByteLevel"))
+		return true;
+	return false;
+}
+
+/* The decoder's one effect evald needs to know of: a leading space
+ * dropped (Strip with start >= 1 after Fuse, or Metaspace prepending). */
+static void load_decoder(eng_tokenizer *tok, const cJSON *root)
+{
+	const cJSON *d = cJSON_GetObjectItemCaseSensitive(root, "decoder"), *x;
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(d, "decoders");
+	const cJSON *one = cJSON_IsArray(list) ? NULL : d, *steps = cJSON_IsArray(list) ? list : NULL;
+	cJSON_ArrayForEach(x, steps)
+	{
+		const char *t = ev_json_str(x, "type", "");
+		if (!strcmp(t, "Strip") && !strcmp(ev_json_str(x, "content", ""), " ") && ev_json_num(x, "start", 0) >= 1)
+			tok->strip_lead = true;
+		if (!strcmp(t, "Metaspace"))
+			one = x;
+	}
+	if (one && !strcmp(ev_json_str(one, "type", ""), "Metaspace")) {
+		const char *scheme = ev_json_str(one, "prepend_scheme", NULL);
+		tok->strip_lead = scheme ? strcmp(scheme, "never") != 0 : ev_json_bool(one, "add_prefix_space", true);
+	}
 }
 
 static int check_model(const cJSON *root, const char *what)
@@ -340,8 +441,9 @@ static int check_model(const cJSON *root, const char *what)
 		   *suf = ev_json_str(model, "end_of_word_suffix", "");
 	if ((pre && *pre) || (suf && *suf))
 		return ev_error_set(EV_E_UNSUPPORTED, "%s: model: subword prefixes/suffixes are not supported", what);
-	if (ev_json_bool(model, "byte_fallback", false))
-		return ev_error_set(EV_E_UNSUPPORTED, "%s: model.byte_fallback is not supported", what);
+	if (ev_json_bool(model, "byte_fallback", false) && has_bytelevel(root))
+		return ev_error_set(EV_E_UNSUPPORTED, "%s: model.byte_fallback with a ByteLevel pre-tokenizer is not supported",
+				    what);
 	return 0;
 }
 
@@ -374,15 +476,43 @@ static int parse_norm(eng_tokenizer *tok, const cJSON *n, const char *what, cons
 		}
 		return 0;
 	}
+	if (tok->n_norm == ENG_TOK_MAX_STEPS)
+		return ev_error_set(EV_E_LIMIT, "%s: %s: more than %d normalizers", what, field, ENG_TOK_MAX_STEPS);
+	eng_tok_norm *nm = &tok->norm[tok->n_norm];
 	for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
 		if (!strcmp(t, forms[i].name)) {
-			if (tok->n_norm == ENG_TOK_MAX_STEPS)
-				return ev_error_set(EV_E_LIMIT, "%s: %s: more than %d normalizers", what, field, ENG_TOK_MAX_STEPS);
-			tok->norm[tok->n_norm++] = forms[i].opts;
+			*nm = (eng_tok_norm){NORM_FORM, forms[i].opts, NULL, NULL};
+			tok->n_norm++;
 			return 0;
 		}
 	}
-	return ev_error_set(EV_E_UNSUPPORTED, "%s: %s: normalizer \"%.64s\" is not supported (NFC, NFD, NFKC, NFKD, Sequence)",
+	/* Prepend and Replace, as SentencePiece conversions write them; their
+	 * text in pool form (the metaspace as ' ') */
+	char a[256], b[256];
+	size_t na = 0, nb = 0;
+	if (!strcmp(t, "Prepend")) {
+		const char *pre = ev_json_str(n, "prepend", NULL);
+		if (!pre || strlen(pre) > sizeof a)
+			return ev_error_set(EV_E_INVALID, "%s: %s.prepend: expected a short string", what, field);
+		vocab_form(tok, pre, strlen(pre), a, &na);
+		*nm = (eng_tok_norm){NORM_PREPEND, 0, ev_strndup(a, na), NULL};
+		tok->n_norm++;
+		return nm->a ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
+	}
+	if (!strcmp(t, "Replace")) {
+		const char *pat = ev_json_str(cJSON_GetObjectItemCaseSensitive(n, "pattern"), "String", NULL),
+			   *content = ev_json_str(n, "content", NULL);
+		if (!pat || !content || !*pat || strlen(pat) > sizeof a || strlen(content) > sizeof b)
+			return ev_error_set(EV_E_UNSUPPORTED, "%s: %s: only Replace of a short literal String is supported",
+					    what, field);
+		vocab_form(tok, pat, strlen(pat), a, &na);
+		vocab_form(tok, content, strlen(content), b, &nb);
+		*nm = (eng_tok_norm){NORM_REPLACE, 0, ev_strndup(a, na), ev_strndup(b, nb)};
+		tok->n_norm++;
+		return nm->a && nm->b ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
+	}
+	return ev_error_set(EV_E_UNSUPPORTED,
+			    "%s: %s: normalizer \"%.64s\" is not supported (NFC, NFD, NFKC, NFKD, Prepend, Replace, Sequence)",
 			    what, field, t);
 }
 
@@ -545,6 +675,12 @@ int eng_tokenizer_load_json(eng_tokenizer **out, const char *json, size_t len, c
 	if ((rc = check_model(root, what)))
 		goto done;
 	const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+	tok->spm = !has_bytelevel(root);
+	tok->byte_fallback = tok->spm && ev_json_bool(model, "byte_fallback", false);
+	tok->fuse_unk = ev_json_bool(model, "fuse_unk", false);
+	tok->unk_id = -1;
+	for (int b = 0; b < 256; b++)
+		tok->byte_id[b] = -1;
 	if ((rc = load_vocab(tok, &ld, cJSON_GetObjectItemCaseSensitive(model, "vocab"),
 			     cJSON_GetObjectItemCaseSensitive(root, "added_tokens"))))
 		goto done;
@@ -564,10 +700,16 @@ int eng_tokenizer_load_json(eng_tokenizer **out, const char *json, size_t len, c
 	for (size_t id = 0; id < tok->n_ent; id++)
 		if (tok->ent[id].kind == TOK_VOCAB || tok->ent[id].kind == TOK_ADDED)
 			bmap_put(tok, (int32_t)id);
-	for (int b = 0; b < 256; b++) {
+	for (int b = 0; b < 256 && !tok->spm; b++) {
 		char c = (char)b;
 		tok->byte_id[b] = eng_tok_lookup(tok, &c, 1);
 	}
+	const char *unk = ev_json_str(model, "unk_token", NULL);
+	if (unk && (tok->unk_id = eng_token_id(tok, unk)) < 0) {
+		rc = ev_error_set(EV_E_INVALID, "%s: model.unk_token \"%.64s\" is not in the vocab", what, unk);
+		goto done;
+	}
+	load_decoder(tok, root);
 	if ((rc = load_merges(tok, &ld, cJSON_GetObjectItemCaseSensitive(model, "merges"))))
 		goto done;
 	tok->ignore_merges = ev_json_bool(model, "ignore_merges", false);
@@ -645,6 +787,10 @@ void eng_tokenizer_free(eng_tokenizer *tok)
 	free(tok->cache);
 	for (size_t k = 0; k < tok->n_steps; k++)
 		pcre2_code_free(tok->steps[k].re);
+	for (size_t k = 0; k < tok->n_norm; k++) {
+		free(tok->norm[k].a);
+		free(tok->norm[k].b);
+	}
 	eng_tok_pairmap_free(&tok->merges);
 	pthread_mutex_destroy(&tok->lock);
 	free(tok->added);
@@ -656,38 +802,90 @@ void eng_tokenizer_free(eng_tokenizer *tok)
 
 /* ---- encoding ------------------------------------------------------------------ */
 
+/* Replaces every `pat` in s[0..len) by `rep` into a malloc'd string. */
+static char *replace_all(const char *s, size_t len, const char *pat, const char *rep, size_t *out_len)
+{
+	size_t pl = strlen(pat), rl = strlen(rep);
+	ev_buf b = EV_BUF_INIT(ENG_TOK_MAX_INPUT * 4);
+	for (size_t i = 0; i < len;) {
+		if (pl && i + pl <= len && !memcmp(s + i, pat, pl)) {
+			ev_buf_append(&b, rep, rl);
+			i += pl;
+		} else {
+			ev_buf_putc(&b, s[i++]);
+		}
+	}
+	if (!b.data && !ev_buf_putc(&b, 0))
+		b.len = 0;
+	return ev_buf_detach(&b, out_len);
+}
+
+/* One normalizer step on in[0..n) into a malloc'd *out; 1 when it left the
+ * text as it was (nothing allocated), 0 when *out holds the new text. */
+static int norm_step(const eng_tok_norm *nm, const char *in, size_t n, char **out, size_t *out_len)
+{
+	if (nm->kind == NORM_PREPEND) {
+		if (!n) /* HF's Prepend leaves empty text alone */
+			return 1;
+		*out = ev_asprintf("%s%.*s", nm->a, (int)n, in);
+		*out_len = strlen(nm->a) + n;
+	} else if (nm->kind == NORM_REPLACE) {
+		if (!strcmp(nm->a, nm->b))
+			return 1; /* " " -> metaspace is no change in pool form */
+		*out = replace_all(in, n, nm->a, nm->b, out_len);
+	} else {
+		bool ascii = true;
+		for (size_t i = 0; i < n && ascii; i++)
+			ascii = (unsigned char)in[i] < 0x80;
+		if (ascii) /* every normal form leaves ASCII alone */
+			return 1;
+		utf8proc_uint8_t *next = NULL;
+		utf8proc_ssize_t m = utf8proc_map((const utf8proc_uint8_t *)in, (utf8proc_ssize_t)n, &next,
+						  (utf8proc_option_t)nm->opts);
+		if (m < 0) {
+			free(next);
+			if (m == UTF8PROC_ERROR_NOMEM)
+				return ev_error_set(EV_E_NOMEM, "out of memory normalizing text");
+			return 1; /* not valid UTF-8: encoded as it is */
+		}
+		*out = (char *)next;
+		*out_len = (size_t)m;
+	}
+	return *out ? 0 : ev_error_set(EV_E_NOMEM, "out of memory normalizing text");
+}
+
 /* A segment between added tokens, through the normalizer. Text that is
  * not valid UTF-8 (which HF's tokenizers cannot take at all) is encoded
- * as it is. */
+ * as it is. SentencePiece-converted vocabularies see the metaspace as a
+ * space, so a metaspace in the text is one (as it would match there). */
 static int encode_normalized(eng_tok_enc *e, const char *s, size_t len)
 {
 	const eng_tokenizer *tok = e->tok;
-	if (!tok->n_norm || !len)
-		return eng_tok_encode_segment(e, s, len);
-	bool ascii = true;
-	for (size_t i = 0; i < len && ascii; i++)
-		ascii = (unsigned char)s[i] < 0x80;
-	if (ascii) /* every normal form leaves ASCII alone */
-		return eng_tok_encode_segment(e, s, len);
-	utf8proc_uint8_t *cur = NULL;
-	const utf8proc_uint8_t *in = (const utf8proc_uint8_t *)s;
-	utf8proc_ssize_t n = (utf8proc_ssize_t)len;
-	for (size_t k = 0; k < tok->n_norm; k++) {
-		utf8proc_uint8_t *next = NULL;
-		utf8proc_ssize_t m = utf8proc_map(in, n, &next, (utf8proc_option_t)tok->norm[k]);
-		if (m < 0) {
-			free(next);
-			free(cur);
-			if (m == UTF8PROC_ERROR_NOMEM)
-				return ev_error_set(EV_E_NOMEM, "out of memory normalizing text");
-			return eng_tok_encode_segment(e, s, len);
+	char *cur = NULL;
+	const char *in = s;
+	size_t n = len;
+	int rc = 0;
+	if (tok->spm && len >= 3 && memmem(s, len, ENG_TOK_METASPACE, 3)) {
+		if (!(cur = replace_all(s, len, ENG_TOK_METASPACE, " ", &n)))
+			return ev_error_set(EV_E_NOMEM, "out of memory normalizing text");
+		in = cur;
+	}
+	for (size_t k = 0; k < tok->n_norm && len; k++) {
+		char *next = NULL;
+		size_t m = 0;
+		if ((rc = norm_step(&tok->norm[k], in, n, &next, &m)) < 0)
+			break;
+		if (rc == 1) {
+			rc = 0;
+			continue;
 		}
 		free(cur);
 		cur = next;
 		in = cur;
 		n = m;
 	}
-	int rc = eng_tok_encode_segment(e, (const char *)cur, (size_t)n);
+	if (!rc)
+		rc = eng_tok_encode_segment(e, in, n);
 	free(cur);
 	return rc;
 }
@@ -726,6 +924,7 @@ int eng_tokenize(const eng_tokenizer *tok, const char *text, size_t len, bool al
 			int32_t id = added_at(tok, text + i, len - i, allow_special);
 			if (id < 0)
 				continue;
+			e.text_start = seg == 0;
 			if ((rc = encode_normalized(&e, text + seg, i - seg)) || (rc = eng_tok_emit(&e, id)))
 				goto done;
 			i += tok->ent[id].len;
@@ -733,6 +932,7 @@ int eng_tokenize(const eng_tokenizer *tok, const char *text, size_t len, bool al
 			i--; /* the loop's i++ */
 		}
 	}
+	e.text_start = seg == 0;
 	if ((rc = encode_normalized(&e, text + seg, len - seg)))
 		goto done;
 	if (!e.ids && (rc = eng_tok_emit(&e, 0)) == 0)
@@ -774,6 +974,17 @@ int eng_token_piece(const eng_tokenizer *tok, int32_t id, ev_buf *out)
 	if (id < 0 || (size_t)id >= tok->n_ent || tok->ent[id].kind == TOK_HOLE)
 		return ev_error_set(EV_E_INVALID, "id %d is not in the vocab (size %zu)", (int)id, tok->n_ent);
 	const eng_tok_entry *e = &tok->ent[id];
+	if (e->kind == TOK_BYTE)
+		return ev_buf_printf(out, "<0x%02X>", (unsigned char)tok->pool[e->off]);
+	if (e->kind == TOK_VOCAB && tok->spm) { /* the metaspace as the vocab writes it */
+		for (uint32_t i = 0; i < e->len; i++) {
+			char c = tok->pool[e->off + i];
+			int rc = c == ' ' ? ev_buf_puts(out, ENG_TOK_METASPACE) : ev_buf_putc(out, c);
+			if (rc)
+				return rc;
+		}
+		return 0;
+	}
 	if (e->kind == TOK_VOCAB)
 		return eng_tok_map(out, tok->pool + e->off, e->len);
 	return ev_buf_append(out, tok->pool + e->off, e->len);
@@ -795,6 +1006,7 @@ int eng_detokenize(const eng_tokenizer *tok, const int32_t *ids, size_t n, bool 
 	*out = NULL;
 	ev_buf b = EV_BUF_INIT(ENG_TOK_MAX_INPUT);
 	int rc = 0;
+	bool stripped = false; /* the first token kept has been seen */
 	for (size_t i = 0; i < n && !rc; i++) {
 		if ((rc = check_id(tok, ids[i])))
 			break;
@@ -802,6 +1014,9 @@ int eng_detokenize(const eng_tokenizer *tok, const int32_t *ids, size_t n, bool 
 			continue;
 		size_t len;
 		const char *s = ent_bytes(tok, ids[i], &len);
+		if (tok->strip_lead && !stripped && len && s[0] == ' ') /* the decoder's Strip */
+			s++, len--;
+		stripped = true;
 		rc = ev_buf_append(&b, s, len);
 	}
 	if (rc) {
@@ -824,8 +1039,9 @@ int32_t eng_token_id(const eng_tokenizer *tok, const char *token)
 	}
 	char tmp[ENG_TOK_MAX_TOKEN_BYTES];
 	size_t n;
-	if (len <= sizeof tmp && eng_tok_unmap(token, len, tmp, &n)) {
-		int32_t id = eng_tok_lookup(tok, tmp, n);
+	if (len <= sizeof tmp) {
+		vocab_form(tok, token, len, tmp, &n);
+		int32_t id = vocab_id(tok, token, len, tmp, n);
 		if (id >= 0)
 			return id;
 	}
@@ -857,6 +1073,7 @@ struct eng_detok_stream {
 	bool skip_special;
 	unsigned char held[4]; /* the start of an incomplete UTF-8 sequence */
 	size_t n_held;
+	bool started;          /* a token was emitted (the decoder's Strip is done) */
 };
 
 int eng_detok_stream_new(eng_detok_stream **out, const eng_tokenizer *tok, bool skip_special)
@@ -960,6 +1177,9 @@ int eng_detok_stream_push(eng_detok_stream *s, int32_t id, ev_buf *out)
 		return 0;
 	size_t len;
 	const char *b = ent_bytes(s->tok, id, &len);
+	if (s->tok->strip_lead && !s->started && len && b[0] == ' ')
+		b++, len--;
+	s->started = true;
 	return stream_feed(s, (const unsigned char *)b, len, out);
 }
 

@@ -49,7 +49,9 @@ const eng_tok_pair *eng_tok_pairmap_get(const eng_tok_pairmap *m, int32_t a, int
 
 /* ---- the tokenizer --------------------------------------------------------- */
 
-enum { TOK_HOLE = 0, TOK_VOCAB = 1, TOK_ADDED = 2, TOK_SPECIAL = 3 };
+/* TOK_BYTE: a SentencePiece byte-fallback token <0xXX> of the vocab,
+ * stored as its byte, reached through byte_id[] only. */
+enum { TOK_HOLE = 0, TOK_VOCAB = 1, TOK_ADDED = 2, TOK_SPECIAL = 3, TOK_BYTE = 4 };
 
 typedef struct {
 	uint32_t off, len; /* decoded bytes in tok->pool */
@@ -72,7 +74,22 @@ typedef struct {
 	bool invert;
 	bool bytelevel;
 	bool add_prefix_space;
+	/* Metaspace (SentencePiece-converted BPE): the metaspace is ' '
+	 * inside evald (see eng_tokenizer.spm); prepend 0 never, 1 first (the
+	 * segment starting the text), 2 always; split before each space */
+	bool metaspace;
+	int prepend;
+	bool split;
 } eng_tok_step;
+
+/* One normalizer step: a Unicode form (utf8proc options), Prepend(text)
+ * or a literal Replace(pattern, content). */
+enum { NORM_FORM, NORM_PREPEND, NORM_REPLACE };
+typedef struct {
+	int kind;
+	int opts;
+	char *a, *b; /* prepend text; replace pattern and content (metaspace as ' ') */
+} eng_tok_norm;
 
 #define ENG_TOK_MAX_STEPS 8
 #define ENG_TOK_MAX_AFFIX 8
@@ -102,10 +119,17 @@ struct eng_tokenizer {
 	bool first_byte[256];
 	eng_tok_step steps[ENG_TOK_MAX_STEPS];
 	size_t n_steps;
-	/* the normalizer: Unicode forms applied in order to text between
-	 * added tokens (utf8proc option sets; 0 ends the list) */
-	int norm[ENG_TOK_MAX_STEPS];
+	/* the normalizer: steps applied in order to text between added tokens */
+	eng_tok_norm norm[ENG_TOK_MAX_STEPS];
 	size_t n_norm;
+	/* SentencePiece-converted BPE (no ByteLevel step): vocab text is kept
+	 * verbatim but for the metaspace U+2581, stored (and matched) as ' ',
+	 * so that decoding needs no Replace; a word starts as one symbol a
+	 * character; a character outside the vocab becomes its bytes'
+	 * <0xXX> tokens (byte_fallback) or unk_id (fuse_unk: one for a run) */
+	bool spm, byte_fallback, fuse_unk;
+	int32_t unk_id;
+	bool strip_lead; /* the decoder drops one leading space (Strip, Metaspace) */
 	/* the post-processor's single-sequence template: ids before and after */
 	int32_t post_pre[ENG_TOK_MAX_AFFIX], post_suf[ENG_TOK_MAX_AFFIX];
 	size_t n_post_pre, n_post_suf;
@@ -118,6 +142,9 @@ struct eng_tokenizer {
 
 /* bytes -> id over the vocab (and normal added tokens); -1 when absent. */
 int32_t eng_tok_lookup(const eng_tokenizer *tok, const char *s, size_t len);
+
+/* The metaspace U+2581 as UTF-8. */
+#define ENG_TOK_METASPACE "\xE2\x96\x81"
 
 /* ---- pre-tokenizer and BPE (pretok.c, bpe.c) ---------------------------- */
 
@@ -151,6 +178,7 @@ typedef struct {
 	pcre2_match_data *md[ENG_TOK_MAX_STEPS];
 	pcre2_match_context *mc;
 	pcre2_jit_stack *js;
+	bool text_start; /* the segment being encoded starts the text (Metaspace "first") */
 } eng_tok_enc;
 
 int eng_tok_enc_init(eng_tok_enc *e, const eng_tokenizer *tok);

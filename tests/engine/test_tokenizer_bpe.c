@@ -114,8 +114,11 @@ static void malformed_tokenizer_files_fail_cleanly(void **state)
 		"{\"model\": {\"vocab\": {\"a\": -1}, \"merges\": []}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}",
 		"{\"model\": {\"vocab\": {\"a\": 1.5}, \"merges\": []}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}",
 		"{\"model\": {\"vocab\": {\"a\": 0, \"b\": 0}, \"merges\": []}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}",
-		"{\"model\": {\"vocab\": {\"a\": 0}, \"merges\": []}, \"pre_tokenizer\": {\"type\": \"Metaspace\"}}",
-		"{\"model\": {\"vocab\": {\"a\": 0}, \"merges\": []}}",
+		"{\"model\": {\"vocab\": {\"a\": 0}, \"merges\": []}, \"pre_tokenizer\": {\"type\": \"Metaspace\", "
+		"\"replacement\": \"_\"}}",
+		"{\"model\": {\"vocab\": {\"a\": 0}, \"merges\": [], \"byte_fallback\": true}, \"pre_tokenizer\": "
+		"{\"type\": \"ByteLevel\"}}",
+		"{\"model\": {\"vocab\": {\"a\": 0}, \"merges\": [], \"unk_token\": \"<unk>\"}}",
 		"{\"model\": {\"vocab\": {\"a\": 0}, \"merges\": []}, \"pre_tokenizer\": {\"type\": \"Sequence\", "
 		"\"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}}, {\"type\": \"ByteLevel\"}]}}",
 		"{\"model\": {\"vocab\": {\"a\": 0}, \"merges\": []}, \"pre_tokenizer\": {\"type\": \"Sequence\", "

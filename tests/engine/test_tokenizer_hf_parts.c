@@ -63,12 +63,12 @@ static void normalizers_apply_nfc_nfkc_and_sequences(void **state)
 	/* added tokens are matched before normalizing, and stay whole */
 	eng_tokenizer_free(nfc), eng_tokenizer_free(none), eng_tokenizer_free(nfkc);
 	/* what is not supported is named */
-	s.normalizer = "{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"NFC\"}, {\"type\": \"Prepend\", \"prepend\": \"_\"}]}";
+	s.normalizer = "{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"NFC\"}, {\"type\": \"BertNormalizer\"}]}";
 	char *j = tt_build(&s);
 	eng_tokenizer *t = NULL;
 	assert_int_equal(eng_tokenizer_load_json(&t, j, strlen(j), "t.json"), EV_E_UNSUPPORTED);
 	assert_non_null(strstr(ev_error_msg(), "normalizer.normalizers[1]"));
-	assert_non_null(strstr(ev_error_msg(), "Prepend"));
+	assert_non_null(strstr(ev_error_msg(), "BertNormalizer"));
 	free(j);
 }
 
@@ -152,6 +152,79 @@ static void post_processors_put_their_special_tokens(void **state)
 	free(j);
 }
 
+/* SentencePiece-converted BPE (Llama-2, Mistral): characters as the first
+ * symbols, the metaspace for spaces (Prepend + Replace normalizers), bytes
+ * of characters outside the vocab as <0xXX> tokens, and a decoder that
+ * turns it all back, dropping the one space the normalizer put first.
+ * Before, such a tokenizer.json was refused ("only byte-level BPE"). */
+#define MS "\u2581"
+static const char spm_json[] =
+	"{\"added_tokens\": [{\"id\": 0, \"content\": \"<unk>\", \"special\": true},"
+	" {\"id\": 1, \"content\": \"<s>\", \"special\": true}],"
+	" \"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\", \"prepend\": \"" MS "\"},"
+	" {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"" MS "\"}]},"
+	" \"pre_tokenizer\": null,"
+	" \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<s>\"}},"
+	" {\"Sequence\": {\"id\": \"A\"}}], \"special_tokens\": {\"<s>\": {\"id\": \"<s>\", \"ids\": [1]}}},"
+	" \"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": {\"String\": \"" MS "\"},"
+	" \"content\": \" \"}, {\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}, {\"type\": \"Strip\", \"content\": \" \","
+	" \"start\": 1, \"stop\": 0}]},"
+	" \"model\": {\"type\": \"BPE\", \"unk_token\": \"<unk>\", \"fuse_unk\": true, \"byte_fallback\": true,"
+	" \"vocab\": {\"<unk>\": 0, \"<s>\": 1, \"<0x0A>\": 2, \"<0xC3>\": 3, \"<0xA9>\": 4, \"" MS "\": 5, \"a\": 6,"
+	" \"b\": 7, \"" MS "a\": 8, \"ab\": 9, \"" MS "ab\": 10},"
+	" \"merges\": [\"" MS " a\", \"a b\", \"" MS "a b\"]}}";
+
+static void sentencepiece_bpe_encodes_and_decodes(void **state)
+{
+	(void)state;
+	eng_tokenizer *tok = NULL;
+	if (eng_tokenizer_load_json(&tok, spm_json, strlen(spm_json), "spm.json"))
+		fail_msg("load: %s", ev_error_msg());
+	/* "ab ab" -> metaspace-prefixed words; \n and é through their bytes */
+	int32_t *ids = NULL;
+	size_t n = 0;
+	const char text[] = "ab ab\n\xc3\xa9";
+	assert_int_equal(eng_tokenize_with_specials(tok, text, strlen(text), &ids, &n), 0);
+	static const int32_t want[] = {1, 10, 10, 2, 3, 4};
+	assert_int_equal(n, 6);
+	assert_memory_equal(ids, want, sizeof want);
+	/* pieces as the vocab writes them */
+	ev_buf b = EV_BUF_INIT(1 << 10);
+	assert_int_equal(eng_token_piece(tok, 10, &b), 0);
+	assert_int_equal(eng_token_piece(tok, 2, &b), 0);
+	assert_int_equal(b.len, strlen("\xe2\x96\x81" "ab<0x0A>"));
+	assert_memory_equal(b.data, "\xe2\x96\x81" "ab<0x0A>", b.len);
+	ev_buf_free(&b);
+	assert_int_equal(eng_token_id(tok, "<0xA9>"), 4);
+	assert_int_equal(eng_token_id(tok, "\xe2\x96\x81" "ab"), 10);
+	/* decoding gives the text back: the first space dropped, bytes joined */
+	char *out = NULL;
+	size_t len = 0;
+	assert_int_equal(eng_detokenize(tok, ids, n, true, &out, &len), 0);
+	assert_string_equal(out, text);
+	free(out);
+	eng_detok_stream *st = NULL;
+	assert_int_equal(eng_detok_stream_new(&st, tok, true), 0);
+	ev_buf sb = EV_BUF_INIT(1 << 10);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(eng_detok_stream_push(st, ids[i], &sb), 0);
+	assert_string_equal(sb.data, text);
+	ev_buf_free(&sb);
+	eng_detok_stream_free(st);
+	free(ids);
+	/* a character with neither a token nor all of its bytes: one <unk>
+	 * for the run (fuse_unk); a metaspace in the text is a space */
+	expect_pieces(tok, "a\xe4\xbd\xa0\xe5\xa5\xbd", " a|<unk>");
+	assert_int_equal(eng_tokenize(tok, "\xe2\x96\x81" "ab", 5, true, &ids, &n), 0);
+	int32_t *ids2 = NULL;
+	size_t n2 = 0;
+	assert_int_equal(eng_tokenize(tok, " ab", 3, true, &ids2, &n2), 0);
+	assert_int_equal(n, n2);
+	assert_memory_equal(ids, ids2, n * sizeof *ids);
+	free(ids), free(ids2);
+	eng_tokenizer_free(tok);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -159,6 +232,7 @@ int main(void)
 		cmocka_unit_test(digits_pre_tokenizer_splits_numbers),
 		cmocka_unit_test(u180e_is_not_whitespace),
 		cmocka_unit_test(post_processors_put_their_special_tokens),
+		cmocka_unit_test(sentencepiece_bpe_encodes_and_decodes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,7 +7,8 @@ Tokenizers compared: GPT-2's tokenizer.json (from ../shared/data, when there)
 as it is and with each of the parts evald reads around BPE switched on (an
 NFC normalizer; NFKC; a Digits pre-tokenizer; a TemplateProcessing BOS),
 and the default tokenizers `evald engine mkmodel` writes (Llama-3's shape
-with its BOS post-processor, and Qwen's with NFC). The corpus: 3,000 seeded
+with its BOS post-processor, and Qwen's with NFC), and SentencePiece-converted BPE in three shapes
+trained here with HF's trainer (byte fallback, unk, Metaspace). The corpus: 3,000 seeded
 random strings mixing words, digits of several scripts, punctuation, every
 kind of whitespace (U+180E among them), composed and decomposed accents,
 compatibility forms, CJK and emoji. Each string is encoded with
@@ -65,6 +66,56 @@ def variant(base, name, scratch, change):
     return folder
 
 
+def sentencepiece_bpe(scratch):
+    """SentencePiece-converted BPE as Llama-2 and Mistral ship it, trained here
+    with HF's own trainer: <unk> <s> </s>, then the 256 byte-fallback tokens
+    <0x00>..<0xFF>, then the merged vocabulary; a small alphabet, so that most
+    non-Latin characters fall back to bytes. Three shapes: Llama-2's (Prepend
+    and Replace normalizers, no pre-tokenizer, Strip decoder, BOS), the newer
+    Metaspace pre-tokenizer (prepend "first", no split), and Metaspace with
+    prepend "always" and split, with unk instead of byte fallback."""
+    from tokenizers import Tokenizer as T, models, normalizers, pre_tokenizers, trainers, decoders
+    meta = "\u2581"
+    tok = T(models.BPE(unk_token="<unk>"))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend(meta), normalizers.Replace(" ", meta)])
+    trainer = trainers.BpeTrainer(vocab_size=1200, limit_alphabet=70, special_tokens=["<unk>", "<s>", "</s>"],
+                                  show_progress=False)
+    tok.train_from_iterator(corpus(4000, 7), trainer)
+    trained = json.loads(tok.to_str())
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    for b in range(256):
+        vocab["<0x%02X>" % b] = len(vocab)
+    for t, _ in sorted(trained["model"]["vocab"].items(), key=lambda kv: kv[1]):
+        if t not in vocab:
+            vocab[t] = len(vocab)
+    added = [{"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+              "special": True} for i, c in enumerate(["<unk>", "<s>", "</s>"])]
+    bos = {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                                    {"Sequence": {"id": "A", "type_id": 0}}],
+           "pair": [], "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}
+
+    def shape(name, normalizer, pre, decoder, byte_fallback=True, fuse_unk=True, post=bos):
+        data = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+                "normalizer": normalizer, "pre_tokenizer": pre, "post_processor": post, "decoder": decoder,
+                "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+                          "end_of_word_suffix": None, "fuse_unk": fuse_unk, "byte_fallback": byte_fallback,
+                          "ignore_merges": False, "vocab": vocab, "merges": trained["model"]["merges"]}}
+        return variant(data, name, scratch, lambda d: None)
+
+    legacy_norm = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": meta},
+                                                       {"type": "Replace", "pattern": {"String": " "}, "content": meta}]}
+    legacy_dec = {"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"String": meta}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"},
+        {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
+    first = {"type": "Metaspace", "replacement": meta, "prepend_scheme": "first", "split": False}
+    always = {"type": "Metaspace", "replacement": meta, "prepend_scheme": "always", "split": True}
+    return [
+        ("SentencePiece BPE (Llama-2 shape)", shape("spm-llama2", legacy_norm, None, legacy_dec)),
+        ("SentencePiece BPE (Metaspace first)", shape("spm-first", None, first, first)),
+        ("SentencePiece BPE (Metaspace split, unk)", shape("spm-unk", None, always, always, byte_fallback=False)),
+    ]
+
+
 def main():
     evald, scratch = sys.argv[1], sys.argv[2]
     shared = sys.argv[3] if len(sys.argv) > 3 else ""
@@ -92,6 +143,7 @@ def main():
                                               {"Sequence": {"id": "A", "type_id": 0}}],
                                    "pair": [], "special_tokens": {eot: {"id": eot, "ids": [50256], "tokens": [eot]}}}
         folders.append(("gpt2+TemplateProcessing", variant(base, "gpt2-bos", scratch, bos)))
+    folders += sentencepiece_bpe(scratch)
     for arch, label in (("llama", "evald default (Llama-3 shape)"), ("qwen2", "evald default (Qwen shape, NFC)")):
         out = os.path.join(scratch, "mk-" + arch)
         subprocess.run([evald, "engine", "mkmodel", "--arch", arch, "--out", out, "--vocab", "4096"], check=True,
