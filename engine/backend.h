@@ -78,7 +78,7 @@ eng_tensor *eng_st_find(eng_tensor_set *ts, const char *name);
 
 typedef enum {
 	ENG_ARCH_LLAMA, ENG_ARCH_MISTRAL, ENG_ARCH_QWEN2, ENG_ARCH_QWEN3,
-	ENG_ARCH_MIXTRAL, ENG_ARCH_QWEN3_MOE
+	ENG_ARCH_MIXTRAL, ENG_ARCH_QWEN3_MOE, ENG_ARCH_MINIMAX_M3
 } eng_arch;
 
 typedef struct {
@@ -101,6 +101,25 @@ typedef struct {
 	int bos_id;
 	int eos_ids[8];
 	int n_eos;
+	/* the prefix of the decoder's tensors: "model." (text-only form) or
+	 * "model.language_model." (MiniMax-M3's multimodal wrapper) */
+	char prefix[32];
+	/* RoPE rotates the first rope_dim channels of a head (rotate-half over
+	 * them; head_dim * partial_rotary_factor), the rest pass through */
+	int rope_dim;
+	/* MiniMax-M3 (transformers' minimax_m3_vl): Gemma RMSNorm (scaled by
+	 * 1 + weight, folded into the f32 copies at load), fused gate_up
+	 * projections with SwiGLU-OAI ((clamp(up) + 1) * g * sigmoid(alpha g),
+	 * g = min(gate, limit)), a sigmoid router choosing on sigmoid + bias,
+	 * weights renormalised over the chosen and scaled by routed_scale, one
+	 * shared expert; per layer a dense or MoE MLP (moe_layer) and full or
+	 * sparse attention (sparse_layer: the lightning indexer) */
+	bool gemma_norm, oai_swiglu, sigmoid_router;
+	double swiglu_alpha, swiglu_limit, routed_scale;
+	int shared_intermediate;
+	int rotary_dim_cfg; /* config.json's rotary_dim, which transformers does not use */
+	bool *sparse_layer; /* [layers] */
+	int index_heads, index_dim, index_block, index_topk, index_local;
 	/* config.json "msa" (fields < 0 when absent); has_msa when present */
 	bool has_msa;
 	eng_attention_options msa;
@@ -132,6 +151,12 @@ typedef struct {
 	eng_ffn ffn;                     /* dense */
 	eng_weight router;               /* [experts, hidden] */
 	eng_ffn *experts;                /* [experts] */
+	/* MiniMax-M3: the router's selection bias [experts], the shared expert,
+	 * and (sparse layers) the lightning indexer's projections and norms */
+	float *router_bias;
+	eng_ffn shared;
+	eng_weight iq, ik;               /* [index_heads * index_dim, hidden], [index_dim, hidden] */
+	float *iq_norm, *ik_norm;        /* [index_dim] */
 } eng_layer;
 
 /* ---- paged KV cache ----------------------------------------------------- */
@@ -317,9 +342,13 @@ typedef struct eng_backend {
 	/* y[n, d] = x / rms(x) * g, per row */
 	void (*rmsnorm)(struct eng_backend *be, float *y, const float *x, const float *g, int n, int d,
 			float eps);
-	/* rotate-half RoPE in place on x[n, nh, hd], row i at position pos[i] */
-	void (*rope)(struct eng_backend *be, float *x, int n, int nh, int hd, const long *pos,
+	/* rotate-half RoPE in place on the first rd channels of each head of
+	 * x[n, nh, hd] (rd == hd: all), row i at position pos[i] */
+	void (*rope)(struct eng_backend *be, float *x, int n, int nh, int hd, int rd, const long *pos,
 		     const float *inv_freq);
+	/* SwiGLU-OAI in place: g = min(g, limit), u = clamp(u, -limit, limit),
+	 * g[i] = (u + 1) * g * sigmoid(alpha * g), i < n */
+	void (*swiglu_oai)(struct eng_backend *be, float *g, const float *u, size_t n, float alpha, float limit);
 	/* Makes the op's scratch ready for sequences up to max_len positions
 	 * (may be NULL). Reference scratch grows with the context in use; the
 	 * fast path's per-worker scratch is O(block) and needs nothing. */
@@ -349,9 +378,10 @@ void eng_backend_cpu_free(eng_backend *be);
 /* Ops the reference and fast CPU paths share (engine/cpu/ref.c). */
 void eng_cpu_fill_common(eng_backend *be);
 void eng_cpu_rmsnorm(eng_backend *be, float *y, const float *x, const float *g, int n, int d, float eps);
-void eng_cpu_rope(eng_backend *be, float *x, int n, int nh, int hd, const long *pos, const float *inv_freq);
+void eng_cpu_rope(eng_backend *be, float *x, int n, int nh, int hd, int rd, const long *pos, const float *inv_freq);
 void eng_cpu_kv_store(eng_backend *be, const eng_row *rows, int n, int layer, const float *k, const float *v);
 void eng_cpu_swiglu(eng_backend *be, float *g, const float *u, size_t n);
+void eng_cpu_swiglu_oai(eng_backend *be, float *g, const float *u, size_t n, float alpha, float limit);
 
 /* ---- thread pool (engine/cpu/pool.c) -------------------------------------- */
 

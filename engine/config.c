@@ -23,6 +23,8 @@ static const struct {
 	{"Qwen3ForCausalLM", ENG_ARCH_QWEN3, "qwen3"},
 	{"MixtralForCausalLM", ENG_ARCH_MIXTRAL, "mixtral"},
 	{"Qwen3MoeForCausalLM", ENG_ARCH_QWEN3_MOE, "qwen3_moe"},
+	{"MiniMaxM3VLForCausalLM", ENG_ARCH_MINIMAX_M3, "minimax_m3"},
+	{"MiniMaxM3SparseForConditionalGeneration", ENG_ARCH_MINIMAX_M3, "minimax_m3"},
 };
 #define NARCHS (int)(sizeof(archs) / sizeof(archs[0]))
 
@@ -181,6 +183,7 @@ static const arch_defaults defaults[] = {
 	{ENG_ARCH_QWEN3, 32768, 1e-6, 10000.0, 32, 0, false},
 	{ENG_ARCH_MIXTRAL, 4096 * 32, 1e-5, 1e6, 8, 0, false},
 	{ENG_ARCH_QWEN3_MOE, 32768, 1e-6, 10000.0, 4, 0, false},
+	{ENG_ARCH_MINIMAX_M3, 524288, 1e-6, 5e6, 4, 0, false},
 };
 
 /* Records a setting taken from the defaults (for engine info). */
@@ -219,7 +222,75 @@ static int parse_rope_parameters(eng_config *c, const cJSON *o, const char *path
 			return rc;
 		*theta_given = true;
 	}
+	if (cJSON_GetObjectItemCaseSensitive(rp, "partial_rotary_factor")) {
+		double f = 1;
+		int rc = get_num(&f, rp, "partial_rotary_factor", 1.0, 1e-6, 1.0, path);
+		if (rc)
+			return rc;
+		c->rope_dim = (int)(c->head_dim * f); /* transformers' int(head_dim * factor) */
+	}
 	return parse_rope_scaling(c, rp, path);
+}
+
+/* MiniMax-M3's text config (transformers' MiniMaxM3VLTextConfig, with the
+ * defaults it applies): per-layer MLP and attention kinds, the MoE, the
+ * SwiGLU-OAI constants and the lightning indexer. */
+static int parse_minimax_m3(eng_config *c, const cJSON *o, const char *path)
+{
+	int rc = 0, experts = 0;
+	c->gemma_norm = c->oai_swiglu = c->sigmoid_router = true;
+	c->qk_norm = true;
+	if ((rc = get_int(&c->intermediate, o, "dense_intermediate_size", 12288, 1, 1 << 20, path)) ||
+	    (rc = get_int(&c->moe_intermediate, o, "intermediate_size", 3072, 1, 1 << 20, path)) ||
+	    (rc = get_int(&c->shared_intermediate, o, "shared_intermediate_size", 3072, 0, 1 << 20, path)) ||
+	    (rc = get_int(&experts, o, "num_local_experts", 128, 1, 4096, path)) ||
+	    (rc = get_int(&c->top_k, o, "num_experts_per_tok", 4, 1, 4096, path)) ||
+	    (rc = get_num(&c->routed_scale, o, "routed_scaling_factor", 2.0, 0, 1e6, path)) ||
+	    (rc = get_num(&c->swiglu_alpha, o, "swiglu_alpha", 1.702, 0, 1e6, path)) ||
+	    (rc = get_num(&c->swiglu_limit, o, "swiglu_limit", 7.0, 0, 1e6, path)) ||
+	    (rc = get_int(&c->rotary_dim_cfg, o, "rotary_dim", 64, 0, 1 << 16, path)) ||
+	    (rc = get_int(&c->index_heads, o, "index_n_heads", 4, 1, 4096, path)) ||
+	    (rc = get_int(&c->index_dim, o, "index_head_dim", 128, 2, 4096, path)) ||
+	    (rc = get_int(&c->index_block, o, "index_block_size", 128, 1, 4096, path)) ||
+	    (rc = get_int(&c->index_topk, o, "index_topk_blocks", 16, 1, 1 << 20, path)) ||
+	    (rc = get_int(&c->index_local, o, "index_local_blocks", 1, 0, 1 << 20, path)))
+		return rc;
+	c->experts = experts;
+	if (c->top_k > c->experts)
+		return ev_error_set(EV_E_INVALID, "%s: num_experts_per_tok %d exceeds the %d experts", path, c->top_k,
+				    c->experts);
+	if (!(c->moe_layer = calloc((size_t)c->layers, sizeof(bool))) ||
+	    !(c->sparse_layer = calloc((size_t)c->layers, sizeof(bool))))
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	static const char *const keys[2] = {"mlp_layer_types", "layer_types"};
+	static const char *const on[2] = {"sparse", "minimax_m3_sparse"}, *const off[2] = {"dense", "full_attention"};
+	for (int k = 0; k < 2; k++) {
+		bool *flag = k ? c->sparse_layer : c->moe_layer;
+		const cJSON *list = cJSON_GetObjectItemCaseSensitive(o, keys[k]);
+		if (!list || cJSON_IsNull(list)) { /* every layer MoE; every layer full attention */
+			for (int i = 0; i < c->layers; i++)
+				flag[i] = k == 0;
+			note_default_str(c, o, keys[k], k ? "all full_attention" : "all sparse");
+			continue;
+		}
+		if (!cJSON_IsArray(list) || cJSON_GetArraySize(list) != c->layers)
+			return ev_error_set(EV_E_INVALID, "%s: '%s' must list one entry a layer (%d)", path, keys[k], c->layers);
+		int i = 0;
+		const cJSON *e;
+		cJSON_ArrayForEach(e, list) {
+			const char *v = cJSON_IsString(e) ? e->valuestring : "";
+			if (strcmp(v, on[k]) && strcmp(v, off[k]))
+				return ev_error_set(EV_E_INVALID, "%s: %s[%d]: expected \"%s\" or \"%s\"", path, keys[k], i, off[k],
+						    on[k]);
+			flag[i++] = !strcmp(v, on[k]);
+		}
+	}
+	if (c->index_heads != c->kv_heads)
+		for (int i = 0; i < c->layers; i++)
+			if (c->sparse_layer[i])
+				return ev_error_set(EV_E_INVALID, "%s: index_n_heads %d must equal num_key_value_heads %d (one "
+								  "block choice a KV group)", path, c->index_heads, c->kv_heads);
+	return 0;
 }
 
 static int parse_config(eng_config *c, const cJSON *o, const char *path)
@@ -242,20 +313,31 @@ static int parse_config(eng_config *c, const cJSON *o, const char *path)
 	}
 	c->arch = archs[ai].arch;
 	snprintf(c->architecture, sizeof(c->architecture), "%s", archs[ai].name);
+	snprintf(c->prefix, sizeof c->prefix, "model.");
+	bool m3 = c->arch == ENG_ARCH_MINIMAX_M3;
+	if (m3 && !strcmp(name, "MiniMaxM3SparseForConditionalGeneration")) {
+		/* the multimodal wrapper: the decoder's settings are its text_config */
+		const cJSON *tc = cJSON_GetObjectItemCaseSensitive(o, "text_config");
+		if (!cJSON_IsObject(tc))
+			return ev_error_set(EV_E_INVALID, "%s: 'text_config' must be an object", path);
+		o = tc;
+		snprintf(c->prefix, sizeof c->prefix, "model.language_model.");
+	}
 	const arch_defaults *d = &defaults[0];
 	for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
 		if (defaults[i].arch == c->arch)
 			d = &defaults[i];
-	if ((rc = get_int(&c->hidden, o, "hidden_size", -1, 1, 1 << 17, path)) ||
-	    (rc = get_int(&c->layers, o, "num_hidden_layers", -1, 1, 1024, path)) ||
-	    (rc = get_int(&c->heads, o, "num_attention_heads", -1, 1, 4096, path)))
+	/* M3's config class gives every size a default (the released model's) */
+	if ((rc = get_int(&c->hidden, o, "hidden_size", m3 ? 6144 : -1, 1, 1 << 17, path)) ||
+	    (rc = get_int(&c->layers, o, "num_hidden_layers", m3 ? 60 : -1, 1, 1024, path)) ||
+	    (rc = get_int(&c->heads, o, "num_attention_heads", m3 ? 64 : -1, 1, 4096, path)))
 		return rc;
 	/* Llama's None means "as many as the query heads"; the others have a number */
 	if ((rc = get_int(&c->kv_heads, o, "num_key_value_heads", d->kv_heads ? d->kv_heads : c->heads, 1, 4096, path)) ||
-	    (rc = get_int(&c->vocab, o, "vocab_size", -1, 1, 1 << 24, path)))
+	    (rc = get_int(&c->vocab, o, "vocab_size", m3 ? 200064 : -1, 1, 1 << 24, path)))
 		return rc;
 	note_default(c, o, "num_key_value_heads", c->kv_heads);
-	int hd_default = c->hidden % c->heads ? -1 : c->hidden / c->heads;
+	int hd_default = m3 ? 128 : c->hidden % c->heads ? -1 : c->hidden / c->heads;
 	if ((rc = get_int(&c->head_dim, o, "head_dim", hd_default, 2, 4096, path)))
 		return rc;
 	if (c->head_dim % 2)
@@ -269,10 +351,20 @@ static int parse_config(eng_config *c, const cJSON *o, const char *path)
 		return rc;
 	note_default(c, o, "rms_norm_eps", c->rms_eps);
 	bool theta_given = cJSON_GetObjectItemCaseSensitive(o, "rope_theta") != NULL;
+	c->rope_dim = c->head_dim;
+	if (cJSON_GetObjectItemCaseSensitive(o, "partial_rotary_factor")) { /* the older, top-level place */
+		double f = 1;
+		if ((rc = get_num(&f, o, "partial_rotary_factor", 1.0, 1e-6, 1.0, path)))
+			return rc;
+		c->rope_dim = (int)(c->head_dim * f);
+	}
 	if ((rc = parse_rope_parameters(c, o, path, &theta_given)))
 		return rc;
 	if (!theta_given)
 		note_default(c, o, "rope_theta", c->rope_theta);
+	if (c->rope_dim < 2 || c->rope_dim % 2)
+		return ev_error_set(EV_E_INVALID, "%s: RoPE rotates %d channels of %d: expected an even number >= 2", path,
+				    c->rope_dim, c->head_dim);
 	int maxpos = 0;
 	if ((rc = get_int(&maxpos, o, "max_position_embeddings", d->max_position, 1, 1 << 30, path)))
 		return rc;
@@ -301,6 +393,13 @@ static int parse_config(eng_config *c, const cJSON *o, const char *path)
 	if (c->arch == ENG_ARCH_QWEN2 && ev_json_bool(o, "use_sliding_window", false))
 		ev_log_warn("%s: use_sliding_window is ignored (attention is full)", path);
 
+	if (m3) {
+		if ((rc = parse_minimax_m3(c, o, path)))
+			return rc;
+		if (c->rotary_dim_cfg != c->rope_dim) /* said by engine info; the reference's count wins */
+			note_default(c, o, "rotary channels (partial_rotary_factor, not rotary_dim)", c->rope_dim);
+		goto ids;
+	}
 	bool moe = c->arch == ENG_ARCH_MIXTRAL || c->arch == ENG_ARCH_QWEN3_MOE;
 	if ((rc = get_int(&c->intermediate, o, "intermediate_size", moe ? 0 : -1, moe ? 0 : 1, 1 << 20, path)))
 		return rc;
@@ -341,6 +440,7 @@ static int parse_config(eng_config *c, const cJSON *o, const char *path)
 			if (!c->moe_layer[i] && c->intermediate < 1)
 				return ev_error_set(EV_E_INVALID, "%s: layer %d is dense but intermediate_size is 0", path, i);
 	}
+ids:
 	c->bos_id = -1;
 	const cJSON *bos = cJSON_GetObjectItemCaseSensitive(o, "bos_token_id");
 	if (cJSON_IsNumber(bos) && bos->valuedouble >= 0 && bos->valuedouble < c->vocab)
@@ -408,4 +508,6 @@ void eng_config_clear(eng_config *c)
 		return;
 	free(c->moe_layer);
 	c->moe_layer = NULL;
+	free(c->sparse_layer);
+	c->sparse_layer = NULL;
 }

@@ -52,6 +52,7 @@ static int scratch_alloc(scratch *s, eng_backend *be, const eng_config *c, int n
 	size_t N = (size_t)n, F = sizeof(float), qd = (size_t)c->heads * c->head_dim,
 	       kd = (size_t)c->kv_heads * c->head_dim, H = (size_t)c->hidden;
 	size_t inter = (size_t)(c->intermediate > c->moe_intermediate ? c->intermediate : c->moe_intermediate);
+	inter = inter > (size_t)c->shared_intermediate ? inter : (size_t)c->shared_intermediate;
 	size_t E = (size_t)(c->experts > 0 ? c->experts : 1), K = (size_t)(c->top_k > 0 ? c->top_k : 1);
 	struct {
 		float **p;
@@ -110,11 +111,42 @@ static void route(const eng_config *c, const float *logits, int *sel, float *w)
 	}
 }
 
-static void ffn(eng_backend *be, scratch *s, const eng_ffn *f, float *out, const float *in, int n)
+/* MiniMax-M3's router: sigmoid scores, the top-k chosen on score + bias
+ * (ties to the lower expert id), weighted by the scores renormalised over
+ * the chosen */
+static void route_sigmoid(const eng_config *c, const float *logits, const float *bias, int *sel, float *w)
+{
+	int E = c->experts, K = c->top_k;
+	float sc[4096];
+	for (int e = 0; e < E; e++)
+		sc[e] = 1.0f / (1.0f + expf(-logits[e]));
+	double t = 0;
+	for (int k = 0; k < K; k++) {
+		int best = -1;
+		for (int e = 0; e < E; e++) {
+			bool taken = false;
+			for (int j = 0; j < k; j++)
+				taken |= sel[j] == e;
+			float v = sc[e] + (bias ? bias[e] : 0.0f);
+			if (!taken && (best < 0 || v > sc[best] + (bias ? bias[best] : 0.0f)))
+				best = e;
+		}
+		sel[k] = best;
+		w[k] = sc[best];
+		t += sc[best];
+	}
+	for (int k = 0; k < K; k++)
+		w[k] = (float)(w[k] / t);
+}
+
+static void ffn(eng_backend *be, const eng_config *c, scratch *s, const eng_ffn *f, float *out, const float *in, int n)
 {
 	be->matmul(be, s->g, in, n, &f->gate, NULL);
 	be->matmul(be, s->u, in, n, &f->up, NULL);
-	be->swiglu(be, s->g, s->u, (size_t)n * f->gate.rows);
+	if (c->oai_swiglu)
+		be->swiglu_oai(be, s->g, s->u, (size_t)n * f->gate.rows, (float)c->swiglu_alpha, (float)c->swiglu_limit);
+	else
+		be->swiglu(be, s->g, s->u, (size_t)n * f->gate.rows);
 	be->matmul(be, out, s->g, n, &f->down, NULL);
 }
 
@@ -123,8 +155,19 @@ static void moe(eng_backend *be, const eng_config *c, const eng_layer *L, scratc
 	int H = c->hidden, K = c->top_k;
 	be->matmul(be, s->router, s->xb, n, &L->router, NULL);
 	be->to_host(be, s->router_h, s->router, (size_t)n * c->experts);
-	for (int i = 0; i < n; i++)
-		route(c, s->router_h + (size_t)i * c->experts, s->sel + (size_t)i * K, s->selw + (size_t)i * K);
+	for (int i = 0; i < n; i++) {
+		if (c->sigmoid_router)
+			route_sigmoid(c, s->router_h + (size_t)i * c->experts, L->router_bias, s->sel + (size_t)i * K,
+				      s->selw + (size_t)i * K);
+		else
+			route(c, s->router_h + (size_t)i * c->experts, s->sel + (size_t)i * K, s->selw + (size_t)i * K);
+	}
+	/* the shared expert (M3) first, into the residual */
+	if (L->shared.down.data) {
+		ffn(be, c, s, &L->shared, s->eo, s->xb, n);
+		be->axpy(be, s->x, s->eo, 1.0f, (size_t)n * H);
+	}
+	float scale = c->sigmoid_router ? (float)c->routed_scale : 1.0f;
 	/* each expert runs once over the rows routed to it (a small GEMM) */
 	for (int e = 0; e < c->experts; e++) {
 		int ne = 0;
@@ -137,9 +180,9 @@ static void moe(eng_backend *be, const eng_config *c, const eng_layer *L, scratc
 		if (!ne)
 			continue;
 		be->gather(be, s->eb, s->xb, s->erows, ne, H);
-		ffn(be, s, &L->experts[e], s->eo, s->eb, ne);
+		ffn(be, c, s, &L->experts[e], s->eo, s->eb, ne);
 		for (int j = 0; j < ne; j++)
-			be->axpy(be, s->x + (size_t)s->erows[j] * H, s->eo + (size_t)j * H, s->ew[j], (size_t)H);
+			be->axpy(be, s->x + (size_t)s->erows[j] * H, s->eo + (size_t)j * H, s->ew[j] * scale, (size_t)H);
 	}
 }
 
@@ -162,8 +205,8 @@ static void run_chunk(eng_model *m, scratch *s, const int32_t *tok, int n, float
 			be->rmsnorm(be, s->q, s->q, L->q_norm, n * c->heads, hd, eps);
 			be->rmsnorm(be, s->k, s->k, L->k_norm, n * c->kv_heads, hd, eps);
 		}
-		be->rope(be, s->q, n, c->heads, hd, s->pos, m->inv_freq);
-		be->rope(be, s->k, n, c->kv_heads, hd, s->pos, m->inv_freq);
+		be->rope(be, s->q, n, c->heads, hd, c->rope_dim, s->pos, m->inv_freq);
+		be->rope(be, s->k, n, c->kv_heads, hd, c->rope_dim, s->pos, m->inv_freq);
 		be->kv_store(be, s->rows, n, l, s->k, s->v);
 		be->attention(be, s->att, s->q, s->rows, n, l, c->heads, c->sliding_window);
 		be->matmul(be, s->xb, s->att, n, &L->wo, L->bo);
@@ -172,7 +215,7 @@ static void run_chunk(eng_model *m, scratch *s, const int32_t *tok, int n, float
 		if (L->moe) {
 			moe(be, c, L, s, n);
 		} else {
-			ffn(be, s, &L->ffn, s->xb, s->xb, n);
+			ffn(be, c, s, &L->ffn, s->xb, s->xb, n);
 			be->axpy(be, s->x, s->xb, 1.0f, (size_t)n * H);
 		}
 	}

@@ -114,11 +114,125 @@ static void bind_ffn(binder *b, eng_ffn *f, const char *prefix, int inter, const
 	bind_weight(b, &f->down, nm(b, "%s.%s.weight", p, d), h, inter);
 }
 
+/* A Gemma-style norm (scaled by 1 + weight): the f32 copy holds 1 + w, so
+ * the plain RMSNorm op computes it. */
+static float *bind_norm(binder *b, const char *name, int n)
+{
+	float *v = bind_vec(b, name, n);
+	for (int i = 0; v && b->m->c.gemma_norm && i < n; i++)
+		v[i] += 1.0f;
+	return v;
+}
+
+/* A fused gate_up weight [2 * inter, hidden] as two views (gate the first
+ * half of the rows, up the second), and down [hidden, inter]. */
+static void bind_fused_ffn(binder *b, eng_ffn *f, const char *gate_up, const char *down, int inter)
+{
+	int h = b->m->c.hidden;
+	bind_weight(b, &f->gate, gate_up, 2 * inter, h);
+	if (f->gate.data) {
+		f->gate.rows = inter;
+		f->up = f->gate;
+		f->up.data = (const char *)f->gate.data + (size_t)inter * h * eng_dtype_size(f->gate.dtype);
+	}
+	bind_weight(b, &f->down, down, h, inter);
+}
+
+/* Experts stored as 3-D tensors: gate_up [E, 2 * inter, hidden], down
+ * [E, hidden, inter]; each expert a view. */
+static void bind_experts3(binder *b, eng_ffn *ex, const char *prefix, int n, int inter)
+{
+	int h = b->m->c.hidden;
+	char gu[256], dn[256];
+	snprintf(gu, sizeof gu, "%s.gate_up_proj", prefix);
+	snprintf(dn, sizeof dn, "%s.down_proj", prefix);
+	eng_tensor *tg = lookup(b, gu), *td = lookup(b, dn);
+	if (!tg || !td)
+		return;
+	bool ok = tg->ndim == 3 && tg->shape[0] == n && tg->shape[1] == 2 * inter && tg->shape[2] == h &&
+		  td->ndim == 3 && td->shape[0] == n && td->shape[1] == h && td->shape[2] == inter;
+	if (!ok) {
+		if (!b->rc)
+			b->rc = ev_error_set(EV_E_INVALID, "%s: expert tensors %s / %s must be [%d, %d, %d] and [%d, %d, %d]",
+					     b->m->ts.paths[tg->file], gu, dn, n, 2 * inter, h, n, h, inter);
+		return;
+	}
+	tg->used = td->used = true;
+	size_t eg = eng_dtype_size(tg->dtype), ed = eng_dtype_size(td->dtype);
+	for (int e = 0; e < n; e++) {
+		const char *g = (const char *)tg->data + (size_t)e * 2 * inter * h * eg;
+		ex[e].gate = (eng_weight){g, tg->dtype, inter, h};
+		ex[e].up = (eng_weight){g + (size_t)inter * h * eg, tg->dtype, inter, h};
+		ex[e].down = (eng_weight){(const char *)td->data + (size_t)e * h * inter * ed, td->dtype, h, inter};
+	}
+}
+
+/* MiniMax-M3's decoder (transformers' minimax_m3_vl): tensors under
+ * c->prefix; the indexer's are bound on sparse layers. */
+static int bind_minimax_m3(binder *b, eng_model *m)
+{
+	eng_config *c = &m->c;
+	const char *P = c->prefix;
+	int q = c->heads * c->head_dim, kv = c->kv_heads * c->head_dim;
+	bind_weight(b, &m->embed, nm(b, "%sembed_tokens.weight", P), c->vocab, c->hidden);
+	m->final_norm = bind_norm(b, nm(b, "%snorm.weight", P), c->hidden);
+	if (c->tie)
+		m->lm_head = m->embed;
+	else
+		bind_weight(b, &m->lm_head, "lm_head.weight", c->vocab, c->hidden);
+	char pre[128];
+	for (int i = 0; i < c->layers && !b->rc; i++) {
+		eng_layer *L = &m->layers[i];
+		snprintf(pre, sizeof pre, "%slayers.%d", P, i);
+		L->attn_norm = bind_norm(b, nm(b, "%s.input_layernorm.weight", pre), c->hidden);
+		L->ffn_norm = bind_norm(b, nm(b, "%s.post_attention_layernorm.weight", pre), c->hidden);
+		bind_weight(b, &L->wq, nm(b, "%s.self_attn.q_proj.weight", pre), q, c->hidden);
+		bind_weight(b, &L->wk, nm(b, "%s.self_attn.k_proj.weight", pre), kv, c->hidden);
+		bind_weight(b, &L->wv, nm(b, "%s.self_attn.v_proj.weight", pre), kv, c->hidden);
+		bind_weight(b, &L->wo, nm(b, "%s.self_attn.o_proj.weight", pre), c->hidden, q);
+		L->q_norm = bind_norm(b, nm(b, "%s.self_attn.q_norm.weight", pre), c->head_dim);
+		L->k_norm = bind_norm(b, nm(b, "%s.self_attn.k_norm.weight", pre), c->head_dim);
+		if (c->sparse_layer[i]) {
+			bind_weight(b, &L->iq, nm(b, "%s.self_attn.indexer.q_proj.weight", pre), c->index_heads * c->index_dim,
+				    c->hidden);
+			bind_weight(b, &L->ik, nm(b, "%s.self_attn.indexer.k_proj.weight", pre), c->index_dim, c->hidden);
+			L->iq_norm = bind_norm(b, nm(b, "%s.self_attn.indexer.q_norm.weight", pre), c->index_dim);
+			L->ik_norm = bind_norm(b, nm(b, "%s.self_attn.indexer.k_norm.weight", pre), c->index_dim);
+		}
+		L->moe = c->moe_layer[i];
+		char gu[160], dn[160];
+		if (!L->moe) {
+			snprintf(gu, sizeof gu, "%s.mlp.gate_up_proj.weight", pre);
+			snprintf(dn, sizeof dn, "%s.mlp.down_proj.weight", pre);
+			bind_fused_ffn(b, &L->ffn, gu, dn, c->intermediate);
+			continue;
+		}
+		if (!(L->experts = calloc((size_t)c->experts, sizeof(eng_ffn))))
+			return ev_error_set(EV_E_NOMEM, "out of memory");
+		bind_weight(b, &L->router, nm(b, "%s.mlp.gate.weight", pre), c->experts, c->hidden);
+		L->router_bias = bind_vec(b, nm(b, "%s.mlp.gate.e_score_correction_bias", pre), c->experts);
+		char ex[160];
+		snprintf(ex, sizeof ex, "%s.mlp.experts", pre);
+		bind_experts3(b, L->experts, ex, c->experts, c->moe_intermediate);
+		if (c->shared_intermediate) {
+			snprintf(gu, sizeof gu, "%s.mlp.shared_experts.gate_up_proj.weight", pre);
+			snprintf(dn, sizeof dn, "%s.mlp.shared_experts.down_proj.weight", pre);
+			bind_fused_ffn(b, &L->shared, gu, dn, c->shared_intermediate);
+		}
+	}
+	return 0;
+}
+
 static int bind_all(eng_model *m, const char *dir)
 {
 	eng_config *c = &m->c;
 	binder b = {m, EV_BUF_INIT(4096), 0, 0, ""};
 	int q = c->heads * c->head_dim, kv = c->kv_heads * c->head_dim, rc = 0;
+	if (c->arch == ENG_ARCH_MINIMAX_M3) {
+		if ((rc = bind_minimax_m3(&b, m)))
+			goto done;
+		goto checked;
+	}
 	bind_weight(&b, &m->embed, "model.embed_tokens.weight", c->vocab, c->hidden);
 	m->final_norm = bind_vec(&b, "model.norm.weight", c->hidden);
 	if (c->tie)
@@ -167,6 +281,7 @@ static int bind_all(eng_model *m, const char *dir)
 					 c->moe_intermediate, "gate_proj", "up_proj", "down_proj");
 		}
 	}
+checked:
 	if (b.rc) {
 		rc = b.rc;
 		goto done;
@@ -190,9 +305,9 @@ done:
 /* inv_freq[i] = theta^(-2i/d), with llama3 or linear scaling. */
 static void rope_freqs(float *inv, const eng_config *c)
 {
-	int half = c->head_dim / 2;
+	int half = c->rope_dim / 2;
 	for (int i = 0; i < half; i++) {
-		double f = pow(c->rope_theta, -2.0 * i / c->head_dim);
+		double f = pow(c->rope_theta, -2.0 * i / c->rope_dim);
 		if (c->rope_kind == 2) {
 			f /= c->rope_factor;
 		} else if (c->rope_kind == 1) {
@@ -250,6 +365,13 @@ int eng_model_load(eng_model **out, const char *dir, const eng_model_options *op
 	if ((rc = bind_all(m, dir)))
 		goto done;
 	rope_freqs(m->inv_freq, &m->c);
+	for (int i = 0; m->c.sparse_layer && i < m->c.layers; i++)
+		if (m->c.sparse_layer[i]) { /* said once, plainly: the logits differ past that length */
+			ev_log_warn("%s: MiniMax-M3's lightning indexer is not implemented yet: its sparse layers attend every "
+				    "key, which equals the model up to %d tokens (index_topk_blocks x index_block_size)",
+				    dir, m->c.index_topk * m->c.index_block);
+			break;
+		}
 	for (int i = 0; i < m->ts.nt; i++)
 		if (m->ts.t[i].used) {
 			m->weight_bytes += m->ts.t[i].nbytes;

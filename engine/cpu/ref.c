@@ -46,9 +46,9 @@ void eng_cpu_rmsnorm(eng_backend *be, float *y, const float *x, const float *g, 
 	}
 }
 
-void eng_cpu_rope(eng_backend *be, float *x, int n, int nh, int hd, const long *pos, const float *inv_freq)
+void eng_cpu_rope(eng_backend *be, float *x, int n, int nh, int hd, int rd, const long *pos, const float *inv_freq)
 {
-	int half = hd / 2;
+	int half = rd / 2; /* the first rd channels turn; the rest pass through */
 	for (int i = 0; i < n; i++)
 		for (int j = 0; j < half; j++) {
 			double a = (double)pos[i] * (double)inv_freq[j];
@@ -239,6 +239,16 @@ static void cpu_gather(eng_backend *be, float *dst, const float *src, const int 
 }
 
 /* The ops both CPU paths take as they are. */
+void eng_cpu_swiglu_oai(eng_backend *be, float *g, const float *u, size_t n, float alpha, float limit)
+{
+	(void)be;
+	for (size_t i = 0; i < n; i++) {
+		float gi = g[i] > limit ? limit : g[i];
+		float ui = u[i] > limit ? limit : u[i] < -limit ? -limit : u[i];
+		g[i] = (ui + 1.0f) * (gi / (1.0f + expf(-alpha * gi)));
+	}
+}
+
 void eng_cpu_fill_common(eng_backend *be)
 {
 	be->alloc = cpu_alloc;
@@ -250,6 +260,7 @@ void eng_cpu_fill_common(eng_backend *be)
 	be->rope = eng_cpu_rope;
 	be->kv_store = eng_cpu_kv_store;
 	be->swiglu = eng_cpu_swiglu;
+	be->swiglu_oai = eng_cpu_swiglu_oai;
 }
 
 int eng_backend_ref_init(eng_backend *be, eng_model *m)

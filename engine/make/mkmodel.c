@@ -15,12 +15,13 @@
 
 #include "engine/backend.h"
 
-typedef enum { INIT_LINEAR, INIT_NORM, INIT_BIAS } init_kind;
+/* INIT_GEMMA: a Gemma-style norm's weight, near 0 (it scales by 1 + w) */
+typedef enum { INIT_LINEAR, INIT_NORM, INIT_BIAS, INIT_GEMMA } init_kind;
 
 typedef struct {
 	char name[128];
 	int ndim;
-	int64_t shape[2];
+	int64_t shape[3];
 	init_kind init;
 } spec;
 
@@ -30,7 +31,44 @@ typedef struct {
 	int rc;
 } spec_list;
 
+static void add3(spec_list *l, init_kind k, int64_t d0, int64_t d1, int64_t d2, const char *fmt, ...) EV_PRINTF(6, 7);
 static void add(spec_list *l, init_kind k, int64_t d0, int64_t d1, const char *fmt, ...) EV_PRINTF(5, 6);
+
+static spec *next_spec(spec_list *l, init_kind k, int64_t d0, int64_t d1, int64_t d2)
+{
+	if (l->rc)
+		return NULL;
+	if (l->n == l->cap) {
+		int cap = l->cap ? 2 * l->cap : 64;
+		spec *nv = realloc(l->v, (size_t)cap * sizeof(*nv));
+		if (!nv) {
+			l->rc = ev_error_set(EV_E_NOMEM, "out of memory");
+			return NULL;
+		}
+		l->v = nv;
+		l->cap = cap;
+	}
+	spec *s = &l->v[l->n++];
+	s->ndim = d2 ? 3 : d1 ? 2 : 1;
+	s->shape[0] = d0;
+	s->shape[1] = d1;
+	s->shape[2] = d2;
+	s->init = k;
+	return s;
+}
+
+/* A 3-D tensor (experts stored together). */
+static void add3(spec_list *l, init_kind k, int64_t d0, int64_t d1, int64_t d2, const char *fmt, ...)
+{
+	spec *s = next_spec(l, k, d0, d1, d2);
+	if (!s)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(s->name, sizeof(s->name), fmt, ap);
+	va_end(ap);
+}
+
 static void add(spec_list *l, init_kind k, int64_t d0, int64_t d1, const char *fmt, ...)
 {
 	if (l->rc)
@@ -53,6 +91,7 @@ static void add(spec_list *l, init_kind k, int64_t d0, int64_t d1, const char *f
 	s->ndim = d1 ? 2 : 1;
 	s->shape[0] = d0;
 	s->shape[1] = d1;
+	s->shape[2] = 0;
 	s->init = k;
 }
 
@@ -65,11 +104,56 @@ static const struct {
 	{"qwen3", "Qwen3ForCausalLM", "qwen3", "chatml"},
 	{"mixtral", "MixtralForCausalLM", "mixtral", "llama3"},
 	{"qwen3_moe", "Qwen3MoeForCausalLM", "qwen3_moe", "chatml"},
+	{"minimax_m3", "MiniMaxM3VLForCausalLM", "minimax_m3_vl_text", "chatml"},
 };
+#define ARCH_M3 6
+
+/* MiniMax-M3 (transformers' text-only MiniMaxM3VLForCausalLM layout):
+ * layer 0 dense MLP with full attention, the others MoE; odd layers sparse
+ * attention with a lightning indexer (index heads = KV heads, index dim =
+ * head_dim); Gemma norms near 0; the router's selection bias random. */
+static void build_m3(spec_list *l, const eng_mkmodel_sizes *z, int hd)
+{
+	int H = z->hidden, q = z->heads * hd, kv = z->kv_heads * hd, I = z->intermediate;
+	add(l, INIT_LINEAR, z->vocab, H, "model.embed_tokens.weight");
+	for (int i = 0; i < z->layers; i++) {
+		add(l, INIT_GEMMA, H, 0, "model.layers.%d.input_layernorm.weight", i);
+		add(l, INIT_GEMMA, H, 0, "model.layers.%d.post_attention_layernorm.weight", i);
+		add(l, INIT_LINEAR, q, H, "model.layers.%d.self_attn.q_proj.weight", i);
+		add(l, INIT_LINEAR, kv, H, "model.layers.%d.self_attn.k_proj.weight", i);
+		add(l, INIT_LINEAR, kv, H, "model.layers.%d.self_attn.v_proj.weight", i);
+		add(l, INIT_LINEAR, H, q, "model.layers.%d.self_attn.o_proj.weight", i);
+		add(l, INIT_GEMMA, hd, 0, "model.layers.%d.self_attn.q_norm.weight", i);
+		add(l, INIT_GEMMA, hd, 0, "model.layers.%d.self_attn.k_norm.weight", i);
+		if (i % 2) {
+			add(l, INIT_LINEAR, z->kv_heads * hd, H, "model.layers.%d.self_attn.indexer.q_proj.weight", i);
+			add(l, INIT_LINEAR, hd, H, "model.layers.%d.self_attn.indexer.k_proj.weight", i);
+			add(l, INIT_GEMMA, hd, 0, "model.layers.%d.self_attn.indexer.q_norm.weight", i);
+			add(l, INIT_GEMMA, hd, 0, "model.layers.%d.self_attn.indexer.k_norm.weight", i);
+		}
+		if (i == 0 && z->layers > 1) {
+			add(l, INIT_LINEAR, 2 * I, H, "model.layers.%d.mlp.gate_up_proj.weight", i);
+			add(l, INIT_LINEAR, H, I, "model.layers.%d.mlp.down_proj.weight", i);
+			continue;
+		}
+		add(l, INIT_LINEAR, z->experts, H, "model.layers.%d.mlp.gate.weight", i);
+		add(l, INIT_BIAS, z->experts, 0, "model.layers.%d.mlp.gate.e_score_correction_bias", i);
+		add3(l, INIT_LINEAR, z->experts, 2 * I, H, "model.layers.%d.mlp.experts.gate_up_proj", i);
+		add3(l, INIT_LINEAR, z->experts, H, I, "model.layers.%d.mlp.experts.down_proj", i);
+		add(l, INIT_LINEAR, 2 * I, H, "model.layers.%d.mlp.shared_experts.gate_up_proj.weight", i);
+		add(l, INIT_LINEAR, H, I, "model.layers.%d.mlp.shared_experts.down_proj.weight", i);
+	}
+	add(l, INIT_GEMMA, H, 0, "model.norm.weight");
+	add(l, INIT_LINEAR, z->vocab, H, "lm_head.weight");
+}
 #define NARCH (int)(sizeof(arch_names) / sizeof(arch_names[0]))
 
 static void build_specs(spec_list *l, int a, const eng_mkmodel_sizes *z, int hd, bool tie)
 {
+	if (a == ARCH_M3) {
+		build_m3(l, z, hd);
+		return;
+	}
 	int H = z->hidden, q = z->heads * hd, kv = z->kv_heads * hd;
 	bool qwen2 = a == 2, qk = a == 3 || a == 5, mixtral = a == 4, qmoe = a == 5;
 	add(l, INIT_LINEAR, z->vocab, H, "model.embed_tokens.weight");
@@ -176,6 +260,34 @@ static int write_config(const char *dir, int a, const eng_mkmodel_sizes *z, int 
 		if (z->layers > 1)
 			cJSON_AddItemToArray(only, cJSON_CreateNumber(0));
 	}
+	if (a == ARCH_M3) {
+		/* partial rotary (half the head), every layer kind present */
+		cJSON_DeleteItemFromObject(o, "rope_theta");
+		cJSON *rp = cJSON_AddObjectToObject(o, "rope_parameters");
+		cJSON_AddStringToObject(rp, "rope_type", "default");
+		cJSON_AddRawToObject(rp, "rope_theta", "5000000.0"); /* floats as floats: transformers' config checks */
+		cJSON_AddNumberToObject(rp, "partial_rotary_factor", 0.5);
+		cJSON_AddNumberToObject(o, "rotary_dim", hd / 2);
+		cJSON_AddNumberToObject(o, "dense_intermediate_size", z->intermediate);
+		cJSON_AddNumberToObject(o, "shared_intermediate_size", z->intermediate);
+		cJSON_AddNumberToObject(o, "num_local_experts", z->experts);
+		cJSON_AddNumberToObject(o, "num_experts_per_tok", z->top_k);
+		cJSON_AddRawToObject(o, "routed_scaling_factor", "2.0");
+		cJSON_AddNumberToObject(o, "swiglu_alpha", 1.702);
+		cJSON_AddRawToObject(o, "swiglu_limit", "2.0"); /* low: random activations reach the clamp */
+		cJSON_AddNumberToObject(o, "index_n_heads", z->kv_heads);
+		cJSON_AddNumberToObject(o, "index_head_dim", hd);
+		cJSON_AddNumberToObject(o, "index_block_size", 16);
+		cJSON_AddNumberToObject(o, "index_topk_blocks", 4);
+		cJSON_AddNumberToObject(o, "index_local_blocks", 1);
+		cJSON *lt = cJSON_AddArrayToObject(o, "layer_types"), *mt = cJSON_AddArrayToObject(o, "mlp_layer_types");
+		for (int i = 0; i < z->layers; i++) {
+			cJSON_AddItemToArray(lt, cJSON_CreateString(i % 2 ? "minimax_m3_sparse" : "full_attention"));
+			cJSON_AddItemToArray(mt, cJSON_CreateString(i == 0 && z->layers > 1 ? "dense" : "sparse"));
+		}
+	}
+	if (bos < 0 && a == ARCH_M3) /* else transformers takes the released model's id, outside this vocab */
+		cJSON_AddNullToObject(o, "bos_token_id");
 	if (bos >= 0) {
 		cJSON_AddNumberToObject(o, "bos_token_id", bos);
 		cJSON_AddNumberToObject(g, "bos_token_id", bos);
@@ -197,7 +309,7 @@ done:
 
 static double spec_std(const spec *s)
 {
-	return s->init == INIT_LINEAR ? 1.0 / sqrt((double)s->shape[1]) : 0.1;
+	return s->init == INIT_LINEAR ? 1.0 / sqrt((double)s->shape[s->ndim - 1]) : 0.1;
 }
 
 static int write_weights(const char *dir, const spec_list *l, eng_dtype dt, uint64_t seed)
@@ -216,14 +328,14 @@ static int write_weights(const char *dir, const spec_list *l, eng_dtype dt, uint
 	rc = ev_buf_puts(&hdr, "{\"__metadata__\":{\"format\":\"pt\"}");
 	for (int i = 0; i < l->n && !rc; i++) {
 		const spec *s = &l->v[i];
-		size_t n = (size_t)s->shape[0] * (size_t)(s->ndim == 2 ? s->shape[1] : 1);
-		size_t rl = (size_t)(s->ndim == 2 ? s->shape[1] : s->shape[0]);
+		size_t n = 1;
+		for (int d = 0; d < s->ndim; d++)
+			n *= (size_t)s->shape[d];
+		size_t rl = (size_t)s->shape[s->ndim - 1];
 		maxrow = rl > maxrow ? rl : maxrow;
 		rc = ev_buf_printf(&hdr, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", s->name, eng_dtype_name(dt));
-		if (!rc && s->ndim == 2)
-			rc = ev_buf_printf(&hdr, "%lld,%lld", (long long)s->shape[0], (long long)s->shape[1]);
-		else if (!rc)
-			rc = ev_buf_printf(&hdr, "%lld", (long long)s->shape[0]);
+		for (int d = 0; !rc && d < s->ndim; d++)
+			rc = ev_buf_printf(&hdr, "%s%lld", d ? "," : "", (long long)s->shape[d]);
 		if (!rc)
 			rc = ev_buf_printf(&hdr, "],\"data_offsets\":[%zu,%zu]}", off, off + n * es);
 		off += n * es;
@@ -250,8 +362,9 @@ static int write_weights(const char *dir, const spec_list *l, eng_dtype dt, uint
 	ev_rng_seed(&rng, seed);
 	for (int i = 0; i < l->n && ok; i++) {
 		const spec *s = &l->v[i];
-		size_t rl = (size_t)(s->ndim == 2 ? s->shape[1] : s->shape[0]);
-		size_t nrows = s->ndim == 2 ? (size_t)s->shape[0] : 1;
+		size_t rl = (size_t)s->shape[s->ndim - 1], nrows = 1;
+		for (int d = 0; d + 1 < s->ndim; d++)
+			nrows *= (size_t)s->shape[d];
 		double a = sqrt(3.0) * spec_std(s);
 		for (size_t r = 0; r < nrows && ok; r++) {
 			for (size_t j = 0; j < rl; j++) {
@@ -296,7 +409,8 @@ int eng_mkmodel(const char *dir, const char *arch, const eng_mkmodel_sizes *size
 		if (arch && !strcmp(arch, arch_names[i].arch))
 			a = i;
 	if (a < 0)
-		return ev_error_set(EV_E_INVALID, "mkmodel: unknown arch '%s' (llama, mistral, qwen2, qwen3, mixtral, qwen3_moe)",
+		return ev_error_set(EV_E_INVALID,
+				    "mkmodel: unknown arch '%s' (llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, minimax_m3)",
 				    arch ? arch : "");
 	eng_dtype dt;
 	if (!dtype || !strcmp(dtype, "f32"))
@@ -317,6 +431,9 @@ int eng_mkmodel(const char *dir, const char *arch, const eng_mkmodel_sizes *size
 	if (hd < 2 || hd % 2 || (!z.head_dim && z.hidden % z.heads))
 		return ev_error_set(EV_E_INVALID, "mkmodel: head_dim %d must be even (hidden a multiple of heads)", hd);
 	bool tie = a == 2 || a == 3;
+	if (a == ARCH_M3 && hd % 4)
+		return ev_error_set(EV_E_INVALID, "mkmodel: minimax_m3 rotates half the head: head_dim %d must be a multiple of 4",
+				    hd);
 	if ((rc = ev_mkdir_p(dir)))
 		return rc;
 	/* the tokenizer first: its special ids go into the configs */

@@ -10,7 +10,7 @@
 #include "engine/backend.h"
 #include "tests/engine/engine_testutil.h"
 
-static const char *archs[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe"};
+static const char *archs[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "minimax_m3"};
 
 /* fast vs reference, prefill and step by step, for one arch and dtype */
 static void check_arch(const char *arch, const char *dtype, double tol)
@@ -54,6 +54,7 @@ static void fast_equals_reference_half_weights(void **state)
 	check_arch("qwen3_moe", "bf16", 1e-4);
 	check_arch("qwen2", "f16", 1e-4);
 	check_arch("mixtral", "f16", 1e-4);
+	check_arch("minimax_m3", "bf16", 1e-4);
 }
 
 /* A long prompt spans several forward chunks and many pages. */
