@@ -177,6 +177,7 @@ typedef struct {
 
 typedef struct {
 	int block;        /* positions per page */
+	int idim;         /* MiniMax-M3's index key per position and layer (f32; 0: none) */
 	eng_dtype dtype;  /* of K and V */
 	size_t esize;     /* bytes per K/V element */
 	size_t layer_bytes; /* bytes per layer in a page */
@@ -209,6 +210,13 @@ static inline float *eng_page_v(const eng_kv_pool *p, eng_page *pg, int layer, i
 static inline float *eng_page_ksum(const eng_kv_pool *p, eng_page *pg, int layer)
 {
 	return (float *)(pg->data + (size_t)layer * p->layer_bytes + (size_t)2 * p->block * p->kvh * p->hd * p->esize);
+}
+/* The lightning indexer's key of a slot (idim floats), after the key sums. */
+static inline float *eng_page_ikey(const eng_kv_pool *p, eng_page *pg, int layer, int slot)
+{
+	return (float *)(pg->data + (size_t)layer * p->layer_bytes + (size_t)2 * p->block * p->kvh * p->hd * p->esize +
+			 (size_t)p->kvh * p->hd * sizeof(float)) +
+	       (size_t)slot * p->idim;
 }
 /* n stored elements (pool dtype) at src -> f32. */
 static inline void eng_kv_load(const eng_kv_pool *p, float *dst, const void *src, size_t n)
@@ -319,6 +327,20 @@ typedef struct {
 	long pos;
 } eng_row;
 
+/* ---- MiniMax-M3's lightning indexer (engine/indexer.c) -------------------- */
+
+/* Stores rows' index keys ik[n, idim] (normed, rotated) in their page slots. */
+void eng_index_store(eng_model *m, const eng_row *rows, int n, int layer, const float *ik);
+/* The definition of the choice: for row i and index head g (= KV head),
+ * the score of a key is iq[i, g] . its index key, a block's the max over
+ * its keys <= pos; the index_local blocks ending at the query's own block
+ * always kept; then the highest-scoring blocks (lower block first on
+ * ties) up to min(index_topk, blocks so far). Writes the blocks ascending
+ * to lists + (i * kvh + g) * nlist and their count to nls[i * kvh + g];
+ * `scores` has room for the longest row's blocks. */
+void eng_index_select(const eng_model *m, const eng_row *rows, int n, int layer, const float *iq, int *lists,
+		      int *nls, int nlist, float *scores);
+
 /* Activations are f32 row-major [n rows, width] buffers in the backend's
  * own memory (from `alloc`; host memory for the CPU paths, device memory
  * for CUDA). Descriptions of the work (token ids, positions, rows with
@@ -359,9 +381,12 @@ typedef struct eng_backend {
 			 const float *v);
 	/* out[n, nh, hd] = causal softmax(q k^T / sqrt(hd)) v over each row's
 	 * cached positions <= pos (and > pos - window when window > 0); where
-	 * eng_msa_sparse(layer, pos), over the MSA-selected blocks only. */
+	 * eng_msa_sparse(layer, pos), over the MSA-selected blocks only. With
+	 * `lists` (the lightning indexer's choice), row i and KV head g attend
+	 * the nls[i * kvh + g] blocks at lists + (i * kvh + g) * nlist,
+	 * ascending (nls < 0: every block). */
 	void (*attention)(struct eng_backend *be, float *out, const float *q, const eng_row *rows, int n,
-			  int layer, int nh, long window);
+			  int layer, int nh, long window, const int *lists, const int *nls, int nlist);
 	/* y[i] += a * x[i], i < n (residuals, MoE expert mixing) */
 	void (*axpy)(struct eng_backend *be, float *y, const float *x, float a, size_t n);
 	/* g[i] = silu(g[i]) * u[i], i < n */
@@ -409,6 +434,9 @@ struct eng_model {
 	float *inv_freq; /* [head_dim / 2] */
 	eng_kv_pool kv;
 	eng_msa msa;
+	/* MiniMax-M3's lightning indexer chooses the blocks of its sparse
+	 * layers (off: they attend every key; --attention dense) */
+	bool indexer;
 	long max_context;
 	eng_backend ref, cpu;
 	eng_backend *be; /* the one in use */

@@ -22,6 +22,7 @@ typedef struct {
 	float *router;     /* [rows, experts] */
 	float *eb, *eo;    /* expert input / output [rows, hidden] */
 	float *nbuf, *lbuf; /* final norm rows, logits rows */
+	float *iq, *ik;    /* the lightning indexer's queries [rows, heads, dim] and keys [rows, dim] */
 	/* host */
 	float *router_h;
 	int *sel;          /* [rows, top_k] expert ids */
@@ -29,6 +30,8 @@ typedef struct {
 	int *erows;        /* rows routed to one expert */
 	float *ew;
 	int *lrows;        /* rows whose logits are wanted */
+	int *lists, *nls;  /* the indexer's blocks per (row, KV head) */
+	float *bscore;     /* block scores of one row (the longest) */
 	long *pos;
 	eng_row *rows;
 } scratch;
@@ -37,15 +40,16 @@ static void scratch_free(scratch *s)
 {
 	eng_backend *be = s->be;
 	float **dev[] = {&s->x, &s->xb, &s->q, &s->k, &s->v, &s->att, &s->g, &s->u, &s->router, &s->eb, &s->eo,
-			 &s->nbuf, &s->lbuf};
+			 &s->nbuf, &s->lbuf, &s->iq, &s->ik};
 	for (size_t i = 0; be && i < sizeof(dev) / sizeof(dev[0]); i++)
 		if (*dev[i])
 			be->release(be, *dev[i]);
 	free(s->router_h), free(s->sel), free(s->selw), free(s->erows), free(s->ew), free(s->lrows), free(s->pos);
 	free(s->rows);
+	free(s->lists), free(s->nls), free(s->bscore);
 }
 
-static int scratch_alloc(scratch *s, eng_backend *be, const eng_config *c, int n, int nlog)
+static int scratch_alloc(scratch *s, eng_backend *be, const eng_config *c, int n, int nlog, long longest)
 {
 	memset(s, 0, sizeof(*s));
 	s->be = be;
@@ -60,7 +64,9 @@ static int scratch_alloc(scratch *s, eng_backend *be, const eng_config *c, int n
 	} dev[] = {{&s->x, N * H * F}, {&s->xb, N * H * F}, {&s->q, N * qd * F}, {&s->k, N * kd * F},
 		   {&s->v, N * kd * F}, {&s->att, N * qd * F}, {&s->g, N * inter * F}, {&s->u, N * inter * F},
 		   {&s->router, N * E * F}, {&s->eb, N * H * F}, {&s->eo, N * H * F},
-		   {&s->nbuf, (size_t)nlog * H * F}, {&s->lbuf, (size_t)nlog * (size_t)c->vocab * F}};
+		   {&s->nbuf, (size_t)nlog * H * F}, {&s->lbuf, (size_t)nlog * (size_t)c->vocab * F},
+		   {&s->iq, N * (size_t)(c->sparse_layer ? c->index_heads * c->index_dim : 1) * F},
+		   {&s->ik, N * (size_t)(c->sparse_layer ? c->index_dim : 1) * F}};
 	bool ok = true;
 	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
 		ok &= (*dev[i].p = be->alloc(be, dev[i].bytes)) != NULL;
@@ -72,7 +78,12 @@ static int scratch_alloc(scratch *s, eng_backend *be, const eng_config *c, int n
 	s->lrows = malloc(N * sizeof(int));
 	s->pos = malloc(N * sizeof(long));
 	s->rows = malloc(N * sizeof(eng_row));
-	if (!ok || !s->router_h || !s->sel || !s->selw || !s->erows || !s->ew || !s->lrows || !s->pos || !s->rows) {
+	size_t nl = c->sparse_layer ? (size_t)c->index_topk : 1, kvh = (size_t)c->kv_heads;
+	s->lists = malloc(N * kvh * nl * sizeof(int));
+	s->nls = malloc(N * kvh * sizeof(int));
+	s->bscore = malloc((size_t)(c->sparse_layer ? longest / c->index_block + 2 : 1) * F);
+	if (!ok || !s->router_h || !s->sel || !s->selw || !s->erows || !s->ew || !s->lrows || !s->pos || !s->rows ||
+	    !s->lists || !s->nls || !s->bscore) {
 		scratch_free(s);
 		return ev_error_set(EV_E_NOMEM, "out of memory for forward scratch (%d rows)", n);
 	}
@@ -208,7 +219,22 @@ static void run_chunk(eng_model *m, scratch *s, const int32_t *tok, int n, float
 		be->rope(be, s->q, n, c->heads, hd, c->rope_dim, s->pos, m->inv_freq);
 		be->rope(be, s->k, n, c->kv_heads, hd, c->rope_dim, s->pos, m->inv_freq);
 		be->kv_store(be, s->rows, n, l, s->k, s->v);
-		be->attention(be, s->att, s->q, s->rows, n, l, c->heads, c->sliding_window);
+		const int *lists = NULL;
+		if (m->indexer && c->sparse_layer[l]) {
+			/* the lightning indexer: its own projections of the layer
+			 * input, norms and RoPE; keys stored, then the blocks chosen */
+			int ih = c->index_heads, id = c->index_dim;
+			be->matmul(be, s->iq, s->xb, n, &L->iq, NULL);
+			be->matmul(be, s->ik, s->xb, n, &L->ik, NULL);
+			be->rmsnorm(be, s->iq, s->iq, L->iq_norm, n * ih, id, eps);
+			be->rmsnorm(be, s->ik, s->ik, L->ik_norm, n, id, eps);
+			be->rope(be, s->iq, n, ih, id, c->rope_dim, s->pos, m->inv_freq);
+			be->rope(be, s->ik, n, 1, id, c->rope_dim, s->pos, m->inv_freq);
+			eng_index_store(m, s->rows, n, l, s->ik);
+			eng_index_select(m, s->rows, n, l, s->iq, s->lists, s->nls, c->index_topk, s->bscore);
+			lists = s->lists;
+		}
+		be->attention(be, s->att, s->q, s->rows, n, l, c->heads, c->sliding_window, lists, s->nls, c->index_topk);
 		be->matmul(be, s->xb, s->att, n, &L->wo, L->bo);
 		be->axpy(be, s->x, s->xb, 1.0f, (size_t)n * H);
 		be->rmsnorm(be, s->xb, s->x, L->ffn_norm, n, H, eps);
@@ -285,7 +311,7 @@ static int forward(eng_model *m, eng_seq *const *seqs, const int32_t *const *tok
 		every += rs->want[i] ? ntok[i] : 0;
 	int chunk = total < ENG_CHUNK ? (int)total : ENG_CHUNK;
 	int nlog = all_logits || every ? chunk : (nseq < chunk ? nseq : chunk);
-	if ((rc = scratch_alloc(&s, m->be, c, chunk, nlog)))
+	if ((rc = scratch_alloc(&s, m->be, c, chunk, nlog, longest)))
 		return rc;
 	if (!(dst = calloc((size_t)chunk, sizeof(*dst))) || !(flat = malloc((size_t)chunk * sizeof(*flat))) ||
 	    !(rsrc = malloc((size_t)chunk * sizeof(*rsrc))) ||

@@ -365,13 +365,7 @@ int eng_model_load(eng_model **out, const char *dir, const eng_model_options *op
 	if ((rc = bind_all(m, dir)))
 		goto done;
 	rope_freqs(m->inv_freq, &m->c);
-	for (int i = 0; m->c.sparse_layer && i < m->c.layers; i++)
-		if (m->c.sparse_layer[i]) { /* said once, plainly: the logits differ past that length */
-			ev_log_warn("%s: MiniMax-M3's lightning indexer is not implemented yet: its sparse layers attend every "
-				    "key, which equals the model up to %d tokens (index_topk_blocks x index_block_size)",
-				    dir, m->c.index_topk * m->c.index_block);
-			break;
-		}
+
 	for (int i = 0; i < m->ts.nt; i++)
 		if (m->ts.t[i].used) {
 			m->weight_bytes += m->ts.t[i].nbytes;
@@ -382,6 +376,27 @@ int eng_model_load(eng_model **out, const char *dir, const eng_model_options *op
 		rc = ev_error_set(EV_E_INVALID, "block_size %d out of range [1, 4096]", o.block_size);
 		goto done;
 	}
+	bool has_indexer = false;
+	for (int i = 0; m->c.sparse_layer && i < m->c.layers; i++)
+		has_indexer |= m->c.sparse_layer[i];
+	if (has_indexer) {
+		/* MiniMax-M3: a page is one of the indexer's blocks; MSA is the
+		 * indexer's choice (the mean selector stays off), dense attends all */
+		if (o.block_size && o.block_size != m->c.index_block) {
+			rc = ev_error_set(EV_E_INVALID, "block_size %d: this checkpoint's index_block_size is %d (one page is one "
+						      "block)", o.block_size, m->c.index_block);
+			goto done;
+		}
+		if (m->c.index_dim < m->c.rope_dim) {
+			rc = ev_error_set(EV_E_UNSUPPORTED, "%s: index_head_dim %d is smaller than the %d rotated channels", dir,
+					  m->c.index_dim, m->c.rope_dim);
+			goto done;
+		}
+		m->indexer = o.attention.kind != ENG_ATTN_DENSE;
+		o.attention.kind = ENG_ATTN_DENSE;
+		o.block_size = m->c.index_block;
+		m->kv.idim = m->c.index_dim;
+	}
 	/* MSA settings decide the page size (one page = one sparse block) */
 	if ((rc = eng_msa_setup(m, &o.attention, o.block_size, &block)))
 		goto done;
@@ -389,8 +404,10 @@ int eng_model_load(eng_model **out, const char *dir, const eng_model_options *op
 	 * scratch no longer depends on it: O(block) per worker) */
 	long cap = o.max_context > 0 ? o.max_context : ENG_DEFAULT_MAX_CONTEXT;
 	m->max_context = cap < m->c.max_position ? cap : m->c.max_position;
+	int idim = m->kv.idim;
 	if ((rc = eng_kv_pool_init(&m->kv, m->c.layers, m->c.kv_heads, m->c.head_dim, block)))
 		goto done;
+	m->kv.idim = idim;
 	static const eng_dtype kvt[] = {ENG_F32, ENG_F16, ENG_BF16};
 	if ((unsigned)o.kv_dtype > 2) {
 		rc = ev_error_set(EV_E_INVALID, "kv_dtype %d unknown", (int)o.kv_dtype);

@@ -80,7 +80,7 @@ void eng_model_get_attention(const eng_model *m, eng_attention_options *out)
 	eng_attention_options d = ENG_ATTENTION_OPTIONS_INIT;
 	*out = d;
 	const eng_msa *a = &m->msa;
-	out->kind = a->on ? ENG_ATTN_MSA : ENG_ATTN_DENSE;
+	out->kind = a->on || m->indexer ? ENG_ATTN_MSA : ENG_ATTN_DENSE;
 	out->block_size = a->block;
 	out->top_k = a->top_k;
 	out->sink_blocks = a->sink;
@@ -97,7 +97,10 @@ int eng_model_set_attention(eng_model *m, eng_attention_kind kind)
 	if (kind != ENG_ATTN_DENSE && kind != ENG_ATTN_MSA)
 		return ev_error_set(EV_E_INVALID, "set_attention: dense or msa");
 	pthread_mutex_lock(&m->mu);
-	m->msa.on = kind == ENG_ATTN_MSA;
+	if (m->kv.idim) /* MiniMax-M3: MSA is its lightning indexer */
+		m->indexer = kind == ENG_ATTN_MSA;
+	else
+		m->msa.on = kind == ENG_ATTN_MSA;
 	pthread_mutex_unlock(&m->mu);
 	return 0;
 }

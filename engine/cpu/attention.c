@@ -262,12 +262,19 @@ static bool split_index(cpu_ctx *cc, att_job *j)
 }
 
 void eng_cpu_attention(eng_backend *be, float *out, const float *q, const eng_row *rows, int n, int layer,
-			  int nh, long window)
+			  int nh, long window, const int *lists, const int *nls, int nlist)
 {
 	cpu_ctx *cc = be->ctx;
 	eng_model *m = be->m;
 	int kvh = m->kv.kvh;
 	att_job j = {cc, m, out, q, rows, n, layer, nh, window, NULL, NULL, cc->nlist};
+	if (lists) { /* the lightning indexer chose already */
+		j.lists = (int *)lists;
+		j.nls = (int *)nls;
+		j.nlist = nlist;
+		eng_pool_run(cc->pool, att_task, &j, n * kvh);
+		return;
+	}
 	bool sparse = false;
 	for (int i = 0; i < n && !sparse; i++)
 		sparse = eng_msa_sparse(m, layer, rows[i].pos);

@@ -31,6 +31,6 @@ typedef struct {
 void eng_cpu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_weight *w, const float *bias);
 /* attention.c */
 void eng_cpu_attention(eng_backend *be, float *out, const float *q, const eng_row *rows, int n, int layer, int nh,
-		       long window);
+		       long window, const int *lists, const int *nls, int nlist);
 
 #endif

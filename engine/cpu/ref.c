@@ -133,7 +133,7 @@ static int ref_reserve(eng_backend *be, long max_len)
  * them, or MSA's choice); per query head, softmax over exactly the
  * positions s <= pos in those blocks (and inside the window). */
 static void ref_attention(eng_backend *be, float *out, const float *q, const eng_row *rows, int n, int layer,
-			  int nh, long window)
+			  int nh, long window, const int *lists, const int *nls, int nlist)
 {
 	eng_model *m = be->m;
 	eng_kv_pool *p = &m->kv;
@@ -147,10 +147,16 @@ static void ref_attention(eng_backend *be, float *out, const float *q, const eng
 		float *sc = rc->sc;
 		const float *qi = q + (size_t)i * nh * hd;
 		for (int g = 0; g < p->kvh; g++) {
-			if (eng_msa_sparse(m, layer, pos))
+			int nl = lists ? nls[(size_t)i * p->kvh + g] : -1;
+			if (nl >= 0) { /* the indexer's blocks */
+				memset(rc->att, 0, (size_t)cur + 1);
+				for (int k = 0; k < nl; k++)
+					rc->att[lists[((size_t)i * p->kvh + g) * nlist + k]] = 1;
+			} else if (eng_msa_sparse(m, layer, pos)) {
 				eng_msa_select_ref(m, s, layer, pos, g, qi, rc->att, rc->bsc);
-			else
+			} else {
 				memset(rc->att, 1, (size_t)cur + 1);
+			}
 			for (int h = g * group; h < (g + 1) * group; h++) {
 				const float *qh = qi + (size_t)h * hd;
 				float *oh = out + ((size_t)i * nh + h) * hd;

@@ -18,7 +18,9 @@ static void check_arch(const char *arch, const char *dtype, double tol)
 	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
 	z.vocab = 320;
 	char *dir = et_mkmodel("fwd", arch, &z, dtype, 7);
-	eng_model *fast = et_load(dir, ENG_BACKEND_CPU, 8), *ref = et_load(dir, ENG_BACKEND_REF, 8);
+	/* MiniMax-M3's page is its index block (16 here) */
+	int block = strcmp(arch, "minimax_m3") ? 8 : 0;
+	eng_model *fast = et_load(dir, ENG_BACKEND_CPU, block), *ref = et_load(dir, ENG_BACKEND_REF, block);
 	int n = 21; /* crosses two page boundaries at block 8 */
 	int32_t *t = et_tokens(n, z.vocab, 3);
 	size_t nv = (size_t)n * z.vocab;
@@ -55,6 +57,38 @@ static void fast_equals_reference_half_weights(void **state)
 	check_arch("qwen2", "f16", 1e-4);
 	check_arch("mixtral", "f16", 1e-4);
 	check_arch("minimax_m3", "bf16", 1e-4);
+}
+
+/* MiniMax-M3 past the indexer's top-k x block (4 x 16 here): the blocks
+ * it chooses are the same on every path (reference and fast, all at once,
+ * token by token, in chunks), and attending every key is another result. */
+static void minimax_m3_indexer_paths_agree(void **state)
+{
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.vocab = 320;
+	z.layers = 3;
+	char *dir = et_mkmodel("m3idx", "minimax_m3", &z, "f32", 5);
+	eng_model *fast = et_load(dir, ENG_BACKEND_CPU, 0), *ref = et_load(dir, ENG_BACKEND_REF, 0);
+	eng_model_info info;
+	eng_model_get_info(fast, &info);
+	assert_int_equal(info.block_size, 16); /* a page is one of the indexer's blocks */
+	int n = 150;
+	int32_t *t = et_tokens(n, z.vocab, 8);
+	size_t nv = (size_t)n * z.vocab;
+	float *rp = et_logits(ref, t, n, 0), *fp = et_logits(fast, t, n, 0), *fs = et_logits(fast, t, n, 1),
+	      *f7 = et_logits(fast, t, n, 7);
+	double e1 = et_rel_err(fp, rp, nv), e2 = et_rel_err(fs, rp, nv), e3 = et_rel_err(f7, rp, nv);
+	print_message("minimax_m3 indexer, 150 tokens: fast/ref %.2e  step/ref %.2e  7-chunks/ref %.2e\n", e1, e2, e3);
+	assert_true(e1 <= 1e-5 && e2 <= 1e-5 && e3 <= 1e-5);
+	assert_int_equal(eng_model_set_attention(fast, ENG_ATTN_DENSE), 0);
+	float *dense = et_logits(fast, t, n, 0);
+	size_t early = (size_t)60 * z.vocab; /* within 4 blocks: the same */
+	assert_true(et_rel_err(dense, rp, early) <= 1e-5);
+	assert_true(et_rel_err(dense + nv - z.vocab, rp + nv - z.vocab, (size_t)z.vocab) > 1e-3);
+	free(rp), free(fp), free(fs), free(f7), free(dense), free(t);
+	eng_model_free(fast);
+	eng_model_free(ref);
+	free(dir);
 }
 
 /* A long prompt spans several forward chunks and many pages. */
@@ -256,6 +290,7 @@ int main(void)
 		cmocka_unit_test(fast_equals_reference_f32_every_arch),
 		cmocka_unit_test(fast_equals_reference_half_weights),
 		cmocka_unit_test(long_prompt_at_once_equals_token_by_token),
+		cmocka_unit_test(minimax_m3_indexer_paths_agree),
 		cmocka_unit_test(sliding_window_paths_agree),
 		cmocka_unit_test(batch_of_sequences_equals_each_alone),
 		cmocka_unit_test(pages_keep_key_sums_and_limits_hold),
