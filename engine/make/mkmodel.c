@@ -105,53 +105,55 @@ static const struct {
 	{"mixtral", "MixtralForCausalLM", "mixtral", "llama3"},
 	{"qwen3_moe", "Qwen3MoeForCausalLM", "qwen3_moe", "chatml"},
 	{"minimax_m3", "MiniMaxM3VLForCausalLM", "minimax_m3_vl_text", "chatml"},
+	{"minimax_m3_vl", "MiniMaxM3SparseForConditionalGeneration", "minimax_m3_vl", "chatml"},
 };
 #define ARCH_M3 6
+#define ARCH_M3_VL 7 /* the multimodal wrapper's layout: text_config, model.language_model.* (no vision weights yet) */
 
 /* MiniMax-M3 (transformers' text-only MiniMaxM3VLForCausalLM layout):
  * layer 0 dense MLP with full attention, the others MoE; odd layers sparse
  * attention with a lightning indexer (index heads = KV heads, index dim =
  * head_dim); Gemma norms near 0; the router's selection bias random. */
-static void build_m3(spec_list *l, const eng_mkmodel_sizes *z, int hd)
+static void build_m3(spec_list *l, const eng_mkmodel_sizes *z, int hd, const char *P)
 {
 	int H = z->hidden, q = z->heads * hd, kv = z->kv_heads * hd, I = z->intermediate;
-	add(l, INIT_LINEAR, z->vocab, H, "model.embed_tokens.weight");
+	add(l, INIT_LINEAR, z->vocab, H, "%sembed_tokens.weight", P);
 	for (int i = 0; i < z->layers; i++) {
-		add(l, INIT_GEMMA, H, 0, "model.layers.%d.input_layernorm.weight", i);
-		add(l, INIT_GEMMA, H, 0, "model.layers.%d.post_attention_layernorm.weight", i);
-		add(l, INIT_LINEAR, q, H, "model.layers.%d.self_attn.q_proj.weight", i);
-		add(l, INIT_LINEAR, kv, H, "model.layers.%d.self_attn.k_proj.weight", i);
-		add(l, INIT_LINEAR, kv, H, "model.layers.%d.self_attn.v_proj.weight", i);
-		add(l, INIT_LINEAR, H, q, "model.layers.%d.self_attn.o_proj.weight", i);
-		add(l, INIT_GEMMA, hd, 0, "model.layers.%d.self_attn.q_norm.weight", i);
-		add(l, INIT_GEMMA, hd, 0, "model.layers.%d.self_attn.k_norm.weight", i);
+		add(l, INIT_GEMMA, H, 0, "%slayers.%d.input_layernorm.weight", P, i);
+		add(l, INIT_GEMMA, H, 0, "%slayers.%d.post_attention_layernorm.weight", P, i);
+		add(l, INIT_LINEAR, q, H, "%slayers.%d.self_attn.q_proj.weight", P, i);
+		add(l, INIT_LINEAR, kv, H, "%slayers.%d.self_attn.k_proj.weight", P, i);
+		add(l, INIT_LINEAR, kv, H, "%slayers.%d.self_attn.v_proj.weight", P, i);
+		add(l, INIT_LINEAR, H, q, "%slayers.%d.self_attn.o_proj.weight", P, i);
+		add(l, INIT_GEMMA, hd, 0, "%slayers.%d.self_attn.q_norm.weight", P, i);
+		add(l, INIT_GEMMA, hd, 0, "%slayers.%d.self_attn.k_norm.weight", P, i);
 		if (i % 2) {
-			add(l, INIT_LINEAR, z->kv_heads * hd, H, "model.layers.%d.self_attn.indexer.q_proj.weight", i);
-			add(l, INIT_LINEAR, hd, H, "model.layers.%d.self_attn.indexer.k_proj.weight", i);
-			add(l, INIT_GEMMA, hd, 0, "model.layers.%d.self_attn.indexer.q_norm.weight", i);
-			add(l, INIT_GEMMA, hd, 0, "model.layers.%d.self_attn.indexer.k_norm.weight", i);
+			add(l, INIT_LINEAR, z->kv_heads * hd, H, "%slayers.%d.self_attn.indexer.q_proj.weight", P, i);
+			add(l, INIT_LINEAR, hd, H, "%slayers.%d.self_attn.indexer.k_proj.weight", P, i);
+			add(l, INIT_GEMMA, hd, 0, "%slayers.%d.self_attn.indexer.q_norm.weight", P, i);
+			add(l, INIT_GEMMA, hd, 0, "%slayers.%d.self_attn.indexer.k_norm.weight", P, i);
 		}
 		if (i == 0 && z->layers > 1) {
-			add(l, INIT_LINEAR, 2 * I, H, "model.layers.%d.mlp.gate_up_proj.weight", i);
-			add(l, INIT_LINEAR, H, I, "model.layers.%d.mlp.down_proj.weight", i);
+			add(l, INIT_LINEAR, 2 * I, H, "%slayers.%d.mlp.gate_up_proj.weight", P, i);
+			add(l, INIT_LINEAR, H, I, "%slayers.%d.mlp.down_proj.weight", P, i);
 			continue;
 		}
-		add(l, INIT_LINEAR, z->experts, H, "model.layers.%d.mlp.gate.weight", i);
-		add(l, INIT_BIAS, z->experts, 0, "model.layers.%d.mlp.gate.e_score_correction_bias", i);
-		add3(l, INIT_LINEAR, z->experts, 2 * I, H, "model.layers.%d.mlp.experts.gate_up_proj", i);
-		add3(l, INIT_LINEAR, z->experts, H, I, "model.layers.%d.mlp.experts.down_proj", i);
-		add(l, INIT_LINEAR, 2 * I, H, "model.layers.%d.mlp.shared_experts.gate_up_proj.weight", i);
-		add(l, INIT_LINEAR, H, I, "model.layers.%d.mlp.shared_experts.down_proj.weight", i);
+		add(l, INIT_LINEAR, z->experts, H, "%slayers.%d.mlp.gate.weight", P, i);
+		add(l, INIT_BIAS, z->experts, 0, "%slayers.%d.mlp.gate.e_score_correction_bias", P, i);
+		add3(l, INIT_LINEAR, z->experts, 2 * I, H, "%slayers.%d.mlp.experts.gate_up_proj", P, i);
+		add3(l, INIT_LINEAR, z->experts, H, I, "%slayers.%d.mlp.experts.down_proj", P, i);
+		add(l, INIT_LINEAR, 2 * I, H, "%slayers.%d.mlp.shared_experts.gate_up_proj.weight", P, i);
+		add(l, INIT_LINEAR, H, I, "%slayers.%d.mlp.shared_experts.down_proj.weight", P, i);
 	}
-	add(l, INIT_GEMMA, H, 0, "model.norm.weight");
+	add(l, INIT_GEMMA, H, 0, "%snorm.weight", P);
 	add(l, INIT_LINEAR, z->vocab, H, "lm_head.weight");
 }
 #define NARCH (int)(sizeof(arch_names) / sizeof(arch_names[0]))
 
 static void build_specs(spec_list *l, int a, const eng_mkmodel_sizes *z, int hd, bool tie)
 {
-	if (a == ARCH_M3) {
-		build_m3(l, z, hd);
+	if (a == ARCH_M3 || a == ARCH_M3_VL) {
+		build_m3(l, z, hd, a == ARCH_M3_VL ? "model.language_model." : "model.");
 		return;
 	}
 	int H = z->hidden, q = z->heads * hd, kv = z->kv_heads * hd;
@@ -260,7 +262,7 @@ static int write_config(const char *dir, int a, const eng_mkmodel_sizes *z, int 
 		if (z->layers > 1)
 			cJSON_AddItemToArray(only, cJSON_CreateNumber(0));
 	}
-	if (a == ARCH_M3) {
+	if (a == ARCH_M3 || a == ARCH_M3_VL) {
 		/* partial rotary (half the head), every layer kind present */
 		cJSON_DeleteItemFromObject(o, "rope_theta");
 		cJSON *rp = cJSON_AddObjectToObject(o, "rope_parameters");
@@ -286,7 +288,7 @@ static int write_config(const char *dir, int a, const eng_mkmodel_sizes *z, int 
 			cJSON_AddItemToArray(mt, cJSON_CreateString(i == 0 && z->layers > 1 ? "dense" : "sparse"));
 		}
 	}
-	if (bos < 0 && a == ARCH_M3) /* else transformers takes the released model's id, outside this vocab */
+	if (bos < 0 && (a == ARCH_M3 || a == ARCH_M3_VL)) /* else transformers takes the released model's id, outside this vocab */
 		cJSON_AddNullToObject(o, "bos_token_id");
 	if (bos >= 0) {
 		cJSON_AddNumberToObject(o, "bos_token_id", bos);
@@ -297,6 +299,23 @@ static int write_config(const char *dir, int a, const eng_mkmodel_sizes *z, int 
 		cJSON *ge = cJSON_AddArrayToObject(g, "eos_token_id");
 		for (int i = 0; i < neos; i++)
 			cJSON_AddItemToArray(ge, cJSON_CreateNumber(eos[i]));
+	}
+	if (a == ARCH_M3_VL) { /* the decoder's settings become text_config; a small vision tower's config */
+		cJSON *w = cJSON_CreateObject(), *wa = cJSON_AddArrayToObject(w, "architectures"), *v;
+		cJSON_AddItemToArray(wa, cJSON_CreateString(arch_names[a].cls));
+		cJSON_AddStringToObject(w, "model_type", "minimax_m3_vl");
+		cJSON_DeleteItemFromObject(o, "architectures");
+		cJSON_ReplaceItemInObject(o, "model_type", cJSON_CreateString("minimax_m3_vl_text"));
+		cJSON_AddItemToObject(w, "text_config", o);
+		v = cJSON_AddObjectToObject(w, "vision_config");
+		cJSON_AddNumberToObject(v, "hidden_size", 32);
+		cJSON_AddNumberToObject(v, "intermediate_size", 64);
+		cJSON_AddNumberToObject(v, "num_hidden_layers", 1);
+		cJSON_AddNumberToObject(v, "num_attention_heads", 2);
+		cJSON_AddNumberToObject(v, "projector_hidden_size", z->hidden);
+		cJSON_AddNumberToObject(w, "projector_hidden_size", z->hidden);
+		cJSON_AddBoolToObject(w, "tie_word_embeddings", false);
+		o = w;
 	}
 	if ((rc = write_json(dir, "config.json", o)))
 		goto done;
@@ -410,7 +429,8 @@ int eng_mkmodel(const char *dir, const char *arch, const eng_mkmodel_sizes *size
 			a = i;
 	if (a < 0)
 		return ev_error_set(EV_E_INVALID,
-				    "mkmodel: unknown arch '%s' (llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, minimax_m3)",
+				    "mkmodel: unknown arch '%s' (llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, minimax_m3, "
+				    "minimax_m3_vl)",
 				    arch ? arch : "");
 	eng_dtype dt;
 	if (!dtype || !strcmp(dtype, "f32"))
@@ -431,7 +451,7 @@ int eng_mkmodel(const char *dir, const char *arch, const eng_mkmodel_sizes *size
 	if (hd < 2 || hd % 2 || (!z.head_dim && z.hidden % z.heads))
 		return ev_error_set(EV_E_INVALID, "mkmodel: head_dim %d must be even (hidden a multiple of heads)", hd);
 	bool tie = a == 2 || a == 3;
-	if (a == ARCH_M3 && hd % 4)
+	if ((a == ARCH_M3 || a == ARCH_M3_VL) && hd % 4)
 		return ev_error_set(EV_E_INVALID, "mkmodel: minimax_m3 rotates half the head: head_dim %d must be a multiple of 4",
 				    hd);
 	if ((rc = ev_mkdir_p(dir)))

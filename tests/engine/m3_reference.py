@@ -2,7 +2,8 @@
 
     m3_reference.py EVALD SCRATCH_DIR
 
-Random tiny MiniMax-M3 checkpoints (`evald engine mkmodel --arch minimax_m3`:
+Random tiny MiniMax-M3 checkpoints (`evald engine mkmodel --arch minimax_m3`, and `minimax_m3_vl`:
+the multimodal wrapper's layout, its text_config and model.language_model.*;
 a dense-MLP layer and MoE layers with the sigmoid router, its selection bias,
 the shared expert and SwiGLU-OAI; full and sparse attention layers; partial
 rotary; Gemma norms) in f32 and bf16 are loaded by transformers'
@@ -21,28 +22,31 @@ import sys
 
 try:
     import torch
-    from transformers.models.minimax_m3_vl.modeling_minimax_m3_vl import MiniMaxM3VLForCausalLM
+    from transformers.models.minimax_m3_vl.modeling_minimax_m3_vl import (
+        MiniMaxM3SparseForConditionalGeneration, MiniMaxM3VLForCausalLM)
 except ImportError as e:
     print(f"SKIP: {e} (bash scripts/reference-env.sh)")
     sys.exit(77)
 
 EVALD, SCRATCH = sys.argv[1], sys.argv[2]
 
-SHAPES = [  # (name, mkmodel flags, dtype)
-    ("2 layers f32", ["--layers", "2"], "f32"),
-    ("3 layers f32, 8 experts top 3", ["--layers", "3", "--experts", "8", "--top-k", "3"], "f32"),
-    ("4 layers bf16", ["--layers", "4", "--hidden", "96", "--heads", "6", "--kv-heads", "2"], "bf16"),
+SHAPES = [  # (name, arch, mkmodel flags, dtype)
+    ("2 layers f32", "minimax_m3", ["--layers", "2"], "f32"),
+    ("3 layers f32, 8 experts top 3", "minimax_m3", ["--layers", "3", "--experts", "8", "--top-k", "3"], "f32"),
+    ("4 layers bf16", "minimax_m3", ["--layers", "4", "--hidden", "96", "--heads", "6", "--kv-heads", "2"], "bf16"),
+    ("multimodal wrapper, 3 layers f32", "minimax_m3_vl", ["--layers", "3"], "f32"),
 ]
 
 
 def main():
     os.makedirs(SCRATCH, exist_ok=True)
     bad = 0
-    for k, (name, flags, dtype) in enumerate(SHAPES):
+    for k, (name, arch, flags, dtype) in enumerate(SHAPES):
         d = os.path.join(SCRATCH, "m3-%d" % k)
-        subprocess.run([EVALD, "engine", "mkmodel", "--arch", "minimax_m3", "--out", d, "--vocab", "600",
+        subprocess.run([EVALD, "engine", "mkmodel", "--arch", arch, "--out", d, "--vocab", "600",
                         "--dtype", dtype, "--seed", str(11 + k)] + flags, check=True, capture_output=True)
-        model = MiniMaxM3VLForCausalLM.from_pretrained(d, torch_dtype=torch.float32)
+        cls = MiniMaxM3SparseForConditionalGeneration if arch == "minimax_m3_vl" else MiniMaxM3VLForCausalLM
+        model = cls.from_pretrained(d, torch_dtype=torch.float32)  # the wrapper's vision tower: random, unused
         model.eval()
         rnd = random.Random(k)
         worst, agree, total = 0.0, 0, 0
