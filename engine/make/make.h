@@ -16,6 +16,7 @@ typedef struct {
 	int hidden, layers, heads, kv_heads, intermediate, vocab, experts, top_k;
 	int head_dim;    /* 0 = hidden / heads */
 	long max_position;
+	int index_block, index_topk; /* minimax_m3's indexer; 0 = 16 and 4 */
 } eng_mkmodel_sizes;
 
 /* Defaults: hidden 64, 2 layers, 4 heads, 2 KV heads, intermediate 128,

@@ -279,8 +279,8 @@ static int write_config(const char *dir, int a, const eng_mkmodel_sizes *z, int 
 		cJSON_AddRawToObject(o, "swiglu_limit", "2.0"); /* low: random activations reach the clamp */
 		cJSON_AddNumberToObject(o, "index_n_heads", z->kv_heads);
 		cJSON_AddNumberToObject(o, "index_head_dim", hd);
-		cJSON_AddNumberToObject(o, "index_block_size", 16);
-		cJSON_AddNumberToObject(o, "index_topk_blocks", 4);
+		cJSON_AddNumberToObject(o, "index_block_size", z->index_block > 0 ? z->index_block : 16);
+		cJSON_AddNumberToObject(o, "index_topk_blocks", z->index_topk > 0 ? z->index_topk : 4);
 		cJSON_AddNumberToObject(o, "index_local_blocks", 1);
 		cJSON *lt = cJSON_AddArrayToObject(o, "layer_types"), *mt = cJSON_AddArrayToObject(o, "mlp_layer_types");
 		for (int i = 0; i < z->layers; i++) {
