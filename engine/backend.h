@@ -331,15 +331,21 @@ typedef struct {
 
 /* Stores rows' index keys ik[n, idim] (normed, rotated) in their page slots. */
 void eng_index_store(eng_model *m, const eng_row *rows, int n, int layer, const float *ik);
-/* The definition of the choice: for row i and index head g (= KV head),
- * the score of a key is iq[i, g] . its index key, a block's the max over
- * its keys <= pos; the index_local blocks ending at the query's own block
- * always kept; then the highest-scoring blocks (lower block first on
- * ties) up to min(index_topk, blocks so far). Writes the blocks ascending
- * to lists + (i * kvh + g) * nlist and their count to nls[i * kvh + g];
- * `scores` has room for the longest row's blocks. */
-void eng_index_select(const eng_model *m, const eng_row *rows, int n, int layer, const float *iq, int *lists,
-		      int *nls, int nlist, float *scores);
+/* The definition of the choice, for one row and index head g (= KV head):
+ * the score of a key is qv . its index key, a block's the max over its
+ * keys <= pos; the index_local blocks ending at the query's own block are
+ * always kept; then the highest-scoring blocks (lower block first on ties)
+ * up to min(index_topk, blocks so far). Writes the blocks ascending to out
+ * (room for nlist) and returns their count; `scores` has room for the
+ * row's blocks. Every path chooses with it, so every path chooses alike. */
+struct eng_backend;
+int eng_index_select_one(const eng_model *m, const eng_row *row, int layer, int g, const float *qv, int *out,
+			 int nlist, float *scores);
+/* The choice of n rows (iq[n, kvh, idim]): row i and KV head g's blocks at
+ * lists + (i * kvh + g) * nlist, their count at nls[i * kvh + g]; one row
+ * and head after the other (the reference path's index_select op). */
+int eng_index_select(struct eng_backend *be, const eng_row *rows, int n, int layer, const float *iq, int *lists,
+		     int *nls, int nlist);
 
 /* Activations are f32 row-major [n rows, width] buffers in the backend's
  * own memory (from `alloc`; host memory for the CPU paths, device memory
@@ -387,6 +393,10 @@ typedef struct eng_backend {
 	 * ascending (nls < 0: every block). */
 	void (*attention)(struct eng_backend *be, float *out, const float *q, const eng_row *rows, int n,
 			  int layer, int nh, long window, const int *lists, const int *nls, int nlist);
+	/* MiniMax-M3's lightning indexer: the blocks of n rows (iq[n, kvh,
+	 * idim], their index keys already stored), as eng_index_select */
+	int (*index_select)(struct eng_backend *be, const eng_row *rows, int n, int layer, const float *iq, int *lists,
+			    int *nls, int nlist);
 	/* y[i] += a * x[i], i < n (residuals, MoE expert mixing) */
 	void (*axpy)(struct eng_backend *be, float *y, const float *x, float a, size_t n);
 	/* g[i] = silu(g[i]) * u[i], i < n */

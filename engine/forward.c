@@ -31,7 +31,6 @@ typedef struct {
 	float *ew;
 	int *lrows;        /* rows whose logits are wanted */
 	int *lists, *nls;  /* the indexer's blocks per (row, KV head) */
-	float *bscore;     /* block scores of one row (the longest) */
 	long *pos;
 	eng_row *rows;
 } scratch;
@@ -46,10 +45,10 @@ static void scratch_free(scratch *s)
 			be->release(be, *dev[i]);
 	free(s->router_h), free(s->sel), free(s->selw), free(s->erows), free(s->ew), free(s->lrows), free(s->pos);
 	free(s->rows);
-	free(s->lists), free(s->nls), free(s->bscore);
+	free(s->lists), free(s->nls);
 }
 
-static int scratch_alloc(scratch *s, eng_backend *be, const eng_config *c, int n, int nlog, long longest)
+static int scratch_alloc(scratch *s, eng_backend *be, const eng_config *c, int n, int nlog)
 {
 	memset(s, 0, sizeof(*s));
 	s->be = be;
@@ -81,9 +80,8 @@ static int scratch_alloc(scratch *s, eng_backend *be, const eng_config *c, int n
 	size_t nl = c->sparse_layer ? (size_t)c->index_topk : 1, kvh = (size_t)c->kv_heads;
 	s->lists = malloc(N * kvh * nl * sizeof(int));
 	s->nls = malloc(N * kvh * sizeof(int));
-	s->bscore = malloc((size_t)(c->sparse_layer ? longest / c->index_block + 2 : 1) * F);
 	if (!ok || !s->router_h || !s->sel || !s->selw || !s->erows || !s->ew || !s->lrows || !s->pos || !s->rows ||
-	    !s->lists || !s->nls || !s->bscore) {
+	    !s->lists || !s->nls) {
 		scratch_free(s);
 		return ev_error_set(EV_E_NOMEM, "out of memory for forward scratch (%d rows)", n);
 	}
@@ -198,8 +196,10 @@ static void moe(eng_backend *be, const eng_config *c, const eng_layer *L, scratc
 }
 
 /* One chunk of n rows through every layer; row i's logits go to
- * logit_dst[i] when that is not NULL. The rows' pages are reserved. */
-static void run_chunk(eng_model *m, scratch *s, const int32_t *tok, int n, float **logit_dst)
+ * logit_dst[i] when that is not NULL. The rows' pages are reserved.
+ * Returns 0 or the status of a step that could not be done (the
+ * sequences are then in an unknown state, as after any failed forward). */
+static int run_chunk(eng_model *m, scratch *s, const int32_t *tok, int n, float **logit_dst)
 {
 	const eng_config *c = &m->c;
 	eng_backend *be = m->be;
@@ -231,7 +231,9 @@ static void run_chunk(eng_model *m, scratch *s, const int32_t *tok, int n, float
 			be->rope(be, s->iq, n, ih, id, c->rope_dim, s->pos, m->inv_freq);
 			be->rope(be, s->ik, n, 1, id, c->rope_dim, s->pos, m->inv_freq);
 			eng_index_store(m, s->rows, n, l, s->ik);
-			eng_index_select(m, s->rows, n, l, s->iq, s->lists, s->nls, c->index_topk, s->bscore);
+			int rc = be->index_select(be, s->rows, n, l, s->iq, s->lists, s->nls, c->index_topk);
+			if (rc)
+				return rc; /* never attend other keys than the model would */
 			lists = s->lists;
 		}
 		be->attention(be, s->att, s->q, s->rows, n, l, c->heads, c->sliding_window, lists, s->nls, c->index_topk);
@@ -251,12 +253,13 @@ static void run_chunk(eng_model *m, scratch *s, const int32_t *tok, int n, float
 		if (logit_dst[i])
 			s->lrows[nl++] = i;
 	if (!nl)
-		return;
+		return 0;
 	be->gather(be, s->nbuf, s->x, s->lrows, nl, H);
 	be->rmsnorm(be, s->nbuf, s->nbuf, m->final_norm, nl, H, eps);
 	be->matmul(be, s->lbuf, s->nbuf, nl, &m->lm_head, NULL);
 	for (int j = 0; j < nl; j++)
 		be->to_host(be, logit_dst[s->lrows[j]], s->lbuf + (size_t)j * c->vocab, (size_t)c->vocab);
+	return 0;
 }
 
 /* Where every row's logits go for the sequences that want them all. */
@@ -311,7 +314,7 @@ static int forward(eng_model *m, eng_seq *const *seqs, const int32_t *const *tok
 		every += rs->want[i] ? ntok[i] : 0;
 	int chunk = total < ENG_CHUNK ? (int)total : ENG_CHUNK;
 	int nlog = all_logits || every ? chunk : (nseq < chunk ? nseq : chunk);
-	if ((rc = scratch_alloc(&s, m->be, c, chunk, nlog, longest)))
+	if ((rc = scratch_alloc(&s, m->be, c, chunk, nlog)))
 		return rc;
 	if (!(dst = calloc((size_t)chunk, sizeof(*dst))) || !(flat = malloc((size_t)chunk * sizeof(*flat))) ||
 	    !(rsrc = malloc((size_t)chunk * sizeof(*rsrc))) ||
@@ -344,7 +347,8 @@ static int forward(eng_model *m, eng_seq *const *seqs, const int32_t *const *tok
 			}
 			n++, sj++;
 		}
-		run_chunk(m, &s, flat, n, dst);
+		if ((rc = run_chunk(m, &s, flat, n, dst)))
+			goto done;
 		/* hand out the rows wanted whole; a sequence's last row is also its logits */
 		for (int r = 0, i = 0; nr && r < n; r++) {
 			if (rsrc[r] < 0)

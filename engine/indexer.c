@@ -13,6 +13,7 @@
  * definition, used by every path: O(context x index_head_dim) a query.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/backend.h"
@@ -27,53 +28,68 @@ void eng_index_store(eng_model *m, const eng_row *rows, int n, int layer, const 
 	}
 }
 
-void eng_index_select(const eng_model *m, const eng_row *rows, int n, int layer, const float *iq, int *lists,
-		      int *nls, int nlist, float *scores)
+int eng_index_select_one(const eng_model *m, const eng_row *row, int layer, int g, const float *qv, int *out,
+			 int nlist, float *scores)
 {
 	const eng_kv_pool *p = &m->kv;
 	const eng_config *c = &m->c;
-	int B = p->block, D = p->idim, kvh = p->kvh;
-	for (int i = 0; i < n; i++) {
-		const eng_seq *s = rows[i].seq;
-		long pos = rows[i].pos, cur = pos / B;
-		for (int g = 0; g < kvh; g++) {
-			const float *qv = iq + ((size_t)i * kvh + g) * D;
-			for (long b = 0; b <= cur; b++) {
-				float best = -INFINITY;
-				long t1 = b * B + B - 1 < pos ? b * B + B - 1 : pos;
-				for (long t = b * B; t <= t1; t++) {
-					const float *kv = eng_page_ikey(p, s->pages[t / B], layer, (int)(t % B));
-					float d = 0;
-					for (int j = 0; j < D; j++)
-						d += qv[j] * kv[j];
-					best = d > best ? d : best;
-				}
-				scores[b] = best;
-			}
-			for (int j = 0; j < c->index_local; j++) /* the local blocks win their slots */
-				scores[cur - j > 0 ? cur - j : 0] = INFINITY;
-			long want = c->index_topk < cur + 1 ? c->index_topk : cur + 1;
-			want = want < nlist ? want : nlist;
-			int *out = lists + ((size_t)i * kvh + g) * nlist, k = 0;
-			/* take the best `want` (higher score, then lower block) */
-			for (; k < want; k++) {
-				long pick = -1;
-				for (long b = 0; b <= cur; b++)
-					if (scores[b] != -INFINITY && (pick < 0 || scores[b] > scores[pick]))
-						pick = b;
-				if (pick < 0)
-					break;
-				out[k] = (int)pick;
-				scores[pick] = -INFINITY;
-			}
-			/* ascending, for the attention's fixed order */
-			for (int a = 1; a < k; a++)
-				for (int b2 = a; b2 > 0 && out[b2 - 1] > out[b2]; b2--) {
-					int t = out[b2];
-					out[b2] = out[b2 - 1];
-					out[b2 - 1] = t;
-				}
-			nls[(size_t)i * kvh + g] = k;
+	int B = p->block, D = p->idim;
+	const eng_seq *s = row->seq;
+	long pos = row->pos, cur = pos / B;
+	(void)g;
+	for (long b = 0; b <= cur; b++) {
+		float best = -INFINITY;
+		long t1 = b * B + B - 1 < pos ? b * B + B - 1 : pos;
+		for (long t = b * B; t <= t1; t++) {
+			const float *kv = eng_page_ikey(p, s->pages[t / B], layer, (int)(t % B));
+			float d = 0;
+			for (int j = 0; j < D; j++)
+				d += qv[j] * kv[j];
+			best = d > best ? d : best;
 		}
+		scores[b] = best;
 	}
+	for (int j = 0; j < c->index_local; j++) /* the local blocks win their slots */
+		scores[cur - j > 0 ? cur - j : 0] = INFINITY;
+	long want = c->index_topk < cur + 1 ? c->index_topk : cur + 1;
+	want = want < nlist ? want : nlist;
+	int k = 0;
+	/* take the best `want` (higher score, then lower block) */
+	for (; k < want; k++) {
+		long pick = -1;
+		for (long b = 0; b <= cur; b++)
+			if (scores[b] != -INFINITY && (pick < 0 || scores[b] > scores[pick]))
+				pick = b;
+		if (pick < 0)
+			break;
+		out[k] = (int)pick;
+		scores[pick] = -INFINITY;
+	}
+	/* ascending, for the attention's fixed order */
+	for (int a = 1; a < k; a++)
+		for (int b2 = a; b2 > 0 && out[b2 - 1] > out[b2]; b2--) {
+			int t = out[b2];
+			out[b2] = out[b2 - 1];
+			out[b2 - 1] = t;
+		}
+	return k;
+}
+
+int eng_index_select(eng_backend *be, const eng_row *rows, int n, int layer, const float *iq, int *lists, int *nls,
+		     int nlist)
+{
+	const eng_model *m = be->m;
+	int kvh = m->kv.kvh, D = m->kv.idim;
+	long longest = 0;
+	for (int i = 0; i < n; i++)
+		longest = rows[i].pos > longest ? rows[i].pos : longest;
+	float *scores = malloc((size_t)(longest / m->kv.block + 1) * sizeof(float));
+	if (!scores)
+		return ev_error_set(EV_E_NOMEM, "out of memory for the indexer's block scores");
+	for (int i = 0; i < n; i++)
+		for (int g = 0; g < kvh; g++)
+			nls[(size_t)i * kvh + g] = eng_index_select_one(m, &rows[i], layer, g, iq + ((size_t)i * kvh + g) * D,
+								      lists + ((size_t)i * kvh + g) * nlist, nlist, scores);
+	free(scores);
+	return 0;
 }

@@ -98,6 +98,42 @@ static void cpu_rmsnorm(eng_backend *be, float *y, const float *x, const float *
 	eng_pool_run(cc->pool, rmsnorm_task, &j, (n + per - 1) / per);
 }
 
+/* MiniMax-M3's indexer: one task a (row, KV head), each the definition
+ * (eng_index_select_one), so the choice is the reference path's. */
+typedef struct {
+	eng_backend *be;
+	const eng_row *rows;
+	int layer, nlist;
+	const float *iq;
+	int *lists, *nls;
+	int failed;
+} index_job;
+
+static void index_select_task(void *ctx, int task, int worker)
+{
+	(void)worker;
+	index_job *j = ctx;
+	const eng_model *m = j->be->m;
+	int kvh = m->kv.kvh, i = task / kvh, g = task % kvh;
+	float *scores = malloc((size_t)(j->rows[i].pos / m->kv.block + 1) * sizeof(float));
+	if (!scores) {
+		__atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	j->nls[task] = eng_index_select_one(m, &j->rows[i], j->layer, g, j->iq + (size_t)task * m->kv.idim,
+					    j->lists + (size_t)task * j->nlist, j->nlist, scores);
+	free(scores);
+}
+
+static int cpu_index_select(eng_backend *be, const eng_row *rows, int n, int layer, const float *iq, int *lists,
+			    int *nls, int nlist)
+{
+	cpu_ctx *cc = be->ctx;
+	index_job j = {be, rows, layer, nlist, iq, lists, nls, 0};
+	eng_pool_run(cc->pool, index_select_task, &j, n * be->m->kv.kvh);
+	return j.failed ? ev_error_set(EV_E_NOMEM, "out of memory for the indexer's block scores") : 0;
+}
+
 int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads)
 {
 	memset(be, 0, sizeof(*be));
@@ -109,6 +145,7 @@ int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads)
 	be->axpy = cpu_axpy;
 	be->swiglu = cpu_swiglu;
 	be->rmsnorm = cpu_rmsnorm;
+	be->index_select = cpu_index_select;
 	cpu_ctx *cc = calloc(1, sizeof(*cc));
 	if (!cc)
 		return ev_error_set(EV_E_NOMEM, "out of memory");

@@ -267,6 +267,7 @@ void eng_cpu_fill_common(eng_backend *be)
 	be->kv_store = eng_cpu_kv_store;
 	be->swiglu = eng_cpu_swiglu;
 	be->swiglu_oai = eng_cpu_swiglu_oai;
+	be->index_select = eng_index_select;
 }
 
 int eng_backend_ref_init(eng_backend *be, eng_model *m)
