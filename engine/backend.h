@@ -218,6 +218,13 @@ static inline float *eng_page_ikey(const eng_kv_pool *p, eng_page *pg, int layer
 			 (size_t)p->kvh * p->hd * sizeof(float)) +
 	       (size_t)slot * p->idim;
 }
+/* The box of a page's index keys (2 * idim floats: the element-wise max,
+ * then min, of every key stored in it since its first slot was written: a
+ * bound on each current key, even after a truncation left stale ones). */
+static inline float *eng_page_ibox(const eng_kv_pool *p, eng_page *pg, int layer)
+{
+	return eng_page_ikey(p, pg, layer, p->block);
+}
 /* n stored elements (pool dtype) at src -> f32. */
 static inline void eng_kv_load(const eng_kv_pool *p, float *dst, const void *src, size_t n)
 {
@@ -339,6 +346,14 @@ void eng_index_store(eng_model *m, const eng_row *rows, int n, int layer, const 
  * (room for nlist) and returns their count; `scores` has room for the
  * row's blocks. Every path chooses with it, so every path chooses alike. */
 struct eng_backend;
+/* The same choice (bit for bit: the same exact scores decide) that skips
+ * blocks which cannot enter: a block's box bounds its score from above
+ * (plus the rounding the exact dot product may carry), blocks are visited
+ * by bound, and the scan stops when the next bound is below the k-th
+ * exact score held. `scratch` has room for 4 * (blocks) floats. */
+#define ENG_INDEX_MAX_TOPK 1024
+int eng_index_select_bound(const eng_model *m, const eng_row *row, int layer, const float *qv, int *out, int nlist,
+			   float *scratch);
 int eng_index_select_one(const eng_model *m, const eng_row *row, int layer, int g, const float *qv, int *out,
 			 int nlist, float *scores);
 /* The choice of n rows (iq[n, kvh, idim]): row i and KV head g's blocks at

@@ -29,7 +29,7 @@ int eng_kv_pool_configure(eng_kv_pool *p, eng_dtype dtype, uint64_t max_bytes)
 	p->esize = eng_dtype_size(dtype);
 	size_t kd = (size_t)p->kvh * p->hd;
 	p->layer_bytes = (size_t)2 * p->block * kd * p->esize + kd * sizeof(float) +
-			 (size_t)p->block * p->idim * sizeof(float);
+			 (size_t)p->block * p->idim * sizeof(float) + (size_t)2 * p->idim * sizeof(float);
 	p->layer_bytes = (p->layer_bytes + 7) / 8 * 8;
 	p->page_bytes = p->layer_bytes * (size_t)p->layers;
 	p->max_bytes = max_bytes;

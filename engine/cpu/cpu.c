@@ -98,8 +98,9 @@ static void cpu_rmsnorm(eng_backend *be, float *y, const float *x, const float *
 	eng_pool_run(cc->pool, rmsnorm_task, &j, (n + per - 1) / per);
 }
 
-/* MiniMax-M3's indexer: one task a (row, KV head), each the definition
- * (eng_index_select_one), so the choice is the reference path's. */
+/* MiniMax-M3's indexer: one task a (row, KV head), each the bounded scan
+ * (eng_index_select_bound: the definition's choice, blocks that cannot
+ * enter skipped). */
 typedef struct {
 	eng_backend *be;
 	const eng_row *rows;
@@ -115,14 +116,15 @@ static void index_select_task(void *ctx, int task, int worker)
 	index_job *j = ctx;
 	const eng_model *m = j->be->m;
 	int kvh = m->kv.kvh, i = task / kvh, g = task % kvh;
-	float *scores = malloc((size_t)(j->rows[i].pos / m->kv.block + 1) * sizeof(float));
-	if (!scores) {
+	float *scratch = malloc((size_t)(j->rows[i].pos / m->kv.block + 1) * 4 * sizeof(float));
+	if (!scratch) {
 		__atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
 		return;
 	}
-	j->nls[task] = eng_index_select_one(m, &j->rows[i], j->layer, g, j->iq + (size_t)task * m->kv.idim,
-					    j->lists + (size_t)task * j->nlist, j->nlist, scores);
-	free(scores);
+	(void)g;
+	j->nls[task] = eng_index_select_bound(m, &j->rows[i], j->layer, j->iq + (size_t)task * m->kv.idim,
+					      j->lists + (size_t)task * j->nlist, j->nlist, scratch);
+	free(scratch);
 }
 
 static int cpu_index_select(eng_backend *be, const eng_row *rows, int n, int layer, const float *iq, int *lists,

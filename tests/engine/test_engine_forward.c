@@ -91,6 +91,49 @@ static void minimax_m3_indexer_paths_agree(void **state)
 	free(dir);
 }
 
+/* The fast path's bounded scan chooses exactly the definition's blocks:
+ * random queries (some huge, one zero: every score ties), every position
+ * of a 400-token sequence in the sparse layer, every KV head. */
+static void minimax_m3_bounded_choice_equals_the_definition(void **state)
+{
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.vocab = 320;
+	z.layers = 2;
+	char *dir = et_mkmodel("m3bound", "minimax_m3", &z, "f32", 9);
+	eng_model *m = et_load(dir, ENG_BACKEND_CPU, 0);
+	int n = 400, D = m->kv.idim, nlist = m->c.index_topk;
+	int32_t *t = et_tokens(n, z.vocab, 4);
+	eng_seq *s = NULL;
+	assert_int_equal(eng_seq_new(&s, m), 0);
+	assert_int_equal(eng_forward(s, t, n, NULL), 0);
+	float *q = malloc((size_t)D * sizeof *q), *scores = malloc((size_t)(n / m->kv.block + 1) * 4 * sizeof(float));
+	int a[ENG_INDEX_MAX_TOPK], b[ENG_INDEX_MAX_TOPK];
+	ev_rng r;
+	ev_rng_seed(&r, 3);
+	int compared = 0;
+	for (int trial = 0; trial < 300; trial++) {
+		double scale = trial % 7 == 0 ? 1e3 : 1.0;
+		for (int j = 0; j < D; j++)
+			q[j] = trial == 0 ? 0.0f : (float)((2 * ev_rng_uniform(&r) - 1) * scale);
+		eng_row row = {s, (long)(ev_rng_uniform(&r) * n)};
+		if (row.pos >= n)
+			row.pos = n - 1;
+		int na = eng_index_select_one(m, &row, 1, 0, q, a, nlist, scores);
+		int nb = eng_index_select_bound(m, &row, 1, q, b, nlist, scores);
+		assert_int_equal(na, nb);
+		for (int k = 0; k < na; k++)
+			if (a[k] != b[k])
+				fail_msg("trial %d pos %ld: block %d of the definition, %d of the bounded scan", trial, row.pos, a[k],
+					 b[k]);
+		compared++;
+	}
+	print_message("bounded index scan: %d random queries choose the definition's blocks\n", compared);
+	eng_seq_free(s);
+	free(q), free(scores), free(t);
+	eng_model_free(m);
+	free(dir);
+}
+
 /* A long prompt spans several forward chunks and many pages. */
 static void long_prompt_at_once_equals_token_by_token(void **state)
 {
@@ -291,6 +334,7 @@ int main(void)
 		cmocka_unit_test(fast_equals_reference_half_weights),
 		cmocka_unit_test(long_prompt_at_once_equals_token_by_token),
 		cmocka_unit_test(minimax_m3_indexer_paths_agree),
+		cmocka_unit_test(minimax_m3_bounded_choice_equals_the_definition),
 		cmocka_unit_test(sliding_window_paths_agree),
 		cmocka_unit_test(batch_of_sequences_equals_each_alone),
 		cmocka_unit_test(pages_keep_key_sums_and_limits_hold),
