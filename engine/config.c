@@ -511,3 +511,49 @@ void eng_config_clear(eng_config *c)
 	free(c->sparse_layer);
 	c->sparse_layer = NULL;
 }
+
+/* The tensors a config implies, counted as engine/model.c binds them. */
+static void count_params(const eng_config *c, uint64_t *total, uint64_t *active)
+{
+	uint64_t H = (uint64_t)c->hidden, V = (uint64_t)c->vocab, hd = (uint64_t)c->head_dim;
+	uint64_t q = (uint64_t)c->heads * hd, kv = (uint64_t)c->kv_heads * hd;
+	uint64_t t = V * H + H + (c->tie ? 0 : V * H), idle = 0;
+	for (int i = 0; i < c->layers; i++) {
+		t += 2 * H + H * q + 2 * H * kv + q * H;
+		if (c->qkv_bias)
+			t += q + 2 * kv;
+		if (c->o_bias)
+			t += H;
+		if (c->qk_norm)
+			t += 2 * hd;
+		if (c->sparse_layer && c->sparse_layer[i]) /* the indexer */
+			t += H * (uint64_t)c->index_heads * c->index_dim + H * c->index_dim + 2 * (uint64_t)c->index_dim;
+		if (!c->moe_layer || !c->moe_layer[i]) {
+			t += 3 * H * (uint64_t)c->intermediate;
+			continue;
+		}
+		uint64_t per = 3 * H * (uint64_t)c->moe_intermediate;
+		t += (uint64_t)c->experts * H + (uint64_t)c->experts * per;
+		if (c->sigmoid_router)
+			t += (uint64_t)c->experts + 3 * H * (uint64_t)c->shared_intermediate;
+		idle += (uint64_t)(c->experts - c->top_k) * per;
+	}
+	*total = t;
+	*active = t - idle;
+}
+
+int eng_config_params(const char *config_path, uint64_t *total, uint64_t *active)
+{
+	char *text = NULL;
+	size_t len = 0;
+	eng_config c;
+	int rc = ev_file_read(&text, &len, config_path, CONFIG_MAX);
+	if (!rc)
+		rc = eng_config_parse(&c, text, len, config_path);
+	free(text);
+	if (rc)
+		return rc;
+	count_params(&c, total, active);
+	eng_config_clear(&c);
+	return 0;
+}

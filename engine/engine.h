@@ -127,6 +127,11 @@ typedef struct {
 
 void eng_model_get_info(const eng_model *m, eng_model_info *out);
 
+/* The parameters a checkpoint of this config.json holds, in total and used
+ * per token (MoE: the chosen experts only), from the config alone: what
+ * eng_model_get_info counts from the loaded tensors. */
+int eng_config_params(const char *config_path, uint64_t *total, uint64_t *active);
+
 /* ---- sequences and the forward pass ----------------------------------- */
 
 /* A sequence: one stream of tokens with its own paged KV cache. */

@@ -25,7 +25,7 @@ int ev_bench_attention_main(const ev_cli *cli, int argc, char **argv); /* bench_
 
 typedef struct {
 	const char *model, *tokens, *prompt, *prompt_tokens, *arch, *out, *dtype, *text;
-	const char *messages, *tools, *template_name, *lines;
+	const char *messages, *tools, *template_name, *lines, *config;
 	const char *vars[32];
 	int n_vars;
 	bool json, reference, chat, print_tokens, last, no_specials, no_gen_prompt;
@@ -47,6 +47,7 @@ typedef struct {
 static const ev_opt info_opts[] = {
 	COMMON_OPTS,
 	EV_O_INT("--context", T, context, 1, 1L << 30, "N", "the context the memory figure is for"),
+	EV_O_STR("--config", T, config, "FILE", "a config.json alone: its parameters, no weights read"),
 	EV_O_END,
 };
 
@@ -118,7 +119,7 @@ static const ev_opt mkmodel_opts[] = {
 #undef T
 
 static const ev_cmd_spec info_spec = {
-	.name = "engine info", .synopsis = "--model DIR [--context N] [--json]",
+	.name = "engine info", .synopsis = "(--model DIR [--context N] | --config FILE) [--json]",
 	.about = "What a checkpoint is: architecture, sizes, parameters in total and active per token,\n"
 	         "weight and KV bytes, memory at a context.",
 	.opts = info_opts};
@@ -201,6 +202,18 @@ static int load(eng_model **m, const opts *o)
 
 static int cmd_info(const opts *o)
 {
+	if (o->config) { /* a config alone, e.g. a released model's too big to fetch */
+		uint64_t total = 0, active = 0;
+		if (eng_config_params(o->config, &total, &active))
+			return fail("info");
+		if (o->json)
+			printf("{\"params_total\":%llu,\"params_active\":%llu}\n", (unsigned long long)total,
+			       (unsigned long long)active);
+		else
+			printf("parameters        %.3f B total, %.3f B active per token (from %s alone)\n", total / 1e9,
+			       active / 1e9, o->config);
+		return 0;
+	}
 	eng_model *m = NULL;
 	if (load(&m, o))
 		return fail("info");
@@ -668,7 +681,7 @@ static int parse(opts *o, const ev_cli *cli, const ev_cmd_spec *spec, int argc, 
 	int prc = ev_opt_parse(spec, o, argc, argv, NULL, NULL);
 	if (prc)
 		return ev_opt_exit(prc) + 1;
-	if (spec != &mkmodel_spec && !o->model) {
+	if (spec != &mkmodel_spec && !o->model && !(spec == &info_spec && o->config)) {
 		fprintf(stderr, "evald %s: --model is required\n", spec->name);
 		return EV_EXIT_USAGE + 1;
 	}

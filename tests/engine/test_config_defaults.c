@@ -58,10 +58,48 @@ static void left_out_settings_take_transformers_defaults(void **state)
 	eng_config_clear(&c);
 }
 
+/* The parameters a config implies equal those counted from the loaded
+ * tensors, for every architecture (MiniMax-M3's indexer, shared expert and
+ * router bias included); and MiniMax-M3's defaults (the released sizes,
+ * every layer MoE) give its shape from the config alone. */
+static void parameters_from_the_config_alone(void **state)
+{
+	(void)state;
+	static const char *const archs[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "minimax_m3",
+					    "minimax_m3_vl"};
+	char *dir = tu_tmpdir("params");
+	for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++) {
+		char *md = ev_asprintf("%s/%s", dir, archs[a]), *cfg = ev_asprintf("%s/config.json", md);
+		eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+		z.layers = 3;
+		assert_int_equal(eng_mkmodel(md, archs[a], &z, "bf16", 3), 0);
+		eng_model *m = NULL;
+		assert_int_equal(eng_model_load(&m, md, NULL), 0);
+		eng_model_info in;
+		eng_model_get_info(m, &in);
+		uint64_t total = 0, active = 0;
+		assert_int_equal(eng_config_params(cfg, &total, &active), 0);
+		if (total != in.params_total || active != in.params_active)
+			fail_msg("%s: config says %llu / %llu, tensors %llu / %llu", archs[a], (unsigned long long)total,
+				 (unsigned long long)active, (unsigned long long)in.params_total,
+				 (unsigned long long)in.params_active);
+		eng_model_free(m);
+		free(md), free(cfg);
+	}
+	char *cfg = tu_write(dir, "m3.json", "{\"architectures\":[\"MiniMaxM3VLForCausalLM\"]}");
+	uint64_t total = 0, active = 0;
+	assert_int_equal(eng_config_params(cfg, &total, &active), 0);
+	print_message("MiniMax-M3 with transformers' defaults: %.1f B total, %.1f B active\n", total / 1e9, active / 1e9);
+	assert_true(total > 400e9 && total < 460e9 && active > 20e9 && active < 30e9);
+	free(cfg);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(left_out_settings_take_transformers_defaults),
+		cmocka_unit_test(parameters_from_the_config_alone),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
