@@ -253,7 +253,7 @@ static int parse_minimax_m3(eng_config *c, const cJSON *o, const char *path)
 	    (rc = get_int(&c->index_dim, o, "index_head_dim", 128, 2, 4096, path)) ||
 	    (rc = get_int(&c->index_block, o, "index_block_size", 128, 1, 4096, path)) ||
 	    (rc = get_int(&c->index_topk, o, "index_topk_blocks", 16, 1, ENG_INDEX_MAX_TOPK, path)) ||
-	    (rc = get_int(&c->index_local, o, "index_local_blocks", 1, 0, 1 << 20, path)))
+	    (rc = get_int(&c->index_local, o, "index_local_blocks", 1, 0, 64, path)))
 		return rc;
 	c->experts = experts;
 	if (c->top_k > c->experts)
