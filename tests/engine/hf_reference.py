@@ -37,6 +37,9 @@ def load_safetensors(path):
         if len(shape) == 2:
             r, c = shape
             vals = [vals[i * c:(i + 1) * c] for i in range(r)]
+        elif len(shape) == 3:  # experts stored together: [E][rows][cols]
+            n, r, c = shape
+            vals = [[vals[(k * r + i) * c:(k * r + i + 1) * c] for i in range(r)] for k in range(n)]
         out[name] = vals
     return out
 
@@ -107,10 +110,114 @@ def mlp(W, prefix, x, names=("gate_proj", "up_proj", "down_proj")):
     return matvec(W[prefix + "." + names[2] + ".weight"], [silu(a) * b for a, b in zip(g, u)])
 
 
+def sigmoid(v):
+    return 1.0 / (1.0 + math.exp(-v))
+
+
+def minimax_m3(cfg, W, toks):
+    """MiniMax-M3's text decoder as transformers' minimax_m3_vl defines it,
+    written here from that definition, one token at a time: Gemma norms
+    (1 + w), partial rotary, SwiGLU-OAI MLPs, the sigmoid router with its
+    selection bias and the shared expert, and the lightning indexer's block
+    choice on sparse layers."""
+    H, L = cfg["hidden_size"], cfg["num_hidden_layers"]
+    nh, kvh, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    eps, n_rep = cfg.get("rms_norm_eps", 1e-6), nh // kvh
+    rp = cfg.get("rope_parameters") or {}
+    theta = rp.get("rope_theta", 5e6)
+    rd = int(hd * rp.get("partial_rotary_factor", 1.0))
+    inv = [1.0 / (theta ** (2 * i / rd)) for i in range(rd // 2)]
+    alpha, limit = cfg.get("swiglu_alpha", 1.702), cfg.get("swiglu_limit", 7.0)
+    kinds = cfg.get("layer_types") or ["full_attention"] * L
+    mlps = cfg.get("mlp_layer_types") or ["sparse"] * L
+    B, topk, local = cfg.get("index_block_size", 128), cfg.get("index_topk_blocks", 16), cfg.get("index_local_blocks", 1)
+    pre = "model.language_model." if cfg["architectures"][0] == "MiniMaxM3SparseForConditionalGeneration" else "model."
+
+    def gnorm(x, w):
+        return rmsnorm(x, [1.0 + a for a in w], eps)
+
+    def prope(v, pos):  # rotate-half over the first rd channels
+        return rope(v[:rd], pos, inv) + v[rd:]
+
+    def oai(gate_up, down, x):
+        gu = matvec(gate_up, x)
+        i = len(gu) // 2
+        act = []
+        for g, u in zip(gu[:i], gu[i:]):
+            g = min(g, limit)
+            u = max(-limit, min(limit, u))
+            act.append((u + 1.0) * g * sigmoid(alpha * g))
+        return matvec(down, act)
+
+    kc, vc, ic = [[] for _ in range(L)], [[] for _ in range(L)], [[] for _ in range(L)]
+    result = []
+    for pos, t in enumerate(toks):
+        x = list(W[pre + "embed_tokens.weight"][t])
+        for l in range(L):
+            p = pre + "layers.%d." % l
+            xn = gnorm(x, W[p + "input_layernorm.weight"])
+            q, k, v = (matvec(W[p + "self_attn.%s_proj.weight" % n], xn) for n in "qkv")
+            qh = [prope(gnorm(q[h * hd:(h + 1) * hd], W[p + "self_attn.q_norm.weight"]), pos) for h in range(nh)]
+            kh = [prope(gnorm(k[h * hd:(h + 1) * hd], W[p + "self_attn.k_norm.weight"]), pos) for h in range(kvh)]
+            kc[l].append(kh)
+            vc[l].append([v[h * hd:(h + 1) * hd] for h in range(kvh)])
+            allowed = None  # per KV group: the keys it attends
+            if kinds[l] == "minimax_m3_sparse":
+                ip = p + "self_attn.indexer."
+                iq = matvec(W[ip + "q_proj.weight"], xn)
+                idim = len(W[ip + "q_norm.weight"])
+                iqh = [prope(gnorm(iq[h * idim:(h + 1) * idim], W[ip + "q_norm.weight"]), pos) for h in range(kvh)]
+                ic[l].append(prope(gnorm(matvec(W[ip + "k_proj.weight"], xn), W[ip + "k_norm.weight"]), pos))
+                cur = pos // B
+                allowed = []
+                for g in range(kvh):
+                    sc = [max(sum(a * b for a, b in zip(iqh[g], ic[l][s])) for s in range(b * B, min(b * B + B, pos + 1)))
+                          for b in range(cur + 1)]
+                    for j in range(local):
+                        sc[max(cur - j, 0)] = math.inf
+                    chosen = sorted(range(cur + 1), key=lambda b: (-sc[b], b))[:min(topk, cur + 1)]
+                    allowed.append([s for s in range(pos + 1) if s // B in chosen])
+            att = []
+            for h in range(nh):
+                g = h // n_rep
+                keys = allowed[g] if allowed is not None else range(pos + 1)
+                sc = [sum(a * b for a, b in zip(qh[h], kc[l][s][g])) / math.sqrt(hd) for s in keys]
+                pr = softmax(sc)
+                o = [0.0] * hd
+                for w, s in zip(pr, keys):
+                    o = [a + w * b for a, b in zip(o, vc[l][s][g])]
+                att.extend(o)
+            x = [a + b for a, b in zip(x, matvec(W[p + "self_attn.o_proj.weight"], att))]
+            xn = gnorm(x, W[p + "post_attention_layernorm.weight"])
+            if mlps[l] == "dense":
+                y = oai(W[p + "mlp.gate_up_proj.weight"], W[p + "mlp.down_proj.weight"], xn)
+            else:
+                sig = [sigmoid(a) for a in matvec(W[p + "mlp.gate.weight"], xn)]
+                bias = W[p + "mlp.gate.e_score_correction_bias"]
+                top = sorted(range(len(sig)), key=lambda e: (-(sig[e] + bias[e]), e))[:cfg["num_experts_per_tok"]]
+                tot = sum(sig[e] for e in top)
+                y = [0.0] * H
+                for e in top:
+                    ye = oai(W[p + "mlp.experts.gate_up_proj"][e], W[p + "mlp.experts.down_proj"][e], xn)
+                    y = [a + sig[e] / tot * b for a, b in zip(y, ye)]
+                rsf = cfg.get("routed_scaling_factor", 2.0)
+                sh = oai(W[p + "mlp.shared_experts.gate_up_proj.weight"], W[p + "mlp.shared_experts.down_proj.weight"], xn)
+                y = [a * rsf + b for a, b in zip(y, sh)]
+            x = [a + b for a, b in zip(x, y)]
+        result.append(matvec(W["lm_head.weight"], gnorm(x, W[pre + "norm.weight"])))
+    return result
+
+
 def main():
     d, toks = sys.argv[1], [int(t) for t in sys.argv[2].split(",")]
     cfg = json.load(open(d + "/config.json"))
     W = load_safetensors(d + "/model.safetensors")
+    arch = cfg["architectures"][0]
+    if arch in ("MiniMaxM3VLForCausalLM", "MiniMaxM3SparseForConditionalGeneration"):
+        if "text_config" in cfg:
+            cfg = dict(cfg["text_config"], architectures=[arch])
+        json.dump(minimax_m3(cfg, W, toks), sys.stdout)
+        return
     arch = cfg["architectures"][0]
     H, L = cfg["hidden_size"], cfg["num_hidden_layers"]
     nh, kvh = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
