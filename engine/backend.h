@@ -338,8 +338,8 @@ typedef struct {
 
 /* Stores rows' index keys ik[n, idim] (normed, rotated) in their page slots. */
 void eng_index_store(eng_model *m, const eng_row *rows, int n, int layer, const float *ik);
-/* The definition of the choice, for one row and index head g (= KV head):
- * the score of a key is qv . its index key, a block's the max over its
+/* The definition of the choice, for one row and one index head (= KV
+ * head) whose query is qv: the score of a key is qv . its index key, a block's the max over its
  * keys <= pos; the index_local blocks ending at the query's own block are
  * always kept; then the highest-scoring blocks (lower block first on ties)
  * up to min(index_topk, blocks so far). Writes the blocks ascending to out
@@ -354,8 +354,8 @@ struct eng_backend;
 #define ENG_INDEX_MAX_TOPK 1024
 int eng_index_select_bound(const eng_model *m, const eng_row *row, int layer, const float *qv, int *out, int nlist,
 			   float *scratch);
-int eng_index_select_one(const eng_model *m, const eng_row *row, int layer, int g, const float *qv, int *out,
-			 int nlist, float *scores);
+int eng_index_select_one(const eng_model *m, const eng_row *row, int layer, const float *qv, int *out, int nlist,
+			 float *scores);
 /* The choice of n rows (iq[n, kvh, idim]): row i and KV head g's blocks at
  * lists + (i * kvh + g) * nlist, their count at nls[i * kvh + g]; one row
  * and head after the other (the reference path's index_select op). */

@@ -88,8 +88,24 @@ static int scratch_alloc(scratch *s, eng_backend *be, const eng_config *c, int n
 	return 0;
 }
 
-/* softmax over the router logits, top-k (ties to the lower expert id),
- * renormalised over the chosen ones when the config says so */
+/* The K experts with the greatest v (ties to the lower expert id). */
+static void top_experts(const float *v, int E, int K, int *sel)
+{
+	for (int k = 0; k < K; k++) {
+		int best = -1;
+		for (int e = 0; e < E; e++) {
+			bool taken = false;
+			for (int j = 0; j < k; j++)
+				taken |= sel[j] == e;
+			if (!taken && (best < 0 || v[e] > v[best]))
+				best = e;
+		}
+		sel[k] = best;
+	}
+}
+
+/* softmax over the router logits, top-k, renormalised over the chosen
+ * ones when the config says so */
 static void route(const eng_config *c, const float *logits, int *sel, float *w)
 {
 	int E = c->experts, K = c->top_k;
@@ -99,18 +115,9 @@ static void route(const eng_config *c, const float *logits, int *sel, float *w)
 	double sum = 0;
 	for (int e = 0; e < E; e++)
 		sum += exp((double)logits[e] - mx);
-	for (int k = 0; k < K; k++) {
-		int best = -1;
-		for (int e = 0; e < E; e++) {
-			bool taken = false;
-			for (int j = 0; j < k; j++)
-				taken |= sel[j] == e;
-			if (!taken && (best < 0 || logits[e] > logits[best]))
-				best = e;
-		}
-		sel[k] = best;
-		w[k] = (float)(exp((double)logits[best] - mx) / sum);
-	}
+	top_experts(logits, E, K, sel);
+	for (int k = 0; k < K; k++)
+		w[k] = (float)(exp((double)logits[sel[k]] - mx) / sum);
 	if (c->norm_topk) {
 		double t = 0;
 		for (int k = 0; k < K; k++)
@@ -120,30 +127,20 @@ static void route(const eng_config *c, const float *logits, int *sel, float *w)
 	}
 }
 
-/* MiniMax-M3's router: sigmoid scores, the top-k chosen on score + bias
- * (ties to the lower expert id), weighted by the scores renormalised over
- * the chosen */
+/* MiniMax-M3's router: sigmoid scores, the top-k chosen on score + bias,
+ * weighted by the scores renormalised over the chosen */
 static void route_sigmoid(const eng_config *c, const float *logits, const float *bias, int *sel, float *w)
 {
 	int E = c->experts, K = c->top_k;
-	float sc[4096];
-	for (int e = 0; e < E; e++)
+	float sc[4096], choice[4096]; /* experts <= 4096 (config.c) */
+	for (int e = 0; e < E; e++) {
 		sc[e] = 1.0f / (1.0f + expf(-logits[e]));
-	double t = 0;
-	for (int k = 0; k < K; k++) {
-		int best = -1;
-		for (int e = 0; e < E; e++) {
-			bool taken = false;
-			for (int j = 0; j < k; j++)
-				taken |= sel[j] == e;
-			float v = sc[e] + (bias ? bias[e] : 0.0f);
-			if (!taken && (best < 0 || v > sc[best] + (bias ? bias[best] : 0.0f)))
-				best = e;
-		}
-		sel[k] = best;
-		w[k] = sc[best];
-		t += sc[best];
+		choice[e] = sc[e] + (bias ? bias[e] : 0.0f);
 	}
+	top_experts(choice, E, K, sel);
+	double t = 0;
+	for (int k = 0; k < K; k++)
+		t += w[k] = sc[sel[k]];
 	for (int k = 0; k < K; k++)
 		w[k] = (float)(w[k] / t);
 }

@@ -52,6 +52,17 @@ static float block_score(const eng_kv_pool *p, const eng_seq *s, int layer, long
 	return best;
 }
 
+/* Insertion sort, ascending: the lists are short (at most top-k). */
+static void ascending(int *v, int n)
+{
+	for (int a = 1; a < n; a++)
+		for (int b = a; b > 0 && v[b - 1] > v[b]; b--) {
+			int t = v[b];
+			v[b] = v[b - 1];
+			v[b - 1] = t;
+		}
+}
+
 /* qsort by bound, descending (ties: lower block first) */
 typedef struct {
 	double ub;
@@ -78,7 +89,6 @@ int eng_index_select_bound(const eng_model *m, const eng_row *row, int layer, co
 	want = want < nlist ? want : nlist;
 	/* the forced (local) blocks first, as the definition's +inf scores */
 	int k = 0;
-	unsigned char forced_cur = 0;
 	long forced[64];
 	int nf = 0;
 	for (int j = 0; j < c->index_local && nf < 64; j++) {
@@ -89,7 +99,6 @@ int eng_index_select_bound(const eng_model *m, const eng_row *row, int layer, co
 		if (!dup)
 			forced[nf++] = b;
 	}
-	(void)forced_cur;
 	/* the definition takes the lowest forced blocks first when there are
 	 * more of them than slots (equal +inf scores, lower block first) */
 	for (int a = 1; a < nf; a++)
@@ -147,36 +156,18 @@ int eng_index_select_bound(const eng_model *m, const eng_row *row, int layer, co
 		for (int t = 0; t < nt; t++)
 			out[k++] = topb[t];
 	}
-	for (int a = 1; a < k; a++)
-		for (int b2 = a; b2 > 0 && out[b2 - 1] > out[b2]; b2--) {
-			int t = out[b2];
-			out[b2] = out[b2 - 1];
-			out[b2 - 1] = t;
-		}
+	ascending(out, k);
 	return k;
 }
 
-int eng_index_select_one(const eng_model *m, const eng_row *row, int layer, int g, const float *qv, int *out,
-			 int nlist, float *scores)
+int eng_index_select_one(const eng_model *m, const eng_row *row, int layer, const float *qv, int *out, int nlist,
+			 float *scores)
 {
 	const eng_kv_pool *p = &m->kv;
 	const eng_config *c = &m->c;
-	int B = p->block, D = p->idim;
-	const eng_seq *s = row->seq;
-	long pos = row->pos, cur = pos / B;
-	(void)g;
-	for (long b = 0; b <= cur; b++) {
-		float best = -INFINITY;
-		long t1 = b * B + B - 1 < pos ? b * B + B - 1 : pos;
-		for (long t = b * B; t <= t1; t++) {
-			const float *kv = eng_page_ikey(p, s->pages[t / B], layer, (int)(t % B));
-			float d = 0;
-			for (int j = 0; j < D; j++)
-				d += qv[j] * kv[j];
-			best = d > best ? d : best;
-		}
-		scores[b] = best;
-	}
+	long pos = row->pos, cur = pos / p->block;
+	for (long b = 0; b <= cur; b++)
+		scores[b] = block_score(p, row->seq, layer, b, pos, qv);
 	for (int j = 0; j < c->index_local; j++) /* the local blocks win their slots */
 		scores[cur - j > 0 ? cur - j : 0] = INFINITY;
 	long want = c->index_topk < cur + 1 ? c->index_topk : cur + 1;
@@ -193,13 +184,7 @@ int eng_index_select_one(const eng_model *m, const eng_row *row, int layer, int 
 		out[k] = (int)pick;
 		scores[pick] = -INFINITY;
 	}
-	/* ascending, for the attention's fixed order */
-	for (int a = 1; a < k; a++)
-		for (int b2 = a; b2 > 0 && out[b2 - 1] > out[b2]; b2--) {
-			int t = out[b2];
-			out[b2] = out[b2 - 1];
-			out[b2 - 1] = t;
-		}
+	ascending(out, k); /* the attention's fixed order */
 	return k;
 }
 
@@ -216,7 +201,7 @@ int eng_index_select(eng_backend *be, const eng_row *rows, int n, int layer, con
 		return ev_error_set(EV_E_NOMEM, "out of memory for the indexer's block scores");
 	for (int i = 0; i < n; i++)
 		for (int g = 0; g < kvh; g++)
-			nls[(size_t)i * kvh + g] = eng_index_select_one(m, &rows[i], layer, g, iq + ((size_t)i * kvh + g) * D,
+			nls[(size_t)i * kvh + g] = eng_index_select_one(m, &rows[i], layer, iq + ((size_t)i * kvh + g) * D,
 								      lists + ((size_t)i * kvh + g) * nlist, nlist, scores);
 	free(scores);
 	return 0;

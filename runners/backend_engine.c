@@ -407,9 +407,8 @@ static int add_parts(engine *e, ejob *j)
 
 /* One continuation scored: the sum of its tokens' log-probabilities and
  * whether each was the most likely. Returns the job when it was the last. */
-static ejob *part_done(engine *e, epart *p, const eng_batch_result *res)
+static ejob *part_done(epart *p, const eng_batch_result *res)
 {
-	(void)e;
 	ejob *j = p->j;
 	ev_loglik *l = &j->ll[p - j->parts];
 	*l = (ev_loglik){0, p->n - p->ctx, true};
@@ -485,7 +484,7 @@ static void *worker(void *arg)
 			for (int i = 0; i < n; i++) {
 				ejob *j = res[i].cookie;
 				if (*(int *)res[i].cookie == TAG_PART) {
-					j = part_done(e, res[i].cookie, &res[i]);
+					j = part_done(res[i].cookie, &res[i]);
 					eng_batch_result_clear(&res[i]);
 					if (!j)
 						continue; /* other continuations still running */

@@ -115,13 +115,12 @@ static void index_select_task(void *ctx, int task, int worker)
 	(void)worker;
 	index_job *j = ctx;
 	const eng_model *m = j->be->m;
-	int kvh = m->kv.kvh, i = task / kvh, g = task % kvh;
+	int i = task / m->kv.kvh;
 	float *scratch = malloc((size_t)(j->rows[i].pos / m->kv.block + 1) * 4 * sizeof(float));
 	if (!scratch) {
 		__atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
 		return;
 	}
-	(void)g;
 	j->nls[task] = eng_index_select_bound(m, &j->rows[i], j->layer, j->iq + (size_t)task * m->kv.idim,
 					      j->lists + (size_t)task * j->nlist, j->nlist, scratch);
 	free(scratch);

@@ -71,28 +71,13 @@ static void add3(spec_list *l, init_kind k, int64_t d0, int64_t d1, int64_t d2, 
 
 static void add(spec_list *l, init_kind k, int64_t d0, int64_t d1, const char *fmt, ...)
 {
-	if (l->rc)
+	spec *s = next_spec(l, k, d0, d1, 0);
+	if (!s)
 		return;
-	if (l->n == l->cap) {
-		int cap = l->cap ? 2 * l->cap : 64;
-		spec *nv = realloc(l->v, (size_t)cap * sizeof(*nv));
-		if (!nv) {
-			l->rc = ev_error_set(EV_E_NOMEM, "out of memory");
-			return;
-		}
-		l->v = nv;
-		l->cap = cap;
-	}
-	spec *s = &l->v[l->n++];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(s->name, sizeof(s->name), fmt, ap);
 	va_end(ap);
-	s->ndim = d1 ? 2 : 1;
-	s->shape[0] = d0;
-	s->shape[1] = d1;
-	s->shape[2] = 0;
-	s->init = k;
 }
 
 static const struct {

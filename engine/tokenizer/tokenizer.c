@@ -807,16 +807,23 @@ static char *replace_all(const char *s, size_t len, const char *pat, const char 
 {
 	size_t pl = strlen(pat), rl = strlen(rep);
 	ev_buf b = EV_BUF_INIT(ENG_TOK_MAX_INPUT * 4);
-	for (size_t i = 0; i < len;) {
+	int rc = 0;
+	for (size_t i = 0; i < len && !rc;) {
 		if (pl && i + pl <= len && !memcmp(s + i, pat, pl)) {
-			ev_buf_append(&b, rep, rl);
+			rc = ev_buf_append(&b, rep, rl);
 			i += pl;
 		} else {
-			ev_buf_putc(&b, s[i++]);
+			rc = ev_buf_putc(&b, s[i++]);
 		}
 	}
-	if (!b.data && !ev_buf_putc(&b, 0))
-		b.len = 0;
+	if (rc) { /* never a cut text: the callers report out of memory */
+		ev_buf_free(&b);
+		return NULL;
+	}
+	if (!b.data) { /* nothing written: an empty string, not NULL (out of memory) */
+		*out_len = 0;
+		return ev_strdup("");
+	}
 	return ev_buf_detach(&b, out_len);
 }
 

@@ -118,7 +118,7 @@ static void minimax_m3_bounded_choice_equals_the_definition(void **state)
 		eng_row row = {s, (long)(ev_rng_uniform(&r) * n)};
 		if (row.pos >= n)
 			row.pos = n - 1;
-		int na = eng_index_select_one(m, &row, 1, 0, q, a, nlist, scores);
+		int na = eng_index_select_one(m, &row, 1, q, a, nlist, scores);
 		int nb = eng_index_select_bound(m, &row, 1, q, b, nlist, scores);
 		assert_int_equal(na, nb);
 		for (int k = 0; k < na; k++)
