@@ -38,14 +38,15 @@ typedef struct {
 
 #define T opts
 #define COMMON_OPTS                                                                                        \
-	EV_O_STR("--model", T, model, "DIR", "the checkpoint folder (required)"),                          \
+	EV_O_STR("--model", T, model, "DIR", "the checkpoint folder (required)"), MODEL_USE_OPTS
+#define MODEL_USE_OPTS                                                                                     \
 	EV_O_INT("--threads", T, threads, 1, 1024, "N", "CPU threads (default: all cores)"),               \
 	EV_O_FLAG("--reference", T, reference, "the plain reference path (slow; the oracle)"),             \
 	EV_O_FLAG("--json", T, json, "as JSON"),                                                           \
 	EV_ENGINE_OPTS(T, engine)
 
 static const ev_opt info_opts[] = {
-	COMMON_OPTS,
+	EV_O_STR("--model", T, model, "DIR", "the checkpoint folder (or --config)"), MODEL_USE_OPTS,
 	EV_O_INT("--context", T, context, 1, 1L << 30, "N", "the context the memory figure is for"),
 	EV_O_STR("--config", T, config, "FILE", "a config.json alone: its parameters, no weights read"),
 	EV_O_END,
@@ -682,7 +683,7 @@ static int parse(opts *o, const ev_cli *cli, const ev_cmd_spec *spec, int argc, 
 	if (prc)
 		return ev_opt_exit(prc) + 1;
 	if (spec != &mkmodel_spec && !o->model && !(spec == &info_spec && o->config)) {
-		fprintf(stderr, "evald %s: --model is required\n", spec->name);
+		fprintf(stderr, "evald %s: --model is required%s\n", spec->name, spec == &info_spec ? " (or --config FILE)" : "");
 		return EV_EXIT_USAGE + 1;
 	}
 	return 0;
