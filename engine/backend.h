@@ -346,14 +346,31 @@ void eng_index_store(eng_model *m, const eng_row *rows, int n, int layer, const 
  * (room for nlist) and returns their count; `scores` has room for the
  * row's blocks. Every path chooses with it, so every path chooses alike. */
 struct eng_backend;
-/* The same choice (bit for bit: the same exact scores decide) that skips
- * blocks which cannot enter: a block's box bounds its score from above
- * (plus the rounding the exact dot product may carry), blocks are visited
- * by bound, and the scan stops when the next bound is below the k-th
- * exact score held. `scratch` has room for 4 * (blocks) floats. */
+/* The fast path's choice, the same blocks bit for bit (the same exact
+ * scores decide; rounding is bounded): for a tile of up to ENG_INDEX_TILE
+ * rows of ONE sequence (iq[nr, kvh, idim]) and every index head, the best
+ * non-forced blocks within [b0, b1), sorted (score descending, block
+ * ascending), at hits + (r * kvh + g) * cap (their count in nhits). Each
+ * page's box bounds its blocks' scores from above (plus the rounding an
+ * exact score may carry); a query's first `rest` blocks by bound set a
+ * threshold, and a later block is scored exactly only where its bound can
+ * still enter. Split a long range across workers and merge the parts with
+ * eng_index_compose. -1 when out of memory. */
 #define ENG_INDEX_MAX_TOPK 1024
-int eng_index_select_bound(const eng_model *m, const eng_row *row, int layer, const float *qv, int *out, int nlist,
-			   float *scratch);
+#define ENG_INDEX_TILE 16
+typedef struct {
+	float score;
+	int block;
+} eng_index_hit;
+typedef struct {
+	long bounded, scored; /* (query, block) pairs bounded, and scored exactly */
+} eng_index_stats;
+int eng_index_scan(const eng_model *m, const eng_row *rows, int nr, int layer, const float *iq, long b0, long b1,
+		   eng_index_hit *hits, int *nhits, int cap, eng_index_stats *st);
+/* A row's final list (ascending, returns its length) from its forced blocks
+ * and the merge of its hit lists from up to 64 ranges. */
+int eng_index_compose(const eng_model *m, const eng_row *row, const eng_index_hit *const *parts, const int *nparts,
+		      int nparts_n, int *out, int nlist);
 int eng_index_select_one(const eng_model *m, const eng_row *row, int layer, const float *qv, int *out, int nlist,
 			 float *scores);
 /* The choice of n rows (iq[n, kvh, idim]): row i and KV head g's blocks at
@@ -462,6 +479,9 @@ struct eng_model {
 	/* MiniMax-M3's lightning indexer chooses the blocks of its sparse
 	 * layers (off: they attend every key; --attention dense) */
 	bool indexer;
+	/* what the indexer's scans did (counted by the fast path, under mu) */
+	eng_index_stats istats;
+	double index_seconds;
 	long max_context;
 	eng_backend ref, cpu;
 	eng_backend *be; /* the one in use */

@@ -227,8 +227,10 @@ static int run_chunk(eng_model *m, scratch *s, const int32_t *tok, int n, float 
 			be->rmsnorm(be, s->ik, s->ik, L->ik_norm, n, id, eps);
 			be->rope(be, s->iq, n, ih, id, c->rope_dim, s->pos, m->inv_freq);
 			be->rope(be, s->ik, n, 1, id, c->rope_dim, s->pos, m->inv_freq);
+			double t0 = ev_now();
 			eng_index_store(m, s->rows, n, l, s->ik);
 			int rc = be->index_select(be, s->rows, n, l, s->iq, s->lists, s->nls, c->index_topk);
+			m->index_seconds += ev_now() - t0;
 			if (rc)
 				return rc; /* never attend other keys than the model would */
 			lists = s->lists;

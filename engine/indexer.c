@@ -9,14 +9,29 @@
  * group then attends exactly the keys of its head's blocks, causally.
  *
  * Index keys live in the KV pages beside K and V (one f32 vector of
- * index_head_dim a position and layer; eng_page_ikey). This is the plain
- * definition, used by every path: O(context x index_head_dim) a query.
+ * index_head_dim a position and layer; eng_page_ikey), with the box of
+ * each page's keys. eng_index_select_one is the plain definition, O(context
+ * x index_head_dim) a query; eng_index_scan is the fast path's choice, the
+ * same blocks bit for bit (README "The lightning indexer").
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/backend.h"
+#include "engine/cpu/kernels.h"
+
+/* Values below this magnitude are stored and compared as 0, in keys and
+ * queries alike, so that no product of two index values is subnormal and
+ * the rounding bound of a dot product (Higham's gamma) holds without an
+ * absolute term. Far below anything a normed vector carries. */
+#define INDEX_FLUSH 0x1p-60f
+
+static void flush_tiny(float *dst, const float *src, int n)
+{
+	for (int j = 0; j < n; j++)
+		dst[j] = fabsf(src[j]) < INDEX_FLUSH ? 0.0f : src[j];
+}
 
 void eng_index_store(eng_model *m, const eng_row *rows, int n, int layer, const float *ik)
 {
@@ -26,8 +41,8 @@ void eng_index_store(eng_model *m, const eng_row *rows, int n, int layer, const 
 		long pos = rows[i].pos;
 		eng_page *pg = rows[i].seq->pages[pos / p->block];
 		int slot = (int)(pos % p->block);
-		const float *k = ik + (size_t)i * D;
-		memcpy(eng_page_ikey(p, pg, layer, slot), k, (size_t)D * sizeof(float));
+		float *k = eng_page_ikey(p, pg, layer, slot);
+		flush_tiny(k, ik + (size_t)i * D, D);
 		float *mx = eng_page_ibox(p, pg, layer), *mn = mx + D;
 		for (int j = 0; j < D; j++) { /* the page's first slot restarts the box */
 			mx[j] = slot == 0 || k[j] > mx[j] ? k[j] : mx[j];
@@ -36,17 +51,18 @@ void eng_index_store(eng_model *m, const eng_row *rows, int n, int layer, const 
 	}
 }
 
-/* A block's exact score as the definition computes it. */
+/* A block's exact score as every path computes it: the max over the
+ * block's keys up to pos of dot(q, key), q already flushed. */
 static float block_score(const eng_kv_pool *p, const eng_seq *s, int layer, long b, long pos, const float *qv)
 {
 	int B = p->block, D = p->idim;
-	float best = -INFINITY;
 	long t1 = b * B + B - 1 < pos ? b * B + B - 1 : pos;
-	for (long t = b * B; t <= t1; t++) {
-		const float *kv = eng_page_ikey(p, s->pages[t / B], layer, (int)(t % B));
-		float d = 0;
-		for (int j = 0; j < D; j++)
-			d += qv[j] * kv[j];
+	if (t1 < b * B)
+		return -INFINITY;
+	const float *k = eng_page_ikey(p, s->pages[b], layer, 0);
+	float best = -INFINITY;
+	for (int t = 0; t <= (int)(t1 - b * B); t++) {
+		float d = dot(qv, k + (size_t)t * D, D);
 		best = d > best ? d : best;
 	}
 	return best;
@@ -63,101 +79,30 @@ static void ascending(int *v, int n)
 		}
 }
 
-/* qsort by bound, descending (ties: lower block first) */
+/* What a row's choice is made of: `want` blocks in all, the forced (local)
+ * ones first (the lowest of them if they outnumber the slots: equal +inf
+ * scores, lower block first), then `rest` chosen among blocks 0..last. */
 typedef struct {
-	double ub;
-	long b;
-} cand;
+	int want, nforced, rest;
+	long last;
+	int forced[64];
+} row_plan;
 
-static int by_bound(const void *x, const void *y)
+static row_plan plan_row(const eng_model *m, const eng_row *row, int nlist)
 {
-	const cand *a = x, *c = y;
-	if (a->ub != c->ub)
-		return a->ub > c->ub ? -1 : 1;
-	return a->b < c->b ? -1 : a->b > c->b;
-}
-
-int eng_index_select_bound(const eng_model *m, const eng_row *row, int layer, const float *qv, int *out, int nlist,
-			   float *scratch)
-{
-	const eng_kv_pool *p = &m->kv;
 	const eng_config *c = &m->c;
-	int B = p->block, D = p->idim;
-	const eng_seq *s = row->seq;
-	long pos = row->pos, cur = pos / B;
+	long cur = row->pos / m->kv.block;
+	row_plan r = {0};
 	long want = c->index_topk < cur + 1 ? c->index_topk : cur + 1;
-	want = want < nlist ? want : nlist;
-	/* the forced (local) blocks first, as the definition's +inf scores */
-	int k = 0;
-	long forced[64];
-	int nf = 0;
-	for (int j = 0; j < c->index_local && nf < 64; j++) {
-		long b = cur - j > 0 ? cur - j : 0;
-		bool dup = false;
-		for (int f = 0; f < nf; f++)
-			dup |= forced[f] == b;
-		if (!dup)
-			forced[nf++] = b;
-	}
-	/* the definition takes the lowest forced blocks first when there are
-	 * more of them than slots (equal +inf scores, lower block first) */
-	for (int a = 1; a < nf; a++)
-		for (int b2 = a; b2 > 0 && forced[b2 - 1] > forced[b2]; b2--) {
-			long t = forced[b2];
-			forced[b2] = forced[b2 - 1];
-			forced[b2 - 1] = t;
-		}
-	for (int f = 0; f < nf && k < want; f++)
-		out[k++] = (int)forced[f];
-	long rest = want - k;
-	if (rest > 0) {
-		/* bounds of every other block: box . q plus the exact dot's rounding */
-		cand *cs = (cand *)scratch;
-		long nc = 0;
-		double gamma = (double)D * 0x1p-24 / (1 - (double)D * 0x1p-24);
-		for (long b = 0; b <= cur; b++) {
-			bool isf = false;
-			for (int f = 0; f < nf; f++)
-				isf |= forced[f] == b;
-			if (isf)
-				continue;
-			const float *mx = eng_page_ibox(p, s->pages[b], layer), *mn = mx + D;
-			double ub = 0, mag = 0;
-			for (int j = 0; j < D; j++) {
-				double q = qv[j], hi = q * mx[j], lo = q * mn[j];
-				ub += hi > lo ? hi : lo;
-				double am = fabs(mx[j]) > fabs(mn[j]) ? fabs(mx[j]) : fabs(mn[j]);
-				mag += fabs(q) * am;
-			}
-			cs[nc++] = (cand){ub + 2 * gamma * mag + 1e-30, b};
-		}
-		qsort(cs, (size_t)nc, sizeof *cs, by_bound);
-		/* the best `rest` exact scores (higher score, then lower block) */
-		float top[ENG_INDEX_MAX_TOPK];
-		int topb[ENG_INDEX_MAX_TOPK], nt = 0;
-		for (long i = 0; i < nc; i++) {
-			if (nt == rest && cs[i].ub < (double)top[nt - 1])
-				break; /* no block left can enter */
-			float sc = block_score(p, s, layer, cs[i].b, pos, qv);
-			int at = nt;
-			while (at > 0 && (sc > top[at - 1] || (sc == top[at - 1] && cs[i].b < topb[at - 1])))
-				at--;
-			if (at >= rest)
-				continue;
-			if (nt < rest)
-				nt++;
-			for (int t = nt - 1; t > at; t--) {
-				top[t] = top[t - 1];
-				topb[t] = topb[t - 1];
-			}
-			top[at] = sc;
-			topb[at] = (int)cs[i].b;
-		}
-		for (int t = 0; t < nt; t++)
-			out[k++] = topb[t];
-	}
-	ascending(out, k);
-	return k;
+	r.want = (int)(want < nlist ? want : nlist);
+	/* forced blocks are cur, cur-1, ... clamped at 0: the run
+	 * max(cur - local + 1, 0) .. cur, ascending */
+	long f0 = cur - c->index_local + 1 > 0 ? cur - c->index_local + 1 : 0;
+	for (long b = f0; b <= cur && c->index_local > 0 && r.nforced < r.want; b++)
+		r.forced[r.nforced++] = (int)b;
+	r.rest = r.want - r.nforced;
+	r.last = c->index_local > 0 ? f0 - 1 : cur;
+	return r;
 }
 
 int eng_index_select_one(const eng_model *m, const eng_row *row, int layer, const float *qv, int *out, int nlist,
@@ -166,8 +111,13 @@ int eng_index_select_one(const eng_model *m, const eng_row *row, int layer, cons
 	const eng_kv_pool *p = &m->kv;
 	const eng_config *c = &m->c;
 	long pos = row->pos, cur = pos / p->block;
+	float *q = malloc((size_t)p->idim * sizeof *q);
+	if (!q)
+		return -1;
+	flush_tiny(q, qv, p->idim);
 	for (long b = 0; b <= cur; b++)
-		scores[b] = block_score(p, row->seq, layer, b, pos, qv);
+		scores[b] = block_score(p, row->seq, layer, b, pos, q);
+	free(q);
 	for (int j = 0; j < c->index_local; j++) /* the local blocks win their slots */
 		scores[cur - j > 0 ? cur - j : 0] = INFINITY;
 	long want = c->index_topk < cur + 1 ? c->index_topk : cur + 1;
@@ -200,9 +150,199 @@ int eng_index_select(eng_backend *be, const eng_row *rows, int n, int layer, con
 	if (!scores)
 		return ev_error_set(EV_E_NOMEM, "out of memory for the indexer's block scores");
 	for (int i = 0; i < n; i++)
-		for (int g = 0; g < kvh; g++)
-			nls[(size_t)i * kvh + g] = eng_index_select_one(m, &rows[i], layer, iq + ((size_t)i * kvh + g) * D,
-								      lists + ((size_t)i * kvh + g) * nlist, nlist, scores);
+		for (int g = 0; g < kvh; g++) {
+			int k = eng_index_select_one(m, &rows[i], layer, iq + ((size_t)i * kvh + g) * D,
+						     lists + ((size_t)i * kvh + g) * nlist, nlist, scores);
+			if (k < 0) {
+				free(scores);
+				return ev_error_set(EV_E_NOMEM, "out of memory for the indexer's query");
+			}
+			nls[(size_t)i * kvh + g] = k;
+		}
 	free(scores);
 	return 0;
+}
+
+/* ---- the fast path's scan ------------------------------------------------ */
+
+/* (a beats b): higher score, then lower block */
+static bool hit_before(float sa, int ba, float sb, int bb)
+{
+	return sa > sb || (sa == sb && ba < bb);
+}
+
+/* Inserts (s, b) into the sorted list h[0..*n) of at most cap hits. */
+static void hit_push(eng_index_hit *h, int *n, int cap, float s, int b)
+{
+	int at = *n;
+	while (at > 0 && hit_before(s, b, h[at - 1].score, h[at - 1].block))
+		at--;
+	if (at >= cap)
+		return;
+	if (*n < cap)
+		(*n)++;
+	memmove(h + at + 1, h + at, (size_t)(*n - 1 - at) * sizeof *h);
+	h[at] = (eng_index_hit){s, b};
+}
+
+/* The box bound of one query against one page: ub = sum_j max(q_j mx_j,
+ * q_j mn_j) (as qp . mx + qn . mn, qp = max(q, 0), qn = min(q, 0)) and
+ * mag = |q| . max(|mx|, |mn|), both in f32, any order. */
+static void box_bound(const float *qp, const float *qn, const float *qa, const float *mx, const float *mn, int D,
+		      float *ub, float *mag)
+{
+	int j = 0;
+	float u = 0, g = 0;
+#ifdef ENG_AVX2
+	__m256 u0 = _mm256_setzero_ps(), u1 = u0, g0 = u0, sign = _mm256_set1_ps(-0.0f);
+	for (; j + 8 <= D; j += 8) {
+		__m256 hi = _mm256_loadu_ps(mx + j), lo = _mm256_loadu_ps(mn + j);
+		u0 = _mm256_fmadd_ps(_mm256_loadu_ps(qp + j), hi, u0);
+		u1 = _mm256_fmadd_ps(_mm256_loadu_ps(qn + j), lo, u1);
+		__m256 am = _mm256_max_ps(_mm256_andnot_ps(sign, hi), _mm256_andnot_ps(sign, lo));
+		g0 = _mm256_fmadd_ps(_mm256_loadu_ps(qa + j), am, g0);
+	}
+	u = hsum8(_mm256_add_ps(u0, u1));
+	g = hsum8(g0);
+#endif
+	for (; j < D; j++) {
+		u += qp[j] * mx[j] + qn[j] * mn[j];
+		float am = fabsf(mx[j]) > fabsf(mn[j]) ? fabsf(mx[j]) : fabsf(mn[j]);
+		g += qa[j] * am;
+	}
+	*ub = u;
+	*mag = g;
+}
+
+int eng_index_scan(const eng_model *m, const eng_row *rows, int nr, int layer, const float *iq, long b0, long b1,
+		   eng_index_hit *hits, int *nhits, int cap, eng_index_stats *st)
+{
+	const eng_kv_pool *p = &m->kv;
+	int kvh = p->kvh, D = p->idim, nq = nr * kvh;
+	const eng_seq *s = rows[0].seq;
+	long hi = -1; /* the range's last candidate of any row */
+	row_plan pl[ENG_INDEX_TILE];
+	for (int r = 0; r < nr; r++) {
+		pl[r] = plan_row(m, &rows[r], m->c.index_topk);
+		long l = pl[r].last < b1 - 1 ? pl[r].last : b1 - 1;
+		hi = l > hi ? l : hi;
+	}
+	for (int q = 0; q < nq; q++)
+		nhits[q] = 0;
+	long len = hi - b0 + 1;
+	if (len <= 0)
+		return 0;
+	/* flushed queries and their signed parts, then every bound */
+	float *qs = malloc((size_t)nq * 4 * D * sizeof(float));
+	double *ub = malloc((size_t)nq * len * sizeof(double));
+	if (!qs || !ub) {
+		free(qs), free(ub);
+		return -1;
+	}
+	for (int q = 0; q < nq; q++) {
+		float *f = qs + (size_t)q * 4 * D, *qp = f + D, *qn = qp + D, *qa = qn + D;
+		flush_tiny(f, iq + (size_t)q * D, D);
+		for (int j = 0; j < D; j++) {
+			qp[j] = f[j] > 0 ? f[j] : 0;
+			qn[j] = f[j] < 0 ? f[j] : 0;
+			qa[j] = fabsf(f[j]);
+		}
+	}
+	/* the bound is the box's best dot plus what rounding may add to an
+	 * exact score (gamma_D) and to the bound itself (gamma_2D), both
+	 * times the true magnitude, which the computed one underestimates by
+	 * at most gamma_D (no subnormal products: INDEX_FLUSH) */
+	double u = 0x1p-24, gD = D * u / (1 - D * u), g2D = 2 * D * u / (1 - 2 * D * u);
+	double margin = 1.01 * (gD + g2D) / (1 - gD); /* 1% over for the double arithmetic */
+	for (long b = b0; b <= hi; b++) {
+		const float *mx = eng_page_ibox(p, s->pages[b], layer), *mn = mx + D;
+		for (int q = 0; q < nq; q++) {
+			double *o = ub + (size_t)q * len + (b - b0);
+			if (b > pl[q / kvh].last || pl[q / kvh].rest == 0) {
+				*o = -INFINITY; /* not a candidate of this row */
+				continue;
+			}
+			const float *f = qs + (size_t)q * 4 * D;
+			float bu, mag;
+			box_bound(f + D, f + 2 * D, f + 3 * D, mx, mn, D, &bu, &mag);
+			*o = (double)bu + margin * (double)mag;
+		}
+	}
+	if (st)
+		st->bounded += (long)nq * len;
+	/* each query's first `rest` blocks by bound, scored exactly: a
+	 * threshold the later blocks must reach */
+	for (int q = 0; q < nq; q++) {
+		int rest = pl[q / kvh].rest < cap ? pl[q / kvh].rest : cap;
+		eng_index_hit *h = hits + (size_t)q * cap, pick[ENG_INDEX_MAX_TOPK];
+		int np = 0;
+		double *uq = ub + (size_t)q * len;
+		for (long b = 0; b < len && rest > 0; b++) {
+			if (uq[b] == -INFINITY)
+				continue;
+			/* by bound descending, lower block first */
+			int at = np;
+			while (at > 0 && uq[b] > uq[pick[at - 1].block - b0])
+				at--;
+			if (at >= rest)
+				continue;
+			if (np < rest)
+				np++;
+			memmove(pick + at + 1, pick + at, (size_t)(np - 1 - at) * sizeof *pick);
+			pick[at] = (eng_index_hit){0, (int)(b + b0)};
+		}
+		const float *f = qs + (size_t)q * 4 * D;
+		for (int i = 0; i < np; i++) {
+			hit_push(h, &nhits[q], rest, block_score(p, s, layer, pick[i].block, rows[q / kvh].pos, f),
+				 pick[i].block);
+			uq[pick[i].block - b0] = NAN; /* scored */
+		}
+		if (st)
+			st->scored += np;
+	}
+	/* then every block, once for all queries: scored where its bound can
+	 * still reach the query's k-th (or tie it from a lower block) */
+	for (long b = b0; b <= hi; b++)
+		for (int q = 0; q < nq; q++) {
+			int rest = pl[q / kvh].rest < cap ? pl[q / kvh].rest : cap;
+			double bu = ub[(size_t)q * len + (b - b0)];
+			if (bu == -INFINITY || isnan(bu))
+				continue;
+			eng_index_hit *h = hits + (size_t)q * cap;
+			if (nhits[q] == rest) {
+				double kth = h[rest - 1].score;
+				if (bu < kth || (bu == kth && b > h[rest - 1].block))
+					continue;
+			}
+			hit_push(h, &nhits[q], rest, block_score(p, s, layer, b, rows[q / kvh].pos, qs + (size_t)q * 4 * D),
+				 (int)b);
+			if (st)
+				st->scored++;
+		}
+	free(qs), free(ub);
+	return 0;
+}
+
+int eng_index_compose(const eng_model *m, const eng_row *row, const eng_index_hit *const *parts, const int *nparts,
+		      int nparts_n, int *out, int nlist)
+{
+	row_plan pl = plan_row(m, row, nlist);
+	int k = 0;
+	for (int f = 0; f < pl.nforced; f++)
+		out[k++] = pl.forced[f];
+	/* merge the parts' sorted lists under the same order */
+	int at[64] = {0};
+	for (int t = 0; t < pl.rest; t++) {
+		int best = -1;
+		for (int i = 0; i < nparts_n; i++)
+			if (at[i] < nparts[i] &&
+			    (best < 0 || hit_before(parts[i][at[i]].score, parts[i][at[i]].block, parts[best][at[best]].score,
+						    parts[best][at[best]].block)))
+				best = i;
+		if (best < 0)
+			break;
+		out[k++] = parts[best][at[best]++].block;
+	}
+	ascending(out, k);
+	return k;
 }

@@ -113,6 +113,8 @@ static const ev_opt mkmodel_opts[] = {
 	EV_O_INT("--max-position", T, sizes.max_position, 1, 1L << 30, "N", "max_position_embeddings"),
 	EV_O_INT("--index-block-size", T, sizes.index_block, 1, 4096, "B", "minimax_m3's index block (16)"),
 	EV_O_INT("--index-top-k", T, sizes.index_topk, 1, 1 << 20, "K", "minimax_m3's blocks chosen a query (4)"),
+	EV_O_CHOICE("--sparse-layers", T, sizes.sparse_layers, "odd|all|none",
+		    "minimax_m3's layers with sparse attention and an indexer (default odd)"),
 	EV_O_FLAG("--json", T, json, "print {\"out\",\"arch\"}"),
 	EV_O_END,
 };

@@ -98,15 +98,21 @@ static void cpu_rmsnorm(eng_backend *be, float *y, const float *x, const float *
 	eng_pool_run(cc->pool, rmsnorm_task, &j, (n + per - 1) / per);
 }
 
-/* MiniMax-M3's indexer: one task a (row, KV head), each the bounded scan
- * (eng_index_select_bound: the definition's choice, blocks that cannot
- * enter skipped). */
+/* MiniMax-M3's indexer on the fast path (eng_index_scan): rows grouped
+ * into tiles of consecutive rows of one sequence (each page's box and
+ * keys read once for the tile and every index head); when there are fewer
+ * tiles than workers (decode), each tile's block range is split across
+ * the workers and the parts merged by eng_index_compose. */
 typedef struct {
-	eng_backend *be;
+	const eng_model *m;
 	const eng_row *rows;
-	int layer, nlist;
 	const float *iq;
-	int *lists, *nls;
+	int layer, cap, nsplit;
+	const int *tile0; /* tile t: rows tile0[t] .. tile0[t + 1] - 1 */
+	const long *span; /* tile t's candidate blocks 0 .. span[t] - 1 */
+	eng_index_hit *hits;
+	int *nhits;
+	eng_index_stats st;
 	int failed;
 } index_job;
 
@@ -114,25 +120,77 @@ static void index_select_task(void *ctx, int task, int worker)
 {
 	(void)worker;
 	index_job *j = ctx;
-	const eng_model *m = j->be->m;
-	int i = task / m->kv.kvh;
-	float *scratch = malloc((size_t)(j->rows[i].pos / m->kv.block + 1) * 4 * sizeof(float));
-	if (!scratch) {
+	int kvh = j->m->kv.kvh, t = task / j->nsplit, part = task % j->nsplit;
+	long n = j->span[t], b0 = n * part / j->nsplit, b1 = n * (part + 1) / j->nsplit;
+	size_t at = (size_t)task * ENG_INDEX_TILE * kvh;
+	eng_index_stats st = {0};
+	if (eng_index_scan(j->m, j->rows + j->tile0[t], j->tile0[t + 1] - j->tile0[t], j->layer,
+			   j->iq + (size_t)j->tile0[t] * kvh * j->m->kv.idim, b0, b1, j->hits + at * j->cap,
+			   j->nhits + at, j->cap, &st))
 		__atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
-		return;
-	}
-	j->nls[task] = eng_index_select_bound(m, &j->rows[i], j->layer, j->iq + (size_t)task * m->kv.idim,
-					      j->lists + (size_t)task * j->nlist, j->nlist, scratch);
-	free(scratch);
+	__atomic_add_fetch(&j->st.bounded, st.bounded, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&j->st.scored, st.scored, __ATOMIC_RELAXED);
 }
 
 static int cpu_index_select(eng_backend *be, const eng_row *rows, int n, int layer, const float *iq, int *lists,
 			    int *nls, int nlist)
 {
 	cpu_ctx *cc = be->ctx;
-	index_job j = {be, rows, layer, nlist, iq, lists, nls, 0};
-	eng_pool_run(cc->pool, index_select_task, &j, n * be->m->kv.kvh);
-	return j.failed ? ev_error_set(EV_E_NOMEM, "out of memory for the indexer's block scores") : 0;
+	eng_model *m = be->m;
+	int kvh = m->kv.kvh, cap = m->c.index_topk, nt = 0;
+	int *tile0 = malloc((size_t)(n + 1) * sizeof *tile0);
+	long *span = malloc((size_t)(n + 1) * sizeof *span), longest = 0;
+	if (!tile0 || !span) {
+		free(tile0), free(span);
+		return ev_error_set(EV_E_NOMEM, "out of memory for the indexer's plan");
+	}
+	for (int i = 0; i < n; i++) {
+		if (i == 0 || rows[i].seq != rows[i - 1].seq || i - tile0[nt - 1] == ENG_INDEX_TILE) {
+			tile0[nt] = i;
+			span[nt++] = 0;
+		}
+		long blocks = rows[i].pos / m->kv.block + 1;
+		span[nt - 1] = blocks > span[nt - 1] ? blocks : span[nt - 1];
+		longest = blocks > longest ? blocks : longest;
+	}
+	tile0[nt] = n;
+	/* split ranges only where there are idle workers and blocks enough */
+	int nsplit = 1;
+	if (nt < cc->nw && longest >= 256) {
+		nsplit = (2 * cc->nw + nt - 1) / nt;
+		nsplit = nsplit > 64 ? 64 : nsplit;
+	}
+	size_t slots = (size_t)nt * nsplit * ENG_INDEX_TILE * kvh;
+	index_job j = {m, rows, iq, layer, cap, nsplit, tile0, span, malloc(slots * cap * sizeof(eng_index_hit)),
+		       malloc(slots * sizeof(int)), {0, 0}, 0};
+	int rc = 0;
+	if (!j.hits || !j.nhits) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory for the indexer's hits");
+		goto out;
+	}
+	eng_pool_run(cc->pool, index_select_task, &j, nt * nsplit);
+	if (j.failed) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory for the indexer's bounds");
+		goto out;
+	}
+	for (int t = 0; t < nt; t++)
+		for (int i = tile0[t]; i < tile0[t + 1]; i++)
+			for (int g = 0; g < kvh; g++) {
+				const eng_index_hit *parts[64];
+				int np[64];
+				for (int part = 0; part < nsplit; part++) {
+					size_t q = ((size_t)(t * nsplit + part) * ENG_INDEX_TILE + (i - tile0[t])) * kvh + g;
+					parts[part] = j.hits + q * cap;
+					np[part] = j.nhits[q];
+				}
+				size_t o = (size_t)i * kvh + g;
+				nls[o] = eng_index_compose(m, &rows[i], parts, np, nsplit, lists + o * nlist, nlist);
+			}
+	m->istats.bounded += j.st.bounded;
+	m->istats.scored += j.st.scored;
+out:
+	free(j.hits), free(j.nhits), free(tile0), free(span);
+	return rc;
 }
 
 int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads)

@@ -17,6 +17,7 @@ typedef struct {
 	int head_dim;    /* 0 = hidden / heads */
 	long max_position;
 	int index_block, index_topk; /* minimax_m3's indexer; 0 = 16 and 4 */
+	const char *sparse_layers;   /* minimax_m3's sparse-attention layers: "odd" (NULL), "all" or "none" */
 } eng_mkmodel_sizes;
 
 /* Defaults: hidden 64, 2 layers, 4 heads, 2 KV heads, intermediate 128,

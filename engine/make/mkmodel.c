@@ -96,9 +96,18 @@ static const struct {
 #define ARCH_M3_VL 7 /* the multimodal wrapper's layout: text_config, model.language_model.* (no vision weights yet) */
 
 /* MiniMax-M3 (transformers' text-only MiniMaxM3VLForCausalLM layout):
- * layer 0 dense MLP with full attention, the others MoE; odd layers sparse
- * attention with a lightning indexer (index heads = KV heads, index dim =
+ * layer 0 dense MLP, the others MoE; odd layers (or all, or none: sizes'
+ * sparse_layers) sparse attention with a lightning indexer (index heads = KV heads, index dim =
  * head_dim); Gemma norms near 0; the router's selection bias random. */
+static bool m3_sparse(const eng_mkmodel_sizes *z, int layer)
+{
+	if (z->sparse_layers && !strcmp(z->sparse_layers, "all"))
+		return true;
+	if (z->sparse_layers && !strcmp(z->sparse_layers, "none"))
+		return false;
+	return layer % 2;
+}
+
 static void build_m3(spec_list *l, const eng_mkmodel_sizes *z, int hd, const char *P)
 {
 	int H = z->hidden, q = z->heads * hd, kv = z->kv_heads * hd, I = z->intermediate;
@@ -112,7 +121,7 @@ static void build_m3(spec_list *l, const eng_mkmodel_sizes *z, int hd, const cha
 		add(l, INIT_LINEAR, H, q, "%slayers.%d.self_attn.o_proj.weight", P, i);
 		add(l, INIT_GEMMA, hd, 0, "%slayers.%d.self_attn.q_norm.weight", P, i);
 		add(l, INIT_GEMMA, hd, 0, "%slayers.%d.self_attn.k_norm.weight", P, i);
-		if (i % 2) {
+		if (m3_sparse(z, i)) {
 			add(l, INIT_LINEAR, z->kv_heads * hd, H, "%slayers.%d.self_attn.indexer.q_proj.weight", P, i);
 			add(l, INIT_LINEAR, hd, H, "%slayers.%d.self_attn.indexer.k_proj.weight", P, i);
 			add(l, INIT_GEMMA, hd, 0, "%slayers.%d.self_attn.indexer.q_norm.weight", P, i);
@@ -269,7 +278,7 @@ static int write_config(const char *dir, int a, const eng_mkmodel_sizes *z, int 
 		cJSON_AddNumberToObject(o, "index_local_blocks", 1);
 		cJSON *lt = cJSON_AddArrayToObject(o, "layer_types"), *mt = cJSON_AddArrayToObject(o, "mlp_layer_types");
 		for (int i = 0; i < z->layers; i++) {
-			cJSON_AddItemToArray(lt, cJSON_CreateString(i % 2 ? "minimax_m3_sparse" : "full_attention"));
+			cJSON_AddItemToArray(lt, cJSON_CreateString(m3_sparse(z, i) ? "minimax_m3_sparse" : "full_attention"));
 			cJSON_AddItemToArray(mt, cJSON_CreateString(i == 0 && z->layers > 1 ? "dense" : "sparse"));
 		}
 	}

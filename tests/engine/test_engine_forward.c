@@ -91,9 +91,73 @@ static void minimax_m3_indexer_paths_agree(void **state)
 	free(dir);
 }
 
+/* The fast path's choice (eng_index_scan over ranges, merged by
+ * eng_index_compose) for a tile of rows and every index head. */
+static void fast_choice(eng_model *m, const eng_row *rows, int nr, const float *iq, int nsplit, int *lists, int *nls)
+{
+	int kvh = m->kv.kvh, cap = m->c.index_topk;
+	long span = 0;
+	for (int r = 0; r < nr; r++)
+		span = rows[r].pos / m->kv.block + 1 > span ? rows[r].pos / m->kv.block + 1 : span;
+	eng_index_hit *hits = malloc((size_t)nsplit * nr * kvh * cap * sizeof *hits);
+	int *nh = malloc((size_t)nsplit * nr * kvh * sizeof *nh);
+	for (int part = 0; part < nsplit; part++)
+		assert_int_equal(eng_index_scan(m, rows, nr, 1, iq, span * part / nsplit, span * (part + 1) / nsplit,
+						hits + (size_t)part * nr * kvh * cap, nh + (size_t)part * nr * kvh, cap, NULL),
+				 0);
+	for (int q = 0; q < nr * kvh; q++) {
+		const eng_index_hit *parts[64];
+		int np[64];
+		for (int part = 0; part < nsplit; part++) {
+			parts[part] = hits + ((size_t)part * nr * kvh + q) * cap;
+			np[part] = nh[(size_t)part * nr * kvh + q];
+		}
+		nls[q] = eng_index_compose(m, &rows[q / kvh], parts, np, nsplit, lists + (size_t)q * cap, cap);
+	}
+	free(hits), free(nh);
+}
+
+/* Compares the fast choice of random tiles with the definition's, row by
+ * row and head by head; returns the queries compared. */
+static int compare_choices(eng_model *m, eng_seq *s, int n, ev_rng *r, int trials, double zero_share)
+{
+	int D = m->kv.idim, kvh = m->kv.kvh, cap = m->c.index_topk, compared = 0;
+	float *iq = malloc((size_t)ENG_INDEX_TILE * kvh * D * sizeof *iq);
+	float *scores = malloc((size_t)(n / m->kv.block + 1) * sizeof(float));
+	int *la = malloc((size_t)ENG_INDEX_TILE * kvh * cap * sizeof(int)), *lb = malloc((size_t)ENG_INDEX_TILE * kvh * cap * sizeof(int));
+	int na[ENG_INDEX_TILE * 8], nb[ENG_INDEX_TILE * 8];
+	for (int trial = 0; trial < trials; trial++) {
+		int nr = 1 + (int)(ev_rng_uniform(r) * ENG_INDEX_TILE) % ENG_INDEX_TILE;
+		eng_row rows[ENG_INDEX_TILE];
+		for (int i = 0; i < nr; i++) {
+			rows[i] = (eng_row){s, (long)(ev_rng_uniform(r) * n)};
+			rows[i].pos = rows[i].pos >= n ? n - 1 : rows[i].pos;
+		}
+		double scale = trial % 7 == 0 ? 1e3 : 1.0;
+		for (int j = 0; j < nr * kvh * D; j++)
+			iq[j] = trial == 0 || ev_rng_uniform(r) < zero_share ? 0.0f : (float)((2 * ev_rng_uniform(r) - 1) * scale);
+		int nsplit = 1 + trial % 5;
+		fast_choice(m, rows, nr, iq, nsplit, lb, nb);
+		for (int q = 0; q < nr * kvh; q++) {
+			na[q] = eng_index_select_one(m, &rows[q / kvh], 1, iq + (size_t)q * D, la + (size_t)q * cap, cap, scores);
+			assert_int_equal(na[q], nb[q]);
+			for (int k = 0; k < na[q]; k++)
+				if (la[(size_t)q * cap + k] != lb[(size_t)q * cap + k])
+					fail_msg("trial %d pos %ld head %d split %d: block %d of the definition, %d of the fast scan",
+						 trial, rows[q / kvh].pos, q % kvh, nsplit, la[(size_t)q * cap + k],
+						 lb[(size_t)q * cap + k]);
+			compared++;
+		}
+	}
+	free(iq), free(scores), free(la), free(lb);
+	return compared;
+}
+
 /* The fast path's bounded scan chooses exactly the definition's blocks:
- * random queries (some huge, one zero: every score ties), every position
- * of a 400-token sequence in the sparse layer, every KV head. */
+ * tiles of random rows and queries (some huge, one zero: every score
+ * ties), split into 1 to 5 ranges; then over keys written to tie: blocks
+ * of zero keys (the recall checkpoint's fillers), copies of one block,
+ * and a block one float step above another. */
 static void minimax_m3_bounded_choice_equals_the_definition(void **state)
 {
 	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
@@ -101,35 +165,86 @@ static void minimax_m3_bounded_choice_equals_the_definition(void **state)
 	z.layers = 2;
 	char *dir = et_mkmodel("m3bound", "minimax_m3", &z, "f32", 9);
 	eng_model *m = et_load(dir, ENG_BACKEND_CPU, 0);
-	int n = 400, D = m->kv.idim, nlist = m->c.index_topk;
+	int n = 400, D = m->kv.idim, B = m->kv.block;
 	int32_t *t = et_tokens(n, z.vocab, 4);
 	eng_seq *s = NULL;
 	assert_int_equal(eng_seq_new(&s, m), 0);
 	assert_int_equal(eng_forward(s, t, n, NULL), 0);
-	float *q = malloc((size_t)D * sizeof *q), *scores = malloc((size_t)(n / m->kv.block + 1) * 4 * sizeof(float));
-	int a[ENG_INDEX_MAX_TOPK], b[ENG_INDEX_MAX_TOPK];
 	ev_rng r;
 	ev_rng_seed(&r, 3);
-	int compared = 0;
-	for (int trial = 0; trial < 300; trial++) {
-		double scale = trial % 7 == 0 ? 1e3 : 1.0;
-		for (int j = 0; j < D; j++)
-			q[j] = trial == 0 ? 0.0f : (float)((2 * ev_rng_uniform(&r) - 1) * scale);
-		eng_row row = {s, (long)(ev_rng_uniform(&r) * n)};
-		if (row.pos >= n)
-			row.pos = n - 1;
-		int na = eng_index_select_one(m, &row, 1, q, a, nlist, scores);
-		int nb = eng_index_select_bound(m, &row, 1, q, b, nlist, scores);
-		assert_int_equal(na, nb);
-		for (int k = 0; k < na; k++)
-			if (a[k] != b[k])
-				fail_msg("trial %d pos %ld: block %d of the definition, %d of the bounded scan", trial, row.pos, a[k],
-					 b[k]);
-		compared++;
+	int compared = compare_choices(m, s, n, &r, 200, 0.0);
+	/* keys that tie: blocks 0-9 zero, 10-12 copies of one random block,
+	 * block 13 the same with one value a float step up, the rest random */
+	float *k = malloc((size_t)n * D * sizeof *k), proto[512];
+	for (int j = 0; j < B * D; j++)
+		proto[j % 512] = (float)(2 * ev_rng_uniform(&r) - 1);
+	for (int p = 0; p < n; p++) {
+		long b = p / B;
+		for (int j = 0; j < D; j++) {
+			float v = (float)(2 * ev_rng_uniform(&r) - 1);
+			if (b < 10)
+				v = 0;
+			else if (b <= 13)
+				v = proto[((p % B) * D + j) % 512];
+			if (b == 13 && p % B == 3 && j == 0)
+				v = nextafterf(v, 2.0f);
+			k[(size_t)p * D + j] = v;
+		}
 	}
+	eng_row *rows = malloc((size_t)n * sizeof *rows);
+	for (int p = 0; p < n; p++)
+		rows[p] = (eng_row){s, p};
+	eng_index_store(m, rows, n, 1, k);
+	compared += compare_choices(m, s, n, &r, 200, 0.5);
+	/* near ties decided by rounding: for one query, blocks whose keys are
+	 * all one vector (a box of one point, so the bound is the score up to
+	 * rounding) scoring above the wide random blocks' scores but below their
+	 * bounds, each a few float steps apart; the bound must keep them */
+	float *iq = malloc((size_t)ENG_INDEX_TILE * m->kv.kvh * D * sizeof *iq);
+	float *scores = malloc((size_t)(n / B + 1) * sizeof(float));
+	int cap = m->c.index_topk, kvh = m->kv.kvh, *la = malloc((size_t)kvh * cap * sizeof(int)),
+	    *lb = malloc((size_t)kvh * cap * sizeof(int)), nb[8];
+	int near = 0;
+	for (int trial = 0; trial < 300; trial++) {
+		double qq = 0;
+		for (int j = 0; j < D; j++) {
+			iq[j] = (float)(2 * ev_rng_uniform(&r) - 1);
+			qq += (double)iq[j] * iq[j];
+		}
+		for (int g = 1; g < kvh; g++)
+			memcpy(iq + (size_t)g * D, iq, (size_t)D * sizeof *iq);
+		for (int p = 0; p < n; p++) {
+			long b = p / B;
+			for (int j = 0; j < D; j++) {
+				float v = (float)(2 * ev_rng_uniform(&r) - 1);
+				if (b >= 14 && b < 22) { /* one vector a block: q * 4 / |q|^2, nudged */
+					v = (float)(iq[j] * 4.0 / qq);
+					for (int u = 0; u < (int)(b - 14) % 3 && j == (int)(b % D); u++)
+						v = nextafterf(v, iq[j] > 0 ? 9.0f : -9.0f);
+				}
+				k[(size_t)p * D + j] = v;
+			}
+		}
+		eng_index_store(m, rows, n, 1, k);
+		eng_row row = {s, n - 1};
+		fast_choice(m, &row, 1, iq, 1 + trial % 3, lb, nb);
+		for (int g = 0; g < kvh; g++) {
+			int na = eng_index_select_one(m, &row, 1, iq + (size_t)g * D, la, cap, scores);
+			assert_int_equal(na, nb[g]);
+			for (int i = 0; i < na; i++) {
+				if (la[i] != lb[(size_t)g * cap + i])
+					fail_msg("near ties, trial %d head %d: block %d of the definition, %d of the fast scan", trial,
+						 g, la[i], lb[(size_t)g * cap + i]);
+				near += la[i] >= 14 && la[i] < 22;
+			}
+		}
+		compared += kvh;
+	}
+	assert_true(near > 0); /* the near-tie blocks were chosen */
+	free(iq), free(scores), free(la), free(lb);
 	print_message("bounded index scan: %d random queries choose the definition's blocks\n", compared);
 	eng_seq_free(s);
-	free(q), free(scores), free(t);
+	free(k), free(rows), free(t);
 	eng_model_free(m);
 	free(dir);
 }
