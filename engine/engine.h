@@ -253,6 +253,15 @@ int eng_seq_fork(eng_seq **out, eng_seq *src, long n_prefix);
 /* KV memory: bytes held by live pages, and the bound (0 = none). */
 uint64_t eng_model_kv_bytes(const eng_model *m);
 
+/* What MiniMax-M3's lightning indexer has done since the model loaded:
+ * seconds in its store and scan, (query, block) pairs bounded and pairs
+ * scored exactly (the fast path's counts; benchmarks take differences). */
+typedef struct {
+	double seconds;
+	long bounded, scored;
+} eng_index_counts;
+void eng_model_index_counts(const eng_model *m, eng_index_counts *out);
+
 /* Debug: the blocks MSA attends for the query at position `pos` (< len) of
  * `s` in `layer`, KV head `kv_head`, with the query vectors `q` (heads *
  * head_dim floats, post-RoPE) given by the caller, on the model's current

@@ -106,6 +106,13 @@ uint64_t eng_model_kv_bytes(const eng_model *m)
 	return (uint64_t)m->kv.live * m->kv.page_bytes;
 }
 
+void eng_model_index_counts(const eng_model *m, eng_index_counts *out)
+{
+	out->seconds = m->index_seconds;
+	out->bounded = m->istats.bounded;
+	out->scored = m->istats.scored;
+}
+
 /* Rebuilds the key sums of a page from its first ntok stored keys, in
  * position order (the order kv_store adds them in). */
 static void rebuild_sums(eng_kv_pool *p, eng_page *pg)

@@ -25,6 +25,7 @@ typedef struct {
 	/* prefill: block lists chosen beforehand for tiles of rows (NULL in
 	 * decode); lists[(i * kvh + g) * nlist ..], nls[] < 0 for dense rows */
 	int *lists, *nls, nlist;
+	const int *tile0; /* att_tile_task's tiles: rows tile0[t] .. tile0[t + 1] - 1 */
 } att_job;
 
 /* Index branch for a tile of up to INDEX_TILE consecutive rows and one KV
@@ -77,6 +78,43 @@ static void index_task(void *ctx, int task, int worker)
 		int i = rows[r];
 		j->nls[(size_t)i * p->kvh + g] = eng_msa_compose_list(a, j->rows[i].pos / B, topi + (size_t)r * K, nt[r],
 							      j->lists + ((size_t)i * p->kvh + g) * j->nlist);
+	}
+}
+
+/* One block's keys and values for one row and the query heads of a KV
+ * group: the group's scores, four heads a key at once (each key loaded
+ * once for them), then per head the online softmax (running max mx, sum,
+ * weighted values acc rescaled as the max grows) and the values. Every
+ * path attends a block through this, so a row's result does not depend on
+ * the tile it was in. */
+static void attend_block(const float *qg, const float *K, const float *V, size_t stride, int cnt, float *sc, float *acc,
+			 float *mx, float *sum, int group, int hd, int B, float scale)
+{
+	int h = 0;
+	for (; h + 4 <= group; h += 4)
+		for (int t = 0; t < cnt; t++) {
+			float o4[4];
+			dot4(o4, K + (size_t)t * stride, qg + (size_t)h * hd, qg + (size_t)(h + 1) * hd, qg + (size_t)(h + 2) * hd,
+			     qg + (size_t)(h + 3) * hd, hd);
+			for (int u = 0; u < 4; u++)
+				sc[(size_t)(h + u) * B + t] = o4[u] * scale;
+		}
+	for (; h < group; h++)
+		for (int t = 0; t < cnt; t++)
+			sc[(size_t)h * B + t] = dot1(K + (size_t)t * stride, qg + (size_t)h * hd, hd) * scale;
+	for (h = 0; h < group; h++) {
+		float *sh = sc + (size_t)h * B, *ah = acc + (size_t)h * hd, bmax = -INFINITY;
+		for (int t = 0; t < cnt; t++)
+			bmax = sh[t] > bmax ? sh[t] : bmax;
+		float nm = bmax > mx[h] ? bmax : mx[h];
+		float corr = expf(mx[h] - nm); /* 0 on the first block */
+		mx[h] = nm;
+		exp_shift(sh, sh, nm, cnt);
+		float bs = 0;
+		for (int t = 0; t < cnt; t++)
+			bs += sh[t];
+		sum[h] = sum[h] * corr + bs;
+		weighted_rows(ah, corr, sh, V, stride, cnt, hd);
 	}
 }
 
@@ -138,30 +176,97 @@ static void att_task(void *ctx, int task, int worker)
 			}
 			K = kb, V = vb, stride = (size_t)hd;
 		}
-		for (int h = 0; h < group; h++) {
-			const float *qh = qi + ((size_t)g * group + h) * hd;
-			float *ah = acc + (size_t)h * hd, bmax = -INFINITY;
-			for (int t = 0; t < cnt; t++) {
-				sc[t] = dot(qh, K + (size_t)t * stride, hd) * scale;
-				bmax = sc[t] > bmax ? sc[t] : bmax;
-			}
-			float nm = bmax > mx[h] ? bmax : mx[h];
-			float corr = expf(mx[h] - nm); /* 0 on the first block */
-			mx[h] = nm;
-			exp_shift(sc, sc, nm, cnt);
-			sum[h] = sum[h] * corr + sc[0];
-			scale_axpy(ah, corr, sc[0], V, hd);
-			for (int t = 1; t < cnt; t++) {
-				sum[h] += sc[t];
-				axpy1(ah, sc[t], V + (size_t)t * stride, hd);
-			}
-		}
+		attend_block(qi + (size_t)g * group * hd, K, V, stride, cnt, sc, acc, mx, sum, group, hd, B, scale);
 	}
 	for (int h = 0; h < group; h++) {
 		float *oh = j->out + ((size_t)i * j->nh + (size_t)g * group + h) * hd, inv = 1.0f / sum[h];
 		for (int d = 0; d < hd; d++)
 			oh[d] = acc[(size_t)h * hd + d] * inv;
 	}
+}
+
+/* A tile of up to ATT_TILE consecutive rows of one sequence and one KV
+ * head (prefill): the union of the rows' blocks in ascending order, each
+ * block's keys and values brought in once for every row that attends it
+ * (the rows of a prompt chunk mostly share theirs), each row's softmax
+ * kept apart. A row sees its own blocks in the same order through the
+ * same attend_block as att_task, so the tile changes no bit of it. */
+static void att_tile_task(void *ctx, int task, int worker)
+{
+	att_job *j = ctx;
+	eng_model *m = j->m;
+	eng_kv_pool *p = &m->kv;
+	cpu_ctx *cc = j->cc;
+	int t = task / p->kvh, g = task % p->kvh, hd = p->hd, group = j->nh / p->kvh, B = p->block;
+	int i0 = j->tile0[t], nr = j->tile0[t + 1] - i0;
+	eng_seq *s = j->rows[i0].seq;
+	float *kb = cc->kbuf[worker], *vb = cc->vbuf[worker], *sc = cc->sc[worker], *acc = cc->acc[worker];
+	float *mx = cc->mx[worker], *sum = cc->sum[worker], scale = 1.0f / sqrtf((float)hd);
+	size_t kd = (size_t)p->kvh * hd;
+	long lo[ATT_TILE], nblk[ATT_TILE], at[ATT_TILE];
+	const int *list[ATT_TILE];
+	for (int r = 0; r < nr; r++) {
+		long pos = j->rows[i0 + r].pos;
+		lo[r] = j->window > 0 && pos - j->window + 1 > 0 ? pos - j->window + 1 : 0;
+		int nb = j->lists ? j->nls[(size_t)(i0 + r) * p->kvh + g] : -1;
+		list[r] = nb >= 0 ? j->lists + ((size_t)(i0 + r) * p->kvh + g) * j->nlist : NULL;
+		nblk[r] = nb >= 0 ? nb : pos / B + 1 - lo[r] / B;
+		at[r] = 0;
+	}
+	for (int h = 0; h < nr * group; h++) {
+		mx[h] = -INFINITY;
+		sum[h] = 0;
+	}
+	memset(acc, 0, (size_t)nr * group * hd * sizeof(float));
+	for (;;) {
+		long b = -1; /* the lowest next block of any row */
+		for (int r = 0; r < nr; r++)
+			if (at[r] < nblk[r]) {
+				long nb = list[r] ? list[r][at[r]] : lo[r] / B + at[r];
+				b = b < 0 || nb < b ? nb : b;
+			}
+		if (b < 0)
+			break;
+		eng_page *pg = s->pages[b];
+		int loaded = 0; /* slots of the block converted so far (non-f32 caches) */
+		for (int r = 0; r < nr; r++) {
+			if (at[r] >= nblk[r] || (list[r] ? list[r][at[r]] : lo[r] / B + at[r]) != b)
+				continue;
+			at[r]++;
+			long pos = j->rows[i0 + r].pos;
+			long t0 = b * B > lo[r] ? b * B : lo[r], t1 = b * B + B - 1 < pos ? b * B + B - 1 : pos;
+			if (t0 > t1)
+				continue;
+			int cnt = (int)(t1 - t0 + 1), s0 = (int)(t0 - b * B);
+			const float *K, *V;
+			size_t stride;
+			if (p->dtype == ENG_F32) {
+				K = eng_page_k(p, pg, j->layer, s0) + (size_t)g * hd;
+				V = eng_page_v(p, pg, j->layer, s0) + (size_t)g * hd;
+				stride = kd;
+			} else {
+				for (; loaded < s0 + cnt; loaded++) {
+					eng_kv_load(p, kb + (size_t)loaded * hd,
+						    (unsigned char *)eng_page_kraw(p, pg, j->layer, loaded) + (size_t)g * hd * p->esize,
+						    (size_t)hd);
+					eng_kv_load(p, vb + (size_t)loaded * hd,
+						    (unsigned char *)eng_page_vraw(p, pg, j->layer, loaded) + (size_t)g * hd * p->esize,
+						    (size_t)hd);
+				}
+				K = kb + (size_t)s0 * hd, V = vb + (size_t)s0 * hd, stride = (size_t)hd;
+			}
+			attend_block(j->q + ((size_t)(i0 + r) * j->nh + (size_t)g * group) * hd, K, V, stride, cnt, sc,
+				     acc + (size_t)r * group * hd, mx + (size_t)r * group, sum + (size_t)r * group, group, hd, B,
+				     scale);
+		}
+	}
+	for (int r = 0; r < nr; r++)
+		for (int h = 0; h < group; h++) {
+			float *oh = j->out + ((size_t)(i0 + r) * j->nh + (size_t)g * group + h) * hd;
+			float *ah = acc + ((size_t)r * group + h) * hd, inv = 1.0f / sum[r * group + h];
+			for (int d = 0; d < hd; d++)
+				oh[d] = ah[d] * inv;
+		}
 }
 
 /* Decode with few rows: one row's index scan over a long context is most
@@ -261,18 +366,38 @@ static bool split_index(cpu_ctx *cc, att_job *j)
 	return ok;
 }
 
+/* Rows whose blocks are known (lists, or dense): tiles of consecutive rows
+ * of one sequence when there are several (prefill), else one task a row. */
+static void run_attention(cpu_ctx *cc, att_job *j)
+{
+	int kvh = j->m->kv.kvh, nt = 0;
+	int *tile0 = j->n > 1 ? malloc((size_t)(j->n + 1) * sizeof *tile0) : NULL;
+	if (!tile0) {
+		eng_pool_run(cc->pool, att_task, j, j->n * kvh);
+		return;
+	}
+	for (int i = 0; i < j->n; i++)
+		if (i == 0 || j->rows[i].seq != j->rows[i - 1].seq || i - tile0[nt - 1] == ATT_TILE)
+			tile0[nt++] = i;
+	tile0[nt] = j->n;
+	j->tile0 = tile0;
+	eng_pool_run(cc->pool, att_tile_task, j, nt * kvh);
+	j->tile0 = NULL;
+	free(tile0);
+}
+
 void eng_cpu_attention(eng_backend *be, float *out, const float *q, const eng_row *rows, int n, int layer,
 			  int nh, long window, const int *lists, const int *nls, int nlist)
 {
 	cpu_ctx *cc = be->ctx;
 	eng_model *m = be->m;
 	int kvh = m->kv.kvh;
-	att_job j = {cc, m, out, q, rows, n, layer, nh, window, NULL, NULL, cc->nlist};
+	att_job j = {cc, m, out, q, rows, n, layer, nh, window, NULL, NULL, cc->nlist, NULL};
 	if (lists) { /* the lightning indexer chose already */
 		j.lists = (int *)lists;
 		j.nls = (int *)nls;
 		j.nlist = nlist;
-		eng_pool_run(cc->pool, att_task, &j, n * kvh);
+		run_attention(cc, &j);
 		return;
 	}
 	bool sparse = false;
@@ -292,7 +417,10 @@ void eng_cpu_attention(eng_backend *be, float *out, const float *q, const eng_ro
 		free(j.lists);
 		j.lists = NULL;
 	}
-	eng_pool_run(cc->pool, att_task, &j, n * kvh);
+	if (j.lists || !sparse)
+		run_attention(cc, &j);
+	else
+		eng_pool_run(cc->pool, att_task, &j, n * kvh);
 	free(j.lists);
 	free(j.nls);
 }

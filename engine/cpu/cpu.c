@@ -225,8 +225,8 @@ int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads)
 	struct {
 		float ***f;
 		size_t n;
-	} fl[] = {{&cc->wconv, 4 * mc}, {&cc->kbuf, B * hd}, {&cc->vbuf, B * hd}, {&cc->sc, B},
-		  {&cc->acc, group * hd}, {&cc->mx, group}, {&cc->sum, group}, {&cc->qsum, hd}, {&cc->top, K},
+	} fl[] = {{&cc->wconv, 4 * mc}, {&cc->kbuf, B * hd}, {&cc->vbuf, B * hd}, {&cc->sc, group * B},
+		  {&cc->acc, ATT_TILE * group * hd}, {&cc->mx, ATT_TILE * group}, {&cc->sum, ATT_TILE * group}, {&cc->qsum, hd}, {&cc->top, K},
 		  {&cc->tq, INDEX_TILE * hd}, {&cc->ttop, INDEX_TILE * K}};
 	cc->nlist = (int)nlist;
 	for (size_t k = 0; k < sizeof(fl) / sizeof(fl[0]); k++) {

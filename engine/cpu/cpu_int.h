@@ -26,6 +26,7 @@ typedef struct {
 
 /* Rows of one sequence whose index branch one prefill task scans together. */
 #define INDEX_TILE 16
+#define ATT_TILE 16 /* rows of one sequence attended together in prefill */
 
 /* matmul.c */
 void eng_cpu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_weight *w, const float *bias);

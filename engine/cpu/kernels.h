@@ -106,6 +106,51 @@ static inline void axpy1(float *y, float a, const float *x, int n)
 		y[i] += a * x[i];
 }
 
+/* acc[d] = acc[d] * c + sum_t p[t] * V[t * stride + d], d < n: the
+ * accumulator held in registers 64 floats at a time while the rows
+ * stream past (no load and store of it a row). */
+static inline void weighted_rows(float *acc, float c, const float *p, const float *V, size_t stride, int cnt, int n)
+{
+	int d = 0;
+#ifdef ENG_AVX2
+	__m256 cv = _mm256_set1_ps(c);
+	for (; d + 64 <= n; d += 64) {
+		__m256 a0 = _mm256_mul_ps(cv, _mm256_loadu_ps(acc + d)), a1 = _mm256_mul_ps(cv, _mm256_loadu_ps(acc + d + 8));
+		__m256 a2 = _mm256_mul_ps(cv, _mm256_loadu_ps(acc + d + 16)), a3 = _mm256_mul_ps(cv, _mm256_loadu_ps(acc + d + 24));
+		__m256 a4 = _mm256_mul_ps(cv, _mm256_loadu_ps(acc + d + 32)), a5 = _mm256_mul_ps(cv, _mm256_loadu_ps(acc + d + 40));
+		__m256 a6 = _mm256_mul_ps(cv, _mm256_loadu_ps(acc + d + 48)), a7 = _mm256_mul_ps(cv, _mm256_loadu_ps(acc + d + 56));
+		for (int t = 0; t < cnt; t++) {
+			const float *v = V + (size_t)t * stride + d;
+			__m256 pv = _mm256_broadcast_ss(p + t);
+			a0 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v), a0);
+			a1 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + 8), a1);
+			a2 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + 16), a2);
+			a3 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + 24), a3);
+			a4 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + 32), a4);
+			a5 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + 40), a5);
+			a6 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + 48), a6);
+			a7 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + 56), a7);
+		}
+		_mm256_storeu_ps(acc + d, a0), _mm256_storeu_ps(acc + d + 8, a1);
+		_mm256_storeu_ps(acc + d + 16, a2), _mm256_storeu_ps(acc + d + 24, a3);
+		_mm256_storeu_ps(acc + d + 32, a4), _mm256_storeu_ps(acc + d + 40, a5);
+		_mm256_storeu_ps(acc + d + 48, a6), _mm256_storeu_ps(acc + d + 56, a7);
+	}
+	for (; d + 8 <= n; d += 8) {
+		__m256 a = _mm256_mul_ps(cv, _mm256_loadu_ps(acc + d));
+		for (int t = 0; t < cnt; t++)
+			a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + t), _mm256_loadu_ps(V + (size_t)t * stride + d), a);
+		_mm256_storeu_ps(acc + d, a);
+	}
+#endif
+	for (; d < n; d++) {
+		float a = acc[d] * c;
+		for (int t = 0; t < cnt; t++)
+			a += p[t] * V[(size_t)t * stride + d];
+		acc[d] = a;
+	}
+}
+
 /* out[j] = w_j . x for the 4 weight rows w0..w3 (length n) */
 static inline void dot4(float out[4], const float *x, const float *w0, const float *w1, const float *w2, const float *w3,
 		 int n)
