@@ -363,7 +363,7 @@ typedef struct {
 	int block;
 } eng_index_hit;
 typedef struct {
-	long bounded, scored; /* (query, block) pairs bounded, and scored exactly */
+	long candidates, scored; /* (query, block) pairs to choose from, and those scored exactly */
 } eng_index_stats;
 int eng_index_scan(const eng_model *m, const eng_row *rows, int nr, int layer, const float *iq, long b0, long b1,
 		   eng_index_hit *hits, int *nhits, int cap, eng_index_stats *st);

@@ -254,11 +254,12 @@ int eng_seq_fork(eng_seq **out, eng_seq *src, long n_prefix);
 uint64_t eng_model_kv_bytes(const eng_model *m);
 
 /* What MiniMax-M3's lightning indexer has done since the model loaded:
- * seconds in its store and scan, (query, block) pairs bounded and pairs
- * scored exactly (the fast path's counts; benchmarks take differences). */
+ * seconds in its store and scan, (query, block) pairs it chose among and
+ * pairs it scored exactly, the others skipped by a bound (the fast path's
+ * counts; benchmarks take differences). */
 typedef struct {
 	double seconds;
-	long bounded, scored;
+	long candidates, scored;
 } eng_index_counts;
 void eng_model_index_counts(const eng_model *m, eng_index_counts *out);
 

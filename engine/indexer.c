@@ -27,6 +27,9 @@
  * absolute term. Far below anything a normed vector carries. */
 #define INDEX_FLUSH 0x1p-60f
 
+/* pages a superblock: its box, the union of theirs, is bounded first */
+#define INDEX_SUPER 16
+
 static void flush_tiny(float *dst, const float *src, int n)
 {
 	for (int j = 0; j < n; j++)
@@ -232,11 +235,12 @@ int eng_index_scan(const eng_model *m, const eng_row *rows, int nr, int layer, c
 	long len = hi - b0 + 1;
 	if (len <= 0)
 		return 0;
-	/* flushed queries and their signed parts, then every bound */
-	float *qs = malloc((size_t)nq * 4 * D * sizeof(float));
-	double *ub = malloc((size_t)nq * len * sizeof(double));
-	if (!qs || !ub) {
-		free(qs), free(ub);
+	/* flushed queries and their signed parts */
+	long nsup = (len + INDEX_SUPER - 1) / INDEX_SUPER;
+	float *qs = malloc((size_t)nq * 4 * D * sizeof(float)), *sbox = malloc((size_t)nsup * 2 * D * sizeof(float));
+	double *ub = malloc((size_t)nq * len * sizeof(double)), *sub = malloc((size_t)nq * nsup * sizeof(double));
+	if (!qs || !ub || !sbox || !sub) {
+		free(qs), free(ub), free(sbox), free(sub);
 		return -1;
 	}
 	for (int q = 0; q < nq; q++) {
@@ -254,72 +258,135 @@ int eng_index_scan(const eng_model *m, const eng_row *rows, int nr, int layer, c
 	 * at most gamma_D (no subnormal products: INDEX_FLUSH) */
 	double u = 0x1p-24, gD = D * u / (1 - D * u), g2D = 2 * D * u / (1 - 2 * D * u);
 	double margin = 1.01 * (gD + g2D) / (1 - gD); /* 1% over for the double arithmetic */
-	for (long b = b0; b <= hi; b++) {
-		const float *mx = eng_page_ibox(p, s->pages[b], layer), *mn = mx + D;
-		for (int q = 0; q < nq; q++) {
-			double *o = ub + (size_t)q * len + (b - b0);
-			if (b > pl[q / kvh].last || pl[q / kvh].rest == 0) {
-				*o = -INFINITY; /* not a candidate of this row */
-				continue;
+#define BOUND(q, mx, mn)                                                                                         \
+	({                                                                                                       \
+		const float *f_ = qs + (size_t)(q) * 4 * D;                                                      \
+		float bu_, mag_;                                                                                 \
+		box_bound(f_ + D, f_ + 2 * D, f_ + 3 * D, (mx), (mn), D, &bu_, &mag_);                           \
+		(double)bu_ + margin * (double)mag_;                                                             \
+	})
+	/* superblocks of INDEX_SUPER pages: the union of their boxes bounds
+	 * every block inside, so a superblock that cannot enter is skipped
+	 * whole (its pages are never bounded one by one) */
+	for (long S = 0; S < nsup; S++) {
+		float *mx = sbox + (size_t)S * 2 * D, *mn = mx + D;
+		long e = b0 + (S + 1) * INDEX_SUPER - 1 < hi ? b0 + (S + 1) * INDEX_SUPER - 1 : hi;
+		for (long b = b0 + S * INDEX_SUPER; b <= e; b++) {
+			const float *pm = eng_page_ibox(p, s->pages[b], layer), *pn = pm + D;
+			for (int j = 0; j < D; j++) {
+				mx[j] = b == b0 + S * INDEX_SUPER || pm[j] > mx[j] ? pm[j] : mx[j];
+				mn[j] = b == b0 + S * INDEX_SUPER || pn[j] < mn[j] ? pn[j] : mn[j];
 			}
-			const float *f = qs + (size_t)q * 4 * D;
-			float bu, mag;
-			box_bound(f + D, f + 2 * D, f + 3 * D, mx, mn, D, &bu, &mag);
-			*o = (double)bu + margin * (double)mag;
 		}
+		for (int q = 0; q < nq; q++)
+			sub[(size_t)q * nsup + S] = b0 + S * INDEX_SUPER > pl[q / kvh].last || pl[q / kvh].rest == 0
+							    ? -INFINITY
+							    : BOUND(q, mx, mn);
 	}
-	if (st)
-		st->bounded += (long)nq * len;
-	/* each query's first `rest` blocks by bound, scored exactly: a
-	 * threshold the later blocks must reach */
+	for (size_t i = 0; i < (size_t)nq * len; i++)
+		ub[i] = NAN; /* not bounded yet */
+	long cands = 0;
+	for (int q = 0; q < nq; q++) {
+		long l = pl[q / kvh].rest ? (pl[q / kvh].last < hi ? pl[q / kvh].last : hi) - b0 + 1 : 0;
+		cands += l > 0 ? l : 0;
+	}
+	/* a page's bound, computed once; -inf: not a candidate of the row;
+	 * +inf afterwards: scored already */
+#define PAGE_UB(q, b)                                                                                             \
+	({                                                                                                       \
+		double *o_ = ub + (size_t)(q) * len + ((b) - b0);                                                \
+		if (isnan(*o_)) {                                                                                \
+			const float *pm_ = eng_page_ibox(p, s->pages[(b)], layer);                               \
+			*o_ = (b) > pl[(q) / kvh].last ? -INFINITY : BOUND(q, pm_, pm_ + D);                     \
+		}                                                                                                \
+		*o_;                                                                                             \
+	})
+	/* each query's threshold: the best pages by bound within its best
+	 * superblocks, scored exactly */
 	for (int q = 0; q < nq; q++) {
 		int rest = pl[q / kvh].rest < cap ? pl[q / kvh].rest : cap;
 		eng_index_hit *h = hits + (size_t)q * cap, pick[ENG_INDEX_MAX_TOPK];
+		double pb[ENG_INDEX_MAX_TOPK];
 		int np = 0;
-		double *uq = ub + (size_t)q * len;
-		for (long b = 0; b < len && rest > 0; b++) {
-			if (uq[b] == -INFINITY)
-				continue;
-			/* by bound descending, lower block first */
-			int at = np;
-			while (at > 0 && uq[b] > uq[pick[at - 1].block - b0])
-				at--;
-			if (at >= rest)
-				continue;
-			if (np < rest)
-				np++;
-			memmove(pick + at + 1, pick + at, (size_t)(np - 1 - at) * sizeof *pick);
-			pick[at] = (eng_index_hit){0, (int)(b + b0)};
+		double *sq = sub + (size_t)q * nsup;
+		unsigned char *taken = calloc((size_t)nsup, 1);
+		if (!taken) {
+			free(qs), free(ub), free(sbox), free(sub);
+			return -1;
 		}
+		for (long visits = 0; visits < nsup && np < rest; visits++) {
+			long best = -1; /* the best superblock not visited yet */
+			for (long S = 0; S < nsup; S++)
+				if (!taken[S] && sq[S] != -INFINITY && (best < 0 || sq[S] > sq[best]))
+					best = S;
+			if (best < 0)
+				break;
+			taken[best] = 1;
+			long e = b0 + (best + 1) * INDEX_SUPER - 1 < hi ? b0 + (best + 1) * INDEX_SUPER - 1 : hi;
+			for (long b = b0 + best * INDEX_SUPER; b <= e; b++) {
+				double bu = PAGE_UB(q, b);
+				if (bu == -INFINITY)
+					continue;
+				int at = np; /* by bound descending, lower block first */
+				while (at > 0 && (bu > pb[at - 1] || (bu == pb[at - 1] && b < pick[at - 1].block)))
+					at--;
+				if (at >= rest)
+					continue;
+				if (np < rest)
+					np++;
+				memmove(pick + at + 1, pick + at, (size_t)(np - 1 - at) * sizeof *pick);
+				memmove(pb + at + 1, pb + at, (size_t)(np - 1 - at) * sizeof *pb);
+				pick[at] = (eng_index_hit){0, (int)b};
+				pb[at] = bu;
+			}
+		}
+		free(taken);
 		const float *f = qs + (size_t)q * 4 * D;
 		for (int i = 0; i < np; i++) {
 			hit_push(h, &nhits[q], rest, block_score(p, s, layer, pick[i].block, rows[q / kvh].pos, f),
 				 pick[i].block);
-			uq[pick[i].block - b0] = NAN; /* scored */
+			ub[(size_t)q * len + (pick[i].block - b0)] = INFINITY; /* scored */
 		}
 		if (st)
 			st->scored += np;
 	}
-	/* then every block, once for all queries: scored where its bound can
-	 * still reach the query's k-th (or tie it from a lower block) */
-	for (long b = b0; b <= hi; b++)
-		for (int q = 0; q < nq; q++) {
-			int rest = pl[q / kvh].rest < cap ? pl[q / kvh].rest : cap;
-			double bu = ub[(size_t)q * len + (b - b0)];
-			if (bu == -INFINITY || isnan(bu))
-				continue;
-			eng_index_hit *h = hits + (size_t)q * cap;
-			if (nhits[q] == rest) {
-				double kth = h[rest - 1].score;
-				if (bu < kth || (bu == kth && b > h[rest - 1].block))
+	/* then every superblock, once for all queries: skipped by a query
+	 * whose k-th it cannot beat (or tie from a lower block), else its
+	 * pages, each scored where its own bound can still enter */
+	for (long S = 0; S < nsup; S++) {
+		long first = b0 + S * INDEX_SUPER, e = first + INDEX_SUPER - 1 < hi ? first + INDEX_SUPER - 1 : hi;
+		for (long b = first; b <= e; b++)
+			for (int q = 0; q < nq; q++) {
+				int rest = pl[q / kvh].rest < cap ? pl[q / kvh].rest : cap;
+				eng_index_hit *h = hits + (size_t)q * cap;
+				double su = sub[(size_t)q * nsup + S];
+				if (su == -INFINITY)
 					continue;
+				if (nhits[q] == rest) {
+					double kth = h[rest - 1].score;
+					if (su < kth || (su == kth && first > h[rest - 1].block))
+						continue;
+				}
+				double bu = PAGE_UB(q, b);
+				if (bu == -INFINITY || bu == INFINITY)
+					continue;
+				if (nhits[q] == rest) {
+					double kth = h[rest - 1].score;
+					if (bu < kth || (bu == kth && b > h[rest - 1].block))
+						continue;
+				}
+				hit_push(h, &nhits[q], rest,
+					 block_score(p, s, layer, b, rows[q / kvh].pos, qs + (size_t)q * 4 * D), (int)b);
+				ub[(size_t)q * len + (b - b0)] = INFINITY;
+				if (st)
+					st->scored++;
 			}
-			hit_push(h, &nhits[q], rest, block_score(p, s, layer, b, rows[q / kvh].pos, qs + (size_t)q * 4 * D),
-				 (int)b);
-			if (st)
-				st->scored++;
-		}
-	free(qs), free(ub);
+	}
+#undef PAGE_UB
+#undef BOUND
+	if (st)
+		st->candidates += cands;
+	free(qs), free(ub), free(sbox), free(sub);
 	return 0;
 }
 

@@ -109,7 +109,7 @@ uint64_t eng_model_kv_bytes(const eng_model *m)
 void eng_model_index_counts(const eng_model *m, eng_index_counts *out)
 {
 	out->seconds = m->index_seconds;
-	out->bounded = m->istats.bounded;
+	out->candidates = m->istats.candidates;
 	out->scored = m->istats.scored;
 }
 

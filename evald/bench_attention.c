@@ -198,11 +198,11 @@ static int measure(bench_state *b, len_fig *f, long L)
 		return rc;
 	double td = ev_now() - t0;
 	eng_model_index_counts(b->m, &c2);
-	if (c1.bounded > c0.bounded || c1.seconds > c0.seconds) { /* the model has an indexer */
+	if (c1.candidates > c0.candidates || c1.seconds > c0.seconds) { /* the model has an indexer */
 		f->msa.index_prefill = (c1.seconds - c0.seconds) / f->msa.prefill_s;
 		f->msa.index_decode = td > 0 ? (c2.seconds - c1.seconds) / td : 0;
 		f->msa.scored_decode =
-			c2.bounded > c1.bounded ? (double)(c2.scored - c1.scored) / (double)(c2.bounded - c1.bounded) : 0;
+			c2.candidates > c1.candidates ? (double)(c2.scored - c1.scored) / (double)(c2.candidates - c1.candidates) : 0;
 	}
 	if ((rc = eng_model_set_attention(b->m, ENG_ATTN_DENSE)))
 		return rc;

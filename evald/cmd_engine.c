@@ -97,7 +97,7 @@ static const ev_opt render_opts[] = {
 };
 
 static const ev_opt mkmodel_opts[] = {
-	EV_O_STR("--arch", T, arch, "ARCH", "llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, minimax_m3, minimax_m3_vl or recall (required)"),
+	EV_O_STR("--arch", T, arch, "ARCH", "llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, minimax_m3, minimax_m3_vl, recall or recall_m3 (required)"),
 	EV_O_STR("--out", T, out, "DIR", "the folder to write (required)"),
 	EV_O_CHOICE("--dtype", T, dtype, "f32|f16|bf16", "weight dtype (default f32)"),
 	EV_O_INT("--seed", T, seed, 0, 9e15, "S", "weight seed"),
@@ -147,7 +147,8 @@ static const ev_cmd_spec render_spec = {
 static const ev_cmd_spec mkmodel_spec = {
 	.name = "engine mkmodel", .synopsis = "--arch ARCH --out DIR [SIZES] [--dtype f32|f16|bf16] [--seed S]",
 	.about = "Writes a random-weight checkpoint (any size) for tests and benchmarks; --arch recall writes\n"
-	         "the constructed recall checkpoint, whose weights answer key-value recall at any distance.",
+	         "the constructed recall checkpoint, whose weights answer key-value recall at any distance\n"
+	         "(recall_m3: the same in MiniMax-M3's shape, its lightning indexer choosing the needle).",
 	.opts = mkmodel_opts};
 
 /* "1,2,3" into a malloc'd id array. */
@@ -471,8 +472,9 @@ static int cmd_mkmodel(const opts *o)
 		fprintf(stderr, "evald engine mkmodel: --arch and --out are required\n");
 		return EV_EXIT_USAGE;
 	}
-	if (!strcmp(o->arch, "recall") ? eng_mkrecall(o->out)
-				       : eng_mkmodel(o->out, o->arch, &o->sizes, o->dtype ? o->dtype : "f32", o->seed))
+	if (!strcmp(o->arch, "recall")	      ? eng_mkrecall(o->out)
+	    : !strcmp(o->arch, "recall_m3") ? eng_mkrecall_m3(o->out)
+					      : eng_mkmodel(o->out, o->arch, &o->sizes, o->dtype ? o->dtype : "f32", o->seed))
 		return fail("mkmodel");
 	if (!o->json)
 		printf("wrote %s (%s)\n", o->out, o->arch);

@@ -128,7 +128,7 @@ static void index_select_task(void *ctx, int task, int worker)
 			   j->iq + (size_t)j->tile0[t] * kvh * j->m->kv.idim, b0, b1, j->hits + at * j->cap,
 			   j->nhits + at, j->cap, &st))
 		__atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&j->st.bounded, st.bounded, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&j->st.candidates, st.candidates, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&j->st.scored, st.scored, __ATOMIC_RELAXED);
 }
 
@@ -186,7 +186,7 @@ static int cpu_index_select(eng_backend *be, const eng_row *rows, int n, int lay
 				size_t o = (size_t)i * kvh + g;
 				nls[o] = eng_index_compose(m, &rows[i], parts, np, nsplit, lists + o * nlist, nlist);
 			}
-	m->istats.bounded += j.st.bounded;
+	m->istats.candidates += j.st.candidates;
 	m->istats.scored += j.st.scored;
 out:
 	free(j.hits), free(j.nhits), free(tile0), free(span);

@@ -42,6 +42,11 @@ int eng_mkmodel(const char *dir, const char *arch, const eng_mkmodel_sizes *size
  * config.json, generation_config.json, model.safetensors, tokenizer.json,
  * tokenizer_config.json into `dir` (created if needed). */
 int eng_mkrecall(const char *dir);
+/* The same recall task in MiniMax-M3's shape (two sparse layers, 4 heads
+ * of 128, the lightning indexer choosing 16 blocks of 128), its index
+ * weights written so that the needle's block wins the indexer
+ * (engine/README.md "The MiniMax-M3 recall checkpoint"). */
+int eng_mkrecall_m3(const char *dir);
 
 /* A recall prompt as text (malloc'd into *text) for the recall checkpoint:
  * `n` tokens of filler haystack with `distractors` other pairs and the

@@ -274,9 +274,131 @@ done:
 	return rc;
 }
 
+/* ---- the MiniMax-M3 recall checkpoint --------------------------------------
+ * The same vocabulary, tokenizer and residual layout, in M3's shape: two
+ * layers, both sparse (lightning indexer), 4 query and 4 KV heads of 128,
+ * index heads 4 of 128, index block 128, top-16 blocks, 1 local block,
+ * partial rotary 0.5 (channels 64-127 unrotated). Queries, keys and index
+ * vectors carry the code in unrotated channels 64-79 of every head, so the
+ * match ignores distance exactly; the per-head Gemma norms scale a code to
+ * entries of +-sqrt(8) times (1 + weight): the right pair's attention logit
+ * is 128 (1 + w)^2 / sqrt(128) = 48 with 1 + w = 2.06, a wrong key's at
+ * most a quarter of it, a filler's 0 (its key is zero). The indexer scores
+ * the needle's block 128, a distractor's at most 32, a filler block 0, so
+ * it always chooses the needle. Layer 0 attends but writes nothing back
+ * (o_proj zero); layer 1 writes the value as the Llama checkpoint does.
+ * MLPs are dense SwiGLU-OAI with zero weights (output 0). */
+#define M3_HEADS 4
+#define M3_HD 128
+#define M3_CODE_AT 64 /* first unrotated channel */
+#define M3_INTER 8
+#define M3_QK_NORM 1.06f /* Gemma weight: gain 2.06 */
+#define M3_GAIN_O 2.0f
+
+int eng_mkrecall_m3(const char *dir)
+{
+	uint16_t code[NK];
+	key_codes(code);
+	int qd = M3_HEADS * M3_HD;
+	float *emb = calloc((size_t)VOCAB * H, sizeof(float)), *lm = calloc((size_t)VOCAB * H, sizeof(float));
+	float *wq = calloc((size_t)qd * H, sizeof(float)), *wk = calloc((size_t)qd * H, sizeof(float));
+	float *wv = calloc((size_t)qd * H, sizeof(float)), *wo = calloc((size_t)H * qd, sizeof(float));
+	float *wo0 = calloc((size_t)H * qd, sizeof(float)), *ik = calloc((size_t)M3_HD * H, sizeof(float));
+	float *zero = calloc((size_t)2 * M3_INTER * H, sizeof(float)), *hn = calloc(H, sizeof(float));
+	float *qkn = malloc(M3_HD * sizeof(float)), *in0 = calloc(M3_HD, sizeof(float));
+	char *path = NULL;
+	int rc = 0;
+	if (!emb || !lm || !wq || !wk || !wv || !wo || !wo0 || !ik || !zero || !hn || !qkn || !in0) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto done;
+	}
+	for (int i = 0; i < M3_HD; i++)
+		qkn[i] = M3_QK_NORM;
+	for (int t = 0; t < VOCAB; t++)
+		embed_row(emb + (size_t)t * H, t, code);
+	for (int h = 0; h < M3_HEADS; h++)
+		for (int b = 0; b < CODE; b++) {
+			int row = h * M3_HD + M3_CODE_AT + b;
+			wq[(size_t)row * H + R_QCODE + b] = 1.0f; /* query (and index query): the asked key's code */
+			wk[(size_t)row * H + R_KCODE + b] = 1.0f; /* key: a pair's key code */
+		}
+	for (int b = 0; b < CODE; b++)
+		ik[(size_t)(M3_CODE_AT + b) * H + R_KCODE + b] = 1.0f; /* the index key: a pair's key code */
+	for (int h = 0; h < M3_HEADS; h++)
+		for (int j = 0; j < NV; j++)
+			wv[(size_t)(h * M3_HD + j) * H + R_VAL + j] = 1.0f; /* value: the pair's value, one-hot */
+	for (int j = 0; j < NV; j++) {
+		wo[(size_t)(R_VAL + j) * qd + j] = M3_GAIN_O; /* head 0's value back into the value dims */
+		lm[(size_t)T_VAL(j) * H + R_VAL + j] = GAIN_LM;
+	}
+	lm[(size_t)T_EOS * H + R_ISVAL] = GAIN_EOS;
+	tensor ts[64];
+	int nt = 0;
+	char names[64][96];
+#define T_(nm, r, c, d) (snprintf(names[nt], sizeof names[nt], "%s", nm), ts[nt] = (tensor){names[nt], r, c, d}, nt++)
+	T_("lm_head.weight", VOCAB, H, lm);
+	T_("model.embed_tokens.weight", VOCAB, H, emb);
+	T_("model.norm.weight", H, 0, hn);
+	for (int l = 0; l < 2; l++) {
+		char pre[32], nm[96];
+		snprintf(pre, sizeof pre, "model.layers.%d.", l);
+#define L_(suffix, r, c, d) (snprintf(nm, sizeof nm, "%s%s", pre, suffix), T_(nm, r, c, d))
+		L_("input_layernorm.weight", H, 0, hn);
+		L_("post_attention_layernorm.weight", H, 0, hn);
+		L_("self_attn.q_proj.weight", qd, H, wq);
+		L_("self_attn.k_proj.weight", qd, H, wk);
+		L_("self_attn.v_proj.weight", qd, H, wv);
+		L_("self_attn.o_proj.weight", H, qd, l ? wo : wo0);
+		L_("self_attn.q_norm.weight", M3_HD, 0, qkn);
+		L_("self_attn.k_norm.weight", M3_HD, 0, qkn);
+		L_("self_attn.indexer.q_proj.weight", qd, H, wq);
+		L_("self_attn.indexer.k_proj.weight", M3_HD, H, ik);
+		L_("self_attn.indexer.q_norm.weight", M3_HD, 0, in0);
+		L_("self_attn.indexer.k_norm.weight", M3_HD, 0, in0);
+		L_("mlp.gate_up_proj.weight", 2 * M3_INTER, H, zero);
+		L_("mlp.down_proj.weight", H, M3_INTER, zero);
+#undef L_
+	}
+#undef T_
+	char cfg[2048];
+	int n = snprintf(cfg, sizeof cfg,
+			 "{\"architectures\":[\"MiniMaxM3VLForCausalLM\"],\"model_type\":\"minimax_m3_vl_text\","
+			 "\"hidden_size\":%d,\"intermediate_size\":%d,\"dense_intermediate_size\":%d,"
+			 "\"shared_intermediate_size\":%d,\"num_local_experts\":1,\"num_experts_per_tok\":1,"
+			 "\"num_hidden_layers\":2,\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"head_dim\":%d,"
+			 "\"vocab_size\":%d,\"rms_norm_eps\":1e-06,\"rope_parameters\":{\"rope_type\":\"default\","
+			 "\"rope_theta\":5000000.0,\"partial_rotary_factor\":0.5},\"rotary_dim\":%d,"
+			 "\"max_position_embeddings\":2097152,\"tie_word_embeddings\":false,\"swiglu_alpha\":1.702,"
+			 "\"swiglu_limit\":7.0,\"index_n_heads\":%d,\"index_head_dim\":%d,\"index_block_size\":128,"
+			 "\"index_topk_blocks\":16,\"index_local_blocks\":1,"
+			 "\"layer_types\":[\"minimax_m3_sparse\",\"minimax_m3_sparse\"],\"mlp_layer_types\":[\"dense\",\"dense\"],"
+			 "\"bos_token_id\":null,\"eos_token_id\":%d,\"torch_dtype\":\"float32\"}\n",
+			 H, M3_INTER, M3_INTER, M3_INTER, M3_HEADS, M3_HEADS, M3_HD, VOCAB, M3_HD / 2, M3_HEADS, M3_HD, T_EOS);
+	char gen[64];
+	int gn = snprintf(gen, sizeof gen, "{\"eos_token_id\":%d}\n", T_EOS);
+	if ((rc = ev_mkdir_p(dir)) || (rc = write_text(dir, "config.json", cfg, (size_t)n)) ||
+	    (rc = write_text(dir, "generation_config.json", gen, (size_t)gn)))
+		goto done;
+	if (!(path = ev_asprintf("%s/model.safetensors", dir))) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto done;
+	}
+	if ((rc = write_safetensors(path, ts, nt)))
+		goto done;
+	rc = write_tokenizer(dir);
+done:
+	free(path);
+	free(emb), free(lm), free(wq), free(wk), free(wv), free(wo), free(wo0), free(ik), free(zero), free(hn);
+	free(qkn), free(in0);
+	return rc;
+}
+
 bool eng_model_is_recall(const eng_model *m)
 {
 	const eng_config *c = &m->c;
+	if (c->arch == ENG_ARCH_MINIMAX_M3)
+		return c->vocab == VOCAB && c->hidden == H && c->layers == 2 && c->heads == M3_HEADS &&
+		       c->head_dim == M3_HD && c->index_topk == 16 && c->index_block == 128;
 	return c->arch == ENG_ARCH_LLAMA && c->vocab == VOCAB && c->hidden == H && c->layers == 1 && c->heads == 1 &&
 	       c->head_dim == HD && c->intermediate == INTER && c->rope_theta == ROPE_THETA;
 }
