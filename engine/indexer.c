@@ -314,12 +314,15 @@ int eng_index_scan(const eng_model *m, const eng_row *rows, int nr, int layer, c
 			free(qs), free(ub), free(sbox), free(sub);
 			return -1;
 		}
-		for (long visits = 0; visits < nsup && np < rest; visits++) {
-			long best = -1; /* the best superblock not visited yet */
+		for (long visits = 0; visits < nsup; visits++) {
+			long best = -1; /* the best superblock not visited yet (lower first on ties) */
 			for (long S = 0; S < nsup; S++)
 				if (!taken[S] && sq[S] != -INFINITY && (best < 0 || sq[S] > sq[best]))
 					best = S;
-			if (best < 0)
+			/* on until the picks are the best `rest` pages by (bound,
+			 * lower block): a superblock that cannot hold a better one ends it */
+			if (best < 0 || (np == rest && (sq[best] < pb[rest - 1] ||
+							(sq[best] == pb[rest - 1] && b0 + best * INDEX_SUPER > pick[rest - 1].block))))
 				break;
 			taken[best] = 1;
 			long e = b0 + (best + 1) * INDEX_SUPER - 1 < hi ? b0 + (best + 1) * INDEX_SUPER - 1 : hi;
