@@ -254,6 +254,11 @@ struct eng_seq {
 	 * ([superblock][2][kvh][hd]); eng_msa_index_topk skips a superblock
 	 * whose box proves none of its blocks can be chosen */
 	float **kbox;
+	/* MiniMax-M3's indexer: per layer and superblock of ENG_MSA_SUPER
+	 * pages, the box of every index key stored in it since its first slot
+	 * was written ([superblock][2][idim]: max, then min): a bound on its
+	 * current keys, even after a truncation or a fork (NULL without idim) */
+	float **ibox;
 	long kidx_cap; /* blocks */
 	long len;
 	float *logits; /* [vocab] */
@@ -479,6 +484,9 @@ struct eng_model {
 	/* MiniMax-M3's lightning indexer chooses the blocks of its sparse
 	 * layers (off: they attend every key; --attention dense) */
 	bool indexer;
+	/* --msa-selector mean on an M3 checkpoint: its sparse layers take the
+	 * mean selector's blocks instead (full-attention layers stay dense) */
+	bool mean_selector;
 	/* what the indexer's scans did (counted by the fast path, under mu) */
 	eng_index_stats istats;
 	double index_seconds;

@@ -5,6 +5,7 @@
  * head_dim, top-k <= experts) before anything is allocated from it.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -255,6 +256,28 @@ static int parse_minimax_m3(eng_config *c, const cJSON *o, const char *path)
 	    (rc = get_int(&c->index_topk, o, "index_topk_blocks", 16, 1, ENG_INDEX_MAX_TOPK, path)) ||
 	    (rc = get_int(&c->index_local, o, "index_local_blocks", 1, 0, 64, path)))
 		return rc;
+	/* the released checkpoints' own forms, which transformers maps on load:
+	 * sparse_attention_config's sparse_* keys win over the flat index_*
+	 * ones, its sparse_attention_freq and a top-level moe_layer_freq (one
+	 * truthy entry a layer) stand for layer_types and mlp_layer_types */
+	const cJSON *sc = cJSON_GetObjectItemCaseSensitive(o, "sparse_attention_config");
+	if (sc && !cJSON_IsNull(sc) && !cJSON_IsObject(sc))
+		return ev_error_set(EV_E_INVALID, "%s: 'sparse_attention_config' must be an object", path);
+	static const struct {
+		const char *key;
+		size_t off;
+		int lo, hi;
+	} legacy[] = {{"sparse_num_index_heads", offsetof(eng_config, index_heads), 1, 4096},
+		      {"sparse_index_dim", offsetof(eng_config, index_dim), 2, 4096},
+		      {"sparse_block_size", offsetof(eng_config, index_block), 1, 4096},
+		      {"sparse_topk_blocks", offsetof(eng_config, index_topk), 1, ENG_INDEX_MAX_TOPK},
+		      {"sparse_local_block", offsetof(eng_config, index_local), 0, 64}};
+	for (size_t i = 0; cJSON_IsObject(sc) && i < sizeof legacy / sizeof legacy[0]; i++) {
+		int *f = (int *)((char *)c + legacy[i].off);
+		if (cJSON_GetObjectItemCaseSensitive(sc, legacy[i].key) &&
+		    (rc = get_int(f, sc, legacy[i].key, *f, legacy[i].lo, legacy[i].hi, path)))
+			return rc;
+	}
 	c->experts = experts;
 	if (c->top_k > c->experts)
 		return ev_error_set(EV_E_INVALID, "%s: num_experts_per_tok %d exceeds the %d experts", path, c->top_k,
@@ -267,6 +290,21 @@ static int parse_minimax_m3(eng_config *c, const cJSON *o, const char *path)
 	for (int k = 0; k < 2; k++) {
 		bool *flag = k ? c->sparse_layer : c->moe_layer;
 		const cJSON *list = cJSON_GetObjectItemCaseSensitive(o, keys[k]);
+		const cJSON *freq = k ? (cJSON_IsObject(sc) ? cJSON_GetObjectItemCaseSensitive(sc, "sparse_attention_freq") : NULL)
+				      : cJSON_GetObjectItemCaseSensitive(o, "moe_layer_freq");
+		if ((!list || cJSON_IsNull(list)) && freq && !cJSON_IsNull(freq)) {
+			const char *fk = k ? "sparse_attention_config.sparse_attention_freq" : "moe_layer_freq";
+			if (!cJSON_IsArray(freq) || cJSON_GetArraySize(freq) != c->layers)
+				return ev_error_set(EV_E_INVALID, "%s: '%s' must list one entry a layer (%d)", path, fk, c->layers);
+			int i = 0;
+			const cJSON *e;
+			cJSON_ArrayForEach(e, freq) {
+				if (!cJSON_IsNumber(e) && !cJSON_IsBool(e))
+					return ev_error_set(EV_E_INVALID, "%s: %s[%d]: expected a number or a boolean", path, fk, i);
+				flag[i++] = cJSON_IsBool(e) ? cJSON_IsTrue(e) : e->valuedouble != 0;
+			}
+			continue;
+		}
 		if (!list || cJSON_IsNull(list)) { /* every layer MoE; every layer full attention */
 			for (int i = 0; i < c->layers; i++)
 				flag[i] = k == 0;

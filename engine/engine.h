@@ -42,6 +42,15 @@ typedef enum {
 
 #define ENG_MSA_MAX_DENSE_LAYERS 64
 
+/* Which blocks MSA attends: MiniMax-M3's learned lightning indexer (max of
+ * index-key scores a block) or the training-free mean selector (query . the
+ * block's mean key); AUTO = the indexer where the checkpoint has one. */
+typedef enum {
+	ENG_SEL_AUTO = 0,
+	ENG_SEL_INDEXER = 1,
+	ENG_SEL_MEAN = 2,
+} eng_msa_selector;
+
 /* Block-sparse attention settings (DESIGN.md, "MSA"). A field < 0 means
  * "not given": config.json's "msa" value, else the default (block_size 64,
  * top_k 16, sink_blocks 1, local_blocks 2, dense_below 8192, no dense
@@ -52,6 +61,7 @@ typedef struct {
 	long dense_below;
 	int n_dense_layers; /* -1 = not given; then dense_layers[0 .. n) */
 	int dense_layers[ENG_MSA_MAX_DENSE_LAYERS];
+	eng_msa_selector selector;
 } eng_attention_options;
 
 #define ENG_ATTENTION_OPTIONS_INIT                                                                      \
@@ -79,7 +89,7 @@ typedef struct {
 #define ENG_MODEL_OPTIONS_INIT {.backend = ENG_BACKEND_CPU, .attention = ENG_ATTENTION_OPTIONS_INIT, .kv_dtype = ENG_KV_F32}
 
 /* (MSA and KV options) Parses one of the shared engine flags into `o`:
- *   --attention dense|msa  --msa-block-size B  --msa-top-k K
+ *   --attention dense|msa  --msa-selector indexer|mean  --msa-block-size B  --msa-top-k K
  *   --msa-sink-blocks S  --msa-local-blocks L  --msa-dense-below N
  *   --msa-dense-layers 0,1  --kv-dtype f32|f16|bf16  --kv-max-bytes N[k|m|g]
  * Returns 1 when `flag` is one of them (its value consumed), 0 when it is

@@ -27,8 +27,8 @@
  * absolute term. Far below anything a normed vector carries. */
 #define INDEX_FLUSH 0x1p-60f
 
-/* pages a superblock: its box, the union of theirs, is bounded first */
-#define INDEX_SUPER 16
+/* pages a superblock, whose box (the sequence's ibox) is bounded first */
+#define INDEX_SUPER ENG_MSA_SUPER
 
 static void flush_tiny(float *dst, const float *src, int n)
 {
@@ -50,6 +50,13 @@ void eng_index_store(eng_model *m, const eng_row *rows, int n, int layer, const 
 		for (int j = 0; j < D; j++) { /* the page's first slot restarts the box */
 			mx[j] = slot == 0 || k[j] > mx[j] ? k[j] : mx[j];
 			mn[j] = slot == 0 || k[j] < mn[j] ? k[j] : mn[j];
+		}
+		/* and the superblock's box, restarted by its first slot */
+		bool first = pos % ((long)ENG_MSA_SUPER * p->block) == 0;
+		float *sx = rows[i].seq->ibox[layer] + (size_t)(pos / p->block / ENG_MSA_SUPER) * 2 * D, *sn = sx + D;
+		for (int j = 0; j < D; j++) {
+			sx[j] = first || k[j] > sx[j] ? k[j] : sx[j];
+			sn[j] = first || k[j] < sn[j] ? k[j] : sn[j];
 		}
 	}
 }
@@ -217,6 +224,39 @@ static void box_bound(const float *qp, const float *qn, const float *qa, const f
 	*mag = g;
 }
 
+/* A query's bound over a box: the box's best dot product plus the
+ * rounding margin times the magnitude (f = the flushed query, then its
+ * positive, negative and absolute parts). */
+static double query_bound(const float *f, const float *mx, const float *mn, int D, double margin)
+{
+	float bu, mag;
+	box_bound(f + D, f + 2 * D, f + 3 * D, mx, mn, D, &bu, &mag);
+	return (double)bu + margin * (double)mag;
+}
+
+typedef struct {
+	const eng_kv_pool *p;
+	const eng_seq *s;
+	int layer, kvh, D;
+	long b0, len;
+	double margin;
+	const float *qs;
+	double *ub; /* [query][block - b0]: NaN not bounded yet, -inf not a candidate, +inf scored */
+	const row_plan *pl;
+} scan_ctx;
+
+/* Query q's bound on block b, computed once. */
+static double page_bound(scan_ctx *c, int q, long b)
+{
+	double *o = c->ub + (size_t)q * c->len + (b - c->b0);
+	if (isnan(*o)) {
+		const float *pm = eng_page_ibox(c->p, c->s->pages[b], c->layer);
+		*o = b > c->pl[q / c->kvh].last ? -INFINITY
+						: query_bound(c->qs + (size_t)q * 4 * c->D, pm, pm + c->D, c->D, c->margin);
+	}
+	return *o;
+}
+
 int eng_index_scan(const eng_model *m, const eng_row *rows, int nr, int layer, const float *iq, long b0, long b1,
 		   eng_index_hit *hits, int *nhits, int cap, eng_index_stats *st)
 {
@@ -236,11 +276,15 @@ int eng_index_scan(const eng_model *m, const eng_row *rows, int nr, int layer, c
 	if (len <= 0)
 		return 0;
 	/* flushed queries and their signed parts */
-	long nsup = (len + INDEX_SUPER - 1) / INDEX_SUPER;
-	float *qs = malloc((size_t)nq * 4 * D * sizeof(float)), *sbox = malloc((size_t)nsup * 2 * D * sizeof(float));
+	/* the range's superblocks: k covers blocks sb_first(k) .. sb_last(k) of
+	 * absolute superblock s0 + k (the first and last may be partial) */
+	long s0 = b0 / INDEX_SUPER, nsup = hi / INDEX_SUPER - s0 + 1;
+#define SB_FIRST(k) ((s0 + (k)) * INDEX_SUPER > b0 ? (s0 + (k)) * INDEX_SUPER : b0)
+#define SB_LAST(k) ((s0 + (k)) * INDEX_SUPER + INDEX_SUPER - 1 < hi ? (s0 + (k)) * INDEX_SUPER + INDEX_SUPER - 1 : hi)
+	float *qs = malloc((size_t)nq * 4 * D * sizeof(float));
 	double *ub = malloc((size_t)nq * len * sizeof(double)), *sub = malloc((size_t)nq * nsup * sizeof(double));
-	if (!qs || !ub || !sbox || !sub) {
-		free(qs), free(ub), free(sbox), free(sub);
+	if (!qs || !ub || !sub) {
+		free(qs), free(ub), free(sub);
 		return -1;
 	}
 	for (int q = 0; q < nq; q++) {
@@ -258,33 +302,19 @@ int eng_index_scan(const eng_model *m, const eng_row *rows, int nr, int layer, c
 	 * at most gamma_D (no subnormal products: INDEX_FLUSH) */
 	double u = 0x1p-24, gD = D * u / (1 - D * u), g2D = 2 * D * u / (1 - 2 * D * u);
 	double margin = 1.01 * (gD + g2D) / (1 - gD); /* 1% over for the double arithmetic */
-#define BOUND(q, mx, mn)                                                                                         \
-	({                                                                                                       \
-		const float *f_ = qs + (size_t)(q) * 4 * D;                                                      \
-		float bu_, mag_;                                                                                 \
-		box_bound(f_ + D, f_ + 2 * D, f_ + 3 * D, (mx), (mn), D, &bu_, &mag_);                           \
-		(double)bu_ + margin * (double)mag_;                                                             \
-	})
-	/* superblocks of INDEX_SUPER pages: the union of their boxes bounds
-	 * every block inside, so a superblock that cannot enter is skipped
-	 * whole (its pages are never bounded one by one) */
-	for (long S = 0; S < nsup; S++) {
-		float *mx = sbox + (size_t)S * 2 * D, *mn = mx + D;
-		long e = b0 + (S + 1) * INDEX_SUPER - 1 < hi ? b0 + (S + 1) * INDEX_SUPER - 1 : hi;
-		for (long b = b0 + S * INDEX_SUPER; b <= e; b++) {
-			const float *pm = eng_page_ibox(p, s->pages[b], layer), *pn = pm + D;
-			for (int j = 0; j < D; j++) {
-				mx[j] = b == b0 + S * INDEX_SUPER || pm[j] > mx[j] ? pm[j] : mx[j];
-				mn[j] = b == b0 + S * INDEX_SUPER || pn[j] < mn[j] ? pn[j] : mn[j];
-			}
-		}
+	/* superblocks first: the sequence's box of each bounds every block in
+	 * it, so a superblock that cannot enter is skipped whole (its pages are
+	 * never bounded one by one) */
+	for (long k = 0; k < nsup; k++) {
+		const float *mx = s->ibox[layer] + (size_t)(s0 + k) * 2 * D;
 		for (int q = 0; q < nq; q++)
-			sub[(size_t)q * nsup + S] = b0 + S * INDEX_SUPER > pl[q / kvh].last || pl[q / kvh].rest == 0
+			sub[(size_t)q * nsup + k] = SB_FIRST(k) > pl[q / kvh].last || pl[q / kvh].rest == 0
 							    ? -INFINITY
-							    : BOUND(q, mx, mn);
+							    : query_bound(qs + (size_t)q * 4 * D, mx, mx + D, D, margin);
 	}
 	for (size_t i = 0; i < (size_t)nq * len; i++)
 		ub[i] = NAN; /* not bounded yet */
+	scan_ctx sc = {p, s, layer, kvh, D, b0, len, margin, qs, ub, pl};
 	long cands = 0;
 	for (int q = 0; q < nq; q++) {
 		long l = pl[q / kvh].rest ? (pl[q / kvh].last < hi ? pl[q / kvh].last : hi) - b0 + 1 : 0;
@@ -292,15 +322,6 @@ int eng_index_scan(const eng_model *m, const eng_row *rows, int nr, int layer, c
 	}
 	/* a page's bound, computed once; -inf: not a candidate of the row;
 	 * +inf afterwards: scored already */
-#define PAGE_UB(q, b)                                                                                             \
-	({                                                                                                       \
-		double *o_ = ub + (size_t)(q) * len + ((b) - b0);                                                \
-		if (isnan(*o_)) {                                                                                \
-			const float *pm_ = eng_page_ibox(p, s->pages[(b)], layer);                               \
-			*o_ = (b) > pl[(q) / kvh].last ? -INFINITY : BOUND(q, pm_, pm_ + D);                     \
-		}                                                                                                \
-		*o_;                                                                                             \
-	})
 	/* each query's threshold: the best pages by bound within its best
 	 * superblocks, scored exactly */
 	for (int q = 0; q < nq; q++) {
@@ -311,7 +332,7 @@ int eng_index_scan(const eng_model *m, const eng_row *rows, int nr, int layer, c
 		double *sq = sub + (size_t)q * nsup;
 		unsigned char *taken = calloc((size_t)nsup, 1);
 		if (!taken) {
-			free(qs), free(ub), free(sbox), free(sub);
+			free(qs), free(ub), free(sub);
 			return -1;
 		}
 		for (long visits = 0; visits < nsup; visits++) {
@@ -322,12 +343,11 @@ int eng_index_scan(const eng_model *m, const eng_row *rows, int nr, int layer, c
 			/* on until the picks are the best `rest` pages by (bound,
 			 * lower block): a superblock that cannot hold a better one ends it */
 			if (best < 0 || (np == rest && (sq[best] < pb[rest - 1] ||
-							(sq[best] == pb[rest - 1] && b0 + best * INDEX_SUPER > pick[rest - 1].block))))
+							(sq[best] == pb[rest - 1] && SB_FIRST(best) > pick[rest - 1].block))))
 				break;
 			taken[best] = 1;
-			long e = b0 + (best + 1) * INDEX_SUPER - 1 < hi ? b0 + (best + 1) * INDEX_SUPER - 1 : hi;
-			for (long b = b0 + best * INDEX_SUPER; b <= e; b++) {
-				double bu = PAGE_UB(q, b);
+			for (long b = SB_FIRST(best); b <= SB_LAST(best); b++) {
+				double bu = page_bound(&sc, q, b);
 				if (bu == -INFINITY)
 					continue;
 				int at = np; /* by bound descending, lower block first */
@@ -357,7 +377,7 @@ int eng_index_scan(const eng_model *m, const eng_row *rows, int nr, int layer, c
 	 * whose k-th it cannot beat (or tie from a lower block), else its
 	 * pages, each scored where its own bound can still enter */
 	for (long S = 0; S < nsup; S++) {
-		long first = b0 + S * INDEX_SUPER, e = first + INDEX_SUPER - 1 < hi ? first + INDEX_SUPER - 1 : hi;
+		long first = SB_FIRST(S), e = SB_LAST(S);
 		for (long b = first; b <= e; b++)
 			for (int q = 0; q < nq; q++) {
 				int rest = pl[q / kvh].rest < cap ? pl[q / kvh].rest : cap;
@@ -370,7 +390,7 @@ int eng_index_scan(const eng_model *m, const eng_row *rows, int nr, int layer, c
 					if (su < kth || (su == kth && first > h[rest - 1].block))
 						continue;
 				}
-				double bu = PAGE_UB(q, b);
+				double bu = page_bound(&sc, q, b);
 				if (bu == -INFINITY || bu == INFINITY)
 					continue;
 				if (nhits[q] == rest) {
@@ -385,11 +405,11 @@ int eng_index_scan(const eng_model *m, const eng_row *rows, int nr, int layer, c
 					st->scored++;
 			}
 	}
-#undef PAGE_UB
-#undef BOUND
 	if (st)
 		st->candidates += cands;
-	free(qs), free(ub), free(sbox), free(sub);
+#undef SB_FIRST
+#undef SB_LAST
+	free(qs), free(ub), free(sub);
 	return 0;
 }
 

@@ -180,9 +180,12 @@ void eng_seq_free(eng_seq *s)
 			free(s->kidx[l]);
 		if (s->kbox)
 			free(s->kbox[l]);
+		if (s->ibox)
+			free(s->ibox[l]);
 	}
 	free(s->kidx);
 	free(s->kbox);
+	free(s->ibox);
 	free(s->pages);
 	free(s->logits);
 	free(s);
@@ -206,7 +209,8 @@ static int index_alloc(eng_seq *s, long cap)
 	size_t kd = (size_t)p->kvh * p->hd, n = (size_t)p->layers;
 	size_t nsb = ((size_t)cap + ENG_MSA_SUPER - 1) / ENG_MSA_SUPER;
 	if ((!s->kidx && !(s->kidx = calloc(n, sizeof(float *)))) ||
-	    (!s->kbox && !(s->kbox = calloc(n, sizeof(float *)))))
+	    (!s->kbox && !(s->kbox = calloc(n, sizeof(float *)))) ||
+	    (p->idim && !s->ibox && !(s->ibox = calloc(n, sizeof(float *)))))
 		return EV_E_NOMEM;
 	for (size_t l = 0; l < n; l++) {
 		float *nk = realloc(s->kidx[l], (size_t)cap * kd * sizeof(float));
@@ -217,6 +221,12 @@ static int index_alloc(eng_seq *s, long cap)
 		if (!nb)
 			return EV_E_NOMEM;
 		s->kbox[l] = nb;
+		if (p->idim) {
+			float *ib = realloc(s->ibox[l], nsb * 2 * (size_t)p->idim * sizeof(float));
+			if (!ib)
+				return EV_E_NOMEM;
+			s->ibox[l] = ib;
+		}
 	}
 	s->kidx_cap = cap;
 	return 0;
@@ -279,6 +289,16 @@ int eng_seq_fork(eng_seq **out, eng_seq *src, long n_prefix)
 		return ev_error_set(EV_E_NOMEM, "out of memory");
 	}
 	s->pages_cap = np;
+	if (np && p->idim) { /* the indexer's superblock boxes: src's cover the prefix (a superset is a bound) */
+		bool ok = index_alloc(s, np) == 0;
+		for (int l = 0; ok && l < p->layers; l++)
+			memcpy(s->ibox[l], src->ibox[l],
+			       (size_t)((np + ENG_MSA_SUPER - 1) / ENG_MSA_SUPER) * 2 * p->idim * sizeof(float));
+		if (!ok) {
+			eng_seq_free(s);
+			return ev_error_set(EV_E_NOMEM, "out of memory");
+		}
+	}
 	long full = n_prefix / p->block;
 	if (full) { /* the index rows of the shared full pages */
 		size_t kd = (size_t)p->kvh * p->hd;

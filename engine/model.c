@@ -392,14 +392,26 @@ int eng_model_load(eng_model **out, const char *dir, const eng_model_options *op
 					  m->c.index_dim, m->c.rope_dim);
 			goto done;
 		}
-		m->indexer = o.attention.kind != ENG_ATTN_DENSE;
-		o.attention.kind = ENG_ATTN_DENSE;
+		m->mean_selector = o.attention.selector == ENG_SEL_MEAN;
+		m->indexer = o.attention.kind != ENG_ATTN_DENSE && !m->mean_selector;
+		if (!m->mean_selector)
+			o.attention.kind = ENG_ATTN_DENSE; /* the mean selector stays off */
+		else if (o.attention.kind == ENG_ATTN_AUTO)
+			o.attention.kind = ENG_ATTN_MSA;
 		o.block_size = m->c.index_block;
 		m->kv.idim = m->c.index_dim;
+	} else if (o.attention.selector == ENG_SEL_INDEXER) {
+		rc = ev_error_set(EV_E_INVALID, "%s: --msa-selector indexer needs a checkpoint with a lightning indexer "
+						"(MiniMax-M3 sparse layers); this one has none (use mean)", dir);
+		goto done;
+	} else if (o.attention.selector == ENG_SEL_MEAN && o.attention.kind == ENG_ATTN_AUTO) {
+		o.attention.kind = ENG_ATTN_MSA; /* naming the selector asks for MSA */
 	}
 	/* MSA settings decide the page size (one page = one sparse block) */
 	if ((rc = eng_msa_setup(m, &o.attention, o.block_size, &block)))
 		goto done;
+	for (int l = 0; m->mean_selector && l < m->c.layers; l++)
+		m->msa.dense_layer[l] |= !m->c.sparse_layer[l]; /* M3's full-attention layers */
 	/* without an explicit cap, at most ENG_DEFAULT_MAX_CONTEXT (attention
 	 * scratch no longer depends on it: O(block) per worker) */
 	long cap = o.max_context > 0 ? o.max_context : ENG_DEFAULT_MAX_CONTEXT;

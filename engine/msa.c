@@ -81,6 +81,7 @@ void eng_model_get_attention(const eng_model *m, eng_attention_options *out)
 	*out = d;
 	const eng_msa *a = &m->msa;
 	out->kind = a->on || m->indexer ? ENG_ATTN_MSA : ENG_ATTN_DENSE;
+	out->selector = m->indexer ? ENG_SEL_INDEXER : a->on ? ENG_SEL_MEAN : ENG_SEL_AUTO;
 	out->block_size = a->block;
 	out->top_k = a->top_k;
 	out->sink_blocks = a->sink;
@@ -97,7 +98,7 @@ int eng_model_set_attention(eng_model *m, eng_attention_kind kind)
 	if (kind != ENG_ATTN_DENSE && kind != ENG_ATTN_MSA)
 		return ev_error_set(EV_E_INVALID, "set_attention: dense or msa");
 	pthread_mutex_lock(&m->mu);
-	if (m->kv.idim) /* MiniMax-M3: MSA is its lightning indexer */
+	if (m->kv.idim && !m->mean_selector) /* MiniMax-M3: MSA is its lightning indexer */
 		m->indexer = kind == ENG_ATTN_MSA;
 	else
 		m->msa.on = kind == ENG_ATTN_MSA;
@@ -282,6 +283,15 @@ int eng_options_parse_flag(eng_model_options *o, const char *flag, const char *v
 			return ev_error_set(EV_E_INVALID, "--attention needs dense or msa");
 		return 1;
 	}
+	if (!strcmp(flag, "--msa-selector")) {
+		if (v && !strcmp(v, "indexer"))
+			a->selector = ENG_SEL_INDEXER;
+		else if (v && !strcmp(v, "mean"))
+			a->selector = ENG_SEL_MEAN;
+		else
+			return ev_error_set(EV_E_INVALID, "--msa-selector needs indexer or mean");
+		return 1;
+	}
 	if (!strcmp(flag, "--kv-dtype")) {
 		if (v && !strcmp(v, "f32"))
 			o->kv_dtype = ENG_KV_F32;
@@ -322,7 +332,7 @@ int eng_options_parse_flag(eng_model_options *o, const char *flag, const char *v
 
 const char *eng_options_usage(void)
 {
-	return "attention: [--attention dense|msa] [--msa-block-size B] [--msa-top-k K] [--msa-sink-blocks S]\n"
+	return "attention: [--attention dense|msa] [--msa-selector indexer|mean] [--msa-block-size B] [--msa-top-k K] [--msa-sink-blocks S]\n"
 	       "           [--msa-local-blocks L] [--msa-dense-below N] [--msa-dense-layers 0,1]\n"
 	       "KV cache:  [--kv-dtype f32|f16|bf16] [--kv-max-bytes N[k|m|g]]\n";
 }

@@ -102,6 +102,7 @@ int ev_engine_flags_from_json(ev_engine_flags *f, const cJSON *j);
 	{.name = (nm), .kind = EV_OPT_FN, .off = offsetof(T, m), .meta = (mt), .help = (hlp), .fn = ev_engine_flag_fn, .flags = EV_OPT_VALUE}
 #define EV_ENGINE_OPTS(T, m)                                                                                \
 	EV_ENGINE_ROW("--attention", T, m, "dense|msa", "attention on a checkpoint (default: MSA when its config has msa)"), \
+	EV_ENGINE_ROW("--msa-selector", T, m, "indexer|mean", "MSA's block choice: M3's lightning indexer, or block means (default: the indexer where the checkpoint has one)"), \
 	EV_ENGINE_ROW("--msa-block-size", T, m, "B", "MSA block = KV page, in tokens (64)"),                  \
 	EV_ENGINE_ROW("--msa-top-k", T, m, "K", "MSA blocks chosen per KV head (16)"),                         \
 	EV_ENGINE_ROW("--msa-sink-blocks", T, m, "S", "MSA blocks always attended at the start (1)"),          \

@@ -95,11 +95,53 @@ static void parameters_from_the_config_alone(void **state)
 	free(dir);
 }
 
+/* The released checkpoints' forms of MiniMax-M3's settings, as
+ * transformers maps them: sparse_attention_config's sparse_* keys over the
+ * flat index_* ones, its sparse_attention_freq for layer_types and
+ * moe_layer_freq for mlp_layer_types; each malformed one named. */
+static void minimax_m3_legacy_forms(void **state)
+{
+	(void)state;
+	eng_config c;
+	parse(&c, "MiniMaxM3VLForCausalLM",
+	      "\"index_block_size\":64,\"sparse_attention_config\":{\"sparse_num_index_heads\":2,\"sparse_index_dim\":32,"
+	      "\"sparse_block_size\":32,\"sparse_topk_blocks\":8,\"sparse_local_block\":2,\"sparse_attention_freq\":[0,1]},"
+	      "\"moe_layer_freq\":[0,1]");
+	assert_int_equal(c.index_heads, 2);
+	assert_int_equal(c.index_dim, 32);
+	assert_int_equal(c.index_block, 32);
+	assert_int_equal(c.index_topk, 8);
+	assert_int_equal(c.index_local, 2);
+	assert_true(!c.sparse_layer[0] && c.sparse_layer[1] && !c.moe_layer[0] && c.moe_layer[1]);
+	eng_config_clear(&c);
+	/* the flat lists win where both are given */
+	parse(&c, "MiniMaxM3VLForCausalLM",
+	      "\"index_n_heads\":2,\"layer_types\":[\"minimax_m3_sparse\",\"minimax_m3_sparse\"],\"sparse_attention_config\":{"
+	      "\"sparse_attention_freq\":[0,0]},\"moe_layer_freq\":[true,false]");
+	assert_true(c.sparse_layer[0] && c.sparse_layer[1] && c.moe_layer[0] && !c.moe_layer[1]);
+	eng_config_clear(&c);
+	static const char *const bad[][2] = {
+		{"\"moe_layer_freq\":[1]", "moe_layer_freq"},
+		{"\"moe_layer_freq\":[1,\"x\"]", "moe_layer_freq[1]"},
+		{"\"sparse_attention_config\":[1]", "sparse_attention_config"},
+		{"\"sparse_attention_config\":{\"sparse_attention_freq\":{}}", "sparse_attention_freq"},
+		{"\"sparse_attention_config\":{\"sparse_block_size\":0}", "sparse_block_size"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		char *j = ev_asprintf("{\"architectures\":[\"MiniMaxM3VLForCausalLM\"],\"num_hidden_layers\":2,%s}", bad[i][0]);
+		assert_int_not_equal(eng_config_parse(&c, j, strlen(j), "config.json"), 0);
+		if (!strstr(ev_error_msg(), bad[i][1]))
+			fail_msg("%s: the error '%s' does not name %s", bad[i][0], ev_error_msg(), bad[i][1]);
+		free(j);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(left_out_settings_take_transformers_defaults),
 		cmocka_unit_test(parameters_from_the_config_alone),
+		cmocka_unit_test(minimax_m3_legacy_forms),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -91,6 +91,54 @@ static void minimax_m3_indexer_paths_agree(void **state)
 	free(dir);
 }
 
+/* MSA's other selector on an M3 checkpoint: --msa-selector mean gives its
+ * sparse layers the mean selector's blocks (reference = fast), which
+ * attends every key when top_k covers every block, and differs from the
+ * indexer's choice when it does not; a Llama has no indexer to select. */
+static void minimax_m3_mean_selector(void **state)
+{
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.vocab = 320;
+	z.layers = 3;
+	char *dir = et_mkmodel("m3mean", "minimax_m3", &z, "f32", 5);
+	int n = 150;
+	int32_t *t = et_tokens(n, z.vocab, 8);
+	size_t nv = (size_t)n * z.vocab;
+	float *lg[5];
+	for (int k = 0; k < 5; k++) {
+		eng_model_options o = ENG_MODEL_OPTIONS_INIT;
+		o.threads = 2;
+		o.backend = k == 1 ? ENG_BACKEND_REF : ENG_BACKEND_CPU;
+		o.attention.selector = k <= 2 ? ENG_SEL_MEAN : ENG_SEL_INDEXER;
+		o.attention.dense_below = 0;
+		o.attention.top_k = k == 2 ? 64 : 2;
+		o.attention.kind = k == 4 ? ENG_ATTN_DENSE : ENG_ATTN_AUTO;
+		eng_model *m = NULL;
+		if (eng_model_load(&m, dir, &o) != 0)
+			fail_msg("load: %s", ev_error_msg());
+		eng_attention_options at;
+		eng_model_get_attention(m, &at);
+		assert_int_equal(at.kind, k == 4 ? ENG_ATTN_DENSE : ENG_ATTN_MSA);
+		lg[k] = et_logits(m, t, n, 0);
+		eng_model_free(m);
+	}
+	double fr = et_rel_err(lg[0], lg[1], nv), all = et_rel_err(lg[2], lg[4], nv), vs = et_rel_err(lg[0], lg[3], nv);
+	print_message("m3 mean selector: fast/ref %.2e, top-k over every block/dense %.2e, mean/indexer %.2e\n", fr, all, vs);
+	assert_true(fr <= 1e-5 && all <= 1e-5 && vs > 1e-3);
+	for (int k = 0; k < 5; k++)
+		free(lg[k]);
+	free(t);
+	free(dir);
+	z.layers = 2;
+	dir = et_mkmodel("llamasel", "llama", &z, "f32", 5);
+	eng_model_options o = ENG_MODEL_OPTIONS_INIT;
+	o.attention.selector = ENG_SEL_INDEXER;
+	eng_model *m = NULL;
+	assert_int_not_equal(eng_model_load(&m, dir, &o), 0);
+	assert_non_null(strstr(ev_error_msg(), "--msa-selector indexer"));
+	free(dir);
+}
+
 /* The fast path's choice (eng_index_scan over ranges, merged by
  * eng_index_compose) for a tile of rows and every index head. */
 static void fast_choice(eng_model *m, const eng_row *rows, int nr, const float *iq, int nsplit, int *lists, int *nls)
@@ -450,6 +498,7 @@ int main(void)
 		cmocka_unit_test(long_prompt_at_once_equals_token_by_token),
 		cmocka_unit_test(minimax_m3_indexer_paths_agree),
 		cmocka_unit_test(minimax_m3_bounded_choice_equals_the_definition),
+		cmocka_unit_test(minimax_m3_mean_selector),
 		cmocka_unit_test(sliding_window_paths_agree),
 		cmocka_unit_test(batch_of_sequences_equals_each_alone),
 		cmocka_unit_test(pages_keep_key_sums_and_limits_hold),
