@@ -73,7 +73,39 @@ def main():
         bad += not ok
         print("%-34s max relative logit difference %.2e, argmax %d/%d%s" % (name, worst, agree, total,
                                                                            "" if ok else "  FAIL"))
+    bad += recall_m3()
     return 1 if bad else 0
+
+
+def recall_m3():
+    """The constructed M3 recall checkpoint (mkmodel --arch recall_m3) is an M3 transformers runs: at
+    3,000 tokens (24 blocks of 128, the indexer keeping 16) both answer the needle's value at two
+    depths, with last-position logits equal."""
+    d = os.path.join(SCRATCH, "recall_m3")
+    subprocess.run([EVALD, "engine", "mkmodel", "--arch", "recall_m3", "--out", d], check=True, capture_output=True)
+    model = MiniMaxM3VLForCausalLM.from_pretrained(d, torch_dtype=torch.float32)
+    model.eval()
+    # token ids of engine/make/mkrecall.c: 32 keys, 16 values, 16 fillers, then the key-value pairs
+    ask, key0, val0, fill0, pair0 = 257, 258, 258 + 32, 258 + 48, 258 + 64
+    rnd = random.Random(5)
+    bad = 0
+    for n, depth in ((3000, 0.1), (3000, 0.6)):
+        k, v = rnd.randrange(32), rnd.randrange(16)
+        toks = [fill0 + rnd.randrange(16) for _ in range(n - 2)]
+        toks[int((n - 3) * depth)] = pair0 + k * 16 + v
+        toks += [ask, key0 + k]
+        with torch.no_grad():
+            want = model(torch.tensor([toks])).logits[0, -1]
+        out = subprocess.run([EVALD, "engine", "logits", "--model", d, "--tokens", ",".join(map(str, toks)),
+                              "--last", "--json"], check=True, capture_output=True, text=True).stdout
+        got = torch.tensor(json.loads(out)).reshape(-1)
+        diff = (got - want).abs().max().item() / want.abs().max().item()
+        ok = int(want.argmax()) == val0 + v and int(got.argmax()) == val0 + v and diff < 1e-4
+        bad += not ok
+        print("recall_m3, %d tokens, needle at %d%%: answer V%d from transformers and the engine: %s %s, "
+              "max relative difference %.2e%s" % (n, depth * 100, v, int(want.argmax()) == val0 + v,
+                                                   int(got.argmax()) == val0 + v, diff, "" if ok else "  FAIL"))
+    return bad
 
 
 if __name__ == "__main__":
