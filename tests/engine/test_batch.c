@@ -1,6 +1,9 @@
 /* Continuous batching (engine/batch.c): every request's tokens and stop
  * reason equal those of eng_generate run alone, whatever shares the batch,
- * however prompts are chunked, and whatever order requests finish in. */
+ * however prompts are chunked, and whatever order requests finish in; on a
+ * Llama, and on a MiniMax-M3 whose lightning indexer drops blocks (pages of
+ * 16, top-4 blocks: the prompts and the haystack are longer), prefix sharing
+ * included. */
 #include "engine_testutil.h"
 
 #include <math.h>
@@ -13,16 +16,28 @@ static char *dir;
 static eng_model *m;
 static eng_model_info info;
 
-static int setup(void **st)
+static int setup_arch(const char *arch)
 {
-	(void)st;
 	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
 	z.vocab = 400;
 	z.max_position = 512;
-	dir = et_mkmodel("batch", "llama", &z, "f32", 7);
+	z.layers = strcmp(arch, "llama") ? 3 : 2; /* M3: full, sparse, full attention */
+	dir = et_mkmodel(arch, arch, &z, "f32", 7);
 	m = et_load(dir, ENG_BACKEND_CPU, 16);
 	eng_model_get_info(m, &info);
 	return 0;
+}
+
+static int setup(void **st)
+{
+	(void)st;
+	return setup_arch("llama");
+}
+
+static int setup_m3(void **st)
+{
+	(void)st;
+	return setup_arch("minimax_m3");
 }
 
 static int teardown(void **st)
@@ -479,5 +494,11 @@ int main(void)
 		cmocka_unit_test(prefix_cache_gives_way_under_a_kv_bound),
 		cmocka_unit_test(prompt_and_token_logprobs_match_a_whole_forward),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	const struct CMUnitTest m3[] = {
+		cmocka_unit_test(batched_greedy_equals_sequential_greedy),
+		cmocka_unit_test(chunked_prefill_keeps_results_identical),
+		cmocka_unit_test(prefix_cache_reuses_a_haystack_with_identical_answers),
+	};
+	int failed = cmocka_run_group_tests_name("llama", tests, setup, teardown);
+	return failed + cmocka_run_group_tests_name("minimax_m3", m3, setup_m3, teardown);
 }
