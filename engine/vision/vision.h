@@ -1,0 +1,87 @@
+/*
+ * engine/vision/vision.h: images into the engine. Decoding (PNG through
+ * libpng, JPEG through libjpeg-turbo, chosen by content, EXIF orientation
+ * applied, sizes bounded before any pixel is allocated) and MiniMax-M3's
+ * image preprocessing as transformers' MiniMaxM3VLImageProcessor does it:
+ * smart_resize, torchvision's antialiased bicubic resize, rescale and
+ * CLIP normalisation, patches of 14 x 14 x 2 frames in merge-group order.
+ * Contract: engine/vision/README.md.
+ */
+#ifndef ENG_VISION_H
+#define ENG_VISION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* An 8-bit RGB image, rows top to bottom, pixels interleaved (r, g, b). */
+typedef struct {
+	int w, h;
+	uint8_t *rgb;
+} eng_image;
+
+/* What a decoder accepts: the encoded size and the decoded pixel count.
+ * Zero fields take the defaults (64 MiB, 64 M pixels). */
+typedef struct {
+	size_t max_bytes;
+	long max_pixels;
+} eng_image_limits;
+
+/* Decodes a PNG or JPEG held in memory (the format from its first bytes;
+ * a file's name is never trusted). Palette, grey, 16-bit and alpha forms
+ * become 8-bit RGB (alpha dropped, as PIL's convert("RGB")); a JPEG's EXIF
+ * orientation is applied. Errors name what is wrong: not an image, a
+ * truncated or corrupt stream, a size past the limits (checked from the
+ * header, before the pixels are allocated). */
+int eng_image_decode(eng_image *out, const void *data, size_t n, const eng_image_limits *lim);
+/* The same from a file (`path` only names it in errors). */
+int eng_image_load(eng_image *out, const char *path, const eng_image_limits *lim);
+void eng_image_free(eng_image *im);
+
+/* MiniMax-M3's preprocessing settings (transformers' defaults with
+ * ENG_VISION_PREP_INIT: patch 14, temporal patch 2, merge 2, pixels in
+ * [3136, 451584], OpenAI CLIP mean and std, rescale 1/255). */
+typedef struct {
+	int patch, temporal, merge;
+	long min_pixels, max_pixels;
+	double mean[3], std[3]; /* as transformers holds them (Python floats) */
+	double rescale;
+} eng_vision_prep;
+
+#define ENG_VISION_PREP_INIT                                                                                \
+	{.patch = 14, .temporal = 2, .merge = 2, .min_pixels = 3136, .max_pixels = 451584,                 \
+	 .mean = {0.48145466, 0.4578275, 0.40821073}, .std = {0.26862954, 0.26130258, 0.27577711},  \
+	 .rescale = 1.0 / 255.0}
+
+/* transformers' smart_resize: sides that are multiples of `factor`, the
+ * aspect ratio kept as closely as may be, the pixel count within [min_px,
+ * max_px] (Python's round-half-even, floor and ceil on doubles). An aspect
+ * ratio past 200 is refused, as there. */
+int eng_smart_resize(int h, int w, int factor, long min_px, long max_px, int *oh, int *ow);
+
+/* Resizes interleaved 8-bit RGB from w x h to ow x oh as torchvision's
+ * resize does on a uint8 tensor with bicubic interpolation and
+ * antialiasing: separable (width, then height), the cubic kernel with
+ * a = -0.5 widened by the scale when shrinking, weights normalised, each
+ * pass rounded and clamped to 8 bits. dst has room for ow * oh * 3. */
+void eng_resize_bicubic_aa(const uint8_t *src, int w, int h, uint8_t *dst, int ow, int oh);
+
+/* One image's model input: `n` patch rows of 3 * temporal * patch^2
+ * floats (channel, then frame, then row, then column of the patch; the
+ * still image repeated over the frames), rows ordered so that each merge x
+ * merge group is contiguous; grid = (t, h, w) in patches. */
+typedef struct {
+	float *pixels;
+	int n, dim;
+	int grid_t, grid_h, grid_w;
+	int resized_w, resized_h;
+} eng_vision_input;
+
+int eng_vision_preprocess(const eng_image *im, const eng_vision_prep *p, eng_vision_input *out);
+void eng_vision_input_free(eng_vision_input *v);
+/* LM tokens the image becomes: patches / merge^2. */
+static inline int eng_vision_tokens(const eng_vision_input *v, const eng_vision_prep *p)
+{
+	return v->n / (p->merge * p->merge);
+}
+
+#endif

@@ -1,0 +1,119 @@
+/*
+ * evald engine preprocess: an image as MiniMax-M3's processor makes it
+ * (engine/vision): decoded size, resized size, patch grid, LM tokens;
+ * optionally the pixel values as raw little-endian f32 (for comparison
+ * with transformers' processor), or smart_resize over a list of sizes.
+ *   evald engine preprocess --image FILE [--out FILE] [--min-pixels N] [--max-pixels N] [--json]
+ *   evald engine preprocess --sizes FILE     ("H W" a line in, "H' W'" a line out)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "engine/vision/vision.h"
+#include "evald/cli.h"
+
+int ev_engine_preprocess_main(const ev_cli *cli, int argc, char **argv);
+
+typedef struct {
+	const char *image, *out, *sizes;
+	int64_t min_pixels, max_pixels;
+	bool json;
+} prep_opts;
+
+#define T prep_opts
+static const ev_opt prep_table[] = {
+	EV_O_STR("--image", T, image, "FILE", "a PNG or JPEG file"),
+	EV_O_STR("--out", T, out, "FILE", "write the pixel values there (raw little-endian f32, patch rows)"),
+	EV_O_STR("--sizes", T, sizes, "FILE", "smart_resize each \"H W\" line of FILE instead"),
+	EV_O_INT("--min-pixels", T, min_pixels, 1, 1L << 30, "N", "the processor's shortest_edge pixel bound (3136)"),
+	EV_O_INT("--max-pixels", T, max_pixels, 1, 1L << 30, "N", "the processor's longest_edge pixel bound (451584)"),
+	EV_O_FLAG("--json", T, json, "as JSON"),
+	EV_O_END,
+};
+#undef T
+
+static const ev_cmd_spec prep_spec = {
+	.name = "engine preprocess",
+	.synopsis = "--image FILE [--out FILE] [--min-pixels N] [--max-pixels N] [--json]  |  --sizes FILE",
+	.about = "An image as MiniMax-M3's processor makes it: decoded and resized sizes, the patch grid\n"
+	         "(t, h, w) and the LM tokens it becomes; --out writes the pixel values.",
+	.opts = prep_table,
+};
+
+static int sizes_main(const prep_opts *o, const eng_vision_prep *p)
+{
+	FILE *f = fopen(o->sizes, "r");
+	if (!f) {
+		fprintf(stderr, "evald engine preprocess: %s: cannot open\n", o->sizes);
+		return 1;
+	}
+	char line[256];
+	int rc = 0, ln = 0;
+	while (fgets(line, sizeof line, f)) {
+		ln++;
+		int h = 0, w = 0, oh = 0, ow = 0;
+		if (sscanf(line, "%d %d", &h, &w) != 2) {
+			fprintf(stderr, "evald engine preprocess: %s:%d: expected \"H W\"\n", o->sizes, ln);
+			rc = 1;
+			break;
+		}
+		if (eng_smart_resize(h, w, p->patch * p->merge, p->min_pixels, p->max_pixels, &oh, &ow))
+			printf("error %s\n", ev_error_msg());
+		else
+			printf("%d %d\n", oh, ow);
+	}
+	fclose(f);
+	return rc;
+}
+
+int ev_engine_preprocess_main(const ev_cli *cli, int argc, char **argv)
+{
+	prep_opts o = {.json = cli->json};
+	int prc = ev_opt_parse(&prep_spec, &o, argc, argv, NULL, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	eng_vision_prep p = ENG_VISION_PREP_INIT;
+	if (o.min_pixels)
+		p.min_pixels = (long)o.min_pixels;
+	if (o.max_pixels)
+		p.max_pixels = (long)o.max_pixels;
+	if (!o.image == !o.sizes) {
+		fprintf(stderr, "evald engine preprocess: give one of --image or --sizes\n");
+		return EV_EXIT_USAGE;
+	}
+	if (o.sizes)
+		return sizes_main(&o, &p);
+	eng_image im;
+	eng_vision_input v;
+	if (eng_image_load(&im, o.image, NULL))
+		return ev_cli_fail("engine preprocess"), 1;
+	double t0 = ev_now();
+	int rc = eng_vision_preprocess(&im, &p, &v);
+	double secs = ev_now() - t0;
+	if (rc) {
+		eng_image_free(&im);
+		return ev_cli_fail("engine preprocess"), 1;
+	}
+	if (o.out) {
+		FILE *f = fopen(o.out, "wb");
+		size_t cnt = (size_t)v.n * v.dim;
+		if (!f || fwrite(v.pixels, sizeof(float), cnt, f) != cnt || fclose(f)) {
+			fprintf(stderr, "evald engine preprocess: %s: write failed\n", o.out);
+			rc = 1;
+		}
+	}
+	int tokens = eng_vision_tokens(&v, &p);
+	if (o.json)
+		printf("{\"width\":%d,\"height\":%d,\"resized_width\":%d,\"resized_height\":%d,\"grid_thw\":[%d,%d,%d],"
+		       "\"patches\":%d,\"patch_dim\":%d,\"tokens\":%d,\"seconds\":%.6f}\n",
+		       im.w, im.h, v.resized_w, v.resized_h, v.grid_t, v.grid_h, v.grid_w, v.n, v.dim, tokens, secs);
+	else
+		printf("image %d x %d -> %d x %d, grid (t, h, w) = (%d, %d, %d), %d patches of %d values, %d LM tokens "
+		       "(%.1f ms)\n",
+		       im.w, im.h, v.resized_w, v.resized_h, v.grid_t, v.grid_h, v.grid_w, v.n, v.dim, tokens, secs * 1000);
+	eng_vision_input_free(&v);
+	eng_image_free(&im);
+	return rc;
+}

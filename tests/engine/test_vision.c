@@ -1,0 +1,325 @@
+/*
+ * Images into the engine (engine/vision): PNG in every colour form and
+ * JPEG decode to the RGB written (fixtures encoded here with libpng and
+ * libjpeg); EXIF orientations 2-8 turn the image as PIL's exif_transpose;
+ * hostile input (truncated, huge or bomb dimensions, not an image, too many
+ * bytes) fails with an error naming it; smart_resize's known cases;
+ * preprocessing keeps a size that needs no resize exactly and orders the
+ * patches in merge groups.
+ */
+#include <png.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <jpeglib.h>
+
+#include "tests/common/testutil.h"
+#include "engine/vision/vision.h"
+
+/* ---- fixtures --------------------------------------------------------------- */
+
+typedef struct {
+	unsigned char *p;
+	size_t n, cap;
+} mem;
+
+static void mem_put(mem *m, const void *d, size_t n)
+{
+	if (m->n + n > m->cap) {
+		m->cap = (m->n + n) * 2;
+		m->p = realloc(m->p, m->cap);
+		assert_non_null(m->p);
+	}
+	memcpy(m->p + m->n, d, n);
+	m->n += n;
+}
+
+static void png_put(png_structp png, png_bytep d, size_t n)
+{
+	mem_put(png_get_io_ptr(png), d, n);
+}
+
+static void png_flush_none(png_structp png)
+{
+	(void)png;
+}
+
+/* A PNG of w x h in colour type `type` and `bits`, samples from `px`
+ * (channels of that type, 8 or 16 bits big-endian); with `rows` 0 only
+ * the signature and header are written (a bomb's first bytes). */
+static mem write_png(int w, int h, int type, int bits, const unsigned char *px, bool rows, const png_color *pal,
+		     int npal)
+{
+	mem m = {0};
+	png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+	png_infop info = png_create_info_struct(png);
+	assert_true(png && info);
+	if (setjmp(png_jmpbuf(png)))
+		fail_msg("libpng could not write the fixture");
+	png_set_write_fn(png, &m, png_put, png_flush_none);
+	png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, bits, type, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+		     PNG_FILTER_TYPE_DEFAULT);
+	if (pal)
+		png_set_PLTE(png, info, pal, npal);
+	png_write_info(png, info);
+	if (rows) {
+		int ch = type == PNG_COLOR_TYPE_RGB ? 3 : type == PNG_COLOR_TYPE_RGBA ? 4 : type == PNG_COLOR_TYPE_GRAY_ALPHA ? 2 : 1;
+		size_t stride = (size_t)w * ch * (bits / 8);
+		for (int y = 0; y < h; y++)
+			png_write_row(png, px + (size_t)y * stride);
+		png_write_end(png, NULL);
+	}
+	png_destroy_write_struct(&png, &info);
+	return m;
+}
+
+/* A JPEG (quality 100, 4:4:4) of interleaved RGB, with an EXIF
+ * orientation block when `orient` > 0. */
+static mem write_jpeg(int w, int h, const unsigned char *rgb, int orient)
+{
+	struct jpeg_compress_struct c;
+	struct jpeg_error_mgr e;
+	unsigned char *buf = NULL;
+	unsigned long n = 0;
+	c.err = jpeg_std_error(&e);
+	jpeg_create_compress(&c);
+	jpeg_mem_dest(&c, &buf, &n);
+	c.image_width = (JDIMENSION)w, c.image_height = (JDIMENSION)h, c.input_components = 3, c.in_color_space = JCS_RGB;
+	jpeg_set_defaults(&c);
+	jpeg_set_quality(&c, 100, TRUE);
+	for (int i = 0; i < c.num_components; i++)
+		c.comp_info[i].h_samp_factor = c.comp_info[i].v_samp_factor = 1;
+	jpeg_start_compress(&c, TRUE);
+	if (orient > 0) { /* "Exif\0\0", a big-endian TIFF header, IFD0 with the orientation tag */
+		unsigned char ex[] = {'E', 'x', 'i', 'f', 0, 0, 'M', 'M', 0, 42, 0, 0, 0, 8, 0, 1,
+				      0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, (unsigned char)orient, 0, 0, 0, 0, 0, 0};
+		jpeg_write_marker(&c, JPEG_APP0 + 1, ex, sizeof ex);
+	}
+	while (c.next_scanline < c.image_height) {
+		JSAMPROW row = (JSAMPROW)(rgb + (size_t)c.next_scanline * w * 3);
+		jpeg_write_scanlines(&c, &row, 1);
+	}
+	jpeg_finish_compress(&c);
+	jpeg_destroy_compress(&c);
+	mem m = {buf, n, n};
+	return m;
+}
+
+static unsigned char *pattern(int w, int h, int ch, uint64_t seed)
+{
+	unsigned char *p = malloc((size_t)w * h * ch);
+	ev_rng r;
+	ev_rng_seed(&r, seed);
+	for (size_t i = 0; i < (size_t)w * h * ch; i++)
+		p[i] = (unsigned char)ev_rng_below(&r, 256);
+	return p;
+}
+
+/* ---- tests ------------------------------------------------------------------ */
+
+static void png_colour_forms_decode_to_rgb(void **state)
+{
+	(void)state;
+	int w = 37, h = 23;
+	unsigned char *rgba = pattern(w, h, 4, 1), *rgb = malloc((size_t)w * h * 3), *gray = pattern(w, h, 1, 2);
+	for (int i = 0; i < w * h; i++)
+		memcpy(rgb + i * 3, rgba + i * 4, 3);
+	eng_image im;
+	/* RGB, RGBA (alpha dropped), 16-bit RGB (high byte kept) */
+	mem m = write_png(w, h, PNG_COLOR_TYPE_RGB, 8, rgb, true, NULL, 0);
+	assert_int_equal(eng_image_decode(&im, m.p, m.n, NULL), 0);
+	assert_true(im.w == w && im.h == h);
+	assert_memory_equal(im.rgb, rgb, (size_t)w * h * 3);
+	eng_image_free(&im), free(m.p);
+	m = write_png(w, h, PNG_COLOR_TYPE_RGBA, 8, rgba, true, NULL, 0);
+	assert_int_equal(eng_image_decode(&im, m.p, m.n, NULL), 0);
+	assert_memory_equal(im.rgb, rgb, (size_t)w * h * 3);
+	eng_image_free(&im), free(m.p);
+	unsigned char *rgb16 = malloc((size_t)w * h * 6);
+	for (int i = 0; i < w * h * 3; i++)
+		rgb16[2 * i] = rgb[i], rgb16[2 * i + 1] = (unsigned char)(255 - rgb[i]);
+	m = write_png(w, h, PNG_COLOR_TYPE_RGB, 16, rgb16, true, NULL, 0);
+	assert_int_equal(eng_image_decode(&im, m.p, m.n, NULL), 0);
+	for (int i = 0; i < w * h * 3; i++) /* libpng's 16 -> 8 strip keeps the high byte */
+		assert_int_equal(im.rgb[i], rgb[i]);
+	eng_image_free(&im), free(m.p);
+	/* grey: each channel the grey value; a palette: its colours */
+	m = write_png(w, h, PNG_COLOR_TYPE_GRAY, 8, gray, true, NULL, 0);
+	assert_int_equal(eng_image_decode(&im, m.p, m.n, NULL), 0);
+	for (int i = 0; i < w * h; i++)
+		assert_true(im.rgb[3 * i] == gray[i] && im.rgb[3 * i + 1] == gray[i] && im.rgb[3 * i + 2] == gray[i]);
+	eng_image_free(&im), free(m.p);
+	png_color pal[4] = {{255, 0, 0}, {0, 255, 0}, {0, 0, 255}, {9, 99, 199}};
+	unsigned char *idx = malloc((size_t)w * h);
+	for (int i = 0; i < w * h; i++)
+		idx[i] = (unsigned char)(gray[i] % 4);
+	m = write_png(w, h, PNG_COLOR_TYPE_PALETTE, 8, idx, true, pal, 4);
+	assert_int_equal(eng_image_decode(&im, m.p, m.n, NULL), 0);
+	for (int i = 0; i < w * h; i++)
+		assert_true(im.rgb[3 * i] == pal[idx[i]].red && im.rgb[3 * i + 2] == pal[idx[i]].blue);
+	eng_image_free(&im), free(m.p);
+	free(rgba), free(rgb), free(gray), free(rgb16), free(idx);
+}
+
+/* A JPEG at quality 100 comes back close to what was written; with an
+ * EXIF orientation the pixels are turned as PIL turns them (checked
+ * against the orientation-1 decode, the same compressed data). */
+static void jpeg_decodes_and_exif_orientation_turns(void **state)
+{
+	(void)state;
+	int w = 24, h = 16;
+	unsigned char *rgb = malloc((size_t)w * h * 3);
+	for (int y = 0; y < h; y++) /* smooth, so JPEG keeps it closely */
+		for (int x = 0; x < w; x++) {
+			unsigned char *p = rgb + ((size_t)y * w + x) * 3;
+			p[0] = (unsigned char)(x * 10), p[1] = (unsigned char)(y * 15), p[2] = 128;
+		}
+	eng_image base, im;
+	mem m = write_jpeg(w, h, rgb, 0);
+	assert_int_equal(eng_image_decode(&base, m.p, m.n, NULL), 0);
+	free(m.p);
+	assert_true(base.w == w && base.h == h);
+	int worst = 0;
+	for (int i = 0; i < w * h * 3; i++)
+		worst = abs(base.rgb[i] - rgb[i]) > worst ? abs(base.rgb[i] - rgb[i]) : worst;
+	print_message("JPEG quality 100: largest difference %d\n", worst);
+	assert_true(worst <= 8);
+	for (int o = 1; o <= 8; o++) {
+		m = write_jpeg(w, h, rgb, o);
+		assert_int_equal(eng_image_decode(&im, m.p, m.n, NULL), 0);
+		free(m.p);
+		bool swap = o >= 5;
+		assert_int_equal(im.w, swap ? h : w);
+		assert_int_equal(im.h, swap ? w : h);
+		for (int y = 0; y < im.h; y++)
+			for (int x = 0; x < im.w; x++) {
+				/* where output (x, y) comes from in the upright source */
+				int sx = x, sy = y;
+				switch (o) {
+				case 2: sx = w - 1 - x; break;
+				case 3: sx = w - 1 - x, sy = h - 1 - y; break;
+				case 4: sy = h - 1 - y; break;
+				case 5: sx = y, sy = x; break;
+				case 6: sx = y, sy = h - 1 - x; break;
+				case 7: sx = w - 1 - y, sy = h - 1 - x; break;
+				case 8: sx = w - 1 - y, sy = x; break;
+				}
+				assert_memory_equal(im.rgb + ((size_t)y * im.w + x) * 3, base.rgb + ((size_t)sy * w + sx) * 3, 3);
+			}
+		eng_image_free(&im);
+	}
+	/* orientation 6 on a corner: the source's bottom-left lands top-left */
+	m = write_jpeg(w, h, rgb, 6);
+	assert_int_equal(eng_image_decode(&im, m.p, m.n, NULL), 0);
+	assert_memory_equal(im.rgb, base.rgb + (size_t)(h - 1) * w * 3, 3);
+	eng_image_free(&im), free(m.p);
+	eng_image_free(&base);
+	free(rgb);
+}
+
+static void expect_error(const void *d, size_t n, const eng_image_limits *lim, const char *needle)
+{
+	eng_image im;
+	int rc = eng_image_decode(&im, d, n, lim);
+	if (rc == 0)
+		fail_msg("decoded what should fail (%s)", needle);
+	if (!strstr(ev_error_msg(), needle))
+		fail_msg("error '%s' does not say '%s'", ev_error_msg(), needle);
+	assert_null(im.rgb);
+}
+
+static void hostile_images_fail_cleanly(void **state)
+{
+	(void)state;
+	int w = 40, h = 30;
+	unsigned char *rgb = pattern(w, h, 3, 5);
+	mem p = write_png(w, h, PNG_COLOR_TYPE_RGB, 8, rgb, true, NULL, 0), j = write_jpeg(w, h, rgb, 0);
+	/* truncated anywhere past the header */
+	for (size_t cut = 40; cut < p.n; cut += p.n / 7)
+		expect_error(p.p, cut, NULL, "PNG image");
+	for (size_t cut = 200; cut < j.n - 2; cut += j.n / 7)
+		expect_error(j.p, cut, NULL, "JPEG image");
+	/* a header declaring 100,000 x 100,000 pixels, in 40-odd bytes: refused
+	 * from the header, before anything is allocated */
+	mem bomb = write_png(100000, 100000, PNG_COLOR_TYPE_RGB, 8, NULL, false, NULL, 0);
+	expect_error(bomb.p, bomb.n, NULL, "100000 x 100000 pixels: more than");
+	/* a limit of the caller's */
+	eng_image_limits lim = {.max_pixels = 1000};
+	expect_error(p.p, p.n, &lim, "40 x 30 pixels: more than the 1000");
+	lim = (eng_image_limits){.max_bytes = 100};
+	expect_error(p.p, p.n, &lim, "more than the 100 allowed");
+	/* not an image, whatever a file name says; empty */
+	const char text[] = "<html>not a picture</html>";
+	expect_error(text, sizeof text, NULL, "not a PNG or JPEG image");
+	expect_error("", 0, NULL, "not a PNG or JPEG image");
+	/* a file: its name in the error */
+	char *dir = tu_tmpdir("vision"), *f = tu_write(dir, "photo.png", text);
+	eng_image im;
+	assert_int_not_equal(eng_image_load(&im, f, NULL), 0);
+	assert_non_null(strstr(ev_error_msg(), "photo.png"));
+	free(f), free(dir);
+	free(p.p), free(j.p), free(bomb.p), free(rgb);
+}
+
+static void smart_resize_known_cases(void **state)
+{
+	(void)state;
+	static const int cases[][4] = {
+		/* h, w -> h', w' (transformers' smart_resize, factor 28, [3136, 451584]) */
+		{448, 448, 448, 448}, {20, 30, 56, 84},     {1000, 700, 784, 560},
+		{12, 1500, 28, 644},  {1024, 1024, 672, 672}, {42, 42, 56, 56}, /* 1.5 rounds to 2 (half to even) */
+		{70, 70, 56, 56},     /* 2.5 rounds to 2 */
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		int oh = 0, ow = 0;
+		assert_int_equal(eng_smart_resize(cases[i][0], cases[i][1], 28, 3136, 451584, &oh, &ow), 0);
+		if (oh != cases[i][2] || ow != cases[i][3])
+			fail_msg("%d x %d: %d x %d, want %d x %d", cases[i][0], cases[i][1], oh, ow, cases[i][2], cases[i][3]);
+	}
+	int oh, ow;
+	assert_int_not_equal(eng_smart_resize(10, 2500, 28, 3136, 451584, &oh, &ow), 0);
+	assert_non_null(strstr(ev_error_msg(), "aspect ratio"));
+}
+
+/* A 56 x 56 image keeps its size (56 * 56 = the minimum), so the patches
+ * hold its pixels exactly, normalised; rows go merge group by merge group. */
+static void patches_in_merge_group_order(void **state)
+{
+	(void)state;
+	int W = 56, H = 56;
+	eng_image im = {W, H, pattern(W, H, 3, 9)};
+	eng_vision_prep p = ENG_VISION_PREP_INIT;
+	eng_vision_input v;
+	assert_int_equal(eng_vision_preprocess(&im, &p, &v), 0);
+	assert_true(v.grid_t == 1 && v.grid_h == 4 && v.grid_w == 4 && v.n == 16 && v.dim == 3 * 2 * 14 * 14);
+	assert_int_equal(eng_vision_tokens(&v, &p), 4);
+	/* row r: merge group (r / 4) of a 2 x 2 grid of groups, then (r % 4) within */
+	for (int r = 0; r < v.n; r++) {
+		int g = r / 4, k = r % 4, py = (g / 2 * 2 + k / 2) * 14, px = (g % 2 * 2 + k % 2) * 14;
+		for (int c = 0; c < 3; c++)
+			for (int t = 0; t < 2; t++)
+				for (int y = 0; y < 14; y++)
+					for (int x = 0; x < 14; x++) {
+						float want = ((float)im.rgb[((size_t)(py + y) * W + px + x) * 3 + c] -
+							      (float)(p.mean[c] / p.rescale)) /
+							     (float)(p.std[c] / p.rescale);
+						float got = v.pixels[(size_t)r * v.dim + ((c * 2 + t) * 14 + y) * 14 + x];
+						if (got != want)
+							fail_msg("row %d c%d t%d (%d,%d): %g, want %g", r, c, t, y, x, got, want);
+					}
+	}
+	eng_vision_input_free(&v);
+	eng_image_free(&im);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(png_colour_forms_decode_to_rgb),
+		cmocka_unit_test(jpeg_decodes_and_exif_orientation_turns),
+		cmocka_unit_test(hostile_images_fail_cleanly),
+		cmocka_unit_test(smart_resize_known_cases),
+		cmocka_unit_test(patches_in_merge_group_order),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

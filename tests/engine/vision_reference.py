@@ -1,0 +1,104 @@
+"""Reference check: evald's image preprocessing against transformers' MiniMaxM3VLImageProcessor.
+
+    vision_reference.py EVALD SCRATCH_DIR
+
+Random RGB images of random sizes and aspect ratios (and a few chosen ones: a size
+smart_resize keeps, one it enlarges, one it shrinks hard, a long strip), written as PNG
+(lossless, so both sides start from the same pixels), go through `evald engine
+preprocess --out` and through transformers' processor (torchvision backend). The grid
+must be equal, the pixel values within one 8-bit step (two on the long strip, see
+there) and equal where the size is kept; smart_resize must equal transformers' on 10,000 random sizes (errors
+included). Prints the figures; exits 1 on a difference, 77 (skip) without transformers,
+torchvision or Pillow.
+"""
+import json
+import os
+import random
+import subprocess
+import sys
+
+try:
+    import numpy as np
+    import torch
+    from PIL import Image
+    from transformers.models.minimax_m3_vl.image_processing_minimax_m3_vl import (MiniMaxM3VLImageProcessor,
+                                                                                  smart_resize)
+    import torchvision  # noqa: F401  (the processor's backend)
+except ImportError as e:
+    print(f"SKIP: {e} (bash scripts/reference-env.sh)")
+    sys.exit(77)
+
+EVALD, SCRATCH = sys.argv[1], sys.argv[2]
+STD = np.array([0.26862954, 0.26130258, 0.27577711]) * 255  # one 8-bit step in normalised units is 1/STD
+
+
+def main():
+    os.makedirs(SCRATCH, exist_ok=True)
+    proc = MiniMaxM3VLImageProcessor()
+    rnd = random.Random(3)
+    sizes = [(224, 280), (20, 30), (1000, 700), (12, 1500), (448, 448)]
+    sizes += [(rnd.randrange(8, 1400), rnd.randrange(8, 1400)) for _ in range(25)]
+    bad, worst, exact_ok = 0, 0.0, True
+    for k, (h, w) in enumerate(sizes):
+        if max(h, w) / min(h, w) > 200:
+            continue
+        arr = np.random.RandomState(k).randint(0, 256, (h, w, 3), dtype=np.uint8)
+        if k % 3 == 1:  # smooth images too: gradients with a little noise
+            yy, xx = np.mgrid[0:h, 0:w]
+            arr = ((np.stack([xx * 255 / max(w - 1, 1), yy * 255 / max(h - 1, 1), (xx + yy) % 256], -1)
+                    + np.random.RandomState(k).randint(-8, 9, (h, w, 3))).clip(0, 255).astype(np.uint8))
+        path, raw = os.path.join(SCRATCH, "im%d.png" % k), os.path.join(SCRATCH, "im%d.f32" % k)
+        Image.fromarray(arr).save(path)
+        out = subprocess.run([EVALD, "engine", "preprocess", "--image", path, "--out", raw, "--json"], check=True,
+                             capture_output=True, text=True).stdout
+        got_meta = json.loads(out)
+        want = proc(images=Image.open(path), return_tensors="pt")
+        wp, grid = want["pixel_values"].numpy(), want["image_grid_thw"][0].tolist()
+        gp = np.fromfile(raw, dtype="<f4").reshape(wp.shape) if got_meta["grid_thw"] == grid else None
+        if gp is None:
+            print("%4d x %-4d grid %s, transformers %s  FAIL" % (w, h, got_meta["grid_thw"], grid))
+            bad += 1
+            continue
+        # per value, the difference in 8-bit steps: channel of a value is its index // (2 * 14 * 14)
+        ch = (np.arange(wp.shape[1]) // (wp.shape[1] // 3))
+        steps = np.abs(gp - wp) * STD[ch][None, :]
+        m = float(steps.max())
+        worst = max(worst, m)
+        kept = got_meta["resized_width"] == w and got_meta["resized_height"] == h
+        if kept and m > 1e-3:
+            exact_ok = False
+        # the long strip (1,500 wide shrunk 2.3x, 12 high grown to 28) is the one case seen to differ by
+        # two steps: torch's fixed-point horizontal pass rounds a few sums up where evald's lands a
+        # unit below (their int16 weights sum differently there); every random size is exact
+        limit = 2.0 if (h, w) == (12, 1500) else 1.0
+        ok = m <= limit + 1e-3 and (not kept or m <= 1e-3)
+        bad += not ok
+        print("%4d x %-4d -> %4d x %-4d grid %-13s max difference %.3f 8-bit steps, %.2f%% of values differ%s%s" % (
+            w, h, got_meta["resized_width"], got_meta["resized_height"], grid, m,
+            100.0 * float((steps > 1e-3).mean()), " (size kept)" if kept else "", "" if ok else "  FAIL"))
+    # smart_resize on 10,000 random sizes
+    lines, want = [], []
+    for _ in range(10000):
+        h, w = rnd.randrange(1, 30000), rnd.randrange(1, 30000)
+        if rnd.random() < 0.5:
+            h, w = rnd.randrange(1, 3000), rnd.randrange(1, 3000)
+        lines.append("%d %d" % (h, w))
+        try:
+            want.append("%d %d" % smart_resize(h, w, factor=28, min_pixels=3136, max_pixels=451584))
+        except ValueError:
+            want.append("error")
+    sz = os.path.join(SCRATCH, "sizes.txt")
+    with open(sz, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    got = subprocess.run([EVALD, "engine", "preprocess", "--sizes", sz], check=True, capture_output=True,
+                         text=True).stdout.splitlines()
+    got = ["error" if g.startswith("error") else g for g in got]
+    same = sum(a == b for a, b in zip(got, want))
+    print("smart_resize: %d/%d sizes equal to transformers'" % (same, len(want)))
+    bad += same != len(want)
+    print("pixel values: worst %.3f 8-bit steps; exact where the size is kept: %s" % (worst, exact_ok))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
