@@ -32,7 +32,7 @@ uint16_t eng_f32_to_bf16(float f);
 /* Converts n elements of `src` (dtype t) to f32. */
 void eng_to_f32(float *dst, const void *src, eng_dtype t, size_t n);
 
-#define ENG_MAX_DIMS 4
+#define ENG_MAX_DIMS 5 /* a Conv3d kernel: out, in, t, h, w */
 
 /* One tensor of a checkpoint: data points into the mmapped file (or an
  * aligned copy when the file's offset is not aligned for the dtype). */

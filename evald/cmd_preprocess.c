@@ -17,7 +17,7 @@
 int ev_engine_preprocess_main(const ev_cli *cli, int argc, char **argv);
 
 typedef struct {
-	const char *image, *out, *sizes;
+	const char *image, *out, *sizes, *model, *embed_out;
 	int64_t min_pixels, max_pixels;
 	bool json;
 } prep_opts;
@@ -27,6 +27,8 @@ static const ev_opt prep_table[] = {
 	EV_O_STR("--image", T, image, "FILE", "a PNG or JPEG file"),
 	EV_O_STR("--out", T, out, "FILE", "write the pixel values there (raw little-endian f32, patch rows)"),
 	EV_O_STR("--sizes", T, sizes, "FILE", "smart_resize each \"H W\" line of FILE instead"),
+	EV_O_STR("--model", T, model, "DIR", "a multimodal M3 checkpoint: its vision tower encodes the image"),
+	EV_O_STR("--embed-out", T, embed_out, "FILE", "with --model: write the LM embedding rows there (raw f32)"),
 	EV_O_INT("--min-pixels", T, min_pixels, 1, 1L << 30, "N", "the processor's shortest_edge pixel bound (3136)"),
 	EV_O_INT("--max-pixels", T, max_pixels, 1, 1L << 30, "N", "the processor's longest_edge pixel bound (451584)"),
 	EV_O_FLAG("--json", T, json, "as JSON"),
@@ -36,7 +38,7 @@ static const ev_opt prep_table[] = {
 
 static const ev_cmd_spec prep_spec = {
 	.name = "engine preprocess",
-	.synopsis = "--image FILE [--out FILE] [--min-pixels N] [--max-pixels N] [--json]  |  --sizes FILE",
+	.synopsis = "--image FILE [--out FILE] [--model DIR [--embed-out FILE]] [--min-pixels N] [--max-pixels N] [--json]  |  --sizes FILE",
 	.about = "An image as MiniMax-M3's processor makes it: decoded and resized sizes, the patch grid\n"
 	         "(t, h, w) and the LM tokens it becomes; --out writes the pixel values.",
 	.opts = prep_table,
@@ -85,16 +87,43 @@ int ev_engine_preprocess_main(const ev_cli *cli, int argc, char **argv)
 	}
 	if (o.sizes)
 		return sizes_main(&o, &p);
+	eng_vision_model *vm = NULL;
+	if (o.model) {
+		if (eng_vision_model_load(&vm, o.model))
+			return ev_cli_fail("engine preprocess"), 1;
+		eng_vision_prep mp = *eng_vision_model_prep(vm);
+		mp.min_pixels = p.min_pixels, mp.max_pixels = p.max_pixels;
+		p = mp;
+	}
 	eng_image im;
 	eng_vision_input v;
-	if (eng_image_load(&im, o.image, NULL))
+	if (eng_image_load(&im, o.image, NULL)) {
+		eng_vision_model_free(vm);
 		return ev_cli_fail("engine preprocess"), 1;
+	}
 	double t0 = ev_now();
 	int rc = eng_vision_preprocess(&im, &p, &v);
-	double secs = ev_now() - t0;
+	double secs = ev_now() - t0, enc = 0;
+	float *rows = NULL;
+	int nrows = 0;
+	if (!rc && vm) {
+		t0 = ev_now();
+		rc = eng_vision_encode(vm, &v, &rows, &nrows);
+		enc = ev_now() - t0;
+	}
 	if (rc) {
 		eng_image_free(&im);
+		eng_vision_input_free(&v);
+		eng_vision_model_free(vm);
 		return ev_cli_fail("engine preprocess"), 1;
+	}
+	if (o.embed_out && vm) {
+		FILE *f = fopen(o.embed_out, "wb");
+		size_t cnt = (size_t)nrows * eng_vision_model_text_hidden(vm);
+		if (!f || fwrite(rows, sizeof(float), cnt, f) != cnt || fclose(f)) {
+			fprintf(stderr, "evald engine preprocess: %s: write failed\n", o.embed_out);
+			rc = 1;
+		}
 	}
 	if (o.out) {
 		FILE *f = fopen(o.out, "wb");
@@ -107,12 +136,17 @@ int ev_engine_preprocess_main(const ev_cli *cli, int argc, char **argv)
 	int tokens = eng_vision_tokens(&v, &p);
 	if (o.json)
 		printf("{\"width\":%d,\"height\":%d,\"resized_width\":%d,\"resized_height\":%d,\"grid_thw\":[%d,%d,%d],"
-		       "\"patches\":%d,\"patch_dim\":%d,\"tokens\":%d,\"seconds\":%.6f}\n",
-		       im.w, im.h, v.resized_w, v.resized_h, v.grid_t, v.grid_h, v.grid_w, v.n, v.dim, tokens, secs);
+		       "\"patches\":%d,\"patch_dim\":%d,\"tokens\":%d,\"seconds\":%.6f,\"encode_seconds\":%.6f}\n",
+		       im.w, im.h, v.resized_w, v.resized_h, v.grid_t, v.grid_h, v.grid_w, v.n, v.dim, tokens, secs, enc);
 	else
 		printf("image %d x %d -> %d x %d, grid (t, h, w) = (%d, %d, %d), %d patches of %d values, %d LM tokens "
 		       "(%.1f ms)\n",
 		       im.w, im.h, v.resized_w, v.resized_h, v.grid_t, v.grid_h, v.grid_w, v.n, v.dim, tokens, secs * 1000);
+	if (vm && !o.json)
+		printf("encoded into %d embedding rows of %d in %.1f ms (the plain tower)\n", nrows,
+		       eng_vision_model_text_hidden(vm), enc * 1000);
+	free(rows);
+	eng_vision_model_free(vm);
 	eng_vision_input_free(&v);
 	eng_image_free(&im);
 	return rc;

@@ -21,7 +21,7 @@ typedef enum { INIT_LINEAR, INIT_NORM, INIT_BIAS, INIT_GEMMA } init_kind;
 typedef struct {
 	char name[128];
 	int ndim;
-	int64_t shape[3];
+	int64_t shape[5];
 	init_kind init;
 } spec;
 
@@ -55,6 +55,18 @@ static spec *next_spec(spec_list *l, init_kind k, int64_t d0, int64_t d1, int64_
 	s->shape[2] = d2;
 	s->init = k;
 	return s;
+}
+
+/* A 5-D tensor (a Conv3d kernel: out, in, t, h, w). */
+static void add5(spec_list *l, init_kind k, const int64_t d[5], const char *name)
+{
+	spec *s = next_spec(l, k, d[0], d[1], d[2]);
+	if (!s)
+		return;
+	s->ndim = 5;
+	s->shape[3] = d[3];
+	s->shape[4] = d[4];
+	snprintf(s->name, sizeof(s->name), "%s", name);
 }
 
 /* A 3-D tensor (experts stored together). */
@@ -142,12 +154,53 @@ static void build_m3(spec_list *l, const eng_mkmodel_sizes *z, int hd, const cha
 	add(l, INIT_GEMMA, H, 0, "%snorm.weight", P);
 	add(l, INIT_LINEAR, z->vocab, H, "lm_head.weight");
 }
+
+/* The multimodal wrapper's vision tower and projector (sizes VISION_*, a
+ * projector as wide as the text model): what transformers' from_pretrained
+ * loads with nothing missing. */
+#define VISION_HIDDEN 32
+#define VISION_INTER 64
+#define VISION_LAYERS 2
+#define VISION_HEADS 2
+static void build_vision(spec_list *l, const eng_mkmodel_sizes *z)
+{
+	int V = VISION_HIDDEN, H = z->hidden, PH = z->hidden;
+	const int64_t conv[5] = {V, 3, 2, 14, 14};
+	add5(l, INIT_LINEAR, conv, "model.vision_tower.embeddings.proj.weight");
+	add(l, INIT_NORM, V, 0, "model.vision_tower.pre_layrnorm.weight");
+	add(l, INIT_BIAS, V, 0, "model.vision_tower.pre_layrnorm.bias");
+	for (int i = 0; i < VISION_LAYERS; i++) {
+		static const char *const proj[4] = {"q_proj", "k_proj", "v_proj", "out_proj"};
+		for (int k = 0; k < 4; k++) {
+			add(l, INIT_LINEAR, V, V, "model.vision_tower.layers.%d.self_attn.%s.weight", i, proj[k]);
+			add(l, INIT_BIAS, V, 0, "model.vision_tower.layers.%d.self_attn.%s.bias", i, proj[k]);
+		}
+		for (int k = 1; k <= 2; k++) {
+			add(l, INIT_NORM, V, 0, "model.vision_tower.layers.%d.layer_norm%d.weight", i, k);
+			add(l, INIT_BIAS, V, 0, "model.vision_tower.layers.%d.layer_norm%d.bias", i, k);
+		}
+		add(l, INIT_LINEAR, VISION_INTER, V, "model.vision_tower.layers.%d.mlp.fc1.weight", i);
+		add(l, INIT_BIAS, VISION_INTER, 0, "model.vision_tower.layers.%d.mlp.fc1.bias", i);
+		add(l, INIT_LINEAR, V, VISION_INTER, "model.vision_tower.layers.%d.mlp.fc2.weight", i);
+		add(l, INIT_BIAS, V, 0, "model.vision_tower.layers.%d.mlp.fc2.bias", i);
+	}
+	add(l, INIT_LINEAR, PH, V, "model.multi_modal_projector.linear_1.weight");
+	add(l, INIT_BIAS, PH, 0, "model.multi_modal_projector.linear_1.bias");
+	add(l, INIT_LINEAR, H, PH, "model.multi_modal_projector.linear_2.weight");
+	add(l, INIT_BIAS, H, 0, "model.multi_modal_projector.linear_2.bias");
+	add(l, INIT_LINEAR, PH, 4 * H, "model.multi_modal_projector.merge_linear_1.weight");
+	add(l, INIT_BIAS, PH, 0, "model.multi_modal_projector.merge_linear_1.bias");
+	add(l, INIT_LINEAR, H, PH, "model.multi_modal_projector.merge_linear_2.weight");
+	add(l, INIT_BIAS, H, 0, "model.multi_modal_projector.merge_linear_2.bias");
+}
 #define NARCH (int)(sizeof(arch_names) / sizeof(arch_names[0]))
 
 static void build_specs(spec_list *l, int a, const eng_mkmodel_sizes *z, int hd, bool tie)
 {
 	if (a == ARCH_M3 || a == ARCH_M3_VL) {
 		build_m3(l, z, hd, a == ARCH_M3_VL ? "model.language_model." : "model.");
+		if (a == ARCH_M3_VL)
+			build_vision(l, z);
 		return;
 	}
 	int H = z->hidden, q = z->heads * hd, kv = z->kv_heads * hd;
@@ -302,12 +355,20 @@ static int write_config(const char *dir, int a, const eng_mkmodel_sizes *z, int 
 		cJSON_ReplaceItemInObject(o, "model_type", cJSON_CreateString("minimax_m3_vl_text"));
 		cJSON_AddItemToObject(w, "text_config", o);
 		v = cJSON_AddObjectToObject(w, "vision_config");
-		cJSON_AddNumberToObject(v, "hidden_size", 32);
-		cJSON_AddNumberToObject(v, "intermediate_size", 64);
-		cJSON_AddNumberToObject(v, "num_hidden_layers", 1);
-		cJSON_AddNumberToObject(v, "num_attention_heads", 2);
-		cJSON_AddNumberToObject(v, "projector_hidden_size", z->hidden);
+		cJSON_AddNumberToObject(v, "hidden_size", VISION_HIDDEN);
+		cJSON_AddNumberToObject(v, "intermediate_size", VISION_INTER);
+		cJSON_AddNumberToObject(v, "num_hidden_layers", VISION_LAYERS);
+		cJSON_AddNumberToObject(v, "num_attention_heads", VISION_HEADS);
+		cJSON_AddNumberToObject(v, "patch_size", 14);
+		cJSON_AddNumberToObject(v, "temporal_patch_size", 2);
+		cJSON_AddNumberToObject(v, "spatial_merge_size", 2);
+		cJSON *vr = cJSON_AddObjectToObject(v, "rope_parameters");
+		cJSON_AddStringToObject(vr, "rope_type", "axial");
+		cJSON_AddRawToObject(vr, "rope_theta", "10000.0");
 		cJSON_AddNumberToObject(w, "projector_hidden_size", z->hidden);
+		/* placeholder ids inside this vocabulary (the released ones are not) */
+		cJSON_AddNumberToObject(w, "image_token_index", z->vocab - 3);
+		cJSON_AddNumberToObject(w, "video_token_index", z->vocab - 2);
 		cJSON_AddBoolToObject(w, "tie_word_embeddings", false);
 		o = w;
 	}
@@ -322,7 +383,10 @@ done:
 
 static double spec_std(const spec *s)
 {
-	return s->init == INIT_LINEAR ? 1.0 / sqrt((double)s->shape[s->ndim - 1]) : 0.1;
+	double fan = (double)s->shape[s->ndim - 1];
+	if (s->ndim == 5) /* a Conv3d kernel: every input value of a patch */
+		fan = (double)(s->shape[1] * s->shape[2] * s->shape[3] * s->shape[4]);
+	return s->init == INIT_LINEAR ? 1.0 / sqrt(fan) : 0.1;
 }
 
 static int write_weights(const char *dir, const spec_list *l, eng_dtype dt, uint64_t seed)

@@ -84,4 +84,22 @@ static inline int eng_vision_tokens(const eng_vision_input *v, const eng_vision_
 	return v->n / (p->merge * p->merge);
 }
 
+/* ---- the vision tower and projector (tower.c) ----------------------------- */
+
+/* MiniMax-M3's vision tower and projector from a multimodal checkpoint
+ * (config.json's vision_config, text_config and projector_hidden_size;
+ * tensors under model.vision_tower. and model.multi_modal_projector.),
+ * weights held as f32. The plain definition: one image at a time. */
+typedef struct eng_vision_model eng_vision_model;
+int eng_vision_model_load(eng_vision_model **out, const char *dir);
+void eng_vision_model_free(eng_vision_model *vm);
+/* The preprocessing the checkpoint's tower expects (patch, temporal patch
+ * and merge from its config; pixel bounds and CLIP mean/std the
+ * processor's defaults). */
+const eng_vision_prep *eng_vision_model_prep(const eng_vision_model *vm);
+int eng_vision_model_text_hidden(const eng_vision_model *vm);
+/* One image's LM embedding rows: *rows = malloc'd [*nrows, text hidden],
+ * one a merge group, in the order of the image's placeholder tokens. */
+int eng_vision_encode(eng_vision_model *vm, const eng_vision_input *in, float **rows, int *nrows);
+
 #endif

@@ -97,7 +97,44 @@ def main():
     print("smart_resize: %d/%d sizes equal to transformers'" % (same, len(want)))
     bad += same != len(want)
     print("pixel values: worst %.3f 8-bit steps; exact where the size is kept: %s" % (worst, exact_ok))
+    bad += tower()
     return 1 if bad else 0
+
+
+def tower():
+    """The vision tower and projector of a random multimodal M3 (`mkmodel --arch minimax_m3_vl`): loaded
+    by transformers with no tensor missing, and the engine's embedding rows for an image equal to
+    transformers' get_image_features on the same pixel values."""
+    from transformers.models.minimax_m3_vl.modeling_minimax_m3_vl import MiniMaxM3SparseForConditionalGeneration
+    d = os.path.join(SCRATCH, "m3vl")
+    subprocess.run([EVALD, "engine", "mkmodel", "--arch", "minimax_m3_vl", "--out", d, "--seed", "7"], check=True,
+                   capture_output=True)
+    model, info = MiniMaxM3SparseForConditionalGeneration.from_pretrained(d, torch_dtype=torch.float32,
+                                                                          output_loading_info=True)
+    model.eval()
+    bad = 0
+    if info["missing_keys"]:
+        print("tower: transformers finds tensors missing: %s  FAIL" % sorted(info["missing_keys"])[:5])
+        bad += 1
+    for k, (h, w) in enumerate([(56, 84), (140, 112), (300, 200)]):
+        arr = np.random.RandomState(100 + k).randint(0, 256, (h, w, 3), dtype=np.uint8)
+        path = os.path.join(SCRATCH, "tower%d.png" % k)
+        Image.fromarray(arr).save(path)
+        pix, emb = path + ".pix", path + ".emb"
+        meta = json.loads(subprocess.run([EVALD, "engine", "preprocess", "--image", path, "--model", d, "--out", pix,
+                                          "--embed-out", emb, "--json"], check=True, capture_output=True,
+                                         text=True).stdout)
+        grid = torch.tensor([meta["grid_thw"]])
+        pv = torch.from_numpy(np.fromfile(pix, dtype="<f4").reshape(meta["patches"], meta["patch_dim"]))
+        with torch.no_grad():
+            want = model.model.get_image_features(pv, grid).pooler_output[0]
+        got = torch.from_numpy(np.fromfile(emb, dtype="<f4").reshape(want.shape))
+        rel = float((got - want).abs().max() / want.abs().max())
+        ok = rel < 1e-4
+        bad += not ok
+        print("tower: %d x %d image, %d patches -> %d rows: max relative difference %.2e%s" % (
+            w, h, meta["patches"], want.shape[0], rel, "" if ok else "  FAIL"))
+    return bad
 
 
 if __name__ == "__main__":
