@@ -101,6 +101,9 @@ typedef struct {
 	int bos_id;
 	int eos_ids[8];
 	int n_eos;
+	/* the multimodal wrapper's image placeholder id (-1: a text-only model):
+	 * its embedding is replaced by the next queued image row */
+	int image_token;
 	/* the prefix of the decoder's tensors: "model." (text-only form) or
 	 * "model.language_model." (MiniMax-M3's multimodal wrapper) */
 	char prefix[32];
@@ -263,6 +266,10 @@ struct eng_seq {
 	long len;
 	float *logits; /* [vocab] */
 	bool has_logits;
+	/* embedding rows queued for the image placeholders still to come
+	 * ([mm_n, hidden], mm_at of them used): eng_seq_add_embeddings */
+	float *mm_rows;
+	long mm_n, mm_at;
 };
 
 /* Makes room for positions [len, len + n): new pages (and index rows) as

@@ -350,6 +350,7 @@ static int parse_config(eng_config *c, const cJSON *o, const char *path)
 		return rc;
 	}
 	c->arch = archs[ai].arch;
+	c->image_token = -1;
 	snprintf(c->architecture, sizeof(c->architecture), "%s", archs[ai].name);
 	snprintf(c->prefix, sizeof c->prefix, "model.");
 	bool m3 = c->arch == ENG_ARCH_MINIMAX_M3;
@@ -358,6 +359,11 @@ static int parse_config(eng_config *c, const cJSON *o, const char *path)
 		const cJSON *tc = cJSON_GetObjectItemCaseSensitive(o, "text_config");
 		if (!cJSON_IsObject(tc))
 			return ev_error_set(EV_E_INVALID, "%s: 'text_config' must be an object", path);
+		const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, "image_token_index");
+		if (it && !cJSON_IsNull(it) && (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 1e9 ||
+						it->valuedouble != (double)(int)it->valuedouble))
+			return ev_error_set(EV_E_INVALID, "%s: 'image_token_index' must be a token id", path);
+		c->image_token = cJSON_IsNumber(it) ? (int)it->valuedouble : 200025; /* transformers' default */
 		o = tc;
 		snprintf(c->prefix, sizeof c->prefix, "model.language_model.");
 	}

@@ -163,6 +163,17 @@ const float *eng_seq_logits(const eng_seq *s);
  * n * vocab floats, one row a position. A prompt fed at once gives the
  * same logits as fed one token at a time. */
 int eng_forward(eng_seq *s, const int32_t *tokens, int n, float *all_logits);
+/* Queues embedding rows ([n, hidden], e.g. an image's from
+ * eng_vision_encode) for the sequence's next image placeholder tokens:
+ * each placeholder fed after this takes the next row instead of its own
+ * embedding (transformers' masked_scatter); its position is its place in
+ * the sequence, as any token's. A forward whose placeholders outnumber the
+ * queued rows fails. Refused by a model without a placeholder id. */
+int eng_seq_add_embeddings(eng_seq *s, const float *rows, int n);
+/* Rows queued and not yet taken by a placeholder. */
+long eng_seq_pending_embeddings(const eng_seq *s);
+/* The image placeholder token id, or -1 for a text-only model. */
+int eng_model_image_token(const eng_model *m);
 
 /* Advances `nseq` distinct sequences of one model in one batched forward:
  * sequence i gets tokens[i][0 .. ntok[i]) and keeps its last logits. The

@@ -203,6 +203,13 @@ static int run_chunk(eng_model *m, scratch *s, const int32_t *tok, int n, float 
 	int H = c->hidden, hd = c->head_dim;
 	float eps = (float)c->rms_eps;
 	be->embed(be, s->x, tok, n);
+	/* image placeholders take their sequence's queued rows, in order (the
+	 * CPU backends' activations are host memory) */
+	for (int i = 0; c->image_token >= 0 && i < n; i++)
+		if (tok[i] == c->image_token) {
+			eng_seq *q = s->rows[i].seq;
+			memcpy(s->x + (size_t)i * H, q->mm_rows + (size_t)q->mm_at++ * H, (size_t)H * sizeof(float));
+		}
 	for (int l = 0; l < c->layers; l++) {
 		const eng_layer *L = &m->layers[l];
 		be->rmsnorm(be, s->xb, s->x, L->attn_norm, n, H, eps);
@@ -289,6 +296,12 @@ static int forward(eng_model *m, eng_seq *const *seqs, const int32_t *const *tok
 		for (int j = 0; j < i; j++)
 			if (seqs[j] == seqs[i])
 				return ev_error_set(EV_E_INVALID, "forward: sequence %d appears twice in the batch", i);
+		long ph = 0;
+		for (int j = 0; c->image_token >= 0 && j < ntok[i]; j++)
+			ph += tokens[i][j] == c->image_token;
+		if (ph > eng_seq_pending_embeddings(seqs[i]))
+			return ev_error_set(EV_E_INVALID, "forward: sequence %d: %ld image placeholder tokens (id %d) and %ld image "
+							  "rows queued for them", i, ph, c->image_token, eng_seq_pending_embeddings(seqs[i]));
 		for (int j = 0; j < ntok[i]; j++)
 			if (tokens[i][j] < 0 || tokens[i][j] >= c->vocab)
 				return ev_error_set(EV_E_INVALID, "forward: token %d at index %d is outside the vocabulary (%d)",

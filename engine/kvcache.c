@@ -154,6 +154,29 @@ static int make_private(eng_kv_pool *p, eng_page **slot, int ntok)
 	return 0;
 }
 
+int eng_seq_add_embeddings(eng_seq *s, const float *rows, int n)
+{
+	const eng_config *c = &s->m->c;
+	if (c->image_token < 0)
+		return ev_error_set(EV_E_UNSUPPORTED, "%s has no image placeholder token: it takes no image rows",
+				    c->architecture);
+	if (n < 0 || n > (1 << 22) || (n && !rows))
+		return ev_error_set(EV_E_INVALID, "add_embeddings: %d rows", n);
+	size_t H = (size_t)c->hidden;
+	float *nr = realloc(s->mm_rows, (size_t)(s->mm_n + n) * H * sizeof(float));
+	if (!nr)
+		return ev_error_set(EV_E_NOMEM, "out of memory queueing %d image rows", n);
+	memcpy(nr + (size_t)s->mm_n * H, rows, (size_t)n * H * sizeof(float));
+	s->mm_rows = nr;
+	s->mm_n += n;
+	return 0;
+}
+
+long eng_seq_pending_embeddings(const eng_seq *s)
+{
+	return s->mm_n - s->mm_at;
+}
+
 int eng_seq_new(eng_seq **out, eng_model *m)
 {
 	*out = NULL;
@@ -186,6 +209,7 @@ void eng_seq_free(eng_seq *s)
 	free(s->kidx);
 	free(s->kbox);
 	free(s->ibox);
+	free(s->mm_rows);
 	free(s->pages);
 	free(s->logits);
 	free(s);

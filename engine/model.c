@@ -477,6 +477,11 @@ static uint64_t wsize(const eng_weight *w)
 	return (uint64_t)w->rows * (uint64_t)w->cols;
 }
 
+int eng_model_image_token(const eng_model *m)
+{
+	return m->c.image_token;
+}
+
 void eng_model_get_info(const eng_model *m, eng_model_info *out)
 {
 	const eng_config *c = &m->c;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/vision/vision.h"
 #include "base/base.h"
 #include "engine/tokenizer/chat_template.h"
 #include "evald/cli.h"
@@ -29,6 +30,8 @@ typedef struct {
 	const char *messages, *tools, *template_name, *lines, *config;
 	const char *vars[32];
 	int n_vars;
+	const char *images[16];
+	int n_images;
 	bool json, reference, chat, print_tokens, last, no_specials, no_gen_prompt;
 	long context, threads;
 	eng_mkmodel_sizes sizes;
@@ -57,6 +60,8 @@ static const ev_opt logits_opts[] = {
 	COMMON_OPTS,
 	EV_O_STR("--tokens", T, tokens, "1,2,3", "the token ids (required)"),
 	EV_O_FLAG("--last", T, last, "only the last position's logits"),
+	EV_O_STRS("--image", T, images, n_images, "FILE",
+		  "an image (PNG/JPEG) for the tokens' image placeholders, in order (multimodal M3; repeatable)"),
 	EV_O_END,
 };
 
@@ -265,6 +270,33 @@ static int cmd_info(const opts *o)
 	return 0;
 }
 
+/* Encodes each --image with the checkpoint's vision tower and queues its
+ * rows for the sequence's image placeholders. */
+static int attach_images(const opts *o, eng_seq *s)
+{
+	if (!o->n_images)
+		return 0;
+	eng_vision_model *vm = NULL;
+	int rc = eng_vision_model_load(&vm, o->model);
+	for (int i = 0; i < o->n_images && !rc; i++) {
+		eng_image im;
+		eng_vision_input v;
+		float *rows = NULL;
+		int nrows = 0;
+		if (!(rc = eng_image_load(&im, o->images[i], NULL))) {
+			if (!(rc = eng_vision_preprocess(&im, eng_vision_model_prep(vm), &v))) {
+				if (!(rc = eng_vision_encode(vm, &v, &rows, &nrows)))
+					rc = eng_seq_add_embeddings(s, rows, nrows);
+				eng_vision_input_free(&v);
+			}
+			eng_image_free(&im);
+		}
+		free(rows);
+	}
+	eng_vision_model_free(vm);
+	return rc;
+}
+
 static int cmd_logits(const opts *o)
 {
 	int32_t *ids = NULL;
@@ -276,7 +308,7 @@ static int cmd_logits(const opts *o)
 		fprintf(stderr, "evald engine logits: --tokens is required\n");
 		return EV_EXIT_USAGE;
 	}
-	if (parse_ids(&ids, &n, o->tokens, "--tokens") || load(&m, o) || eng_seq_new(&s, m)) {
+	if (parse_ids(&ids, &n, o->tokens, "--tokens") || load(&m, o) || eng_seq_new(&s, m) || attach_images(o, s)) {
 		rc = fail("logits");
 		goto done;
 	}
@@ -292,6 +324,12 @@ static int cmd_logits(const opts *o)
 		goto done;
 	}
 	if (eng_forward(s, ids, n, lg)) {
+		rc = fail("logits");
+		goto done;
+	}
+	if (eng_seq_pending_embeddings(s) > 0) {
+		ev_error_set(EV_E_INVALID, "the images give %ld more embedding rows than the tokens hold image placeholders (id %d)",
+			     eng_seq_pending_embeddings(s), eng_model_image_token(m));
 		rc = fail("logits");
 		goto done;
 	}

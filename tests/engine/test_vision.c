@@ -13,7 +13,8 @@
 
 #include <jpeglib.h>
 
-#include "tests/common/testutil.h"
+#include "tests/engine/engine_testutil.h"
+#include "engine/make/make.h"
 #include "engine/vision/vision.h"
 
 /* ---- fixtures --------------------------------------------------------------- */
@@ -312,6 +313,83 @@ static void patches_in_merge_group_order(void **state)
 	eng_image_free(&im);
 }
 
+/* An image through a random multimodal M3 (mkmodel --arch minimax_m3_vl):
+ * its rows take the placeholders' places; at once = token by token = the
+ * reference path; without queued rows the placeholders are refused, and a
+ * text-only model refuses rows. */
+static void image_rows_replace_placeholders(void **state)
+{
+	(void)state;
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.vocab = 320;
+	z.layers = 3;
+	char *dir = et_mkmodel("m3vl", "minimax_m3_vl", &z, "f32", 3);
+	eng_vision_model *vm = NULL;
+	assert_int_equal(eng_vision_model_load(&vm, dir), 0);
+	eng_image im = {84, 56, pattern(84, 56, 3, 4)};
+	eng_vision_input v;
+	float *rows = NULL;
+	int nrows = 0;
+	assert_int_equal(eng_vision_preprocess(&im, eng_vision_model_prep(vm), &v), 0);
+	assert_int_equal(eng_vision_encode(vm, &v, &rows, &nrows), 0);
+	assert_int_equal(nrows, 6); /* 56 x 84: a 4 x 6 patch grid, 2 x 2 merged */
+	eng_model *fast = et_load(dir, ENG_BACKEND_CPU, 0), *ref = et_load(dir, ENG_BACKEND_REF, 0);
+	int img = eng_model_image_token(fast), n = 12;
+	assert_int_equal(img, (int)z.vocab - 3);
+	int32_t toks[12] = {5, 17, 9, img, img, img, img, img, img, 33, 2, 8};
+	size_t V = (size_t)z.vocab;
+	float *lg[3];
+	for (int k = 0; k < 3; k++) {
+		eng_model *m = k == 2 ? ref : fast;
+		eng_seq *s = NULL;
+		lg[k] = malloc((size_t)n * V * sizeof(float));
+		assert_int_equal(eng_seq_new(&s, m), 0);
+		assert_int_equal(eng_seq_add_embeddings(s, rows, nrows), 0);
+		if (k == 1) /* token by token */
+			for (int i = 0; i < n; i++) {
+				assert_int_equal(eng_forward(s, toks + i, 1, NULL), 0);
+				memcpy(lg[k] + (size_t)i * V, eng_seq_logits(s), V * sizeof(float));
+			}
+		else
+			assert_int_equal(eng_forward(s, toks, n, lg[k]), 0);
+		assert_int_equal(eng_seq_pending_embeddings(s), 0);
+		eng_seq_free(s);
+	}
+	double step = et_rel_err(lg[1], lg[0], (size_t)n * V), vref = et_rel_err(lg[2], lg[0], (size_t)n * V);
+	print_message("image rows: token by token / at once %.2e, reference / fast %.2e\n", step, vref);
+	assert_true(step <= 1e-5 && vref <= 1e-5);
+	/* zero rows instead of the image: the same logits before the first placeholder, others from it on */
+	eng_seq *s = NULL;
+	float *plain = malloc((size_t)n * V * sizeof(float));
+	assert_int_equal(eng_seq_new(&s, fast), 0);
+	float *zeros = calloc((size_t)nrows * z.hidden, sizeof(float));
+	assert_int_equal(eng_seq_add_embeddings(s, zeros, nrows), 0);
+	assert_int_equal(eng_forward(s, toks, n, plain), 0);
+	assert_true(et_rel_err(plain, lg[0], 3 * V) <= 1e-6);	      /* the text before is the same */
+	assert_true(et_rel_err(plain + 3 * V, lg[0] + 3 * V, V) > 1e-3); /* the image is not */
+	eng_seq_free(s);
+	/* placeholders without rows; rows on a text-only model */
+	assert_int_equal(eng_seq_new(&s, fast), 0);
+	assert_int_not_equal(eng_forward(s, toks, n, NULL), 0);
+	assert_non_null(strstr(ev_error_msg(), "image placeholder tokens"));
+	eng_seq_free(s);
+	char *tdir = et_mkmodel("m3text", "minimax_m3", &z, "f32", 3);
+	eng_model *text = et_load(tdir, ENG_BACKEND_CPU, 0);
+	assert_int_equal(eng_model_image_token(text), -1);
+	assert_int_equal(eng_seq_new(&s, text), 0);
+	assert_int_not_equal(eng_seq_add_embeddings(s, rows, nrows), 0);
+	eng_seq_free(s);
+	eng_model_free(text);
+	for (int k = 0; k < 3; k++)
+		free(lg[k]);
+	free(plain), free(zeros), free(rows), free(dir), free(tdir);
+	eng_vision_input_free(&v);
+	eng_image_free(&im);
+	eng_vision_model_free(vm);
+	eng_model_free(fast);
+	eng_model_free(ref);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -320,6 +398,7 @@ int main(void)
 		cmocka_unit_test(hostile_images_fail_cleanly),
 		cmocka_unit_test(smart_resize_known_cases),
 		cmocka_unit_test(patches_in_merge_group_order),
+		cmocka_unit_test(image_rows_replace_placeholders),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -134,6 +134,20 @@ def tower():
         bad += not ok
         print("tower: %d x %d image, %d patches -> %d rows: max relative difference %.2e%s" % (
             w, h, meta["patches"], want.shape[0], rel, "" if ok else "  FAIL"))
+        # end to end: text, the image's placeholders, text; the decoder's logits with the rows in place
+        img_id, n_img = model.config.image_token_id, want.shape[0]
+        ids = [5, 17, 9] + [img_id] * n_img + [33, 2, 8]
+        with torch.no_grad():
+            lw = model(input_ids=torch.tensor([ids]), pixel_values=pv, image_grid_thw=grid).logits[0]
+        out = subprocess.run([EVALD, "engine", "logits", "--model", d, "--tokens", ",".join(map(str, ids)),
+                              "--image", path, "--json"], check=True, capture_output=True, text=True).stdout
+        lg = torch.tensor(json.loads(out))
+        rel = float((lg - lw).abs().max() / lw.abs().max())
+        agree = int((lg.argmax(-1) == lw.argmax(-1)).sum())
+        ok = rel < 1e-4 and agree == len(ids)
+        bad += not ok
+        print("end to end: %d tokens with %d image rows: max relative logit difference %.2e, argmax %d/%d%s" % (
+            len(ids), n_img, rel, agree, len(ids), "" if ok else "  FAIL"))
     return bad
 
 
