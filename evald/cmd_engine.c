@@ -78,6 +78,8 @@ static const ev_opt generate_opts[] = {
 	EV_O_NUM("--repetition-penalty", T, gen.sample.repetition_penalty, 1e-3, 100, "R", "HF's repetition penalty"),
 	EV_O_INT("--seed", T, gen.sample.seed, 0, 9e15, "S", "sampling seed"),
 	EV_O_FLAG("--print-tokens", T, print_tokens, "print token ids, one a line"),
+	EV_O_STRS("--image", T, images, n_images, "FILE",
+		  "an image for the prompt's next image marker " ENG_VISION_IMAGE_MARKER " (multimodal M3; repeatable)"),
 	EV_O_END,
 };
 
@@ -297,6 +299,67 @@ static int attach_images(const opts *o, eng_seq *s)
 	return rc;
 }
 
+/* The prompt's image markers (the placeholder id) each become the start
+ * marker, one placeholder a row of that image's encoding, the end marker
+ * (the markers the tokenizer has), as M3's processor expands them; the
+ * rows are queued for the placeholders. *ids is replaced. */
+static int expand_images(const opts *o, const eng_tokenizer *tok, eng_model *m, eng_seq *s, int32_t **ids, int *n)
+{
+	int img = eng_model_image_token(m), markers = 0;
+	if (img < 0)
+		return ev_error_set(EV_E_UNSUPPORTED, "--image: %s is not a multimodal checkpoint (no image placeholder id)",
+				    o->model);
+	for (int i = 0; i < *n; i++)
+		markers += (*ids)[i] == img;
+	if (markers != o->n_images)
+		return ev_error_set(EV_E_INVALID, "the prompt holds %d image marker%s (%s, id %d) for %d --image file%s",
+				    markers, markers == 1 ? "" : "s", ENG_VISION_IMAGE_MARKER, img, o->n_images,
+				    o->n_images == 1 ? "" : "s");
+	int32_t start = tok ? eng_token_id(tok, ENG_VISION_START_MARKER) : -1,
+		end = tok ? eng_token_id(tok, ENG_VISION_END_MARKER) : -1;
+	eng_vision_model *vm = NULL;
+	int rc = eng_vision_model_load(&vm, o->model), k = 0, total = 0;
+	int counts[16];
+	for (int i = 0; i < o->n_images && !rc; i++) {
+		eng_image im;
+		eng_vision_input v;
+		float *rows = NULL;
+		if (!(rc = eng_image_load(&im, o->images[i], NULL))) {
+			if (!(rc = eng_vision_preprocess(&im, eng_vision_model_prep(vm), &v))) {
+				if (!(rc = eng_vision_encode(vm, &v, &rows, &counts[i])))
+					rc = eng_seq_add_embeddings(s, rows, counts[i]);
+				total += rc ? 0 : counts[i];
+				eng_vision_input_free(&v);
+			}
+			eng_image_free(&im);
+		}
+		free(rows);
+	}
+	eng_vision_model_free(vm);
+	int32_t *out = rc ? NULL : malloc((size_t)(*n + total + 2 * markers) * sizeof *out);
+	if (!rc && !out)
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+	if (rc)
+		return rc;
+	int w = 0;
+	for (int i = 0; i < *n; i++) {
+		if ((*ids)[i] != img) {
+			out[w++] = (*ids)[i];
+			continue;
+		}
+		if (start >= 0)
+			out[w++] = start;
+		for (int r = 0; r < counts[k]; r++)
+			out[w++] = img;
+		if (end >= 0)
+			out[w++] = end;
+		k++;
+	}
+	free(*ids);
+	*ids = out, *n = w;
+	return 0;
+}
+
 static int cmd_logits(const opts *o)
 {
 	int32_t *ids = NULL;
@@ -463,6 +526,8 @@ static int cmd_generate(const opts *o)
 	} else if (parse_ids(&ids, &n, o->prompt_tokens, "--prompt-tokens")) {
 		goto fail;
 	}
+	if (o->n_images && expand_images(o, g.tok, m, s, &ids, &n))
+		goto fail;
 	int32_t stop_token = -1;
 	go.stop_token_out = &stop_token;
 	if (eng_generate(s, ids, n, &go, on_token, &g, NULL, 0, &nout, &why))

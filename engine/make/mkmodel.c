@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "engine/backend.h"
+#include "engine/vision/vision.h"
 
 /* INIT_GEMMA: a Gemma-style norm's weight, near 0 (it scales by 1 + w) */
 typedef enum { INIT_LINEAR, INIT_NORM, INIT_BIAS, INIT_GEMMA } init_kind;
@@ -368,7 +369,6 @@ static int write_config(const char *dir, int a, const eng_mkmodel_sizes *z, int 
 		cJSON_AddNumberToObject(w, "projector_hidden_size", z->hidden);
 		/* placeholder ids inside this vocabulary (the released ones are not) */
 		cJSON_AddNumberToObject(w, "image_token_index", z->vocab - 3);
-		cJSON_AddNumberToObject(w, "video_token_index", z->vocab - 2);
 		cJSON_AddBoolToObject(w, "tie_word_embeddings", false);
 		o = w;
 	}
@@ -519,7 +519,12 @@ int eng_mkmodel(const char *dir, const char *arch, const eng_mkmodel_sizes *size
 	int32_t eos[8];
 	eng_tokenizer *tok = NULL;
 	const char *fam = arch_names[a].family;
-	if (eng_tokenizer_write_default(dir, z.vocab, fam) == 0 && eng_tokenizer_load(&tok, dir) == 0) {
+	/* the multimodal wrapper's placeholders as M3's processor spells them,
+	 * the vocabulary's last three ids (image_token_index = vocab - 3) */
+	static const char *const vision_sp[] = {ENG_VISION_IMAGE_MARKER, ENG_VISION_START_MARKER, ENG_VISION_END_MARKER};
+	if (eng_tokenizer_write_default_ex(dir, z.vocab, fam, a == ARCH_M3_VL ? vision_sp : NULL, a == ARCH_M3_VL ? 3 : 0) ==
+		    0 &&
+	    eng_tokenizer_load(&tok, dir) == 0) {
 		bos = eng_tokenizer_bos_id(tok);
 		int32_t e = eng_tokenizer_eos_id(tok);
 		if (e >= 0)

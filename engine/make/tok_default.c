@@ -295,6 +295,12 @@ static const char llama3_template[] =
 
 int eng_tokenizer_write_default(const char *dir, int vocab_size, const char *family)
 {
+	return eng_tokenizer_write_default_ex(dir, vocab_size, family, NULL, 0);
+}
+
+int eng_tokenizer_write_default_ex(const char *dir, int vocab_size, const char *family, const char *const *extra,
+				   size_t nextra)
+{
 	static const char *const chatml_sp[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
 	static const char *const llama3_sp[] = {"<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
 						"<|end_header_id|>", "<|eot_id|>"};
@@ -302,8 +308,15 @@ int eng_tokenizer_write_default(const char *dir, int vocab_size, const char *fam
 	if (!fam)
 		return ev_error_set(EV_E_INVALID, "default tokenizer: family \"%.32s\" is not chatml or llama3",
 				    family ? family : "(null)");
-	const char *const *sp = fam == ENG_CHAT_CHATML ? chatml_sp : llama3_sp;
+	const char *sp[16];
 	size_t nsp = fam == ENG_CHAT_CHATML ? 3 : 5;
+	if (nextra > 8)
+		return ev_error_set(EV_E_INVALID, "default tokenizer: %zu extra special tokens (at most 8)", nextra);
+	for (size_t k = 0; k < nsp; k++)
+		sp[k] = fam == ENG_CHAT_CHATML ? chatml_sp[k] : llama3_sp[k];
+	for (size_t k = 0; k < nextra; k++)
+		sp[nsp + k] = extra[k];
+	nsp += nextra;
 	if (vocab_size < (int)(256 + nsp) || vocab_size > 65536)
 		return ev_error_set(EV_E_INVALID, "default tokenizer: vocab size %d is not within [%zu, 65536]",
 				    vocab_size, 256 + nsp);

@@ -121,6 +121,10 @@ void eng_detok_stream_free(eng_detok_stream *s);
  * `vocab_size`, so every id of a model of that size decodes. The specials
  * take the last ids. vocab_size must be within [256 + specials, 65536]. */
 int eng_tokenizer_write_default(const char *dir, int vocab_size, const char *family);
+/* The same with up to 8 more special tokens after the family's (the last
+ * ids of the vocabulary, in order). */
+int eng_tokenizer_write_default_ex(const char *dir, int vocab_size, const char *family, const char *const *extra,
+				   size_t nextra);
 
 /* ---- chat templates ------------------------------------------------------ */
 

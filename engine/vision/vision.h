@@ -13,6 +13,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* M3's processor's markers: a prompt's image marker becomes the start
+ * marker, one image token a merge group, the end marker. */
+#define ENG_VISION_IMAGE_MARKER "]<]image[>["
+#define ENG_VISION_START_MARKER "]<]start of image[>["
+#define ENG_VISION_END_MARKER "]<]end of image[>["
+
 /* An 8-bit RGB image, rows top to bottom, pixels interleaved (r, g, b). */
 typedef struct {
 	int w, h;

@@ -390,6 +390,61 @@ static void image_rows_replace_placeholders(void **state)
 	eng_model_free(ref);
 }
 
+/* The command line: `engine generate --image` expands the prompt's image
+ * marker and answers; a marker count that does not match the images, a
+ * text-only model, or a file that is no image fail with a message. */
+static void generate_with_an_image_on_the_command_line(void **state)
+{
+	(void)state;
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.vocab = 320;
+	char *dir = et_mkmodel("m3vlcli", "minimax_m3_vl", &z, "f32", 5), *tdir = et_mkmodel("m3cli", "minimax_m3", &z, "f32", 5);
+	unsigned char *rgb = pattern(90, 60, 3, 6);
+	mem p = write_png(90, 60, PNG_COLOR_TYPE_RGB, 8, rgb, true, NULL, 0);
+	char *png = ev_asprintf("%s/cat.png", dir), *txt = tu_write(dir, "notes.png", "not an image");
+	assert_int_equal(ev_file_write(png, p.p, p.n), 0);
+	const char *ev = tu_evald();
+	char *out = NULL, *err = NULL;
+	int rc = tu_run(&out, &err, NULL,
+			(const char *const[]){ev, "engine", "generate", "--model", dir, "--prompt", "Look: " ENG_VISION_IMAGE_MARKER " ok?",
+					      "--image", png, "--max-tokens", "3", "--json", NULL});
+	if (rc)
+		fail_msg("generate --image: %s", err);
+	/* the marker became the start marker, 6 image tokens (60 x 90 -> 56 x 84), the end marker */
+	eng_tokenizer *tok = NULL;
+	int32_t *ids = NULL;
+	size_t nids = 0;
+	const char *prompt = "Look: " ENG_VISION_IMAGE_MARKER " ok?";
+	assert_int_equal(eng_tokenizer_load(&tok, dir), 0);
+	assert_int_equal(eng_tokenize_with_specials(tok, prompt, strlen(prompt), &ids, &nids), 0);
+	char want[64];
+	snprintf(want, sizeof want, "\"prompt_tokens\":%zu,", nids - 1 + 6 + 2);
+	if (!strstr(out, want))
+		fail_msg("generate --image: %s lacks %s", out, want);
+	free(ids);
+	eng_tokenizer_free(tok);
+	free(out), free(err);
+	rc = tu_run(&out, &err, NULL,
+		    (const char *const[]){ev, "engine", "generate", "--model", dir, "--prompt", "no marker here", "--image", png,
+					  "--max-tokens", "3", NULL});
+	assert_int_not_equal(rc, 0);
+	assert_non_null(strstr(err, "0 image markers"));
+	free(out), free(err);
+	rc = tu_run(&out, &err, NULL,
+		    (const char *const[]){ev, "engine", "generate", "--model", dir, "--prompt", ENG_VISION_IMAGE_MARKER, "--image",
+					  txt, "--max-tokens", "3", NULL});
+	assert_int_not_equal(rc, 0);
+	assert_non_null(strstr(err, "notes.png: not a PNG or JPEG image"));
+	free(out), free(err);
+	rc = tu_run(&out, &err, NULL,
+		    (const char *const[]){ev, "engine", "generate", "--model", tdir, "--prompt", "hi", "--image", png,
+					  "--max-tokens", "3", NULL});
+	assert_int_not_equal(rc, 0);
+	assert_non_null(strstr(err, "not a multimodal checkpoint"));
+	free(out), free(err);
+	free(png), free(txt), free(p.p), free(rgb), free(dir), free(tdir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -399,6 +454,7 @@ int main(void)
 		cmocka_unit_test(smart_resize_known_cases),
 		cmocka_unit_test(patches_in_merge_group_order),
 		cmocka_unit_test(image_rows_replace_placeholders),
+		cmocka_unit_test(generate_with_an_image_on_the_command_line),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -148,6 +148,35 @@ def tower():
         bad += not ok
         print("end to end: %d tokens with %d image rows: max relative logit difference %.2e, argmax %d/%d%s" % (
             len(ids), n_img, rel, agree, len(ids), "" if ok else "  FAIL"))
+    bad += processor_and_generate(d, model)
+    return bad
+
+
+def processor_and_generate(d, model):
+    """A prompt with M3's image marker, through transformers' MiniMaxM3VLProcessor (marker expanded
+    into start, image tokens, end) and model.generate, against `evald engine generate --image`:
+    the same greedy tokens."""
+    from transformers import AutoTokenizer
+    from transformers.models.minimax_m3_vl.processing_minimax_m3_vl import MiniMaxM3VLProcessor
+    from transformers.models.minimax_m3_vl.video_processing_minimax_m3_vl import MiniMaxM3VLVideoProcessor
+    proc = MiniMaxM3VLProcessor(image_processor=MiniMaxM3VLImageProcessor(), tokenizer=AutoTokenizer.from_pretrained(d),
+                                video_processor=MiniMaxM3VLVideoProcessor())
+    bad = 0
+    for k, (h, w) in enumerate([(60, 90), (150, 120)]):
+        path = os.path.join(SCRATCH, "gen%d.png" % k)
+        Image.fromarray(np.random.RandomState(200 + k).randint(0, 256, (h, w, 3), dtype=np.uint8)).save(path)
+        text = "Look at ]<]image[>[ and say what it is."
+        inp = proc(text=[text], images=[Image.open(path)], return_tensors="pt")
+        with torch.no_grad():
+            out = model.generate(**inp, max_new_tokens=8, do_sample=False)
+        want = out[0, inp["input_ids"].shape[1]:].tolist()
+        got = json.loads(subprocess.run([EVALD, "engine", "generate", "--model", d, "--prompt", text, "--image", path,
+                                         "--max-tokens", "8", "--json"], check=True, capture_output=True,
+                                        text=True).stdout)
+        ok = got["tokens"] == want[:len(got["tokens"])] and got["prompt_tokens"] == inp["input_ids"].shape[1]
+        bad += not ok
+        print("generate with an image (%d x %d): prompt %d tokens (transformers %d), greedy %s vs %s%s" % (
+            w, h, got["prompt_tokens"], inp["input_ids"].shape[1], got["tokens"], want, "" if ok else "  FAIL"))
     return bad
 
 
