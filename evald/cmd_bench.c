@@ -24,6 +24,7 @@
 
 /* Other benchmarks live beside their modules' commands. */
 int ev_bench_attention_main(const ev_cli *cli, int argc, char **argv);
+int ev_bench_vision_main(const ev_cli *cli, int argc, char **argv); /* bench_vision.c */
 int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv);
 int ev_bench_sandbox_main(const ev_cli *cli, int argc, char **argv);
 
@@ -211,6 +212,7 @@ int ev_cmd_bench(const ev_cli *cli, int argc, char **argv)
 		{"engine", ev_bench_engine_main, "the engine's prefill and decode speed, fast vs reference"},
 		{"runner", bench_runner, "requests/s and CPU per request; tracker ingest"},
 		{"sandbox", ev_bench_sandbox_main, "HumanEval tests/s in the sandbox"},
+		{"vision", ev_bench_vision_main, "an image into M3's LM rows: the vision tower fast vs plain"},
 		{NULL, NULL, NULL},
 	};
 	static const ev_subcommand_set set = {"bench", "Benchmarks, each beside a baseline measured in the same run.",

@@ -19,7 +19,7 @@ int ev_engine_preprocess_main(const ev_cli *cli, int argc, char **argv);
 typedef struct {
 	const char *image, *out, *sizes, *model, *embed_out;
 	int64_t min_pixels, max_pixels;
-	bool json;
+	bool json, reference;
 } prep_opts;
 
 #define T prep_opts
@@ -31,6 +31,7 @@ static const ev_opt prep_table[] = {
 	EV_O_STR("--embed-out", T, embed_out, "FILE", "with --model: write the LM embedding rows there (raw f32)"),
 	EV_O_INT("--min-pixels", T, min_pixels, 1, 1L << 30, "N", "the processor's shortest_edge pixel bound (3136)"),
 	EV_O_INT("--max-pixels", T, max_pixels, 1, 1L << 30, "N", "the processor's longest_edge pixel bound (451584)"),
+	EV_O_FLAG("--reference", T, reference, "with --model: the plain tower (the oracle; slow)"),
 	EV_O_FLAG("--json", T, json, "as JSON"),
 	EV_O_END,
 };
@@ -91,6 +92,8 @@ int ev_engine_preprocess_main(const ev_cli *cli, int argc, char **argv)
 	if (o.model) {
 		if (eng_vision_model_load(&vm, o.model))
 			return ev_cli_fail("engine preprocess"), 1;
+		if (o.reference)
+			eng_vision_model_set_fast(vm, false);
 		eng_vision_prep mp = *eng_vision_model_prep(vm);
 		mp.min_pixels = p.min_pixels, mp.max_pixels = p.max_pixels;
 		p = mp;

@@ -18,6 +18,8 @@ typedef struct {
 	long max_position;
 	int index_block, index_topk; /* minimax_m3's indexer; 0 = 16 and 4 */
 	const char *sparse_layers;   /* minimax_m3's sparse-attention layers: "odd" (NULL), "all" or "none" */
+	/* minimax_m3_vl's vision tower (0 = 32 wide, 64 inner, 2 layers, 2 heads) */
+	int vision_hidden, vision_inter, vision_layers, vision_heads;
 } eng_mkmodel_sizes;
 
 /* Defaults: hidden 64, 2 layers, 4 heads, 2 KV heads, intermediate 128,

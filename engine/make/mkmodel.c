@@ -159,18 +159,18 @@ static void build_m3(spec_list *l, const eng_mkmodel_sizes *z, int hd, const cha
 /* The multimodal wrapper's vision tower and projector (sizes VISION_*, a
  * projector as wide as the text model): what transformers' from_pretrained
  * loads with nothing missing. */
-#define VISION_HIDDEN 32
-#define VISION_INTER 64
-#define VISION_LAYERS 2
-#define VISION_HEADS 2
+#define VISION_HIDDEN(z) ((z)->vision_hidden > 0 ? (z)->vision_hidden : 32)
+#define VISION_INTER(z) ((z)->vision_inter > 0 ? (z)->vision_inter : 64)
+#define VISION_LAYERS(z) ((z)->vision_layers > 0 ? (z)->vision_layers : 2)
+#define VISION_HEADS(z) ((z)->vision_heads > 0 ? (z)->vision_heads : 2)
 static void build_vision(spec_list *l, const eng_mkmodel_sizes *z)
 {
-	int V = VISION_HIDDEN, H = z->hidden, PH = z->hidden;
+	int V = VISION_HIDDEN(z), VI = VISION_INTER(z), H = z->hidden, PH = z->hidden;
 	const int64_t conv[5] = {V, 3, 2, 14, 14};
 	add5(l, INIT_LINEAR, conv, "model.vision_tower.embeddings.proj.weight");
 	add(l, INIT_NORM, V, 0, "model.vision_tower.pre_layrnorm.weight");
 	add(l, INIT_BIAS, V, 0, "model.vision_tower.pre_layrnorm.bias");
-	for (int i = 0; i < VISION_LAYERS; i++) {
+	for (int i = 0; i < VISION_LAYERS(z); i++) {
 		static const char *const proj[4] = {"q_proj", "k_proj", "v_proj", "out_proj"};
 		for (int k = 0; k < 4; k++) {
 			add(l, INIT_LINEAR, V, V, "model.vision_tower.layers.%d.self_attn.%s.weight", i, proj[k]);
@@ -180,9 +180,9 @@ static void build_vision(spec_list *l, const eng_mkmodel_sizes *z)
 			add(l, INIT_NORM, V, 0, "model.vision_tower.layers.%d.layer_norm%d.weight", i, k);
 			add(l, INIT_BIAS, V, 0, "model.vision_tower.layers.%d.layer_norm%d.bias", i, k);
 		}
-		add(l, INIT_LINEAR, VISION_INTER, V, "model.vision_tower.layers.%d.mlp.fc1.weight", i);
-		add(l, INIT_BIAS, VISION_INTER, 0, "model.vision_tower.layers.%d.mlp.fc1.bias", i);
-		add(l, INIT_LINEAR, V, VISION_INTER, "model.vision_tower.layers.%d.mlp.fc2.weight", i);
+		add(l, INIT_LINEAR, VI, V, "model.vision_tower.layers.%d.mlp.fc1.weight", i);
+		add(l, INIT_BIAS, VI, 0, "model.vision_tower.layers.%d.mlp.fc1.bias", i);
+		add(l, INIT_LINEAR, V, VI, "model.vision_tower.layers.%d.mlp.fc2.weight", i);
 		add(l, INIT_BIAS, V, 0, "model.vision_tower.layers.%d.mlp.fc2.bias", i);
 	}
 	add(l, INIT_LINEAR, PH, V, "model.multi_modal_projector.linear_1.weight");
@@ -356,10 +356,10 @@ static int write_config(const char *dir, int a, const eng_mkmodel_sizes *z, int 
 		cJSON_ReplaceItemInObject(o, "model_type", cJSON_CreateString("minimax_m3_vl_text"));
 		cJSON_AddItemToObject(w, "text_config", o);
 		v = cJSON_AddObjectToObject(w, "vision_config");
-		cJSON_AddNumberToObject(v, "hidden_size", VISION_HIDDEN);
-		cJSON_AddNumberToObject(v, "intermediate_size", VISION_INTER);
-		cJSON_AddNumberToObject(v, "num_hidden_layers", VISION_LAYERS);
-		cJSON_AddNumberToObject(v, "num_attention_heads", VISION_HEADS);
+		cJSON_AddNumberToObject(v, "hidden_size", VISION_HIDDEN(z));
+		cJSON_AddNumberToObject(v, "intermediate_size", VISION_INTER(z));
+		cJSON_AddNumberToObject(v, "num_hidden_layers", VISION_LAYERS(z));
+		cJSON_AddNumberToObject(v, "num_attention_heads", VISION_HEADS(z));
 		cJSON_AddNumberToObject(v, "patch_size", 14);
 		cJSON_AddNumberToObject(v, "temporal_patch_size", 2);
 		cJSON_AddNumberToObject(v, "spatial_merge_size", 2);

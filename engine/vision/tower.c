@@ -15,6 +15,9 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
+#ifdef EV_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
 
 #include "base/base.h"
 #include "engine/backend.h"
@@ -35,6 +38,7 @@ typedef struct {
 } vlayer;
 
 struct eng_vision_model {
+	bool fast; /* OpenBLAS GEMMs for the matmuls and attention (else the plain loops) */
 	int hidden, inter, layers, heads, head_dim, text_hidden, proj_hidden;
 	float eps;
 	double theta;
@@ -142,6 +146,9 @@ int eng_vision_model_load(eng_vision_model **out, const char *dir)
 		return ev_error_set(EV_E_NOMEM, "out of memory");
 	}
 	vm->prep = (eng_vision_prep)ENG_VISION_PREP_INIT;
+#ifdef EV_HAVE_OPENBLAS
+	vm->fast = true;
+#endif
 	int eps_ok = 1;
 	const cJSON *e = cJSON_GetObjectItemCaseSensitive(vc, "layer_norm_eps"), *rp = cJSON_GetObjectItemCaseSensitive(vc, "rope_parameters");
 	vm->eps = cJSON_IsNumber(e) ? (float)e->valuedouble : 1e-5f;
@@ -233,8 +240,20 @@ int eng_vision_model_text_hidden(const eng_vision_model *vm)
 }
 
 /* y[n, l.out] = x[n, l.in] . w^T + b */
-static void linear(float *y, const float *x, int n, const lin *l)
+static void linear(const eng_vision_model *vm, float *y, const float *x, int n, const lin *l)
 {
+#ifdef EV_HAVE_OPENBLAS
+	if (vm->fast) {
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, l->out, l->in, 1.0f, x, l->in, l->w, l->in, 0.0f, y,
+			    l->out);
+		for (int r = 0; l->b && r < n; r++)
+			for (int o = 0; o < l->out; o++)
+				y[(size_t)r * l->out + o] += l->b[o];
+		return;
+	}
+#else
+	(void)vm;
+#endif
 	for (int r = 0; r < n; r++)
 		for (int o = 0; o < l->out; o++) {
 			const float *w = l->w + (size_t)o * l->in, *xr = x + (size_t)r * l->in;
@@ -285,6 +304,80 @@ static void rope3(float *x, int n, int heads, int hd, int rot, const float *cosv
 		}
 }
 
+/* Full attention over the n patches, per head: the plain loops, or two
+ * GEMMs a head with the softmax between. */
+static int attend(const eng_vision_model *vm, float *ao, const float *q, const float *k, const float *v, int n, int heads,
+		  int hd, float scale)
+{
+	int H = heads * hd;
+#ifdef EV_HAVE_OPENBLAS
+	if (vm->fast) {
+		float *S = malloc((size_t)n * n * sizeof(float));
+		if (!S)
+			return ev_error_set(EV_E_NOMEM, "out of memory for %d x %d attention scores", n, n);
+		for (int hh = 0; hh < heads; hh++) {
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, hd, scale, q + (size_t)hh * hd, H,
+				    k + (size_t)hh * hd, H, 0.0f, S, n);
+			for (int i = 0; i < n; i++) {
+				float *row = S + (size_t)i * n, mx = -INFINITY;
+				for (int j = 0; j < n; j++)
+					mx = row[j] > mx ? row[j] : mx;
+				double sum = 0;
+				for (int j = 0; j < n; j++)
+					sum += row[j] = expf(row[j] - mx);
+				float inv = (float)(1.0 / sum);
+				for (int j = 0; j < n; j++)
+					row[j] *= inv;
+			}
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, hd, n, 1.0f, S, n, v + (size_t)hh * hd, H, 0.0f,
+				    ao + (size_t)hh * hd, H);
+		}
+		free(S);
+		return 0;
+	}
+#else
+	(void)vm;
+#endif
+	float *att = malloc((size_t)n * sizeof(float));
+	if (!att)
+		return ev_error_set(EV_E_NOMEM, "out of memory for attention");
+	for (int hh = 0; hh < heads; hh++)
+		for (int i = 0; i < n; i++) {
+			const float *qi = q + ((size_t)i * heads + hh) * hd;
+			float mx = -INFINITY;
+			for (int j = 0; j < n; j++) {
+				const float *kj = k + ((size_t)j * heads + hh) * hd;
+				float s = 0;
+				for (int d = 0; d < hd; d++)
+					s += qi[d] * kj[d];
+				att[j] = s * scale;
+				mx = att[j] > mx ? att[j] : mx;
+			}
+			double sum = 0;
+			for (int j = 0; j < n; j++)
+				sum += att[j] = expf(att[j] - mx);
+			float *o = ao + ((size_t)i * heads + hh) * hd;
+			for (int d = 0; d < hd; d++) {
+				double acc = 0;
+				for (int j = 0; j < n; j++)
+					acc += att[j] * v[((size_t)j * heads + hh) * hd + d];
+				o[d] = (float)(acc / sum);
+			}
+		}
+	free(att);
+	return 0;
+}
+
+void eng_vision_model_set_fast(eng_vision_model *vm, bool fast)
+{
+	vm->fast = fast;
+}
+
+bool eng_vision_model_fast(const eng_vision_model *vm)
+{
+	return vm->fast;
+}
+
 int eng_vision_encode(eng_vision_model *vm, const eng_vision_input *in, float **rows, int *nrows)
 {
 	*rows = NULL, *nrows = 0;
@@ -299,16 +392,16 @@ int eng_vision_encode(eng_vision_model *vm, const eng_vision_input *in, float **
 	size_t big = (size_t)n * (size_t)(inter > H ? inter : H);
 	float *x = malloc((size_t)n * H * sizeof(float)), *h = malloc(big * sizeof(float)), *q = malloc((size_t)n * H * sizeof(float));
 	float *k = malloc((size_t)n * H * sizeof(float)), *v = malloc((size_t)n * H * sizeof(float));
-	float *att = malloc((size_t)n * sizeof(float)), *cosv = malloc((size_t)n * (half ? half : 1) * sizeof(float));
+	float *cosv = malloc((size_t)n * (half ? half : 1) * sizeof(float));
 	float *sinv = malloc((size_t)n * (half ? half : 1) * sizeof(float)), *ao = malloc((size_t)n * H * sizeof(float));
 	int rc = 0;
-	if (!x || !h || !q || !k || !v || !att || !cosv || !sinv || !ao) {
+	if (!x || !h || !q || !k || !v || !cosv || !sinv || !ao) {
 		rc = ev_error_set(EV_E_NOMEM, "out of memory encoding %d patches", n);
 		goto out;
 	}
 	/* patch embedding: one matmul over each row's values */
 	lin pe = {vm->patch_w, NULL, H, in->dim};
-	linear(x, in->pixels, n, &pe);
+	linear(vm, x, in->pixels, n, &pe);
 	/* positions (t, h, w) of each row (merge groups in rows), their angles */
 	int gw = in->grid_w, per = in->grid_h * gw;
 	for (int r = 0; r < n; r++) {
@@ -328,36 +421,15 @@ int eng_vision_encode(eng_vision_model *vm, const eng_vision_input *in, float **
 	for (int l = 0; l < vm->layers; l++) {
 		vlayer *L = &vm->L[l];
 		layer_norm(h, x, n, H, &L->ln1, vm->eps);
-		linear(q, h, n, &L->q);
-		linear(k, h, n, &L->k);
-		linear(v, h, n, &L->v);
+		linear(vm, q, h, n, &L->q);
+		linear(vm, k, h, n, &L->k);
+		linear(vm, v, h, n, &L->v);
 		rope3(q, n, heads, hd, rot, cosv, sinv);
 		rope3(k, n, heads, hd, rot, cosv, sinv);
 		/* every patch attends every patch of its image (one image here) */
-		for (int hh = 0; hh < heads; hh++)
-			for (int i = 0; i < n; i++) {
-				const float *qi = q + ((size_t)i * heads + hh) * hd;
-				float mx = -INFINITY;
-				for (int j = 0; j < n; j++) {
-					const float *kj = k + ((size_t)j * heads + hh) * hd;
-					float s = 0;
-					for (int d = 0; d < hd; d++)
-						s += qi[d] * kj[d];
-					att[j] = s * scale;
-					mx = att[j] > mx ? att[j] : mx;
-				}
-				double sum = 0;
-				for (int j = 0; j < n; j++)
-					sum += att[j] = expf(att[j] - mx);
-				float *o = ao + ((size_t)i * heads + hh) * hd;
-				for (int d = 0; d < hd; d++) {
-					double s = 0;
-					for (int j = 0; j < n; j++)
-						s += att[j] * v[((size_t)j * heads + hh) * hd + d];
-					o[d] = (float)(s / sum);
-				}
-			}
-		linear(h, ao, n, &L->o);
+		if ((rc = attend(vm, ao, q, k, v, n, heads, hd, scale)))
+			goto out;
+		linear(vm, h, ao, n, &L->o);
 		for (size_t i = 0; i < (size_t)n * H; i++)
 			x[i] += h[i];
 		layer_norm(h, x, n, H, &L->ln2, vm->eps);
@@ -366,9 +438,9 @@ int eng_vision_encode(eng_vision_model *vm, const eng_vision_input *in, float **
 			rc = ev_error_set(EV_E_NOMEM, "out of memory encoding %d patches", n);
 			goto out;
 		}
-		linear(f, h, n, &L->fc1);
+		linear(vm, f, h, n, &L->fc1);
 		gelu(f, (size_t)n * inter);
-		linear(h, f, n, &L->fc2);
+		linear(vm, h, f, n, &L->fc2);
 		free(f);
 		for (size_t i = 0; i < (size_t)n * H; i++)
 			x[i] += h[i];
@@ -382,15 +454,15 @@ int eng_vision_encode(eng_vision_model *vm, const eng_vision_input *in, float **
 		rc = ev_error_set(EV_E_NOMEM, "out of memory projecting %d patches", n);
 		goto out;
 	}
-	linear(a, x, n, &vm->p1);
+	linear(vm, a, x, n, &vm->p1);
 	gelu(a, (size_t)n * PH);
-	linear(b, a, n, &vm->p2);
-	linear(c, b, ng, &vm->m1); /* b's rows, M * M at a time, are one merged row */
+	linear(vm, b, a, n, &vm->p2);
+	linear(vm, c, b, ng, &vm->m1); /* b's rows, M * M at a time, are one merged row */
 	gelu(c, (size_t)ng * PH);
-	linear(y, c, ng, &vm->m2);
+	linear(vm, y, c, ng, &vm->m2);
 	free(a), free(b), free(c);
 	*rows = y, *nrows = ng;
 out:
-	free(x), free(h), free(q), free(k), free(v), free(att), free(cosv), free(sinv), free(ao);
+	free(x), free(h), free(q), free(k), free(v), free(cosv), free(sinv), free(ao);
 	return rc;
 }

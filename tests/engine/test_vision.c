@@ -333,6 +333,19 @@ static void image_rows_replace_placeholders(void **state)
 	assert_int_equal(eng_vision_preprocess(&im, eng_vision_model_prep(vm), &v), 0);
 	assert_int_equal(eng_vision_encode(vm, &v, &rows, &nrows), 0);
 	assert_int_equal(nrows, 6); /* 56 x 84: a 4 x 6 patch grid, 2 x 2 merged */
+	if (eng_vision_model_fast(vm)) { /* the fast tower against the plain one */
+		float *plain = NULL;
+		int np = 0;
+		eng_vision_model_set_fast(vm, false);
+		assert_int_equal(eng_vision_encode(vm, &v, &plain, &np), 0);
+		assert_int_equal(np, nrows);
+		double e = et_rel_err(rows, plain, (size_t)nrows * z.hidden);
+		print_message("vision tower: fast / plain %.2e\n", e);
+		assert_true(e <= 1e-5);
+		free(plain);
+	} else {
+		print_message("vision tower: no fast path in this build (no OpenBLAS): plain only\n");
+	}
 	eng_model *fast = et_load(dir, ENG_BACKEND_CPU, 0), *ref = et_load(dir, ENG_BACKEND_REF, 0);
 	int img = eng_model_image_token(fast), n = 12;
 	assert_int_equal(img, (int)z.vocab - 3);
