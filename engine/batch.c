@@ -41,6 +41,8 @@ typedef struct job {
 	bool want_lp, want_plp, prompt_only;
 	int top_lp;
 	eng_logprob *lp, *plp; /* generated (cap_all - n_prompt), prompt (n_prompt) */
+	float *embeds; /* image rows for the prompt's placeholders (n_embeds x hidden) */
+	int n_embeds;
 	int status;
 	char *error;
 	eng_stop_reason reason;
@@ -130,7 +132,7 @@ static void pc_keep(eng_batch *b, job *j)
 {
 	int B = b->info.block_size > 0 ? b->info.block_size : 64;
 	long n = (long)j->n_prompt / B * B;
-	if (b->opt.prefix_cache <= 0 || n < b->opt.prefix_min || n < 1)
+	if (b->opt.prefix_cache <= 0 || n < b->opt.prefix_min || n < 1 || j->n_embeds)
 		return;
 	long lcp;
 	int i = pc_find(b, j->all, n, &lcp);
@@ -156,9 +158,13 @@ static void pc_keep(eng_batch *b, job *j)
 static int pc_start(eng_batch *b, job *j)
 {
 	long lcp;
-	int i = b->opt.prefix_cache > 0 && !j->want_plp ? pc_find(b, j->all, j->n_prompt - 1, &lcp) : -1;
-	if (i < 0 || lcp < b->opt.prefix_min)
-		return eng_seq_new(&j->seq, b->m);
+	int i = b->opt.prefix_cache > 0 && !j->want_plp && !j->n_embeds ? pc_find(b, j->all, j->n_prompt - 1, &lcp) : -1;
+	if (i < 0 || lcp < b->opt.prefix_min) {
+		int rc = eng_seq_new(&j->seq, b->m);
+		if (!rc && j->n_embeds)
+			rc = eng_seq_add_embeddings(j->seq, j->embeds, j->n_embeds);
+		return rc;
+	}
 	int rc = eng_seq_fork(&j->seq, b->pc[i].seq, lcp);
 	if (rc)
 		return rc;
@@ -194,6 +200,7 @@ static void job_free(job *j)
 	free(j->all);
 	free(j->lp);
 	free(j->plp);
+	free(j->embeds);
 	free(j->error);
 	free(j);
 }
@@ -301,6 +308,18 @@ int eng_batch_add(eng_batch *b, const eng_batch_request *req, uint64_t *id_out)
 		j->all = (free(j->all), NULL);
 	if (j->want_plp && !(j->plp = malloc((size_t)j->n_prompt * sizeof *j->plp)))
 		j->all = (free(j->all), NULL);
+	if (req->n_embeds > 0) {
+		size_t bytes = (size_t)req->n_embeds * (size_t)b->info.hidden * sizeof(float);
+		if (!req->embeds || req->n_embeds > (1 << 22)) {
+			job_free(j);
+			return ev_error_set(EV_E_INVALID, "batch: %d embedding rows", req->n_embeds);
+		}
+		if ((j->embeds = malloc(bytes)))
+			memcpy(j->embeds, req->embeds, bytes);
+		else
+			j->all = (free(j->all), NULL);
+		j->n_embeds = req->n_embeds;
+	}
 	if (!j->all || !j->stop) {
 		job_free(j);
 		return ev_error_set(EV_E_NOMEM, "out of memory");
@@ -382,7 +401,7 @@ int eng_batch_cancel(eng_batch *b, uint64_t id)
  * from its cached pages instead of computing the same KV beside it. */
 static bool waits_for_prefix(const eng_batch *b, const job *j)
 {
-	if (b->opt.prefix_cache <= 0 || j->n_prompt <= b->opt.prefix_min || j->want_plp)
+	if (b->opt.prefix_cache <= 0 || j->n_prompt <= b->opt.prefix_min || j->want_plp || j->n_embeds)
 		return false;
 	for (int i = 0; i < b->n_active; i++) {
 		const job *a = b->active[i];

@@ -57,6 +57,12 @@ typedef struct {
 	 * prompt and generate nothing (scoring a text). */
 	bool logprobs, prompt_logprobs, prompt_only;
 	int top_logprobs;
+	/* embedding rows [n_embeds, hidden] for the prompt's image placeholders
+	 * (eng_seq_add_embeddings), copied; such a prompt is computed whole and
+	 * never kept in or taken from the prefix cache (its placeholders say
+	 * nothing of which image they stand for) */
+	const float *embeds;
+	int n_embeds;
 } eng_batch_request;
 
 /* A finished generation; clear with eng_batch_result_clear. */

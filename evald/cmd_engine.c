@@ -309,20 +309,14 @@ static int attach_images(const opts *o, eng_seq *s)
  * rows are queued for the placeholders. *ids is replaced. */
 static int expand_images(const opts *o, const eng_tokenizer *tok, eng_model *m, eng_seq *s, int32_t **ids, int *n)
 {
-	int img = eng_model_image_token(m), markers = 0;
+	int img = eng_model_image_token(m);
 	if (img < 0)
 		return ev_error_set(EV_E_UNSUPPORTED, "--image: %s is not a multimodal checkpoint (no image placeholder id)",
 				    o->model);
-	for (int i = 0; i < *n; i++)
-		markers += (*ids)[i] == img;
-	if (markers != o->n_images)
-		return ev_error_set(EV_E_INVALID, "the prompt holds %d image marker%s (%s, id %d) for %d --image file%s",
-				    markers, markers == 1 ? "" : "s", ENG_VISION_IMAGE_MARKER, img, o->n_images,
-				    o->n_images == 1 ? "" : "s");
 	int32_t start = tok ? eng_token_id(tok, ENG_VISION_START_MARKER) : -1,
 		end = tok ? eng_token_id(tok, ENG_VISION_END_MARKER) : -1;
 	eng_vision_model *vm = NULL;
-	int rc = eng_vision_model_load(&vm, o->model), k = 0, total = 0;
+	int rc = eng_vision_model_load(&vm, o->model);
 	int counts[16];
 	for (int i = 0; i < o->n_images && !rc; i++) {
 		eng_image im;
@@ -332,7 +326,6 @@ static int expand_images(const opts *o, const eng_tokenizer *tok, eng_model *m, 
 			if (!(rc = eng_vision_preprocess(&im, eng_vision_model_prep(vm), &v))) {
 				if (!(rc = eng_vision_encode(vm, &v, &rows, &counts[i])))
 					rc = eng_seq_add_embeddings(s, rows, counts[i]);
-				total += rc ? 0 : counts[i];
 				eng_vision_input_free(&v);
 			}
 			eng_image_free(&im);
@@ -340,28 +333,13 @@ static int expand_images(const opts *o, const eng_tokenizer *tok, eng_model *m, 
 		free(rows);
 	}
 	eng_vision_model_free(vm);
-	int32_t *out = rc ? NULL : malloc((size_t)(*n + total + 2 * markers) * sizeof *out);
-	if (!rc && !out)
-		rc = ev_error_set(EV_E_NOMEM, "out of memory");
-	if (rc)
-		return rc;
-	int w = 0;
-	for (int i = 0; i < *n; i++) {
-		if ((*ids)[i] != img) {
-			out[w++] = (*ids)[i];
-			continue;
-		}
-		if (start >= 0)
-			out[w++] = start;
-		for (int r = 0; r < counts[k]; r++)
-			out[w++] = img;
-		if (end >= 0)
-			out[w++] = end;
-		k++;
+	int32_t *out = NULL;
+	int nout = 0;
+	if (!rc && !(rc = eng_vision_expand_markers(*ids, *n, img, start, end, counts, o->n_images, &out, &nout))) {
+		free(*ids);
+		*ids = out, *n = nout;
 	}
-	free(*ids);
-	*ids = out, *n = w;
-	return 0;
+	return rc;
 }
 
 static int cmd_logits(const opts *o)

@@ -224,3 +224,42 @@ void eng_vision_input_free(eng_vision_input *v)
 	free(v->pixels);
 	memset(v, 0, sizeof *v);
 }
+
+int eng_vision_expand_markers(const int32_t *ids, int n, int32_t image_token, int32_t start, int32_t end,
+			      const int *counts, int nimg, int32_t **out, int *nout)
+{
+	*out = NULL, *nout = 0;
+	int markers = 0;
+	long total = n;
+	for (int i = 0; i < n; i++)
+		markers += ids[i] == image_token;
+	if (markers != nimg)
+		return ev_error_set(EV_E_INVALID, "the prompt holds %d image marker%s (%s, id %d) for %d image%s", markers,
+				    markers == 1 ? "" : "s", ENG_VISION_IMAGE_MARKER, image_token, nimg, nimg == 1 ? "" : "s");
+	for (int k = 0; k < nimg; k++) {
+		if (counts[k] < 0 || counts[k] > (1 << 22))
+			return ev_error_set(EV_E_INVALID, "image %d: %d rows", k, counts[k]);
+		total += counts[k] + 1;
+	}
+	if (total > (1L << 30))
+		return ev_error_set(EV_E_LIMIT, "the prompt would hold %ld tokens with its images", total);
+	int32_t *o = malloc((size_t)total * sizeof *o);
+	if (!o)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	int w = 0, k = 0;
+	for (int i = 0; i < n; i++) {
+		if (ids[i] != image_token) {
+			o[w++] = ids[i];
+			continue;
+		}
+		if (start >= 0)
+			o[w++] = start;
+		for (int r = 0; r < counts[k]; r++)
+			o[w++] = image_token;
+		if (end >= 0)
+			o[w++] = end;
+		k++;
+	}
+	*out = o, *nout = w;
+	return 0;
+}

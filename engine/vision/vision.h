@@ -91,6 +91,13 @@ static inline int eng_vision_tokens(const eng_vision_input *v, const eng_vision_
 	return v->n / (p->merge * p->merge);
 }
 
+/* The image markers of a token list expanded as M3's processor expands
+ * them: marker k (id image_token) becomes start, counts[k] image tokens,
+ * end (start or end < 0: left out). The number of markers must be nimg
+ * (else an error naming both). *out is malloc'd. */
+int eng_vision_expand_markers(const int32_t *ids, int n, int32_t image_token, int32_t start, int32_t end,
+			      const int *counts, int nimg, int32_t **out, int *nout);
+
 /* ---- the vision tower and projector (tower.c) ----------------------------- */
 
 /* MiniMax-M3's vision tower and projector from a multimodal checkpoint
