@@ -23,9 +23,20 @@
 
 #include "engine/engine.h"
 #include "engine/tokenizer/chat_template.h"
+#include "engine/vision/vision.h"
 #include "runners/runners_int.h"
 
 #define MAX_TEXT ((size_t)64 << 20) /* generated text of one request */
+#define MAX_IMAGES 16                /* image parts of one request */
+#define MAX_IMAGE_BYTES ((size_t)64 << 20)
+#define MAX_CACHED_IMAGES 256        /* encoded images kept for a run */
+
+/* An encoded image, by the SHA-256 of its bytes. */
+struct img_cached {
+	unsigned char sha[32];
+	float *rows;
+	int n;
+};
 #define MAX_STOP_STRINGS 16
 #define MAX_STOP_IDS 16
 
@@ -67,6 +78,9 @@ typedef struct ejob {
 	double t0;
 	int status;     /* a failure found before the engine ran it */
 	char *error;
+	/* image rows for the prompt's placeholders (a multimodal M3) */
+	float *embeds;
+	int n_embeds;
 	/* a scoring request: one scheduler request a continuation */
 	epart *parts;
 	ev_loglik *ll;
@@ -85,6 +99,13 @@ typedef struct {
 	int32_t chat_stop[MAX_STOP_IDS], raw_stop[MAX_STOP_IDS];
 	int n_chat_stop, n_raw_stop;
 	eng_batch *batch;
+	/* a multimodal M3's vision tower (NULL: text only), and the rows of the
+	 * images seen in this run by content hash (an image in many samples is
+	 * encoded once), both behind vmu */
+	eng_vision_model *vm;
+	pthread_mutex_t vmu;
+	struct img_cached *imgs;
+	int n_imgs;
 	pthread_t worker;
 	bool started;
 	pthread_mutex_t mu;
@@ -113,6 +134,7 @@ static void ejob_free(ejob *j)
 		free(j->parts[i].ids);
 	free(j->parts);
 	free(j->ll);
+	free(j->embeds);
 	free(j);
 }
 
@@ -446,7 +468,7 @@ static void *worker(void *arg)
 			eng_batch_request r = {.prompt = j->prompt, .n_prompt = (int)j->n_prompt, .gen = j->gen,
 			                       .cb = on_token, .cb_ctx = j, .cookie = j, .logprobs = j->want_lp,
 			                       .prompt_logprobs = j->want_plp, .prompt_only = j->prompt_only,
-			                       .top_logprobs = j->top_lp};
+			                       .top_logprobs = j->top_lp, .embeds = j->embeds, .n_embeds = j->n_embeds};
 			if (!j->status && j->streamed && j->cb.cancelled && j->cb.cancelled(j->cb.ctx)) {
 				j->status = EV_E_BACKEND;
 				j->error = ev_strdup("cancelled: the client left before the request ran");
@@ -511,16 +533,33 @@ static void *worker(void *arg)
 
 /* ---- requests --------------------------------------------------------------------------- */
 
-/* Text parts joined by newlines, as ev_request_to_json sends them. */
-static int message_text(char **out, const ev_message *m, size_t idx)
+/* The image parts of a request's messages, in order (not owned). */
+typedef struct {
+	const ev_part *p[MAX_IMAGES];
+	int n;
+} img_list;
+
+/* Text parts joined by newlines, as ev_request_to_json sends them; with a
+ * multimodal model (imgs not NULL) an image part becomes M3's image marker
+ * in the text and joins imgs, else it is refused. */
+static int message_text(char **out, const ev_message *m, size_t idx, img_list *imgs)
 {
 	ev_buf b = EV_BUF_INIT(ENG_CHAT_MAX_PROMPT);
 	for (size_t i = 0; i < m->n_parts; i++) {
-		if (m->parts[i].kind != EV_PART_TEXT) {
+		const char *t = m->parts[i].text ? m->parts[i].text : "";
+		if (m->parts[i].kind == EV_PART_IMAGE && imgs) {
+			if (imgs->n == MAX_IMAGES) {
+				ev_buf_free(&b);
+				return ev_error_set(EV_E_LIMIT, "messages[%zu]: more than %d images in a request", idx, MAX_IMAGES);
+			}
+			imgs->p[imgs->n++] = &m->parts[i];
+			t = ENG_VISION_IMAGE_MARKER;
+		} else if (m->parts[i].kind != EV_PART_TEXT) {
 			ev_buf_free(&b);
-			return ev_error_set(EV_E_UNSUPPORTED, "messages[%zu]: the engine backend takes text parts only", idx);
+			return ev_error_set(EV_E_UNSUPPORTED, "messages[%zu]: the engine backend takes text parts only%s", idx,
+					    m->parts[i].kind == EV_PART_IMAGE ? " (this checkpoint has no vision tower)" : "");
 		}
-		if ((i && ev_buf_putc(&b, '\n')) || ev_buf_puts(&b, m->parts[i].text ? m->parts[i].text : "")) {
+		if ((i && ev_buf_putc(&b, '\n')) || ev_buf_puts(&b, t)) {
 			ev_buf_free(&b);
 			return ev_error_wrap(ev_error_code(), "messages[%zu]", idx);
 		}
@@ -531,7 +570,7 @@ static int message_text(char **out, const ev_message *m, size_t idx)
 
 /* A model without a chat template (a base model, the recall checkpoint)
  * gets the messages' texts as plain text, one after the other. */
-static int render_plain(const ev_request *req, char **prompt, size_t *len)
+static int render_plain(const ev_request *req, char **prompt, size_t *len, img_list *imgs)
 {
 	if (req->tools_json && *req->tools_json)
 		return ev_error_set(EV_E_UNSUPPORTED, "tools need a chat template (give chat_template: chatml or llama3)");
@@ -539,7 +578,7 @@ static int render_plain(const ev_request *req, char **prompt, size_t *len)
 	int rc = 0;
 	for (size_t i = 0; !rc && i < req->n_messages; i++) {
 		char *t = NULL;
-		if ((rc = message_text(&t, &req->messages[i], i)))
+		if ((rc = message_text(&t, &req->messages[i], i, imgs)))
 			break;
 		if (b.len && *t)
 			rc = ev_buf_puts(&b, "\n\n");
@@ -558,7 +597,7 @@ static int render_plain(const ev_request *req, char **prompt, size_t *len)
 /* The request as apply_chat_template's messages: text content, tool calls
  * with their arguments as objects (as vLLM hands them to templates; a
  * string that is not a JSON object stays a string), tool_call_id, name. */
-static int messages_json(cJSON **out, const ev_request *req)
+static int messages_json(cJSON **out, const ev_request *req, img_list *imgs)
 {
 	cJSON *arr = cJSON_CreateArray();
 	int rc = arr ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
@@ -571,7 +610,7 @@ static int messages_json(cJSON **out, const ev_request *req)
 			rc = ev_error_set(EV_E_NOMEM, "out of memory");
 			break;
 		}
-		if ((rc = message_text(&text, m, i)))
+		if ((rc = message_text(&text, m, i, imgs)))
 			break;
 		cJSON_AddStringToObject(o, "role", m->role ? m->role : "user");
 		cJSON_AddStringToObject(o, "content", text);
@@ -608,10 +647,10 @@ static int messages_json(cJSON **out, const ev_request *req)
 	return 0;
 }
 
-static int render_template(engine *e, const ev_request *req, char **prompt, size_t *len)
+static int render_template(engine *e, const ev_request *req, char **prompt, size_t *len, img_list *imgs)
 {
 	cJSON *msgs = NULL, *tools = NULL;
-	int rc = messages_json(&msgs, req);
+	int rc = messages_json(&msgs, req, imgs);
 	if (!rc && req->tools_json && *req->tools_json)
 		rc = ev_json_parse(&tools, req->tools_json, strlen(req->tools_json), "tools");
 	if (!rc)
@@ -621,15 +660,15 @@ static int render_template(engine *e, const ev_request *req, char **prompt, size
 	return rc;
 }
 
-static int render(engine *e, const ev_request *req, char **prompt, size_t *len)
+static int render(engine *e, const ev_request *req, char **prompt, size_t *len, img_list *imgs)
 {
 	if (e->tmpl) {
 		if (!req->n_messages)
 			return ev_error_set(EV_E_INVALID, "messages: empty");
-		return render_template(e, req, prompt, len);
+		return render_template(e, req, prompt, len, imgs);
 	}
 	if (e->family == ENG_CHAT_UNKNOWN)
-		return render_plain(req, prompt, len);
+		return render_plain(req, prompt, len, imgs);
 	if (!req->n_messages)
 		return ev_error_set(EV_E_INVALID, "messages: empty");
 	int rc = 0;
@@ -641,7 +680,7 @@ static int render(engine *e, const ev_request *req, char **prompt, size_t *len)
 	}
 	for (size_t i = 0; i < req->n_messages; i++) {
 		const ev_message *m = &req->messages[i];
-		if ((rc = message_text(&texts[i], m, i)))
+		if ((rc = message_text(&texts[i], m, i, imgs)))
 			goto done;
 		msgs[i].role = m->role ? m->role : "user";
 		msgs[i].content = texts[i];
@@ -670,6 +709,104 @@ static uint64_t fresh_seed(engine *e)
 /* Builds a job from a request: prompt tokens and generation settings. */
 static int make_job_ids(engine *e, const ev_request *req, const char *raw_prompt, const int32_t *raw_ids,
                         size_t n_raw, ejob **out);
+
+/* An image part's bytes: a file (a suite attachment) or a data: URL;
+ * the engine fetches nothing from the network. */
+static int image_bytes(const ev_part *p, char **data, size_t *n)
+{
+	*data = NULL, *n = 0;
+	if (p->path)
+		return ev_file_read(data, n, p->path, MAX_IMAGE_BYTES);
+	const char *u = p->url, *comma = u ? strchr(u, ',') : NULL;
+	if (!u || strncmp(u, "data:", 5) || !comma || comma - u < 12 || strncmp(comma - 7, ";base64", 7))
+		return ev_error_set(EV_E_UNSUPPORTED, "image %.60s%s: the engine backend reads files and base64 data: URLs only",
+				    u ? u : "(no url or path)", u && strlen(u) > 60 ? "..." : "");
+	unsigned char *b = NULL;
+	int rc = ev_base64_decode(&b, n, comma + 1, strlen(comma + 1), MAX_IMAGE_BYTES, "image data URL");
+	*data = (char *)b;
+	return rc;
+}
+
+/* The LM rows of an image part, from the run's cache or encoded now
+ * (decoded, preprocessed, through the tower); *rows stays the cache's. */
+static int image_rows(engine *e, const ev_part *p, const float **rows, int *nrows)
+{
+	char *data = NULL;
+	size_t n = 0;
+	int rc = image_bytes(p, &data, &n);
+	if (rc)
+		return rc;
+	unsigned char sha[32];
+	ev_sha256(sha, data, n);
+	pthread_mutex_lock(&e->vmu);
+	for (int i = 0; i < e->n_imgs; i++)
+		if (!memcmp(e->imgs[i].sha, sha, 32)) {
+			*rows = e->imgs[i].rows, *nrows = e->imgs[i].n;
+			pthread_mutex_unlock(&e->vmu);
+			free(data);
+			return 0;
+		}
+	eng_image im;
+	eng_vision_input v;
+	float *r = NULL;
+	int nr = 0;
+	if (!(rc = eng_image_decode(&im, data, n, NULL))) {
+		if (!(rc = eng_vision_preprocess(&im, eng_vision_model_prep(e->vm), &v))) {
+			rc = eng_vision_encode(e->vm, &v, &r, &nr);
+			eng_vision_input_free(&v);
+		}
+		eng_image_free(&im);
+	}
+	free(data);
+	if (!rc && e->n_imgs == MAX_CACHED_IMAGES) { /* full: the oldest goes */
+		free(e->imgs[0].rows);
+		memmove(e->imgs, e->imgs + 1, (size_t)(MAX_CACHED_IMAGES - 1) * sizeof *e->imgs);
+		e->n_imgs--;
+	}
+	if (!rc) {
+		memcpy(e->imgs[e->n_imgs].sha, sha, 32);
+		e->imgs[e->n_imgs].rows = r, e->imgs[e->n_imgs].n = nr;
+		e->n_imgs++;
+		*rows = r, *nrows = nr;
+	} else {
+		free(r);
+	}
+	pthread_mutex_unlock(&e->vmu);
+	return rc ? ev_error_wrap(rc, "image %s", p->path ? p->path : "(data URL)") : 0;
+}
+
+/* The prompt's image markers expanded (start, one placeholder a row, end)
+ * and the images' rows gathered for them. */
+static int attach_images(engine *e, const img_list *imgs, int32_t **ids, size_t *n, ejob *j)
+{
+	int counts[MAX_IMAGES], total = 0, rc = 0;
+	const float *rows[MAX_IMAGES];
+	for (int k = 0; k < imgs->n && !rc; k++)
+		if (!(rc = image_rows(e, imgs->p[k], &rows[k], &counts[k])))
+			total += counts[k];
+	int32_t *out = NULL;
+	int nout = 0;
+	if (!rc)
+		rc = eng_vision_expand_markers(*ids, (int)*n, eng_model_image_token(e->m),
+					       eng_token_id(e->tok, ENG_VISION_START_MARKER),
+					       eng_token_id(e->tok, ENG_VISION_END_MARKER), counts, imgs->n, &out, &nout);
+	size_t H = (size_t)e->info.hidden;
+	if (!rc && !(j->embeds = malloc((size_t)(total ? total : 1) * H * sizeof(float))))
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+	if (rc) {
+		free(out);
+		return rc;
+	}
+	/* the cached rows are copied while they cannot be dropped: one lock */
+	pthread_mutex_lock(&e->vmu);
+	for (int k = 0, at = 0; k < imgs->n; at += counts[k], k++)
+		memcpy(j->embeds + (size_t)at * H, rows[k], (size_t)counts[k] * H * sizeof(float));
+	pthread_mutex_unlock(&e->vmu);
+	j->n_embeds = total;
+	free(*ids);
+	*ids = out, *n = (size_t)nout;
+	return 0;
+}
 
 static int make_job(engine *e, const ev_request *req, const char *raw_prompt, ejob **out)
 {
@@ -732,6 +869,7 @@ static int make_job_ids(engine *e, const ev_request *req, const char *raw_prompt
 	int32_t *ids = NULL;
 	size_t n = 0;
 	int rc = 0;
+	img_list imgs = {.n = 0};
 	if (!j)
 		return ev_error_set(EV_E_NOMEM, "out of memory");
 	j->tag = TAG_JOB;
@@ -752,7 +890,7 @@ static int make_job_ids(engine *e, const ev_request *req, const char *raw_prompt
 	j->chat = raw_prompt == NULL && raw_ids == NULL;
 	j->tools = j->chat && req->tools_json && *req->tools_json;
 	if (j->chat)
-		rc = render(e, req, &text, &len);
+		rc = render(e, req, &text, &len, e->vm ? &imgs : NULL);
 	else if (raw_prompt)
 		len = strlen(raw_prompt);
 	/* A chat template writes its own special tokens (HF tokenizes it with
@@ -775,6 +913,8 @@ static int make_job_ids(engine *e, const ev_request *req, const char *raw_prompt
 		rc = templated ? eng_tokenize(e->tok, text, len, true, &ids, &n)
 		               : eng_tokenize_with_specials(e->tok, text ? text : raw_prompt, len, &ids, &n);
 	}
+	if (!rc && imgs.n)
+		rc = attach_images(e, &imgs, &ids, &n, j);
 	if (rc)
 		goto done;
 	bool bos = false;
@@ -1017,6 +1157,11 @@ static void op_free(void *impl)
 	free(e->ready);
 	eng_tokenizer_free(e->tok);
 	eng_chat_template_free(e->tmpl);
+	eng_vision_model_free(e->vm);
+	for (int i = 0; i < e->n_imgs; i++)
+		free(e->imgs[i].rows);
+	free(e->imgs);
+	pthread_mutex_destroy(&e->vmu);
 	eng_model_free(e->m);
 	pthread_mutex_destroy(&e->mu);
 	pthread_cond_destroy(&e->cv_work);
@@ -1112,6 +1257,7 @@ int ev_backend_engine_new(ev_backend **out, const ev_engine_backend_options *opt
 	if (!e)
 		return ev_error_set(EV_E_NOMEM, "out of memory");
 	pthread_mutex_init(&e->mu, NULL);
+	pthread_mutex_init(&e->vmu, NULL);
 	pthread_cond_init(&e->cv_work, NULL);
 	pthread_cond_init(&e->cv_done, NULL);
 	ev_rng_seed(&e->seeds, (uint64_t)(ev_wall_time() * 1e6) ^ ((uint64_t)(uintptr_t)e << 16));
@@ -1146,6 +1292,13 @@ int ev_backend_engine_new(ev_backend **out, const ev_engine_backend_options *opt
 	eng_model_get_info(e->m, &e->info);
 	if ((rc = eng_tokenizer_load(&e->tok, opt->model_dir)))
 		goto fail;
+	/* a multimodal M3: its vision tower, for image parts */
+	if (eng_model_image_token(e->m) >= 0 && (rc = eng_vision_model_load(&e->vm, opt->model_dir)))
+		goto fail;
+	if (!(e->imgs = calloc(MAX_CACHED_IMAGES, sizeof *e->imgs))) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		goto fail;
+	}
 	if (opt->chat_template && (!strcmp(opt->chat_template, "none") || !strcmp(opt->chat_template, "plain"))) {
 		e->family = ENG_CHAT_UNKNOWN; /* messages as plain text */
 	} else if (opt->chat_template && *opt->chat_template) {
