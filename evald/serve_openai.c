@@ -34,6 +34,7 @@
 #include "runners/runners.h"
 
 #define MAX_MESSAGES 4096
+#define MAX_CONTENT_PARTS 64 /* parts of one message's content */
 #define MAX_STOP 16
 #define MAX_CHOICES 16
 
@@ -55,8 +56,7 @@ struct ev_serve_openai {
 /* Owned copies behind an ev_request. */
 typedef struct {
 	ev_request req;
-	ev_message *msgs;
-	ev_part *parts;
+	ev_message *msgs; /* each with its own parts */
 	size_t n;
 	char *tools;
 	char *stop[MAX_STOP];
@@ -77,10 +77,13 @@ static void parsed_clear(parsed *p)
 		free(p->msgs[i].tool_calls_json);
 		free(p->msgs[i].tool_call_id);
 		free(p->msgs[i].name);
-		free(p->parts[i].text);
+		for (size_t k = 0; p->msgs[i].parts && k < p->msgs[i].n_parts; k++) {
+			free(p->msgs[i].parts[k].text);
+			free(p->msgs[i].parts[k].url);
+		}
+		free(p->msgs[i].parts);
 	}
 	free(p->msgs);
-	free(p->parts);
 	free(p->tools);
 	for (int i = 0; i < MAX_STOP; i++)
 		free(p->stop[i]);
@@ -91,38 +94,65 @@ static void parsed_clear(parsed *p)
 	memset(p, 0, sizeof *p);
 }
 
-/* A message's content: a string, null, or an array of text parts (joined
- * by newlines, as the runner's wire format sends several parts). */
-static int content_text(char **out, const cJSON *c, size_t i)
+/* A message's content as parts: a string or null is one text part; an
+ * array gives a part each, text or an image as a base64 data: URL
+ * (`image_url`, its object or string form). The server reads no files and
+ * fetches no URLs for a client. */
+static int content_parts(ev_message *msg, const cJSON *c, size_t i)
 {
-	if (!c || cJSON_IsNull(c)) {
-		*out = ev_strdup("");
-		return 0;
-	}
-	if (cJSON_IsString(c)) {
-		*out = ev_strdup(c->valuestring);
-		return 0;
+	if (!c || cJSON_IsNull(c) || cJSON_IsString(c)) {
+		if (!(msg->parts = calloc(1, sizeof *msg->parts)))
+			return ev_error_set(EV_E_NOMEM, "out of memory");
+		msg->n_parts = 1;
+		msg->parts[0].kind = EV_PART_TEXT;
+		msg->parts[0].text = ev_strdup(cJSON_IsString(c) ? c->valuestring : "");
+		return msg->parts[0].text ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
 	}
 	if (!cJSON_IsArray(c))
 		return ev_error_set(EV_E_INVALID, "messages[%zu].content: expected a string, an array or null", i);
-	ev_buf b = EV_BUF_INIT((size_t)1 << 30);
+	int n = cJSON_GetArraySize(c);
+	if (n > MAX_CONTENT_PARTS)
+		return ev_error_set(EV_E_LIMIT, "messages[%zu].content: more than %d parts", i, MAX_CONTENT_PARTS);
+	if (!(msg->parts = calloc(n ? (size_t)n : 1, sizeof *msg->parts)))
+		return ev_error_set(EV_E_NOMEM, "out of memory");
 	const cJSON *part;
 	size_t k = 0;
 	cJSON_ArrayForEach(part, c) {
 		const char *type = ev_json_str(part, "type", "");
-		if (strcmp(type, "text")) {
-			ev_buf_free(&b);
-			return ev_error_set(EV_E_UNSUPPORTED, "messages[%zu].content[%zu]: type \"%.40s\": this model takes text only",
-			                    i, k, type);
-		}
-		const char *t = ev_json_str(part, "text", NULL);
-		if (!t || (k && ev_buf_putc(&b, '\n')) || ev_buf_puts(&b, t)) {
-			ev_buf_free(&b);
-			return ev_error_set(EV_E_INVALID, "messages[%zu].content[%zu].text: expected a string", i, k);
+		ev_part *p = &msg->parts[k];
+		msg->n_parts = k + 1;
+		if (!strcmp(type, "text")) {
+			const char *t = ev_json_str(part, "text", NULL);
+			if (!t)
+				return ev_error_set(EV_E_INVALID, "messages[%zu].content[%zu].text: expected a string", i, k);
+			p->kind = EV_PART_TEXT;
+			if (!(p->text = ev_strdup(t)))
+				return ev_error_set(EV_E_NOMEM, "out of memory");
+		} else if (!strcmp(type, "image_url")) {
+			const cJSON *iu = cJSON_GetObjectItemCaseSensitive(part, "image_url");
+			const char *url = cJSON_IsString(iu) ? iu->valuestring : ev_json_str(iu, "url", NULL);
+			if (!url)
+				return ev_error_set(EV_E_INVALID, "messages[%zu].content[%zu].image_url.url: expected a string", i, k);
+			if (strncmp(url, "data:", 5))
+				return ev_error_set(EV_E_UNSUPPORTED,
+						    "messages[%zu].content[%zu]: the server fetches no image URLs; send the image "
+						    "as a base64 data: URL",
+						    i, k);
+			p->kind = EV_PART_IMAGE;
+			if (!(p->url = ev_strdup(url)))
+				return ev_error_set(EV_E_NOMEM, "out of memory");
+		} else {
+			return ev_error_set(EV_E_UNSUPPORTED,
+					    "messages[%zu].content[%zu]: type \"%.40s\": this server takes text and image_url parts",
+					    i, k, type);
 		}
 		k++;
 	}
-	*out = b.data ? b.data : ev_strdup("");
+	if (!n) { /* an empty list: one empty text part */
+		msg->n_parts = 1;
+		msg->parts[0].kind = EV_PART_TEXT;
+		msg->parts[0].text = ev_strdup("");
+	}
 	return 0;
 }
 
@@ -274,8 +304,7 @@ static int parse_chat(parsed *p, const cJSON *root)
 	if (n > MAX_MESSAGES)
 		return ev_error_set(EV_E_LIMIT, "messages: more than %d", MAX_MESSAGES);
 	p->msgs = calloc(n, sizeof *p->msgs);
-	p->parts = calloc(n, sizeof *p->parts);
-	if (!p->msgs || !p->parts)
+	if (!p->msgs)
 		return ev_error_set(EV_E_NOMEM, "out of memory");
 	const cJSON *m;
 	int rc;
@@ -288,11 +317,8 @@ static int parse_chat(parsed *p, const cJSON *root)
 		              strcmp(role, "tool") && strcmp(role, "developer")))
 			return ev_error_set(EV_E_INVALID, "messages[%zu].role: expected system, user, assistant or tool", i);
 		p->msgs[i].role = ev_strdup(strcmp(role, "developer") ? role : "system");
-		if ((rc = content_text(&p->parts[i].text, cJSON_GetObjectItemCaseSensitive(m, "content"), i)))
+		if ((rc = content_parts(&p->msgs[i], cJSON_GetObjectItemCaseSensitive(m, "content"), i)))
 			return rc;
-		p->parts[i].kind = EV_PART_TEXT;
-		p->msgs[i].parts = &p->parts[i];
-		p->msgs[i].n_parts = 1;
 		const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
 		if (tc && !cJSON_IsNull(tc)) {
 			if (!cJSON_IsArray(tc))

@@ -8,11 +8,15 @@
  * patches in merge groups.
  */
 #include <png.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <jpeglib.h>
 #include <cjson/cJSON.h>
+#include <curl/curl.h>
 
 #include "tests/engine/engine_testutil.h"
 #include "engine/make/make.h"
@@ -512,6 +516,100 @@ static void run_a_suite_with_images(void **state)
 	free(png), free(db), free(tdb), free(suite), free(sd), free(p.p), free(rgb), free(dir), free(tdir);
 }
 
+static size_t collect(char *p, size_t sz, size_t n, void *ud)
+{
+	ev_buf_append(ud, p, sz * n);
+	return sz * n;
+}
+
+static long post(int port, const char *path, const char *body, char **out)
+{
+	CURL *c = curl_easy_init();
+	char url[128];
+	snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+	ev_buf b = EV_BUF_INIT(1 << 24);
+	struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+	long code = 0;
+	assert_int_equal(curl_easy_perform(c), CURLE_OK);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	*out = b.data ? b.data : ev_strdup("");
+	return code;
+}
+
+/* `evald serve` with a multimodal M3: an image_url data: URL answers as
+ * `engine generate --chat --image` on the same text; an http URL, another
+ * part type, and bytes that are no image are 4xx errors naming the part. */
+static void serve_chat_with_an_image(void **state)
+{
+	(void)state;
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.vocab = 320;
+	char *dir = et_mkmodel("m3vlserve", "minimax_m3_vl", &z, "f32", 5);
+	unsigned char *rgb = pattern(90, 60, 3, 9);
+	mem p = write_png(90, 60, PNG_COLOR_TYPE_RGB, 8, rgb, true, NULL, 0);
+	char *png = ev_asprintf("%s/cat.png", dir), *b64 = NULL;
+	assert_int_equal(ev_file_write(png, p.p, p.n), 0);
+	assert_int_equal(ev_base64_encode(&b64, p.p, p.n), 0);
+	int fd[2], port = 0;
+	assert_int_equal(pipe(fd), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(fd[1], 1);
+		close(fd[0]);
+		execl(tu_evald(), tu_evald(), "serve", "--model", dir, "--port", "0", "--print-port", (char *)NULL);
+		_exit(127);
+	}
+	close(fd[1]);
+	FILE *f = fdopen(fd[0], "r");
+	assert_true(f && fscanf(f, "%d", &port) == 1);
+	fclose(f);
+	char *body = ev_asprintf("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"What is it?\"},"
+				 "{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,%s\"}}]}],"
+				 "\"max_tokens\":6,\"temperature\":0}", b64);
+	char *out = NULL, *err = NULL;
+	assert_int_equal(post(port, "/v1/chat/completions", body, &out), 200);
+	cJSON *ans = cJSON_Parse(out);
+	const cJSON *msg = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(ans, "choices"), 0), "message"),
+		"content");
+	assert_true(cJSON_IsString(msg));
+	free(out);
+	int rc = tu_run(&out, &err, NULL,
+			(const char *const[]){tu_evald(), "engine", "generate", "--model", dir, "--chat", "--prompt",
+					      "What is it?\n" ENG_VISION_IMAGE_MARKER, "--image", png, "--max-tokens", "6", "--json", NULL});
+	if (rc)
+		fail_msg("generate: %s", err);
+	cJSON *gen = cJSON_Parse(out);
+	assert_string_equal(msg->valuestring, cJSON_GetObjectItemCaseSensitive(gen, "text")->valuestring);
+	print_message("serve with an image: %s, as engine generate --image\n", msg->valuestring);
+	cJSON_Delete(ans), cJSON_Delete(gen);
+	free(out), free(err), free(body);
+	static const char *const bad[][2] = {
+		{"{\"type\":\"image_url\",\"image_url\":{\"url\":\"https://example.com/cat.png\"}}", "fetches no image URLs"},
+		{"{\"type\":\"input_audio\",\"input_audio\":{}}", "takes text and image_url parts"},
+		{"{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,aGVsbG8=\"}}", "not a PNG or JPEG image"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		body = ev_asprintf("{\"messages\":[{\"role\":\"user\",\"content\":[%s]}],\"max_tokens\":2}", bad[i][0]);
+		long code = post(port, "/v1/chat/completions", body, &out);
+		if (code < 400 || code >= 500 || !strstr(out, bad[i][1]))
+			fail_msg("%s: %ld %s", bad[i][0], code, out);
+		free(out), free(body);
+	}
+	kill(pid, SIGTERM);
+	int st;
+	waitpid(pid, &st, 0);
+	free(png), free(b64), free(p.p), free(rgb), free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -523,6 +621,7 @@ int main(void)
 		cmocka_unit_test(image_rows_replace_placeholders),
 		cmocka_unit_test(generate_with_an_image_on_the_command_line),
 		cmocka_unit_test(run_a_suite_with_images),
+		cmocka_unit_test(serve_chat_with_an_image),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
