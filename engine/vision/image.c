@@ -88,7 +88,7 @@ static int decode_png(eng_image *out, const unsigned char *data, size_t n, long 
 		return ev_error_set(EV_E_NOMEM, "out of memory for the PNG decoder");
 	}
 	if (setjmp(png_jmpbuf(png))) {
-		rc = rc ? rc : ev_error_set(EV_E_INVALID, "PNG image: %s", src.why[0] ? src.why : "corrupt");
+		rc = ev_error_set(EV_E_INVALID, "PNG image: %s", src.why[0] ? src.why : "corrupt");
 		goto done;
 	}
 	png_set_read_fn(png, &src, png_read_mem);
@@ -212,7 +212,7 @@ static int decode_jpeg(eng_image *out, const unsigned char *data, size_t n, long
 	int rc = 0;
 	jpeg_create_decompress(&c);
 	if (setjmp(err.jb)) {
-		rc = rc ? rc : ev_error_set(EV_E_INVALID, "JPEG image: %s", err.why[0] ? err.why : "corrupt");
+		rc = ev_error_set(EV_E_INVALID, "JPEG image: %s", err.why[0] ? err.why : "corrupt");
 		goto done;
 	}
 	jpeg_mem_src(&c, data, (unsigned long)n);
