@@ -147,41 +147,6 @@ static void recall_msa_keeps_needle_among_fillers_and_reports_distractor_losses(
 	eng_model_free(m);
 }
 
-/* The MiniMax-M3 recall checkpoint: at 4096 tokens (32 blocks of 128, the
- * indexer keeping 16) its lightning indexer finds the needle's block at
- * every depth, among fillers and among 256 distractor pairs (a block
- * scores the max of its keys, so distractors do not add up); attending
- * every key answers too. */
-static void recall_m3_indexer_finds_the_needle(void **state)
-{
-	char *dir = tu_tmpdir("recall_m3");
-	assert_int_equal(eng_mkrecall_m3(dir), 0);
-	eng_model_options o = ENG_MODEL_OPTIONS_INIT;
-	o.threads = 2;
-	eng_model *m = NULL;
-	if (eng_model_load(&m, dir, &o) != 0)
-		fail_msg("load: %s", ev_error_msg());
-	assert_true(eng_model_is_recall(m));
-	eng_attention_options at;
-	eng_model_get_attention(m, &at);
-	assert_int_equal(at.selector, ENG_SEL_INDEXER);
-	int total, ok = answered(m, 4096, 0, 11, &total);
-	print_message("recall_m3, indexer, 4096 tokens: %d/%d\n", ok, total);
-	assert_int_equal(ok, total);
-	ok = answered(m, 4096, 256, 12, &total);
-	print_message("recall_m3, indexer, 4096 tokens, 256 distractors: %d/%d\n", ok, total);
-	assert_int_equal(ok, total);
-	eng_index_counts c;
-	eng_model_index_counts(m, &c);
-	assert_true(c.candidates > 0 && c.scored > 0 && c.scored < c.candidates); /* the bound skipped blocks */
-	print_message("recall_m3: %ld of %ld candidate blocks scored exactly\n", c.scored, c.candidates);
-	assert_int_equal(eng_model_set_attention(m, ENG_ATTN_DENSE), 0);
-	ok = answered(m, 4096, 0, 11, &total);
-	assert_int_equal(ok, total);
-	eng_model_free(m);
-	free(dir);
-}
-
 static void recall_cli_mkmodel_generate_and_bench_attention_flags(void **state)
 {
 	char *dir = tu_tmpdir("recallcli"), *out = NULL, *err = NULL;
@@ -223,7 +188,6 @@ int main(void)
 		cmocka_unit_test(recall_checkpoint_answers_every_length_and_depth_dense),
 		cmocka_unit_test(recall_suite_text_gives_the_target),
 		cmocka_unit_test(recall_msa_keeps_needle_among_fillers_and_reports_distractor_losses),
-		cmocka_unit_test(recall_m3_indexer_finds_the_needle),
 		cmocka_unit_test(recall_cli_mkmodel_generate_and_bench_attention_flags),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
