@@ -27,27 +27,6 @@ void ev_completion_clear(ev_completion *c)
 	memset(c, 0, sizeof *c);
 }
 
-static char *base64(const unsigned char *p, size_t n)
-{
-	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
-	if (!out)
-		return NULL;
-	size_t i = 0;
-	for (; i + 2 < n; i += 3) {
-		uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-		*o++ = tab[v >> 18], *o++ = tab[(v >> 12) & 63], *o++ = tab[(v >> 6) & 63], *o++ = tab[v & 63];
-	}
-	if (i < n) {
-		uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
-		*o++ = tab[v >> 18], *o++ = tab[(v >> 12) & 63];
-		*o++ = i + 1 < n ? tab[(v >> 6) & 63] : '=';
-		*o++ = '=';
-	}
-	*o = 0;
-	return out;
-}
-
 static const char *guess_mime(const char *path)
 {
 	static const char *const map[][2] = {{".png", "image/png"},   {".jpg", "image/jpeg"}, {".jpeg", "image/jpeg"},
@@ -71,8 +50,11 @@ static int image_part(cJSON **out, const ev_part *p)
 	} else if (p->path) {
 		if ((rc = ev_file_read(&data, &len, p->path, MAX_INLINE_IMAGE)))
 			return ev_error_wrap(rc, "image attachment");
-		b64 = base64((const unsigned char *)data, len);
-		url = b64 ? ev_asprintf("data:%s;base64,%s", p->mime ? p->mime : guess_mime(p->path), b64) : NULL;
+		if ((rc = ev_base64_encode(&b64, data, len))) {
+			free(data);
+			return rc;
+		}
+		url = ev_asprintf("data:%s;base64,%s", p->mime ? p->mime : guess_mime(p->path), b64);
 	} else {
 		return ev_error_set(EV_E_INVALID, "image part has neither url nor path");
 	}
