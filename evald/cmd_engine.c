@@ -278,7 +278,10 @@ static int cmd_info(const opts *o)
 
 /* Encodes each --image with the checkpoint's vision tower and queues its
  * rows for the sequence's image placeholders. */
-static int attach_images(const opts *o, eng_seq *s)
+/* Encodes each --image with the checkpoint's vision tower and queues its
+ * rows for the sequence's image placeholders; counts[i] (when not NULL)
+ * the rows of image i. */
+static int attach_images(const opts *o, eng_seq *s, int *counts)
 {
 	if (!o->n_images)
 		return 0;
@@ -286,17 +289,15 @@ static int attach_images(const opts *o, eng_seq *s)
 	int rc = eng_vision_model_load(&vm, o->model);
 	for (int i = 0; i < o->n_images && !rc; i++) {
 		eng_image im;
-		eng_vision_input v;
 		float *rows = NULL;
 		int nrows = 0;
 		if (!(rc = eng_image_load(&im, o->images[i], NULL))) {
-			if (!(rc = eng_vision_preprocess(&im, eng_vision_model_prep(vm), &v))) {
-				if (!(rc = eng_vision_encode(vm, &v, &rows, &nrows)))
-					rc = eng_seq_add_embeddings(s, rows, nrows);
-				eng_vision_input_free(&v);
-			}
+			if (!(rc = eng_vision_encode_image(vm, &im, &rows, &nrows)))
+				rc = eng_seq_add_embeddings(s, rows, nrows);
 			eng_image_free(&im);
 		}
+		if (counts)
+			counts[i] = nrows;
 		free(rows);
 	}
 	eng_vision_model_free(vm);
@@ -313,29 +314,13 @@ static int expand_images(const opts *o, const eng_tokenizer *tok, eng_model *m, 
 	if (img < 0)
 		return ev_error_set(EV_E_UNSUPPORTED, "--image: %s is not a multimodal checkpoint (no image placeholder id)",
 				    o->model);
-	int32_t start = tok ? eng_token_id(tok, ENG_VISION_START_MARKER) : -1,
-		end = tok ? eng_token_id(tok, ENG_VISION_END_MARKER) : -1;
-	eng_vision_model *vm = NULL;
-	int rc = eng_vision_model_load(&vm, o->model);
 	int counts[16];
-	for (int i = 0; i < o->n_images && !rc; i++) {
-		eng_image im;
-		eng_vision_input v;
-		float *rows = NULL;
-		if (!(rc = eng_image_load(&im, o->images[i], NULL))) {
-			if (!(rc = eng_vision_preprocess(&im, eng_vision_model_prep(vm), &v))) {
-				if (!(rc = eng_vision_encode(vm, &v, &rows, &counts[i])))
-					rc = eng_seq_add_embeddings(s, rows, counts[i]);
-				eng_vision_input_free(&v);
-			}
-			eng_image_free(&im);
-		}
-		free(rows);
-	}
-	eng_vision_model_free(vm);
+	int rc = attach_images(o, s, counts);
 	int32_t *out = NULL;
 	int nout = 0;
-	if (!rc && !(rc = eng_vision_expand_markers(*ids, *n, img, start, end, counts, o->n_images, &out, &nout))) {
+	if (!rc && !(rc = eng_vision_expand_markers(*ids, *n, img, tok ? eng_token_id(tok, ENG_VISION_START_MARKER) : -1,
+						     tok ? eng_token_id(tok, ENG_VISION_END_MARKER) : -1, counts,
+						     o->n_images, &out, &nout))) {
 		free(*ids);
 		*ids = out, *n = nout;
 	}
@@ -353,7 +338,7 @@ static int cmd_logits(const opts *o)
 		fprintf(stderr, "evald engine logits: --tokens is required\n");
 		return EV_EXIT_USAGE;
 	}
-	if (parse_ids(&ids, &n, o->tokens, "--tokens") || load(&m, o) || eng_seq_new(&s, m) || attach_images(o, s)) {
+	if (parse_ids(&ids, &n, o->tokens, "--tokens") || load(&m, o) || eng_seq_new(&s, m) || attach_images(o, s, NULL)) {
 		rc = fail("logits");
 		goto done;
 	}

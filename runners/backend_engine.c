@@ -747,14 +747,10 @@ static int image_rows(engine *e, const ev_part *p, const float **rows, int *nrow
 			return 0;
 		}
 	eng_image im;
-	eng_vision_input v;
 	float *r = NULL;
 	int nr = 0;
 	if (!(rc = eng_image_decode(&im, data, n, NULL))) {
-		if (!(rc = eng_vision_preprocess(&im, eng_vision_model_prep(e->vm), &v))) {
-			rc = eng_vision_encode(e->vm, &v, &r, &nr);
-			eng_vision_input_free(&v);
-		}
+		rc = eng_vision_encode_image(e->vm, &im, &r, &nr);
 		eng_image_free(&im);
 	}
 	free(data);

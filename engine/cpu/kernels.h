@@ -81,19 +81,6 @@ static inline void exp_shift(float *y, const float *x, float sub, int n)
 #endif
 }
 
-/* y[i] = y[i] * c + a * x[i], i < n (online softmax: rescale and add) */
-static inline void scale_axpy(float *y, float c, float a, const float *x, int n)
-{
-	int i = 0;
-#ifdef ENG_AVX2
-	__m256 cv = _mm256_set1_ps(c), av = _mm256_set1_ps(a);
-	for (; i + 8 <= n; i += 8)
-		_mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_mul_ps(cv, _mm256_loadu_ps(y + i))));
-#endif
-	for (; i < n; i++)
-		y[i] = y[i] * c + a * x[i];
-}
-
 static inline void axpy1(float *y, float a, const float *x, int n)
 {
 	int i = 0;

@@ -108,9 +108,7 @@ static int decode_png(eng_image *out, const unsigned char *data, size_t n, long 
 		png_set_strip_16(png);
 	if (type == PNG_COLOR_TYPE_GRAY || type == PNG_COLOR_TYPE_GRAY_ALPHA)
 		png_set_gray_to_rgb(png);
-	if (type & PNG_COLOR_MASK_ALPHA)
-		png_set_strip_alpha(png);
-	png_set_strip_alpha(png);  /* tRNS expanded by palette_to_rgb stays out */
+	png_set_strip_alpha(png); /* an alpha channel, or one tRNS expanded into */
 	png_set_interlace_handling(png);
 	png_read_update_info(png, info);
 	if (png_get_rowbytes(png, info) != (size_t)w * 3) {

@@ -466,3 +466,14 @@ out:
 	free(x), free(h), free(q), free(k), free(v), free(cosv), free(sinv), free(ao);
 	return rc;
 }
+
+int eng_vision_encode_image(eng_vision_model *vm, const eng_image *im, float **rows, int *nrows)
+{
+	*rows = NULL, *nrows = 0;
+	eng_vision_input v;
+	int rc = eng_vision_preprocess(im, &vm->prep, &v);
+	if (!rc)
+		rc = eng_vision_encode(vm, &v, rows, nrows);
+	eng_vision_input_free(&v);
+	return rc;
+}

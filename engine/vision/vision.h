@@ -115,6 +115,9 @@ int eng_vision_model_text_hidden(const eng_vision_model *vm);
 /* One image's LM embedding rows: *rows = malloc'd [*nrows, text hidden],
  * one a merge group, in the order of the image's placeholder tokens. */
 int eng_vision_encode(eng_vision_model *vm, const eng_vision_input *in, float **rows, int *nrows);
+/* A decoded image's rows in one call: preprocessed as the model expects,
+ * then encoded. */
+int eng_vision_encode_image(eng_vision_model *vm, const eng_image *im, float **rows, int *nrows);
 /* The fast path (OpenBLAS GEMMs for the matmuls and the attention, its
  * threads; the default where the build found OpenBLAS) or the plain one. */
 void eng_vision_model_set_fast(eng_vision_model *vm, bool fast);
