@@ -101,9 +101,10 @@ typedef struct {
 	int bos_id;
 	int eos_ids[8];
 	int n_eos;
-	/* the multimodal wrapper's image placeholder id (-1: a text-only model):
-	 * its embedding is replaced by the next queued image row */
-	int image_token;
+	/* the multimodal wrapper's image and video placeholder ids (-1: a
+	 * text-only model): their embeddings are replaced by the next queued
+	 * rows, in prompt order */
+	int image_token, video_token;
 	/* the prefix of the decoder's tensors: "model." (text-only form) or
 	 * "model.language_model." (MiniMax-M3's multimodal wrapper) */
 	char prefix[32];

@@ -350,7 +350,7 @@ static int parse_config(eng_config *c, const cJSON *o, const char *path)
 		return rc;
 	}
 	c->arch = archs[ai].arch;
-	c->image_token = -1;
+	c->image_token = c->video_token = -1;
 	snprintf(c->architecture, sizeof(c->architecture), "%s", archs[ai].name);
 	snprintf(c->prefix, sizeof c->prefix, "model.");
 	bool m3 = c->arch == ENG_ARCH_MINIMAX_M3;
@@ -364,6 +364,11 @@ static int parse_config(eng_config *c, const cJSON *o, const char *path)
 						it->valuedouble != (double)(int)it->valuedouble))
 			return ev_error_set(EV_E_INVALID, "%s: 'image_token_index' must be a token id", path);
 		c->image_token = cJSON_IsNumber(it) ? (int)it->valuedouble : 200025; /* transformers' default */
+		const cJSON *vt = cJSON_GetObjectItemCaseSensitive(o, "video_token_index");
+		if (vt && !cJSON_IsNull(vt) && (!cJSON_IsNumber(vt) || vt->valuedouble < 0 || vt->valuedouble > 1e9 ||
+						vt->valuedouble != (double)(int)vt->valuedouble))
+			return ev_error_set(EV_E_INVALID, "%s: 'video_token_index' must be a token id", path);
+		c->video_token = cJSON_IsNumber(vt) ? (int)vt->valuedouble : 200026;
 		o = tc;
 		snprintf(c->prefix, sizeof c->prefix, "model.language_model.");
 	}

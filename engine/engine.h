@@ -174,6 +174,8 @@ int eng_seq_add_embeddings(eng_seq *s, const float *rows, int n);
 long eng_seq_pending_embeddings(const eng_seq *s);
 /* The image placeholder token id, or -1 for a text-only model. */
 int eng_model_image_token(const eng_model *m);
+/* The video placeholder's id (-1 without a vision tower). */
+int eng_model_video_token(const eng_model *m);
 
 /* Advances `nseq` distinct sequences of one model in one batched forward:
  * sequence i gets tokens[i][0 .. ntok[i]) and keeps its last logits. The

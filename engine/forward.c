@@ -206,7 +206,7 @@ static int run_chunk(eng_model *m, scratch *s, const int32_t *tok, int n, float 
 	/* image placeholders take their sequence's queued rows, in order (the
 	 * CPU backends' activations are host memory) */
 	for (int i = 0; c->image_token >= 0 && i < n; i++)
-		if (tok[i] == c->image_token) {
+		if (tok[i] == c->image_token || tok[i] == c->video_token) {
 			eng_seq *q = s->rows[i].seq;
 			memcpy(s->x + (size_t)i * H, q->mm_rows + (size_t)q->mm_at++ * H, (size_t)H * sizeof(float));
 		}
@@ -298,10 +298,11 @@ static int forward(eng_model *m, eng_seq *const *seqs, const int32_t *const *tok
 				return ev_error_set(EV_E_INVALID, "forward: sequence %d appears twice in the batch", i);
 		long ph = 0;
 		for (int j = 0; c->image_token >= 0 && j < ntok[i]; j++)
-			ph += tokens[i][j] == c->image_token;
+			ph += tokens[i][j] == c->image_token || tokens[i][j] == c->video_token;
 		if (ph > eng_seq_pending_embeddings(seqs[i]))
-			return ev_error_set(EV_E_INVALID, "forward: sequence %d: %ld image placeholder tokens (id %d) and %ld image "
-							  "rows queued for them", i, ph, c->image_token, eng_seq_pending_embeddings(seqs[i]));
+			return ev_error_set(EV_E_INVALID, "forward: sequence %d: %ld image and video placeholder tokens (ids %d, %d) "
+							  "and %ld rows queued for them", i, ph, c->image_token, c->video_token,
+					    eng_seq_pending_embeddings(seqs[i]));
 		for (int j = 0; j < ntok[i]; j++)
 			if (tokens[i][j] < 0 || tokens[i][j] >= c->vocab)
 				return ev_error_set(EV_E_INVALID, "forward: token %d at index %d is outside the vocabulary (%d)",

@@ -482,6 +482,11 @@ int eng_model_image_token(const eng_model *m)
 	return m->c.image_token;
 }
 
+int eng_model_video_token(const eng_model *m)
+{
+	return m->c.video_token;
+}
+
 void eng_model_get_info(const eng_model *m, eng_model_info *out)
 {
 	const eng_config *c = &m->c;

@@ -27,7 +27,7 @@ int ev_engine_preprocess_main(const ev_cli *cli, int argc, char **argv); /* cmd_
 
 typedef struct {
 	const char *model, *tokens, *prompt, *prompt_tokens, *arch, *out, *dtype, *text;
-	const char *messages, *tools, *template_name, *lines, *config;
+	const char *messages, *tools, *template_name, *lines, *config, *embeds;
 	const char *vars[32];
 	int n_vars;
 	const char *images[16];
@@ -62,6 +62,9 @@ static const ev_opt logits_opts[] = {
 	EV_O_FLAG("--last", T, last, "only the last position's logits"),
 	EV_O_STRS("--image", T, images, n_images, "FILE",
 		  "an image (PNG/JPEG) for the tokens' image placeholders, in order (multimodal M3; repeatable)"),
+	EV_O_STR("--embeds", T, embeds, "FILE",
+		 "raw f32 embedding rows (e.g. a video's, from engine preprocess --embed-out) for the placeholders "
+		 "after the images'"),
 	EV_O_END,
 };
 
@@ -304,6 +307,26 @@ static int attach_images(const opts *o, eng_seq *s, int *counts)
 	return rc;
 }
 
+/* --embeds: rows of the model's width read from a raw f32 file and queued */
+static int attach_embeds(const opts *o, eng_model *m, eng_seq *s)
+{
+	if (!o->embeds)
+		return 0;
+	char *data = NULL;
+	size_t len = 0;
+	eng_model_info in;
+	eng_model_get_info(m, &in);
+	size_t row = (size_t)in.hidden * sizeof(float);
+	int rc = ev_file_read(&data, &len, o->embeds, (size_t)1 << 32);
+	if (!rc && (len == 0 || len % row))
+		rc = ev_error_set(EV_E_INVALID, "--embeds: %s holds %zu bytes, not whole rows of %d floats", o->embeds, len,
+				  in.hidden);
+	if (!rc)
+		rc = eng_seq_add_embeddings(s, (const float *)data, (int)(len / row));
+	free(data);
+	return rc;
+}
+
 /* The prompt's image markers (the placeholder id) each become the start
  * marker, one placeholder a row of that image's encoding, the end marker
  * (the markers the tokenizer has), as M3's processor expands them; the
@@ -338,7 +361,8 @@ static int cmd_logits(const opts *o)
 		fprintf(stderr, "evald engine logits: --tokens is required\n");
 		return EV_EXIT_USAGE;
 	}
-	if (parse_ids(&ids, &n, o->tokens, "--tokens") || load(&m, o) || eng_seq_new(&s, m) || attach_images(o, s, NULL)) {
+	if (parse_ids(&ids, &n, o->tokens, "--tokens") || load(&m, o) || eng_seq_new(&s, m) || attach_images(o, s, NULL) ||
+	    attach_embeds(o, m, s)) {
 		rc = fail("logits");
 		goto done;
 	}

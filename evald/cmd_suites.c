@@ -305,11 +305,74 @@ static int gen_recall(const ev_cli *cli, int argc, char **argv)
 	return report_written(cli, out, "recall samples");
 }
 
+/* evald suites gen multimodal -o DIR [--tasks LIST] [--samples N]
+ *     [--size PX] [--seed S] [--name NAME]: pictures and videos drawn by
+ * evald with exact answers (suites/gen_vision.c). */
+typedef struct {
+	const char *out, *tasks, *name;
+	int samples, size;
+	int64_t seed;
+} mm_opts;
+
+#define T mm_opts
+static const ev_opt mm_opts_table[] = {
+	{.name = "--out", .short_name = 'o', .kind = EV_OPT_STR, .off = offsetof(T, out), .meta = "DIR",
+	 .help = "the suite folder to write (required; its images/ and videos/ are replaced)"},
+	EV_O_STR("--tasks", T, tasks, "LIST",
+	         "count,colour,position,digits,words,chart,compare,video-order,video-count (default all)"),
+	EV_O_INT("--samples", T, samples, 1, EV_MULTIMODAL_MAX_SAMPLES, "N", "samples per task (default 4)"),
+	EV_O_INT("--size", T, size, 112, 1024, "PX", "side of the square pictures (default 224)"),
+	EV_O_INT("--seed", T, seed, 0, 9e15, "S", "generator seed"),
+	EV_O_STR("--name", T, name, "NAME", "the suite's name (default multimodal)"),
+	EV_O_END,
+};
+#undef T
+
+static const ev_cmd_spec mm_spec = {
+	.name = "suites gen multimodal",
+	.synopsis = "-o DIR [--tasks LIST] [--samples N] [--size PX] [--seed S] [--name NAME]",
+	.about = "Writes a multimodal suite of pictures and videos drawn by evald (shapes to count, colours,\n"
+	         "positions, digits, words, a bar chart, two images to compare, the order of events and\n"
+	         "counting across frames), each answer exact and checked without a judge.",
+	.opts = mm_opts_table,
+};
+
+static int gen_multimodal(const ev_cli *cli, int argc, char **argv)
+{
+	mm_opts m = {.samples = 4, .size = 224, .seed = 1};
+	int prc = ev_opt_parse(&mm_spec, &m, argc, argv, NULL, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	if (!m.out) {
+		fprintf(stderr, "evald suites gen multimodal: -o DIR is required\n");
+		return EV_EXIT_USAGE;
+	}
+	char buf[1024];
+	const char *tasks[16];
+	size_t nt = 0;
+	if (m.tasks) {
+		snprintf(buf, sizeof buf, "%s", m.tasks);
+		for (char *save = NULL, *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+			if (nt == 16 || !ev_gen_multimodal_task_known(p)) {
+				fprintf(stderr, "evald suites gen multimodal: --tasks: unknown task \"%s\"\n", p);
+				return EV_EXIT_USAGE;
+			}
+			tasks[nt++] = p;
+		}
+	}
+	ev_multimodal_options o = {.tasks = nt ? tasks : NULL, .n_tasks = nt, .samples = m.samples, .side = m.size,
+	                           .seed = (uint64_t)m.seed, .name = m.name};
+	if (ev_gen_multimodal(&o, m.out))
+		return ev_cli_fail("suites gen multimodal");
+	return report_written(cli, m.out, "samples");
+}
+
 static int gen(const ev_cli *cli, int argc, char **argv)
 {
 	static const ev_subcommand subs[] = {
 		{"long-context", ev_cmd_suites_gen_longctx, "RULER-style tasks fitted to a checkpoint's tokens"},
 		{"recall", gen_recall, "the recall checkpoint's own suite"},
+		{"multimodal", gen_multimodal, "pictures and videos drawn by evald, with exact answers"},
 		{NULL, NULL, NULL},
 	};
 	static const ev_subcommand_set set = {"suites gen", "Generates a suite.", subs, NULL};
@@ -322,7 +385,7 @@ int ev_cmd_suites(const ev_cli *cli, int argc, char **argv)
 		{"validate", validate, "load a suite with every check and say what it holds"},
 		{"list", list, "the bundled suites"},
 		{"import", import, "import HumanEval, MBPP or BFCL as published"},
-		{"gen", gen, "generate a long-context or recall suite"},
+		{"gen", gen, "generate a long-context, recall or multimodal suite"},
 		{NULL, NULL, NULL},
 	};
 	static const ev_subcommand_set set = {"suites", "Suites: validate, list, import and generate.", subs, NULL};

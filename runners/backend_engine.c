@@ -36,6 +36,7 @@ struct img_cached {
 	unsigned char sha[32];
 	float *rows;
 	int n;
+	int grid_t, frame_tokens; /* a video's: temporal patches, tokens a patch's frame */
 };
 #define MAX_STOP_STRINGS 16
 #define MAX_STOP_IDS 16
@@ -87,7 +88,7 @@ typedef struct ejob {
 	int n_parts, parts_left;
 } ejob;
 
-typedef struct {
+typedef struct engine {
 	ev_engine_backend_options opt;
 	char *name;
 	eng_model *m;
@@ -533,11 +534,25 @@ static void *worker(void *arg)
 
 /* ---- requests --------------------------------------------------------------------------- */
 
-/* The image parts of a request's messages, in order (not owned). */
+/* The image and video parts of a request's messages, in prompt order
+ * (parts not owned). A video is encoded as its text is written (its
+ * placeholders depend on its frames): its rows are owned here. */
 typedef struct {
 	const ev_part *p[MAX_IMAGES];
+	float *vrows[MAX_IMAGES]; /* a video's rows, else NULL */
+	int vcount[MAX_IMAGES];
 	int n;
+	struct engine *e;
 } img_list;
+
+static void img_list_clear(img_list *l)
+{
+	for (int i = 0; i < l->n; i++)
+		free(l->vrows[i]);
+	l->n = 0;
+}
+
+static int video_part(struct engine *e, const ev_part *p, char **text, float **rows, int *nrows);
 
 /* Text parts joined by newlines, as ev_request_to_json sends them; with a
  * multimodal model (imgs not NULL) an image part becomes M3's image marker
@@ -547,19 +562,34 @@ static int message_text(char **out, const ev_message *m, size_t idx, img_list *i
 	ev_buf b = EV_BUF_INIT(ENG_CHAT_MAX_PROMPT);
 	for (size_t i = 0; i < m->n_parts; i++) {
 		const char *t = m->parts[i].text ? m->parts[i].text : "";
-		if (m->parts[i].kind == EV_PART_IMAGE && imgs) {
+		char *owned = NULL;
+		ev_part_kind k = m->parts[i].kind;
+		if ((k == EV_PART_IMAGE || k == EV_PART_VIDEO) && imgs) {
 			if (imgs->n == MAX_IMAGES) {
 				ev_buf_free(&b);
-				return ev_error_set(EV_E_LIMIT, "messages[%zu]: more than %d images in a request", idx, MAX_IMAGES);
+				return ev_error_set(EV_E_LIMIT, "messages[%zu]: more than %d images and videos in a request", idx,
+						    MAX_IMAGES);
 			}
-			imgs->p[imgs->n++] = &m->parts[i];
+			imgs->p[imgs->n] = &m->parts[i];
+			imgs->vrows[imgs->n] = NULL;
 			t = ENG_VISION_IMAGE_MARKER;
-		} else if (m->parts[i].kind != EV_PART_TEXT) {
+			if (k == EV_PART_VIDEO) {
+				int rc = video_part(imgs->e, &m->parts[i], &owned, &imgs->vrows[imgs->n], &imgs->vcount[imgs->n]);
+				if (rc) {
+					ev_buf_free(&b);
+					return ev_error_wrap(rc, "messages[%zu]", idx);
+				}
+				t = owned;
+			}
+			imgs->n++;
+		} else if (k != EV_PART_TEXT) {
 			ev_buf_free(&b);
 			return ev_error_set(EV_E_UNSUPPORTED, "messages[%zu]: the engine backend takes text parts only%s", idx,
-					    m->parts[i].kind == EV_PART_IMAGE ? " (this checkpoint has no vision tower)" : "");
+					    k == EV_PART_IMAGE || k == EV_PART_VIDEO ? " (this checkpoint has no vision tower)" : "");
 		}
-		if ((i && ev_buf_putc(&b, '\n')) || ev_buf_puts(&b, t)) {
+		int arc = (i && ev_buf_putc(&b, '\n')) || ev_buf_puts(&b, t);
+		free(owned);
+		if (arc) {
 			ev_buf_free(&b);
 			return ev_error_wrap(ev_error_code(), "messages[%zu]", idx);
 		}
@@ -729,6 +759,19 @@ static int image_bytes(const ev_part *p, char **data, size_t *n)
 
 /* The LM rows of an image part, from the run's cache or encoded now
  * (decoded, preprocessed, through the tower); *rows stays the cache's. */
+/* Keeps rows under `sha` (the oldest entry goes when full); vmu held. */
+static void cache_put(engine *e, const unsigned char sha[32], float *rows, int n, int grid_t, int frame_tokens)
+{
+	if (e->n_imgs == MAX_CACHED_IMAGES) {
+		free(e->imgs[0].rows);
+		memmove(e->imgs, e->imgs + 1, (size_t)(MAX_CACHED_IMAGES - 1) * sizeof *e->imgs);
+		e->n_imgs--;
+	}
+	struct img_cached *c = &e->imgs[e->n_imgs++];
+	memcpy(c->sha, sha, 32);
+	c->rows = rows, c->n = n, c->grid_t = grid_t, c->frame_tokens = frame_tokens;
+}
+
 static int image_rows(engine *e, const ev_part *p, const float **rows, int *nrows)
 {
 	char *data = NULL;
@@ -740,7 +783,7 @@ static int image_rows(engine *e, const ev_part *p, const float **rows, int *nrow
 	ev_sha256(sha, data, n);
 	pthread_mutex_lock(&e->vmu);
 	for (int i = 0; i < e->n_imgs; i++)
-		if (!memcmp(e->imgs[i].sha, sha, 32)) {
+		if (!memcmp(e->imgs[i].sha, sha, 32) && !e->imgs[i].grid_t) {
 			*rows = e->imgs[i].rows, *nrows = e->imgs[i].n;
 			pthread_mutex_unlock(&e->vmu);
 			free(data);
@@ -754,15 +797,8 @@ static int image_rows(engine *e, const ev_part *p, const float **rows, int *nrow
 		eng_image_free(&im);
 	}
 	free(data);
-	if (!rc && e->n_imgs == MAX_CACHED_IMAGES) { /* full: the oldest goes */
-		free(e->imgs[0].rows);
-		memmove(e->imgs, e->imgs + 1, (size_t)(MAX_CACHED_IMAGES - 1) * sizeof *e->imgs);
-		e->n_imgs--;
-	}
 	if (!rc) {
-		memcpy(e->imgs[e->n_imgs].sha, sha, 32);
-		e->imgs[e->n_imgs].rows = r, e->imgs[e->n_imgs].n = nr;
-		e->n_imgs++;
+		cache_put(e, sha, r, nr, 0, 0);
 		*rows = r, *nrows = nr;
 	} else {
 		free(r);
@@ -771,21 +807,112 @@ static int image_rows(engine *e, const ev_part *p, const float **rows, int *nrow
 	return rc ? ev_error_wrap(rc, "image %s", p->path ? p->path : "(data URL)") : 0;
 }
 
+/* A video part: its sampled frames decoded, preprocessed as M3's video
+ * processor does and encoded in segments (cached by the frames' content
+ * and the sampling), its placeholder text (timestamps when the part
+ * states its frame rate), and a copy of its rows. */
+static int video_part(engine *e, const ev_part *p, char **text, float **rows, int *nrows)
+{
+	*text = NULL, *rows = NULL, *nrows = 0;
+	if (!p->path)
+		return ev_error_set(EV_E_UNSUPPORTED, "a video by URL: the engine reads videos from files (a folder or an "
+						      "archive of frames)");
+	ev_video v;
+	int rc = ev_video_load(&v, p->path, p->fps, p->sample_fps, p->frames, NULL);
+	if (rc)
+		return rc;
+	/* the key: the hash of the sampled frames' hashes */
+	unsigned char sha[32], *fs = malloc((size_t)v.n * 32);
+	if (!fs) {
+		ev_video_free(&v);
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	}
+	for (int i = 0; i < v.n; i++)
+		ev_sha256(fs + 32 * i, v.data[i], v.len[i]);
+	ev_sha256(sha, fs, (size_t)v.n * 32);
+	free(fs);
+	const eng_vision_prep *vp = eng_vision_model_video_prep(e->vm);
+	int grid_t = 0, ft = 0;
+	float *cached = NULL;
+	pthread_mutex_lock(&e->vmu);
+	for (int i = 0; i < e->n_imgs; i++)
+		if (!memcmp(e->imgs[i].sha, sha, 32) && e->imgs[i].grid_t) {
+			if ((cached = malloc((size_t)e->imgs[i].n * (size_t)e->info.hidden * sizeof(float))))
+				memcpy(cached, e->imgs[i].rows, (size_t)e->imgs[i].n * (size_t)e->info.hidden * sizeof(float));
+			*nrows = e->imgs[i].n, grid_t = e->imgs[i].grid_t, ft = e->imgs[i].frame_tokens;
+			break;
+		}
+	if (!cached && !grid_t) {
+		eng_image *fr = calloc((size_t)v.n, sizeof *fr);
+		eng_vision_input in = {0};
+		float *r = NULL;
+		int nr = 0;
+		if (!fr)
+			rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		for (int i = 0; !rc && i < v.n; i++)
+			if ((rc = eng_image_decode(&fr[i], v.data[i], v.len[i], NULL)))
+				rc = ev_error_wrap(rc, "frame %s", v.name[i]);
+		if (!rc)
+			rc = eng_vision_preprocess_video(fr, v.n, vp, &in);
+		if (!rc)
+			rc = eng_vision_encode_video(e->vm, &in, &r, &nr);
+		for (int i = 0; fr && i < v.n; i++)
+			eng_image_free(&fr[i]);
+		free(fr);
+		if (!rc) {
+			grid_t = in.grid_t, ft = in.grid_h * in.grid_w / (vp->merge * vp->merge), *nrows = nr;
+			if ((cached = malloc((size_t)nr * (size_t)e->info.hidden * sizeof(float))))
+				memcpy(cached, r, (size_t)nr * (size_t)e->info.hidden * sizeof(float));
+			cache_put(e, sha, r, nr, grid_t, ft);
+		} else {
+			free(r);
+		}
+		eng_vision_input_free(&in);
+	}
+	pthread_mutex_unlock(&e->vmu);
+	if (!rc && !cached)
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+	if (!rc)
+		rc = eng_vision_video_text(text, v.index, v.n, p->fps, grid_t, ft, vp->temporal);
+	ev_video_free(&v);
+	if (rc) {
+		free(cached);
+		*nrows = 0;
+		return ev_error_wrap(rc, "video %s", p->path);
+	}
+	*rows = cached;
+	return 0;
+}
+
 /* The prompt's image markers expanded (start, one placeholder a row, end)
  * and the images' rows gathered for them. */
 static int attach_images(engine *e, const img_list *imgs, int32_t **ids, size_t *n, ejob *j)
 {
-	int counts[MAX_IMAGES], total = 0, rc = 0;
+	int counts[MAX_IMAGES], icounts[MAX_IMAGES], nimg = 0, total = 0, rc = 0;
 	const float *rows[MAX_IMAGES];
-	for (int k = 0; k < imgs->n && !rc; k++)
-		if (!(rc = image_rows(e, imgs->p[k], &rows[k], &counts[k])))
-			total += counts[k];
+	for (int k = 0; k < imgs->n && !rc; k++) {
+		if (imgs->vrows[k]) { /* a video: its placeholders are in the text already */
+			rows[k] = imgs->vrows[k], counts[k] = imgs->vcount[k];
+		} else if (!(rc = image_rows(e, imgs->p[k], &rows[k], &counts[k]))) {
+			icounts[nimg++] = counts[k];
+		}
+		total += rc ? 0 : counts[k];
+	}
 	int32_t *out = NULL;
 	int nout = 0;
 	if (!rc)
 		rc = eng_vision_expand_markers(*ids, (int)*n, eng_model_image_token(e->m),
 					       eng_token_id(e->tok, ENG_VISION_START_MARKER),
-					       eng_token_id(e->tok, ENG_VISION_END_MARKER), counts, imgs->n, &out, &nout);
+					       eng_token_id(e->tok, ENG_VISION_END_MARKER), icounts, nimg, &out, &nout);
+	/* every video placeholder has its row */
+	long vt = 0, vwant = total;
+	for (int i = 0; !rc && i < nout; i++)
+		vt += out[i] == eng_model_video_token(e->m);
+	for (int k = 0; k < nimg; k++)
+		vwant -= icounts[k];
+	if (!rc && vt != vwant)
+		rc = ev_error_set(EV_E_INVALID, "the prompt holds %ld video placeholders (%s) for %ld video rows", vt,
+				  ENG_VISION_VIDEO_MARKER, vwant);
 	size_t H = (size_t)e->info.hidden;
 	if (!rc && !(j->embeds = malloc((size_t)(total ? total : 1) * H * sizeof(float))))
 		rc = ev_error_set(EV_E_NOMEM, "out of memory");
@@ -865,7 +992,7 @@ static int make_job_ids(engine *e, const ev_request *req, const char *raw_prompt
 	int32_t *ids = NULL;
 	size_t n = 0;
 	int rc = 0;
-	img_list imgs = {.n = 0};
+	img_list imgs = {.n = 0, .e = e};
 	if (!j)
 		return ev_error_set(EV_E_NOMEM, "out of memory");
 	j->tag = TAG_JOB;
@@ -979,6 +1106,7 @@ static int make_job_ids(engine *e, const ev_request *req, const char *raw_prompt
 	}
 	rc = eng_detok_stream_new(&j->detok, e->tok, true);
 done:
+	img_list_clear(&imgs);
 	free(text);
 	free(ids);
 	if (rc) {

@@ -75,6 +75,62 @@ done:
 	return rc;
 }
 
+/* {"type":"image_url"} with inline bytes */
+static cJSON *data_url_item(const void *data, size_t len, const char *mime)
+{
+	char *b64 = NULL, *url = NULL;
+	cJSON *o = NULL, *iu = NULL;
+	if (ev_base64_encode(&b64, data, len) == 0 && (url = ev_asprintf("data:%s;base64,%s", mime, b64)) &&
+	    (o = cJSON_CreateObject()) && (iu = cJSON_CreateObject()) && cJSON_AddStringToObject(o, "type", "image_url") &&
+	    cJSON_AddStringToObject(iu, "url", url)) {
+		cJSON_AddItemToObject(o, "image_url", iu);
+		iu = NULL;
+	} else {
+		cJSON_Delete(o);
+		o = NULL;
+	}
+	cJSON_Delete(iu);
+	free(b64), free(url);
+	return o;
+}
+
+/* A video to an OpenAI-compatible server: its sampled frames, in time
+ * order, as images (what the chat API takes everywhere), each preceded
+ * by its time when the part states its frame rate. */
+static int video_parts(cJSON *arr, const ev_part *p)
+{
+	if (!p->path)
+		return ev_error_set(EV_E_UNSUPPORTED, "a video by URL cannot be sent as frames (give a folder or an archive)");
+	ev_video v;
+	int rc = ev_video_load(&v, p->path, p->fps, p->sample_fps, p->frames, NULL);
+	if (rc)
+		return ev_error_wrap(rc, "video attachment");
+	for (int i = 0; !rc && i < v.n; i++) {
+		const uint8_t *d = v.data[i];
+		const char *mime = v.len[i] > 3 && d[0] == 0xFF && d[1] == 0xD8 ? "image/jpeg"
+		                   : v.len[i] > 8 && !memcmp(d, "\x89PNG", 4) ? "image/png"
+		                                                               : guess_mime(v.name[i]);
+		if (p->fps > 0) {
+			char label[64];
+			snprintf(label, sizeof label, "[%.1f seconds]", (double)v.index[i] / p->fps);
+			cJSON *t = cJSON_CreateObject();
+			if (!t || !cJSON_AddStringToObject(t, "type", "text") || !cJSON_AddStringToObject(t, "text", label)) {
+				cJSON_Delete(t);
+				rc = ev_error_set(EV_E_NOMEM, "out of memory");
+				break;
+			}
+			cJSON_AddItemToArray(arr, t);
+		}
+		cJSON *o = data_url_item(d, v.len[i], mime);
+		if (!o)
+			rc = ev_error_set(EV_E_NOMEM, "out of memory inlining frame %s", v.name[i]);
+		else
+			cJSON_AddItemToArray(arr, o);
+	}
+	ev_video_free(&v);
+	return rc;
+}
+
 static const char *part_kind_name(ev_part_kind k)
 {
 	switch (k) {
@@ -123,6 +179,12 @@ static int content_json(cJSON **out, const ev_message *m)
 				rc = ev_error_set(EV_E_NOMEM, "out of memory");
 		} else if (p->kind == EV_PART_IMAGE) {
 			rc = image_part(&item, p);
+		} else if (p->kind == EV_PART_VIDEO && p->path) {
+			if ((rc = video_parts(arr, p))) {
+				cJSON_Delete(arr);
+				return rc;
+			}
+			continue;
 		} else {
 			rc = ev_error_set(EV_E_UNSUPPORTED, "%s parts cannot be sent to an OpenAI-compatible server yet",
 			                  part_kind_name(p->kind));

@@ -97,4 +97,27 @@ typedef struct {
 } ev_recall_options;
 int ev_gen_recall(const ev_recall_options *opt, ev_recall_make_fn make, void *ctx, const char *out_dir);
 
+/* ---- the multimodal suite (suites/gen_vision.c) ---------------------------- */
+
+#define EV_MULTIMODAL_MAX_SAMPLES 10000 /* samples of one task */
+
+/* What to draw: the tasks (NULL / 0: all of count, colour, position,
+ * digits, words, chart, compare, video-order, video-count), `samples` of
+ * each, square pictures of `side` pixels (0: 224; 112..1024). */
+typedef struct {
+	const char *const *tasks;
+	size_t n_tasks;
+	int samples;
+	int side;
+	uint64_t seed;
+	const char *name; /* default "multimodal" */
+} ev_multimodal_options;
+
+bool ev_gen_multimodal_task_known(const char *name);
+/* Writes the suite folder out_dir (created if absent; its images/ and
+ * videos/ replaced): suite.json (kind "multimodal"), samples.jsonl,
+ * images/<id>.png, videos/<id>/frame-NNN.png. Deterministic from the
+ * options. suites/README.md "Multimodal generator" lists the tasks. */
+int ev_gen_multimodal(const ev_multimodal_options *opt, const char *out_dir);
+
 #endif

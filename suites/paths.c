@@ -26,6 +26,11 @@ void ev_suite_show(char out[EV_SUITE_SHOW], const char *s)
 
 int ev_suite_resolve_path(char **out, const char *root, const char *rel, const char *what)
 {
+	return ev_suite_resolve_path_ex(out, root, rel, what, false);
+}
+
+int ev_suite_resolve_path_ex(char **out, const char *root, const char *rel, const char *what, bool folder_ok)
+{
 	*out = NULL;
 	char shown[EV_SUITE_SHOW];
 	ev_suite_show(shown, rel);
@@ -66,9 +71,9 @@ int ev_suite_resolve_path(char **out, const char *root, const char *rel, const c
 		return ev_error_set(EV_E_UNSAFE, "%s: '%s' resolves outside the suite folder", what, shown);
 	}
 	struct stat st;
-	if (stat(real, &st) != 0 || !S_ISREG(st.st_mode)) {
+	if (stat(real, &st) != 0 || !(S_ISREG(st.st_mode) || (folder_ok && S_ISDIR(st.st_mode)))) {
 		free(real);
-		return ev_error_set(EV_E_INVALID, "%s: '%s' is not a regular file", what, shown);
+		return ev_error_set(EV_E_INVALID, "%s: '%s' is not a regular file%s", what, shown, folder_ok ? " or folder" : "");
 	}
 	*out = real;
 	return 0;

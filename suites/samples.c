@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_ID 1024 /* bytes of a sample id */
 
@@ -228,13 +229,38 @@ static char *data_url_mime(const char *url)
 
 static int file_part(parser *P, ev_part *p, ev_part_kind kind, const char *rel, const char *what)
 {
-	int rc = ev_suite_resolve_path(&p->path, P->s->root, rel, what);
+	int rc = ev_suite_resolve_path_ex(&p->path, P->s->root, rel, what, kind == EV_PART_VIDEO);
 	if (rc)
 		return rc;
 	const char *mime = NULL;
 	ev_part_kind k = ev_part_kind_for_path(p->path, &mime);
 	p->kind = kind == EV_PART_TEXT ? k : kind;
+	struct stat st;
+	if (p->kind == EV_PART_VIDEO && stat(p->path, &st) == 0 && S_ISDIR(st.st_mode))
+		mime = "inode/directory"; /* a folder of frames */
 	return (p->mime = ev_strdup(mime)) ? 0 : nomem();
+}
+
+/* A video part's "fps" (the frames' rate), "sample_fps" and "frames" */
+static int video_rates(ev_part *p, const cJSON *v, const char *what)
+{
+	static const char *const keys[3] = {"fps", "sample_fps", "frames"};
+	double val[3] = {0, 0, 0};
+	for (int i = 0; i < 3; i++) {
+		const cJSON *x = cJSON_GetObjectItemCaseSensitive(v, keys[i]);
+		if (!x || cJSON_IsNull(x))
+			continue;
+		double lim = i == 2 ? EV_VIDEO_MAX_FRAMES : 1000;
+		if (!cJSON_IsNumber(x) || !(x->valuedouble > 0) || x->valuedouble > lim ||
+		    (i == 2 && x->valuedouble != (double)(int)x->valuedouble))
+			return ev_error_set(EV_E_INVALID, "%s.%s: expected a %s in (0, %g]", what, keys[i],
+			                    i == 2 ? "whole number" : "number", lim);
+		val[i] = x->valuedouble;
+	}
+	if (val[1] > 0 && val[2] > 0)
+		return ev_error_set(EV_E_INVALID, "%s: sample_fps and frames exclude each other", what);
+	p->fps = val[0], p->sample_fps = val[1], p->frames = (int)val[2];
+	return 0;
 }
 
 static int parse_part(parser *P, ev_part *p, const cJSON *v, const char *what)
@@ -282,6 +308,11 @@ static int parse_part(parser *P, ev_part *p, const cJSON *v, const char *what)
 	}
 	const char *path = ev_json_str(v, "path", NULL);
 	const char *url = ev_json_str(v, "url", NULL);
+	if (kind == EV_PART_VIDEO) {
+		int rc = video_rates(p, v, what);
+		if (rc)
+			return rc;
+	}
 	if (path) {
 		snprintf(w, sizeof w, "%s.path", what);
 		return file_part(P, p, kind, path, w);

@@ -32,13 +32,18 @@ typedef enum {
 
 /* One content part. Text parts carry `text`; attachments carry `path`
  * (absolute, inside the suite's root, checked at load) or `url`, and a MIME
- * type when known. */
+ * type when known. A video part's path may name a folder of frames or an
+ * archive of them (video.h); fps is the frames' rate (0: unknown, taken
+ * as 1), sample_fps the rate to sample at (0: 1 a second, transformers'
+ * default) and frames, when > 0, a fixed number of frames instead. */
 typedef struct {
 	ev_part_kind kind;
 	char *text;
 	char *path;
 	char *url;
 	char *mime;
+	double fps, sample_fps;
+	int frames;
 } ev_part;
 
 /* One chat message: role is "system", "user", "assistant" or "tool".

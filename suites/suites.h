@@ -17,5 +17,6 @@
 #include "suites/import.h"
 #include "suites/result.h"
 #include "suites/suite.h"
+#include "suites/video.h"
 
 #endif

@@ -368,7 +368,8 @@ static int write_config(const char *dir, int a, const eng_mkmodel_sizes *z, int 
 		cJSON_AddRawToObject(vr, "rope_theta", "10000.0");
 		cJSON_AddNumberToObject(w, "projector_hidden_size", z->hidden);
 		/* placeholder ids inside this vocabulary (the released ones are not) */
-		cJSON_AddNumberToObject(w, "image_token_index", z->vocab - 3);
+		cJSON_AddNumberToObject(w, "image_token_index", z->vocab - 4);
+		cJSON_AddNumberToObject(w, "video_token_index", z->vocab - 1);
 		cJSON_AddBoolToObject(w, "tie_word_embeddings", false);
 		o = w;
 	}
@@ -520,9 +521,11 @@ int eng_mkmodel(const char *dir, const char *arch, const eng_mkmodel_sizes *size
 	eng_tokenizer *tok = NULL;
 	const char *fam = arch_names[a].family;
 	/* the multimodal wrapper's placeholders as M3's processor spells them,
-	 * the vocabulary's last three ids (image_token_index = vocab - 3) */
-	static const char *const vision_sp[] = {ENG_VISION_IMAGE_MARKER, ENG_VISION_START_MARKER, ENG_VISION_END_MARKER};
-	if (eng_tokenizer_write_default_ex(dir, z.vocab, fam, a == ARCH_M3_VL ? vision_sp : NULL, a == ARCH_M3_VL ? 3 : 0) ==
+	 * the vocabulary's last four ids (image_token_index = vocab - 4,
+	 * video_token_index = vocab - 1) */
+	static const char *const vision_sp[] = {ENG_VISION_IMAGE_MARKER, ENG_VISION_START_MARKER, ENG_VISION_END_MARKER,
+						ENG_VISION_VIDEO_MARKER};
+	if (eng_tokenizer_write_default_ex(dir, z.vocab, fam, a == ARCH_M3_VL ? vision_sp : NULL, a == ARCH_M3_VL ? 4 : 0) ==
 		    0 &&
 	    eng_tokenizer_load(&tok, dir) == 0) {
 		bos = eng_tokenizer_bos_id(tok);

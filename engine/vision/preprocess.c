@@ -170,51 +170,139 @@ out:
 	free_taps(&tx), free_taps(&ty), free(fx.w), free(fy.w), free(mid);
 }
 
-int eng_vision_preprocess(const eng_image *im, const eng_vision_prep *p, eng_vision_input *out)
+/* Rows of frames already resized to rw x rh (nf of them, the last
+ * repeated up to a multiple of the temporal patch), in the processors'
+ * order: temporal patch, merge-group row, merge-group column, the group's
+ * rows and columns; a row: channel, frame, patch row, patch column.
+ * Rescale and normalise fused as transformers fuses them: mean and std
+ * divided by the rescale factor in double, then (x - m) / s in f32. */
+static int patchify(const uint8_t *const *frames, int nf, int rw, int rh, const eng_vision_prep *p,
+		    eng_vision_input *out)
 {
-	memset(out, 0, sizeof *out);
-	int P = p->patch, M = p->merge, T = p->temporal, rh = 0, rw = 0, rc;
+	int P = p->patch, M = p->merge, T = p->temporal;
+	float m[3], s[3];
+	for (int c = 0; c < 3; c++)
+		m[c] = (float)(p->mean[c] / p->rescale), s[c] = (float)(p->std[c] / p->rescale);
+	int gh = rh / P, gw = rw / P, gt = (nf + T - 1) / T;
+	out->dim = 3 * T * P * P;
+	out->n = gt * gh * gw;
+	out->grid_t = gt, out->grid_h = gh, out->grid_w = gw;
+	out->resized_w = rw, out->resized_h = rh;
+	if (!(out->pixels = malloc((size_t)out->n * out->dim * sizeof(float))))
+		return ev_error_set(EV_E_NOMEM, "out of memory for %d patches", out->n);
+	float *o = out->pixels;
+	for (int tt = 0; tt < gt; tt++)
+		for (int by = 0; by < gh / M; by++)
+			for (int bx = 0; bx < gw / M; bx++)
+				for (int my = 0; my < M; my++)
+					for (int mx = 0; mx < M; mx++) {
+						int py = (by * M + my) * P, px = (bx * M + mx) * P;
+						for (int c = 0; c < 3; c++)
+							for (int t = 0; t < T; t++) {
+								int f = tt * T + t;
+								const uint8_t *fr = frames[f < nf ? f : nf - 1];
+								for (int y = 0; y < P; y++)
+									for (int x = 0; x < P; x++)
+										*o++ = ((float)fr[((size_t)(py + y) * rw + px + x) * 3 + c] -
+											m[c]) / s[c];
+							}
+					}
+	return 0;
+}
+
+static int check_prep(const eng_vision_prep *p)
+{
+	int P = p->patch, M = p->merge, T = p->temporal;
 	if (P < 1 || M < 1 || T < 1 || P > 64 || M > 8 || T > 8)
 		return ev_error_set(EV_E_INVALID, "vision preprocessing: patch %d, merge %d, temporal %d", P, M, T);
-	if ((rc = eng_smart_resize(im->h, im->w, P * M, p->min_pixels, p->max_pixels, &rh, &rw)))
-		return rc;
+	return 0;
+}
+
+/* im resized to rw x rh (a copy at the identity size) */
+static uint8_t *resized(const eng_image *im, int rw, int rh)
+{
 	uint8_t *rs = malloc((size_t)rw * rh * 3);
-	if (!rs)
-		return ev_error_set(EV_E_NOMEM, "out of memory resizing to %d x %d", rw, rh);
+	if (!rs) {
+		ev_error_set(EV_E_NOMEM, "out of memory resizing to %d x %d", rw, rh);
+		return NULL;
+	}
 	if (rw == im->w && rh == im->h)
 		memcpy(rs, im->rgb, (size_t)rw * rh * 3);
 	else
 		eng_resize_bicubic_aa(im->rgb, im->w, im->h, rs, rw, rh);
-	/* rescale and normalise fused as transformers fuses them: mean and std
-	 * divided by the rescale factor in double, then (x - m) / s in f32 */
-	float m[3], s[3];
-	for (int c = 0; c < 3; c++)
-		m[c] = (float)(p->mean[c] / p->rescale), s[c] = (float)(p->std[c] / p->rescale);
-	int gh = rh / P, gw = rw / P;
-	out->dim = 3 * T * P * P;
-	out->n = gh * gw;
-	out->grid_t = 1, out->grid_h = gh, out->grid_w = gw;
-	out->resized_w = rw, out->resized_h = rh;
-	if (!(out->pixels = malloc((size_t)out->n * out->dim * sizeof(float)))) {
-		free(rs);
-		return ev_error_set(EV_E_NOMEM, "out of memory for %d patches", out->n);
-	}
-	/* rows: merge-group row, merge-group column, then the group's rows
-	 * and columns; a row: channel, frame, patch row, patch column */
-	float *o = out->pixels;
-	for (int by = 0; by < gh / M; by++)
-		for (int bx = 0; bx < gw / M; bx++)
-			for (int my = 0; my < M; my++)
-				for (int mx = 0; mx < M; mx++) {
-					int py = (by * M + my) * P, px = (bx * M + mx) * P;
-					for (int c = 0; c < 3; c++)
-						for (int t = 0; t < T; t++)
-							for (int y = 0; y < P; y++)
-								for (int x = 0; x < P; x++)
-									*o++ = ((float)rs[((size_t)(py + y) * rw + px + x) * 3 + c] - m[c]) / s[c];
-				}
+	return rs;
+}
+
+int eng_vision_preprocess(const eng_image *im, const eng_vision_prep *p, eng_vision_input *out)
+{
+	memset(out, 0, sizeof *out);
+	int rh = 0, rw = 0, rc;
+	if ((rc = check_prep(p)) || (rc = eng_smart_resize(im->h, im->w, p->patch * p->merge, p->min_pixels,
+							   p->max_pixels, &rh, &rw)))
+		return rc;
+	uint8_t *rs = resized(im, rw, rh);
+	if (!rs)
+		return EV_E_NOMEM;
+	/* a still image: the same frame for every temporal slot */
+	const uint8_t *frames[1] = {rs};
+	rc = patchify(frames, 1, rw, rh, p, out);
 	free(rs);
-	return 0;
+	return rc;
+}
+
+int eng_vision_preprocess_video(const eng_image *frames, int n, const eng_vision_prep *p, eng_vision_input *out)
+{
+	memset(out, 0, sizeof *out);
+	int rh = 0, rw = 0, rc;
+	if (n < 1 || n > ENG_VISION_MAX_FRAMES)
+		return ev_error_set(EV_E_INVALID, "video: %d frames (1 to %d)", n, ENG_VISION_MAX_FRAMES);
+	for (int i = 1; i < n; i++)
+		if (frames[i].w != frames[0].w || frames[i].h != frames[0].h)
+			return ev_error_set(EV_E_INVALID, "video: frame %d is %d x %d, frame 0 %d x %d (a video's frames share "
+							  "one size)", i, frames[i].w, frames[i].h, frames[0].w, frames[0].h);
+	if ((rc = check_prep(p)) || (rc = eng_smart_resize(frames[0].h, frames[0].w, p->patch * p->merge, p->min_pixels,
+							   p->max_pixels, &rh, &rw)))
+		return rc;
+	uint8_t **rs = calloc((size_t)n, sizeof *rs);
+	if (!rs)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	for (int i = 0; i < n && !rc; i++)
+		if (!(rs[i] = resized(&frames[i], rw, rh)))
+			rc = EV_E_NOMEM;
+	if (!rc)
+		rc = patchify((const uint8_t *const *)rs, n, rw, rh, p, out);
+	for (int i = 0; i < n; i++)
+		free(rs[i]);
+	free(rs);
+	return rc;
+}
+
+int eng_vision_video_text(char **out, const int *frame_index, int nframes, double fps, int grid_t, int frame_tokens,
+			  int temporal)
+{
+	*out = NULL;
+	if (grid_t < 1 || frame_tokens < 1 || nframes < 1 || temporal < 1 || (long)grid_t * frame_tokens > (1L << 22))
+		return ev_error_set(EV_E_INVALID, "video text: %d temporal patches of %d tokens", grid_t, frame_tokens);
+	ev_buf b = EV_BUF_INIT((size_t)1 << 30);
+	int rc = 0;
+	for (int f = 0; f < grid_t && !rc; f++) {
+		if (fps > 0 && frame_index) {
+			int k = f * temporal < nframes - 1 ? f * temporal : nframes - 1;
+			rc = ev_buf_printf(&b, "]<]%.1f seconds[>[", (double)frame_index[k] / fps);
+		}
+		if (!rc)
+			rc = ev_buf_puts(&b, ENG_VISION_START_MARKER);
+		for (int i = 0; i < frame_tokens && !rc; i++)
+			rc = ev_buf_puts(&b, ENG_VISION_VIDEO_MARKER);
+		if (!rc)
+			rc = ev_buf_puts(&b, ENG_VISION_END_MARKER);
+	}
+	if (rc) {
+		ev_buf_free(&b);
+		return rc;
+	}
+	*out = ev_buf_detach(&b, NULL);
+	return *out ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
 }
 
 void eng_vision_input_free(eng_vision_input *v)

@@ -42,7 +42,7 @@ struct eng_vision_model {
 	int hidden, inter, layers, heads, head_dim, text_hidden, proj_hidden;
 	float eps;
 	double theta;
-	eng_vision_prep prep;
+	eng_vision_prep prep, vprep; /* images', videos' */
 	float *patch_w; /* [hidden, 3 * T * P * P] */
 	lnorm pre;
 	vlayer *L;
@@ -173,6 +173,8 @@ int eng_vision_model_load(eng_vision_model **out, const char *dir)
 		goto fail;
 	}
 	vm->head_dim = vm->hidden / vm->heads;
+	vm->vprep = (eng_vision_prep)ENG_VISION_VIDEO_PREP_INIT;
+	vm->vprep.patch = vm->prep.patch, vm->vprep.temporal = vm->prep.temporal, vm->vprep.merge = vm->prep.merge;
 	cJSON_Delete(root);
 	root = NULL;
 	eng_tensor_set ts;
@@ -232,6 +234,11 @@ void eng_vision_model_free(eng_vision_model *vm)
 const eng_vision_prep *eng_vision_model_prep(const eng_vision_model *vm)
 {
 	return &vm->prep;
+}
+
+const eng_vision_prep *eng_vision_model_video_prep(const eng_vision_model *vm)
+{
+	return &vm->vprep;
 }
 
 int eng_vision_model_text_hidden(const eng_vision_model *vm)
@@ -465,6 +472,38 @@ int eng_vision_encode(eng_vision_model *vm, const eng_vision_input *in, float **
 out:
 	free(x), free(h), free(q), free(k), free(v), free(cosv), free(sinv), free(ao);
 	return rc;
+}
+
+int eng_vision_encode_video(eng_vision_model *vm, const eng_vision_input *in, float **rows, int *nrows)
+{
+	*rows = NULL, *nrows = 0;
+	int per = in->grid_h * in->grid_w, M = vm->prep.merge, total = in->n / (M * M), at = 0, rc = 0;
+	if (in->grid_t < 1 || per < 1 || in->n != in->grid_t * per)
+		return ev_error_set(EV_E_INVALID, "video: %d patches on a (%d, %d, %d) grid", in->n, in->grid_t, in->grid_h,
+				    in->grid_w);
+	size_t TH = (size_t)vm->text_hidden;
+	float *all = malloc((size_t)(total ? total : 1) * TH * sizeof(float));
+	if (!all)
+		return ev_error_set(EV_E_NOMEM, "out of memory for %d video rows", total);
+	for (int t0 = 0; t0 < in->grid_t && !rc; t0 += ENG_VISION_SEGMENT_FRAMES) {
+		eng_vision_input seg = *in;
+		seg.grid_t = in->grid_t - t0 < ENG_VISION_SEGMENT_FRAMES ? in->grid_t - t0 : ENG_VISION_SEGMENT_FRAMES;
+		seg.n = seg.grid_t * per;
+		seg.pixels = in->pixels + (size_t)t0 * per * in->dim;
+		float *r = NULL;
+		int nr = 0;
+		if (!(rc = eng_vision_encode(vm, &seg, &r, &nr))) {
+			memcpy(all + (size_t)at * TH, r, (size_t)nr * TH * sizeof(float));
+			at += nr;
+		}
+		free(r);
+	}
+	if (rc) {
+		free(all);
+		return rc;
+	}
+	*rows = all, *nrows = at;
+	return 0;
 }
 
 int eng_vision_encode_image(eng_vision_model *vm, const eng_image *im, float **rows, int *nrows)

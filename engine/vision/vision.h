@@ -19,6 +19,9 @@
 #define ENG_VISION_IMAGE_MARKER "]<]image[>["
 #define ENG_VISION_START_MARKER "]<]start of image[>["
 #define ENG_VISION_END_MARKER "]<]end of image[>["
+#define ENG_VISION_VIDEO_MARKER "]<]video[>["
+#define ENG_VISION_MAX_FRAMES 768 /* frames of one video (the video processor's max_frames) */
+#define ENG_VISION_SEGMENT_FRAMES 4 /* temporal patches a tower attention segment (vision_segment_max_frames) */
 
 /* An 8-bit RGB image, rows top to bottom, pixels interleaved (r, g, b). */
 typedef struct {
@@ -59,6 +62,12 @@ typedef struct {
 	 .mean = {0.48145466, 0.4578275, 0.40821073}, .std = {0.26862954, 0.26130258, 0.27577711},  \
 	 .rescale = 1.0 / 255.0}
 
+/* The video processor's: the same but frames of [3136, 602112] pixels. */
+#define ENG_VISION_VIDEO_PREP_INIT                                                                          \
+	{.patch = 14, .temporal = 2, .merge = 2, .min_pixels = 3136, .max_pixels = 602112,                 \
+	 .mean = {0.48145466, 0.4578275, 0.40821073}, .std = {0.26862954, 0.26130258, 0.27577711},  \
+	 .rescale = 1.0 / 255.0}
+
 /* transformers' smart_resize: sides that are multiples of `factor`, the
  * aspect ratio kept as closely as may be, the pixel count within [min_px,
  * max_px] (Python's round-half-even, floor and ceil on doubles). An aspect
@@ -84,6 +93,18 @@ typedef struct {
 } eng_vision_input;
 
 int eng_vision_preprocess(const eng_image *im, const eng_vision_prep *p, eng_vision_input *out);
+/* A video's sampled frames (one size) as MiniMaxM3VLVideoProcessor makes
+ * them with do_resize on: each frame smart_resized and resampled as an
+ * image is, the last frame repeated up to a multiple of the temporal
+ * patch, consecutive frames paired in a patch's temporal slots, rows
+ * ordered by temporal patch first (grid_t = ceil(n / temporal)). */
+int eng_vision_preprocess_video(const eng_image *frames, int n, const eng_vision_prep *p, eng_vision_input *out);
+/* The text M3's processor puts for a video marker: per temporal patch f,
+ * "]<]S seconds[>[" (S = frame_index[min(f * temporal, nframes - 1)] / fps
+ * to one decimal, left out when fps <= 0 or frame_index is NULL), the
+ * start marker, frame_tokens video markers, the end marker. malloc'd. */
+int eng_vision_video_text(char **out, const int *frame_index, int nframes, double fps, int grid_t, int frame_tokens,
+			  int temporal);
 void eng_vision_input_free(eng_vision_input *v);
 /* LM tokens the image becomes: patches / merge^2. */
 static inline int eng_vision_tokens(const eng_vision_input *v, const eng_vision_prep *p)
@@ -118,6 +139,12 @@ int eng_vision_encode(eng_vision_model *vm, const eng_vision_input *in, float **
 /* A decoded image's rows in one call: preprocessed as the model expects,
  * then encoded. */
 int eng_vision_encode_image(eng_vision_model *vm, const eng_image *im, float **rows, int *nrows);
+/* A video's rows: its temporal patches in segments of at most
+ * ENG_VISION_SEGMENT_FRAMES, each encoded on its own (attention within a
+ * segment, temporal positions from 0 in each), the rows in order. */
+int eng_vision_encode_video(eng_vision_model *vm, const eng_vision_input *in, float **rows, int *nrows);
+/* The video preprocessing the checkpoint's tower expects. */
+const eng_vision_prep *eng_vision_model_video_prep(const eng_vision_model *vm);
 /* The fast path (OpenBLAS GEMMs for the matmuls and the attention, its
  * threads; the default where the build found OpenBLAS) or the plain one. */
 void eng_vision_model_set_fast(eng_vision_model *vm, bool fast);

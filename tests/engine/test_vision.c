@@ -21,6 +21,8 @@
 #include "tests/engine/engine_testutil.h"
 #include "engine/make/make.h"
 #include "engine/vision/vision.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "base/fs.h"
 
 /* ---- fixtures --------------------------------------------------------------- */
 
@@ -353,7 +355,7 @@ static void image_rows_replace_placeholders(void **state)
 	}
 	eng_model *fast = et_load(dir, ENG_BACKEND_CPU, 0), *ref = et_load(dir, ENG_BACKEND_REF, 0);
 	int img = eng_model_image_token(fast), n = 12;
-	assert_int_equal(img, (int)z.vocab - 3);
+	assert_int_equal(img, (int)z.vocab - 4);
 	int32_t toks[12] = {5, 17, 9, img, img, img, img, img, img, 33, 2, 8};
 	size_t V = (size_t)z.vocab;
 	float *lg[3];
@@ -389,7 +391,7 @@ static void image_rows_replace_placeholders(void **state)
 	/* placeholders without rows; rows on a text-only model */
 	assert_int_equal(eng_seq_new(&s, fast), 0);
 	assert_int_not_equal(eng_forward(s, toks, n, NULL), 0);
-	assert_non_null(strstr(ev_error_msg(), "image placeholder tokens"));
+	assert_non_null(strstr(ev_error_msg(), "image and video placeholder tokens"));
 	eng_seq_free(s);
 	char *tdir = et_mkmodel("m3text", "minimax_m3", &z, "f32", 3);
 	eng_model *text = et_load(tdir, ENG_BACKEND_CPU, 0);
@@ -610,6 +612,129 @@ static void serve_chat_with_an_image(void **state)
 	free(png), free(b64), free(p.p), free(rgb), free(dir);
 }
 
+/* Videos: still frames preprocess as the image does; an odd count repeats
+ * the last frame; the tower encodes segments of 4 temporal patches on
+ * their own (the rows of frames 0-7 and of 8-9 alone are the rows of the
+ * ten-frame video); the placeholder text; `evald run` with a video part
+ * adds exactly that text's tokens to the prompt; frames of two sizes fail
+ * naming the frame. */
+static void videos_through_the_tower_and_run(void **state)
+{
+	(void)state;
+	eng_vision_prep p = ENG_VISION_VIDEO_PREP_INIT;
+	eng_image fr[10];
+	for (int i = 0; i < 10; i++)
+		fr[i] = (eng_image){56, 84, pattern(56, 84, 3, 40 + (uint64_t)i)};
+	eng_vision_input img, vid, odd, last;
+	eng_vision_prep ip = p;
+	assert_int_equal(eng_vision_preprocess(&fr[0], &ip, &img), 0);
+	eng_image two[2] = {fr[0], fr[0]};
+	assert_int_equal(eng_vision_preprocess_video(two, 2, &p, &vid), 0);
+	assert_int_equal(vid.n, img.n);
+	assert_memory_equal(vid.pixels, img.pixels, (size_t)img.n * img.dim * sizeof(float));
+	eng_vision_input_free(&vid);
+	assert_int_equal(eng_vision_preprocess_video(fr, 3, &p, &odd), 0); /* frames 0 1 | 2 2 */
+	eng_image pair[2] = {fr[2], fr[2]};
+	assert_int_equal(eng_vision_preprocess_video(pair, 2, &p, &last), 0);
+	assert_int_equal(odd.grid_t, 2);
+	assert_memory_equal(odd.pixels + (size_t)last.n * last.dim, last.pixels, (size_t)last.n * last.dim * sizeof(float));
+	eng_vision_input_free(&odd), eng_vision_input_free(&last), eng_vision_input_free(&img);
+	eng_image bad[2] = {fr[0], {84, 56, fr[1].rgb}};
+	assert_int_equal(eng_vision_preprocess_video(bad, 2, &p, &vid), EV_E_INVALID);
+	assert_non_null(strstr(ev_error_msg(), "frame 1"));
+
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.vocab = 320;
+	char *dir = et_mkmodel("m3vlvideo", "minimax_m3_vl", &z, "f32", 6);
+	eng_vision_model *vm = NULL;
+	assert_int_equal(eng_vision_model_load(&vm, dir), 0);
+	eng_vision_input all, head, tail;
+	assert_int_equal(eng_vision_preprocess_video(fr, 10, &p, &all), 0);
+	assert_int_equal(eng_vision_preprocess_video(fr, 8, &p, &head), 0);
+	assert_int_equal(eng_vision_preprocess_video(fr + 8, 2, &p, &tail), 0);
+	float *ra = NULL, *rh = NULL, *rt = NULL;
+	int na = 0, nh = 0, nt = 0;
+	assert_int_equal(eng_vision_encode_video(vm, &all, &ra, &na), 0);
+	assert_int_equal(eng_vision_encode_video(vm, &head, &rh, &nh), 0);
+	assert_int_equal(eng_vision_encode_video(vm, &tail, &rt, &nt), 0);
+	assert_int_equal(na, 5 * 6); /* 5 temporal patches of a 2 x 3 merged grid */
+	assert_int_equal(nh + nt, na);
+	size_t H = (size_t)eng_vision_model_text_hidden(vm);
+	assert_memory_equal(ra, rh, (size_t)nh * H * sizeof(float));
+	assert_memory_equal(ra + (size_t)nh * H, rt, (size_t)nt * H * sizeof(float));
+	free(ra), free(rh), free(rt);
+	eng_vision_input_free(&all), eng_vision_input_free(&head), eng_vision_input_free(&tail);
+	eng_vision_model_free(vm);
+
+	char *text = NULL;
+	int idx[3] = {0, 3, 7};
+	assert_int_equal(eng_vision_video_text(&text, idx, 3, 3.0, 2, 2, 2), 0);
+	assert_string_equal(text, "]<]0.0 seconds[>[" ENG_VISION_START_MARKER ENG_VISION_VIDEO_MARKER ENG_VISION_VIDEO_MARKER
+				  ENG_VISION_END_MARKER "]<]2.3 seconds[>[" ENG_VISION_START_MARKER ENG_VISION_VIDEO_MARKER
+				  ENG_VISION_VIDEO_MARKER ENG_VISION_END_MARKER);
+	free(text);
+	assert_int_equal(eng_vision_video_text(&text, idx, 3, 0, 1, 1, 2), 0); /* no rate: no timestamps */
+	assert_string_equal(text, ENG_VISION_START_MARKER ENG_VISION_VIDEO_MARKER ENG_VISION_END_MARKER);
+	free(text);
+
+	/* evald run: a suite with a video of 4 frames at 2 fps, and the same text alone */
+	char *sd = tu_tmpdir("vidsuite"), *clip = ev_asprintf("%s/clip", sd);
+	assert_int_equal(ev_mkdir_p(clip), 0);
+	for (int i = 0; i < 4; i++) {
+		mem m = write_png(84, 56, PNG_COLOR_TYPE_RGB, 8, fr[i].rgb, true, NULL, 0);
+		char *f = ev_asprintf("%s/%d.png", clip, i);
+		assert_int_equal(ev_file_write(f, m.p, m.n), 0);
+		free(f), free(m.p);
+	}
+	char *suite = tu_write(sd, "s.jsonl",
+			       "{\"id\":\"v\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"What "
+			       "happens?\"},{\"type\":\"video\",\"path\":\"clip\",\"fps\":2}]}],\"target\":\"x\"}\n"
+			       "{\"id\":\"t\",\"input\":\"What happens?\",\"target\":\"x\"}\n");
+	char *db = ev_asprintf("%s/t.db", sd), *vt = ev_asprintf("%s/v.txt", sd);
+	const char *ev = tu_evald();
+	char *out = NULL, *err = NULL;
+	int rc = tu_run(&out, &err, NULL,
+			(const char *const[]){ev, "--db", db, "run", "--model", dir, "--suite", suite, "--max-tokens", "4", NULL});
+	if (rc)
+		fail_msg("run: %s", err);
+	free(out), free(err);
+	assert_int_equal(tu_run(&out, &err, NULL, (const char *const[]){ev, "--db", db, "--json", "export", "1", NULL}), 0);
+	int pv = -1, pt = -1;
+	for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+		cJSON *row = cJSON_Parse(line);
+		assert_non_null(row);
+		const char *id = cJSON_GetObjectItemCaseSensitive(row, "sample_id")->valuestring;
+		const cJSON *e = cJSON_GetObjectItemCaseSensitive(row, "error");
+		if (cJSON_IsString(e))
+			fail_msg("%s: %s", id, e->valuestring);
+		*(strcmp(id, "v") ? &pt : &pv) = cJSON_GetObjectItemCaseSensitive(row, "prompt_tokens")->valueint;
+		cJSON_Delete(row);
+	}
+	free(out), free(err);
+	/* the video's text: 4 frames at 2 fps sampled at 1 a second = frames 0 and 2, one temporal patch */
+	assert_int_equal(tu_run(&out, &err, NULL,
+				(const char *const[]){ev, "engine", "preprocess", "--video", clip, "--fps", "2", "--text-out", vt,
+						      NULL}),
+			 0);
+	free(out), free(err);
+	char *vtext = NULL;
+	size_t vl = 0;
+	assert_int_equal(ev_file_read(&vtext, &vl, vt, 1 << 20), 0);
+	assert_true(ev_str_starts(vtext, "]<]0.0 seconds[>[" ENG_VISION_START_MARKER));
+	eng_tokenizer *tok = NULL;
+	assert_int_equal(eng_tokenizer_load(&tok, dir), 0);
+	int32_t *ids = NULL;
+	size_t nids = 0;
+	assert_int_equal(eng_tokenize(tok, vtext, vl, true, &ids, &nids), 0);
+	print_message("run with a video: %d prompt tokens, %d without it, the video's text %zu tokens\n", pv, pt, nids);
+	assert_int_equal(pv - pt, (int)nids + 1); /* + the newline joining the parts */
+	free(ids), free(vtext);
+	eng_tokenizer_free(tok);
+	for (int i = 0; i < 10; i++)
+		free(fr[i].rgb);
+	free(sd), free(clip), free(suite), free(db), free(vt), free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -622,6 +747,7 @@ int main(void)
 		cmocka_unit_test(generate_with_an_image_on_the_command_line),
 		cmocka_unit_test(run_a_suite_with_images),
 		cmocka_unit_test(serve_chat_with_an_image),
+		cmocka_unit_test(videos_through_the_tower_and_run),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

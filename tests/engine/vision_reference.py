@@ -8,7 +8,8 @@ smart_resize keeps, one it enlarges, one it shrinks hard, a long strip), written
 preprocess --out` and through transformers' processor (torchvision backend). The grid
 must be equal, the pixel values within one 8-bit step (two on the long strip, see
 there) and equal where the size is kept; smart_resize must equal transformers' on 10,000 random sizes (errors
-included). Prints the figures; exits 1 on a difference, 77 (skip) without transformers,
+included). Then the tower, end-to-end logits and greedy generation with images, and videos (frames
+sampled, resized and paired, segments, timestamps and placeholders, tower rows, logits). Prints the figures; exits 1 on a difference, 77 (skip) without transformers,
 torchvision or Pillow.
 """
 import json
@@ -149,6 +150,79 @@ def tower():
         print("end to end: %d tokens with %d image rows: max relative logit difference %.2e, argmax %d/%d%s" % (
             len(ids), n_img, rel, agree, len(ids), "" if ok else "  FAIL"))
     bad += processor_and_generate(d, model)
+    bad += video(d, model)
+    return bad
+
+
+def video(d, model):
+    """Videos: frames in a folder through `evald engine preprocess --video` against
+    MiniMaxM3VLVideoProcessor (do_sample_frames and do_resize on, the frames' rate in VideoMetadata):
+    the sampled indices, pixel values within one 8-bit step, the grid split into segments of 4
+    temporal patches, the placeholder text (timestamps, start, video tokens, end) equal to the
+    processor's expansion token for token, the tower's rows equal to get_video_features, and the
+    decoder's logits with those rows in the video placeholders."""
+    from transformers import AutoTokenizer
+    from transformers.video_utils import VideoMetadata
+    from transformers.models.minimax_m3_vl.processing_minimax_m3_vl import MiniMaxM3VLProcessor
+    from transformers.models.minimax_m3_vl.video_processing_minimax_m3_vl import MiniMaxM3VLVideoProcessor
+    vp = MiniMaxM3VLVideoProcessor()
+    tok = AutoTokenizer.from_pretrained(d)
+    proc = MiniMaxM3VLProcessor(image_processor=MiniMaxM3VLImageProcessor(), tokenizer=tok, video_processor=vp)
+    bad = 0
+    # (frames, fps, height, width): resized or kept, odd frame counts (the last repeated), > 4 temporal patches
+    for k, (n, fps, h, w) in enumerate([(11, 3.0, 70, 100), (40, 2.5, 56, 84), (9, 1.0, 120, 90)]):
+        folder = os.path.join(SCRATCH, "video%d" % k)
+        os.makedirs(folder, exist_ok=True)
+        frames = np.random.RandomState(300 + k).randint(0, 256, (n, h, w, 3), dtype=np.uint8)
+        for i in range(n):
+            Image.fromarray(frames[i]).save(os.path.join(folder, "f%d.png" % i))
+        pix, emb, txt = folder + ".pix", folder + ".emb", folder + ".txt"
+        meta = json.loads(subprocess.run([EVALD, "engine", "preprocess", "--video", folder, "--fps", str(fps),
+                                          "--model", d, "--out", pix, "--embed-out", emb, "--text-out", txt, "--json"],
+                                         check=True, capture_output=True, text=True).stdout)
+        md = VideoMetadata(total_num_frames=n, fps=fps, width=w, height=h)
+        want = vp(videos=[torch.from_numpy(frames).permute(0, 3, 1, 2)], video_metadata=[md], do_sample_frames=True,
+                  do_resize=True, return_metadata=True, return_tensors="pt")
+        wmeta = want["video_metadata"][0]
+        wp = want["pixel_values_videos"].numpy()
+        grids = want["video_grid_thw"].tolist()
+        ok_idx = list(wmeta.frames_indices) == meta["frames_indices"]
+        ok_grid = meta["grid_thw"][0] == sum(g[0] for g in grids) and [g[1:] for g in grids][0] == meta["grid_thw"][1:]
+        ok_seg = len(grids) == meta["segments"]
+        gp = np.fromfile(pix, dtype="<f4").reshape(wp.shape) if ok_grid else None
+        # largest difference in 8-bit steps (bounded with the largest std)
+        steps = float(np.abs(gp - wp).max() * STD.max()) if gp is not None else 99.0
+        # the placeholder text: the processor's expansion of one video marker, as token ids
+        inp = proc(text=["A ]<]video[>[ B"], videos=[torch.from_numpy(frames).permute(0, 3, 1, 2)],
+                   videos_kwargs={"video_metadata": [md], "do_sample_frames": True, "do_resize": True},
+                   return_tensors="pt")
+        with open(txt) as f:
+            ours = tok("A " + f.read() + " B")["input_ids"]
+        ok_text = ours == inp["input_ids"][0].tolist()
+        # the tower, segment by segment
+        pv, gt = want["pixel_values_videos"], want["video_grid_thw"]
+        with torch.no_grad():
+            wrows = torch.cat(model.model.get_video_features(pv, gt).pooler_output, 0)
+        grows = torch.from_numpy(np.fromfile(emb, dtype="<f4").reshape(wrows.shape)) if np.fromfile(
+            emb, dtype="<f4").size == wrows.numel() else None
+        rel = float((grows - wrows).abs().max() / wrows.abs().max()) if grows is not None else 99.0
+        # end to end: the processor's ids, the decoder with the rows in place
+        ids = inp["input_ids"][0].tolist()
+        with torch.no_grad():
+            lw = model(input_ids=inp["input_ids"], pixel_values_videos=pv, video_grid_thw=gt).logits[0]
+        out = subprocess.run([EVALD, "engine", "logits", "--model", d, "--tokens", ",".join(map(str, ids)),
+                              "--embeds", emb, "--json"], check=True, capture_output=True, text=True).stdout
+        lg = torch.tensor(json.loads(out))
+        lrel = float((lg - lw).abs().max() / lw.abs().max())
+        agree = int((lg.argmax(-1) == lw.argmax(-1)).sum())
+        ok = ok_idx and ok_grid and ok_seg and steps <= 1.0001 and ok_text and rel < 1e-4 and lrel < 1e-4 and \
+            agree == len(ids)
+        bad += not ok
+        print("video %d frames at %g fps, %d x %d: sampled %s (%s), grid %s in %d segments (transformers %s), pixels "
+              "within %.2f steps, placeholder text %s (%d tokens), tower %.2e, logits %.2e, argmax %d/%d%s" % (
+                  n, fps, w, h, meta["frames_indices"], "equal" if ok_idx else "transformers %s" % wmeta.frames_indices,
+                  meta["grid_thw"], meta["segments"], grids, steps, "equal" if ok_text else "DIFFERENT", len(ids), rel,
+                  lrel, agree, len(ids), "" if ok else "  FAIL"))
     return bad
 
 

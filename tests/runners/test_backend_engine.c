@@ -226,7 +226,7 @@ static void stop_strings_and_length_set_text_and_finish_reason(void **st)
 {
 	(void)st;
 	ev_backend *be = backend(3);
-	ev_part part = {EV_PART_TEXT, inputs[0], NULL, NULL, NULL};
+	ev_part part = {.kind = EV_PART_TEXT, .text = inputs[0]};
 	ev_message msg = {"user", &part, 1, NULL, NULL, NULL};
 	/* a stop string taken from the middle of the known answer */
 	size_t L = strlen(expect[0]);

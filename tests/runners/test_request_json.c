@@ -165,9 +165,48 @@ static void request_hash_depends_on_body_and_epoch_unless_greedy(void **state)
 	assert_string_not_equal(a, e);
 }
 
+/* A video part goes to a server as its sampled frames, each an inline
+ * image after its time: 4 frames at 2 fps sampled at 1 a second are
+ * frames 0 and 2, at 0.0 and 1.0 seconds. */
+static void a_video_goes_as_timed_frames(void **state)
+{
+	(void)state;
+	char *dir = tu_tmpdir("reqvid");
+	static const unsigned char png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+	for (int i = 0; i < 4; i++) {
+		char name[16], body[16];
+		snprintf(name, sizeof name, "%d.png", i);
+		memcpy(body, png_sig, 8);
+		snprintf(body + 8, 8, "f%d", i);
+		free(tu_write(dir, name, body));
+	}
+	ev_part parts[2] = {text_part("what happens?")};
+	memset(&parts[1], 0, sizeof parts[1]);
+	parts[1].kind = EV_PART_VIDEO;
+	parts[1].path = dir;
+	parts[1].fps = 2;
+	ev_message msg = {(char *)"user", parts, 2, NULL, NULL, NULL};
+	ev_request req = {"m", &msg, 1, NULL, EV_GEN_INIT, NULL, NULL, NULL, 0};
+	cJSON *j = build(&req, false);
+	const cJSON *c = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "messages"), 0), "content");
+	assert_int_equal(cJSON_GetArraySize(c), 5);
+	assert_string_equal(ev_json_str(cJSON_GetArrayItem(c, 1), "text", ""), "[0.0 seconds]");
+	assert_string_equal(ev_json_str(cJSON_GetArrayItem(c, 3), "text", ""), "[1.0 seconds]");
+	const char *url = ev_json_str(cJSON_GetObjectItem(cJSON_GetArrayItem(c, 4), "image_url"), "url", "");
+	assert_true(ev_str_starts(url, "data:image/png;base64,"));
+	unsigned char *raw = NULL;
+	size_t n = 0;
+	assert_int_equal(ev_base64_decode(&raw, &n, url + 22, strlen(url) - 22, 1 << 20, "frame"), 0);
+	assert_string_equal((char *)raw + 8, "f2");
+	free(raw);
+	cJSON_Delete(j);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(a_video_goes_as_timed_frames),
 		cmocka_unit_test(text_only_messages_have_string_content_and_unset_gen_is_absent),
 		cmocka_unit_test(gen_settings_tools_and_stream_are_sent),
 		cmocka_unit_test(tool_turns_keep_calls_ids_and_null_content),

@@ -90,9 +90,9 @@ static void message_text_joins_text_parts(void **state)
 {
 	(void)state;
 	ev_part parts[3] = {
-		{EV_PART_TEXT, (char *)"Look:", NULL, NULL, NULL},
-		{EV_PART_IMAGE, NULL, (char *)"/x/cat.png", NULL, (char *)"image/png"},
-		{EV_PART_TEXT, (char *)"What is it?", NULL, NULL, NULL},
+		{.kind = EV_PART_TEXT, .text = (char *)"Look:"},
+		{.kind = EV_PART_IMAGE, .path = (char *)"/x/cat.png", .mime = (char *)"image/png"},
+		{.kind = EV_PART_TEXT, .text = (char *)"What is it?"},
 	};
 	ev_message m = {(char *)"user", parts, 3, NULL, NULL, NULL};
 	char *t = ev_message_text(&m);
