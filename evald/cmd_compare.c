@@ -78,6 +78,13 @@ static void print_human(ev_compare *c, const char *actions_json)
 	term_clean_compare(c);
 	printf("compare: run %lld (%s) -> run %lld (%s)\n", (long long)c->run_a, c->model_a, (long long)c->run_b,
 	       c->model_b);
+	if (c->n_prep) {
+		printf("warning: the runs preprocessed images differently; a score change may not be the model's:\n");
+		for (size_t i = 0; i < c->n_prep; i++) {
+			ev_term_clean(c->prep[i].key), ev_term_clean(c->prep[i].a), ev_term_clean(c->prep[i].b);
+			printf("  %s: %.120s -> %.120s\n", c->prep[i].key, c->prep[i].a, c->prep[i].b);
+		}
+	}
 	printf("%-20s %6s %8s %8s %8s  %-18s %9s %-9s %-20s\n", "suite", "n", "score_a", "score_b", "delta", "95% CI", "p",
 	       "test", "MDE");
 	for (size_t i = 0; i < c->n_suites; i++) {

@@ -467,6 +467,41 @@ static int make_backend(ev_backend **out, const ev_eval_config *c)
 	return ev_backend_openai_new(out, &o);
 }
 
+/* True when a sample of the run's suites holds an image or a video. */
+static bool multimodal(const eval_state *st)
+{
+	for (int k = 0; k < st->c->n_suites; k++)
+		for (size_t i = 0; st->suites[k] && i < st->suites[k]->n_samples; i++) {
+			const ev_sample *s = &st->suites[k]->samples[i];
+			for (size_t m = 0; m < s->n_messages; m++)
+				for (size_t p = 0; p < s->messages[m].n_parts; p++)
+					if (s->messages[m].parts[p].kind == EV_PART_IMAGE || s->messages[m].parts[p].kind == EV_PART_VIDEO)
+						return true;
+		}
+	return false;
+}
+
+/* The backend's preprocessing fingerprint added to a multimodal run's
+ * config ("preprocessing"), so that compare can tell two runs apart by it. */
+static int add_preprocessing(const eval_state *st, char **config_json)
+{
+	const char *fp = ev_backend_preprocessing(st->backend);
+	if (!fp || !multimodal(st))
+		return 0;
+	cJSON *o = cJSON_Parse(*config_json), *f = cJSON_Parse(fp);
+	char *out = NULL;
+	if (o && f && cJSON_AddItemToObject(o, "preprocessing", f)) {
+		f = NULL;
+		out = ev_json_print(o);
+	}
+	cJSON_Delete(o), cJSON_Delete(f);
+	if (!out)
+		return ev_error_set(EV_E_NOMEM, "out of memory storing the preprocessing fingerprint");
+	free(*config_json);
+	*config_json = out;
+	return 0;
+}
+
 /* A new run in the tracker, its settings stored with it. */
 static int create_run(eval_state *st, int64_t *run_id)
 {
@@ -474,6 +509,8 @@ static int create_run(eval_state *st, int64_t *run_id)
 	char *config_json = NULL, *suites_json = ev_json_print(st->suites_info);
 	ev_buf sources = EV_BUF_INIT(1 << 20);
 	int rc = suites_json ? ev_eval_config_to_json(c, &config_json) : ev_error_set(EV_E_NOMEM, "out of memory");
+	if (!rc)
+		rc = add_preprocessing(st, &config_json);
 	for (int i = 0; i < c->n_models && !rc; i++) {
 		char *r = ev_eval_redact_url(c->models[i]);
 		rc = r ? ev_buf_printf(&sources, "%s%s", i ? " " : "", r) : ev_error_set(EV_E_NOMEM, "out of memory");

@@ -184,6 +184,9 @@ void ev_compare_free(ev_compare *c)
 {
 	if (!c)
 		return;
+	for (size_t i = 0; i < c->n_prep; i++)
+		free(c->prep[i].key), free(c->prep[i].a), free(c->prep[i].b);
+	free(c->prep);
 	for (size_t i = 0; i < c->n_suites; i++) {
 		ev_compare_suite *s = &c->suites[i];
 		for (size_t k = 0; k < s->n_fixed; k++)
@@ -350,6 +353,60 @@ static int new_suite(ev_compare *c, const char *name, ev_compare_suite **out)
 	return 0;
 }
 
+/* The "preprocessing" object of a run's stored config, or NULL. */
+static cJSON *run_prep(const ev_run_row *r)
+{
+	cJSON *cfg = r->config_json ? cJSON_Parse(r->config_json) : NULL;
+	cJSON *p = cfg ? cJSON_DetachItemFromObjectCaseSensitive(cfg, "preprocessing") : NULL;
+	cJSON_Delete(cfg);
+	if (p && !cJSON_IsObject(p)) {
+		cJSON_Delete(p);
+		p = NULL;
+	}
+	return p;
+}
+
+static int add_prep_diff(ev_compare *c, const char *key, const cJSON *a, const cJSON *b)
+{
+	ev_prep_diff *nv = realloc(c->prep, (c->n_prep + 1) * sizeof *nv);
+	if (!nv)
+		return ev_error_set(EV_E_NOMEM, "compare: out of memory");
+	c->prep = nv;
+	ev_prep_diff *d = &c->prep[c->n_prep];
+	d->key = ev_strdup(key);
+	d->a = a ? ev_json_print(a) : ev_strdup("absent");
+	d->b = b ? ev_json_print(b) : ev_strdup("absent");
+	if (!d->key || !d->a || !d->b) {
+		free(d->key), free(d->a), free(d->b);
+		return ev_error_set(EV_E_NOMEM, "compare: out of memory");
+	}
+	c->n_prep++;
+	return 0;
+}
+
+/* Every key whose value differs between the runs' fingerprints (keys of
+ * A in order, then those only B has); nothing when neither has one. */
+static int diff_preprocessing(ev_compare *c, const ev_run_row *ra, const ev_run_row *rb)
+{
+	cJSON *pa = run_prep(ra), *pb = run_prep(rb);
+	int rc = 0;
+	if (pa && pb) {
+		const cJSON *x;
+		cJSON_ArrayForEach(x, pa)
+		{
+			const cJSON *y = cJSON_GetObjectItemCaseSensitive(pb, x->string);
+			if (!rc && (!y || !cJSON_Compare(x, y, true)))
+				rc = add_prep_diff(c, x->string, x, y);
+		}
+		cJSON_ArrayForEach(x, pb) if (!rc && !cJSON_GetObjectItemCaseSensitive(pa, x->string)) rc =
+			add_prep_diff(c, x->string, NULL, x);
+	} else if (pa || pb) {
+		rc = add_prep_diff(c, "fingerprint", pa, pb);
+	}
+	cJSON_Delete(pa), cJSON_Delete(pb);
+	return rc;
+}
+
 int ev_compare_runs(ev_compare **out, ev_tracker *t, int64_t run_a, int64_t run_b, const ev_compare_options *opt)
 {
 	ev_compare_options dflt = EV_COMPARE_OPTIONS_INIT;
@@ -379,6 +436,8 @@ int ev_compare_runs(ev_compare **out, ev_tracker *t, int64_t run_a, int64_t run_
 	c->run_b = run_b;
 	c->model_a = ev_strdup(ra.model ? ra.model : "");
 	c->model_b = ev_strdup(rb.model ? rb.model : "");
+	if ((rc = diff_preprocessing(c, &ra, &rb)))
+		goto done;
 
 	/* Merge the two sorted lists; each suite's pairs are contiguous. */
 	size_t i = 0, j = 0, np = 0, suite_lo = 0;
@@ -470,6 +529,14 @@ int ev_compare_json(char **out, const ev_compare *c)
 	cJSON_AddNumberToObject(root, "run_b", (double)c->run_b);
 	cJSON_AddStringToObject(root, "model_a", c->model_a ? c->model_a : "");
 	cJSON_AddStringToObject(root, "model_b", c->model_b ? c->model_b : "");
+	cJSON *pd = cJSON_AddArrayToObject(root, "preprocessing_differs");
+	for (size_t i = 0; pd && i < c->n_prep; i++) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "key", c->prep[i].key);
+		cJSON_AddStringToObject(o, "a", c->prep[i].a);
+		cJSON_AddStringToObject(o, "b", c->prep[i].b);
+		cJSON_AddItemToArray(pd, o);
+	}
 	cJSON *arr = cJSON_AddArrayToObject(root, "suites");
 	for (size_t i = 0; i < c->n_suites; i++) {
 		const ev_compare_suite *s = &c->suites[i];

@@ -97,11 +97,23 @@ typedef struct {
 	size_t n_broken;
 } ev_compare_suite;
 
+/* A preprocessing setting that differs between the two runs' fingerprints
+ * (the "preprocessing" object multimodal runs store with their config). */
+typedef struct {
+	char *key;
+	char *a, *b; /* the values as JSON text; "absent" when a run lacks it */
+} ev_prep_diff;
+
 typedef struct {
 	int64_t run_a, run_b;
 	char *model_a, *model_b;
 	ev_compare_suite *suites; /* by name */
 	size_t n_suites;
+	/* where the runs' preprocessing fingerprints differ (both runs
+	 * multimodal, or one of them): images reached the two models
+	 * differently, so a score change may not be the model's */
+	ev_prep_diff *prep;
+	size_t n_prep;
 } ev_compare;
 
 /* Compares run B with run A over the (suite, sample) pairs both scored:
@@ -113,7 +125,7 @@ typedef struct {
  * observed variance of the paired differences. Free with ev_compare_free. */
 int ev_compare_runs(ev_compare **out, ev_tracker *t, int64_t run_a, int64_t run_b, const ev_compare_options *opt);
 void ev_compare_free(ev_compare *c);
-/* {"run_a","run_b","model_a","model_b","suites":[{"name","n","score_a",
+/* {"run_a","run_b","model_a","model_b","preprocessing_differs":[{"key","a","b"}],"suites":[{"name","n","score_a",
  * "score_b","delta","ci_low","ci_high","p","test","mde","mde_source",
  * "calibration_id","significant_drop","only_a","only_b","fixed":[ids],
  * "broken":[ids],"fixed_samples"/"broken_samples":[{"id","score_a",

@@ -8,6 +8,18 @@ void ev_backend_set_identity(ev_backend *b, const char *text, size_t len) { ev_s
 
 const char *ev_backend_identity(const ev_backend *b) { return b ? b->identity : ""; }
 
+int ev_backend_set_preprocessing(ev_backend *b, const char *json)
+{
+	char *c = ev_strdup(json);
+	if (!c)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	free(b->preprocessing);
+	b->preprocessing = c;
+	return 0;
+}
+
+const char *ev_backend_preprocessing(const ev_backend *b) { return b ? b->preprocessing : NULL; }
+
 int ev_backend_wrap(ev_backend **out, const ev_backend_ops *ops, void *impl)
 {
 	*out = NULL;
@@ -27,6 +39,7 @@ void ev_backend_free(ev_backend *b)
 	if (!b)
 		return;
 	b->ops->free(b->impl);
+	free(b->preprocessing);
 	free(b);
 }
 

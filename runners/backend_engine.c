@@ -1370,6 +1370,33 @@ static void checkpoint_identity(ev_backend *b, const engine *e, const char *dir)
 	ev_buf_free(&id);
 }
 
+/* The preprocessing a multimodal checkpoint's images and videos get, for
+ * the run to store (ev_backend_preprocessing). */
+static int preprocessing_fingerprint(ev_backend *b, const engine *e)
+{
+	const eng_vision_prep *ip = eng_vision_model_prep(e->vm), *vp = eng_vision_model_video_prep(e->vm);
+	char th[EV_SHA256_HEX] = "";
+	const char *src = e->tmpl ? eng_chat_template_source(e->tmpl) : NULL;
+	const char *fam = e->family != ENG_CHAT_UNKNOWN ? eng_chat_family_name(e->family) : "none";
+	if (src)
+		ev_sha256_hex(th, src, strlen(src));
+	else
+		ev_sha256_hex(th, fam, strlen(fam));
+	char *fp = ev_asprintf(
+		"{\"backend\":\"engine\",\"resampler\":\"torchvision bicubic antialiased (uint8, fixed point)\","
+		"\"patch\":%d,\"temporal_patch\":%d,\"merge\":%d,\"image_pixels\":[%ld,%ld],\"video_pixels\":[%ld,%ld],"
+		"\"mean\":[%.9g,%.9g,%.9g],\"std\":[%.9g,%.9g,%.9g],\"rescale\":%.17g,\"tokens_per\":\"%d x %d patches\","
+		"\"video_sample_fps\":1,\"video_max_frames\":%d,\"video_segment\":%d,\"image_token\":%d,"
+		"\"video_token\":%d,\"template\":\"%s\",\"template_hash\":\"%s\"}",
+		ip->patch, ip->temporal, ip->merge, ip->min_pixels, ip->max_pixels, vp->min_pixels, vp->max_pixels,
+		ip->mean[0], ip->mean[1], ip->mean[2], ip->std[0], ip->std[1], ip->std[2], ip->rescale, ip->merge, ip->merge,
+		ENG_VISION_MAX_FRAMES, ENG_VISION_SEGMENT_FRAMES, eng_model_image_token(e->m), eng_model_video_token(e->m),
+		src ? "checkpoint" : fam, th);
+	int rc = fp ? ev_backend_set_preprocessing(b, fp) : ev_error_set(EV_E_NOMEM, "out of memory");
+	free(fp);
+	return rc;
+}
+
 int ev_backend_engine_new(ev_backend **out, const ev_engine_backend_options *opt)
 {
 	*out = NULL;
@@ -1477,6 +1504,11 @@ int ev_backend_engine_new(ev_backend **out, const ev_engine_backend_options *opt
 	if ((rc = ev_backend_wrap(out, &engine_ops, e)))
 		return rc;
 	checkpoint_identity(*out, e, opt->model_dir);
+	if (e->vm && (rc = preprocessing_fingerprint(*out, e))) {
+		ev_backend_free(*out);
+		*out = NULL;
+		return rc;
+	}
 	return 0;
 fail:
 	ev_error_wrap(rc, "engine backend");

@@ -723,8 +723,20 @@ int ev_backend_openai_new(ev_backend **out, const ev_openai_options *opt)
 		}
 	}
 	rc = ev_backend_wrap(out, &openai_ops, o);
-	if (!rc)
+	if (!rc) {
 		ev_backend_set_identity(*out, ident.data ? ident.data : "", ident.len);
+		/* the server preprocesses; evald only decides what it sends */
+		char fp[512];
+		snprintf(fp, sizeof fp,
+		         "{\"backend\":\"openai\",\"images\":\"inline data: URLs of the files' bytes, not resized\","
+		         "\"video\":\"sampled frames as images with [S seconds] labels\",\"video_sample_fps\":1,"
+		         "\"video_max_frames\":%d}",
+		         EV_VIDEO_MAX_FRAMES);
+		if ((rc = ev_backend_set_preprocessing(*out, fp))) {
+			ev_backend_free(*out);
+			*out = NULL;
+		}
+	}
 	ev_buf_free(&ident);
 	return rc;
 nomem:

@@ -164,6 +164,14 @@ int ev_backend_pending(ev_backend *b);
  * tokenizer files, every weight file's size and header) and the engine
  * settings. "" when the backend cannot say. */
 const char *ev_backend_identity(const ev_backend *b);
+/* How images and videos reach the model, as a JSON object (the run stores
+ * it with multimodal runs; compare flags runs where it differs): for the
+ * engine M3's preprocessing (resampler, patch, merge, temporal patch,
+ * pixel bounds, mean/std, rescale, video sampling and segments, tokens a
+ * merged patch, the chat template's hash), for a server what evald sends
+ * (images as given; videos as sampled frames). NULL when the backend
+ * takes no images (a text-only checkpoint). */
+const char *ev_backend_preprocessing(const ev_backend *b);
 /* The model an OpenAI-compatible backend's first URL serves, when its
  * /models (read by the probe) lists exactly one; NULL otherwise. */
 const char *ev_backend_openai_served_model(const ev_backend *b);

@@ -20,7 +20,11 @@ struct ev_backend {
 	const ev_backend_ops *ops;
 	void *impl;
 	char identity[EV_SHA256_HEX]; /* ev_backend_identity; "" until set */
+	char *preprocessing;          /* ev_backend_preprocessing (JSON); NULL until set */
 };
+
+/* Sets the backend's preprocessing fingerprint (a JSON object, copied). */
+int ev_backend_set_preprocessing(ev_backend *b, const char *json);
 
 /* Sets the backend's identity to the digest of `text`. */
 void ev_backend_set_identity(ev_backend *b, const char *text, size_t len);

@@ -735,6 +735,57 @@ static void videos_through_the_tower_and_run(void **state)
 	free(sd), free(clip), free(suite), free(db), free(vt), free(dir);
 }
 
+/* The preprocessing fingerprint: a multimodal run stores it, `evald
+ * compare` lists what differs (the chat template here), runs that agree
+ * show nothing, and a text-only run of the same checkpoint has none. */
+static void compare_flags_preprocessing_that_differs(void **state)
+{
+	(void)state;
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.vocab = 320;
+	char *dir = et_mkmodel("m3vlfp", "minimax_m3_vl", &z, "f32", 5);
+	char *sd = tu_tmpdir("fpsuite");
+	unsigned char *rgb = pattern(56, 56, 3, 11);
+	mem p = write_png(56, 56, PNG_COLOR_TYPE_RGB, 8, rgb, true, NULL, 0);
+	char *png = ev_asprintf("%s/a.png", sd), *db = ev_asprintf("%s/t.db", sd);
+	assert_int_equal(ev_file_write(png, p.p, p.n), 0);
+	char *mm = tu_write(sd, "mm.jsonl", "{\"id\":\"1\",\"input\":\"Colour?\",\"attachments\":[\"a.png\"],\"target\":\"red\"}\n");
+	char *txt = tu_write(sd, "txt.jsonl", "{\"id\":\"1\",\"input\":\"Colour?\",\"target\":\"red\"}\n");
+	const char *ev = tu_evald();
+	const char *runs[4][3] = {{mm, NULL}, {mm, "chatml"}, {mm, NULL}, {txt, NULL}};
+	for (int i = 0; i < 4; i++) {
+		char *out = NULL, *err = NULL;
+		const char *argv[16] = {ev, "--db", db, "-q", "run", "--model", dir, "--suite", runs[i][0], "--max-tokens", "2"};
+		int k = 11;
+		if (runs[i][1])
+			argv[k++] = "--chat-template", argv[k++] = runs[i][1];
+		argv[k] = NULL;
+		if (tu_run(&out, &err, NULL, argv))
+			fail_msg("run %d: %s", i, err);
+		free(out), free(err);
+	}
+	char *out = NULL, *err = NULL;
+	assert_int_equal(tu_run(&out, &err, NULL, (const char *const[]){ev, "--db", db, "--json", "compare", "1", "2", NULL}), 0);
+	cJSON *j = cJSON_Parse(out);
+	const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "preprocessing_differs");
+	bool hash = false;
+	const cJSON *x;
+	cJSON_ArrayForEach(x, d) hash = hash || !strcmp(cJSON_GetObjectItemCaseSensitive(x, "key")->valuestring, "template_hash");
+	assert_true(hash);
+	cJSON_Delete(j);
+	free(out), free(err);
+	assert_int_equal(tu_run(&out, &err, NULL, (const char *const[]){ev, "--db", db, "--json", "compare", "1", "3", NULL}), 0);
+	j = cJSON_Parse(out);
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "preprocessing_differs")), 0);
+	cJSON_Delete(j);
+	free(out), free(err);
+	assert_int_equal(tu_run(&out, &err, NULL, (const char *const[]){ev, "--db", db, "compare", "4", "1", NULL}), 0);
+	if (!strstr(out, "preprocessed images differently") || !strstr(out, "fingerprint: absent -> {"))
+		fail_msg("compare text-only -> multimodal: %s", out);
+	free(out), free(err);
+	free(png), free(db), free(mm), free(txt), free(sd), free(p.p), free(rgb), free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -748,6 +799,7 @@ int main(void)
 		cmocka_unit_test(run_a_suite_with_images),
 		cmocka_unit_test(serve_chat_with_an_image),
 		cmocka_unit_test(videos_through_the_tower_and_run),
+		cmocka_unit_test(compare_flags_preprocessing_that_differs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
