@@ -178,6 +178,7 @@ static int report_written(const ev_cli *cli, const char *dir, const char *what)
 
 typedef struct {
 	const char *out, *answers;
+	bool circular;
 } import_opts;
 
 static const ev_opt import_opts_table[] = {
@@ -193,6 +194,14 @@ static const ev_opt import_bfcl_opts[] = {
 	EV_O_END,
 };
 
+static const ev_opt import_mm_opts[] = {
+	{.name = "--out", .short_name = 'o', .kind = EV_OPT_STR, .off = offsetof(import_opts, out), .meta = "DIR",
+	 .help = "the suite folder to write (required; its images/ replaced)"},
+	EV_O_FLAG("--circular", import_opts, circular,
+	          "a sample per rotation of each question's options; right only when every rotation is"),
+	EV_O_END,
+};
+
 static const ev_cmd_spec import_specs[] = {
 	{.name = "suites import humaneval", .synopsis = "HumanEval.jsonl[.gz] -o DIR",
 	 .about = "Imports HumanEval as published (task_id, prompt, entry_point, canonical_solution, test).",
@@ -203,6 +212,12 @@ static const ev_cmd_spec import_specs[] = {
 	{.name = "suites import bfcl", .synopsis = "BFCL_v3_simple.json [--answers possible_answer/BFCL_v3_simple.json] -o DIR",
 	 .about = "Imports a BFCL category (questions and functions), with its possible answers.",
 	 .opts = import_bfcl_opts, .positional = "FILE", .min_pos = 1, .max_pos = 1},
+	{.name = "suites import vlmevalkit", .synopsis = "MMBench_DEV_EN.tsv [--circular] -o DIR",
+	 .about = "Imports a VLMEvalKit TSV (index, question, answer, base64 image, hint, options A, B, ...).",
+	 .opts = import_mm_opts, .positional = "FILE", .min_pos = 1, .max_pos = 1},
+	{.name = "suites import lmms", .synopsis = "questions.jsonl [--circular] -o DIR",
+	 .about = "Imports lmms-eval-style JSON Lines (id, question, answer, options, images as paths or base64).",
+	 .opts = import_mm_opts, .positional = "FILE", .min_pos = 1, .max_pos = 1},
 };
 
 static int import_one(const ev_cli *cli, int argc, char **argv, int which)
@@ -216,9 +231,11 @@ static int import_one(const ev_cli *cli, int argc, char **argv, int which)
 		fprintf(stderr, "evald %s: -o DIR is required\n", import_specs[which].name);
 		return EV_EXIT_USAGE;
 	}
-	int rc = which == 0 ? ev_import_humaneval(pos[0], io.out)
+	int rc = which == 0   ? ev_import_humaneval(pos[0], io.out)
 	         : which == 1 ? ev_import_mbpp(pos[0], io.out)
-	                      : ev_import_bfcl(pos[0], io.answers, io.out);
+	         : which == 2 ? ev_import_bfcl(pos[0], io.answers, io.out)
+	         : which == 3 ? ev_import_vlmevalkit(pos[0], io.out, io.circular)
+	                      : ev_import_lmms(pos[0], io.out, io.circular);
 	if (rc)
 		return ev_cli_fail("import");
 	return report_written(cli, io.out, "samples");
@@ -227,6 +244,8 @@ static int import_one(const ev_cli *cli, int argc, char **argv, int which)
 static int import_humaneval(const ev_cli *cli, int argc, char **argv) { return import_one(cli, argc, argv, 0); }
 static int import_mbpp(const ev_cli *cli, int argc, char **argv) { return import_one(cli, argc, argv, 1); }
 static int import_bfcl(const ev_cli *cli, int argc, char **argv) { return import_one(cli, argc, argv, 2); }
+static int import_vlmevalkit(const ev_cli *cli, int argc, char **argv) { return import_one(cli, argc, argv, 3); }
+static int import_lmms(const ev_cli *cli, int argc, char **argv) { return import_one(cli, argc, argv, 4); }
 
 static int import(const ev_cli *cli, int argc, char **argv)
 {
@@ -234,6 +253,8 @@ static int import(const ev_cli *cli, int argc, char **argv)
 		{"humaneval", import_humaneval, "HumanEval (code, run against its tests in the sandbox)"},
 		{"mbpp", import_mbpp, "MBPP (code, run against its asserts)"},
 		{"bfcl", import_bfcl, "a BFCL category (tool calls, checked by BFCL's rules)"},
+		{"vlmevalkit", import_vlmevalkit, "a VLMEvalKit TSV (MMBench and kin: images, options; --circular)"},
+		{"lmms", import_lmms, "lmms-eval-style JSON Lines with images (--circular)"},
 		{NULL, NULL, NULL},
 	};
 	static const ev_subcommand_set set = {"suites import", "Imports a published data set as a suite.", subs, NULL};

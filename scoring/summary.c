@@ -8,6 +8,51 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int group_cmp(const void *a, const void *b)
+{
+	const ev_sample_fold *x = *(const ev_sample_fold *const *)a, *y = *(const ev_sample_fold *const *)b;
+	return strcmp(x->group, y->group);
+}
+
+/* The circular score: groups of scored samples by their group key; a group
+ * passes when each of its samples passed every scored epoch. */
+static int circular(ev_suite_figures *out, const ev_suite_fold *f)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < f->samples.n; i++)
+		n += f->samples.v[i].group && f->samples.v[i].n_scored;
+	if (!n)
+		return 0;
+	const ev_sample_fold **v = malloc(n * sizeof *v);
+	double *pass = malloc(n * sizeof *pass);
+	if (!v || !pass) {
+		free(v), free(pass);
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	}
+	n = 0;
+	for (size_t i = 0; i < f->samples.n; i++)
+		if (f->samples.v[i].group && f->samples.v[i].n_scored)
+			v[n++] = &f->samples.v[i];
+	qsort(v, n, sizeof *v, group_cmp);
+	size_t g = 0;
+	for (size_t i = 0; i < n;) {
+		bool ok = true;
+		size_t j = i;
+		for (; j < n && !strcmp(v[j]->group, v[i]->group); j++)
+			ok = ok && v[j]->n_pass == v[j]->n_scored;
+		pass[g++] = ok ? 1.0 : 0.0;
+		i = j;
+	}
+	ev_stats st = {0};
+	int rc = ev_stats_compute(&st, pass, g, EV_SUMMARY_SEED, EV_SUMMARY_BOOT);
+	if (!rc) {
+		out->circular_groups = (long)g;
+		out->circular_score = st.mean, out->circular_ci_low = st.ci_low, out->circular_ci_high = st.ci_high;
+	}
+	free(v), free(pass);
+	return rc;
+}
+
 int ev_suite_figures_compute(ev_suite_figures *out, const ev_suite_fold *f, const ev_summary_options *opt)
 {
 	memset(out, 0, sizeof *out);
@@ -57,7 +102,7 @@ int ev_suite_figures_compute(ev_suite_figures *out, const ev_suite_fold *f, cons
 		out->pass_hat_k[out->n_k] = ph / (double)cnt;
 		out->n_k++;
 	}
-	return 0;
+	return circular(out, f);
 }
 
 cJSON *ev_suite_figures_json(const char *name, const char *kind, const ev_suite_figures *fig,
@@ -88,6 +133,13 @@ cJSON *ev_suite_figures_json(const char *name, const char *kind, const ev_suite_
 			if (h)
 				cJSON_AddNumberToObject(h, key, fig->pass_hat_k[j]);
 		}
+	}
+	if (fig->circular_groups) {
+		cJSON *c = cJSON_AddObjectToObject(o, "circular");
+		cJSON_AddNumberToObject(c, "groups", (double)fig->circular_groups);
+		cJSON_AddNumberToObject(c, "score", fig->circular_score);
+		cJSON_AddNumberToObject(c, "ci_low", fig->circular_ci_low);
+		cJSON_AddNumberToObject(c, "ci_high", fig->circular_ci_high);
 	}
 	return o;
 }
@@ -237,6 +289,13 @@ void ev_summary_print(FILE *to, const char *summary_json)
 			fprintf(to, "    %-24s %.0f\n", f->string, f->valuedouble);
 		cJSON_ArrayForEach(f, e->pass_at_k)
 			fprintf(to, "    pass@%-19s %.4f\n", f->string, f->valuedouble);
+		const cJSON *c = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "suites"),
+		                                                                     (int)i),
+		                                                  "circular");
+		if (c)
+			fprintf(to, "    circular (%.0f questions, every rotation right) %.4f   [%.4f, %.4f]\n",
+			        ev_json_num(c, "groups", 0), ev_json_num(c, "score", 0), ev_json_num(c, "ci_low", 0),
+			        ev_json_num(c, "ci_high", 0));
 	}
 	ev_summary_clear(&s);
 	cJSON_Delete(j);

@@ -15,7 +15,7 @@
  * `evald run --json`, `rescore`, `merge` and `score`:
  *   {"run_id","model","suites":[{"name","kind"?,"n","score","ci_low",
  *    "ci_high","stderr","errors","failures":{},"pass_at_k"?:{"k":p},
- *    "pass_hat_k"?:{"k":p}}]}
+ *    "pass_hat_k"?:{"k":p},"circular"?:{"groups","score","ci_low","ci_high"}}]}
  */
 #ifndef EV_SCORING_SUMMARY_H
 #define EV_SCORING_SUMMARY_H
@@ -47,6 +47,12 @@ typedef struct {
 	int n_k;               /* the ks reported, a prefix-free subset of the options' */
 	int k[EV_SUMMARY_MAX_K];
 	double pass_at_k[EV_SUMMARY_MAX_K], pass_hat_k[EV_SUMMARY_MAX_K];
+	/* circular evaluation: samples sharing a metadata "circular_group"
+	 * (the rotations of one multiple-choice question) pass together only
+	 * when every one of them passes every scored epoch; the share of
+	 * groups that pass, with its bootstrap CI. 0 groups: none. */
+	long circular_groups;
+	double circular_score, circular_ci_low, circular_ci_high;
 } ev_suite_figures;
 
 /* A suite's figures from its fold (NULL: a suite with no results). */

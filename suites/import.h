@@ -89,4 +89,33 @@ int ev_import_jsonl(const char *path, size_t max_file, int (*record)(void *ctx, 
  * its parent must exist), each atomically. */
 int ev_import_write_suite(const char *out_dir, const char *suite_json, const char *samples, size_t samples_len);
 
+/* ---- multimodal importers (suites/import_vlm.c) ------------------------------ */
+
+/* VLMEvalKit's TSV (as its data sets are published: a header, then a row a
+ * question; pandas' quoting): columns index, question, answer (required),
+ * image (base64, a list "['b64', ...]", or 64 bytes or fewer: the index of
+ * a row holding the image), hint, A, B, C, ... (the options, up to the
+ * first empty one), category, split or l2-category. Images are written to
+ * out_dir/images/ (sniffed PNG, JPEG, GIF, WebP); a sample's user turn is
+ * its images, then "Hint: ...", "Question: ...", "Options:" with "A. ..."
+ * lines and "Answer with the letter of the right option."; multiple choice
+ * uses the choice checker over the options' letters, other rows the
+ * answer as an exact target. With `circular`, each multiple-choice question
+ * becomes one sample per rotation of its options (ids "<index>",
+ * "<index>-c1", ...; the target letter follows the right option; metadata
+ * circular_group = index, rotation) so that the summary's circular score
+ * counts a question right only when every rotation is. Errors name
+ * file:line and the column; nothing is written then (images are staged
+ * in a private folder and moved into place at the end). */
+int ev_import_vlmevalkit(const char *tsv, const char *out_dir, bool circular);
+/* lmms-eval-style JSON Lines: a line an object with an id (id,
+ * question_id, index or doc_id), the question (question, prompt or text),
+ * the answer (answer, target, gt_answer or label: a letter, the option's
+ * text, or with options its 0-based index), optional options or choices
+ * (a list, or an object keyed A, B, ...), hint, category, and images
+ * (image or image_path: one; images: a list; each a path relative to the
+ * file's folder and inside it, a data: URL, or bare base64). The same
+ * suite as above. */
+int ev_import_lmms(const char *jsonl, const char *out_dir, bool circular);
+
 #endif

@@ -99,12 +99,22 @@ int ev_run_fold_add(ev_run_fold *f, const ev_result *r)
 	const char *id = r->sample_id ? r->sample_id : "";
 	if (!s->cur_id || strcmp(s->cur_id, id)) {
 		char *cid = ev_strdup(id);
-		if (!cid || !ev_vec_add(&s->samples)) {
+		ev_sample_fold *sf = cid ? ev_vec_add(&s->samples) : NULL;
+		if (!sf) {
 			free(cid);
 			return ev_error_set(EV_E_NOMEM, "out of memory");
 		}
 		free(s->cur_id);
 		s->cur_id = cid;
+		if (r->metadata_json && strstr(r->metadata_json, "\"circular_group\"")) {
+			cJSON *m = cJSON_Parse(r->metadata_json);
+			const cJSON *g = cJSON_GetObjectItemCaseSensitive(m, "circular_group");
+			if (cJSON_IsString(g) && !(sf->group = ev_strdup(g->valuestring))) {
+				cJSON_Delete(m);
+				return ev_error_set(EV_E_NOMEM, "out of memory");
+			}
+			cJSON_Delete(m);
+		}
 	}
 	ev_sample_fold_add(&s->samples.v[s->samples.n - 1], r);
 	s->n_results++;
@@ -132,6 +142,8 @@ void ev_run_fold_clear(ev_run_fold *f)
 		for (size_t k = 0; k < s->failures.n; k++)
 			free(s->failures.v[k].reason);
 		ev_vec_free(&s->failures);
+		for (size_t k = 0; k < s->samples.n; k++)
+			free(s->samples.v[k].group);
 		ev_vec_free(&s->samples);
 		free(s->name);
 		free(s->cur_id);

@@ -76,6 +76,9 @@ typedef struct {
 	int n_scored; /* 0: only errors, and the sample is left out of scores */
 	int n_errors;
 	int n_pass;   /* scored epochs with score >= 1 (pass@k, pass^k) */
+	/* the sample's metadata "circular_group" (set by ev_run_fold_add; the
+	 * rotations of one multiple-choice question share it), or NULL */
+	char *group;
 } ev_sample_fold;
 
 void ev_sample_fold_add(ev_sample_fold *f, const ev_result *r);
