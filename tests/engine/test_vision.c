@@ -22,6 +22,7 @@
 #include "engine/make/make.h"
 #include "engine/vision/vision.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "suites/suites.h"
 #include "base/fs.h"
 
 /* ---- fixtures --------------------------------------------------------------- */
@@ -786,6 +787,123 @@ static void compare_flags_preprocessing_that_differs(void **state)
 	free(png), free(db), free(mm), free(txt), free(sd), free(p.p), free(rgb), free(dir);
 }
 
+/* `evald serve --model DIR` on a free port (its pid in *pid). */
+static int serve_start(const char *dir, pid_t *pid)
+{
+	int fd[2], port = 0;
+	assert_int_equal(pipe(fd), 0);
+	*pid = fork();
+	if (*pid == 0) {
+		dup2(fd[1], 1);
+		close(fd[0]);
+		execl(tu_evald(), tu_evald(), "serve", "--model", dir, "--port", "0", "--print-port", (char *)NULL);
+		_exit(127);
+	}
+	close(fd[1]);
+	FILE *f = fdopen(fd[0], "r");
+	assert_true(f && fscanf(f, "%d", &port) == 1);
+	fclose(f);
+	return port;
+}
+
+/* Each exported result of run 1 of `db`: sample id -> (response, prompt
+ * tokens), failing on any error. */
+static cJSON *results_of(const char *db)
+{
+	char *out = NULL, *err = NULL;
+	assert_int_equal(tu_run(&out, &err, NULL, (const char *const[]){tu_evald(), "--db", db, "--json", "export", "1", NULL}), 0);
+	cJSON *all = cJSON_CreateObject();
+	for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+		cJSON *row = cJSON_Parse(line);
+		assert_non_null(row);
+		const char *id = cJSON_GetObjectItemCaseSensitive(row, "sample_id")->valuestring;
+		const cJSON *e = cJSON_GetObjectItemCaseSensitive(row, "error");
+		if (cJSON_IsString(e))
+			fail_msg("%s: %s: %s", db, id, e->valuestring);
+		cJSON_AddItemToObject(all, id, row);
+	}
+	free(out), free(err);
+	return all;
+}
+
+/* A community report with a screenshot becomes a case (`evald issue
+ * repro`) that runs on the engine and on an OpenAI-compatible server (evald
+ * serve with the same checkpoint) alike: the image reaches the model both
+ * ways (the same prompt length and greedy answer); the generated
+ * multimodal suite's images and videos run through the server too. */
+static void issue_repro_with_an_image_runs_on_engine_and_server(void **state)
+{
+	(void)state;
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.vocab = 320;
+	char *dir = et_mkmodel("m3vlrepro", "minimax_m3_vl", &z, "f32", 7);
+	char *sd = tu_tmpdir("repro");
+	unsigned char *rgb = pattern(84, 56, 3, 21);
+	mem p = write_png(84, 56, PNG_COLOR_TYPE_RGB, 8, rgb, true, NULL, 0);
+	char *png = ev_asprintf("%s/shot.png", sd), *db = ev_asprintf("%s/t.db", sd), *db2 = ev_asprintf("%s/u.db", sd);
+	char *cs = ev_asprintf("%s/community", sd), *mm = ev_asprintf("%s/mm", sd);
+	assert_int_equal(ev_file_write(png, p.p, p.n), 0);
+	const char *ev = tu_evald();
+	char *out = NULL, *err = NULL;
+	int rc = tu_run(&out, &err, NULL,
+			(const char *const[]){ev, "--db", db, "issue", "add", "--title", "Miscounts the circles", "--attach", png,
+					      "--prompt", "How many circles are in the image?", "--output", "4", "--expected",
+					      "5", NULL});
+	if (rc)
+		fail_msg("issue add: %s", err);
+	free(out), free(err);
+	rc = tu_run(&out, &err, NULL,
+		    (const char *const[]){ev, "--db", db, "issue", "repro", "1", "--target", "5", "--suite-dir", cs, NULL});
+	if (rc)
+		fail_msg("issue repro: %s", err);
+	free(out), free(err);
+	ev_multimodal_options mo = {.samples = 1, .side = 112, .seed = 3};
+	const char *tasks[] = {"count", "compare", "video-order"};
+	mo.tasks = tasks, mo.n_tasks = 3;
+	assert_int_equal(ev_gen_multimodal(&mo, mm), 0);
+	pid_t pid;
+	int port = serve_start(dir, &pid);
+	char url[64];
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/v1", port);
+	const char *runs[2][2] = {{db, dir}, {db2, url}};
+	for (int i = 0; i < 2; i++) {
+		rc = tu_run(&out, &err, NULL,
+			    (const char *const[]){ev, "--db", runs[i][0], "-q", "run", "--model", runs[i][1],
+						  "--suite", cs, "--suite", mm, "--max-tokens", "6", NULL});
+		if (rc)
+			fail_msg("run on %s: %s", runs[i][1], err);
+		free(out), free(err);
+	}
+	kill(pid, SIGTERM);
+	int st;
+	waitpid(pid, &st, 0);
+	cJSON *a = results_of(db), *b = results_of(db2);
+	const char *same[] = {"issue-1", "count-0", "compare-0"};
+	for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+		const cJSON *x = cJSON_GetObjectItemCaseSensitive(a, same[i]), *y = cJSON_GetObjectItemCaseSensitive(b, same[i]);
+		assert_non_null(x);
+		assert_non_null(y);
+		assert_string_equal(cJSON_GetObjectItemCaseSensitive(x, "response")->valuestring,
+				    cJSON_GetObjectItemCaseSensitive(y, "response")->valuestring);
+		assert_int_equal(cJSON_GetObjectItemCaseSensitive(x, "prompt_tokens")->valueint,
+				 cJSON_GetObjectItemCaseSensitive(y, "prompt_tokens")->valueint);
+		print_message("%s: engine and server both answer %s from %d prompt tokens\n", same[i],
+			      cJSON_GetObjectItemCaseSensitive(x, "response")->valuestring,
+			      cJSON_GetObjectItemCaseSensitive(x, "prompt_tokens")->valueint);
+	}
+	/* a video: on the engine its frames pair into temporal patches; a server gets them as timed images */
+	const cJSON *va = cJSON_GetObjectItemCaseSensitive(a, "video-order-0"), *vb = cJSON_GetObjectItemCaseSensitive(b, "video-order-0");
+	assert_non_null(va);
+	assert_non_null(vb);
+	print_message("video-order-0: %d prompt tokens on the engine, %d through the server (frames as images)\n",
+		      cJSON_GetObjectItemCaseSensitive(va, "prompt_tokens")->valueint,
+		      cJSON_GetObjectItemCaseSensitive(vb, "prompt_tokens")->valueint);
+	assert_true(cJSON_GetObjectItemCaseSensitive(vb, "prompt_tokens")->valueint >
+		    cJSON_GetObjectItemCaseSensitive(va, "prompt_tokens")->valueint);
+	cJSON_Delete(a), cJSON_Delete(b);
+	free(png), free(db), free(db2), free(cs), free(mm), free(sd), free(p.p), free(rgb), free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -800,6 +918,7 @@ int main(void)
 		cmocka_unit_test(serve_chat_with_an_image),
 		cmocka_unit_test(videos_through_the_tower_and_run),
 		cmocka_unit_test(compare_flags_preprocessing_that_differs),
+		cmocka_unit_test(issue_repro_with_an_image_runs_on_engine_and_server),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
