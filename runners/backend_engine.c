@@ -27,7 +27,7 @@
 #include "runners/runners_int.h"
 
 #define MAX_TEXT ((size_t)64 << 20) /* generated text of one request */
-#define MAX_IMAGES 16                /* image parts of one request */
+#define MAX_IMAGES 64                /* image and video parts of one request (a video sent as frames is many) */
 #define MAX_IMAGE_BYTES ((size_t)64 << 20)
 #define MAX_CACHED_IMAGES 256        /* encoded images kept for a run */
 
