@@ -28,7 +28,7 @@ typedef struct {
 
 #define T prep_opts
 static const ev_opt prep_table[] = {
-	EV_O_STR("--image", T, image, "FILE", "a PNG or JPEG file"),
+	EV_O_STR("--image", T, image, "FILE", "a PNG, JPEG, WebP or GIF file"),
 	EV_O_STR("--video", T, video, "DIR|ARCHIVE", "a video: a folder or tar/zip of frames (sorted by name)"),
 	EV_O_NUM("--fps", T, fps, 0, 1000, "F", "the video frames' rate (timestamps are written only with it)"),
 	EV_O_NUM("--sample-fps", T, sample_fps, 0, 1000, "F", "frames a second to sample (default 1)"),

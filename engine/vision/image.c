@@ -12,6 +12,10 @@
 
 #include <jpeglib.h>
 
+#include <gif_lib.h>
+#include <webp/decode.h>
+#include <webp/demux.h>
+
 #include "base/base.h"
 #include "engine/vision/vision.h"
 
@@ -274,6 +278,147 @@ static int orient_image(eng_image *im, int o)
 	return 0;
 }
 
+/* ---- WebP (libwebp; an animation's first frame through libwebpdemux) ----- */
+
+static int decode_webp(eng_image *out, const unsigned char *data, size_t n, long max_pixels)
+{
+	WebPBitstreamFeatures f;
+	if (WebPGetFeatures(data, n, &f) != VP8_STATUS_OK)
+		return ev_error_set(EV_E_INVALID, "WebP image: a truncated or corrupt header");
+	int rc = check_size("WebP", (unsigned long)f.width, (unsigned long)f.height, max_pixels);
+	if (rc)
+		return rc;
+	size_t np = (size_t)f.width * (size_t)f.height;
+	if (!(out->rgb = malloc(np * 3)))
+		return ev_error_set(EV_E_NOMEM, "out of memory for a %d x %d image", f.width, f.height);
+	out->w = f.width, out->h = f.height;
+	if (!f.has_animation) {
+		if (!WebPDecodeRGBInto(data, n, out->rgb, np * 3, f.width * 3)) {
+			eng_image_free(out);
+			return ev_error_set(EV_E_INVALID, "WebP image of %d x %d pixels: truncated or corrupt data", f.width,
+					    f.height);
+		}
+		return 0;
+	}
+	/* an animation: its canvas after the first frame, alpha dropped */
+	WebPData wd = {data, n};
+	WebPAnimDecoderOptions o;
+	WebPAnimDecoderOptionsInit(&o);
+	o.color_mode = MODE_RGBA;
+	o.use_threads = 0;
+	WebPAnimDecoder *dec = WebPAnimDecoderNew(&wd, &o);
+	WebPAnimInfo info;
+	uint8_t *rgba = NULL;
+	int ts = 0;
+	if (!dec || !WebPAnimDecoderGetInfo(dec, &info) || info.canvas_width != (uint32_t)f.width ||
+	    info.canvas_height != (uint32_t)f.height || !WebPAnimDecoderGetNext(dec, &rgba, &ts)) {
+		WebPAnimDecoderDelete(dec);
+		eng_image_free(out);
+		return ev_error_set(EV_E_INVALID, "animated WebP image of %d x %d pixels: its first frame is truncated or "
+						  "corrupt", f.width, f.height);
+	}
+	for (size_t i = 0; i < np; i++)
+		memcpy(out->rgb + 3 * i, rgba + 4 * i, 3);
+	WebPAnimDecoderDelete(dec);
+	return 0;
+}
+
+/* ---- GIF (giflib): the first frame on the logical screen ------------------- */
+
+typedef struct {
+	const unsigned char *p;
+	size_t n, at;
+} gif_src;
+
+static int gif_read(GifFileType *g, GifByteType *buf, int len)
+{
+	gif_src *s = g->UserData;
+	size_t k = len < 0 ? 0 : (size_t)len;
+	if (k > s->n - s->at)
+		k = s->n - s->at;
+	memcpy(buf, s->p + s->at, k);
+	s->at += k;
+	return (int)k;
+}
+
+static int decode_gif(eng_image *out, const unsigned char *data, size_t n, long max_pixels)
+{
+	gif_src src = {data, n, 0};
+	int err = 0, rc = 0;
+	GifFileType *g = DGifOpen(&src, gif_read, &err);
+	if (!g)
+		return ev_error_set(EV_E_INVALID, "GIF image: %s", GifErrorString(err) ? GifErrorString(err) : "bad header");
+	GifByteType *line = NULL;
+	if ((rc = check_size("GIF", (unsigned long)g->SWidth, (unsigned long)g->SHeight, max_pixels)))
+		goto done;
+	int W = g->SWidth, H = g->SHeight;
+	if (!(out->rgb = calloc((size_t)W * (size_t)H, 3)) || !(line = malloc((size_t)W))) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory for a %d x %d image", W, H);
+		goto done;
+	}
+	out->w = W, out->h = H;
+	/* the screen starts as the background colour (black without a global map) */
+	const ColorMapObject *gm = g->SColorMap;
+	if (gm && g->SBackGroundColor < gm->ColorCount)
+		for (size_t i = 0; i < (size_t)W * H; i++) {
+			const GifColorType *c = &gm->Colors[g->SBackGroundColor];
+			out->rgb[3 * i] = c->Red, out->rgb[3 * i + 1] = c->Green, out->rgb[3 * i + 2] = c->Blue;
+		}
+	GifRecordType t;
+	do {
+		if (DGifGetRecordType(g, &t) == GIF_ERROR) {
+			rc = ev_error_set(EV_E_INVALID, "GIF image: truncated or corrupt (%s)", GifErrorString(g->Error));
+			goto done;
+		}
+		if (t == EXTENSION_RECORD_TYPE) {
+			int code;
+			GifByteType *ext = NULL;
+			if (DGifGetExtension(g, &code, &ext) == GIF_ERROR) {
+				rc = ev_error_set(EV_E_INVALID, "GIF image: a corrupt extension");
+				goto done;
+			}
+			while (ext)
+				if (DGifGetExtensionNext(g, &ext) == GIF_ERROR) {
+					rc = ev_error_set(EV_E_INVALID, "GIF image: a corrupt extension");
+					goto done;
+				}
+		}
+	} while (t != IMAGE_DESC_RECORD_TYPE && t != TERMINATE_RECORD_TYPE);
+	if (t == TERMINATE_RECORD_TYPE || DGifGetImageDesc(g) == GIF_ERROR) {
+		rc = ev_error_set(EV_E_INVALID, "GIF image: no frame");
+		goto done;
+	}
+	const GifImageDesc *d = &g->Image;
+	const ColorMapObject *cm = d->ColorMap ? d->ColorMap : gm;
+	if (!cm || d->Width <= 0 || d->Height <= 0 || d->Width > W || d->Height > H || d->Left > W - d->Width ||
+	    d->Top > H - d->Height) {
+		rc = ev_error_set(EV_E_INVALID, "GIF image: a frame of %d x %d at (%d, %d) outside the %d x %d screen%s",
+				  d->Width, d->Height, d->Left, d->Top, W, H, cm ? "" : ", or no colour map");
+		goto done;
+	}
+	/* rows in file order: interlaced frames come in four passes */
+	static const int start[4] = {0, 4, 2, 1}, step[4] = {8, 8, 4, 2};
+	int passes = d->Interlace ? 4 : 1;
+	for (int ps = 0; ps < passes; ps++)
+		for (int y = d->Interlace ? start[ps] : 0; y < d->Height; y += d->Interlace ? step[ps] : 1) {
+			if (DGifGetLine(g, line, d->Width) == GIF_ERROR) {
+				rc = ev_error_set(EV_E_INVALID, "GIF image of %d x %d pixels: truncated or corrupt data", W, H);
+				goto done;
+			}
+			uint8_t *o = out->rgb + 3 * ((size_t)(d->Top + y) * W + d->Left);
+			for (int x = 0; x < d->Width; x++) {
+				int k = line[x] < cm->ColorCount ? line[x] : 0;
+				o[3 * x] = cm->Colors[k].Red, o[3 * x + 1] = cm->Colors[k].Green, o[3 * x + 2] = cm->Colors[k].Blue;
+			}
+		}
+done:
+	free(line);
+	DGifCloseFile(g, &err);
+	if (rc)
+		eng_image_free(out);
+	return rc;
+}
+
 int eng_image_decode(eng_image *out, const void *data, size_t n, const eng_image_limits *lim)
 {
 	memset(out, 0, sizeof *out);
@@ -291,7 +436,11 @@ int eng_image_decode(eng_image *out, const void *data, size_t n, const eng_image
 			eng_image_free(out);
 		return rc;
 	}
-	return ev_error_set(EV_E_INVALID, "not a PNG or JPEG image (%zu bytes starting %02x %02x %02x %02x)", n,
+	if (n >= 12 && !memcmp(p, "RIFF", 4) && !memcmp(p + 8, "WEBP", 4))
+		return decode_webp(out, p, n, max_pixels);
+	if (n >= 6 && (!memcmp(p, "GIF87a", 6) || !memcmp(p, "GIF89a", 6)))
+		return decode_gif(out, p, n, max_pixels);
+	return ev_error_set(EV_E_INVALID, "not a PNG, JPEG, WebP or GIF image (%zu bytes starting %02x %02x %02x %02x)", n,
 			    n > 0 ? p[0] : 0, n > 1 ? p[1] : 0, n > 2 ? p[2] : 0, n > 3 ? p[3] : 0);
 }
 

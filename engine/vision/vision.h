@@ -1,6 +1,7 @@
 /*
  * engine/vision/vision.h: images into the engine. Decoding (PNG through
- * libpng, JPEG through libjpeg-turbo, chosen by content, EXIF orientation
+ * libpng, JPEG through libjpeg-turbo, WebP through libwebp, GIF through
+ * giflib, chosen by content, EXIF orientation
  * applied, sizes bounded before any pixel is allocated) and MiniMax-M3's
  * image preprocessing as transformers' MiniMaxM3VLImageProcessor does it:
  * smart_resize, torchvision's antialiased bicubic resize, rescale and
@@ -36,7 +37,7 @@ typedef struct {
 	long max_pixels;
 } eng_image_limits;
 
-/* Decodes a PNG or JPEG held in memory (the format from its first bytes;
+/* Decodes a PNG, JPEG, WebP or GIF held in memory (the format from its first bytes;
  * a file's name is never trusted). Palette, grey, 16-bit and alpha forms
  * become 8-bit RGB (alpha dropped, as PIL's convert("RGB")); a JPEG's EXIF
  * orientation is applied. Errors name what is wrong: not an image, a

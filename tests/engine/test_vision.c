@@ -14,7 +14,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gif_lib.h>
 #include <jpeglib.h>
+#include <webp/decode.h>
+#include <webp/encode.h>
+#include <webp/mux.h>
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 
@@ -259,8 +263,8 @@ static void hostile_images_fail_cleanly(void **state)
 	expect_error(p.p, p.n, &lim, "more than the 100 allowed");
 	/* not an image, whatever a file name says; empty */
 	const char text[] = "<html>not a picture</html>";
-	expect_error(text, sizeof text, NULL, "not a PNG or JPEG image");
-	expect_error("", 0, NULL, "not a PNG or JPEG image");
+	expect_error(text, sizeof text, NULL, "not a PNG, JPEG, WebP or GIF image");
+	expect_error("", 0, NULL, "not a PNG, JPEG, WebP or GIF image");
 	/* a file: its name in the error */
 	char *dir = tu_tmpdir("vision"), *f = tu_write(dir, "photo.png", text);
 	eng_image im;
@@ -455,7 +459,7 @@ static void generate_with_an_image_on_the_command_line(void **state)
 		    (const char *const[]){ev, "engine", "generate", "--model", dir, "--prompt", ENG_VISION_IMAGE_MARKER, "--image",
 					  txt, "--max-tokens", "3", NULL});
 	assert_int_not_equal(rc, 0);
-	assert_non_null(strstr(err, "notes.png: not a PNG or JPEG image"));
+	assert_non_null(strstr(err, "notes.png: not a PNG, JPEG, WebP or GIF image"));
 	free(out), free(err);
 	rc = tu_run(&out, &err, NULL,
 		    (const char *const[]){ev, "engine", "generate", "--model", tdir, "--prompt", "hi", "--image", png,
@@ -598,7 +602,7 @@ static void serve_chat_with_an_image(void **state)
 	static const char *const bad[][2] = {
 		{"{\"type\":\"image_url\",\"image_url\":{\"url\":\"https://example.com/cat.png\"}}", "fetches no image URLs"},
 		{"{\"type\":\"input_audio\",\"input_audio\":{}}", "takes text and image_url parts"},
-		{"{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,aGVsbG8=\"}}", "not a PNG or JPEG image"},
+		{"{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,aGVsbG8=\"}}", "not a PNG, JPEG, WebP or GIF image"},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		body = ev_asprintf("{\"messages\":[{\"role\":\"user\",\"content\":[%s]}],\"max_tokens\":2}", bad[i][0]);
@@ -904,12 +908,121 @@ static void issue_repro_with_an_image_runs_on_engine_and_server(void **state)
 	free(png), free(db), free(db2), free(cs), free(mm), free(sd), free(p.p), free(rgb), free(dir);
 }
 
+static int gif_write_mem(GifFileType *g, const GifByteType *b, int n)
+{
+	ev_buf_append(g->UserData, b, (size_t)n);
+	return n;
+}
+
+/* A GIF of w x h with a 4-colour map; a frame (fw x fh at fx, fy) of
+ * index (x + 2y) % 4, interlaced or not; the screen's background index 3. */
+static ev_buf make_gif(int w, int h, int fx, int fy, int fw, int fh, bool interlace)
+{
+	ev_buf b = EV_BUF_INIT(1 << 24);
+	int err = 0;
+	GifFileType *g = EGifOpen(&b, gif_write_mem, &err);
+	assert_non_null(g);
+	GifColorType cols[4] = {{250, 10, 10}, {10, 250, 10}, {10, 10, 250}, {200, 200, 20}};
+	ColorMapObject *cm = GifMakeMapObject(4, cols);
+	assert_int_equal(EGifPutScreenDesc(g, w, h, 2, 3, cm), GIF_OK);
+	assert_int_equal(EGifPutImageDesc(g, fx, fy, fw, fh, interlace, NULL), GIF_OK);
+	GifPixelType *line = malloc((size_t)fw);
+	/* interlaced: rows go in the four passes' order */
+	static const int start[4] = {0, 4, 2, 1}, step[4] = {8, 8, 4, 2};
+	for (int ps = 0; ps < (interlace ? 4 : 1); ps++)
+		for (int y = interlace ? start[ps] : 0; y < fh; y += interlace ? step[ps] : 1) {
+			for (int x = 0; x < fw; x++)
+				line[x] = (GifPixelType)((x + 2 * y) % 4);
+			assert_int_equal(EGifPutLine(g, line, fw), GIF_OK);
+		}
+	free(line);
+	GifFreeMapObject(cm);
+	assert_int_equal(EGifCloseFile(g, &err), GIF_OK);
+	return b;
+}
+
+/* WebP (lossless: exact pixels; an animation: its first frame) and GIF (a
+ * frame placed on the screen, interlaced rows put back, the background
+ * elsewhere); truncated files and huge declared sizes fail cleanly. */
+static void webp_and_gif_decode(void **state)
+{
+	(void)state;
+	unsigned char *rgb = pattern(37, 23, 3, 5);
+	uint8_t *enc = NULL;
+	size_t n = WebPEncodeLosslessRGB(rgb, 37, 23, 37 * 3, &enc);
+	assert_true(n > 0);
+	eng_image im;
+	assert_int_equal(eng_image_decode(&im, enc, n, NULL), 0);
+	assert_int_equal(im.w, 37);
+	assert_int_equal(im.h, 23);
+	assert_memory_equal(im.rgb, rgb, 37 * 23 * 3);
+	eng_image_free(&im);
+	assert_int_equal(eng_image_decode(&im, enc, n / 2, NULL), EV_E_INVALID); /* truncated */
+	eng_image_limits small = {.max_pixels = 500};
+	assert_int_equal(eng_image_decode(&im, enc, n, &small), EV_E_LIMIT);
+	WebPFree(enc);
+
+	/* two frames: the first is what a still reader takes */
+	WebPAnimEncoderOptions ao;
+	assert_true(WebPAnimEncoderOptionsInit(&ao));
+	WebPAnimEncoder *ae = WebPAnimEncoderNew(16, 12, &ao);
+	WebPConfig cfg;
+	assert_true(WebPConfigInit(&cfg));
+	cfg.lossless = 1;
+	unsigned char *f0 = pattern(16, 12, 4, 6), *f1 = pattern(16, 12, 4, 7);
+	for (int i = 0; i < 16 * 12; i++)
+		f0[4 * i + 3] = f1[4 * i + 3] = 255;
+	WebPPicture pic;
+	for (int k = 0; k < 2; k++) {
+		assert_true(WebPPictureInit(&pic));
+		pic.use_argb = 1, pic.width = 16, pic.height = 12;
+		assert_true(WebPPictureImportRGBA(&pic, k ? f1 : f0, 16 * 4));
+		assert_true(WebPAnimEncoderAdd(ae, &pic, k * 100, &cfg));
+		WebPPictureFree(&pic);
+	}
+	assert_true(WebPAnimEncoderAdd(ae, NULL, 200, NULL));
+	WebPData wd;
+	WebPDataInit(&wd);
+	assert_true(WebPAnimEncoderAssemble(ae, &wd));
+	assert_int_equal(eng_image_decode(&im, wd.bytes, wd.size, NULL), 0);
+	for (int i = 0; i < 16 * 12; i++)
+		assert_memory_equal(im.rgb + 3 * i, f0 + 4 * i, 3);
+	eng_image_free(&im);
+	WebPDataClear(&wd);
+	WebPAnimEncoderDelete(ae);
+	free(f0), free(f1);
+
+	static const uint8_t cols[4][3] = {{250, 10, 10}, {10, 250, 10}, {10, 10, 250}, {200, 200, 20}};
+	for (int il = 0; il < 2; il++) {
+		ev_buf g = make_gif(20, 15, 3, 2, 11, 10, il);
+		assert_int_equal(eng_image_decode(&im, g.data, g.len, NULL), 0);
+		assert_int_equal(im.w, 20);
+		assert_int_equal(im.h, 15);
+		for (int y = 0; y < 15; y++)
+			for (int x = 0; x < 20; x++) {
+				bool in = x >= 3 && x < 14 && y >= 2 && y < 12;
+				int k = in ? ((x - 3) + 2 * (y - 2)) % 4 : 3;
+				assert_memory_equal(im.rgb + 3 * (y * 20 + x), cols[k], 3);
+			}
+		eng_image_free(&im);
+		assert_int_equal(eng_image_decode(&im, g.data, g.len - 12, NULL), EV_E_INVALID);
+		ev_buf_free(&g);
+	}
+	/* a screen of 65535 x 65535 declared in 13 bytes: refused before any pixel */
+	ev_buf g = make_gif(65535, 65535, 0, 0, 1, 1, false);
+	assert_int_equal(eng_image_decode(&im, g.data, g.len, NULL), EV_E_LIMIT);
+	assert_non_null(strstr(ev_error_msg(), "GIF image of 65535 x 65535"));
+	ev_buf_free(&g);
+	free(rgb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(png_colour_forms_decode_to_rgb),
 		cmocka_unit_test(jpeg_decodes_and_exif_orientation_turns),
 		cmocka_unit_test(hostile_images_fail_cleanly),
+		cmocka_unit_test(webp_and_gif_decode),
 		cmocka_unit_test(smart_resize_known_cases),
 		cmocka_unit_test(patches_in_merge_group_order),
 		cmocka_unit_test(image_rows_replace_placeholders),
