@@ -649,6 +649,8 @@ static const ev_opt serve_opts_table[] = {
 	EV_O_INT("--max-batch", T, eng.max_batch, 1, 1024, "N", "sequences generated together"),
 	EV_O_INT("--max-queue", T, oai.max_queue, 1, 100000, "N",
 	         "generation requests admitted at once; past it 503 with Retry-After"),
+	EV_O_STR("--image-root", T, oai.image_root, "DIR",
+	         "clients may name image files under DIR (image_url file://PATH); else no file is read for them"),
 	EV_O_INT("--stream-buffer", T, stream_buffer, 4096, 1e12, "BYTES",
 	         "how far a streaming client may fall behind before its request is cancelled (256 MiB)"),
 	EV_ENGINE_OPTS(T, engine),

@@ -168,6 +168,10 @@ typedef struct {
 	/* Bytes a streaming client may fall behind (default 256 MiB); past it
 	 * the request is cancelled and its stream ends with an error event. */
 	size_t stream_buffer;
+	/* A folder whose image files clients may name (image_url "file://PATH",
+	 * PATH absolute or relative to the folder; resolved through links and
+	 * refused outside it). NULL: the server reads no files for a client. */
+	const char *image_root;
 } ev_serve_openai_options;
 
 #define EV_SERVE_OPENAI_OPTIONS_INIT {.max_queue = 64, .stream_buffer = (size_t)256 << 20}

@@ -22,6 +22,7 @@
  * goes away cancels its request: MHD notices on a live connection, and the
  * worker peeks at the socket of a suspended one after every token.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,7 @@ struct ev_serve_openai {
 	char *name;
 	long max_context;
 	ev_serve_openai_options opt;
+	char *image_root; /* opt.image_root's realpath, or NULL */
 	pthread_rwlock_t life; /* submitters hold it shared; stopping, exclusive */
 	bool stopped;
 	pthread_mutex_t mu;    /* what follows */
@@ -68,6 +70,7 @@ typedef struct {
 	bool stream;
 	bool echo; /* completions: the prompt's text before the answer's */
 	int n_choices;
+	const char *image_root; /* the server's --image-root (realpath), or NULL */
 } parsed;
 
 static void parsed_clear(parsed *p)
@@ -94,11 +97,41 @@ static void parsed_clear(parsed *p)
 	memset(p, 0, sizeof *p);
 }
 
+/* A file:// image URL inside the image root: the resolved path. */
+static int local_image(ev_part *p, const char *url, const char *root, size_t i, size_t k)
+{
+	if (!root)
+		return ev_error_set(EV_E_UNSUPPORTED,
+		                    "messages[%zu].content[%zu]: file:// images are read only under the server's "
+		                    "--image-root",
+		                    i, k);
+	const char *path = url + 7;
+	size_t rl = strlen(root);
+	char what[64];
+	snprintf(what, sizeof what, "messages[%zu].content[%zu].image_url", i, k);
+	/* an absolute path must name the root; then it is resolved as a relative one */
+	if (path[0] == '/') {
+		if (strncmp(path, root, rl) || (path[rl] != '/' && path[rl]))
+			return ev_error_set(EV_E_UNSAFE, "%s: '%.200s' is outside the server's --image-root", what, path);
+		path += rl;
+		while (*path == '/')
+			path++;
+	}
+	int rc = ev_suite_resolve_path(&p->path, root, path, what);
+	if (rc)
+		return rc == EV_E_UNSAFE ? ev_error_set(EV_E_UNSAFE, "%s: '%.200s' is outside the server's --image-root", what,
+		                                        url + 7)
+		                         : rc;
+	p->kind = EV_PART_IMAGE;
+	return 0;
+}
+
 /* A message's content as parts: a string or null is one text part; an
  * array gives a part each, text or an image as a base64 data: URL
- * (`image_url`, its object or string form). The server reads no files and
- * fetches no URLs for a client. */
-static int content_parts(ev_message *msg, const cJSON *c, size_t i)
+ * (`image_url`, its object or string form), or as a file:// URL inside the
+ * server's --image-root. Otherwise the server reads no files and fetches
+ * no URLs for a client. */
+static int content_parts(ev_message *msg, const cJSON *c, size_t i, const char *image_root)
 {
 	if (!c || cJSON_IsNull(c) || cJSON_IsString(c)) {
 		if (!(msg->parts = calloc(1, sizeof *msg->parts)))
@@ -133,10 +166,17 @@ static int content_parts(ev_message *msg, const cJSON *c, size_t i)
 			const char *url = cJSON_IsString(iu) ? iu->valuestring : ev_json_str(iu, "url", NULL);
 			if (!url)
 				return ev_error_set(EV_E_INVALID, "messages[%zu].content[%zu].image_url.url: expected a string", i, k);
+			if (!strncmp(url, "file://", 7)) {
+				int rc = local_image(p, url, image_root, i, k);
+				if (rc)
+					return rc;
+				k++;
+				continue;
+			}
 			if (strncmp(url, "data:", 5))
 				return ev_error_set(EV_E_UNSUPPORTED,
 						    "messages[%zu].content[%zu]: the server fetches no image URLs; send the image "
-						    "as a base64 data: URL",
+						    "as a base64 data: URL (or a file:// URL under its --image-root)",
 						    i, k);
 			p->kind = EV_PART_IMAGE;
 			if (!(p->url = ev_strdup(url)))
@@ -317,7 +357,7 @@ static int parse_chat(parsed *p, const cJSON *root)
 		              strcmp(role, "tool") && strcmp(role, "developer")))
 			return ev_error_set(EV_E_INVALID, "messages[%zu].role: expected system, user, assistant or tool", i);
 		p->msgs[i].role = ev_strdup(strcmp(role, "developer") ? role : "system");
-		if ((rc = content_parts(&p->msgs[i], cJSON_GetObjectItemCaseSensitive(m, "content"), i)))
+		if ((rc = content_parts(&p->msgs[i], cJSON_GetObjectItemCaseSensitive(m, "content"), i, p->image_root)))
 			return rc;
 		const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
 		if (tc && !cJSON_IsNull(tc)) {
@@ -383,6 +423,54 @@ static int responses_text(char **out, const cJSON *c, const char *what)
 	return *out ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
 }
 
+/* A Responses content list holding images, as chat parts: input_text /
+ * output_text / text -> text, input_image (image_url a string) ->
+ * image_url. NULL (no error) when it holds no image: the text path. */
+static int responses_parts(cJSON **out, const cJSON *c, const char *what)
+{
+	*out = NULL;
+	bool any = false;
+	const cJSON *part;
+	if (!cJSON_IsArray(c))
+		return 0;
+	cJSON_ArrayForEach(part, c) any = any || !strcmp(ev_json_str(part, "type", ""), "input_image");
+	if (!any)
+		return 0;
+	cJSON *arr = cJSON_CreateArray();
+	int k = 0;
+	cJSON_ArrayForEach(part, c) {
+		const char *type = ev_json_str(part, "type", "");
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddItemToArray(arr, o);
+		if (!strcmp(type, "input_image")) {
+			const char *url = ev_json_str(part, "image_url", NULL);
+			if (!url) {
+				cJSON_Delete(arr);
+				return ev_error_set(EV_E_INVALID, "%s[%d].image_url: expected a data: URL string (file_id is not "
+				                                  "served here)", what, k);
+			}
+			cJSON_AddStringToObject(o, "type", "image_url");
+			cJSON_AddItemToObject(o, "image_url", cJSON_CreateObject());
+			cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(o, "image_url"), "url", url);
+		} else if (!strcmp(type, "input_text") || !strcmp(type, "output_text") || !strcmp(type, "text")) {
+			const char *t = ev_json_str(part, "text", NULL);
+			if (!t) {
+				cJSON_Delete(arr);
+				return ev_error_set(EV_E_INVALID, "%s[%d].text: expected a string", what, k);
+			}
+			cJSON_AddStringToObject(o, "type", "text");
+			cJSON_AddStringToObject(o, "text", t);
+		} else {
+			cJSON_Delete(arr);
+			return ev_error_set(EV_E_UNSUPPORTED, "%s[%d]: type \"%.40s\": this server takes text and images", what, k,
+			                    type);
+		}
+		k++;
+	}
+	*out = arr;
+	return 0;
+}
+
 /* A message of the chat form into msgs. */
 static cJSON *chat_msg(cJSON *msgs, const char *role, const char *content)
 {
@@ -443,6 +531,15 @@ static int parse_responses(parsed *p, const cJSON *root)
 				break;
 			}
 			snprintf(what + strlen(what), sizeof what - strlen(what), ".content");
+			cJSON *parts = NULL;
+			if ((rc = responses_parts(&parts, cJSON_GetObjectItemCaseSensitive(it, "content"), what)))
+				break;
+			if (parts) { /* text with images */
+				cJSON *m = chat_msg(msgs, role, "");
+				cJSON_ReplaceItemInObjectCaseSensitive(m, "content", parts);
+				calls_to = !strcmp(role, "assistant") ? m : NULL;
+				continue;
+			}
 			if ((rc = responses_text(&t, cJSON_GetObjectItemCaseSensitive(it, "content"), what)))
 				break;
 			cJSON *m = chat_msg(msgs, role, t);
@@ -1247,6 +1344,7 @@ static int generate(ev_serve_openai *o, const ev_serve_request *rq, ev_serve_res
 			goto done;
 		}
 	}
+	p.image_root = o->image_root;
 	if ((rc = api == API_RESPONSES ? parse_responses(&p, root) : chat ? parse_chat(&p, root) : parse_completion(&p, root)))
 		goto done;
 	if (p.n_choices > 1 || (!chat && p.n_prompts > 1)) {
@@ -1450,11 +1548,16 @@ int ev_serve_openai_new(ev_serve_openai **out, const void *engine_backend_option
 		o->opt.max_queue = 64;
 	if (!o->opt.stream_buffer)
 		o->opt.stream_buffer = (size_t)256 << 20;
-	int rc = ev_backend_engine_new(&o->be, eopt);
+	int rc = 0;
+	if (o->opt.image_root && !(o->image_root = realpath(o->opt.image_root, NULL)))
+		rc = ev_error_set(EV_E_NOTFOUND, "--image-root %s: %s", o->opt.image_root, strerror(errno));
+	if (!rc)
+		rc = ev_backend_engine_new(&o->be, eopt);
 	if (!rc && !(o->name = ev_strdup(ev_backend_engine_model_name(o->be))))
 		rc = ev_error_set(EV_E_NOMEM, "out of memory");
 	if (rc) {
 		ev_backend_free(o->be);
+		free(o->image_root);
 		free(o);
 		return rc;
 	}
@@ -1491,6 +1594,7 @@ void ev_serve_openai_free(ev_serve_openai *o)
 	pthread_rwlock_destroy(&o->life);
 	pthread_mutex_destroy(&o->mu);
 	free(o->name);
+	free(o->image_root);
 	free(o);
 }
 

@@ -149,4 +149,11 @@ char *ev_message_text(const ev_message *m);
 /* Extracts an archive into `dest` under the safety rules above. */
 int ev_archive_extract(const char *archive, const char *dest, const ev_suite_options *opt);
 
+/* A relative path resolved inside `root` (a realpath): refused when
+ * absolute, when it climbs out with "..", or when it resolves (through
+ * links) outside root (EV_E_UNSAFE); EV_E_NOTFOUND when missing,
+ * EV_E_INVALID when not a regular file. *out is the resolved path
+ * (malloc'd); `what` names the field in errors. */
+int ev_suite_resolve_path(char **out, const char *root, const char *rel, const char *what);
+
 #endif

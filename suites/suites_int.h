@@ -44,7 +44,6 @@ void ev_message_clear(ev_message *m);
  * absolute malloc'd path of an existing regular file inside root. Absolute
  * paths, ".." climbing out and symlinks resolving outside are EV_E_UNSAFE;
  * a missing file is EV_E_NOTFOUND. `what` prefixes the message. */
-int ev_suite_resolve_path(char **out, const char *root, const char *rel, const char *what);
 /* The same; a folder is accepted too when folder_ok (a video's frames). */
 int ev_suite_resolve_path_ex(char **out, const char *root, const char *rel, const char *what, bool folder_ok);
 

@@ -791,8 +791,8 @@ static void compare_flags_preprocessing_that_differs(void **state)
 	free(png), free(db), free(mm), free(txt), free(sd), free(p.p), free(rgb), free(dir);
 }
 
-/* `evald serve --model DIR` on a free port (its pid in *pid). */
-static int serve_start(const char *dir, pid_t *pid)
+/* `evald serve --model DIR [--image-root ROOT]` on a free port (its pid in *pid). */
+static int serve_start_root(const char *dir, const char *root, pid_t *pid)
 {
 	int fd[2], port = 0;
 	assert_int_equal(pipe(fd), 0);
@@ -800,7 +800,11 @@ static int serve_start(const char *dir, pid_t *pid)
 	if (*pid == 0) {
 		dup2(fd[1], 1);
 		close(fd[0]);
-		execl(tu_evald(), tu_evald(), "serve", "--model", dir, "--port", "0", "--print-port", (char *)NULL);
+		if (root)
+			execl(tu_evald(), tu_evald(), "serve", "--model", dir, "--port", "0", "--print-port", "--image-root", root,
+			      (char *)NULL);
+		else
+			execl(tu_evald(), tu_evald(), "serve", "--model", dir, "--port", "0", "--print-port", (char *)NULL);
 		_exit(127);
 	}
 	close(fd[1]);
@@ -808,6 +812,104 @@ static int serve_start(const char *dir, pid_t *pid)
 	assert_true(f && fscanf(f, "%d", &port) == 1);
 	fclose(f);
 	return port;
+}
+
+static int serve_start(const char *dir, pid_t *pid)
+{
+	return serve_start_root(dir, NULL, pid);
+}
+
+/* the first choice's message content of a chat answer, or a Responses answer's output text */
+static char *answer_text(const char *json)
+{
+	cJSON *a = cJSON_Parse(json);
+	assert_non_null(a);
+	const cJSON *ch = cJSON_GetObjectItemCaseSensitive(a, "choices");
+	char *t = NULL;
+	if (ch) {
+		t = ev_strdup(cJSON_GetObjectItemCaseSensitive(
+				      cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ch, 0), "message"), "content")
+				      ->valuestring);
+	} else {
+		const cJSON *it;
+		cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(a, "output"))
+		{
+			const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(it, "content"), 0);
+			if (c && !t)
+				t = ev_strdup(cJSON_GetObjectItemCaseSensitive(c, "text")->valuestring);
+		}
+	}
+	assert_non_null(t);
+	cJSON_Delete(a);
+	return t;
+}
+
+/* `evald serve --image-root DIR`: an image named by a file:// URL (absolute
+ * or relative to the root) answers as the same image sent inline; paths
+ * outside the root (absolute, "..", a link leading out) are refused with
+ * 4xx, and so is any file:// URL without --image-root; /v1/responses takes
+ * input_image parts and answers as chat does. */
+static void serve_reads_images_under_its_root_and_responses_take_them(void **state)
+{
+	(void)state;
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.vocab = 320;
+	char *dir = et_mkmodel("m3vlroot", "minimax_m3_vl", &z, "f32", 9);
+	char *root = tu_tmpdir("imgroot");
+	unsigned char *rgb = pattern(84, 56, 3, 31);
+	mem p = write_png(84, 56, PNG_COLOR_TYPE_RGB, 8, rgb, true, NULL, 0);
+	char *png = ev_asprintf("%s/cat.png", root), *lnk = ev_asprintf("%s/out.png", root), *b64 = NULL;
+	assert_int_equal(ev_file_write(png, p.p, p.n), 0);
+	assert_int_equal(symlink("/etc/hostname", lnk), 0);
+	assert_int_equal(ev_base64_encode(&b64, p.p, p.n), 0);
+	pid_t pid, pid2;
+	int port = serve_start_root(dir, root, &pid), port2 = serve_start(dir, &pid2);
+	char *url_abs = ev_asprintf("file://%s", png);
+	const char *urls[3] = {NULL, url_abs, "file://cat.png"};
+	char *first = NULL;
+	for (int i = 0; i < 3; i++) {
+		char *u = i ? ev_strdup(urls[i]) : ev_asprintf("data:image/png;base64,%s", b64);
+		char *body = ev_asprintf("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":"
+					 "\"What is it?\"},{\"type\":\"image_url\",\"image_url\":{\"url\":\"%s\"}}]}],"
+					 "\"max_tokens\":6,\"temperature\":0}", u);
+		char *out = NULL;
+		long code = post(port, "/v1/chat/completions", body, &out);
+		if (code != 200)
+			fail_msg("%s: %ld %s", u, code, out);
+		char *t = answer_text(out);
+		if (!first)
+			first = ev_strdup(t);
+		assert_string_equal(t, first);
+		free(t), free(out), free(body), free(u);
+	}
+	/* the Responses form: input_text and input_image */
+	char *rbody = ev_asprintf("{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":"
+				  "\"What is it?\"},{\"type\":\"input_image\",\"image_url\":\"data:image/png;base64,%s\"}]}],"
+				  "\"max_output_tokens\":6,\"temperature\":0}", b64);
+	char *out = NULL;
+	long code = post(port, "/v1/responses", rbody, &out);
+	if (code != 200)
+		fail_msg("responses: %ld %s", code, out);
+	char *rt = answer_text(out);
+	assert_string_equal(rt, first);
+	print_message("serve: the image inline, by file:// (absolute and relative) and through /v1/responses: %s\n", rt);
+	free(rt), free(out), free(rbody);
+	const char *bad[][3] = {{"file:///etc/hostname", "outside the server's --image-root", "1"},
+				{"file://../x.png", "outside the server's --image-root", "1"},
+				{"file://out.png", "outside the server's --image-root", "1"},
+				{"file://cat.png", "--image-root", "2"}};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		char *body = ev_asprintf("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\","
+					 "\"image_url\":{\"url\":\"%s\"}}]}],\"max_tokens\":2}", bad[i][0]);
+		code = post(bad[i][2][0] == '1' ? port : port2, "/v1/chat/completions", body, &out);
+		if (code < 400 || code >= 500 || !strstr(out, bad[i][1]))
+			fail_msg("%s: %ld %s", bad[i][0], code, out);
+		free(out), free(body);
+	}
+	int st;
+	kill(pid, SIGTERM), kill(pid2, SIGTERM);
+	waitpid(pid, &st, 0), waitpid(pid2, &st, 0);
+	free(first), free(url_abs), free(png), free(lnk), free(b64), free(p.p), free(rgb), free(root), free(dir);
 }
 
 /* Each exported result of run 1 of `db`: sample id -> (response, prompt
@@ -1032,6 +1134,7 @@ int main(void)
 		cmocka_unit_test(videos_through_the_tower_and_run),
 		cmocka_unit_test(compare_flags_preprocessing_that_differs),
 		cmocka_unit_test(issue_repro_with_an_image_runs_on_engine_and_server),
+		cmocka_unit_test(serve_reads_images_under_its_root_and_responses_take_them),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
