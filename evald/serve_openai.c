@@ -444,6 +444,11 @@ static int responses_parts(cJSON **out, const cJSON *c, const char *what)
 		cJSON_AddItemToArray(arr, o);
 		if (!strcmp(type, "input_image")) {
 			const char *url = ev_json_str(part, "image_url", NULL);
+			if (url && strncmp(url, "data:", 5) && strncmp(url, "file://", 7)) {
+				cJSON_Delete(arr);
+				return ev_error_set(EV_E_INVALID, "%s[%d].image_url: expected a base64 data: URL (the server fetches "
+				                                  "no URLs) or a file:// URL under its --image-root", what, k);
+			}
 			if (!url) {
 				cJSON_Delete(arr);
 				return ev_error_set(EV_E_INVALID, "%s[%d].image_url: expected a data: URL string (file_id is not "
