@@ -14,7 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <sys/resource.h>
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
+#include <unistd.h>
 
 #include "engine/engine.h"
 #include "base/base.h"
@@ -120,6 +126,79 @@ static int measure(eng_model *m, int vocab, int batch, long prompt, long decode,
 	return 0;
 }
 
+/* ---- the memory bound: bytes a decode step reads over read bandwidth ---- */
+
+typedef struct {
+	const uint64_t *p;
+	size_t n; /* 64-bit words, a multiple of 16 */
+	uint64_t sum;
+} bw_part;
+
+/* Reads its share with cheap independent ORs (not additions, whose latency
+ * would be the limit), so that memory is. */
+static void *bw_read(void *arg)
+{
+	bw_part *b = arg;
+	uint64_t acc = 0;
+	size_t i = 0;
+#ifdef __AVX2__
+	__m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+	for (; i + 16 <= b->n; i += 16) {
+		a0 = _mm256_or_si256(a0, _mm256_loadu_si256((const __m256i *)(b->p + i)));
+		a1 = _mm256_or_si256(a1, _mm256_loadu_si256((const __m256i *)(b->p + i + 4)));
+		a2 = _mm256_or_si256(a2, _mm256_loadu_si256((const __m256i *)(b->p + i + 8)));
+		a3 = _mm256_or_si256(a3, _mm256_loadu_si256((const __m256i *)(b->p + i + 12)));
+	}
+	uint64_t t[4];
+	_mm256_storeu_si256((__m256i *)t, _mm256_or_si256(_mm256_or_si256(a0, a1), _mm256_or_si256(a2, a3)));
+	acc = t[0] | t[1] | t[2] | t[3];
+#endif
+	uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+	for (; i + 4 <= b->n; i += 4)
+		s0 |= b->p[i], s1 |= b->p[i + 1], s2 |= b->p[i + 2], s3 |= b->p[i + 3];
+	b->sum = acc | s0 | s1 | s2 | s3;
+	return NULL;
+}
+
+/* Read bandwidth in bytes/s: `threads` threads each summing their share of
+ * a 512 MiB buffer (far past the caches), the best of 5 passes. 0 when the
+ * buffer cannot be had. */
+static double read_bandwidth(int threads)
+{
+	size_t bytes = (size_t)512 << 20, n = bytes / sizeof(uint64_t);
+	uint64_t *buf = malloc(bytes), sink = 0;
+	double best = 0;
+	if (!buf)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		buf[i] = i & 7;
+	if (threads < 1)
+		threads = 1;
+	if (threads > 64)
+		threads = 64;
+	pthread_t th[64];
+	bw_part part[64];
+	for (int pass = 0; pass < 5; pass++) {
+		double t0 = ev_now();
+		for (int k = 0; k < threads; k++) {
+			size_t a = n / 16 * (size_t)k / (size_t)threads * 16, b = n / 16 * (size_t)(k + 1) / (size_t)threads * 16;
+			part[k] = (bw_part){buf + a, b - a, 0};
+			if (pthread_create(&th[k], NULL, bw_read, &part[k]))
+				bw_read(&part[k]), th[k] = 0;
+		}
+		for (int k = 0; k < threads; k++) {
+			if (th[k])
+				pthread_join(th[k], NULL);
+			sink |= part[k].sum;
+		}
+		double dt = ev_now() - t0;
+		if (dt > 0 && bytes / dt > best)
+			best = (double)bytes / dt;
+	}
+	free(buf);
+	return sink == 8 ? 0 : best; /* (sink is 7: the reads are used) */
+}
+
 typedef struct {
 	const char *model;
 	int prompt, decode, threads, batch, ref_prompt, ref_decode, repeats;
@@ -210,6 +289,15 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
 	double rss = (double)ru.ru_maxrss * 1024.0;
+	/* a decode step at batch 1 reads every weight a token uses once (the
+	 * active share of the weights' stored bytes; the KV cache is small at
+	 * these lengths): its ceiling is read bandwidth over those bytes */
+	long nthreads = threads > 0 ? threads : sysconf(_SC_NPROCESSORS_ONLN);
+	double bw = read_bandwidth((int)nthreads);
+	double step_bytes = in.params_total ? (double)in.weight_bytes * (double)in.params_active / (double)in.params_total
+	                                    : (double)in.weight_bytes;
+	double bound = bw > 0 && step_bytes > 0 ? bw / step_bytes : 0;
+	double dec1 = !only_ref && n ? rows[0].decode_tok_s : 0;
 	if (json) {
 		cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "results");
 		cJSON_AddStringToObject(o, "model", model);
@@ -220,6 +308,11 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 		cJSON_AddNumberToObject(o, "threads", (double)threads);
 		cJSON_AddNumberToObject(o, "load_s", t_load);
 		cJSON_AddNumberToObject(o, "peak_rss_bytes", rss);
+		cJSON_AddNumberToObject(o, "decode_bytes_per_token", step_bytes);
+		cJSON_AddNumberToObject(o, "read_bandwidth_bytes_s", bw);
+		cJSON_AddNumberToObject(o, "decode_bound_tok_s", bound);
+		if (dec1 > 0 && bound > 0)
+			cJSON_AddNumberToObject(o, "decode_share_of_bound", dec1 / bound);
 		for (int i = 0; i < n; i++) {
 			cJSON *r = cJSON_CreateObject();
 			cJSON_AddStringToObject(r, "path", rows[i].path);
@@ -247,6 +340,10 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 			       rows[i].prompt, rows[i].decode, rows[i].prefill_tok_s, rows[i].prefill_sd,
 			       rows[i].decode_tok_s, rows[i].decode_sd);
 		printf("  peak RSS %.1f MiB\n", rss / 1048576.0);
+		if (bound > 0)
+			printf("  memory bound: %.1f MiB a decode step / %.1f GB/s read (%ld threads) = %.1f tok/s; batch-1 decode "
+			       "at %.0f%% of it\n",
+			       step_bytes / 1048576.0, bw / 1e9, nthreads, bound, dec1 > 0 ? 100.0 * dec1 / bound : 0.0);
 	}
 	rc = 0;
 	goto done;

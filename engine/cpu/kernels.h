@@ -12,6 +12,7 @@
 #define ENG_CPU_KERNELS_H
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -180,6 +181,71 @@ static inline float hsum8(__m256 a)
 }
 #endif
 
+/* ---- 16-bit weight rows (BF16, F16) read in place ------------------------- */
+
+/* Eight 16-bit weights as f32, exactly: BF16 by a shift into the high
+ * half, F16 by F16C's conversion. Kernels on them give the bits of the
+ * f32 kernels on converted rows (the same products summed in the same
+ * order), without the round trip through a buffer. */
+#ifdef ENG_AVX2
+static inline __m256 ld8_h(const uint16_t *p, int f16)
+{
+	__m128i h = _mm_loadu_si128((const __m128i *)p);
+#ifdef __F16C__
+	if (f16)
+		return _mm256_cvtph_ps(h);
+#endif
+	(void)f16;
+	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+#endif
+
+/* Whether ld8_h reads this dtype (f16 needs F16C). */
+static inline int h_native(int f16)
+{
+#if defined(ENG_AVX2) && defined(__F16C__)
+	return 1;
+#elif defined(ENG_AVX2)
+	return !f16;
+#else
+	(void)f16;
+	return 0;
+#endif
+}
+
+/* dot4 with 16-bit weight rows (f16 != 0: F16, else BF16); only where
+ * h_native(f16). conv converts the tail's elements (below 8) one by one. */
+static inline void dot4_h(float out[4], const float *x, const uint16_t *w0, const uint16_t *w1, const uint16_t *w2,
+			  const uint16_t *w3, int n, int f16, float (*conv)(uint16_t))
+{
+	int i = 0;
+	float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+#ifdef ENG_AVX2
+	__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 xv = _mm256_loadu_ps(x + i);
+		a0 = _mm256_fmadd_ps(xv, ld8_h(w0 + i, f16), a0);
+		a1 = _mm256_fmadd_ps(xv, ld8_h(w1 + i, f16), a1);
+		a2 = _mm256_fmadd_ps(xv, ld8_h(w2 + i, f16), a2);
+		a3 = _mm256_fmadd_ps(xv, ld8_h(w3 + i, f16), a3);
+	}
+	__m256 t0 = _mm256_hadd_ps(a0, a1), t1 = _mm256_hadd_ps(a2, a3);
+	__m256 t2 = _mm256_hadd_ps(t0, t1);
+	__m128 r = _mm_add_ps(_mm256_castps256_ps128(t2), _mm256_extractf128_ps(t2, 1));
+	float tmp[4];
+	_mm_storeu_ps(tmp, r);
+	s0 = tmp[0], s1 = tmp[1], s2 = tmp[2], s3 = tmp[3];
+#endif
+	(void)f16;
+	for (; i < n; i++) {
+		s0 += x[i] * conv(w0[i]);
+		s1 += x[i] * conv(w1[i]);
+		s2 += x[i] * conv(w2[i]);
+		s3 += x[i] * conv(w3[i]);
+	}
+	out[0] = s0, out[1] = s1, out[2] = s2, out[3] = s3;
+}
+
 /* w . x with one accumulator, its lanes summed as dot4 sums them: the
  * same bits as any of dot4's outputs. */
 static inline float dot1(const float *x, const float *w, int n)
@@ -194,6 +260,23 @@ static inline float dot1(const float *x, const float *w, int n)
 #endif
 	for (; i < n; i++)
 		s += x[i] * w[i];
+	return s;
+}
+
+/* dot1 with a 16-bit weight row (as dot4_h). */
+static inline float dot1_h(const float *x, const uint16_t *w, int n, int f16, float (*conv)(uint16_t))
+{
+	int i = 0;
+	float s = 0;
+#ifdef ENG_AVX2
+	__m256 a = _mm256_setzero_ps();
+	for (; i + 8 <= n; i += 8)
+		a = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), ld8_h(w + i, f16), a);
+	s = hsum8(a);
+#endif
+	(void)f16;
+	for (; i < n; i++)
+		s += x[i] * conv(w[i]);
 	return s;
 }
 

@@ -92,6 +92,26 @@ static void mm_task(void *ctx, int task, int worker)
 	int r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task;
 	if (r1 > R)
 		r1 = R;
+	int f16 = w->dtype == ENG_F16;
+	if (w->dtype != ENG_F32 && h_native(f16)) {
+		/* 16-bit rows read in place: the bits of dot4 / dot1 on converted rows */
+		float (*conv)(uint16_t) = f16 ? eng_f16_to_f32 : eng_bf16_to_f32;
+		const uint16_t *W = w->data;
+		int q4 = (r1 - r0) / 4, r = r0;
+		for (; r < r0 + q4; r++)
+			for (int i = 0; i < j->n; i++) {
+				float o[4];
+				dot4_h(o, j->x + (size_t)i * K, W + (size_t)r * K, W + (size_t)(r + q4) * K,
+				       W + (size_t)(r + 2 * q4) * K, W + (size_t)(r + 3 * q4) * K, K, f16, conv);
+				for (int t = 0; t < 4; t++)
+					j->y[(size_t)i * R + r + t * q4] = o[t] + (j->bias ? j->bias[r + t * q4] : 0.0f);
+			}
+		for (r = r0 + 4 * q4; r < r1; r++)
+			for (int i = 0; i < j->n; i++)
+				j->y[(size_t)i * R + r] = dot1_h(j->x + (size_t)i * K, W + (size_t)r * K, K, f16, conv) +
+							  (j->bias ? j->bias[r] : 0.0f);
+		return;
+	}
 	float *buf = j->cc->wconv[worker];
 	int q4 = (r1 - r0) / 4, r = r0;
 	for (; r < r0 + q4; r++) {

@@ -68,11 +68,67 @@ static void half_conversions_round_correctly(void **state)
 		assert_int_equal(eng_f32_to_f16(eng_f16_to_f32((uint16_t)h)), h);
 }
 
+/* 16-bit weights: the vector conversion equals the scalar one on every
+ * value (NaNs aside), and the matmul reading BF16/F16 rows in place gives
+ * the bits of the f32 matmul on the converted rows, at decode (1-3 rows)
+ * and prefill (4+ rows) widths, tails of odd lengths included. */
+static void half_rows_read_in_place_equal_converted(void **state)
+{
+	(void)state;
+	uint16_t all[65536];
+	float got[65536];
+	for (uint32_t h = 0; h < 65536; h++)
+		all[h] = (uint16_t)h;
+	for (int f16 = 0; f16 < 2; f16++) {
+		eng_to_f32(got, all, f16 ? ENG_F16 : ENG_BF16, 65536);
+		for (uint32_t h = 0; h < 65536; h++) {
+			float want = f16 ? eng_f16_to_f32((uint16_t)h) : eng_bf16_to_f32((uint16_t)h);
+			if (isnan(want))
+				assert_true(isnan(got[h]));
+			else
+				assert_memory_equal(&got[h], &want, 4);
+		}
+	}
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.vocab = 300;
+	z.layers = 1;
+	char *dir = et_mkmodel("opsh", "llama", &z, "f32", 1);
+	eng_model_options o = ENG_MODEL_OPTIONS_INIT;
+	o.threads = 2;
+	eng_model *m = NULL;
+	assert_int_equal(eng_model_load(&m, dir, &o), 0);
+	ev_rng r;
+	ev_rng_seed(&r, 11);
+	int shapes[][3] = {{1, 37, 64}, {2, 130, 77}, {3, 9, 5}, {1, 576, 576}, {5, 64, 83}};
+	for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+		for (int dt = 1; dt < 3; dt++) {
+			int n = shapes[si][0], rows = shapes[si][1], cols = shapes[si][2];
+			float *x = malloc((size_t)n * cols * 4), *wf = malloc((size_t)rows * cols * 4);
+			float *y1 = malloc((size_t)n * rows * 4), *y2 = malloc((size_t)n * rows * 4);
+			uint16_t *wh = malloc((size_t)rows * cols * 2);
+			fill(x, (size_t)n * cols, &r);
+			fill(wf, (size_t)rows * cols, &r);
+			for (size_t i = 0; i < (size_t)rows * cols; i++)
+				wh[i] = dt == ENG_F16 ? eng_f32_to_f16(wf[i]) : eng_f32_to_bf16(wf[i]);
+			eng_to_f32(wf, wh, (eng_dtype)dt, (size_t)rows * cols);
+			eng_weight wq = {wh, (eng_dtype)dt, rows, cols}, w32 = {wf, ENG_F32, rows, cols};
+			m->cpu.matmul(&m->cpu, y1, x, n, &wq, NULL);
+			m->cpu.matmul(&m->cpu, y2, x, n, &w32, NULL);
+			if (memcmp(y1, y2, (size_t)n * rows * 4))
+				fail_msg("matmul n=%d rows=%d cols=%d dtype=%d: 16-bit rows differ from converted ones", n, rows,
+					 cols, dt);
+			free(x), free(wf), free(y1), free(y2), free(wh);
+		}
+	eng_model_free(m);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(matmul_fast_equals_reference),
 		cmocka_unit_test(half_conversions_round_correctly),
+		cmocka_unit_test(half_rows_read_in_place_equal_converted),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
