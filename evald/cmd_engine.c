@@ -24,6 +24,7 @@
 int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv);    /* bench_engine.c */
 int ev_bench_attention_main(const ev_cli *cli, int argc, char **argv); /* bench_attention.c */
 int ev_engine_preprocess_main(const ev_cli *cli, int argc, char **argv); /* cmd_preprocess.c */
+int ev_engine_gguf_main(const ev_cli *cli, int argc, char **argv);       /* cmd_gguf.c */
 
 typedef struct {
 	const char *model, *tokens, *prompt, *prompt_tokens, *arch, *out, *dtype, *text;
@@ -813,6 +814,7 @@ int ev_cmd_engine(const ev_cli *cli, int argc, char **argv)
 		{"tokenize", sub_tokenize, "ids and pieces of a text, as HF's tokenizers encode it"},
 		{"render", sub_render, "the chat template rendered as transformers renders it"},
 		{"preprocess", ev_engine_preprocess_main, "an image as MiniMax-M3's processor makes it: sizes, patches"},
+		{"gguf", ev_engine_gguf_main, "what a GGUF file holds (validated); one tensor dequantized"},
 		{"bench", ev_bench_engine_main, "prefill and decode speed (= evald bench engine)"},
 		{"bench-attention", ev_bench_attention_main, "dense vs MSA by context length (= evald bench attention)"},
 		{NULL, NULL, NULL},

@@ -1,0 +1,102 @@
+/*
+ * engine/gguf/gguf.h: reading GGUF files (llama.cpp's single-file format,
+ * version 3; 2 read as well), validated whole before use (README.md).
+ */
+#ifndef ENG_GGUF_H
+#define ENG_GGUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* GGUF's value types */
+enum {
+	ENG_GGUF_U8 = 0, ENG_GGUF_I8 = 1, ENG_GGUF_U16 = 2, ENG_GGUF_I16 = 3, ENG_GGUF_U32 = 4, ENG_GGUF_I32 = 5,
+	ENG_GGUF_F32 = 6, ENG_GGUF_BOOL = 7, ENG_GGUF_STRING = 8, ENG_GGUF_ARRAY = 9, ENG_GGUF_U64 = 10,
+	ENG_GGUF_I64 = 11, ENG_GGUF_F64 = 12,
+};
+
+/* A string in the file: not NUL-terminated. */
+typedef struct {
+	const char *p;
+	uint64_t n;
+} eng_gguf_str;
+
+typedef struct {
+	eng_gguf_str key;
+	uint32_t type;
+	/* scalars */
+	union {
+		uint64_t u;
+		int64_t i;
+		double f;
+	} v;
+	eng_gguf_str s;     /* ENG_GGUF_STRING */
+	uint32_t elem_type; /* ENG_GGUF_ARRAY: the elements' type and count */
+	uint64_t count;
+	const uint8_t *elems; /* the elements as stored (strings: length-prefixed) */
+} eng_gguf_value;
+
+typedef struct {
+	eng_gguf_str name;
+	uint32_t type;   /* ggml type (quant.h) */
+	int ndim;
+	uint64_t dims[4]; /* dims[0] the row length (ggml order) */
+	uint64_t elements;
+	uint64_t bytes;
+	const uint8_t *data;
+} eng_gguf_tensor;
+
+typedef struct {
+	const uint8_t *map;
+	size_t len;
+	uint32_t version;
+	uint64_t alignment;
+	eng_gguf_value *kv;
+	size_t n_kv;
+	eng_gguf_tensor *t;
+	size_t n_t;
+	size_t data_off;
+	char *path;
+} eng_gguf;
+
+/* Maps and validates `path`; on failure *out is NULL and the error names
+ * the key or tensor and the offset. */
+int eng_gguf_open(eng_gguf **out, const char *path);
+/* The same over bytes in memory (kept by the caller while g lives). */
+int eng_gguf_parse(eng_gguf **out, const void *data, size_t len, const char *what);
+void eng_gguf_close(eng_gguf *g);
+
+const eng_gguf_value *eng_gguf_find_key(const eng_gguf *g, const char *key);
+const eng_gguf_tensor *eng_gguf_find_tensor(const eng_gguf *g, const char *name);
+/* Typed getters: 0, EV_E_NOTFOUND naming the key when absent, or
+ * EV_E_INVALID when of another type or out of range. */
+int eng_gguf_get_u64(const eng_gguf *g, const char *key, uint64_t *out);
+int eng_gguf_get_f64(const eng_gguf *g, const char *key, double *out);
+/* a malloc'd NUL-terminated copy (a string holding NUL is refused) */
+int eng_gguf_get_str(const eng_gguf *g, const char *key, char **out);
+/* Walks a (validated) string array: *at starts at the value's elems; each
+ * call gives the next string and moves *at past it. */
+eng_gguf_str eng_gguf_next_str(const uint8_t **at);
+
+/* ---- writing (write.c): GGUF version 3 files, for fixtures and converters ---- */
+
+typedef struct eng_gguf_writer eng_gguf_writer;
+int eng_gguf_writer_new(eng_gguf_writer **out);
+void eng_gguf_writer_free(eng_gguf_writer *w);
+int eng_gguf_put_u32(eng_gguf_writer *w, const char *key, uint32_t v);
+int eng_gguf_put_f32(eng_gguf_writer *w, const char *key, float v);
+int eng_gguf_put_bool(eng_gguf_writer *w, const char *key, bool v);
+int eng_gguf_put_str(eng_gguf_writer *w, const char *key, const char *v);
+/* arrays of strings, of i32, of f32 */
+int eng_gguf_put_strs(eng_gguf_writer *w, const char *key, const char *const *v, size_t n);
+int eng_gguf_put_i32s(eng_gguf_writer *w, const char *key, const int32_t *v, size_t n);
+int eng_gguf_put_f32s(eng_gguf_writer *w, const char *key, const float *v, size_t n);
+/* A tensor of ggml `type`, dims in ggml order (dims[0] the row), its
+ * bytes copied. */
+int eng_gguf_put_tensor(eng_gguf_writer *w, const char *name, uint32_t type, const uint64_t *dims, int ndim,
+                        const void *data, size_t bytes);
+/* The file (alignment 32), written atomically. */
+int eng_gguf_write(eng_gguf_writer *w, const char *path);
+
+#endif

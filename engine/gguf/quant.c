@@ -1,0 +1,374 @@
+/*
+ * engine/gguf/quant.c: ggml's block formats, read and written one block at
+ * a time (the plain path; the layouts are in README.md).
+ */
+#include "engine/gguf/quant.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "engine/backend.h"
+
+#define QK 32   /* the simple formats' block */
+#define QKK 256 /* the K-quants' super-block */
+
+static const struct {
+	uint32_t t;
+	const char *name;
+	int block;
+	size_t size;
+} types[] = {
+	{ENG_GGML_F32, "F32", 1, 4},         {ENG_GGML_F16, "F16", 1, 2},         {ENG_GGML_BF16, "BF16", 1, 2},
+	{ENG_GGML_Q4_0, "Q4_0", QK, 18},     {ENG_GGML_Q4_1, "Q4_1", QK, 20},     {ENG_GGML_Q5_0, "Q5_0", QK, 22},
+	{ENG_GGML_Q5_1, "Q5_1", QK, 24},     {ENG_GGML_Q8_0, "Q8_0", QK, 34},     {ENG_GGML_Q4_K, "Q4_K", QKK, 144},
+	{ENG_GGML_Q5_K, "Q5_K", QKK, 176},   {ENG_GGML_Q6_K, "Q6_K", QKK, 210},
+};
+#define NTYPES (sizeof types / sizeof types[0])
+
+const char *eng_ggml_type_name(uint32_t t)
+{
+	for (size_t i = 0; i < NTYPES; i++)
+		if (types[i].t == t)
+			return types[i].name;
+	return "?";
+}
+
+const char *eng_ggml_type_known_name(uint32_t t)
+{
+	static const char *const all[] = {"F32",  "F16",  "Q4_0", "Q4_1", NULL,    NULL,    "Q5_0",  "Q5_1",
+	                                  "Q8_0", "Q8_1", "Q2_K", "Q3_K", "Q4_K",  "Q5_K",  "Q6_K",  "Q8_K",
+	                                  "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS",
+	                                  "I8",   "I16",  "I32",  "I64",  "F64",   "IQ1_M", "BF16"};
+	return t < sizeof all / sizeof all[0] ? all[t] : NULL;
+}
+
+int eng_ggml_type_block(uint32_t t)
+{
+	for (size_t i = 0; i < NTYPES; i++)
+		if (types[i].t == t)
+			return types[i].block;
+	return 0;
+}
+
+size_t eng_ggml_type_size(uint32_t t)
+{
+	for (size_t i = 0; i < NTYPES; i++)
+		if (types[i].t == t)
+			return types[i].size;
+	return 0;
+}
+
+static float h2f(const uint8_t *p)
+{
+	uint16_t h;
+	memcpy(&h, p, 2);
+	return eng_f16_to_f32(h);
+}
+
+static void f2h(uint8_t *p, float f)
+{
+	uint16_t h = eng_f32_to_f16(f);
+	memcpy(p, &h, 2);
+}
+
+/* Q4_K / Q5_K: sub-block j's 6-bit scale and min from the 12 packed bytes */
+static void scale_min(int j, const uint8_t *q, int *sc, int *m)
+{
+	if (j < 4) {
+		*sc = q[j] & 63;
+		*m = q[j + 4] & 63;
+	} else {
+		*sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+	}
+}
+
+static void pack_scale_min(uint8_t *q, const int *sc, const int *m)
+{
+	memset(q, 0, 12);
+	for (int j = 0; j < 8; j++) {
+		if (j < 4) {
+			q[j] |= (uint8_t)(sc[j] & 63);
+			q[j + 4] |= (uint8_t)(m[j] & 63);
+		} else {
+			q[j + 4] |= (uint8_t)((sc[j] & 0xF) | ((m[j] & 0xF) << 4));
+			q[j - 4] |= (uint8_t)((sc[j] >> 4) << 6);
+			q[j] |= (uint8_t)((m[j] >> 4) << 6);
+		}
+	}
+}
+
+void eng_ggml_dequantize(float *y, const void *src, uint32_t t, size_t n)
+{
+	const uint8_t *b = src;
+	switch (t) {
+	case ENG_GGML_F32:
+		memcpy(y, src, n * 4);
+		return;
+	case ENG_GGML_F16:
+		eng_to_f32(y, src, ENG_F16, n);
+		return;
+	case ENG_GGML_BF16:
+		eng_to_f32(y, src, ENG_BF16, n);
+		return;
+	case ENG_GGML_Q4_0:
+		for (size_t k = 0; k < n / QK; k++, b += 18, y += QK) {
+			float d = h2f(b);
+			for (int j = 0; j < 16; j++) {
+				y[j] = (float)((b[2 + j] & 0xF) - 8) * d;
+				y[j + 16] = (float)((b[2 + j] >> 4) - 8) * d;
+			}
+		}
+		return;
+	case ENG_GGML_Q4_1:
+		for (size_t k = 0; k < n / QK; k++, b += 20, y += QK) {
+			float d = h2f(b), m = h2f(b + 2);
+			for (int j = 0; j < 16; j++) {
+				y[j] = (float)(b[4 + j] & 0xF) * d + m;
+				y[j + 16] = (float)(b[4 + j] >> 4) * d + m;
+			}
+		}
+		return;
+	case ENG_GGML_Q5_0:
+	case ENG_GGML_Q5_1: {
+		bool one = t == ENG_GGML_Q5_1;
+		size_t bs = one ? 24 : 22;
+		for (size_t k = 0; k < n / QK; k++, b += bs, y += QK) {
+			float d = h2f(b), m = one ? h2f(b + 2) : 0;
+			uint32_t qh;
+			memcpy(&qh, b + (one ? 4 : 2), 4);
+			const uint8_t *qs = b + (one ? 8 : 6);
+			for (int j = 0; j < 16; j++) {
+				int lo = (qs[j] & 0xF) | (int)(((qh >> j) & 1) << 4);
+				int hi = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
+				y[j] = one ? (float)lo * d + m : (float)(lo - 16) * d;
+				y[j + 16] = one ? (float)hi * d + m : (float)(hi - 16) * d;
+			}
+		}
+		return;
+	}
+	case ENG_GGML_Q8_0:
+		for (size_t k = 0; k < n / QK; k++, b += 34, y += QK) {
+			float d = h2f(b);
+			for (int j = 0; j < QK; j++)
+				y[j] = (float)(int8_t)b[2 + j] * d;
+		}
+		return;
+	case ENG_GGML_Q4_K:
+	case ENG_GGML_Q5_K: {
+		bool five = t == ENG_GGML_Q5_K;
+		size_t bs = five ? 176 : 144;
+		for (size_t k = 0; k < n / QKK; k++, b += bs) {
+			float d = h2f(b), dmin = h2f(b + 2);
+			const uint8_t *sc = b + 4, *qh = b + 16, *q = b + (five ? 48 : 16);
+			for (int c = 0; c < 4; c++, q += 32) {
+				int s1, m1, s2, m2;
+				scale_min(2 * c, sc, &s1, &m1);
+				scale_min(2 * c + 1, sc, &s2, &m2);
+				for (int l = 0; l < 32; l++) {
+					int lo = q[l] & 0xF, hi = q[l] >> 4;
+					if (five) {
+						lo += ((qh[l] >> (2 * c)) & 1) << 4;
+						hi += ((qh[l] >> (2 * c + 1)) & 1) << 4;
+					}
+					y[l] = d * (float)s1 * (float)lo - dmin * (float)m1;
+					y[l + 32] = d * (float)s2 * (float)hi - dmin * (float)m2;
+				}
+				y += 64;
+			}
+		}
+		return;
+	}
+	case ENG_GGML_Q6_K:
+		for (size_t k = 0; k < n / QKK; k++, b += 210) {
+			const uint8_t *ql = b, *qh = b + 128;
+			const int8_t *sc = (const int8_t *)(b + 192);
+			float d = h2f(b + 208);
+			for (int h = 0; h < 2; h++, ql += 64, qh += 32, sc += 8, y += 128)
+				for (int l = 0; l < 32; l++) {
+					int is = l / 16;
+					int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+					int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+					int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+					int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+					y[l] = d * (float)sc[is] * (float)q1;
+					y[l + 32] = d * (float)sc[is + 2] * (float)q2;
+					y[l + 64] = d * (float)sc[is + 4] * (float)q3;
+					y[l + 96] = d * (float)sc[is + 6] * (float)q4;
+				}
+		}
+		return;
+	}
+}
+
+static int clampi(int v, int lo, int hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* a symmetric block: scale from the largest magnitude, q in [-lim, lim] */
+static float amax_of(const float *x, int n)
+{
+	float a = 0;
+	for (int i = 0; i < n; i++)
+		a = fabsf(x[i]) > a ? fabsf(x[i]) : a;
+	return a;
+}
+
+static void range_of(const float *x, int n, float *lo, float *hi)
+{
+	*lo = x[0], *hi = x[0];
+	for (int i = 1; i < n; i++) {
+		*lo = x[i] < *lo ? x[i] : *lo;
+		*hi = x[i] > *hi ? x[i] : *hi;
+	}
+}
+
+void eng_ggml_quantize(void *dst, const float *x, uint32_t t, size_t n)
+{
+	uint8_t *b = dst;
+	switch (t) {
+	case ENG_GGML_F32:
+		memcpy(dst, x, n * 4);
+		return;
+	case ENG_GGML_F16:
+	case ENG_GGML_BF16:
+		for (size_t i = 0; i < n; i++) {
+			uint16_t h = t == ENG_GGML_F16 ? eng_f32_to_f16(x[i]) : eng_f32_to_bf16(x[i]);
+			memcpy(b + 2 * i, &h, 2);
+		}
+		return;
+	case ENG_GGML_Q4_0:
+	case ENG_GGML_Q5_0:
+	case ENG_GGML_Q8_0: {
+		int bits = t == ENG_GGML_Q4_0 ? 4 : t == ENG_GGML_Q5_0 ? 5 : 8, off = bits == 8 ? 0 : 1 << (bits - 1);
+		int lim = bits == 8 ? 127 : off - 1;
+		size_t bs = eng_ggml_type_size(t);
+		for (size_t k = 0; k < n / QK; k++, b += bs, x += QK) {
+			float d = amax_of(x, QK) / (float)lim;
+			f2h(b, d);
+			float dq = h2f(b), inv = dq ? 1.0f / dq : 0;
+			int q[QK];
+			for (int j = 0; j < QK; j++)
+				q[j] = clampi((int)lrintf(x[j] * inv), -lim - (bits == 8 ? 0 : 1), lim) + off;
+			if (bits == 8) {
+				for (int j = 0; j < QK; j++)
+					b[2 + j] = (uint8_t)(int8_t)q[j];
+			} else {
+				uint8_t *qs = b + (bits == 5 ? 6 : 2);
+				uint32_t qh = 0;
+				for (int j = 0; j < 16; j++) {
+					qs[j] = (uint8_t)((q[j] & 0xF) | ((q[j + 16] & 0xF) << 4));
+					qh |= (uint32_t)((q[j] >> 4) & 1) << j;
+					qh |= (uint32_t)((q[j + 16] >> 4) & 1) << (j + 16);
+				}
+				if (bits == 5)
+					memcpy(b + 2, &qh, 4);
+			}
+		}
+		return;
+	}
+	case ENG_GGML_Q4_1:
+	case ENG_GGML_Q5_1: {
+		int bits = t == ENG_GGML_Q4_1 ? 4 : 5, top = (1 << bits) - 1;
+		size_t bs = eng_ggml_type_size(t);
+		for (size_t k = 0; k < n / QK; k++, b += bs, x += QK) {
+			float lo, hi;
+			range_of(x, QK, &lo, &hi);
+			f2h(b, (hi - lo) / (float)top);
+			f2h(b + 2, lo);
+			float d = h2f(b), m = h2f(b + 2), inv = d ? 1.0f / d : 0;
+			int q[QK];
+			for (int j = 0; j < QK; j++)
+				q[j] = clampi((int)lrintf((x[j] - m) * inv), 0, top);
+			uint8_t *qs = b + (bits == 5 ? 8 : 4);
+			uint32_t qh = 0;
+			for (int j = 0; j < 16; j++) {
+				qs[j] = (uint8_t)((q[j] & 0xF) | ((q[j + 16] & 0xF) << 4));
+				qh |= (uint32_t)((q[j] >> 4) & 1) << j;
+				qh |= (uint32_t)((q[j + 16] >> 4) & 1) << (j + 16);
+			}
+			if (bits == 5)
+				memcpy(b + 4, &qh, 4);
+		}
+		return;
+	}
+	case ENG_GGML_Q4_K:
+	case ENG_GGML_Q5_K: {
+		bool five = t == ENG_GGML_Q5_K;
+		int top = five ? 31 : 15;
+		size_t bs = five ? 176 : 144;
+		for (size_t k = 0; k < n / QKK; k++, b += bs, x += QKK) {
+			/* each sub-block's range: scale (hi - lo) / top, min -lo (>= 0);
+			 * super-block d and dmin put the largest on the 6-bit grid */
+			float ss[8], mm[8], smax = 0, mmax = 0;
+			for (int j = 0; j < 8; j++) {
+				float lo, hi;
+				range_of(x + 32 * j, 32, &lo, &hi);
+				if (lo > 0)
+					lo = 0;
+				ss[j] = (hi - lo) / (float)top;
+				mm[j] = -lo;
+				smax = ss[j] > smax ? ss[j] : smax;
+				mmax = mm[j] > mmax ? mm[j] : mmax;
+			}
+			f2h(b, smax / 63.0f);
+			f2h(b + 2, mmax / 63.0f);
+			float d = h2f(b), dmin = h2f(b + 2);
+			int sc[8], mi[8];
+			for (int j = 0; j < 8; j++) {
+				sc[j] = d ? clampi((int)lrintf(ss[j] / d), 0, 63) : 0;
+				mi[j] = dmin ? clampi((int)lrintf(mm[j] / dmin), 0, 63) : 0;
+			}
+			pack_scale_min(b + 4, sc, mi);
+			uint8_t *qh = b + 16, *q = b + (five ? 48 : 16);
+			if (five)
+				memset(qh, 0, 32);
+			for (int c = 0; c < 4; c++, q += 32)
+				for (int l = 0; l < 32; l++) {
+					int v[2];
+					for (int h = 0; h < 2; h++) {
+						int j = 2 * c + h;
+						float ds = d * (float)sc[j], dm = dmin * (float)mi[j];
+						v[h] = ds ? clampi((int)lrintf((x[64 * c + 32 * h + l] + dm) / ds), 0, top) : 0;
+					}
+					q[l] = (uint8_t)((v[0] & 0xF) | ((v[1] & 0xF) << 4));
+					if (five)
+						qh[l] |= (uint8_t)((((v[0] >> 4) & 1) << (2 * c)) | (((v[1] >> 4) & 1) << (2 * c + 1)));
+				}
+		}
+		return;
+	}
+	case ENG_GGML_Q6_K:
+		for (size_t k = 0; k < n / QKK; k++, b += 210, x += QKK) {
+			/* sixteen sub-blocks of 16: an 8-bit scale each over a 6-bit q in [-32, 31] */
+			float s[16], smax = 0;
+			for (int j = 0; j < 16; j++) {
+				s[j] = amax_of(x + 16 * j, 16) / 31.0f;
+				smax = s[j] > smax ? s[j] : smax;
+			}
+			f2h(b + 208, smax / 127.0f);
+			float d = h2f(b + 208);
+			int8_t *sc = (int8_t *)(b + 192);
+			for (int j = 0; j < 16; j++)
+				sc[j] = (int8_t)(d ? clampi((int)lrintf(s[j] / d), -128, 127) : 0);
+			int q[QKK];
+			for (int e = 0; e < QKK; e++) {
+				float ds = d * (float)sc[e / 16];
+				q[e] = (ds ? clampi((int)lrintf(x[e] / ds), -32, 31) : 0) + 32;
+			}
+			uint8_t *ql = b, *qh = b + 128;
+			memset(ql, 0, 128);
+			memset(qh, 0, 64);
+			for (int h = 0; h < 2; h++)
+				for (int l = 0; l < 32; l++) {
+					const int *p = q + 128 * h;
+					ql[64 * h + l] = (uint8_t)((p[l] & 0xF) | ((p[l + 64] & 0xF) << 4));
+					ql[64 * h + l + 32] = (uint8_t)((p[l + 32] & 0xF) | ((p[l + 96] & 0xF) << 4));
+					qh[32 * h + l] = (uint8_t)(((p[l] >> 4) & 3) | (((p[l + 32] >> 4) & 3) << 2) |
+					                           (((p[l + 64] >> 4) & 3) << 4) | (((p[l + 96] >> 4) & 3) << 6));
+				}
+		}
+		return;
+	}
+}

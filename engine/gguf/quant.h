@@ -1,0 +1,40 @@
+/*
+ * engine/gguf/quant.h: ggml's tensor types as GGUF files store them, and
+ * their blocks to and from f32 (README.md: the layouts).
+ */
+#ifndef ENG_GGUF_QUANT_H
+#define ENG_GGUF_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+	ENG_GGML_F32 = 0,
+	ENG_GGML_F16 = 1,
+	ENG_GGML_Q4_0 = 2,
+	ENG_GGML_Q4_1 = 3,
+	ENG_GGML_Q5_0 = 6,
+	ENG_GGML_Q5_1 = 7,
+	ENG_GGML_Q8_0 = 8,
+	ENG_GGML_Q4_K = 12,
+	ENG_GGML_Q5_K = 13,
+	ENG_GGML_Q6_K = 14,
+	ENG_GGML_BF16 = 30,
+};
+
+/* "Q4_K" and the like; "?" for a type evald does not read. */
+const char *eng_ggml_type_name(uint32_t t);
+/* ggml's name of any type number (for errors naming what is not read), or NULL. */
+const char *eng_ggml_type_known_name(uint32_t t);
+/* Elements a block and bytes a block; 0 for types evald does not read. */
+int eng_ggml_type_block(uint32_t t);
+size_t eng_ggml_type_size(uint32_t t);
+
+/* n elements (a multiple of the type's block) of src to f32: the plain
+ * reference reading of each block. */
+void eng_ggml_dequantize(float *dst, const void *src, uint32_t t, size_t n);
+/* f32 to the type's blocks (n a multiple of the block), round to nearest
+ * with each block's scales from its own values (README.md). */
+void eng_ggml_quantize(void *dst, const float *src, uint32_t t, size_t n);
+
+#endif

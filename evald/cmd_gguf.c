@@ -1,0 +1,152 @@
+/*
+ * evald engine gguf: what a GGUF file holds, read and validated as the
+ * engine reads it (engine/gguf): version, alignment, metadata, tensors;
+ * one tensor's values as raw little-endian f32 (the plain dequantization).
+ *   evald engine gguf FILE [--json]
+ *   evald engine gguf FILE --tensor NAME --out FILE
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "base/fs.h"
+#include "engine/gguf/gguf.h"
+#include "engine/gguf/quant.h"
+#include "evald/cli.h"
+
+int ev_engine_gguf_main(const ev_cli *cli, int argc, char **argv);
+
+typedef struct {
+	const char *tensor, *out;
+	bool json;
+} gguf_opts;
+
+#define T gguf_opts
+static const ev_opt gguf_table[] = {
+	EV_O_STR("--tensor", T, tensor, "NAME", "one tensor's values (with --out)"),
+	EV_O_STR("--out", T, out, "FILE", "write them there as raw little-endian f32"),
+	EV_O_FLAG("--json", T, json, "as JSON"),
+	EV_O_END,
+};
+#undef T
+
+static const ev_cmd_spec gguf_spec = {
+	.name = "engine gguf",
+	.synopsis = "FILE [--json]  |  FILE --tensor NAME --out FILE",
+	.about = "What a GGUF file holds (version, alignment, metadata, tensors), validated as the engine\n"
+	         "reads it; --tensor NAME --out FILE writes one tensor dequantized to f32.",
+	.opts = gguf_table,
+	.positional = "FILE",
+	.min_pos = 1,
+	.max_pos = 1,
+};
+
+/* a metadata value in short: scalars, strings cut at 60 bytes, arrays by type and count */
+static void show_value(ev_buf *b, const eng_gguf_value *v)
+{
+	switch (v->type) {
+	case ENG_GGUF_STRING:
+		ev_json_buf_strn(b, v->s.p, v->s.n < 60 ? v->s.n : 60);
+		return;
+	case ENG_GGUF_ARRAY:
+		ev_buf_printf(b, "\"[%llu of type %u]\"", (unsigned long long)v->count, v->elem_type);
+		return;
+	case ENG_GGUF_F32:
+	case ENG_GGUF_F64:
+		ev_buf_printf(b, "%.9g", v->v.f);
+		return;
+	case ENG_GGUF_BOOL:
+		ev_buf_puts(b, v->v.u ? "true" : "false");
+		return;
+	case ENG_GGUF_I8:
+	case ENG_GGUF_I16:
+	case ENG_GGUF_I32:
+	case ENG_GGUF_I64:
+		ev_buf_printf(b, "%lld", (long long)v->v.i);
+		return;
+	default:
+		ev_buf_printf(b, "%llu", (unsigned long long)v->v.u);
+	}
+}
+
+int ev_engine_gguf_main(const ev_cli *cli, int argc, char **argv)
+{
+	gguf_opts o = {.json = cli->json};
+	const char *pos[1];
+	int prc = ev_opt_parse(&gguf_spec, &o, argc, argv, pos, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	if (!o.tensor != !o.out) {
+		fprintf(stderr, "evald engine gguf: --tensor and --out go together\n");
+		return EV_EXIT_USAGE;
+	}
+	eng_gguf *g = NULL;
+	if (eng_gguf_open(&g, pos[0]))
+		return ev_cli_fail("engine gguf"), 1;
+	int rc = 0;
+	if (o.tensor) {
+		const eng_gguf_tensor *t = eng_gguf_find_tensor(g, o.tensor);
+		float *y = t ? malloc(t->elements * sizeof(float)) : NULL;
+		if (!t)
+			rc = ev_error_set(EV_E_NOTFOUND, "%s: no tensor '%s'", pos[0], o.tensor);
+		else if (!y)
+			rc = ev_error_set(EV_E_NOMEM, "out of memory for %llu values", (unsigned long long)t->elements);
+		if (!rc) {
+			eng_ggml_dequantize(y, t->data, t->type, t->elements);
+			rc = ev_file_write(o.out, y, t->elements * sizeof(float));
+		}
+		free(y);
+		eng_gguf_close(g);
+		return rc ? (ev_cli_fail("engine gguf"), 1) : 0;
+	}
+	ev_buf b = EV_BUF_INIT((size_t)1 << 30);
+	ev_buf_printf(&b, "{\"version\":%u,\"alignment\":%llu,\"metadata\":{", g->version,
+	              (unsigned long long)g->alignment);
+	for (size_t i = 0; i < g->n_kv; i++) {
+		ev_buf_puts(&b, i ? "," : "");
+		ev_json_buf_strn(&b, g->kv[i].key.p, g->kv[i].key.n);
+		ev_buf_putc(&b, ':');
+		show_value(&b, &g->kv[i]);
+	}
+	ev_buf_puts(&b, "},\"tensors\":[");
+	uint64_t bytes = 0, elems = 0;
+	for (size_t i = 0; i < g->n_t; i++) {
+		const eng_gguf_tensor *t = &g->t[i];
+		ev_buf_puts(&b, i ? ",{\"name\":" : "{\"name\":");
+		ev_json_buf_strn(&b, t->name.p, t->name.n);
+		ev_buf_printf(&b, ",\"type\":\"%s\",\"dims\":[", eng_ggml_type_name(t->type));
+		for (int d = 0; d < t->ndim; d++)
+			ev_buf_printf(&b, "%s%llu", d ? "," : "", (unsigned long long)t->dims[d]);
+		ev_buf_printf(&b, "],\"bytes\":%llu}", (unsigned long long)t->bytes);
+		bytes += t->bytes, elems += t->elements;
+	}
+	ev_buf_printf(&b, "],\"tensor_bytes\":%llu,\"elements\":%llu}", (unsigned long long)bytes,
+	              (unsigned long long)elems);
+	if (o.json) {
+		printf("%s\n", b.data);
+	} else {
+		printf("%s: GGUF version %u, alignment %llu, %zu metadata keys, %zu tensors, %.1f M values in %.1f MiB "
+		       "(%.2f bits a value)\n",
+		       pos[0], g->version, (unsigned long long)g->alignment, g->n_kv, g->n_t, elems / 1e6, bytes / 1048576.0,
+		       elems ? 8.0 * (double)bytes / (double)elems : 0.0);
+		int counts[64] = {0};
+		for (size_t i = 0; i < g->n_t; i++)
+			if (g->t[i].type < 64)
+				counts[g->t[i].type]++;
+		printf("tensor types:");
+		for (int k = 0; k < 64; k++)
+			if (counts[k])
+				printf(" %s x %d", eng_ggml_type_name((uint32_t)k), counts[k]);
+		printf("\n");
+		for (size_t i = 0; i < g->n_kv; i++) {
+			ev_buf v = EV_BUF_INIT(1 << 12);
+			show_value(&v, &g->kv[i]);
+			printf("  %.*s = %s\n", (int)g->kv[i].key.n, g->kv[i].key.p, v.data ? v.data : "");
+			ev_buf_free(&v);
+		}
+	}
+	ev_buf_free(&b);
+	eng_gguf_close(g);
+	return 0;
+}

@@ -1,0 +1,305 @@
+/* GGUF: every block type round-trips through the quantizer (the blocks
+ * read again by an element-indexed decoder written here from the layouts,
+ * bit for bit with the library's; errors within each type's bound); files
+ * from the writer read back whole; truncations, 20,000 mutated headers and
+ * crafted bad files are refused by name, never crash. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/fs.h"
+#include "engine/backend.h"
+#include "engine/gguf/gguf.h"
+#include "engine/gguf/quant.h"
+
+static float h2f(const uint8_t *p)
+{
+	uint16_t h;
+	memcpy(&h, p, 2);
+	return eng_f16_to_f32(h);
+}
+
+/* element e of a block of type t, read straight from the layout */
+static float elem(const uint8_t *b, uint32_t t, int e)
+{
+	switch (t) {
+	case ENG_GGML_Q4_0: {
+		int q = e < 16 ? b[2 + e] & 0xF : b[2 + e - 16] >> 4;
+		return (float)(q - 8) * h2f(b);
+	}
+	case ENG_GGML_Q4_1: {
+		int q = e < 16 ? b[4 + e] & 0xF : b[4 + e - 16] >> 4;
+		return (float)q * h2f(b) + h2f(b + 2);
+	}
+	case ENG_GGML_Q5_0:
+	case ENG_GGML_Q5_1: {
+		int one = t == ENG_GGML_Q5_1, j = e % 16;
+		const uint8_t *qh = b + (one ? 4 : 2), *qs = b + (one ? 8 : 6);
+		int lo4 = e < 16 ? qs[j] & 0xF : qs[j] >> 4, hi = (qh[e / 8] >> (e % 8)) & 1, q = lo4 | hi << 4;
+		return one ? (float)q * h2f(b) + h2f(b + 2) : (float)(q - 16) * h2f(b);
+	}
+	case ENG_GGML_Q8_0:
+		return (float)(int8_t)b[2 + e] * h2f(b);
+	case ENG_GGML_Q4_K:
+	case ENG_GGML_Q5_K: {
+		int five = t == ENG_GGML_Q5_K, c = e / 64, half = (e % 64) / 32, l = e % 32, sub = 2 * c + half;
+		const uint8_t *s = b + 4, *qs = b + (five ? 48 : 16) + 32 * c;
+		int sc = sub < 4 ? s[sub] & 63 : (s[sub + 4] & 0xF) | ((s[sub - 4] >> 6) << 4);
+		int m = sub < 4 ? s[sub + 4] & 63 : (s[sub + 4] >> 4) | ((s[sub] >> 6) << 4);
+		int q = half ? qs[l] >> 4 : qs[l] & 0xF;
+		if (five)
+			q |= ((b[16 + l] >> sub) & 1) << 4;
+		return h2f(b) * (float)sc * (float)q - h2f(b + 2) * (float)m;
+	}
+	case ENG_GGML_Q6_K: {
+		int h = e / 128, g = (e % 128) / 32, l = e % 32;
+		const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
+		int lo4 = (g & 1 ? ql[l + 32] : ql[l]);
+		lo4 = g < 2 ? lo4 & 0xF : lo4 >> 4;
+		int q = (lo4 | (((qh[l] >> (2 * g)) & 3) << 4)) - 32;
+		return h2f(b + 208) * (float)(int8_t)b[192 + e / 16] * (float)q;
+	}
+	}
+	return NAN;
+}
+
+static void types_round_trip(void **st)
+{
+	(void)st;
+	struct {
+		uint32_t t;
+		double max_rms; /* relative to the data's RMS */
+	} cases[] = {{ENG_GGML_F16, 1e-3}, {ENG_GGML_BF16, 5e-3}, {ENG_GGML_Q8_0, 0.01}, {ENG_GGML_Q6_K, 0.04},
+	             {ENG_GGML_Q5_0, 0.06}, {ENG_GGML_Q5_1, 0.06}, {ENG_GGML_Q5_K, 0.08}, {ENG_GGML_Q4_0, 0.12},
+	             {ENG_GGML_Q4_1, 0.12}, {ENG_GGML_Q4_K, 0.15}};
+	enum { N = 256 * 16 };
+	float *x = malloc(N * 4), *y = malloc(N * 4);
+	uint8_t *q = malloc(N * 4);
+	ev_rng r;
+	ev_rng_seed(&r, 3);
+	for (int i = 0; i < N; i++) { /* roughly normal, a few outliers, some blocks all positive */
+		double u = ev_rng_uniform(&r) + ev_rng_uniform(&r) + ev_rng_uniform(&r) - 1.5;
+		x[i] = (float)(u * (i % 97 == 0 ? 8 : 1) + ((i / 256) % 5 == 4 ? 3 : 0));
+	}
+	double rms = 0;
+	for (int i = 0; i < N; i++)
+		rms += (double)x[i] * x[i];
+	rms = sqrt(rms / N);
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		uint32_t t = cases[c].t;
+		int blk = eng_ggml_type_block(t);
+		size_t bs = eng_ggml_type_size(t);
+		assert_true(blk > 0 && bs > 0);
+		eng_ggml_quantize(q, x, t, N);
+		eng_ggml_dequantize(y, q, t, N);
+		double err = 0;
+		for (int i = 0; i < N; i++) {
+			err += ((double)y[i] - x[i]) * ((double)y[i] - x[i]);
+			if (blk > 1) { /* the library's reading = the layout read element by element */
+				float want = elem(q + (size_t)(i / blk) * bs, t, i % blk);
+				if (memcmp(&want, &y[i], 4))
+					fail_msg("%s element %d: %g, the layout says %g", eng_ggml_type_name(t), i, y[i], want);
+			}
+		}
+		err = sqrt(err / N) / rms;
+		print_message("%-5s %3zu bytes / %3d elements: relative RMS error %.4f\n", eng_ggml_type_name(t), bs, blk, err);
+		if (err > cases[c].max_rms)
+			fail_msg("%s: relative RMS error %.4f over %.4f", eng_ggml_type_name(t), err, cases[c].max_rms);
+	}
+	/* a zero block stays zero (no division by a zero scale) */
+	memset(x, 0, 256 * 4);
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		eng_ggml_quantize(q, x, cases[c].t, 256);
+		eng_ggml_dequantize(y, q, cases[c].t, 256);
+		for (int i = 0; i < 256; i++)
+			assert_true(y[i] == 0.0f);
+	}
+	free(x), free(y), free(q);
+}
+
+static char *write_fixture(const char *dir, size_t *len_out, char **bytes)
+{
+	eng_gguf_writer *w = NULL;
+	assert_int_equal(eng_gguf_writer_new(&w), 0);
+	const char *toks[3] = {"a", "bc", "\xc4\xa0the"};
+	int32_t ty[3] = {1, 1, 3};
+	assert_int_equal(eng_gguf_put_str(w, "general.architecture", "llama"), 0);
+	assert_int_equal(eng_gguf_put_u32(w, "llama.block_count", 2), 0);
+	assert_int_equal(eng_gguf_put_f32(w, "llama.rope.freq_base", 10000.0f), 0);
+	assert_int_equal(eng_gguf_put_bool(w, "tokenizer.ggml.add_bos_token", true), 0);
+	assert_int_equal(eng_gguf_put_strs(w, "tokenizer.ggml.tokens", toks, 3), 0);
+	assert_int_equal(eng_gguf_put_i32s(w, "tokenizer.ggml.token_type", ty, 3), 0);
+	float v[64];
+	for (int i = 0; i < 64; i++)
+		v[i] = (float)i / 7.0f - 3;
+	uint8_t q8[68];
+	eng_ggml_quantize(q8, v, ENG_GGML_Q8_0, 64);
+	uint64_t d1[1] = {64}, d2[2] = {32, 2};
+	assert_int_equal(eng_gguf_put_tensor(w, "output_norm.weight", ENG_GGML_F32, d1, 1, v, sizeof v), 0);
+	assert_int_equal(eng_gguf_put_tensor(w, "blk.0.attn_q.weight", ENG_GGML_Q8_0, d2, 2, q8, sizeof q8), 0);
+	char *path = tu_path(dir, "f.gguf");
+	assert_int_equal(eng_gguf_write(w, path), 0);
+	eng_gguf_writer_free(w);
+	assert_int_equal(ev_file_read(bytes, len_out, path, 1 << 20), 0);
+	return path;
+}
+
+static void written_files_read_back(void **st)
+{
+	(void)st;
+	char *dir = tu_tmpdir("gguf"), *bytes = NULL;
+	size_t len = 0;
+	char *path = write_fixture(dir, &len, &bytes);
+	eng_gguf *g = NULL;
+	if (eng_gguf_open(&g, path))
+		fail_msg("%s", ev_error_msg());
+	assert_int_equal(g->version, 3);
+	assert_int_equal(g->n_kv, 6);
+	assert_int_equal(g->n_t, 2);
+	uint64_t u = 0;
+	double f = 0;
+	char *s = NULL;
+	assert_int_equal(eng_gguf_get_u64(g, "llama.block_count", &u), 0);
+	assert_int_equal(u, 2);
+	assert_int_equal(eng_gguf_get_f64(g, "llama.rope.freq_base", &f), 0);
+	assert_true(f == 10000.0);
+	assert_int_equal(eng_gguf_get_str(g, "general.architecture", &s), 0);
+	assert_string_equal(s, "llama");
+	free(s);
+	assert_int_equal(eng_gguf_get_u64(g, "llama.nothing", &u), EV_E_NOTFOUND);
+	assert_non_null(strstr(ev_error_msg(), "llama.nothing"));
+	assert_int_equal(eng_gguf_get_u64(g, "general.architecture", &u), EV_E_INVALID);
+	const eng_gguf_value *tv = eng_gguf_find_key(g, "tokenizer.ggml.tokens");
+	assert_non_null(tv);
+	assert_int_equal(tv->type, ENG_GGUF_ARRAY);
+	assert_int_equal(tv->count, 3);
+	const uint8_t *at = tv->elems;
+	eng_gguf_str a = eng_gguf_next_str(&at), b = eng_gguf_next_str(&at), c = eng_gguf_next_str(&at);
+	assert_true(a.n == 1 && b.n == 2 && c.n == 5 && !memcmp(c.p, "\xc4\xa0the", 5));
+	const eng_gguf_tensor *t = eng_gguf_find_tensor(g, "blk.0.attn_q.weight");
+	assert_non_null(t);
+	assert_int_equal(t->type, ENG_GGML_Q8_0);
+	assert_int_equal(t->elements, 64);
+	assert_int_equal(t->bytes, 68);
+	assert_int_equal((uintptr_t)(t->data - g->map) % 32, 0);
+	float y[64];
+	eng_ggml_dequantize(y, t->data, t->type, 64);
+	assert_true(fabsf(y[10] - (10.0f / 7.0f - 3)) < 0.05f);
+	const eng_gguf_tensor *n = eng_gguf_find_tensor(g, "output_norm.weight");
+	assert_memory_equal(n->data, bytes + (n->data - g->map), 256);
+	eng_gguf_close(g);
+
+	/* every truncation is refused, naming the file */
+	for (size_t cut = 0; cut < len; cut += cut < 400 ? 1 : 37) {
+		assert_int_not_equal(eng_gguf_parse(&g, bytes, cut, "cut.gguf"), 0);
+		assert_null(g);
+		assert_non_null(strstr(ev_error_msg(), "cut.gguf"));
+	}
+	/* 20,000 mutations of the header: refused or read, never a crash */
+	ev_rng r;
+	ev_rng_seed(&r, 17);
+	char *m = malloc(len);
+	int refused = 0;
+	for (int k = 0; k < 20000; k++) {
+		memcpy(m, bytes, len);
+		int flips = 1 + (int)ev_rng_below(&r, 4);
+		for (int i = 0; i < flips; i++) {
+			size_t pos = ev_rng_below(&r, 400 < len ? 400 : len);
+			m[pos] = (char)(ev_rng_below(&r, 4) == 0 ? 0xff : (int)ev_rng_below(&r, 256));
+		}
+		if (eng_gguf_parse(&g, m, len, "fuzz.gguf")) {
+			refused++;
+			assert_true(strlen(ev_error_msg()) > 0);
+		} else {
+			for (size_t i = 0; i < g->n_t; i++) /* what was read lies inside the buffer */
+				assert_true(g->t[i].data >= (const uint8_t *)m && g->t[i].data + g->t[i].bytes <= (const uint8_t *)m + len);
+			eng_gguf_close(g);
+		}
+	}
+	print_message("20000 mutated headers: %d refused, %d read\n", refused, 20000 - refused);
+	assert_true(refused > 1000);
+	free(m), free(bytes), free(path), free(dir);
+}
+
+/* crafted bad files, each refused naming what is wrong */
+static void crafted_bad_files(void **st)
+{
+	(void)st;
+	char *dir = tu_tmpdir("ggufbad");
+	float v[32] = {0};
+	struct {
+		uint32_t type;
+		uint64_t dims[2];
+		int nd;
+		const char *want;
+	} cases[] = {
+		{10, {256, 1}, 2, "type Q2_K = 10 is not read"},
+		{ENG_GGML_Q8_0, {33, 1}, 2, "not whole Q8_0 blocks"},
+		{ENG_GGML_F32, {0, 1}, 2, "dimension 0 of 0"},
+		{99, {32, 1}, 2, "type 99 is not read"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		eng_gguf_writer *w = NULL;
+		assert_int_equal(eng_gguf_writer_new(&w), 0);
+		assert_int_equal(eng_gguf_put_tensor(w, "bad.weight", cases[i].type, cases[i].dims, cases[i].nd, v, sizeof v), 0);
+		char *p = tu_path(dir, "bad.gguf");
+		assert_int_equal(eng_gguf_write(w, p), 0);
+		eng_gguf_writer_free(w);
+		eng_gguf *g = NULL;
+		assert_int_not_equal(eng_gguf_open(&g, p), 0);
+		if (!strstr(ev_error_msg(), cases[i].want) || !strstr(ev_error_msg(), "bad.weight"))
+			fail_msg("case %zu: %s", i, ev_error_msg());
+		free(p);
+	}
+	/* a tensor past the end; two tensors at one offset; a bad alignment; a duplicate key */
+	eng_gguf_writer *w = NULL;
+	assert_int_equal(eng_gguf_writer_new(&w), 0);
+	uint64_t d[1] = {32};
+	assert_int_equal(eng_gguf_put_u32(w, "general.alignment", 48), 0);
+	assert_int_equal(eng_gguf_put_tensor(w, "x", ENG_GGML_F32, d, 1, v, sizeof v), 0);
+	char *p = tu_path(dir, "align.gguf");
+	assert_int_equal(eng_gguf_write(w, p), 0);
+	eng_gguf_writer_free(w);
+	eng_gguf *g = NULL;
+	assert_int_not_equal(eng_gguf_open(&g, p), 0);
+	assert_non_null(strstr(ev_error_msg(), "general.alignment"));
+	free(p);
+	assert_int_equal(eng_gguf_writer_new(&w), 0);
+	assert_int_equal(eng_gguf_put_u32(w, "k", 1), 0);
+	assert_int_equal(eng_gguf_put_u32(w, "k", 2), 0);
+	p = tu_path(dir, "dup.gguf");
+	assert_int_equal(eng_gguf_write(w, p), 0);
+	eng_gguf_writer_free(w);
+	assert_int_not_equal(eng_gguf_open(&g, p), 0);
+	assert_non_null(strstr(ev_error_msg(), "'k' appears twice"));
+	/* the same bytes with the tensor's size grown past the file */
+	char *bytes = NULL;
+	size_t len = 0;
+	free(p);
+	assert_int_equal(eng_gguf_writer_new(&w), 0);
+	assert_int_equal(eng_gguf_put_tensor(w, "x", ENG_GGML_F32, d, 1, v, sizeof v), 0);
+	p = tu_path(dir, "big.gguf");
+	assert_int_equal(eng_gguf_write(w, p), 0);
+	eng_gguf_writer_free(w);
+	assert_int_equal(ev_file_read(&bytes, &len, p, 1 << 20), 0);
+	uint64_t huge = 1u << 20;
+	memcpy(bytes + 24 + 8 + 1 + 4, &huge, 8); /* header, name "x", ndim: dims[0] */
+	assert_int_not_equal(eng_gguf_parse(&g, bytes, len, "big.gguf"), 0);
+	assert_non_null(strstr(ev_error_msg(), "tensor 'x'"));
+	memcpy(bytes, "GGUX", 4);
+	assert_int_not_equal(eng_gguf_parse(&g, bytes, len, "big.gguf"), 0);
+	assert_non_null(strstr(ev_error_msg(), "not a GGUF file"));
+	free(bytes), free(p), free(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(types_round_trip),
+		cmocka_unit_test(written_files_read_back),
+		cmocka_unit_test(crafted_bad_files),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
