@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "engine/gguf/gguf.h"
 #include "base/base.h"
 #include "evald/cli.h"
 
@@ -246,7 +247,12 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 		fprintf(stderr, "evald bench engine: --model is required\n");
 		return EV_EXIT_USAGE;
 	}
-	const char *model = bo.model;
+	char *model_dir = NULL;
+	if (eng_model_path_resolve(bo.model, &model_dir)) {
+		fprintf(stderr, "evald bench engine: %s\n", ev_error_msg());
+		return EV_EXIT_FAIL;
+	}
+	const char *model = model_dir;
 	int64_t prompt = bo.prompt, decode = bo.decode, threads = bo.threads, batch = bo.batch,
 	        ref_prompt = bo.ref_prompt, ref_decode = bo.ref_decode, repeats = bo.repeats;
 	bool with_ref = !bo.no_ref, only_ref = bo.only_ref, json = bo.json;
@@ -351,5 +357,6 @@ fail:
 	fprintf(stderr, "evald bench engine: %s\n", ev_error_msg());
 done:
 	eng_model_free(m);
+	free(model_dir);
 	return rc;
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/gguf/gguf.h"
 #include "engine/vision/vision.h"
 #include "base/base.h"
 #include "engine/tokenizer/chat_template.h"
@@ -789,12 +790,33 @@ static int parse(opts *o, const ev_cli *cli, const ev_cmd_spec *spec, int argc, 
 	return 0;
 }
 
+/* A GGUF file given as --model stands for its converted folder. */
+static int resolve_model(opts *o, char **owned)
+{
+	*owned = NULL;
+	if (!o->model)
+		return 0;
+	if (eng_model_path_resolve(o->model, owned)) {
+		fprintf(stderr, "evald engine: %s\n", ev_error_msg());
+		return EV_EXIT_FAIL;
+	}
+	o->model = *owned;
+	return 0;
+}
+
 #define ENGINE_SUB(fn, spec)                                                                                \
 	static int sub_##fn(const ev_cli *cli, int argc, char **argv)                                      \
 	{                                                                                                   \
 		opts o;                                                                                     \
+		char *owned = NULL;                                                                         \
 		int rc = parse(&o, cli, &spec, argc, argv);                                                 \
-		return rc ? rc - 1 : cmd_##fn(&o);                                                          \
+		if (rc)                                                                                     \
+			return rc - 1;                                                                      \
+		if (&spec != &mkmodel_spec && (rc = resolve_model(&o, &owned)))                             \
+			return rc;                                                                          \
+		rc = cmd_##fn(&o);                                                                          \
+		free(owned);                                                                                \
+		return rc;                                                                                  \
 	}
 ENGINE_SUB(info, info_spec)
 ENGINE_SUB(logits, logits_spec)

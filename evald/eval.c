@@ -439,7 +439,9 @@ static int make_backend(ev_backend **out, const ev_eval_config *c)
 {
 	bool http = ev_str_starts(c->models[0], "http://") || ev_str_starts(c->models[0], "https://");
 	struct stat st;
-	if (!http && stat(c->models[0], &st) == 0 && S_ISDIR(st.st_mode)) {
+	size_t ml = strlen(c->models[0]);
+	bool gguf = ml > 5 && !strcmp(c->models[0] + ml - 5, ".gguf") && stat(c->models[0], &st) == 0 && S_ISREG(st.st_mode);
+	if (!http && (gguf || (stat(c->models[0], &st) == 0 && S_ISDIR(st.st_mode)))) {
 		if (c->n_models > 1)
 			return ev_error_set(EV_E_INVALID, "--model: one checkpoint folder at a time");
 		ev_engine_backend_options eo = EV_ENGINE_BACKEND_OPTIONS_INIT;

@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "engine/engine.h"
+#include "engine/gguf/gguf.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/vision/vision.h"
 #include "runners/runners_int.h"
@@ -1397,11 +1398,37 @@ static int preprocessing_fingerprint(ev_backend *b, const engine *e)
 	return rc;
 }
 
-int ev_backend_engine_new(ev_backend **out, const ev_engine_backend_options *opt)
+static int backend_engine_new(ev_backend **out, const ev_engine_backend_options *opt);
+
+int ev_backend_engine_new(ev_backend **out, const ev_engine_backend_options *given)
 {
 	*out = NULL;
-	if (!opt || !opt->model_dir || !*opt->model_dir)
+	if (!given || !given->model_dir || !*given->model_dir)
 		return ev_error_set(EV_E_INVALID, "engine backend: no model folder");
+	/* a GGUF file stands for its converted folder, named by the file */
+	char *dir = NULL;
+	int rrc = eng_model_path_resolve(given->model_dir, &dir);
+	if (rrc)
+		return rrc;
+	ev_engine_backend_options resolved = *given;
+	resolved.model_dir = dir;
+	const ev_engine_backend_options *opt = &resolved;
+	char *gguf_name = NULL;
+	if (strcmp(dir, given->model_dir) && !(given->model_name && *given->model_name)) {
+		const char *b = strrchr(given->model_dir, '/');
+		b = b ? b + 1 : given->model_dir;
+		gguf_name = ev_strndup(b, strlen(b) - 5);
+		resolved.model_name = gguf_name;
+	}
+	int brc = backend_engine_new(out, opt);
+	free(gguf_name);
+	free(dir);
+	return brc;
+}
+
+static int backend_engine_new(ev_backend **out, const ev_engine_backend_options *opt)
+{
+	*out = NULL;
 	if (opt->max_batch < 1 || opt->max_batch > 1024)
 		return ev_error_set(EV_E_INVALID, "engine backend: max batch %d is not within 1..1024", opt->max_batch);
 	engine *e = calloc(1, sizeof *e);

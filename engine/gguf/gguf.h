@@ -99,4 +99,21 @@ int eng_gguf_put_tensor(eng_gguf_writer *w, const char *name, uint32_t type, con
 /* The file (alignment 32), written atomically. */
 int eng_gguf_write(eng_gguf_writer *w, const char *path);
 
+/* ---- checkpoints (convert.c) ------------------------------------------------ */
+
+/* Writes the folder the engine loads from a GGUF checkpoint (llama, qwen2,
+ * qwen3 with a byte-level BPE tokenizer): config.json,
+ * generation_config.json, tokenizer.json, tokenizer_config.json (chat
+ * template), model.safetensors (HF names; q/k rows back in HF's order for
+ * llama; F32/F16/BF16 kept, quantized tensors as F32). */
+int eng_gguf_convert(const char *path, const char *out_dir);
+/* The converted folder of a GGUF file in the cache ($EVALD_CACHE_DIR/gguf,
+ * else $XDG_CACHE_HOME/evald/gguf, else ~/.cache/evald/gguf), keyed by the
+ * file's size and the hash of its first and last MiB; converted on first
+ * use. *dir is malloc'd. */
+int eng_gguf_resolve(const char *path, char **dir);
+/* A --model argument as a folder: a .gguf file through eng_gguf_resolve,
+ * anything else as given (copied). */
+int eng_model_path_resolve(const char *path, char **dir);
+
 #endif

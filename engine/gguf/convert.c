@@ -1,0 +1,537 @@
+/*
+ * engine/gguf/convert.c: a GGUF checkpoint as the folder the engine loads
+ * (README.md "Model files"): config.json from the architecture's keys,
+ * tokenizer.json and tokenizer_config.json from tokenizer.ggml.* and
+ * tokenizer.chat_template, model.safetensors with Hugging Face's tensor
+ * names (llama.cpp's q/k row order undone; F32, F16 and BF16 kept,
+ * block-quantized tensors dequantized to F32). Converted once into a cache
+ * folder keyed by the file.
+ */
+#include "engine/gguf/gguf.h"
+#include "engine/gguf/quant.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "base/fs.h"
+
+typedef struct {
+	const char *arch;     /* GGUF general.architecture */
+	const char *hf_class; /* config.json architectures[0] */
+	const char *model_type;
+	bool permute_qk;      /* llama.cpp's converter reorders q/k rows for rotate-half */
+} arch_map;
+
+static const arch_map archs[] = {
+	{"llama", "LlamaForCausalLM", "llama", true},
+	{"qwen2", "Qwen2ForCausalLM", "qwen2", false},
+	{"qwen3", "Qwen3ForCausalLM", "qwen3", false},
+};
+
+typedef struct {
+	char *hf;                   /* the Hugging Face name */
+	const eng_gguf_tensor *t;
+	const char *dtype;          /* in the folder */
+	int64_t shape[4];
+	int ndim;
+	size_t bytes;               /* in the folder */
+	int permute_heads;          /* > 0: undo the q/k row order over that many heads */
+} out_tensor;
+
+/* GGUF's tensor names to Hugging Face's ("blk.N.x" -> "model.layers.N.y"). */
+static char *hf_name(const char *g)
+{
+	static const char *const top[][2] = {{"token_embd.weight", "model.embed_tokens.weight"},
+	                                     {"output_norm.weight", "model.norm.weight"},
+	                                     {"output.weight", "lm_head.weight"}};
+	for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
+		if (!strcmp(g, top[i][0]))
+			return ev_strdup(top[i][1]);
+	static const char *const blk[][2] = {
+		{"attn_norm.weight", "input_layernorm.weight"}, {"attn_q.weight", "self_attn.q_proj.weight"},
+		{"attn_k.weight", "self_attn.k_proj.weight"},   {"attn_v.weight", "self_attn.v_proj.weight"},
+		{"attn_q.bias", "self_attn.q_proj.bias"},       {"attn_k.bias", "self_attn.k_proj.bias"},
+		{"attn_v.bias", "self_attn.v_proj.bias"},       {"attn_output.weight", "self_attn.o_proj.weight"},
+		{"attn_q_norm.weight", "self_attn.q_norm.weight"}, {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+		{"ffn_norm.weight", "post_attention_layernorm.weight"}, {"ffn_gate.weight", "mlp.gate_proj.weight"},
+		{"ffn_up.weight", "mlp.up_proj.weight"},        {"ffn_down.weight", "mlp.down_proj.weight"},
+	};
+	int layer = -1, used = 0;
+	if (sscanf(g, "blk.%d.%n", &layer, &used) == 1 && used > 0 && layer >= 0)
+		for (size_t i = 0; i < sizeof blk / sizeof blk[0]; i++)
+			if (!strcmp(g + used, blk[i][0]))
+				return ev_asprintf("model.layers.%d.%s", layer, blk[i][1]);
+	return NULL;
+}
+
+static int get_u(const eng_gguf *g, const char *arch, const char *key, uint64_t *v, bool required, uint64_t dflt)
+{
+	char k[160];
+	snprintf(k, sizeof k, "%s.%s", arch, key);
+	int rc = eng_gguf_get_u64(g, k, v);
+	if (rc == EV_E_NOTFOUND && !required) {
+		ev_error_clear();
+		*v = dflt;
+		return 0;
+	}
+	return rc;
+}
+
+static int get_f(const eng_gguf *g, const char *arch, const char *key, double *v, double dflt)
+{
+	char k[160];
+	snprintf(k, sizeof k, "%s.%s", arch, key);
+	int rc = eng_gguf_get_f64(g, k, v);
+	if (rc == EV_E_NOTFOUND) {
+		ev_error_clear();
+		*v = dflt;
+		return 0;
+	}
+	return rc;
+}
+
+/* config.json and generation_config.json */
+static int write_config(const eng_gguf *g, const arch_map *a, const char *dir, uint64_t vocab, bool tied, long bos,
+                        long eos)
+{
+	uint64_t ctx, hidden, layers, ff, heads, kv, key_len;
+	double eps, theta;
+	int rc;
+	if ((rc = get_u(g, a->arch, "embedding_length", &hidden, true, 0)) ||
+	    (rc = get_u(g, a->arch, "block_count", &layers, true, 0)) ||
+	    (rc = get_u(g, a->arch, "feed_forward_length", &ff, true, 0)) ||
+	    (rc = get_u(g, a->arch, "attention.head_count", &heads, true, 0)) ||
+	    (rc = get_u(g, a->arch, "attention.head_count_kv", &kv, false, 0)) ||
+	    (rc = get_u(g, a->arch, "context_length", &ctx, false, 4096)) ||
+	    (rc = get_u(g, a->arch, "attention.key_length", &key_len, false, 0)) ||
+	    (rc = get_f(g, a->arch, "attention.layer_norm_rms_epsilon", &eps, 1e-6)) ||
+	    (rc = get_f(g, a->arch, "rope.freq_base", &theta, 10000.0)))
+		return rc;
+	if (!kv)
+		kv = heads;
+	if (!heads || hidden % heads || heads % kv)
+		return ev_error_set(EV_E_INVALID, "%s: %llu heads (%llu KV) over a width of %llu", g->path,
+		                    (unsigned long long)heads, (unsigned long long)kv, (unsigned long long)hidden);
+	char *cfg = ev_asprintf(
+		"{\"architectures\":[\"%s\"],\"model_type\":\"%s\",\"hidden_size\":%llu,\"intermediate_size\":%llu,"
+		"\"num_hidden_layers\":%llu,\"num_attention_heads\":%llu,\"num_key_value_heads\":%llu,\"head_dim\":%llu,"
+		"\"rms_norm_eps\":%.9g,\"rope_theta\":%.17g,\"max_position_embeddings\":%llu,\"vocab_size\":%llu,"
+		"\"tie_word_embeddings\":%s,\"bos_token_id\":%ld,\"eos_token_id\":%ld,\"torch_dtype\":\"float32\","
+		"\"converted_from\":\"gguf\"}\n",
+		a->hf_class, a->model_type, (unsigned long long)hidden, (unsigned long long)ff, (unsigned long long)layers,
+		(unsigned long long)heads, (unsigned long long)kv,
+		(unsigned long long)(key_len ? key_len : hidden / heads), eps, theta, (unsigned long long)ctx,
+		(unsigned long long)vocab, tied ? "true" : "false", bos, eos);
+	char *gen = ev_asprintf("{\"bos_token_id\":%ld,\"eos_token_id\":%ld}\n", bos, eos);
+	char *p1 = ev_asprintf("%s/config.json", dir), *p2 = ev_asprintf("%s/generation_config.json", dir);
+	rc = !cfg || !gen || !p1 || !p2 ? ev_error_set(EV_E_NOMEM, "out of memory") : ev_file_write(p1, cfg, strlen(cfg));
+	if (!rc)
+		rc = ev_file_write(p2, gen, strlen(gen));
+	free(cfg), free(gen), free(p1), free(p2);
+	return rc;
+}
+
+/* The pre-tokenizer llama.cpp's pre-tokenizer name stands for, as tokenizer.json spells it. */
+static const char *pre_tokenizer(const char *pre)
+{
+	static const char *const byte_level = "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,"
+	                                      "\"use_regex\":true}";
+	if (!pre || !strcmp(pre, "default") || !strcmp(pre, "gpt-2") || !strcmp(pre, "gpt2"))
+		return byte_level;
+	if (!strcmp(pre, "smollm") || !strcmp(pre, "starcoder") || !strcmp(pre, "refact"))
+		return "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\",\"individual_digits\":true},"
+		       "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":true}]}";
+	if (!strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3") || !strcmp(pre, "smaug-bpe"))
+		return "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+		       "\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+"
+		       "[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":false},"
+		       "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":false}]}";
+	if (!strcmp(pre, "qwen2"))
+		return "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+		       "\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+"
+		       "[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":false},"
+		       "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":false}]}";
+	return NULL;
+}
+
+/* tokenizer.json (a byte-level BPE) and tokenizer_config.json */
+static int write_tokenizer(const eng_gguf *g, const char *dir, uint64_t *vocab, long *bos, long *eos)
+{
+	char *model = NULL, *pre = NULL, *tmpl = NULL;
+	int rc = eng_gguf_get_str(g, "tokenizer.ggml.model", &model);
+	if (rc)
+		return rc;
+	if (strcmp(model, "gpt2")) {
+		rc = ev_error_set(EV_E_UNSUPPORTED, "%s: tokenizer.ggml.model '%s': only 'gpt2' (byte-level BPE) tokenizers "
+		                                    "are read so far", g->path, model);
+		free(model);
+		return rc;
+	}
+	free(model);
+	if (eng_gguf_get_str(g, "tokenizer.ggml.pre", &pre) == EV_E_NOTFOUND)
+		ev_error_clear();
+	const char *pt = pre_tokenizer(pre);
+	if (!pt) {
+		rc = ev_error_set(EV_E_UNSUPPORTED, "%s: tokenizer.ggml.pre '%s': a pre-tokenizer evald does not know yet "
+		                                    "(default, gpt2, smollm, starcoder, refact, llama-bpe, qwen2)",
+		                  g->path, pre);
+		free(pre);
+		return rc;
+	}
+	const eng_gguf_value *toks = eng_gguf_find_key(g, "tokenizer.ggml.tokens"),
+	                     *merges = eng_gguf_find_key(g, "tokenizer.ggml.merges"),
+	                     *types = eng_gguf_find_key(g, "tokenizer.ggml.token_type");
+	if (!toks || toks->type != ENG_GGUF_ARRAY || toks->elem_type != ENG_GGUF_STRING || !toks->count ||
+	    !merges || merges->type != ENG_GGUF_ARRAY || merges->elem_type != ENG_GGUF_STRING) {
+		free(pre);
+		return ev_error_set(EV_E_INVALID, "%s: tokenizer.ggml.tokens and tokenizer.ggml.merges: expected lists of "
+		                                  "strings", g->path);
+	}
+	if (types && (types->type != ENG_GGUF_ARRAY || types->elem_type != ENG_GGUF_I32 || types->count != toks->count)) {
+		free(pre);
+		return ev_error_set(EV_E_INVALID, "%s: tokenizer.ggml.token_type: expected one i32 a token", g->path);
+	}
+	uint64_t u;
+	*bos = eng_gguf_get_u64(g, "tokenizer.ggml.bos_token_id", &u) ? -1 : (long)u;
+	*eos = eng_gguf_get_u64(g, "tokenizer.ggml.eos_token_id", &u) ? -1 : (long)u;
+	ev_error_clear();
+	const eng_gguf_value *ab = eng_gguf_find_key(g, "tokenizer.ggml.add_bos_token");
+	bool add_bos = ab && ab->type == ENG_GGUF_BOOL && ab->v.u && *bos >= 0;
+	*vocab = toks->count;
+	ev_buf b = EV_BUF_INIT((size_t)1 << 31), added = EV_BUF_INIT((size_t)1 << 30);
+	rc = ev_buf_puts(&b, "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":[");
+	const uint8_t *at = toks->elems;
+	const char *bos_text = NULL;
+	size_t bos_len = 0;
+	int n_added = 0;
+	for (uint64_t i = 0; i < toks->count && !rc; i++) {
+		eng_gguf_str s = eng_gguf_next_str(&at);
+		int32_t ty = 1;
+		if (types)
+			memcpy(&ty, types->elems + 4 * i, 4);
+		if ((long)i == *bos)
+			bos_text = s.p, bos_len = s.n;
+		if (ty != 3 && ty != 4) /* control and user-defined tokens are added tokens */
+			continue;
+		rc = ev_buf_printf(&b, "%s{\"id\":%llu,\"content\":", n_added++ ? "," : "", (unsigned long long)i);
+		if (!rc)
+			rc = ev_json_buf_strn(&b, s.p, s.n);
+		if (!rc)
+			rc = ev_buf_printf(&b, ",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,\"normalized\":false,"
+			                       "\"special\":%s}", ty == 3 ? "true" : "false");
+	}
+	if (!rc)
+		rc = ev_buf_printf(&b, "],\"normalizer\":null,\"pre_tokenizer\":%s,", pt);
+	if (!rc && add_bos && bos_text) {
+		rc = ev_buf_puts(&b, "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":");
+		if (!rc)
+			rc = ev_json_buf_strn(&b, bos_text, bos_len);
+		if (!rc)
+			rc = ev_buf_puts(&b, ",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"pair\":[{\"Sequence\":"
+			                     "{\"id\":\"A\",\"type_id\":0}},{\"Sequence\":{\"id\":\"B\",\"type_id\":1}}],"
+			                     "\"special_tokens\":{");
+		if (!rc)
+			rc = ev_json_buf_strn(&b, bos_text, bos_len);
+		if (!rc)
+			rc = ev_buf_puts(&b, ":{\"id\":");
+		if (!rc)
+			rc = ev_json_buf_strn(&b, bos_text, bos_len);
+		if (!rc)
+			rc = ev_buf_printf(&b, ",\"ids\":[%ld],\"tokens\":[", *bos);
+		if (!rc)
+			rc = ev_json_buf_strn(&b, bos_text, bos_len);
+		if (!rc)
+			rc = ev_buf_puts(&b, "]}}},");
+	} else if (!rc) {
+		rc = ev_buf_puts(&b, "\"post_processor\":null,");
+	}
+	if (!rc)
+		rc = ev_buf_puts(&b, "\"decoder\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"trim_offsets\":true,"
+		                     "\"use_regex\":true},\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":null,"
+		                     "\"continuing_subword_prefix\":null,\"end_of_word_suffix\":null,\"fuse_unk\":false,"
+		                     "\"byte_fallback\":false,\"ignore_merges\":false,\"vocab\":{");
+	at = toks->elems;
+	for (uint64_t i = 0; i < toks->count && !rc; i++) {
+		eng_gguf_str s = eng_gguf_next_str(&at);
+		if (i)
+			rc = ev_buf_putc(&b, ',');
+		if (!rc)
+			rc = ev_json_buf_strn(&b, s.p, s.n);
+		if (!rc)
+			rc = ev_buf_printf(&b, ":%llu", (unsigned long long)i);
+	}
+	if (!rc)
+		rc = ev_buf_puts(&b, "},\"merges\":[");
+	at = merges->elems;
+	for (uint64_t i = 0; i < merges->count && !rc; i++) {
+		eng_gguf_str s = eng_gguf_next_str(&at);
+		if (i)
+			rc = ev_buf_putc(&b, ',');
+		if (!rc)
+			rc = ev_json_buf_strn(&b, s.p, s.n);
+	}
+	if (!rc)
+		rc = ev_buf_puts(&b, "]}}\n");
+	char *path = ev_asprintf("%s/tokenizer.json", dir);
+	if (!rc)
+		rc = path ? ev_file_write(path, b.data, b.len) : ev_error_set(EV_E_NOMEM, "out of memory");
+	free(path);
+	/* tokenizer_config.json: the chat template and the BOS/EOS tokens' text */
+	if (!rc) {
+		if (eng_gguf_get_str(g, "tokenizer.chat_template", &tmpl) == EV_E_NOTFOUND)
+			ev_error_clear();
+		ev_buf_reset(&added);
+		rc = ev_buf_puts(&added, "{\"add_bos_token\":");
+		if (!rc)
+			rc = ev_buf_puts(&added, add_bos ? "true" : "false");
+		at = toks->elems;
+		for (uint64_t i = 0; i < toks->count && !rc; i++) {
+			eng_gguf_str s = eng_gguf_next_str(&at);
+			if ((long)i != *bos && (long)i != *eos)
+				continue;
+			rc = ev_buf_puts(&added, (long)i == *bos ? ",\"bos_token\":" : ",\"eos_token\":");
+			if (!rc)
+				rc = ev_json_buf_strn(&added, s.p, s.n);
+			if (!rc && *bos == *eos) {
+				rc = ev_buf_puts(&added, ",\"eos_token\":");
+				if (!rc)
+					rc = ev_json_buf_strn(&added, s.p, s.n);
+			}
+		}
+		if (!rc && tmpl) {
+			rc = ev_buf_puts(&added, ",\"chat_template\":");
+			if (!rc)
+				rc = ev_json_buf_str(&added, tmpl);
+		}
+		if (!rc)
+			rc = ev_buf_puts(&added, "}\n");
+		char *cp = ev_asprintf("%s/tokenizer_config.json", dir);
+		if (!rc)
+			rc = cp ? ev_file_write(cp, added.data, added.len) : ev_error_set(EV_E_NOMEM, "out of memory");
+		free(cp);
+	}
+	ev_buf_free(&b), ev_buf_free(&added);
+	free(pre), free(tmpl);
+	return rc;
+}
+
+/* HF row order from llama.cpp's: within each head of hd rows, GGUF row
+ * 2i + j holds HF row j * hd / 2 + i (j = 0, 1). */
+static void unpermute(float *dst, const float *src, int64_t rows, int64_t cols, int heads)
+{
+	int64_t hd = rows / heads;
+	for (int h = 0; h < heads; h++)
+		for (int64_t i = 0; i < hd / 2; i++)
+			for (int j = 0; j < 2; j++)
+				memcpy(dst + (size_t)(h * hd + j * (hd / 2) + i) * (size_t)cols,
+				       src + (size_t)(h * hd + 2 * i + j) * (size_t)cols, (size_t)cols * sizeof(float));
+}
+
+static int write_weights(const eng_gguf *g, const arch_map *a, const char *dir, bool *tied)
+{
+	uint64_t heads = 0, kv = 0;
+	int rc = get_u(g, a->arch, "attention.head_count", &heads, true, 0);
+	if (!rc)
+		rc = get_u(g, a->arch, "attention.head_count_kv", &kv, false, heads);
+	if (rc)
+		return rc;
+	out_tensor *ot = calloc(g->n_t ? g->n_t : 1, sizeof *ot);
+	if (!ot)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	size_t n = 0, off = 0, maxel = 0;
+	*tied = true;
+	ev_buf hdr = EV_BUF_INIT((size_t)256 << 20);
+	rc = ev_buf_puts(&hdr, "{\"__metadata__\":{\"format\":\"pt\"}");
+	for (size_t i = 0; i < g->n_t && !rc; i++) {
+		const eng_gguf_tensor *t = &g->t[i];
+		char *gn = ev_strndup(t->name.p, t->name.n);
+		char *hn = gn ? hf_name(gn) : NULL;
+		if (!hn) {
+			rc = gn ? ev_error_set(EV_E_UNSUPPORTED, "%s: tensor '%s': not a %s tensor evald knows", g->path, gn, a->arch)
+			        : ev_error_set(EV_E_NOMEM, "out of memory");
+			free(gn);
+			break;
+		}
+		if (!strcmp(gn, "output.weight"))
+			*tied = false;
+		out_tensor *o = &ot[n++];
+		o->hf = hn, o->t = t, o->ndim = t->ndim;
+		for (int d = 0; d < t->ndim; d++) /* ggml's dims are innermost first */
+			o->shape[d] = (int64_t)t->dims[t->ndim - 1 - d];
+		bool keep = t->type == ENG_GGML_F32 || t->type == ENG_GGML_F16 || t->type == ENG_GGML_BF16;
+		bool q = strstr(gn, ".attn_q.weight") != NULL, k = strstr(gn, ".attn_k.weight") != NULL;
+		if (a->permute_qk && (q || k)) {
+			o->permute_heads = (int)(q ? heads : kv);
+			keep = false; /* reordered through f32 */
+			if (t->ndim != 2 || o->shape[0] % (2 * o->permute_heads)) {
+				rc = ev_error_set(EV_E_INVALID, "%s: tensor '%s': %lld rows do not split into %d heads of even size",
+				                  g->path, gn, (long long)o->shape[0], o->permute_heads);
+				free(gn);
+				break;
+			}
+		}
+		o->dtype = keep ? (t->type == ENG_GGML_F32 ? "F32" : t->type == ENG_GGML_F16 ? "F16" : "BF16") : "F32";
+		o->bytes = keep ? t->bytes : t->elements * 4;
+		maxel = t->elements > maxel ? t->elements : maxel;
+		rc = ev_buf_puts(&hdr, ",");
+		if (!rc)
+			rc = ev_json_buf_str(&hdr, hn);
+		if (!rc)
+			rc = ev_buf_printf(&hdr, ":{\"dtype\":\"%s\",\"shape\":[", o->dtype);
+		for (int d = 0; d < o->ndim && !rc; d++)
+			rc = ev_buf_printf(&hdr, "%s%lld", d ? "," : "", (long long)o->shape[d]);
+		if (!rc)
+			rc = ev_buf_printf(&hdr, "],\"data_offsets\":[%zu,%zu]}", off, off + o->bytes);
+		off += o->bytes;
+		free(gn);
+	}
+	if (!rc)
+		rc = ev_buf_putc(&hdr, '}');
+	while (!rc && (8 + hdr.len) % 8)
+		rc = ev_buf_putc(&hdr, ' ');
+	char *path = ev_asprintf("%s/model.safetensors", dir);
+	FILE *f = !rc && path ? fopen(path, "wb") : NULL;
+	float *buf = NULL, *buf2 = NULL;
+	if (!rc && (!f || !(buf = malloc((maxel ? maxel : 1) * 4)) || !(buf2 = malloc((maxel ? maxel : 1) * 4))))
+		rc = ev_error_set(EV_E_IO, "%s: cannot write: %s", path ? path : dir, strerror(errno));
+	if (!rc) {
+		uint64_t hl = hdr.len;
+		bool ok = fwrite(&hl, 8, 1, f) == 1 && fwrite(hdr.data, 1, hdr.len, f) == hdr.len;
+		for (size_t i = 0; i < n && ok; i++) {
+			const out_tensor *o = &ot[i];
+			if (!strcmp(o->dtype, "F32") && o->t->type != ENG_GGML_F32) {
+				eng_ggml_dequantize(buf, o->t->data, o->t->type, o->t->elements);
+				const float *src = buf;
+				if (o->permute_heads) {
+					unpermute(buf2, buf, o->shape[0], o->shape[1], o->permute_heads);
+					src = buf2;
+				}
+				ok = fwrite(src, 4, o->t->elements, f) == o->t->elements;
+			} else if (o->permute_heads) { /* F32 q/k */
+				unpermute(buf2, (const float *)(const void *)o->t->data, o->shape[0], o->shape[1], o->permute_heads);
+				ok = fwrite(buf2, 4, o->t->elements, f) == o->t->elements;
+			} else {
+				ok = fwrite(o->t->data, 1, o->bytes, f) == o->bytes;
+			}
+		}
+		if (fclose(f) != 0 || !ok)
+			rc = ev_error_set(EV_E_IO, "%s: write failed: %s", path, strerror(errno));
+		f = NULL;
+	}
+	if (f)
+		fclose(f);
+	for (size_t i = 0; i < n; i++)
+		free(ot[i].hf);
+	free(ot), free(buf), free(buf2), free(path);
+	ev_buf_free(&hdr);
+	return rc;
+}
+
+int eng_gguf_convert(const char *path, const char *out_dir)
+{
+	eng_gguf *g = NULL;
+	char *arch = NULL;
+	int rc = eng_gguf_open(&g, path);
+	if (!rc)
+		rc = eng_gguf_get_str(g, "general.architecture", &arch);
+	const arch_map *a = NULL;
+	for (size_t i = 0; !rc && i < sizeof archs / sizeof archs[0]; i++)
+		if (!strcmp(arch, archs[i].arch))
+			a = &archs[i];
+	if (!rc && !a)
+		rc = ev_error_set(EV_E_UNSUPPORTED, "%s: architecture '%s' (llama, qwen2 and qwen3 GGUF files are read)", path,
+		                  arch);
+	uint64_t vocab = 0;
+	long bos = -1, eos = -1;
+	bool tied = true;
+	if (!rc)
+		rc = ev_mkdir_p(out_dir);
+	if (!rc)
+		rc = write_tokenizer(g, out_dir, &vocab, &bos, &eos);
+	if (!rc)
+		rc = write_weights(g, a, out_dir, &tied);
+	if (!rc)
+		rc = write_config(g, a, out_dir, vocab, tied, bos, eos);
+	free(arch);
+	eng_gguf_close(g);
+	return rc;
+}
+
+/* ---- the cache: one converted folder a file ------------------------------- */
+
+static char *cache_root(void)
+{
+	const char *c = getenv("EVALD_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+	if (c && *c)
+		return ev_asprintf("%s/gguf", c);
+	if (x && *x)
+		return ev_asprintf("%s/evald/gguf", x);
+	return ev_asprintf("%s/.cache/evald/gguf", h && *h ? h : "/tmp");
+}
+
+int eng_gguf_resolve(const char *path, char **dir)
+{
+	*dir = NULL;
+	struct stat st;
+	if (stat(path, &st) != 0)
+		return ev_error_set(errno == ENOENT ? EV_E_NOTFOUND : EV_E_IO, "%s: %s", path, strerror(errno));
+	/* the key: the file's size and the hash of its first and last MiB */
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return ev_error_set(EV_E_IO, "%s: %s", path, strerror(errno));
+	size_t part = 1 << 20;
+	char *head = malloc(2 * part + 64);
+	if (!head) {
+		fclose(f);
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	}
+	size_t got = fread(head, 1, part, f);
+	if ((size_t)st.st_size > 2 * part && fseek(f, -(long)part, SEEK_END) == 0)
+		got += fread(head + got, 1, part, f);
+	fclose(f);
+	got += (size_t)snprintf(head + got, 64, "|%lld|v1", (long long)st.st_size);
+	char key[EV_SHA256_HEX];
+	ev_sha256_hex(key, head, got);
+	free(head);
+	char *root = cache_root();
+	char *out = root ? ev_asprintf("%s/%.32s", root, key) : NULL;
+	char *done = out ? ev_asprintf("%s/config.json", out) : NULL;
+	int rc = done ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
+	if (!rc && access(done, R_OK) != 0) {
+		/* converted into a private folder, then renamed into place */
+		char *tmp = ev_asprintf("%s.tmp-%d", out, (int)getpid());
+		rc = tmp ? ev_mkdir_p(root) : ev_error_set(EV_E_NOMEM, "out of memory");
+		if (!rc) {
+			ev_rmtree(tmp, 0);
+			ev_log_info("%s: converting to the engine's folder form in %s (once)", path, out);
+			rc = eng_gguf_convert(path, tmp);
+		}
+		if (!rc && rename(tmp, out) != 0 && access(done, R_OK) != 0)
+			rc = ev_error_set(EV_E_IO, "%s: %s", out, strerror(errno));
+		if (tmp)
+			ev_rmtree(tmp, 0);
+		free(tmp);
+	}
+	free(root), free(done);
+	if (rc) {
+		free(out);
+		return rc;
+	}
+	*dir = out;
+	return 0;
+}
+
+int eng_model_path_resolve(const char *path, char **dir)
+{
+	size_t n = path ? strlen(path) : 0;
+	struct stat st;
+	if (n > 5 && !strcmp(path + n - 5, ".gguf") && stat(path, &st) == 0 && S_ISREG(st.st_mode))
+		return eng_gguf_resolve(path, dir);
+	*dir = ev_strdup(path ? path : "");
+	return *dir ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
+}
