@@ -17,7 +17,7 @@ if ! "$py" -c 'import venv, ensurepip' 2>/dev/null; then
 fi
 [[ -x .venv-reference/bin/python ]] || "$py" -m venv .venv-reference
 .venv-reference/bin/python -m pip install -q --upgrade pip
-.venv-reference/bin/python -m pip install -q "jinja2>=3.1" "tokenizers>=0.21" "transformers>=4.51" bfcl-eval soundfile gguf
+.venv-reference/bin/python -m pip install -q "jinja2>=3.1" "tokenizers>=0.21" "transformers>=4.51" bfcl-eval soundfile gguf accelerate
 # The evaluation clients checked against `evald serve` (tests/evald/clients_reference.py).
 # bfcl-eval pins numpy 1.26, which pyarrow >= 20 (and so datasets >= 4) refuse: the older pair.
 .venv-reference/bin/python -m pip install -q "lm-eval==0.4.13" "inspect-ai==0.3.285" "datasets>=3,<4" "pyarrow<20"

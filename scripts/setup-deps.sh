@@ -8,7 +8,7 @@ pkgs=(
   libcurl4-openssl-dev libcjson-dev libarchive-dev libpcre2-dev libsqlite3-dev
   libssl-dev libmicrohttpd-dev libseccomp-dev libutf8proc-dev libcmocka-dev libzstd-dev libopenblas-dev libsleef-dev
   libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev
-  sqlite3 zstd python3 unzip zip
+  sqlite3 zstd python3 python3-pip unzip zip
 )
 
 missing=()

@@ -114,6 +114,21 @@ static int write_config(const eng_gguf *g, const arch_map *a, const char *dir, u
 		return rc;
 	if (!kv)
 		kv = heads;
+	char sk[160], *stype = NULL, scaling[160] = "";
+	snprintf(sk, sizeof sk, "%s.rope.scaling.type", a->arch);
+	if (eng_gguf_get_str(g, sk, &stype) == EV_E_NOTFOUND)
+		ev_error_clear();
+	if (stype && strcmp(stype, "none")) {
+		double factor = 1;
+		if ((rc = get_f(g, a->arch, "rope.scaling.factor", &factor, 1.0)) || strcmp(stype, "linear")) {
+			rc = rc ? rc : ev_error_set(EV_E_UNSUPPORTED, "%s: %s '%s' (only linear RoPE scaling is read so far)",
+			                            g->path, sk, stype);
+			free(stype);
+			return rc;
+		}
+		snprintf(scaling, sizeof scaling, "\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":%.17g},", factor);
+	}
+	free(stype);
 	if (!heads || hidden % heads || heads % kv)
 		return ev_error_set(EV_E_INVALID, "%s: %llu heads (%llu KV) over a width of %llu", g->path,
 		                    (unsigned long long)heads, (unsigned long long)kv, (unsigned long long)hidden);
@@ -121,12 +136,12 @@ static int write_config(const eng_gguf *g, const arch_map *a, const char *dir, u
 		"{\"architectures\":[\"%s\"],\"model_type\":\"%s\",\"hidden_size\":%llu,\"intermediate_size\":%llu,"
 		"\"num_hidden_layers\":%llu,\"num_attention_heads\":%llu,\"num_key_value_heads\":%llu,\"head_dim\":%llu,"
 		"\"rms_norm_eps\":%.9g,\"rope_theta\":%.17g,\"max_position_embeddings\":%llu,\"vocab_size\":%llu,"
-		"\"tie_word_embeddings\":%s,\"bos_token_id\":%ld,\"eos_token_id\":%ld,\"torch_dtype\":\"float32\","
+		"\"tie_word_embeddings\":%s,\"bos_token_id\":%ld,\"eos_token_id\":%ld,\"torch_dtype\":\"float32\",%s"
 		"\"converted_from\":\"gguf\"}\n",
 		a->hf_class, a->model_type, (unsigned long long)hidden, (unsigned long long)ff, (unsigned long long)layers,
 		(unsigned long long)heads, (unsigned long long)kv,
 		(unsigned long long)(key_len ? key_len : hidden / heads), eps, theta, (unsigned long long)ctx,
-		(unsigned long long)vocab, tied ? "true" : "false", bos, eos);
+		(unsigned long long)vocab, tied ? "true" : "false", bos, eos, scaling);
 	char *gen = ev_asprintf("{\"bos_token_id\":%ld,\"eos_token_id\":%ld}\n", bos, eos);
 	char *p1 = ev_asprintf("%s/config.json", dir), *p2 = ev_asprintf("%s/generation_config.json", dir);
 	rc = !cfg || !gen || !p1 || !p2 ? ev_error_set(EV_E_NOMEM, "out of memory") : ev_file_write(p1, cfg, strlen(cfg));
@@ -352,8 +367,12 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const char *dir, 
 		char *gn = ev_strndup(t->name.p, t->name.n);
 		char *hn = gn ? hf_name(gn) : NULL;
 		if (!hn) {
-			rc = gn ? ev_error_set(EV_E_UNSUPPORTED, "%s: tensor '%s': not a %s tensor evald knows", g->path, gn, a->arch)
-			        : ev_error_set(EV_E_NOMEM, "out of memory");
+			rc = !gn ? ev_error_set(EV_E_NOMEM, "out of memory")
+			     : !strcmp(gn, "rope_freqs.weight")
+			         ? ev_error_set(EV_E_UNSUPPORTED, "%s: tensor 'rope_freqs.weight': per-dimension RoPE frequency "
+			                                          "factors (Llama 3.1-style scaling) are not read yet", g->path)
+			         : ev_error_set(EV_E_UNSUPPORTED, "%s: tensor '%s': not a %s tensor evald knows", g->path, gn,
+			                        a->arch);
 			free(gn);
 			break;
 		}

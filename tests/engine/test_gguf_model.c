@@ -1,0 +1,327 @@
+/* GGUF checkpoints in the engine: a random Hugging Face folder written as a
+ * GGUF file the way llama.cpp's converter writes one (q/k rows reordered
+ * for llama, the tokenizer as tokenizer.ggml.* arrays) loads through
+ * --model FILE.gguf with the folder's logits: bit for bit from F32
+ * tensors, within the quantization error (argmax mostly equal) from Q8_0
+ * and Q4_K ones; the tokenizer gives the folder's ids; unknown
+ * architectures and tokenizers are refused by name. */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/fs.h"
+#include "engine/backend.h"
+#include "engine/gguf/gguf.h"
+#include "engine/gguf/quant.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "tests/engine/engine_testutil.h"
+
+/* HF names to GGUF names (the inverse of the converter's table) */
+static char *gguf_name(const char *hf)
+{
+	static const char *const top[][2] = {{"model.embed_tokens.weight", "token_embd.weight"},
+	                                     {"model.norm.weight", "output_norm.weight"},
+	                                     {"lm_head.weight", "output.weight"}};
+	for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
+		if (!strcmp(hf, top[i][0]))
+			return ev_strdup(top[i][1]);
+	static const char *const blk[][2] = {
+		{"input_layernorm.weight", "attn_norm.weight"}, {"self_attn.q_proj.weight", "attn_q.weight"},
+		{"self_attn.k_proj.weight", "attn_k.weight"},   {"self_attn.v_proj.weight", "attn_v.weight"},
+		{"self_attn.q_proj.bias", "attn_q.bias"},       {"self_attn.k_proj.bias", "attn_k.bias"},
+		{"self_attn.v_proj.bias", "attn_v.bias"},       {"self_attn.o_proj.weight", "attn_output.weight"},
+		{"self_attn.q_norm.weight", "attn_q_norm.weight"}, {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+		{"post_attention_layernorm.weight", "ffn_norm.weight"}, {"mlp.gate_proj.weight", "ffn_gate.weight"},
+		{"mlp.up_proj.weight", "ffn_up.weight"},        {"mlp.down_proj.weight", "ffn_down.weight"},
+	};
+	int layer = -1, used = 0;
+	if (sscanf(hf, "model.layers.%d.%n", &layer, &used) == 1 && used > 0)
+		for (size_t i = 0; i < sizeof blk / sizeof blk[0]; i++)
+			if (!strcmp(hf + used, blk[i][0]))
+				return ev_asprintf("blk.%d.%s", layer, blk[i][1]);
+	fail_msg("no GGUF name for %s", hf);
+	return NULL;
+}
+
+static int cfg_int(const cJSON *c, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, k);
+	assert_true(cJSON_IsNumber(v));
+	return v->valueint;
+}
+
+/* The folder as llama.cpp's converter would write it: weights of `qtype`
+ * (2-D ones whose rows are whole blocks), norms and biases F32. */
+static char *write_gguf(const char *dir, const char *arch, uint32_t qtype, const char *name)
+{
+	char *text = NULL, *path = NULL;
+	size_t len = 0;
+	path = ev_asprintf("%s/config.json", dir);
+	assert_int_equal(ev_file_read(&text, &len, path, 1 << 20), 0);
+	cJSON *cfg = cJSON_Parse(text);
+	free(text), free(path);
+	path = ev_asprintf("%s/tokenizer.json", dir);
+	assert_int_equal(ev_file_read(&text, &len, path, 64 << 20), 0);
+	cJSON *tj = cJSON_Parse(text);
+	free(text), free(path);
+	int heads = cfg_int(cfg, "num_attention_heads"), kv = cfg_int(cfg, "num_key_value_heads");
+	eng_gguf_writer *w = NULL;
+	assert_int_equal(eng_gguf_writer_new(&w), 0);
+	char k[128];
+#define KEY(s) (snprintf(k, sizeof k, "%s.%s", arch, s), k)
+	assert_int_equal(eng_gguf_put_str(w, "general.architecture", arch), 0);
+	assert_int_equal(eng_gguf_put_u32(w, KEY("block_count"), (uint32_t)cfg_int(cfg, "num_hidden_layers")), 0);
+	assert_int_equal(eng_gguf_put_u32(w, KEY("embedding_length"), (uint32_t)cfg_int(cfg, "hidden_size")), 0);
+	assert_int_equal(eng_gguf_put_u32(w, KEY("feed_forward_length"), (uint32_t)cfg_int(cfg, "intermediate_size")), 0);
+	assert_int_equal(eng_gguf_put_u32(w, KEY("attention.head_count"), (uint32_t)heads), 0);
+	assert_int_equal(eng_gguf_put_u32(w, KEY("attention.head_count_kv"), (uint32_t)kv), 0);
+	assert_int_equal(eng_gguf_put_u32(w, KEY("context_length"), (uint32_t)cfg_int(cfg, "max_position_embeddings")), 0);
+	assert_int_equal(eng_gguf_put_f32(w, KEY("attention.layer_norm_rms_epsilon"),
+	                                  (float)cJSON_GetObjectItemCaseSensitive(cfg, "rms_norm_eps")->valuedouble), 0);
+	assert_int_equal(eng_gguf_put_f32(w, KEY("rope.freq_base"),
+	                                  (float)cJSON_GetObjectItemCaseSensitive(cfg, "rope_theta")->valuedouble), 0);
+#undef KEY
+	/* the tokenizer: tokens by id, merges as "a b", added tokens as control */
+	const cJSON *model = cJSON_GetObjectItemCaseSensitive(tj, "model"), *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
+	int nv = cfg_int(cfg, "vocab_size");
+	const char **toks = calloc((size_t)nv, sizeof *toks);
+	int32_t *types = calloc((size_t)nv, sizeof *types);
+	const cJSON *x;
+	cJSON_ArrayForEach(x, vocab) if (x->valueint < nv) toks[x->valueint] = x->string;
+	for (int i = 0; i < nv; i++)
+		types[i] = 1;
+	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(tj, "added_tokens"))
+	{
+		int id = cfg_int(x, "id");
+		if (id < nv) {
+			toks[id] = cJSON_GetObjectItemCaseSensitive(x, "content")->valuestring;
+			types[id] = 3;
+		}
+	}
+	for (int i = 0; i < nv; i++)
+		assert_non_null(toks[i]);
+	const cJSON *mg = cJSON_GetObjectItemCaseSensitive(model, "merges");
+	int nm = cJSON_GetArraySize(mg);
+	char **merges = calloc((size_t)nm + 1, sizeof *merges);
+	int i = 0;
+	cJSON_ArrayForEach(x, mg)
+	{
+		merges[i++] = cJSON_IsString(x) ? ev_strdup(x->valuestring)
+		                                : ev_asprintf("%s %s", cJSON_GetArrayItem(x, 0)->valuestring,
+		                                              cJSON_GetArrayItem(x, 1)->valuestring);
+	}
+	assert_int_equal(eng_gguf_put_str(w, "tokenizer.ggml.model", "gpt2"), 0);
+	/* the pre-tokenizer by its regex: Llama 3's groups digits by three */
+	char *pt = ev_json_print(cJSON_GetObjectItemCaseSensitive(tj, "pre_tokenizer"));
+	assert_int_equal(eng_gguf_put_str(w, "tokenizer.ggml.pre", strstr(pt, "{1,3}") ? "llama-bpe" : "gpt2"), 0);
+	free(pt);
+	const cJSON *pp = cJSON_GetObjectItemCaseSensitive(tj, "post_processor");
+	bool add_bos = pp && strstr(ev_json_str(pp, "type", ""), "Template") != NULL;
+	if (!add_bos && pp && !strcmp(ev_json_str(pp, "type", ""), "Sequence")) {
+		char *ps = ev_json_print(pp);
+		add_bos = strstr(ps, "TemplateProcessing") != NULL;
+		free(ps);
+	}
+	assert_int_equal(eng_gguf_put_bool(w, "tokenizer.ggml.add_bos_token", add_bos), 0);
+	if (add_bos)
+		assert_int_equal(eng_gguf_put_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)cfg_int(cfg, "bos_token_id")), 0);
+	assert_int_equal(eng_gguf_put_strs(w, "tokenizer.ggml.tokens", toks, (size_t)nv), 0);
+	assert_int_equal(eng_gguf_put_i32s(w, "tokenizer.ggml.token_type", types, (size_t)nv), 0);
+	assert_int_equal(eng_gguf_put_strs(w, "tokenizer.ggml.merges", (const char *const *)merges, (size_t)nm), 0);
+	assert_int_equal(eng_gguf_put_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)cfg_int(cfg, "eos_token_id")), 0);
+	/* the tensors */
+	eng_tensor_set ts;
+	memset(&ts, 0, sizeof ts);
+	assert_int_equal(eng_st_open(&ts, dir), 0);
+	bool permute = !strcmp(arch, "llama");
+	for (int t = 0; t < ts.nt; t++) {
+		const eng_tensor *e = &ts.t[t];
+		size_t n = e->nbytes / eng_dtype_size(e->dtype);
+		float *f = malloc(n * 4), *p = malloc(n * 4);
+		eng_to_f32(f, e->data, e->dtype, n);
+		char *gn = gguf_name(e->name);
+		bool q = strstr(gn, ".attn_q.weight") != NULL, kk = strstr(gn, ".attn_k.weight") != NULL;
+		if (permute && (q || kk)) { /* HF row j*hd/2 + i of a head goes to 2i + j */
+			int nh = q ? heads : kv;
+			int64_t rows = e->shape[0], cols = e->shape[1], hd = rows / nh;
+			for (int h = 0; h < nh; h++)
+				for (int64_t r = 0; r < hd / 2; r++)
+					for (int j = 0; j < 2; j++)
+						memcpy(p + (size_t)(h * hd + 2 * r + j) * cols, f + (size_t)(h * hd + j * (hd / 2) + r) * cols,
+						       (size_t)cols * 4);
+			memcpy(f, p, n * 4);
+		}
+		uint64_t dims[4];
+		for (int d = 0; d < e->ndim; d++)
+			dims[d] = (uint64_t)e->shape[e->ndim - 1 - d];
+		uint32_t ty = ENG_GGML_F32;
+		int blk = eng_ggml_type_block(qtype);
+		if (e->ndim == 2 && dims[0] % (uint64_t)blk == 0)
+			ty = qtype;
+		size_t bytes = n / (size_t)eng_ggml_type_block(ty) * eng_ggml_type_size(ty);
+		void *q8 = malloc(bytes);
+		eng_ggml_quantize(q8, f, ty, n);
+		assert_int_equal(eng_gguf_put_tensor(w, gn, ty, dims, e->ndim, q8, bytes), 0);
+		free(f), free(p), free(gn), free(q8);
+	}
+	eng_st_close(&ts);
+	char *out = ev_asprintf("%s/%s.gguf", dir, name);
+	assert_int_equal(eng_gguf_write(w, out), 0);
+	eng_gguf_writer_free(w);
+	for (int m = 0; m < nm; m++)
+		free(merges[m]);
+	free(merges), free(toks), free(types);
+	cJSON_Delete(cfg), cJSON_Delete(tj);
+	return out;
+}
+
+static void same_model_as_the_folder(const char *arch, const char *hf_arch)
+{
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.hidden = 256, z.intermediate = 512, z.vocab = 512, z.heads = 4, z.kv_heads = 2; /* rows of whole K-quant blocks */
+	char *dir = et_mkmodel(arch, hf_arch, &z, "f32", 21);
+	/* Llama 3.1-style RoPE scaling travels as a rope_freqs tensor in GGUF, not read yet: plain RoPE here */
+	char *cp = ev_asprintf("%s/config.json", dir), *ct = NULL;
+	size_t cl = 0;
+	assert_int_equal(ev_file_read(&ct, &cl, cp, 1 << 20), 0);
+	char *rs = strstr(ct, "\"rope_scaling\":{");
+	if (rs) {
+		char *end = strchr(rs, '}');
+		memmove(rs, end + 2, strlen(end + 2) + 1); /* the object and its comma */
+		assert_int_equal(ev_file_write(cp, ct, strlen(ct)), 0);
+	}
+	free(cp), free(ct);
+	char *cache = tu_tmpdir("ggufcache");
+	setenv("EVALD_CACHE_DIR", cache, 1);
+	const uint32_t types[3] = {ENG_GGML_F32, ENG_GGML_Q8_0, ENG_GGML_Q4_K};
+	enum { N = 40 };
+	int32_t toks[N];
+	for (int i = 0; i < N; i++)
+		toks[i] = (int32_t)((i * 53 + 7) % 500);
+	eng_model *ref = et_load(dir, ENG_BACKEND_CPU, 0);
+	float *want = et_logits(ref, toks, N, 0);
+	for (int k = 0; k < 3; k++) {
+		char nm[32];
+		snprintf(nm, sizeof nm, "m-%s", eng_ggml_type_name(types[k]));
+		char *g = write_gguf(dir, arch, types[k], nm), *conv = NULL;
+		if (eng_model_path_resolve(g, &conv))
+			fail_msg("%s: %s", g, ev_error_msg());
+		/* every converted tensor is the folder's, through the type's blocks */
+		eng_tensor_set sa, sb;
+		memset(&sa, 0, sizeof sa), memset(&sb, 0, sizeof sb);
+		assert_int_equal(eng_st_open(&sa, dir), 0);
+		assert_int_equal(eng_st_open(&sb, conv), 0);
+		assert_int_equal(sa.nt, sb.nt);
+		for (int t = 0; t < sa.nt; t++) {
+			const eng_tensor *x = &sa.t[t], *y = eng_st_find(&sb, x->name);
+			assert_non_null(y);
+			size_t n = x->nbytes / eng_dtype_size(x->dtype);
+			float *f = malloc(n * 4), *g2 = malloc(n * 4), *h = malloc(n * 4);
+			void *qb = malloc(n * 4 + 256);
+			eng_to_f32(f, x->data, x->dtype, n);
+			int blk = eng_ggml_type_block(types[k]);
+			if (x->ndim == 2 && x->shape[1] % blk == 0) {
+				eng_ggml_quantize(qb, f, types[k], n);
+				eng_ggml_dequantize(f, qb, types[k], n);
+			}
+			eng_to_f32(h, y->data, y->dtype, n);
+			if (memcmp(f, h, n * 4))
+				fail_msg("%s %s: the converted tensor is not the folder's through %s blocks", arch, x->name,
+				         eng_ggml_type_name(types[k]));
+			free(f), free(g2), free(h), free(qb);
+		}
+		eng_st_close(&sa), eng_st_close(&sb);
+		eng_model *m = et_load(conv, ENG_BACKEND_CPU, 0);
+		float *got = et_logits(m, toks, N, 0);
+		size_t V = (size_t)z.vocab;
+		double e = et_rel_err(got, want, N * V);
+		int agree = 0;
+		for (int i = 0; i < N; i++) {
+			int a = 0, b = 0;
+			for (size_t v = 1; v < V; v++) {
+				a = got[i * V + v] > got[i * V + (size_t)a] ? (int)v : a;
+				b = want[i * V + v] > want[i * V + (size_t)b] ? (int)v : b;
+			}
+			agree += a == b;
+		}
+		print_message("%s %s GGUF: logits vs the folder %.2e, argmax %d/%d\n", arch, eng_ggml_type_name(types[k]), e,
+		              agree, N);
+		if (types[k] == ENG_GGML_F32)
+			assert_memory_equal(got, want, N * V * sizeof(float));
+		else
+			assert_true(types[k] == ENG_GGML_Q8_0 ? e < 0.03 && agree >= N * 3 / 4 : e < 0.5);
+		/* the tokenizer from the metadata gives the folder's ids */
+		if (k == 0) {
+			eng_tokenizer *ta = NULL, *tb = NULL;
+			assert_int_equal(eng_tokenizer_load(&ta, dir), 0);
+			assert_int_equal(eng_tokenizer_load(&tb, conv), 0);
+			const char *texts[] = {"Hello, world! 12345", "  two  spaces\tand\nlines <|im_end|>", "caf\xc3\xa9 \xe6\x97\xa5"};
+			for (size_t t = 0; t < 3; t++) {
+				int32_t *ia = NULL, *ib = NULL;
+				size_t na = 0, nb = 0;
+				assert_int_equal(eng_tokenize_with_specials(ta, texts[t], strlen(texts[t]), &ia, &na), 0);
+				assert_int_equal(eng_tokenize_with_specials(tb, texts[t], strlen(texts[t]), &ib, &nb), 0);
+				assert_int_equal(na, nb);
+				assert_memory_equal(ia, ib, na * sizeof *ia);
+				free(ia), free(ib);
+			}
+			eng_tokenizer_free(ta), eng_tokenizer_free(tb);
+		}
+		/* converted once: a second resolve finds the folder */
+		char *again = NULL;
+		assert_int_equal(eng_model_path_resolve(g, &again), 0);
+		assert_string_equal(again, conv);
+		free(again);
+		free(got), free(g), free(conv);
+		eng_model_free(m);
+	}
+	free(want);
+	eng_model_free(ref);
+	free(dir), free(cache);
+}
+
+static void llama_gguf_equals_folder(void **st)
+{
+	(void)st;
+	same_model_as_the_folder("llama", "llama");
+}
+
+static void qwen2_gguf_equals_folder(void **st)
+{
+	(void)st;
+	same_model_as_the_folder("qwen2", "qwen2");
+}
+
+static void unknown_architectures_and_tokenizers_refused(void **st)
+{
+	(void)st;
+	char *dir = tu_tmpdir("ggufbadm"), *cache = tu_tmpdir("ggufbadc");
+	setenv("EVALD_CACHE_DIR", cache, 1);
+	const char *cases[][3] = {{"gemma", "gpt2", "architecture 'gemma'"}, {"llama", "llama", "'llama': only 'gpt2'"}};
+	for (int i = 0; i < 2; i++) {
+		eng_gguf_writer *w = NULL;
+		assert_int_equal(eng_gguf_writer_new(&w), 0);
+		assert_int_equal(eng_gguf_put_str(w, "general.architecture", cases[i][0]), 0);
+		assert_int_equal(eng_gguf_put_str(w, "tokenizer.ggml.model", cases[i][1]), 0);
+		char *p = ev_asprintf("%s/bad%d.gguf", dir, i), *out = NULL;
+		assert_int_equal(eng_gguf_write(w, p), 0);
+		eng_gguf_writer_free(w);
+		assert_int_not_equal(eng_model_path_resolve(p, &out), 0);
+		if (!strstr(ev_error_msg(), cases[i][2]))
+			fail_msg("%s", ev_error_msg());
+		assert_null(out);
+		free(p);
+	}
+	free(dir), free(cache);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(llama_gguf_equals_folder),
+		cmocka_unit_test(qwen2_gguf_equals_folder),
+		cmocka_unit_test(unknown_architectures_and_tokenizers_refused),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
