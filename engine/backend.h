@@ -17,10 +17,18 @@
 
 /* ---- tensors ------------------------------------------------------------ */
 
-typedef enum { ENG_F32 = 0, ENG_F16 = 1, ENG_BF16 = 2 } eng_dtype;
+/* A weight's stored type: f32, the two halves, or ggml's 32-element
+ * blocks (Q8_0 {f16 d; i8 q[32]}, Q4_0 {f16 d; u8 q[16]}, Q4_1 {f16 d, m;
+ * u8 q[16]}: engine/gguf/README.md), kept as stored and read in place. */
+typedef enum { ENG_F32 = 0, ENG_F16 = 1, ENG_BF16 = 2, ENG_Q8_0 = 3, ENG_Q4_0 = 4, ENG_Q4_1 = 5 } eng_dtype;
 
 const char *eng_dtype_name(eng_dtype t);
+/* Bytes an element (f32, f16, bf16; the KV cache's types). */
 size_t eng_dtype_size(eng_dtype t);
+/* Elements a block (1 for f32 / f16 / bf16, 32 for the block types) and the
+ * bytes of n elements (n a multiple of the block). */
+int eng_dtype_block(eng_dtype t);
+size_t eng_dtype_bytes(eng_dtype t, size_t n);
 float eng_f16_to_f32(uint16_t h);
 uint16_t eng_f32_to_f16(float f);
 static inline float eng_bf16_to_f32(uint16_t h)
@@ -29,7 +37,8 @@ static inline float eng_bf16_to_f32(uint16_t h)
 	return v.f;
 }
 uint16_t eng_f32_to_bf16(float f);
-/* Converts n elements of `src` (dtype t) to f32. */
+/* Converts n elements of `src` (dtype t; a block type: n a multiple of 32,
+ * each value as the format's definition computes it) to f32. */
 void eng_to_f32(float *dst, const void *src, eng_dtype t, size_t n);
 
 #define ENG_MAX_DIMS 5 /* a Conv3d kernel: out, in, t, h, w */

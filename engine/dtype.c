@@ -11,6 +11,7 @@
 #endif
 
 #include "engine/backend.h"
+#include "engine/gguf/quant.h"
 
 const char *eng_dtype_name(eng_dtype t)
 {
@@ -18,6 +19,9 @@ const char *eng_dtype_name(eng_dtype t)
 	case ENG_F32: return "F32";
 	case ENG_F16: return "F16";
 	case ENG_BF16: return "BF16";
+	case ENG_Q8_0: return "Q8_0";
+	case ENG_Q4_0: return "Q4_0";
+	case ENG_Q4_1: return "Q4_1";
 	}
 	return "?";
 }
@@ -25,6 +29,24 @@ const char *eng_dtype_name(eng_dtype t)
 size_t eng_dtype_size(eng_dtype t)
 {
 	return t == ENG_F32 ? 4 : 2;
+}
+
+int eng_dtype_block(eng_dtype t)
+{
+	return t == ENG_Q8_0 || t == ENG_Q4_0 || t == ENG_Q4_1 ? 32 : 1;
+}
+
+size_t eng_dtype_bytes(eng_dtype t, size_t n)
+{
+	switch (t) {
+	case ENG_F32: return n * 4;
+	case ENG_F16:
+	case ENG_BF16: return n * 2;
+	case ENG_Q8_0: return n / 32 * 34;
+	case ENG_Q4_0: return n / 32 * 18;
+	case ENG_Q4_1: return n / 32 * 20;
+	}
+	return 0;
 }
 
 static float f16_decode(uint16_t h)
@@ -91,6 +113,10 @@ uint16_t eng_f32_to_bf16(float f)
 
 void eng_to_f32(float *dst, const void *src, eng_dtype t, size_t n)
 {
+	if (t == ENG_Q8_0 || t == ENG_Q4_0 || t == ENG_Q4_1) {
+		eng_ggml_dequantize(dst, src, t == ENG_Q8_0 ? ENG_GGML_Q8_0 : t == ENG_Q4_0 ? ENG_GGML_Q4_0 : ENG_GGML_Q4_1, n);
+		return;
+	}
 	if (t == ENG_F32) {
 		memcpy(dst, src, n * 4);
 	} else if (t == ENG_BF16) {

@@ -133,7 +133,7 @@ static void bind_fused_ffn(binder *b, eng_ffn *f, const char *gate_up, const cha
 	if (f->gate.data) {
 		f->gate.rows = inter;
 		f->up = f->gate;
-		f->up.data = (const char *)f->gate.data + (size_t)inter * h * eng_dtype_size(f->gate.dtype);
+		f->up.data = (const char *)f->gate.data + eng_dtype_bytes(f->gate.dtype, (size_t)inter * h);
 	}
 	bind_weight(b, &f->down, down, h, inter);
 }
@@ -158,12 +158,12 @@ static void bind_experts3(binder *b, eng_ffn *ex, const char *prefix, int n, int
 		return;
 	}
 	tg->used = td->used = true;
-	size_t eg = eng_dtype_size(tg->dtype), ed = eng_dtype_size(td->dtype);
 	for (int e = 0; e < n; e++) {
-		const char *g = (const char *)tg->data + (size_t)e * 2 * inter * h * eg;
+		const char *g = (const char *)tg->data + eng_dtype_bytes(tg->dtype, (size_t)e * 2 * inter * h);
 		ex[e].gate = (eng_weight){g, tg->dtype, inter, h};
-		ex[e].up = (eng_weight){g + (size_t)inter * h * eg, tg->dtype, inter, h};
-		ex[e].down = (eng_weight){(const char *)td->data + (size_t)e * h * inter * ed, td->dtype, h, inter};
+		ex[e].up = (eng_weight){g + eng_dtype_bytes(tg->dtype, (size_t)inter * h), tg->dtype, inter, h};
+		ex[e].down = (eng_weight){(const char *)td->data + eng_dtype_bytes(td->dtype, (size_t)e * h * inter), td->dtype,
+					  h, inter};
 	}
 }
 
@@ -327,7 +327,8 @@ static void rope_freqs(float *inv, const eng_config *c)
 
 static void note_dtype(eng_model *m, eng_dtype t)
 {
-	const char *n = t == ENG_F32 ? "f32" : t == ENG_F16 ? "f16" : "bf16";
+	const char *n = t == ENG_F32 ? "f32" : t == ENG_F16 ? "f16" : t == ENG_BF16 ? "bf16" : t == ENG_Q8_0 ? "q8_0"
+		      : t == ENG_Q4_0 ? "q4_0" : "q4_1";
 	char key[8];
 	snprintf(key, sizeof(key), "%s", n);
 	/* the list is short: look for the exact item */
@@ -516,7 +517,12 @@ void eng_model_get_info(const eng_model *m, eng_model_info *out)
 	uint64_t total = 0, inactive = 0;
 	for (int i = 0; i < m->ts.nt; i++)
 		if (m->ts.t[i].used)
-			total += m->ts.t[i].nbytes / eng_dtype_size(m->ts.t[i].dtype);
+		{
+			uint64_t el = 1;
+			for (int d = 0; d < m->ts.t[i].ndim; d++)
+				el *= (uint64_t)m->ts.t[i].shape[d];
+			total += el;
+		}
 	for (int i = 0; i < c->layers; i++) {
 		const eng_layer *L = &m->layers[i];
 		if (!L->moe)

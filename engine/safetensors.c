@@ -42,6 +42,12 @@ static int parse_dtype(eng_dtype *out, const char *s)
 		*out = ENG_F16;
 	else if (!strcmp(s, "BF16"))
 		*out = ENG_BF16;
+	else if (!strcmp(s, "Q8_0")) /* evald's own files (a GGUF's blocks kept as stored) */
+		*out = ENG_Q8_0;
+	else if (!strcmp(s, "Q4_0"))
+		*out = ENG_Q4_0;
+	else if (!strcmp(s, "Q4_1"))
+		*out = ENG_Q4_1;
 	else
 		return -1;
 	return 0;
@@ -85,7 +91,11 @@ static int parse_entry(eng_tensor *t, const cJSON *e, const char *path, const ch
 		return ev_error_set(EV_E_INVALID,
 				    "%s: tensor '%s': data_offsets [%.0f, %.0f] past the end of the data (%zu bytes)",
 				    path, t->name, b, en, data_len);
-	uint64_t want = elems * eng_dtype_size(t->dtype);
+	int blk = eng_dtype_block(t->dtype);
+	if (blk > 1 && (t->ndim < 1 || t->shape[t->ndim - 1] % blk))
+		return ev_error_set(EV_E_INVALID, "%s: tensor '%s': %s rows must be whole blocks of %d", path, t->name,
+				    eng_dtype_name(t->dtype), blk);
+	uint64_t want = eng_dtype_bytes(t->dtype, elems);
 	t->nbytes = (size_t)(en - b);
 	if (want != t->nbytes)
 		return ev_error_set(EV_E_INVALID,
@@ -172,7 +182,7 @@ int eng_st_parse(eng_tensor_set *ts, int fi, const char *path, const void *map, 
 	/* misaligned data (offsets not a multiple of the element size after
 	 * the header) gets an aligned copy, so the kernels may load directly */
 	for (int i = 0; i < cnt; i++) {
-		size_t es = eng_dtype_size(ft[i].dtype);
+		size_t es = eng_dtype_block(ft[i].dtype) > 1 ? 2 : eng_dtype_size(ft[i].dtype); /* blocks: f16 scales */
 		if (((uintptr_t)ft[i].data % es) == 0 || !ft[i].nbytes)
 			continue;
 		void *cp = NULL;

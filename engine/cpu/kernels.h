@@ -246,6 +246,67 @@ static inline void dot4_h(float out[4], const float *x, const uint16_t *w0, cons
 	out[0] = s0, out[1] = s1, out[2] = s2, out[3] = s3;
 }
 
+/* ---- block-quantized weight rows (Q8_0, Q4_0, Q4_1) read in place ---------- */
+
+/* Eight elements (i a multiple of 8) of a row of 32-element blocks as f32,
+ * each the value the format's definition computes (q * d, (q - 8) * d,
+ * q * d + m: a multiply, then an add, never fused), so kernels on them give
+ * the bits of the f32 kernels on the dequantized row. t: 3 Q8_0, 4 Q4_0,
+ * 5 Q4_1 (eng_dtype). */
+#if defined(ENG_AVX2) && defined(__F16C__)
+static inline float q_h2f(const uint8_t *p)
+{
+	uint16_t h;
+	memcpy(&h, p, 2);
+	return _cvtsh_ss(h);
+}
+
+static inline __m256 ld8_q(const uint8_t *row, int i, int t)
+{
+	int sub = (i % 32) / 8;
+	if (t == 3) {
+		const uint8_t *b = row + (size_t)(i / 32) * 34;
+		__m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + 2 + sub * 8)));
+		return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(q_h2f(b)));
+	}
+	const uint8_t *b = row + (size_t)(i / 32) * (t == 4 ? 18 : 20), *qs = b + (t == 4 ? 2 : 4);
+	__m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + (sub & 1) * 8)));
+	v = sub < 2 ? _mm256_and_si256(v, _mm256_set1_epi32(0xF)) : _mm256_srli_epi32(v, 4);
+	if (t == 4)
+		return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(v, _mm256_set1_epi32(8))),
+				     _mm256_set1_ps(q_h2f(b)));
+	return _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(q_h2f(b))), _mm256_set1_ps(q_h2f(b + 2)));
+}
+#define ENG_QNATIVE 1
+#endif
+
+/* dot4 with rows of blocks (n a multiple of 32; only where ENG_QNATIVE):
+ * the same sums as dot4 on the dequantized rows. */
+static inline void dot4_q(float out[4], const float *x, const uint8_t *w0, const uint8_t *w1, const uint8_t *w2,
+			  const uint8_t *w3, int n, int t)
+{
+	float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+#ifdef ENG_QNATIVE
+	__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+	for (int i = 0; i + 8 <= n; i += 8) {
+		__m256 xv = _mm256_loadu_ps(x + i);
+		a0 = _mm256_fmadd_ps(xv, ld8_q(w0, i, t), a0);
+		a1 = _mm256_fmadd_ps(xv, ld8_q(w1, i, t), a1);
+		a2 = _mm256_fmadd_ps(xv, ld8_q(w2, i, t), a2);
+		a3 = _mm256_fmadd_ps(xv, ld8_q(w3, i, t), a3);
+	}
+	__m256 t0 = _mm256_hadd_ps(a0, a1), t1 = _mm256_hadd_ps(a2, a3);
+	__m256 t2 = _mm256_hadd_ps(t0, t1);
+	__m128 r = _mm_add_ps(_mm256_castps256_ps128(t2), _mm256_extractf128_ps(t2, 1));
+	float tmp[4];
+	_mm_storeu_ps(tmp, r);
+	s0 = tmp[0], s1 = tmp[1], s2 = tmp[2], s3 = tmp[3];
+#else
+	(void)x, (void)w0, (void)w1, (void)w2, (void)w3, (void)n, (void)t;
+#endif
+	out[0] = s0, out[1] = s1, out[2] = s2, out[3] = s3;
+}
+
 /* w . x with one accumulator, its lanes summed as dot4 sums them: the
  * same bits as any of dot4's outputs. */
 static inline float dot1(const float *x, const float *w, int n)
@@ -277,6 +338,21 @@ static inline float dot1_h(const float *x, const uint16_t *w, int n, int f16, fl
 	(void)f16;
 	for (; i < n; i++)
 		s += x[i] * conv(w[i]);
+	return s;
+}
+
+/* dot1 with a row of blocks (as dot4_q). */
+static inline float dot1_q(const float *x, const uint8_t *w, int n, int t)
+{
+	float s = 0;
+#ifdef ENG_QNATIVE
+	__m256 a = _mm256_setzero_ps();
+	for (int i = 0; i + 8 <= n; i += 8)
+		a = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), ld8_q(w, i, t), a);
+	s = hsum8(a);
+#else
+	(void)x, (void)w, (void)n, (void)t;
+#endif
 	return s;
 }
 

@@ -32,7 +32,15 @@ static const float *wrow(const mm_job *j, int r, float *buf)
 	size_t off = (size_t)r * (size_t)w->cols;
 	if (w->dtype == ENG_F32)
 		return (const float *)w->data + off;
-	eng_to_f32(buf, (const uint16_t *)w->data + off, w->dtype, (size_t)w->cols);
+#ifdef ENG_QNATIVE
+	if (eng_dtype_block(w->dtype) > 1) { /* blocks widened 8 at a time: the scalar reading's values */
+		const uint8_t *row = (const uint8_t *)w->data + eng_dtype_bytes(w->dtype, off);
+		for (int i = 0; i < w->cols; i += 8)
+			_mm256_storeu_ps(buf + i, ld8_q(row, i, (int)w->dtype));
+		return buf;
+	}
+#endif
+	eng_to_f32(buf, (const char *)w->data + eng_dtype_bytes(w->dtype, off), w->dtype, (size_t)w->cols);
 	return buf;
 }
 
@@ -92,8 +100,29 @@ static void mm_task(void *ctx, int task, int worker)
 	int r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task;
 	if (r1 > R)
 		r1 = R;
+#ifdef ENG_QNATIVE
+	if (eng_dtype_block(w->dtype) > 1) {
+		/* block rows read in place: the bits of dot4 / dot1 on dequantized rows */
+		const uint8_t *W = w->data;
+		size_t rb = eng_dtype_bytes(w->dtype, (size_t)K);
+		int t = (int)w->dtype, q4 = (r1 - r0) / 4, r = r0;
+		for (; r < r0 + q4; r++)
+			for (int i = 0; i < j->n; i++) {
+				float o[4];
+				dot4_q(o, j->x + (size_t)i * K, W + (size_t)r * rb, W + (size_t)(r + q4) * rb,
+				       W + (size_t)(r + 2 * q4) * rb, W + (size_t)(r + 3 * q4) * rb, K, t);
+				for (int u = 0; u < 4; u++)
+					j->y[(size_t)i * R + r + u * q4] = o[u] + (j->bias ? j->bias[r + u * q4] : 0.0f);
+			}
+		for (r = r0 + 4 * q4; r < r1; r++)
+			for (int i = 0; i < j->n; i++)
+				j->y[(size_t)i * R + r] = dot1_q(j->x + (size_t)i * K, W + (size_t)r * rb, K, t) +
+							  (j->bias ? j->bias[r] : 0.0f);
+		return;
+	}
+#endif
 	int f16 = w->dtype == ENG_F16;
-	if (w->dtype != ENG_F32 && h_native(f16)) {
+	if ((w->dtype == ENG_F16 || w->dtype == ENG_BF16) && h_native(f16)) {
 		/* 16-bit rows read in place: the bits of dot4 / dot1 on converted rows */
 		float (*conv)(uint16_t) = f16 ? eng_f16_to_f32 : eng_bf16_to_f32;
 		const uint16_t *W = w->data;

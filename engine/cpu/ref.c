@@ -17,6 +17,13 @@ static float wget(const eng_weight *w, size_t r, size_t c)
 	case ENG_F32: return ((const float *)w->data)[i];
 	case ENG_F16: return eng_f16_to_f32(((const uint16_t *)w->data)[i]);
 	case ENG_BF16: return eng_bf16_to_f32(((const uint16_t *)w->data)[i]);
+	case ENG_Q8_0:
+	case ENG_Q4_0:
+	case ENG_Q4_1: { /* the element's block, decoded as the format defines it */
+		float blk[32];
+		eng_to_f32(blk, (const char *)w->data + eng_dtype_bytes(w->dtype, i / 32 * 32), w->dtype, 32);
+		return blk[i % 32];
+	}
 	}
 	return 0;
 }
@@ -233,7 +240,7 @@ static void cpu_to_host(eng_backend *be, float *host, const float *src, size_t n
 static void cpu_embed(eng_backend *be, float *x, const int32_t *tok, int n)
 {
 	const eng_weight *e = &be->m->embed;
-	size_t rb = (size_t)e->cols * eng_dtype_size(e->dtype);
+	size_t rb = eng_dtype_bytes(e->dtype, (size_t)e->cols);
 	for (int i = 0; i < n; i++)
 		eng_to_f32(x + (size_t)i * e->cols, (const char *)e->data + (size_t)tok[i] * rb, e->dtype, (size_t)e->cols);
 }

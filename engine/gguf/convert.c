@@ -336,15 +336,32 @@ static int write_tokenizer(const eng_gguf *g, const char *dir, uint64_t *vocab, 
 }
 
 /* HF row order from llama.cpp's: within each head of hd rows, GGUF row
- * 2i + j holds HF row j * hd / 2 + i (j = 0, 1). */
-static void unpermute(float *dst, const float *src, int64_t rows, int64_t cols, int heads)
+ * 2i + j holds HF row j * hd / 2 + i (j = 0, 1). Rows of rb bytes (whole
+ * rows of any type: blocks never span rows). */
+static void unpermute(void *dst, const void *src, int64_t rows, size_t rb, int heads)
 {
 	int64_t hd = rows / heads;
 	for (int h = 0; h < heads; h++)
 		for (int64_t i = 0; i < hd / 2; i++)
 			for (int j = 0; j < 2; j++)
-				memcpy(dst + (size_t)(h * hd + j * (hd / 2) + i) * (size_t)cols,
-				       src + (size_t)(h * hd + 2 * i + j) * (size_t)cols, (size_t)cols * sizeof(float));
+				memcpy((char *)dst + (size_t)(h * hd + j * (hd / 2) + i) * rb,
+				       (const char *)src + (size_t)(h * hd + 2 * i + j) * rb, rb);
+}
+
+/* The engine's name of a type it keeps as stored, or NULL (dequantized). */
+static const char *kept_type(uint32_t t)
+{
+	const char *e = getenv("EVALD_GGUF_DEQUANTIZE");
+	bool dequantize = e && !strcmp(e, "1");
+	switch (t) {
+	case ENG_GGML_F32: return "F32";
+	case ENG_GGML_F16: return "F16";
+	case ENG_GGML_BF16: return "BF16";
+	case ENG_GGML_Q8_0: return dequantize ? NULL : "Q8_0";
+	case ENG_GGML_Q4_0: return dequantize ? NULL : "Q4_0";
+	case ENG_GGML_Q4_1: return dequantize ? NULL : "Q4_1";
+	}
+	return NULL;
 }
 
 static int write_weights(const eng_gguf *g, const arch_map *a, const char *dir, bool *tied)
@@ -382,11 +399,11 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const char *dir, 
 		o->hf = hn, o->t = t, o->ndim = t->ndim;
 		for (int d = 0; d < t->ndim; d++) /* ggml's dims are innermost first */
 			o->shape[d] = (int64_t)t->dims[t->ndim - 1 - d];
-		bool keep = t->type == ENG_GGML_F32 || t->type == ENG_GGML_F16 || t->type == ENG_GGML_BF16;
+		const char *kept = kept_type(t->type);
+		bool keep = kept != NULL;
 		bool q = strstr(gn, ".attn_q.weight") != NULL, k = strstr(gn, ".attn_k.weight") != NULL;
 		if (a->permute_qk && (q || k)) {
 			o->permute_heads = (int)(q ? heads : kv);
-			keep = false; /* reordered through f32 */
 			if (t->ndim != 2 || o->shape[0] % (2 * o->permute_heads)) {
 				rc = ev_error_set(EV_E_INVALID, "%s: tensor '%s': %lld rows do not split into %d heads of even size",
 				                  g->path, gn, (long long)o->shape[0], o->permute_heads);
@@ -394,9 +411,10 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const char *dir, 
 				break;
 			}
 		}
-		o->dtype = keep ? (t->type == ENG_GGML_F32 ? "F32" : t->type == ENG_GGML_F16 ? "F16" : "BF16") : "F32";
+		o->dtype = keep ? kept : "F32";
 		o->bytes = keep ? t->bytes : t->elements * 4;
 		maxel = t->elements > maxel ? t->elements : maxel;
+		maxel = t->bytes / 4 + 1 > maxel ? t->bytes / 4 + 1 : maxel;
 		rc = ev_buf_puts(&hdr, ",");
 		if (!rc)
 			rc = ev_json_buf_str(&hdr, hn);
@@ -423,20 +441,16 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const char *dir, 
 		bool ok = fwrite(&hl, 8, 1, f) == 1 && fwrite(hdr.data, 1, hdr.len, f) == hdr.len;
 		for (size_t i = 0; i < n && ok; i++) {
 			const out_tensor *o = &ot[i];
-			if (!strcmp(o->dtype, "F32") && o->t->type != ENG_GGML_F32) {
+			const void *src = o->t->data;
+			if (!kept_type(o->t->type) || strcmp(kept_type(o->t->type), o->dtype)) { /* dequantized */
 				eng_ggml_dequantize(buf, o->t->data, o->t->type, o->t->elements);
-				const float *src = buf;
-				if (o->permute_heads) {
-					unpermute(buf2, buf, o->shape[0], o->shape[1], o->permute_heads);
-					src = buf2;
-				}
-				ok = fwrite(src, 4, o->t->elements, f) == o->t->elements;
-			} else if (o->permute_heads) { /* F32 q/k */
-				unpermute(buf2, (const float *)(const void *)o->t->data, o->shape[0], o->shape[1], o->permute_heads);
-				ok = fwrite(buf2, 4, o->t->elements, f) == o->t->elements;
-			} else {
-				ok = fwrite(o->t->data, 1, o->bytes, f) == o->bytes;
+				src = buf;
 			}
+			if (o->permute_heads) { /* whole rows moved, in whatever type they are written */
+				unpermute(buf2, src, o->shape[0], o->bytes / (size_t)o->shape[0], o->permute_heads);
+				src = buf2;
+			}
+			ok = fwrite(src, 1, o->bytes, f) == o->bytes;
 		}
 		if (fclose(f) != 0 || !ok)
 			rc = ev_error_set(EV_E_IO, "%s: write failed: %s", path, strerror(errno));
@@ -513,7 +527,8 @@ int eng_gguf_resolve(const char *path, char **dir)
 	if ((size_t)st.st_size > 2 * part && fseek(f, -(long)part, SEEK_END) == 0)
 		got += fread(head + got, 1, part, f);
 	fclose(f);
-	got += (size_t)snprintf(head + got, 64, "|%lld|v1", (long long)st.st_size);
+	/* the format version of the conversion and whether blocks are kept */
+	got += (size_t)snprintf(head + got, 64, "|%lld|v2|%s", (long long)st.st_size, kept_type(ENG_GGML_Q8_0) ? "q" : "f32");
 	char key[EV_SHA256_HEX];
 	ev_sha256_hex(key, head, got);
 	free(head);

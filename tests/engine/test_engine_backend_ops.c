@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/backend.h"
+#include "engine/gguf/quant.h"
 #include "tests/engine/engine_testutil.h"
 
 static void fill(float *v, size_t n, ev_rng *r)
@@ -119,6 +120,32 @@ static void half_rows_read_in_place_equal_converted(void **state)
 				fail_msg("matmul n=%d rows=%d cols=%d dtype=%d: 16-bit rows differ from converted ones", n, rows,
 					 cols, dt);
 			free(x), free(wf), free(y1), free(y2), free(wh);
+		}
+	/* blocks (Q8_0, Q4_0, Q4_1) read in place: the bits of the dequantized rows, at decode and prefill widths */
+	for (int dt = ENG_Q8_0; dt <= ENG_Q4_1; dt++)
+		for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+			int n = shapes[si][0], rows = shapes[si][1], cols = shapes[si][2] / 32 * 32;
+			if (!cols)
+				continue;
+			float *x = malloc((size_t)n * cols * 4), *wf = malloc((size_t)rows * cols * 4);
+			float *y1 = malloc((size_t)n * rows * 4), *y2 = malloc((size_t)n * rows * 4);
+			uint8_t *wq = malloc(eng_dtype_bytes((eng_dtype)dt, (size_t)rows * cols));
+			fill(x, (size_t)n * cols, &r);
+			fill(wf, (size_t)rows * cols, &r);
+			uint32_t gt = dt == ENG_Q8_0 ? ENG_GGML_Q8_0 : dt == ENG_Q4_0 ? ENG_GGML_Q4_0 : ENG_GGML_Q4_1;
+			eng_ggml_quantize(wq, wf, gt, (size_t)rows * cols);
+			eng_to_f32(wf, wq, (eng_dtype)dt, (size_t)rows * cols);
+			eng_weight wb = {wq, (eng_dtype)dt, rows, cols}, w32 = {wf, ENG_F32, rows, cols};
+			m->cpu.matmul(&m->cpu, y1, x, n, &wb, NULL);
+			m->cpu.matmul(&m->cpu, y2, x, n, &w32, NULL);
+			if (memcmp(y1, y2, (size_t)n * rows * 4))
+				fail_msg("matmul n=%d rows=%d cols=%d %s: block rows differ from dequantized ones", n, rows, cols,
+					 eng_dtype_name((eng_dtype)dt));
+			m->ref.matmul(&m->ref, y1, x, n, &wb, NULL);
+			double e = et_rel_err(y2, y1, (size_t)n * rows);
+			if (e > 1e-6)
+				fail_msg("matmul %s: the reference path differs by %.2e", eng_dtype_name((eng_dtype)dt), e);
+			free(x), free(wf), free(y1), free(y2), free(wq);
 		}
 	eng_model_free(m);
 	free(dir);

@@ -268,6 +268,25 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch)
 			}
 			eng_tokenizer_free(ta), eng_tokenizer_free(tb);
 		}
+		/* blocks kept in memory (Q8_0): the logits of the same blocks dequantized to F32, bit for bit */
+		if (types[k] == ENG_GGML_Q8_0) {
+			char *f32dir = NULL;
+			setenv("EVALD_GGUF_DEQUANTIZE", "1", 1);
+			assert_int_equal(eng_model_path_resolve(g, &f32dir), 0);
+			unsetenv("EVALD_GGUF_DEQUANTIZE");
+			assert_string_not_equal(f32dir, conv);
+			eng_model *mf = et_load(f32dir, ENG_BACKEND_CPU, 0);
+			float *gf = et_logits(mf, toks, N, 0), *g1 = et_logits(m, toks, N, 1);
+			assert_memory_equal(gf, got, N * V * sizeof(float));
+			assert_memory_equal(g1, got, N * V * sizeof(float)); /* token by token = at once */
+			eng_model_info mi, fi;
+			eng_model_get_info(m, &mi), eng_model_get_info(mf, &fi);
+			print_message("%s Q8_0 kept: %.1f MiB of weights against %.1f MiB dequantized; the same logits\n", arch,
+			              mi.weight_bytes / 1048576.0, fi.weight_bytes / 1048576.0);
+			assert_true(mi.weight_bytes * 3 < fi.weight_bytes);
+			free(gf), free(g1), free(f32dir);
+			eng_model_free(mf);
+		}
 		/* converted once: a second resolve finds the folder */
 		char *again = NULL;
 		assert_int_equal(eng_model_path_resolve(g, &again), 0);
