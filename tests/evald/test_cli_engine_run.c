@@ -144,7 +144,12 @@ static void sampling_differs_by_epoch_and_replays_from_the_record(void **st)
 	char *out = NULL;
 	tu_sh(&out, NULL, "sqlite3 '%s' \"SELECT count(DISTINCT response) FROM results WHERE run_id = 1 GROUP BY sample_id\"", db);
 	/* three epochs, three different answers for each sample */
-	assert_string_equal(out, "3\n3\n");
+	if (strcmp(out, "3\n3\n")) {
+		char *rows = NULL;
+		tu_sh(&rows, NULL, "sqlite3 '%s' \"SELECT sample_id, epoch, reason, finish_reason, completion_tokens, "
+		                   "quote(response), detail FROM results WHERE run_id = 1\"", db);
+		fail_msg("distinct answers per sample: %s; the results:\n%s", out, rows ? rows : "");
+	}
 	free(out);
 	char *seed = NULL;
 	tu_sh(&seed, NULL, "sqlite3 '%s' \"SELECT json_extract(config_json, '$.seed') FROM runs WHERE id = 1\"", db);
