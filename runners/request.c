@@ -37,61 +37,49 @@ static const char *guess_mime(const char *path)
 	return "application/octet-stream";
 }
 
-/* An image part as {"type":"image_url","image_url":{"url":...}}; a part
- * with only a path is inlined as a data: URL. */
-static int image_part(cJSON **out, const ev_part *p)
+/* {"type":"image_url","image_url":{"url":url}}, or NULL (out of memory) */
+static cJSON *image_url_item(const char *url)
 {
-	char *url = NULL, *data = NULL, *b64 = NULL;
-	size_t len = 0;
-	int rc = 0;
-	*out = NULL;
-	if (p->url) {
-		url = ev_strdup(p->url);
-	} else if (p->path) {
-		if ((rc = ev_file_read(&data, &len, p->path, MAX_INLINE_IMAGE)))
-			return ev_error_wrap(rc, "image attachment");
-		if ((rc = ev_base64_encode(&b64, data, len))) {
-			free(data);
-			return rc;
-		}
-		url = ev_asprintf("data:%s;base64,%s", p->mime ? p->mime : guess_mime(p->path), b64);
-	} else {
-		return ev_error_set(EV_E_INVALID, "image part has neither url nor path");
-	}
 	cJSON *o = cJSON_CreateObject(), *iu = cJSON_CreateObject();
-	if (!url || !o || !iu || !cJSON_AddStringToObject(o, "type", "image_url") ||
-	    !cJSON_AddStringToObject(iu, "url", url)) {
+	if (!url || !o || !iu || !cJSON_AddStringToObject(o, "type", "image_url") || !cJSON_AddStringToObject(iu, "url", url)) {
 		cJSON_Delete(o);
 		cJSON_Delete(iu);
-		rc = ev_error_set(EV_E_NOMEM, "out of memory");
-		goto done;
+		return NULL;
 	}
 	cJSON_AddItemToObject(o, "image_url", iu);
-	*out = o;
-done:
-	free(url);
-	free(data);
-	free(b64);
-	return rc;
+	return o;
 }
 
-/* {"type":"image_url"} with inline bytes */
+/* The same with bytes inlined as a data: URL */
 static cJSON *data_url_item(const void *data, size_t len, const char *mime)
 {
 	char *b64 = NULL, *url = NULL;
-	cJSON *o = NULL, *iu = NULL;
-	if (ev_base64_encode(&b64, data, len) == 0 && (url = ev_asprintf("data:%s;base64,%s", mime, b64)) &&
-	    (o = cJSON_CreateObject()) && (iu = cJSON_CreateObject()) && cJSON_AddStringToObject(o, "type", "image_url") &&
-	    cJSON_AddStringToObject(iu, "url", url)) {
-		cJSON_AddItemToObject(o, "image_url", iu);
-		iu = NULL;
-	} else {
-		cJSON_Delete(o);
-		o = NULL;
-	}
-	cJSON_Delete(iu);
+	cJSON *o = NULL;
+	if (ev_base64_encode(&b64, data, len) == 0 && (url = ev_asprintf("data:%s;base64,%s", mime, b64)))
+		o = image_url_item(url);
 	free(b64), free(url);
 	return o;
+}
+
+/* An image part as an image_url item; a part with only a path is inlined
+ * as a data: URL. */
+static int image_part(cJSON **out, const ev_part *p)
+{
+	*out = NULL;
+	if (p->url) {
+		*out = image_url_item(p->url);
+	} else if (p->path) {
+		char *data = NULL;
+		size_t len = 0;
+		int rc = ev_file_read(&data, &len, p->path, MAX_INLINE_IMAGE);
+		if (rc)
+			return ev_error_wrap(rc, "image attachment");
+		*out = data_url_item(data, len, p->mime ? p->mime : guess_mime(p->path));
+		free(data);
+	} else {
+		return ev_error_set(EV_E_INVALID, "image part has neither url nor path");
+	}
+	return *out ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
 }
 
 /* A video to an OpenAI-compatible server: its sampled frames, in time

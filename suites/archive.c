@@ -224,6 +224,31 @@ static int dir_empty(const char *dir)
 /* Extracts `archive` into `dest`, which must be absent (it is created) or
  * an empty folder. On failure dest is left as it was found: removed when
  * this call created it, emptied otherwise. */
+struct archive *ev_suite_archive_open(const char *path)
+{
+	struct archive *a = archive_read_new();
+	if (!a) {
+		ev_error_set(EV_E_NOMEM, "out of memory");
+		return NULL;
+	}
+	/* Only the formats and filters a suite may come in: fewer parsers
+	 * facing hostile bytes, and no filter that runs an outside program. */
+	archive_read_support_filter_gzip(a);
+	archive_read_support_filter_zstd(a);
+	archive_read_support_filter_xz(a);
+	archive_read_support_filter_bzip2(a);
+	archive_read_support_format_tar(a);
+	archive_read_support_format_zip(a);
+	if (archive_read_open_filename(a, path, 65536) != ARCHIVE_OK) {
+		int err = archive_errno(a);
+		ev_error_set(err == ENOENT ? EV_E_NOTFOUND : EV_E_PARSE, "%s: %s", path,
+		             archive_error_string(a) ? archive_error_string(a) : "cannot open");
+		archive_read_free(a);
+		return NULL;
+	}
+	return a;
+}
+
 int ev_archive_extract(const char *archive, const char *dest, const ev_suite_options *opt)
 {
 	ev_suite_options o;
@@ -250,23 +275,8 @@ int ev_archive_extract(const char *archive, const char *dest, const ev_suite_opt
 		goto done;
 	}
 
-	a = archive_read_new();
-	if (!a) {
-		rc = ev_error_set(EV_E_NOMEM, "out of memory");
-		goto done;
-	}
-	/* Only the formats and filters a suite may come in: fewer parsers
-	 * facing hostile bytes, and no filter that runs an outside program. */
-	archive_read_support_filter_gzip(a);
-	archive_read_support_filter_zstd(a);
-	archive_read_support_filter_xz(a);
-	archive_read_support_filter_bzip2(a);
-	archive_read_support_format_tar(a);
-	archive_read_support_format_zip(a);
-	if (archive_read_open_filename(a, archive, 65536) != ARCHIVE_OK) {
-		int err = archive_errno(a);
-		rc = ev_error_set(err == ENOENT ? EV_E_NOTFOUND : EV_E_PARSE, "%s: %s", archive,
-		                  archive_error_string(a) ? archive_error_string(a) : "cannot open");
+	if (!(a = ev_suite_archive_open(archive))) {
+		rc = ev_error_code();
 		goto done;
 	}
 	opened = true;

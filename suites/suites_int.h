@@ -45,6 +45,10 @@ void ev_message_clear(ev_message *m);
  * paths, ".." climbing out and symlinks resolving outside are EV_E_UNSAFE;
  * a missing file is EV_E_NOTFOUND. `what` prefixes the message. */
 /* The same; a folder is accepted too when folder_ok (a video's frames). */
+/* A tar or zip archive opened for reading with only the formats and
+ * filters suites may come in (archive.c); NULL with the error set. */
+struct archive;
+struct archive *ev_suite_archive_open(const char *path);
 int ev_suite_resolve_path_ex(char **out, const char *root, const char *rel, const char *what, bool folder_ok);
 
 /* The part kind and MIME type that a file name's extension implies. */

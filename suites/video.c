@@ -125,8 +125,11 @@ static int list_folder(name_list *l, const char *path)
 	return rc;
 }
 
+/* A frame file read through the descriptor opened without following a
+ * link, at most cap bytes. */
 static int read_file_capped(uint8_t **out, size_t *len, const char *dir, const char *name, size_t cap)
 {
+	*out = NULL, *len = 0;
 	char *p = ev_asprintf("%s/%s", dir, name);
 	if (!p)
 		return ev_error_set(EV_E_NOMEM, "out of memory");
@@ -137,40 +140,33 @@ static int read_file_capped(uint8_t **out, size_t *len, const char *dir, const c
 		rc = ev_error_set(EV_E_IO, "%s: cannot read the frame: %s", p, fd < 0 ? strerror(errno) : "not a file");
 	else if ((size_t)st.st_size > cap)
 		rc = ev_error_set(EV_E_LIMIT, "%s: %lld bytes pass the frame cap of %zu", p, (long long)st.st_size, cap);
+	ev_buf b = EV_BUF_INIT(cap);
+	char chunk[1 << 16];
+	ssize_t k = 0;
+	while (!rc && (k = read(fd, chunk, sizeof chunk)) > 0)
+		if (ev_buf_append(&b, chunk, (size_t)k))
+			rc = ev_error_set(EV_E_LIMIT, "%s: passes the frame cap of %zu bytes", p, cap);
+	if (!rc && k < 0)
+		rc = ev_error_set(EV_E_IO, "%s: %s", p, strerror(errno));
 	if (fd >= 0)
 		close(fd);
-	if (!rc)
-		rc = ev_file_read((char **)out, len, p, cap);
+	if (!rc) {
+		*out = (uint8_t *)ev_buf_detach(&b, len);
+		if (!*out && !(*out = calloc(1, 1)))
+			rc = ev_error_set(EV_E_NOMEM, "out of memory");
+	}
+	ev_buf_free(&b);
 	free(p);
 	return rc;
-}
-
-static struct archive *open_archive(const char *path)
-{
-	struct archive *a = archive_read_new();
-	if (!a)
-		return NULL;
-	archive_read_support_format_tar(a);
-	archive_read_support_format_zip(a);
-	archive_read_support_filter_gzip(a);
-	archive_read_support_filter_zstd(a);
-	archive_read_support_filter_xz(a);
-	archive_read_support_filter_bzip2(a);
-	if (archive_read_open_filename(a, path, 1 << 16) != ARCHIVE_OK) {
-		ev_error_set(EV_E_INVALID, "%s: not a readable tar or zip archive: %s", path, archive_error_string(a));
-		archive_read_free(a);
-		return NULL;
-	}
-	return a;
 }
 
 /* The archive's frame entries (regular files with image names); links
  * and other special entries are refused as in suite archives. */
 static int list_archive(name_list *l, const char *path)
 {
-	struct archive *a = open_archive(path);
+	struct archive *a = ev_suite_archive_open(path);
 	if (!a)
-		return ev_error_code() ? ev_error_code() : ev_error_set(EV_E_NOMEM, "out of memory");
+		return ev_error_code();
 	struct archive_entry *e;
 	int rc = 0, r;
 	while (!rc && (r = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
@@ -194,9 +190,9 @@ static int list_archive(name_list *l, const char *path)
 /* reads the wanted entries (names in want[], sorted as in the video) */
 static int read_archive(ev_video *v, const char *path, size_t frame_cap, size_t total_cap)
 {
-	struct archive *a = open_archive(path);
+	struct archive *a = ev_suite_archive_open(path);
 	if (!a)
-		return ev_error_code() ? ev_error_code() : ev_error_set(EV_E_NOMEM, "out of memory");
+		return ev_error_code();
 	struct archive_entry *e;
 	int rc = 0, r, got = 0;
 	size_t total = 0;
