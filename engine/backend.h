@@ -17,16 +17,40 @@
 
 /* ---- tensors ------------------------------------------------------------ */
 
-/* A weight's stored type: f32, the two halves, or ggml's 32-element
- * blocks (Q8_0 {f16 d; i8 q[32]}, Q4_0 {f16 d; u8 q[16]}, Q4_1 {f16 d, m;
- * u8 q[16]}: engine/gguf/README.md), kept as stored and read in place. */
-typedef enum { ENG_F32 = 0, ENG_F16 = 1, ENG_BF16 = 2, ENG_Q8_0 = 3, ENG_Q4_0 = 4, ENG_Q4_1 = 5 } eng_dtype;
+/* A weight's stored type: f32, the two halves, or one of ggml's block
+ * types (32-element blocks Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; 256-element
+ * super-blocks Q4_K, Q5_K, Q6_K; layouts in engine/gguf/README.md), kept
+ * as stored and read in place. */
+typedef enum {
+	ENG_F32 = 0,
+	ENG_F16 = 1,
+	ENG_BF16 = 2,
+	ENG_Q8_0 = 3,
+	ENG_Q4_0 = 4,
+	ENG_Q4_1 = 5,
+	ENG_Q5_0 = 6,
+	ENG_Q5_1 = 7,
+	ENG_Q4_K = 8,
+	ENG_Q5_K = 9,
+	ENG_Q6_K = 10,
+} eng_dtype;
+#define ENG_DTYPE_COUNT 11
+
+/* The name as safetensors headers and GGUF write it ("F32", "Q4_K"), and
+ * in lower case as the engine reports it ("f32", "q4_k"). */
 
 const char *eng_dtype_name(eng_dtype t);
+const char *eng_dtype_lower(eng_dtype t);
+/* The dtype of a name as eng_dtype_name writes it; -1 when unknown. */
+int eng_dtype_parse(const char *name);
+/* ggml's type number of a dtype (engine/gguf/quant.h), and back (-1:
+ * not a type the engine keeps). */
+uint32_t eng_dtype_ggml(eng_dtype t);
+int eng_dtype_from_ggml(uint32_t ggml_type);
 /* Bytes an element (f32, f16, bf16; the KV cache's types). */
 size_t eng_dtype_size(eng_dtype t);
-/* Elements a block (1 for f32 / f16 / bf16, 32 for the block types) and the
- * bytes of n elements (n a multiple of the block). */
+/* Elements a block (1 for f32 / f16 / bf16, 32 or 256 for the block
+ * types) and the bytes of n elements (n a multiple of the block). */
 int eng_dtype_block(eng_dtype t);
 size_t eng_dtype_bytes(eng_dtype t, size_t n);
 float eng_f16_to_f32(uint16_t h);
@@ -37,8 +61,8 @@ static inline float eng_bf16_to_f32(uint16_t h)
 	return v.f;
 }
 uint16_t eng_f32_to_bf16(float f);
-/* Converts n elements of `src` (dtype t; a block type: n a multiple of 32,
- * each value as the format's definition computes it) to f32. */
+/* Converts n elements of `src` (dtype t; a block type: n a multiple of its
+ * block, each value as the format's definition computes it) to f32. */
 void eng_to_f32(float *dst, const void *src, eng_dtype t, size_t n);
 
 #define ENG_MAX_DIMS 5 /* a Conv3d kernel: out, in, t, h, w */
@@ -511,7 +535,7 @@ struct eng_model {
 	eng_backend ref, cpu;
 	eng_backend *be; /* the one in use */
 	int threads;
-	char dtypes[32];
+	char dtypes[64];
 	uint64_t weight_bytes;
 	/* f32 copies of 1-D tensors, freed with the model */
 	float **owned;

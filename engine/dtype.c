@@ -1,9 +1,11 @@
 /*
- * engine/dtype.c: the stored weight types (F32, F16, BF16) and their
- * conversions to and from f32. F16 goes through a 64 K entry table built
- * once, since the matmul converts weight rows on the fly.
+ * engine/dtype.c: the stored weight types (F32, F16, BF16 and ggml's
+ * block types) and their conversions to and from f32. F16 goes through a
+ * 64 K entry table built once, since the matmul converts weight rows on
+ * the fly.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <string.h>
 #ifdef __AVX2__
@@ -13,17 +15,59 @@
 #include "engine/backend.h"
 #include "engine/gguf/quant.h"
 
+static const struct {
+	const char *name, *lower;
+	int block;       /* elements */
+	size_t bytes;    /* a block */
+	uint32_t ggml;   /* ggml's type number */
+} dtypes[ENG_DTYPE_COUNT] = {
+	[ENG_F32] = {"F32", "f32", 1, 4, ENG_GGML_F32},
+	[ENG_F16] = {"F16", "f16", 1, 2, ENG_GGML_F16},
+	[ENG_BF16] = {"BF16", "bf16", 1, 2, ENG_GGML_BF16},
+	[ENG_Q8_0] = {"Q8_0", "q8_0", 32, 34, ENG_GGML_Q8_0},
+	[ENG_Q4_0] = {"Q4_0", "q4_0", 32, 18, ENG_GGML_Q4_0},
+	[ENG_Q4_1] = {"Q4_1", "q4_1", 32, 20, ENG_GGML_Q4_1},
+	[ENG_Q5_0] = {"Q5_0", "q5_0", 32, 22, ENG_GGML_Q5_0},
+	[ENG_Q5_1] = {"Q5_1", "q5_1", 32, 24, ENG_GGML_Q5_1},
+	[ENG_Q4_K] = {"Q4_K", "q4_k", 256, 144, ENG_GGML_Q4_K},
+	[ENG_Q5_K] = {"Q5_K", "q5_k", 256, 176, ENG_GGML_Q5_K},
+	[ENG_Q6_K] = {"Q6_K", "q6_k", 256, 210, ENG_GGML_Q6_K},
+};
+
+static bool known(eng_dtype t)
+{
+	return (unsigned)t < ENG_DTYPE_COUNT;
+}
+
 const char *eng_dtype_name(eng_dtype t)
 {
-	switch (t) {
-	case ENG_F32: return "F32";
-	case ENG_F16: return "F16";
-	case ENG_BF16: return "BF16";
-	case ENG_Q8_0: return "Q8_0";
-	case ENG_Q4_0: return "Q4_0";
-	case ENG_Q4_1: return "Q4_1";
-	}
-	return "?";
+	return known(t) ? dtypes[t].name : "?";
+}
+
+const char *eng_dtype_lower(eng_dtype t)
+{
+	return known(t) ? dtypes[t].lower : "?";
+}
+
+int eng_dtype_parse(const char *name)
+{
+	for (int t = 0; t < ENG_DTYPE_COUNT; t++)
+		if (!strcmp(name, dtypes[t].name))
+			return t;
+	return -1;
+}
+
+uint32_t eng_dtype_ggml(eng_dtype t)
+{
+	return known(t) ? dtypes[t].ggml : UINT32_MAX;
+}
+
+int eng_dtype_from_ggml(uint32_t ggml_type)
+{
+	for (int t = 0; t < ENG_DTYPE_COUNT; t++)
+		if (dtypes[t].ggml == ggml_type)
+			return t;
+	return -1;
 }
 
 size_t eng_dtype_size(eng_dtype t)
@@ -33,20 +77,12 @@ size_t eng_dtype_size(eng_dtype t)
 
 int eng_dtype_block(eng_dtype t)
 {
-	return t == ENG_Q8_0 || t == ENG_Q4_0 || t == ENG_Q4_1 ? 32 : 1;
+	return known(t) ? dtypes[t].block : 1;
 }
 
 size_t eng_dtype_bytes(eng_dtype t, size_t n)
 {
-	switch (t) {
-	case ENG_F32: return n * 4;
-	case ENG_F16:
-	case ENG_BF16: return n * 2;
-	case ENG_Q8_0: return n / 32 * 34;
-	case ENG_Q4_0: return n / 32 * 18;
-	case ENG_Q4_1: return n / 32 * 20;
-	}
-	return 0;
+	return known(t) ? n / (size_t)dtypes[t].block * dtypes[t].bytes : 0;
 }
 
 static float f16_decode(uint16_t h)
@@ -113,8 +149,8 @@ uint16_t eng_f32_to_bf16(float f)
 
 void eng_to_f32(float *dst, const void *src, eng_dtype t, size_t n)
 {
-	if (t == ENG_Q8_0 || t == ENG_Q4_0 || t == ENG_Q4_1) {
-		eng_ggml_dequantize(dst, src, t == ENG_Q8_0 ? ENG_GGML_Q8_0 : t == ENG_Q4_0 ? ENG_GGML_Q4_0 : ENG_GGML_Q4_1, n);
+	if (eng_dtype_block(t) > 1) {
+		eng_ggml_dequantize(dst, src, eng_dtype_ggml(t), n);
 		return;
 	}
 	if (t == ENG_F32) {

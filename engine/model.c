@@ -327,8 +327,7 @@ static void rope_freqs(float *inv, const eng_config *c)
 
 static void note_dtype(eng_model *m, eng_dtype t)
 {
-	const char *n = t == ENG_F32 ? "f32" : t == ENG_F16 ? "f16" : t == ENG_BF16 ? "bf16" : t == ENG_Q8_0 ? "q8_0"
-		      : t == ENG_Q4_0 ? "q4_0" : "q4_1";
+	const char *n = eng_dtype_lower(t);
 	char key[8];
 	snprintf(key, sizeof(key), "%s", n);
 	/* the list is short: look for the exact item */

@@ -34,22 +34,14 @@ static int by_name(const void *a, const void *b)
 	return strcmp(((const eng_tensor *)a)->name, ((const eng_tensor *)b)->name);
 }
 
+/* F32, F16, BF16, and ggml's block types in evald's own files (a GGUF's
+ * blocks kept as stored, engine/gguf/convert.c) */
 static int parse_dtype(eng_dtype *out, const char *s)
 {
-	if (!strcmp(s, "F32"))
-		*out = ENG_F32;
-	else if (!strcmp(s, "F16"))
-		*out = ENG_F16;
-	else if (!strcmp(s, "BF16"))
-		*out = ENG_BF16;
-	else if (!strcmp(s, "Q8_0")) /* evald's own files (a GGUF's blocks kept as stored) */
-		*out = ENG_Q8_0;
-	else if (!strcmp(s, "Q4_0"))
-		*out = ENG_Q4_0;
-	else if (!strcmp(s, "Q4_1"))
-		*out = ENG_Q4_1;
-	else
+	int t = eng_dtype_parse(s);
+	if (t < 0)
 		return -1;
+	*out = (eng_dtype)t;
 	return 0;
 }
 

@@ -4,6 +4,7 @@
  * one tensor's values as raw little-endian f32 (the plain dequantization).
  *   evald engine gguf FILE [--json]
  *   evald engine gguf FILE --tensor NAME --out FILE
+ *   evald engine gguf FILE --quantize TYPE --out FILE.gguf
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,14 +19,17 @@
 int ev_engine_gguf_main(const ev_cli *cli, int argc, char **argv);
 
 typedef struct {
-	const char *tensor, *out;
+	const char *tensor, *out, *quantize;
 	bool json;
 } gguf_opts;
 
 #define T gguf_opts
 static const ev_opt gguf_table[] = {
 	EV_O_STR("--tensor", T, tensor, "NAME", "one tensor's values (with --out)"),
-	EV_O_STR("--out", T, out, "FILE", "write them there as raw little-endian f32"),
+	EV_O_STR("--out", T, out, "FILE", "write them there as raw little-endian f32 (with --tensor), or the new file (with --quantize)"),
+	EV_O_STR("--quantize", T, quantize, "TYPE",
+	         "write the file again with its weights in TYPE: F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, "
+	         "or the mixes Q4_K_M, Q5_K_M"),
 	EV_O_FLAG("--json", T, json, "as JSON"),
 	EV_O_END,
 };
@@ -33,9 +37,11 @@ static const ev_opt gguf_table[] = {
 
 static const ev_cmd_spec gguf_spec = {
 	.name = "engine gguf",
-	.synopsis = "FILE [--json]  |  FILE --tensor NAME --out FILE",
+	.synopsis = "FILE [--json]  |  FILE --tensor NAME --out FILE  |  FILE --quantize TYPE --out FILE.gguf",
 	.about = "What a GGUF file holds (version, alignment, metadata, tensors), validated as the engine\n"
-	         "reads it; --tensor NAME --out FILE writes one tensor dequantized to f32.",
+	         "reads it; --tensor NAME --out FILE writes one tensor dequantized to f32; --quantize TYPE\n"
+	         "--out FILE writes the file again with its weights dequantized and quantized to TYPE (rows\n"
+	         "that are not whole super-blocks fall back as llama.cpp's quantize does; norms as stored).",
 	.opts = gguf_table,
 	.positional = "FILE",
 	.min_pos = 1,
@@ -77,9 +83,25 @@ int ev_engine_gguf_main(const ev_cli *cli, int argc, char **argv)
 	int prc = ev_opt_parse(&gguf_spec, &o, argc, argv, pos, NULL);
 	if (prc)
 		return ev_opt_exit(prc);
-	if (!o.tensor != !o.out) {
-		fprintf(stderr, "evald engine gguf: --tensor and --out go together\n");
+	if ((o.tensor || o.quantize) != !!o.out || (o.tensor && o.quantize)) {
+		fprintf(stderr, "evald engine gguf: --out goes with one of --tensor or --quantize\n");
 		return EV_EXIT_USAGE;
+	}
+	if (o.quantize) {
+		eng_gguf_requant_stats st;
+		if (eng_gguf_requantize(pos[0], o.out, o.quantize, &st))
+			return ev_cli_fail("engine gguf"), 1;
+		if (o.json)
+			printf("{\"out\":\"%s\",\"type\":\"%s\",\"converted\":%zu,\"kept\":%zu,\"fallbacks\":%zu,"
+			       "\"bytes_in\":%llu,\"bytes_out\":%llu}\n",
+			       o.out, o.quantize, st.converted, st.kept, st.fallbacks, (unsigned long long)st.bytes_in,
+			       (unsigned long long)st.bytes_out);
+		else
+			printf("%s: %s, %zu tensors quantized (%zu in a fallback type), %zu kept as stored; tensor bytes "
+			       "%.1f MiB -> %.1f MiB\n",
+			       o.out, o.quantize, st.converted, st.fallbacks, st.kept, st.bytes_in / 1048576.0,
+			       st.bytes_out / 1048576.0);
+		return 0;
 	}
 	eng_gguf *g = NULL;
 	if (eng_gguf_open(&g, pos[0]))

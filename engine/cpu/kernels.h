@@ -246,13 +246,14 @@ static inline void dot4_h(float out[4], const float *x, const uint16_t *w0, cons
 	out[0] = s0, out[1] = s1, out[2] = s2, out[3] = s3;
 }
 
-/* ---- block-quantized weight rows (Q8_0, Q4_0, Q4_1) read in place ---------- */
+/* ---- block-quantized weight rows (ggml's block types) read in place -------- */
 
-/* Eight elements (i a multiple of 8) of a row of 32-element blocks as f32,
- * each the value the format's definition computes (q * d, (q - 8) * d,
- * q * d + m: a multiply, then an add, never fused), so kernels on them give
- * the bits of the f32 kernels on the dequantized row. t: 3 Q8_0, 4 Q4_0,
- * 5 Q4_1 (eng_dtype). */
+/* Elements of a row of blocks as f32 (ld32_q: 32 at a time), each the
+ * value the format's definition computes (engine/gguf/quant.c: q * d,
+ * (q - 8) * d, q * d + m; for the K-quants (d * sc) * q - dmin * m and
+ * (d * sc) * (q - 32): the scalar products first, then one multiply and
+ * one subtract a lane, never fused), so kernels on them give the bits of
+ * the f32 kernels on the dequantized row. t: an eng_dtype block type. */
 #if defined(ENG_AVX2) && defined(__F16C__)
 static inline float q_h2f(const uint8_t *p)
 {
@@ -261,41 +262,159 @@ static inline float q_h2f(const uint8_t *p)
 	return _cvtsh_ss(h);
 }
 
-static inline __m256 ld8_q(const uint8_t *row, int i, int t)
+/* 8 bytes at p widened to 32-bit lanes */
+static inline __m256i q_u8x8(const uint8_t *p)
 {
-	int sub = (i % 32) / 8;
-	if (t == 3) {
-		const uint8_t *b = row + (size_t)(i / 32) * 34;
-		__m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + 2 + sub * 8)));
-		return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(q_h2f(b)));
+	return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+}
+
+/* lane k: bit k of `bits` (the low 8 used), as 0 or 16 */
+static inline __m256i q_bit16(uint32_t bits)
+{
+	__m256i b = _mm256_srlv_epi32(_mm256_set1_epi32((int)bits), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+	return _mm256_slli_epi32(_mm256_and_si256(b, _mm256_set1_epi32(1)), 4);
+}
+
+/* Q4_K / Q5_K: sub-block j's 6-bit scale and min (as quant.c reads them) */
+static inline void q_scale_min(int j, const uint8_t *q, int *sc, int *m)
+{
+	if (j < 4) {
+		*sc = q[j] & 63;
+		*m = q[j + 4] & 63;
+	} else {
+		*sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
 	}
-	const uint8_t *b = row + (size_t)(i / 32) * (t == 4 ? 18 : 20), *qs = b + (t == 4 ? 2 : 4);
-	__m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + (sub & 1) * 8)));
-	v = sub < 2 ? _mm256_and_si256(v, _mm256_set1_epi32(0xF)) : _mm256_srli_epi32(v, 4);
-	if (t == 4)
-		return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(v, _mm256_set1_epi32(8))),
-				     _mm256_set1_ps(q_h2f(b)));
-	return _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(q_h2f(b))), _mm256_set1_ps(q_h2f(b + 2)));
+}
+
+/* Lane k of the result: the byte p[k] as a 32-bit integer, its low nibble
+ * (hi 0) or high nibble (hi 1). */
+static inline __m256i q_nib8(const uint8_t *p, int hi)
+{
+	__m256i v = q_u8x8(p);
+	return hi ? _mm256_srli_epi32(v, 4) : _mm256_and_si256(v, _mm256_set1_epi32(0xF));
+}
+
+/* Thirty-two elements (i a multiple of 32) as four vectors of eight: the
+ * block's or sub-block's scales decoded once for all four. */
+static inline __attribute__((always_inline)) void ld32_q(__m256 v[4], const uint8_t *row, int i, int t)
+{
+	if (t == 3) { /* Q8_0 {f16 d; i8 qs[32]} */
+		const uint8_t *b = row + (size_t)(i / 32) * 34;
+		__m256 d = _mm256_set1_ps(q_h2f(b));
+#pragma GCC unroll 4
+	for (int g = 0; g < 4; g++)
+			v[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + 2 + 8 * g)))),
+			                     d);
+		return;
+	}
+	if (t <= 7) { /* Q4_0, Q4_1, Q5_0, Q5_1: low nibbles the first 16 elements */
+		static const uint8_t bsz[8] = {0, 0, 0, 34, 18, 20, 22, 24}, qso[8] = {0, 0, 0, 0, 2, 4, 6, 8};
+		const uint8_t *b = row + (size_t)(i / 32) * bsz[t];
+		__m256 d = _mm256_set1_ps(q_h2f(b));
+		uint32_t qh = 0;
+		if (t >= 6) /* the fifth bit of element e is bit e of qh */
+			memcpy(&qh, b + (t == 6 ? 2 : 4), 4);
+#pragma GCC unroll 4
+	for (int g = 0; g < 4; g++) {
+			__m256i q = q_nib8(b + qso[t] + (g & 1) * 8, g >= 2);
+			if (t >= 6)
+				q = _mm256_or_si256(q, q_bit16(qh >> (8 * g)));
+			if (t == 4 || t == 6)
+				v[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q, _mm256_set1_epi32(t == 4 ? 8 : 16))), d);
+			else
+				v[g] = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(q), d), _mm256_set1_ps(q_h2f(b + 2)));
+		}
+		return;
+	}
+	int j = (i % 256) / 32; /* the sub-block */
+	if (t == 10) { /* Q6_K: {ql[128], qh[64], i8 scales[16], f16 d} */
+		const uint8_t *b = row + (size_t)(i / 256) * 210;
+		int h = j / 4, k = j % 4;
+		const uint8_t *ql = b + h * 64 + (k & 1) * 32, *qh = b + 128 + h * 32;
+		float d = q_h2f(b + 208);
+		const int8_t *sc = (const int8_t *)(b + 192 + h * 8 + 2 * k);
+		__m256 s0 = _mm256_set1_ps(d * (float)sc[0]), s1 = _mm256_set1_ps(d * (float)sc[1]);
+#pragma GCC unroll 4
+	for (int g = 0; g < 4; g++) {
+			__m256i hi = _mm256_and_si256(_mm256_srli_epi32(q_u8x8(qh + 8 * g), 2 * k), _mm256_set1_epi32(3));
+			__m256i q = _mm256_or_si256(q_nib8(ql + 8 * g, k >= 2), _mm256_slli_epi32(hi, 4));
+			q = _mm256_sub_epi32(q, _mm256_set1_epi32(32));
+			v[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(q), g < 2 ? s0 : s1);
+		}
+		return;
+	}
+	/* Q4_K {f16 d, dmin; scales[12]; qs[128]}, Q5_K {..., qh[32], qs[128]} */
+	int five = t == 9, c = j / 2, half = j % 2, sc, m;
+	const uint8_t *b = row + (size_t)(i / 256) * (five ? 176 : 144);
+	q_scale_min(j, b + 4, &sc, &m);
+	__m256 ds = _mm256_set1_ps(q_h2f(b) * (float)sc), dm = _mm256_set1_ps(q_h2f(b + 2) * (float)m);
+	const uint8_t *qs = b + (five ? 48 : 16) + c * 32;
+#pragma GCC unroll 4
+	for (int g = 0; g < 4; g++) {
+		__m256i q = q_nib8(qs + 8 * g, half);
+		if (five) {
+			__m256i hb = _mm256_and_si256(_mm256_srli_epi32(q_u8x8(b + 16 + 8 * g), j), _mm256_set1_epi32(1));
+			q = _mm256_or_si256(q, _mm256_slli_epi32(hb, 4));
+		}
+		v[g] = _mm256_sub_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(q), ds), dm);
+	}
 }
 #define ENG_QNATIVE 1
 #endif
 
-/* dot4 with rows of blocks (n a multiple of 32; only where ENG_QNATIVE):
- * the same sums as dot4 on the dequantized rows. */
+#ifdef ENG_QNATIVE
+/* acc += x[i..i+32) . the row's 32 elements there, eight lanes at a time
+ * (the same order of sums as eight elements a step) */
+static inline __attribute__((always_inline)) __m256 fma32_q(__m256 acc, const __m256 xv[4], const uint8_t *row, int i,
+                                                             int t)
+{
+	__m256 v[4];
+	ld32_q(v, row, i, t);
+#pragma GCC unroll 4
+	for (int g = 0; g < 4; g++)
+		acc = _mm256_fmadd_ps(xv[g], v[g], acc);
+	return acc;
+}
+
+/* dot4_q for one type known at compile time (t a constant after inlining,
+ * so the layout's branches fold away) */
+static inline __attribute__((always_inline)) void dot4_q_t(__m256 acc[4], const float *x, const uint8_t *const w[4],
+                                                            int n, int t)
+{
+	__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+	for (int i = 0; i + 32 <= n; i += 32) {
+		__m256 xv[4] = {_mm256_loadu_ps(x + i), _mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(x + i + 16),
+		                _mm256_loadu_ps(x + i + 24)};
+		a0 = fma32_q(a0, xv, w[0], i, t);
+		a1 = fma32_q(a1, xv, w[1], i, t);
+		a2 = fma32_q(a2, xv, w[2], i, t);
+		a3 = fma32_q(a3, xv, w[3], i, t);
+	}
+	acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
+}
+#endif
+
+/* dot4 with rows of blocks (n a multiple of the block; only where
+ * ENG_QNATIVE): the same sums as dot4 on the dequantized rows. */
 static inline void dot4_q(float out[4], const float *x, const uint8_t *w0, const uint8_t *w1, const uint8_t *w2,
 			  const uint8_t *w3, int n, int t)
 {
 	float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
 #ifdef ENG_QNATIVE
-	__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-	for (int i = 0; i + 8 <= n; i += 8) {
-		__m256 xv = _mm256_loadu_ps(x + i);
-		a0 = _mm256_fmadd_ps(xv, ld8_q(w0, i, t), a0);
-		a1 = _mm256_fmadd_ps(xv, ld8_q(w1, i, t), a1);
-		a2 = _mm256_fmadd_ps(xv, ld8_q(w2, i, t), a2);
-		a3 = _mm256_fmadd_ps(xv, ld8_q(w3, i, t), a3);
+	const uint8_t *const w[4] = {w0, w1, w2, w3};
+	__m256 a[4];
+	switch (t) {
+	case 3: dot4_q_t(a, x, w, n, 3); break;
+	case 4: dot4_q_t(a, x, w, n, 4); break;
+	case 5: dot4_q_t(a, x, w, n, 5); break;
+	case 6: dot4_q_t(a, x, w, n, 6); break;
+	case 7: dot4_q_t(a, x, w, n, 7); break;
+	case 8: dot4_q_t(a, x, w, n, 8); break;
+	case 9: dot4_q_t(a, x, w, n, 9); break;
+	default: dot4_q_t(a, x, w, n, 10); break;
 	}
-	__m256 t0 = _mm256_hadd_ps(a0, a1), t1 = _mm256_hadd_ps(a2, a3);
+	__m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
 	__m256 t2 = _mm256_hadd_ps(t0, t1);
 	__m128 r = _mm_add_ps(_mm256_castps256_ps128(t2), _mm256_extractf128_ps(t2, 1));
 	float tmp[4];
@@ -347,8 +466,11 @@ static inline float dot1_q(const float *x, const uint8_t *w, int n, int t)
 	float s = 0;
 #ifdef ENG_QNATIVE
 	__m256 a = _mm256_setzero_ps();
-	for (int i = 0; i + 8 <= n; i += 8)
-		a = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), ld8_q(w, i, t), a);
+	for (int i = 0; i + 32 <= n; i += 32) {
+		__m256 xv[4] = {_mm256_loadu_ps(x + i), _mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(x + i + 16),
+		                _mm256_loadu_ps(x + i + 24)};
+		a = fma32_q(a, xv, w, i, t);
+	}
 	s = hsum8(a);
 #else
 	(void)x, (void)w, (void)n, (void)t;

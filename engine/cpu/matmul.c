@@ -33,10 +33,14 @@ static const float *wrow(const mm_job *j, int r, float *buf)
 	if (w->dtype == ENG_F32)
 		return (const float *)w->data + off;
 #ifdef ENG_QNATIVE
-	if (eng_dtype_block(w->dtype) > 1) { /* blocks widened 8 at a time: the scalar reading's values */
+	if (eng_dtype_block(w->dtype) > 1) { /* blocks widened 32 at a time: the scalar reading's values */
 		const uint8_t *row = (const uint8_t *)w->data + eng_dtype_bytes(w->dtype, off);
-		for (int i = 0; i < w->cols; i += 8)
-			_mm256_storeu_ps(buf + i, ld8_q(row, i, (int)w->dtype));
+		for (int i = 0; i < w->cols; i += 32) {
+			__m256 v[4];
+			ld32_q(v, row, i, (int)w->dtype);
+			for (int g = 0; g < 4; g++)
+				_mm256_storeu_ps(buf + i + 8 * g, v[g]);
+		}
 		return buf;
 	}
 #endif

@@ -17,15 +17,13 @@ static float wget(const eng_weight *w, size_t r, size_t c)
 	case ENG_F32: return ((const float *)w->data)[i];
 	case ENG_F16: return eng_f16_to_f32(((const uint16_t *)w->data)[i]);
 	case ENG_BF16: return eng_bf16_to_f32(((const uint16_t *)w->data)[i]);
-	case ENG_Q8_0:
-	case ENG_Q4_0:
-	case ENG_Q4_1: { /* the element's block, decoded as the format defines it */
-		float blk[32];
-		eng_to_f32(blk, (const char *)w->data + eng_dtype_bytes(w->dtype, i / 32 * 32), w->dtype, 32);
-		return blk[i % 32];
+	default: { /* the element's block, decoded as the format defines it */
+		float blk[256];
+		size_t B = (size_t)eng_dtype_block(w->dtype);
+		eng_to_f32(blk, (const char *)w->data + eng_dtype_bytes(w->dtype, i / B * B), w->dtype, B);
+		return blk[i % B];
 	}
 	}
-	return 0;
 }
 
 static void ref_matmul(eng_backend *be, float *y, const float *x, int n, const eng_weight *w, const float *bias)

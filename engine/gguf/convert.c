@@ -8,6 +8,7 @@
  * folder keyed by the file.
  */
 #include "engine/gguf/gguf.h"
+#include "engine/backend.h"
 #include "engine/gguf/quant.h"
 
 #include <errno.h>
@@ -348,20 +349,17 @@ static void unpermute(void *dst, const void *src, int64_t rows, size_t rb, int h
 				       (const char *)src + (size_t)(h * hd + 2 * i + j) * rb, rb);
 }
 
-/* The engine's name of a type it keeps as stored, or NULL (dequantized). */
+/* The engine's name of a type it keeps as stored, or NULL (converted to
+ * F32): every type it reads, unless EVALD_GGUF_DEQUANTIZE=1 asks for the
+ * plain path (everything but F32 dequantized). */
 static const char *kept_type(uint32_t t)
 {
 	const char *e = getenv("EVALD_GGUF_DEQUANTIZE");
 	bool dequantize = e && !strcmp(e, "1");
-	switch (t) {
-	case ENG_GGML_F32: return "F32";
-	case ENG_GGML_F16: return "F16";
-	case ENG_GGML_BF16: return "BF16";
-	case ENG_GGML_Q8_0: return dequantize ? NULL : "Q8_0";
-	case ENG_GGML_Q4_0: return dequantize ? NULL : "Q4_0";
-	case ENG_GGML_Q4_1: return dequantize ? NULL : "Q4_1";
-	}
-	return NULL;
+	int d = eng_dtype_from_ggml(t);
+	if (d < 0 || (dequantize && d != ENG_F32))
+		return NULL;
+	return eng_dtype_name((eng_dtype)d);
 }
 
 static int write_weights(const eng_gguf *g, const arch_map *a, const char *dir, bool *tied)
@@ -528,7 +526,7 @@ int eng_gguf_resolve(const char *path, char **dir)
 		got += fread(head + got, 1, part, f);
 	fclose(f);
 	/* the format version of the conversion and whether blocks are kept */
-	got += (size_t)snprintf(head + got, 64, "|%lld|v2|%s", (long long)st.st_size, kept_type(ENG_GGML_Q8_0) ? "q" : "f32");
+	got += (size_t)snprintf(head + got, 64, "|%lld|v3|%s", (long long)st.st_size, kept_type(ENG_GGML_Q8_0) ? "q" : "f32");
 	char key[EV_SHA256_HEX];
 	ev_sha256_hex(key, head, got);
 	free(head);

@@ -92,12 +92,34 @@ int eng_gguf_put_str(eng_gguf_writer *w, const char *key, const char *v);
 int eng_gguf_put_strs(eng_gguf_writer *w, const char *key, const char *const *v, size_t n);
 int eng_gguf_put_i32s(eng_gguf_writer *w, const char *key, const int32_t *v, size_t n);
 int eng_gguf_put_f32s(eng_gguf_writer *w, const char *key, const float *v, size_t n);
+/* A value of GGUF type `type` given as its bytes in the file (what follows
+ * the type: a scalar, a string's length and bytes, an array's element
+ * type, count and elements), for copying metadata from a file read. */
+int eng_gguf_put_raw(eng_gguf_writer *w, const char *key, uint32_t type, const void *body, size_t bytes);
 /* A tensor of ggml `type`, dims in ggml order (dims[0] the row), its
  * bytes copied. */
 int eng_gguf_put_tensor(eng_gguf_writer *w, const char *name, uint32_t type, const uint64_t *dims, int ndim,
                         const void *data, size_t bytes);
 /* The file (alignment 32), written atomically. */
 int eng_gguf_write(eng_gguf_writer *w, const char *path);
+
+/* ---- quantizing a file again (requant.c) ---------------------------------- */
+
+/* A type name as `evald engine gguf --quantize` takes it: one of the eleven
+ * types (2-D weights in it), or the mixes Q4_K_M / Q5_K_M (*mix = 1). */
+int eng_gguf_quant_target(const char *name, uint32_t *type, int *mix);
+
+typedef struct {
+	size_t converted, kept, fallbacks; /* tensors */
+	uint64_t bytes_in, bytes_out;      /* tensor bytes */
+} eng_gguf_requant_stats;
+
+/* Writes `out`: `in` with its 2-D weights (names ending ".weight")
+ * dequantized and quantized again to `type_name` (rows that are not whole
+ * super-blocks fall back as llama.cpp's quantize does: Q4_K to Q5_0, Q5_K
+ * to Q5_1, Q6_K to Q8_0); norms, biases and other tensors as stored;
+ * metadata copied. */
+int eng_gguf_requantize(const char *in, const char *out, const char *type_name, eng_gguf_requant_stats *st);
 
 /* ---- checkpoints (convert.c) ------------------------------------------------ */
 

@@ -126,6 +126,12 @@ int eng_gguf_put_f32s(eng_gguf_writer *w, const char *k, const float *v, size_t 
 	return rc ? rc : put(&w->kv, v, n * 4);
 }
 
+int eng_gguf_put_raw(eng_gguf_writer *w, const char *k, uint32_t type, const void *body, size_t bytes)
+{
+	int rc = key(w, k, type);
+	return rc ? rc : put(&w->kv, body, bytes);
+}
+
 int eng_gguf_put_tensor(eng_gguf_writer *w, const char *name, uint32_t type, const uint64_t *dims, int ndim,
                         const void *data, size_t bytes)
 {

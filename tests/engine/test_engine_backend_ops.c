@@ -93,6 +93,7 @@ static void half_rows_read_in_place_equal_converted(void **state)
 	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
 	z.vocab = 300;
 	z.layers = 1;
+	z.intermediate = 256; /* rows of one 256-element super-block fit the conversion buffers */
 	char *dir = et_mkmodel("opsh", "llama", &z, "f32", 1);
 	eng_model_options o = ENG_MODEL_OPTIONS_INIT;
 	o.threads = 2;
@@ -121,19 +122,18 @@ static void half_rows_read_in_place_equal_converted(void **state)
 					 cols, dt);
 			free(x), free(wf), free(y1), free(y2), free(wh);
 		}
-	/* blocks (Q8_0, Q4_0, Q4_1) read in place: the bits of the dequantized rows, at decode and prefill widths */
-	for (int dt = ENG_Q8_0; dt <= ENG_Q4_1; dt++)
+	/* every block type read in place: the bits of the dequantized rows, at
+	 * decode and prefill widths (columns rounded up to whole blocks) */
+	for (int dt = ENG_Q8_0; dt < ENG_DTYPE_COUNT; dt++)
 		for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
-			int n = shapes[si][0], rows = shapes[si][1], cols = shapes[si][2] / 32 * 32;
-			if (!cols)
-				continue;
+			int B = eng_dtype_block((eng_dtype)dt);
+			int n = shapes[si][0], rows = shapes[si][1], cols = (shapes[si][2] + B - 1) / B * B;
 			float *x = malloc((size_t)n * cols * 4), *wf = malloc((size_t)rows * cols * 4);
 			float *y1 = malloc((size_t)n * rows * 4), *y2 = malloc((size_t)n * rows * 4);
 			uint8_t *wq = malloc(eng_dtype_bytes((eng_dtype)dt, (size_t)rows * cols));
 			fill(x, (size_t)n * cols, &r);
 			fill(wf, (size_t)rows * cols, &r);
-			uint32_t gt = dt == ENG_Q8_0 ? ENG_GGML_Q8_0 : dt == ENG_Q4_0 ? ENG_GGML_Q4_0 : ENG_GGML_Q4_1;
-			eng_ggml_quantize(wq, wf, gt, (size_t)rows * cols);
+			eng_ggml_quantize(wq, wf, eng_dtype_ggml((eng_dtype)dt), (size_t)rows * cols);
 			eng_to_f32(wf, wq, (eng_dtype)dt, (size_t)rows * cols);
 			eng_weight wb = {wq, (eng_dtype)dt, rows, cols}, w32 = {wf, ENG_F32, rows, cols};
 			m->cpu.matmul(&m->cpu, y1, x, n, &wb, NULL);
@@ -147,6 +147,14 @@ static void half_rows_read_in_place_equal_converted(void **state)
 				fail_msg("matmul %s: the reference path differs by %.2e", eng_dtype_name((eng_dtype)dt), e);
 			free(x), free(wf), free(y1), free(y2), free(wq);
 		}
+	/* the dtype table: names and ggml numbers round-trip */
+	for (int dt = 0; dt < ENG_DTYPE_COUNT; dt++) {
+		assert_int_equal(eng_dtype_parse(eng_dtype_name((eng_dtype)dt)), dt);
+		assert_int_equal(eng_dtype_from_ggml(eng_dtype_ggml((eng_dtype)dt)), dt);
+		assert_int_equal(eng_dtype_bytes((eng_dtype)dt, 256) / (256 / eng_dtype_block((eng_dtype)dt)),
+				 eng_ggml_type_size(eng_dtype_ggml((eng_dtype)dt)));
+	}
+	assert_int_equal(eng_dtype_parse("Q2_K"), -1);
 	eng_model_free(m);
 	free(dir);
 }

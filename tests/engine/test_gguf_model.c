@@ -2,8 +2,10 @@
  * GGUF file the way llama.cpp's converter writes one (q/k rows reordered
  * for llama, the tokenizer as tokenizer.ggml.* arrays) loads through
  * --model FILE.gguf with the folder's logits: bit for bit from F32
- * tensors, within the quantization error (argmax mostly equal) from Q8_0
- * and Q4_K ones; the tokenizer gives the folder's ids; unknown
+ * tensors, within the rounding or quantization error from every other type
+ * (argmax mostly equal from F16, BF16 and Q8_0), each type kept in memory
+ * as stored giving exactly the logits of its values converted to F32; the
+ * tokenizer gives the folder's ids; unknown
  * architectures and tokenizers are refused by name. */
 #include "testutil.h"
 
@@ -194,14 +196,16 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch)
 	free(cp), free(ct);
 	char *cache = tu_tmpdir("ggufcache");
 	setenv("EVALD_CACHE_DIR", cache, 1);
-	const uint32_t types[3] = {ENG_GGML_F32, ENG_GGML_Q8_0, ENG_GGML_Q4_K};
+	const uint32_t types[] = {ENG_GGML_F32,  ENG_GGML_F16,  ENG_GGML_BF16, ENG_GGML_Q8_0, ENG_GGML_Q4_0, ENG_GGML_Q4_1,
+	                          ENG_GGML_Q5_0, ENG_GGML_Q5_1, ENG_GGML_Q4_K, ENG_GGML_Q5_K, ENG_GGML_Q6_K};
+	enum { NTYPES = sizeof types / sizeof types[0] };
 	enum { N = 40 };
 	int32_t toks[N];
 	for (int i = 0; i < N; i++)
 		toks[i] = (int32_t)((i * 53 + 7) % 500);
 	eng_model *ref = et_load(dir, ENG_BACKEND_CPU, 0);
 	float *want = et_logits(ref, toks, N, 0);
-	for (int k = 0; k < 3; k++) {
+	for (int k = 0; k < NTYPES; k++) {
 		char nm[32];
 		snprintf(nm, sizeof nm, "m-%s", eng_ggml_type_name(types[k]));
 		char *g = write_gguf(dir, arch, types[k], nm), *conv = NULL;
@@ -250,7 +254,9 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch)
 		if (types[k] == ENG_GGML_F32)
 			assert_memory_equal(got, want, N * V * sizeof(float));
 		else
-			assert_true(types[k] == ENG_GGML_Q8_0 ? e < 0.03 && agree >= N * 3 / 4 : e < 0.5);
+			assert_true(types[k] == ENG_GGML_F16 || types[k] == ENG_GGML_BF16 || types[k] == ENG_GGML_Q8_0
+			                    ? e < 0.03 && agree >= N * 3 / 4
+			                    : e < 0.5);
 		/* the tokenizer from the metadata gives the folder's ids */
 		if (k == 0) {
 			eng_tokenizer *ta = NULL, *tb = NULL;
@@ -268,8 +274,10 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch)
 			}
 			eng_tokenizer_free(ta), eng_tokenizer_free(tb);
 		}
-		/* blocks kept in memory (Q8_0): the logits of the same blocks dequantized to F32, bit for bit */
-		if (types[k] == ENG_GGML_Q8_0) {
+		/* every type kept in memory as stored: the logits of the same values
+		 * converted to F32 (EVALD_GGUF_DEQUANTIZE=1), bit for bit: F16 and
+		 * BF16 exactly, blocks exactly their dequantized values */
+		if (types[k] != ENG_GGML_F32) {
 			char *f32dir = NULL;
 			setenv("EVALD_GGUF_DEQUANTIZE", "1", 1);
 			assert_int_equal(eng_model_path_resolve(g, &f32dir), 0);
@@ -281,9 +289,12 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch)
 			assert_memory_equal(g1, got, N * V * sizeof(float)); /* token by token = at once */
 			eng_model_info mi, fi;
 			eng_model_get_info(m, &mi), eng_model_get_info(mf, &fi);
-			print_message("%s Q8_0 kept: %.1f MiB of weights against %.1f MiB dequantized; the same logits\n", arch,
-			              mi.weight_bytes / 1048576.0, fi.weight_bytes / 1048576.0);
-			assert_true(mi.weight_bytes * 3 < fi.weight_bytes);
+			print_message("%s %s kept: %.2f MiB of weights against %.2f MiB dequantized; the same logits\n", arch,
+			              eng_ggml_type_name(types[k]), mi.weight_bytes / 1048576.0, fi.weight_bytes / 1048576.0);
+			if (eng_ggml_type_block(types[k]) > 1)
+				assert_true(mi.weight_bytes * 3 < fi.weight_bytes);
+			else
+				assert_true(mi.weight_bytes * 3 < fi.weight_bytes * 2);
 			free(gf), free(g1), free(f32dir);
 			eng_model_free(mf);
 		}

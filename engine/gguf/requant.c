@@ -1,0 +1,184 @@
+/*
+ * engine/gguf/requant.c: a GGUF file written again with its weights in
+ * another type (what llama.cpp's quantize tool does), so that a user with
+ * an F16 or Q8_0 file can make the Q4_K_M one people run, and so that
+ * benchmarks can compare the types on one model. Each weight is
+ * dequantized to f32 by the plain path and quantized again by
+ * eng_ggml_quantize (round to nearest per block, not llama.cpp's search).
+ */
+#include "engine/gguf/gguf.h"
+#include "engine/gguf/quant.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+
+/* The mixes llama.cpp names (its rules, as published in llama-quant.cpp):
+ * Q4_K_M / Q5_K_M put output.weight in Q6_K, attn_v and ffn_down in Q6_K
+ * in the layers that "use more bits" (the first and last eighth, and
+ * every third in between), the rest in Q4_K / Q5_K. */
+static bool more_bits(int layer, int n)
+{
+	return layer < n / 8 || layer >= 7 * n / 8 || (layer - n / 8) % 3 == 2;
+}
+
+static int layer_of(const char *name)
+{
+	int l = -1;
+	return sscanf(name, "blk.%d.", &l) == 1 ? l : -1;
+}
+
+/* A type for a row too short or long for its super-blocks (llama.cpp's
+ * fallbacks): Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0. */
+static uint32_t fallback(uint32_t t)
+{
+	return t == ENG_GGML_Q4_K ? ENG_GGML_Q5_0 : t == ENG_GGML_Q5_K ? ENG_GGML_Q5_1 : ENG_GGML_Q8_0;
+}
+
+int eng_gguf_quant_target(const char *name, uint32_t *type, int *mix)
+{
+	*mix = 0;
+	if (!strcmp(name, "Q4_K_M") || !strcmp(name, "Q5_K_M")) {
+		*type = name[1] == '4' ? ENG_GGML_Q4_K : ENG_GGML_Q5_K;
+		*mix = 1;
+		return 0;
+	}
+	static const uint32_t all[] = {ENG_GGML_F32,  ENG_GGML_F16,  ENG_GGML_BF16, ENG_GGML_Q8_0, ENG_GGML_Q4_0, ENG_GGML_Q4_1,
+	                               ENG_GGML_Q5_0, ENG_GGML_Q5_1, ENG_GGML_Q4_K, ENG_GGML_Q5_K, ENG_GGML_Q6_K};
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+		if (!strcmp(name, eng_ggml_type_name(all[i]))) {
+			*type = all[i];
+			return 0;
+		}
+	return ev_error_set(EV_E_INVALID,
+	                    "quantization type '%s' unknown (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, "
+	                    "Q6_K, Q4_K_M, Q5_K_M)",
+	                    name);
+}
+
+/* The type one tensor gets: 2-D weights the target (or the mix's choice,
+ * or the fallback when rows are not whole blocks), everything else
+ * (norms, biases, 1-D or 3-D tensors) as stored. */
+static uint32_t type_for(const eng_gguf_tensor *t, const char *name, uint32_t target, int mix, int layers,
+                         bool has_output)
+{
+	if (t->ndim != 2 || strlen(name) < 7 || strcmp(name + strlen(name) - 7, ".weight"))
+		return t->type;
+	uint32_t want = target;
+	if (mix) {
+		int l = layer_of(name);
+		/* the output matrix (the embedding when they are tied) */
+		if (!strcmp(name, "output.weight") || (!has_output && !strcmp(name, "token_embd.weight")))
+			want = ENG_GGML_Q6_K;
+		else if (l >= 0 && (strstr(name, ".attn_v.") || strstr(name, ".ffn_down.")) && more_bits(l, layers))
+			want = ENG_GGML_Q6_K;
+	}
+	if (t->dims[0] % (uint64_t)eng_ggml_type_block(want))
+		want = fallback(want);
+	if (t->dims[0] % (uint64_t)eng_ggml_type_block(want))
+		want = ENG_GGML_F16; /* not whole 32-element blocks either */
+	return want;
+}
+
+/* The bytes one metadata value takes in the file after its type. */
+static size_t value_bytes(const eng_gguf_value *v)
+{
+	static const uint8_t size[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+	if (v->type == ENG_GGUF_STRING)
+		return 8 + v->s.n;
+	if (v->type != ENG_GGUF_ARRAY)
+		return size[v->type];
+	size_t n = 12;
+	if (v->elem_type != ENG_GGUF_STRING)
+		return n + (size_t)v->count * size[v->elem_type];
+	const uint8_t *at = v->elems;
+	for (uint64_t i = 0; i < v->count; i++)
+		n += 8 + eng_gguf_next_str(&at).n;
+	return n;
+}
+
+int eng_gguf_requantize(const char *in, const char *out, const char *type_name, eng_gguf_requant_stats *st)
+{
+	uint32_t target;
+	int mix;
+	int rc = eng_gguf_quant_target(type_name, &target, &mix);
+	if (rc)
+		return rc;
+	eng_gguf *g = NULL;
+	if ((rc = eng_gguf_open(&g, in)))
+		return rc;
+	memset(st, 0, sizeof *st);
+	int layers = 0;
+	for (size_t i = 0; i < g->n_t; i++) {
+		char nm[256];
+		snprintf(nm, sizeof nm, "%.*s", (int)g->t[i].name.n, g->t[i].name.p);
+		int l = layer_of(nm);
+		layers = l + 1 > layers ? l + 1 : layers;
+	}
+	eng_gguf_writer *w = NULL;
+	rc = eng_gguf_writer_new(&w);
+	/* metadata copied as stored, but for the alignment (the writer's own) */
+	for (size_t i = 0; i < g->n_kv && !rc; i++) {
+		const eng_gguf_value *v = &g->kv[i];
+		if (v->key.n == 17 && !memcmp(v->key.p, "general.alignment", 17))
+			continue;
+		char *k = ev_strndup(v->key.p, v->key.n);
+		/* the value's bytes follow its type in the map: the string's length or the scalar */
+		const uint8_t *body = v->type == ENG_GGUF_STRING ? (const uint8_t *)v->s.p - 8
+		                      : v->type == ENG_GGUF_ARRAY ? v->elems - 12
+		                                                  : NULL;
+		uint8_t scalar[8];
+		if (!body) {
+			memcpy(scalar, &v->v, 8); /* little-endian: the low bytes are the value's */
+			if (v->type == ENG_GGUF_F32) {
+				float f = (float)v->v.f;
+				memcpy(scalar, &f, 4);
+			}
+			body = scalar;
+		}
+		rc = k ? eng_gguf_put_raw(w, k, v->type, body, value_bytes(v)) : ev_error_set(EV_E_NOMEM, "out of memory");
+		free(k);
+	}
+	float *f = NULL;
+	void *q = NULL;
+	size_t cap = 0;
+	for (size_t i = 0; i < g->n_t && !rc; i++) {
+		const eng_gguf_tensor *t = &g->t[i];
+		char nm[256];
+		snprintf(nm, sizeof nm, "%.*s", (int)t->name.n, t->name.p);
+		uint32_t to = type_for(t, nm, target, mix, layers, eng_gguf_find_tensor(g, "output.weight") != NULL);
+		st->bytes_in += t->bytes;
+		if (to == t->type) {
+			rc = eng_gguf_put_tensor(w, nm, t->type, t->dims, t->ndim, t->data, t->bytes);
+			st->bytes_out += t->bytes;
+			st->kept++;
+			continue;
+		}
+		if (t->elements > cap) {
+			free(f), free(q);
+			cap = t->elements;
+			f = malloc(cap * 4), q = malloc(cap * 4);
+			if (!f || !q) {
+				rc = ev_error_set(EV_E_NOMEM, "out of memory (tensor '%s', %llu elements)", nm,
+				                  (unsigned long long)t->elements);
+				break;
+			}
+		}
+		eng_ggml_dequantize(f, t->data, t->type, t->elements);
+		size_t bytes = t->elements / (size_t)eng_ggml_type_block(to) * eng_ggml_type_size(to);
+		eng_ggml_quantize(q, f, to, t->elements);
+		rc = eng_gguf_put_tensor(w, nm, to, t->dims, t->ndim, q, bytes);
+		st->bytes_out += bytes;
+		st->converted++;
+		if (to != target && !(mix && to == ENG_GGML_Q6_K))
+			st->fallbacks++;
+	}
+	free(f), free(q);
+	if (!rc)
+		rc = eng_gguf_write(w, out);
+	eng_gguf_writer_free(w);
+	eng_gguf_close(g);
+	return rc;
+}
