@@ -91,12 +91,18 @@ int ev_engine_gguf_main(const ev_cli *cli, int argc, char **argv)
 		eng_gguf_requant_stats st;
 		if (eng_gguf_requantize(pos[0], o.out, o.quantize, &st))
 			return ev_cli_fail("engine gguf"), 1;
-		if (o.json)
-			printf("{\"out\":\"%s\",\"type\":\"%s\",\"converted\":%zu,\"kept\":%zu,\"fallbacks\":%zu,"
-			       "\"bytes_in\":%llu,\"bytes_out\":%llu}\n",
-			       o.out, o.quantize, st.converted, st.kept, st.fallbacks, (unsigned long long)st.bytes_in,
-			       (unsigned long long)st.bytes_out);
-		else
+		if (o.json) {
+			ev_buf j = EV_BUF_INIT(1 << 16);
+			ev_buf_puts(&j, "{\"out\":");
+			ev_json_buf_str(&j, o.out);
+			ev_buf_puts(&j, ",\"type\":");
+			ev_json_buf_str(&j, o.quantize);
+			ev_buf_printf(&j, ",\"converted\":%zu,\"kept\":%zu,\"fallbacks\":%zu,\"bytes_in\":%llu,\"bytes_out\":%llu}",
+			              st.converted, st.kept, st.fallbacks, (unsigned long long)st.bytes_in,
+			              (unsigned long long)st.bytes_out);
+			printf("%s\n", j.data ? j.data : "{}");
+			ev_buf_free(&j);
+		} else
 			printf("%s: %s, %zu tensors quantized (%zu in a fallback type), %zu kept as stored; tensor bytes "
 			       "%.1f MiB -> %.1f MiB\n",
 			       o.out, o.quantize, st.converted, st.fallbacks, st.kept, st.bytes_in / 1048576.0,

@@ -11,6 +11,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/fs.h"
 #include "engine/backend.h"
@@ -346,12 +347,132 @@ static void unknown_architectures_and_tokenizers_refused(void **st)
 	free(dir), free(cache);
 }
 
+/* The bytes of a metadata value as stored, for comparing two files' metadata. */
+static size_t raw_value(const eng_gguf_value *v, const uint8_t **at)
+{
+	if (v->type == ENG_GGUF_STRING) {
+		*at = (const uint8_t *)v->s.p;
+		return v->s.n;
+	}
+	if (v->type != ENG_GGUF_ARRAY) {
+		*at = (const uint8_t *)&v->v;
+		return 8;
+	}
+	const uint8_t *e = v->elems;
+	if (v->elem_type == ENG_GGUF_STRING)
+		for (uint64_t i = 0; i < v->count; i++)
+			eng_gguf_next_str(&e);
+	else
+		e += v->count * (v->elem_type == ENG_GGUF_F32 || v->elem_type == ENG_GGUF_I32 ? 4 : 1);
+	*at = v->elems;
+	return (size_t)(e - v->elems);
+}
+
+/* `evald engine gguf FILE --quantize TYPE`: metadata copied value for
+ * value, each 2-D weight the quantization of its dequantized values in the
+ * type the rules give (Q4_K_M: Q6_K for the output matrix (the tied
+ * embedding here) and for attn_v / ffn_down in the layers that use more
+ * bits), norms as stored; the result loads and runs; unknown types refused. */
+static void requantized_files_follow_the_rules(void **st)
+{
+	(void)st;
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.hidden = 256, z.intermediate = 512, z.vocab = 512, z.heads = 4, z.kv_heads = 2, z.layers = 9;
+	char *dir = et_mkmodel("requant", "llama", &z, "f32", 5);
+	char *cache = tu_tmpdir("requantcache");
+	setenv("EVALD_CACHE_DIR", cache, 1);
+	char *src = write_gguf(dir, "llama", ENG_GGML_F16, "src");
+	struct {
+		const char *type;
+		uint32_t base;
+	} cases[] = {{"Q4_K_M", ENG_GGML_Q4_K}, {"Q8_0", ENG_GGML_Q8_0}, {"Q5_K", ENG_GGML_Q5_K}};
+	eng_gguf *a = NULL;
+	assert_int_equal(eng_gguf_open(&a, src), 0);
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		char *out = ev_asprintf("%s/out-%s.gguf", dir, cases[c].type);
+		eng_gguf_requant_stats rs;
+		if (eng_gguf_requantize(src, out, cases[c].type, &rs))
+			fail_msg("%s: %s", cases[c].type, ev_error_msg());
+		eng_gguf *b = NULL;
+		assert_int_equal(eng_gguf_open(&b, out), 0);
+		assert_int_equal(a->n_kv, b->n_kv);
+		for (size_t i = 0; i < a->n_kv; i++) {
+			const eng_gguf_value *x = &a->kv[i], *y = &b->kv[i];
+			assert_int_equal(x->key.n, y->key.n);
+			assert_memory_equal(x->key.p, y->key.p, x->key.n);
+			assert_int_equal(x->type, y->type);
+			const uint8_t *px, *py;
+			size_t nx = raw_value(x, &px), ny = raw_value(y, &py);
+			assert_int_equal(nx, ny);
+			if (memcmp(px, py, nx))
+				fail_msg("%s: metadata '%.*s' differs", cases[c].type, (int)x->key.n, x->key.p);
+		}
+		assert_int_equal(a->n_t, b->n_t);
+		size_t q6 = 0;
+		for (size_t i = 0; i < a->n_t; i++) {
+			const eng_gguf_tensor *x = &a->t[i], *y = &b->t[i];
+			char nm[128];
+			snprintf(nm, sizeof nm, "%.*s", (int)x->name.n, x->name.p);
+			uint32_t want = x->type;
+			if (x->ndim == 2) {
+				want = cases[c].base;
+				int l = -1;
+				sscanf(nm, "blk.%d.", &l);
+				bool more = l >= 0 && (l < 9 / 8 || l >= 7 * 9 / 8 || (l - 9 / 8) % 3 == 2); /* layers 0, 3, 6, 7, 8 */
+				if (!strcmp(cases[c].type, "Q4_K_M") &&
+				    (!strcmp(nm, eng_gguf_find_tensor(a, "output.weight") ? "output.weight" : "token_embd.weight") ||
+				     (more && (strstr(nm, "attn_v") || strstr(nm, "ffn_down")))))
+					want = ENG_GGML_Q6_K;
+			}
+			if (y->type != want)
+				fail_msg("%s: %s is %s, not %s", cases[c].type, nm, eng_ggml_type_name(y->type), eng_ggml_type_name(want));
+			q6 += y->type == ENG_GGML_Q6_K;
+			float *f = malloc(x->elements * 4);
+			void *q = malloc(x->elements * 4);
+			eng_ggml_dequantize(f, x->data, x->type, x->elements);
+			if (y->type != x->type) {
+				eng_ggml_quantize(q, f, y->type, x->elements);
+				assert_memory_equal(q, y->data, y->bytes);
+			} else {
+				assert_memory_equal(x->data, y->data, x->bytes);
+			}
+			free(f), free(q);
+		}
+		/* Q4_K_M: the output matrix and 5 of 9 layers' attn_v and ffn_down */
+		assert_int_equal(q6, strcmp(cases[c].type, "Q4_K_M") ? (cases[c].base == ENG_GGML_Q6_K ? q6 : 0) : 11);
+		eng_gguf_close(b);
+		/* it runs, with logits near the source's */
+		char *d1 = NULL, *d2 = NULL;
+		assert_int_equal(eng_model_path_resolve(src, &d1), 0);
+		assert_int_equal(eng_model_path_resolve(out, &d2), 0);
+		eng_model *m1 = et_load(d1, ENG_BACKEND_CPU, 0), *m2 = et_load(d2, ENG_BACKEND_CPU, 0);
+		int32_t toks[16];
+		for (int i = 0; i < 16; i++)
+			toks[i] = (int32_t)((i * 37 + 3) % 500);
+		float *l1 = et_logits(m1, toks, 16, 0), *l2 = et_logits(m2, toks, 16, 0);
+		double e = et_rel_err(l2, l1, 16 * 512);
+		print_message("requantized to %s: %zu tensors converted, %.2f -> %.2f MiB, logits vs F16 %.2e\n", cases[c].type,
+		              rs.converted, rs.bytes_in / 1048576.0, rs.bytes_out / 1048576.0, e);
+		assert_true(e < (cases[c].base == ENG_GGML_Q8_0 ? 0.03 : 0.5));
+		free(l1), free(l2), free(d1), free(d2), free(out);
+		eng_model_free(m1), eng_model_free(m2);
+	}
+	eng_gguf_close(a);
+	eng_gguf_requant_stats rs;
+	char *bad = ev_asprintf("%s/bad.gguf", dir);
+	assert_int_not_equal(eng_gguf_requantize(src, bad, "Q3_K", &rs), 0);
+	assert_non_null(strstr(ev_error_msg(), "Q3_K"));
+	assert_int_not_equal(access(bad, F_OK), 0);
+	free(bad), free(src), free(dir), free(cache);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(llama_gguf_equals_folder),
 		cmocka_unit_test(qwen2_gguf_equals_folder),
 		cmocka_unit_test(unknown_architectures_and_tokenizers_refused),
+		cmocka_unit_test(requantized_files_follow_the_rules),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
