@@ -3,9 +3,9 @@
  * (README.md "Model files"): config.json from the architecture's keys,
  * tokenizer.json and tokenizer_config.json from tokenizer.ggml.* and
  * tokenizer.chat_template, model.safetensors with Hugging Face's tensor
- * names (llama.cpp's q/k row order undone; F32, F16 and BF16 kept,
- * block-quantized tensors dequantized to F32). Converted once into a cache
- * folder keyed by the file.
+ * names (llama.cpp's q/k row order undone; stacked experts split; every
+ * tensor in its stored type, blocks included, unless EVALD_GGUF_DEQUANTIZE=1).
+ * Converted once into a cache folder keyed by the file.
  */
 #include "engine/gguf/gguf.h"
 #include "engine/backend.h"
@@ -26,17 +26,21 @@ typedef struct {
 	const char *hf_class; /* config.json architectures[0] */
 	const char *model_type;
 	bool permute_qk;      /* llama.cpp's converter reorders q/k rows for rotate-half */
+	const char *moe;      /* its MoE form (a file with {arch}.expert_count): HF class, or NULL */
 } arch_map;
 
 static const arch_map archs[] = {
-	{"llama", "LlamaForCausalLM", "llama", true},
-	{"qwen2", "Qwen2ForCausalLM", "qwen2", false},
-	{"qwen3", "Qwen3ForCausalLM", "qwen3", false},
+	{"llama", "LlamaForCausalLM", "llama", true, "MixtralForCausalLM"},
+	{"qwen2", "Qwen2ForCausalLM", "qwen2", false, NULL},
+	{"qwen3", "Qwen3ForCausalLM", "qwen3", false, NULL},
+	{"qwen3moe", "Qwen3MoeForCausalLM", "qwen3_moe", false, "Qwen3MoeForCausalLM"},
 };
 
 typedef struct {
 	char *hf;                   /* the Hugging Face name */
-	const eng_gguf_tensor *t;
+	const eng_gguf_tensor *t;   /* the GGUF tensor it comes from */
+	const uint8_t *data;        /* its bytes (one expert's slice of a 3-D tensor, or all) */
+	uint64_t elements;
 	const char *dtype;          /* in the folder */
 	int64_t shape[4];
 	int ndim;
@@ -44,8 +48,19 @@ typedef struct {
 	int permute_heads;          /* > 0: undo the q/k row order over that many heads */
 } out_tensor;
 
-/* GGUF's tensor names to Hugging Face's ("blk.N.x" -> "model.layers.N.y"). */
-static char *hf_name(const char *g)
+/* The MoE names: Mixtral's (llama files with experts) or Qwen3-MoE's. */
+typedef struct {
+	const char *block;               /* "block_sparse_moe" or "mlp" */
+	const char *gate, *up, *down;    /* an expert's three matrices */
+} moe_names;
+
+static const moe_names mixtral_names = {"block_sparse_moe", "w1", "w3", "w2"};
+static const moe_names qwen_moe_names = {"mlp", "gate_proj", "up_proj", "down_proj"};
+
+/* GGUF's tensor names to Hugging Face's ("blk.N.x" -> "model.layers.N.y");
+ * mn: the MoE names when the file has experts (the router, and older
+ * files' one tensor an expert "blk.N.ffn_gate.E.weight"). */
+static char *hf_name(const char *g, const moe_names *mn)
 {
 	static const char *const top[][2] = {{"token_embd.weight", "model.embed_tokens.weight"},
 	                                     {"output_norm.weight", "model.norm.weight"},
@@ -63,10 +78,40 @@ static char *hf_name(const char *g)
 		{"ffn_up.weight", "mlp.up_proj.weight"},        {"ffn_down.weight", "mlp.down_proj.weight"},
 	};
 	int layer = -1, used = 0;
-	if (sscanf(g, "blk.%d.%n", &layer, &used) == 1 && used > 0 && layer >= 0)
-		for (size_t i = 0; i < sizeof blk / sizeof blk[0]; i++)
-			if (!strcmp(g + used, blk[i][0]))
-				return ev_asprintf("model.layers.%d.%s", layer, blk[i][1]);
+	if (sscanf(g, "blk.%d.%n", &layer, &used) != 1 || used <= 0 || layer < 0)
+		return NULL;
+	for (size_t i = 0; i < sizeof blk / sizeof blk[0]; i++)
+		if (!strcmp(g + used, blk[i][0]))
+			return ev_asprintf("model.layers.%d.%s", layer, blk[i][1]);
+	if (!mn)
+		return NULL;
+	if (!strcmp(g + used, "ffn_gate_inp.weight"))
+		return ev_asprintf("model.layers.%d.%s.gate.weight", layer, mn->block);
+	int e = -1, u2 = 0;
+	char which[8] = "";
+	if (sscanf(g + used, "ffn_%4[a-z].%d.weight%n", which, &e, &u2) == 2 && e >= 0 && !g[used + u2]) {
+		const char *leaf = !strcmp(which, "gate") ? mn->gate : !strcmp(which, "up") ? mn->up
+		                   : !strcmp(which, "down") ? mn->down : NULL;
+		if (leaf)
+			return ev_asprintf("model.layers.%d.%s.experts.%d.%s.weight", layer, mn->block, e, leaf);
+	}
+	return NULL;
+}
+
+/* A 3-D expert tensor "blk.N.ffn_gate_exps.weight": its layer and which of
+ * the expert's matrices (the leaf name), or NULL. */
+static const char *exps_leaf(const char *g, const moe_names *mn, int *layer)
+{
+	int used = 0;
+	*layer = -1;
+	if (!mn || sscanf(g, "blk.%d.%n", layer, &used) != 1 || used <= 0 || *layer < 0)
+		return NULL;
+	if (!strcmp(g + used, "ffn_gate_exps.weight"))
+		return mn->gate;
+	if (!strcmp(g + used, "ffn_up_exps.weight"))
+		return mn->up;
+	if (!strcmp(g + used, "ffn_down_exps.weight"))
+		return mn->down;
 	return NULL;
 }
 
@@ -96,16 +141,42 @@ static int get_f(const eng_gguf *g, const char *arch, const char *key, double *v
 	return rc;
 }
 
-/* config.json and generation_config.json */
-static int write_config(const eng_gguf *g, const arch_map *a, const char *dir, uint64_t vocab, bool tied, long bos,
-                        long eos)
+/* A MoE file's expert settings ({arch}.expert_*) */
+typedef struct {
+	uint64_t experts, used, ff; /* expert_count, expert_used_count, an expert's width */
+	bool norm;                  /* the chosen experts' weights renormalized */
+} moe_cfg;
+
+static int read_moe(const eng_gguf *g, const arch_map *a, moe_cfg *m)
+{
+	int rc = get_u(g, a->arch, "expert_used_count", &m->used, true, 0);
+	if (!rc) /* Mixtral's experts are feed_forward_length wide; Qwen3-MoE names its own */
+		rc = get_u(g, a->arch, strcmp(a->arch, "llama") ? "expert_feed_forward_length" : "feed_forward_length", &m->ff,
+		           true, 0);
+	if (rc)
+		return rc;
+	if (!m->used || m->used > m->experts || m->experts > 4096 || !m->ff)
+		return ev_error_set(EV_E_INVALID, "%s: %llu of %llu experts a token, %llu wide", g->path,
+		                    (unsigned long long)m->used, (unsigned long long)m->experts, (unsigned long long)m->ff);
+	/* both renormalize the chosen experts' weights (llama.cpp's graphs for
+	 * them do); a file may say otherwise */
+	char k[160];
+	snprintf(k, sizeof k, "%s.expert_weights_norm", a->arch);
+	const eng_gguf_value *v = eng_gguf_find_key(g, k);
+	m->norm = v && v->type == ENG_GGUF_BOOL ? v->v.u != 0 : true;
+	return 0;
+}
+
+/* config.json and generation_config.json (moe: NULL for a dense model) */
+static int write_config(const eng_gguf *g, const arch_map *a, const moe_cfg *moe, const char *dir, uint64_t vocab,
+                        bool tied, long bos, long eos)
 {
 	uint64_t ctx, hidden, layers, ff, heads, kv, key_len;
 	double eps, theta;
 	int rc;
 	if ((rc = get_u(g, a->arch, "embedding_length", &hidden, true, 0)) ||
 	    (rc = get_u(g, a->arch, "block_count", &layers, true, 0)) ||
-	    (rc = get_u(g, a->arch, "feed_forward_length", &ff, true, 0)) ||
+	    (rc = get_u(g, a->arch, "feed_forward_length", &ff, !moe, 0)) ||
 	    (rc = get_u(g, a->arch, "attention.head_count", &heads, true, 0)) ||
 	    (rc = get_u(g, a->arch, "attention.head_count_kv", &kv, false, 0)) ||
 	    (rc = get_u(g, a->arch, "context_length", &ctx, false, 4096)) ||
@@ -133,16 +204,39 @@ static int write_config(const eng_gguf *g, const arch_map *a, const char *dir, u
 	if (!heads || hidden % heads || heads % kv)
 		return ev_error_set(EV_E_INVALID, "%s: %llu heads (%llu KV) over a width of %llu", g->path,
 		                    (unsigned long long)heads, (unsigned long long)kv, (unsigned long long)hidden);
+	char experts[256] = "";
+	ev_buf dense = EV_BUF_INIT(1 << 20);
+	if (moe && !strcmp(a->arch, "llama")) {
+		snprintf(experts, sizeof experts, "\"num_local_experts\":%llu,\"num_experts_per_tok\":%llu,",
+		         (unsigned long long)moe->experts, (unsigned long long)moe->used);
+	} else if (moe) {
+		snprintf(experts, sizeof experts,
+		         "\"num_experts\":%llu,\"num_experts_per_tok\":%llu,\"moe_intermediate_size\":%llu,"
+		         "\"norm_topk_prob\":%s,\"decoder_sparse_step\":1,",
+		         (unsigned long long)moe->experts, (unsigned long long)moe->used, (unsigned long long)moe->ff,
+		         moe->norm ? "true" : "false");
+		/* layers without a router are dense (Qwen3-MoE's mlp_only_layers) */
+		ev_buf_puts(&dense, "\"mlp_only_layers\":[");
+		for (uint64_t l = 0, n = 0; l < layers && l < (1u << 20); l++) {
+			char rn[64];
+			snprintf(rn, sizeof rn, "blk.%llu.ffn_gate_inp.weight", (unsigned long long)l);
+			if (!eng_gguf_find_tensor(g, rn))
+				ev_buf_printf(&dense, "%s%llu", n++ ? "," : "", (unsigned long long)l);
+		}
+		ev_buf_puts(&dense, "],");
+	}
 	char *cfg = ev_asprintf(
-		"{\"architectures\":[\"%s\"],\"model_type\":\"%s\",\"hidden_size\":%llu,\"intermediate_size\":%llu,"
+		"{\"architectures\":[\"%s\"],\"model_type\":\"%s\",%s%s\"hidden_size\":%llu,\"intermediate_size\":%llu,"
 		"\"num_hidden_layers\":%llu,\"num_attention_heads\":%llu,\"num_key_value_heads\":%llu,\"head_dim\":%llu,"
 		"\"rms_norm_eps\":%.9g,\"rope_theta\":%.17g,\"max_position_embeddings\":%llu,\"vocab_size\":%llu,"
 		"\"tie_word_embeddings\":%s,\"bos_token_id\":%ld,\"eos_token_id\":%ld,\"torch_dtype\":\"float32\",%s"
 		"\"converted_from\":\"gguf\"}\n",
-		a->hf_class, a->model_type, (unsigned long long)hidden, (unsigned long long)ff, (unsigned long long)layers,
+		moe ? a->moe : a->hf_class, moe && !strcmp(a->arch, "llama") ? "mixtral" : a->model_type, experts,
+		dense.data ? dense.data : "", (unsigned long long)hidden, (unsigned long long)ff, (unsigned long long)layers,
 		(unsigned long long)heads, (unsigned long long)kv,
 		(unsigned long long)(key_len ? key_len : hidden / heads), eps, theta, (unsigned long long)ctx,
 		(unsigned long long)vocab, tied ? "true" : "false", bos, eos, scaling);
+	ev_buf_free(&dense);
 	char *gen = ev_asprintf("{\"bos_token_id\":%ld,\"eos_token_id\":%ld}\n", bos, eos);
 	char *p1 = ev_asprintf("%s/config.json", dir), *p2 = ev_asprintf("%s/generation_config.json", dir);
 	rc = !cfg || !gen || !p1 || !p2 ? ev_error_set(EV_E_NOMEM, "out of memory") : ev_file_write(p1, cfg, strlen(cfg));
@@ -362,7 +456,35 @@ static const char *kept_type(uint32_t t)
 	return eng_dtype_name((eng_dtype)d);
 }
 
-static int write_weights(const eng_gguf *g, const arch_map *a, const char *dir, bool *tied)
+/* One tensor of the folder: its header entry and its place in ot. */
+static int add_out(ev_buf *hdr, out_tensor **ot, size_t *n, size_t *cap, size_t *off, size_t *maxel,
+                   const out_tensor *o)
+{
+	if (*n == *cap) {
+		size_t nc = *cap ? 2 * *cap : 64;
+		out_tensor *no = realloc(*ot, nc * sizeof *no);
+		if (!no)
+			return ev_error_set(EV_E_NOMEM, "out of memory");
+		*ot = no, *cap = nc;
+	}
+	(*ot)[(*n)++] = *o;
+	uint64_t stored = eng_ggml_type_size(o->t->type) * (o->elements / (uint64_t)eng_ggml_type_block(o->t->type));
+	*maxel = o->elements > *maxel ? o->elements : *maxel;
+	*maxel = stored / 4 + 1 > *maxel ? stored / 4 + 1 : *maxel;
+	int rc = ev_buf_puts(hdr, ",");
+	if (!rc)
+		rc = ev_json_buf_str(hdr, o->hf);
+	if (!rc)
+		rc = ev_buf_printf(hdr, ":{\"dtype\":\"%s\",\"shape\":[", o->dtype);
+	for (int d = 0; d < o->ndim && !rc; d++)
+		rc = ev_buf_printf(hdr, "%s%lld", d ? "," : "", (long long)o->shape[d]);
+	if (!rc)
+		rc = ev_buf_printf(hdr, "],\"data_offsets\":[%zu,%zu]}", *off, *off + o->bytes);
+	*off += o->bytes;
+	return rc;
+}
+
+static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *mn, const char *dir, bool *tied)
 {
 	uint64_t heads = 0, kv = 0;
 	int rc = get_u(g, a->arch, "attention.head_count", &heads, true, 0);
@@ -370,17 +492,41 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const char *dir, 
 		rc = get_u(g, a->arch, "attention.head_count_kv", &kv, false, heads);
 	if (rc)
 		return rc;
-	out_tensor *ot = calloc(g->n_t ? g->n_t : 1, sizeof *ot);
-	if (!ot)
-		return ev_error_set(EV_E_NOMEM, "out of memory");
-	size_t n = 0, off = 0, maxel = 0;
+	out_tensor *ot = NULL;
+	size_t n = 0, cap = 0, off = 0, maxel = 0;
 	*tied = true;
 	ev_buf hdr = EV_BUF_INIT((size_t)256 << 20);
 	rc = ev_buf_puts(&hdr, "{\"__metadata__\":{\"format\":\"pt\"}");
 	for (size_t i = 0; i < g->n_t && !rc; i++) {
 		const eng_gguf_tensor *t = &g->t[i];
 		char *gn = ev_strndup(t->name.p, t->name.n);
-		char *hn = gn ? hf_name(gn) : NULL;
+		int layer = -1;
+		const char *leaf = gn ? exps_leaf(gn, mn, &layer) : NULL;
+		if (leaf) { /* [experts, rows, cols]: one slice an expert, whole blocks each */
+			if (t->ndim != 3) {
+				rc = ev_error_set(EV_E_INVALID, "%s: tensor '%s': expert tensors are 3-D, this one %d-D", g->path, gn,
+				                  t->ndim);
+				free(gn);
+				break;
+			}
+			uint64_t per = t->dims[0] * t->dims[1];
+			size_t pb = (size_t)(t->bytes / t->dims[2]);
+			for (uint64_t e = 0; e < t->dims[2] && !rc; e++) {
+				out_tensor o = {.t = t, .data = t->data + e * pb, .elements = per, .ndim = 2};
+				o.hf = ev_asprintf("model.layers.%d.%s.experts.%llu.%s.weight", layer, mn->block,
+				                   (unsigned long long)e, leaf);
+				o.shape[0] = (int64_t)t->dims[1], o.shape[1] = (int64_t)t->dims[0];
+				const char *kept = kept_type(t->type);
+				o.dtype = kept ? kept : "F32";
+				o.bytes = kept ? pb : per * 4;
+				rc = o.hf ? add_out(&hdr, &ot, &n, &cap, &off, &maxel, &o) : ev_error_set(EV_E_NOMEM, "out of memory");
+				if (rc)
+					free(o.hf);
+			}
+			free(gn);
+			continue;
+		}
+		char *hn = gn ? hf_name(gn, mn) : NULL;
 		if (!hn) {
 			rc = !gn ? ev_error_set(EV_E_NOMEM, "out of memory")
 			     : !strcmp(gn, "rope_freqs.weight")
@@ -393,37 +539,25 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const char *dir, 
 		}
 		if (!strcmp(gn, "output.weight"))
 			*tied = false;
-		out_tensor *o = &ot[n++];
-		o->hf = hn, o->t = t, o->ndim = t->ndim;
+		out_tensor o = {.hf = hn, .t = t, .data = t->data, .elements = t->elements, .ndim = t->ndim};
 		for (int d = 0; d < t->ndim; d++) /* ggml's dims are innermost first */
-			o->shape[d] = (int64_t)t->dims[t->ndim - 1 - d];
+			o.shape[d] = (int64_t)t->dims[t->ndim - 1 - d];
 		const char *kept = kept_type(t->type);
-		bool keep = kept != NULL;
 		bool q = strstr(gn, ".attn_q.weight") != NULL, k = strstr(gn, ".attn_k.weight") != NULL;
+		free(gn);
 		if (a->permute_qk && (q || k)) {
-			o->permute_heads = (int)(q ? heads : kv);
-			if (t->ndim != 2 || o->shape[0] % (2 * o->permute_heads)) {
+			o.permute_heads = (int)(q ? heads : kv);
+			if (t->ndim != 2 || o.shape[0] % (2 * o.permute_heads)) {
 				rc = ev_error_set(EV_E_INVALID, "%s: tensor '%s': %lld rows do not split into %d heads of even size",
-				                  g->path, gn, (long long)o->shape[0], o->permute_heads);
-				free(gn);
+				                  g->path, hn, (long long)o.shape[0], o.permute_heads);
+				free(hn);
 				break;
 			}
 		}
-		o->dtype = keep ? kept : "F32";
-		o->bytes = keep ? t->bytes : t->elements * 4;
-		maxel = t->elements > maxel ? t->elements : maxel;
-		maxel = t->bytes / 4 + 1 > maxel ? t->bytes / 4 + 1 : maxel;
-		rc = ev_buf_puts(&hdr, ",");
-		if (!rc)
-			rc = ev_json_buf_str(&hdr, hn);
-		if (!rc)
-			rc = ev_buf_printf(&hdr, ":{\"dtype\":\"%s\",\"shape\":[", o->dtype);
-		for (int d = 0; d < o->ndim && !rc; d++)
-			rc = ev_buf_printf(&hdr, "%s%lld", d ? "," : "", (long long)o->shape[d]);
-		if (!rc)
-			rc = ev_buf_printf(&hdr, "],\"data_offsets\":[%zu,%zu]}", off, off + o->bytes);
-		off += o->bytes;
-		free(gn);
+		o.dtype = kept ? kept : "F32";
+		o.bytes = kept ? t->bytes : t->elements * 4;
+		if ((rc = add_out(&hdr, &ot, &n, &cap, &off, &maxel, &o)))
+			free(hn);
 	}
 	if (!rc)
 		rc = ev_buf_putc(&hdr, '}');
@@ -439,9 +573,9 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const char *dir, 
 		bool ok = fwrite(&hl, 8, 1, f) == 1 && fwrite(hdr.data, 1, hdr.len, f) == hdr.len;
 		for (size_t i = 0; i < n && ok; i++) {
 			const out_tensor *o = &ot[i];
-			const void *src = o->t->data;
+			const void *src = o->data;
 			if (!kept_type(o->t->type) || strcmp(kept_type(o->t->type), o->dtype)) { /* dequantized */
-				eng_ggml_dequantize(buf, o->t->data, o->t->type, o->t->elements);
+				eng_ggml_dequantize(buf, o->data, o->t->type, o->elements);
 				src = buf;
 			}
 			if (o->permute_heads) { /* whole rows moved, in whatever type they are written */
@@ -475,8 +609,25 @@ int eng_gguf_convert(const char *path, const char *out_dir)
 		if (!strcmp(arch, archs[i].arch))
 			a = &archs[i];
 	if (!rc && !a)
-		rc = ev_error_set(EV_E_UNSUPPORTED, "%s: architecture '%s' (llama, qwen2 and qwen3 GGUF files are read)", path,
-		                  arch);
+		rc = ev_error_set(EV_E_UNSUPPORTED,
+		                  "%s: architecture '%s' (llama, qwen2, qwen3 and qwen3moe GGUF files are read, and llama "
+		                  "files with experts as Mixtral)",
+		                  path, arch);
+	/* experts: the architecture's MoE form */
+	moe_cfg moe = {0};
+	if (!rc)
+		rc = get_u(g, a->arch, "expert_count", &moe.experts, false, 0);
+	if (!rc && !moe.experts && a->moe && !strcmp(a->moe, a->hf_class)) /* MoE only (a llama may be dense) */
+		rc = ev_error_set(EV_E_INVALID, "%s: %s.expert_count is required", path, a->arch);
+	const moe_names *mn = NULL;
+	if (!rc && moe.experts) {
+		if (!a->moe)
+			rc = ev_error_set(EV_E_UNSUPPORTED, "%s: %s with %llu experts: its MoE form is not read yet", path, a->arch,
+			                  (unsigned long long)moe.experts);
+		else
+			rc = read_moe(g, a, &moe);
+		mn = !strcmp(a->arch, "llama") ? &mixtral_names : &qwen_moe_names;
+	}
 	uint64_t vocab = 0;
 	long bos = -1, eos = -1;
 	bool tied = true;
@@ -485,9 +636,9 @@ int eng_gguf_convert(const char *path, const char *out_dir)
 	if (!rc)
 		rc = write_tokenizer(g, out_dir, &vocab, &bos, &eos);
 	if (!rc)
-		rc = write_weights(g, a, out_dir, &tied);
+		rc = write_weights(g, a, mn, out_dir, &tied);
 	if (!rc)
-		rc = write_config(g, a, out_dir, vocab, tied, bos, eos);
+		rc = write_config(g, a, moe.experts ? &moe : NULL, out_dir, vocab, tied, bos, eos);
 	free(arch);
 	eng_gguf_close(g);
 	return rc;

@@ -124,10 +124,11 @@ int eng_gguf_requantize(const char *in, const char *out, const char *type_name, 
 /* ---- checkpoints (convert.c) ------------------------------------------------ */
 
 /* Writes the folder the engine loads from a GGUF checkpoint (llama, qwen2,
- * qwen3 with a byte-level BPE tokenizer): config.json,
- * generation_config.json, tokenizer.json, tokenizer_config.json (chat
- * template), model.safetensors (HF names; q/k rows back in HF's order for
- * llama; F32/F16/BF16 kept, quantized tensors as F32). */
+ * qwen3, qwen3moe, llama with experts as Mixtral; a byte-level BPE
+ * tokenizer): config.json, generation_config.json, tokenizer.json,
+ * tokenizer_config.json (chat template), model.safetensors (HF names; q/k
+ * rows back in HF's order for llama; stacked experts split one tensor an
+ * expert; every tensor in its stored type, README.md). */
 int eng_gguf_convert(const char *path, const char *out_dir);
 /* The converted folder of a GGUF file in the cache ($EVALD_CACHE_DIR/gguf,
  * else $XDG_CACHE_HOME/evald/gguf, else ~/.cache/evald/gguf), keyed by the

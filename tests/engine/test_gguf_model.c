@@ -39,10 +39,19 @@ static char *gguf_name(const char *hf)
 		{"mlp.up_proj.weight", "ffn_up.weight"},        {"mlp.down_proj.weight", "ffn_down.weight"},
 	};
 	int layer = -1, used = 0;
-	if (sscanf(hf, "model.layers.%d.%n", &layer, &used) == 1 && used > 0)
+	if (sscanf(hf, "model.layers.%d.%n", &layer, &used) == 1 && used > 0) {
 		for (size_t i = 0; i < sizeof blk / sizeof blk[0]; i++)
 			if (!strcmp(hf + used, blk[i][0]))
 				return ev_asprintf("blk.%d.%s", layer, blk[i][1]);
+		if (!strcmp(hf + used, "mlp.gate.weight") || !strcmp(hf + used, "block_sparse_moe.gate.weight"))
+			return ev_asprintf("blk.%d.ffn_gate_inp.weight", layer);
+		/* Mixtral's experts one tensor each, as older llama.cpp files hold them */
+		int e = -1, u2 = 0;
+		char leaf[4] = "";
+		if (sscanf(hf + used, "block_sparse_moe.experts.%d.%2[w0-9].weight%n", &e, leaf, &u2) == 2 && !hf[used + u2])
+			return ev_asprintf("blk.%d.ffn_%s.%d.weight", layer,
+			                   !strcmp(leaf, "w1") ? "gate" : !strcmp(leaf, "w3") ? "up" : "down", e);
+	}
 	fail_msg("no GGUF name for %s", hf);
 	return NULL;
 }
@@ -84,6 +93,15 @@ static char *write_gguf(const char *dir, const char *arch, uint32_t qtype, const
 	                                  (float)cJSON_GetObjectItemCaseSensitive(cfg, "rms_norm_eps")->valuedouble), 0);
 	assert_int_equal(eng_gguf_put_f32(w, KEY("rope.freq_base"),
 	                                  (float)cJSON_GetObjectItemCaseSensitive(cfg, "rope_theta")->valuedouble), 0);
+	bool mixtral = cJSON_HasObjectItem(cfg, "num_local_experts"), qmoe = cJSON_HasObjectItem(cfg, "num_experts");
+	int n_exp = mixtral ? cfg_int(cfg, "num_local_experts") : qmoe ? cfg_int(cfg, "num_experts") : 0;
+	if (n_exp) {
+		assert_int_equal(eng_gguf_put_u32(w, KEY("expert_count"), (uint32_t)n_exp), 0);
+		assert_int_equal(eng_gguf_put_u32(w, KEY("expert_used_count"), (uint32_t)cfg_int(cfg, "num_experts_per_tok")), 0);
+	}
+	if (qmoe)
+		assert_int_equal(
+			eng_gguf_put_u32(w, KEY("expert_feed_forward_length"), (uint32_t)cfg_int(cfg, "moe_intermediate_size")), 0);
 #undef KEY
 	/* the tokenizer: tokens by id, merges as "a b", added tokens as control */
 	const cJSON *model = cJSON_GetObjectItemCaseSensitive(tj, "model"), *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
@@ -140,6 +158,8 @@ static char *write_gguf(const char *dir, const char *arch, uint32_t qtype, const
 	bool permute = !strcmp(arch, "llama");
 	for (int t = 0; t < ts.nt; t++) {
 		const eng_tensor *e = &ts.t[t];
+		if (qmoe && strstr(e->name, ".mlp.experts.")) /* stacked below, as llama.cpp writes Qwen3-MoE */
+			continue;
 		size_t n = e->nbytes / eng_dtype_size(e->dtype);
 		float *f = malloc(n * 4), *p = malloc(n * 4);
 		eng_to_f32(f, e->data, e->dtype, n);
@@ -168,6 +188,37 @@ static char *write_gguf(const char *dir, const char *arch, uint32_t qtype, const
 		assert_int_equal(eng_gguf_put_tensor(w, gn, ty, dims, e->ndim, q8, bytes), 0);
 		free(f), free(p), free(gn), free(q8);
 	}
+	/* Qwen3-MoE's experts: one 3-D tensor [experts, rows, cols] for each of
+	 * gate, up and down in a layer (ggml dims innermost first) */
+	for (int l = 0; qmoe && l < cfg_int(cfg, "num_hidden_layers"); l++)
+		for (int leaf = 0; leaf < 3; leaf++) {
+			static const char *const hf[3] = {"gate_proj", "up_proj", "down_proj"}, *gg[3] = {"gate", "up", "down"};
+			float *all = NULL;
+			uint64_t dims[3] = {0, 0, (uint64_t)n_exp};
+			size_t per = 0;
+			for (int xe = 0; xe < n_exp; xe++) {
+				char hn[128];
+				snprintf(hn, sizeof hn, "model.layers.%d.mlp.experts.%d.%s.weight", l, xe, hf[leaf]);
+				const eng_tensor *e = eng_st_find(&ts, hn);
+				if (!e)
+					break; /* a dense layer */
+				per = e->nbytes / eng_dtype_size(e->dtype);
+				dims[0] = (uint64_t)e->shape[1], dims[1] = (uint64_t)e->shape[0];
+				if (!all)
+					all = malloc(per * (size_t)n_exp * 4);
+				eng_to_f32(all + per * (size_t)xe, e->data, e->dtype, per);
+			}
+			if (!all)
+				continue;
+			uint32_t ty = dims[0] % (uint64_t)eng_ggml_type_block(qtype) ? ENG_GGML_F32 : qtype;
+			size_t n = per * (size_t)n_exp, bytes = n / (size_t)eng_ggml_type_block(ty) * eng_ggml_type_size(ty);
+			void *q = malloc(bytes);
+			eng_ggml_quantize(q, all, ty, n);
+			char gn[64];
+			snprintf(gn, sizeof gn, "blk.%d.ffn_%s_exps.weight", l, gg[leaf]);
+			assert_int_equal(eng_gguf_put_tensor(w, gn, ty, dims, 3, q, bytes), 0);
+			free(all), free(q);
+		}
 	eng_st_close(&ts);
 	char *out = ev_asprintf("%s/%s.gguf", dir, name);
 	assert_int_equal(eng_gguf_write(w, out), 0);
@@ -179,7 +230,9 @@ static char *write_gguf(const char *dir, const char *arch, uint32_t qtype, const
 	return out;
 }
 
-static void same_model_as_the_folder(const char *arch, const char *hf_arch)
+/* few: the MoE forms, through F32, BF16, Q8_0 and Q4_K only (the kernels
+ * are the dense ones; what is new there is the experts' layout) */
+static void same_model_as_the_folder(const char *arch, const char *hf_arch, bool few)
 {
 	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
 	z.hidden = 256, z.intermediate = 512, z.vocab = 512, z.heads = 4, z.kv_heads = 2; /* rows of whole K-quant blocks */
@@ -207,6 +260,9 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch)
 	eng_model *ref = et_load(dir, ENG_BACKEND_CPU, 0);
 	float *want = et_logits(ref, toks, N, 0);
 	for (int k = 0; k < NTYPES; k++) {
+		if (few && types[k] != ENG_GGML_F32 && types[k] != ENG_GGML_BF16 && types[k] != ENG_GGML_Q8_0 &&
+		    types[k] != ENG_GGML_Q4_K)
+			continue;
 		char nm[32];
 		snprintf(nm, sizeof nm, "m-%s", eng_ggml_type_name(types[k]));
 		char *g = write_gguf(dir, arch, types[k], nm), *conv = NULL;
@@ -315,13 +371,27 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch)
 static void llama_gguf_equals_folder(void **st)
 {
 	(void)st;
-	same_model_as_the_folder("llama", "llama");
+	same_model_as_the_folder("llama", "llama", false);
+}
+
+/* Mixtral: a llama file with experts, one tensor an expert */
+static void mixtral_gguf_equals_folder(void **st)
+{
+	(void)st;
+	same_model_as_the_folder("llama", "mixtral", true);
+}
+
+/* Qwen3-MoE: experts stacked in 3-D tensors, layer 0 dense (no router) */
+static void qwen3moe_gguf_equals_folder(void **st)
+{
+	(void)st;
+	same_model_as_the_folder("qwen3moe", "qwen3_moe", true);
 }
 
 static void qwen2_gguf_equals_folder(void **st)
 {
 	(void)st;
-	same_model_as_the_folder("qwen2", "qwen2");
+	same_model_as_the_folder("qwen2", "qwen2", false);
 }
 
 static void unknown_architectures_and_tokenizers_refused(void **st)
@@ -471,6 +541,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(llama_gguf_equals_folder),
 		cmocka_unit_test(qwen2_gguf_equals_folder),
+		cmocka_unit_test(mixtral_gguf_equals_folder),
+		cmocka_unit_test(qwen3moe_gguf_equals_folder),
 		cmocka_unit_test(unknown_architectures_and_tokenizers_refused),
 		cmocka_unit_test(requantized_files_follow_the_rules),
 	};
