@@ -9,6 +9,7 @@
  */
 #include "engine/gguf/gguf.h"
 #include "engine/backend.h"
+#include "engine/gguf/gguf_int.h"
 #include "engine/gguf/quant.h"
 
 #include <errno.h>
@@ -269,23 +270,38 @@ static const char *pre_tokenizer(const char *pre)
 	return NULL;
 }
 
-/* tokenizer.json (a byte-level BPE) and tokenizer_config.json */
+/* SentencePiece BPE as tokenizer.json spells it: the metaspace for spaces
+ * (one put first unless add_space_prefix is false), characters outside
+ * the vocabulary as their <0xXX> byte pieces, the decoder undoing both. */
+static const char spm_normalizer[] = "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":"
+                                     "\"\u2581\"},{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":"
+                                     "\"\u2581\"}]}";
+static const char spm_normalizer_plain[] = "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":"
+                                           "\"\u2581\"}";
+static const char spm_decoder[] = "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":"
+                                  "\"\u2581\"},\"content\":\" \"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},"
+                                  "{\"type\":\"Strip\",\"content\":\" \",\"start\":%d,\"stop\":0}]}";
+
+/* tokenizer.json (a byte-level BPE, or SentencePiece's BPE) and tokenizer_config.json */
 static int write_tokenizer(const eng_gguf *g, const char *dir, uint64_t *vocab, long *bos, long *eos)
 {
 	char *model = NULL, *pre = NULL, *tmpl = NULL;
 	int rc = eng_gguf_get_str(g, "tokenizer.ggml.model", &model);
 	if (rc)
 		return rc;
-	if (strcmp(model, "gpt2")) {
-		rc = ev_error_set(EV_E_UNSUPPORTED, "%s: tokenizer.ggml.model '%s': only 'gpt2' (byte-level BPE) tokenizers "
-		                                    "are read so far", g->path, model);
+	bool spm = !strcmp(model, "llama");
+	if (!spm && strcmp(model, "gpt2")) {
+		rc = ev_error_set(EV_E_UNSUPPORTED, "%s: tokenizer.ggml.model '%s': only 'gpt2' (byte-level BPE) and 'llama' "
+		                                    "(SentencePiece BPE) tokenizers are read so far", g->path, model);
 		free(model);
 		return rc;
 	}
 	free(model);
-	if (eng_gguf_get_str(g, "tokenizer.ggml.pre", &pre) == EV_E_NOTFOUND)
+	const eng_gguf_value *sp = eng_gguf_find_key(g, "tokenizer.ggml.add_space_prefix");
+	bool space_prefix = !sp || sp->type != ENG_GGUF_BOOL || sp->v.u;
+	if (!spm && eng_gguf_get_str(g, "tokenizer.ggml.pre", &pre) == EV_E_NOTFOUND)
 		ev_error_clear();
-	const char *pt = pre_tokenizer(pre);
+	const char *pt = spm ? "null" : pre_tokenizer(pre);
 	if (!pt) {
 		rc = ev_error_set(EV_E_UNSUPPORTED, "%s: tokenizer.ggml.pre '%s': a pre-tokenizer evald does not know yet "
 		                                    "(default, gpt2, smollm, starcoder, refact, llama-bpe, qwen2)",
@@ -297,7 +313,7 @@ static int write_tokenizer(const eng_gguf *g, const char *dir, uint64_t *vocab, 
 	                     *merges = eng_gguf_find_key(g, "tokenizer.ggml.merges"),
 	                     *types = eng_gguf_find_key(g, "tokenizer.ggml.token_type");
 	if (!toks || toks->type != ENG_GGUF_ARRAY || toks->elem_type != ENG_GGUF_STRING || !toks->count ||
-	    !merges || merges->type != ENG_GGUF_ARRAY || merges->elem_type != ENG_GGUF_STRING) {
+	    (!spm && (!merges || merges->type != ENG_GGUF_ARRAY || merges->elem_type != ENG_GGUF_STRING))) {
 		free(pre);
 		return ev_error_set(EV_E_INVALID, "%s: tokenizer.ggml.tokens and tokenizer.ggml.merges: expected lists of "
 		                                  "strings", g->path);
@@ -316,8 +332,8 @@ static int write_tokenizer(const eng_gguf *g, const char *dir, uint64_t *vocab, 
 	ev_buf b = EV_BUF_INIT((size_t)1 << 31), added = EV_BUF_INIT((size_t)1 << 30);
 	rc = ev_buf_puts(&b, "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":[");
 	const uint8_t *at = toks->elems;
-	const char *bos_text = NULL;
-	size_t bos_len = 0;
+	const char *bos_text = NULL, *unk_text = NULL;
+	size_t bos_len = 0, unk_len = 0;
 	int n_added = 0;
 	for (uint64_t i = 0; i < toks->count && !rc; i++) {
 		eng_gguf_str s = eng_gguf_next_str(&at);
@@ -326,8 +342,10 @@ static int write_tokenizer(const eng_gguf *g, const char *dir, uint64_t *vocab, 
 			memcpy(&ty, types->elems + 4 * i, 4);
 		if ((long)i == *bos)
 			bos_text = s.p, bos_len = s.n;
-		if (ty != 3 && ty != 4) /* control and user-defined tokens are added tokens */
+		if (ty != 3 && ty != 4 && !(spm && ty == 2)) /* control and user-defined tokens (and SentencePiece's unknown) */
 			continue;
+		if (ty == 2)
+			unk_text = s.p, unk_len = s.n;
 		rc = ev_buf_printf(&b, "%s{\"id\":%llu,\"content\":", n_added++ ? "," : "", (unsigned long long)i);
 		if (!rc)
 			rc = ev_json_buf_strn(&b, s.p, s.n);
@@ -336,7 +354,8 @@ static int write_tokenizer(const eng_gguf *g, const char *dir, uint64_t *vocab, 
 			                       "\"special\":%s}", ty == 3 ? "true" : "false");
 	}
 	if (!rc)
-		rc = ev_buf_printf(&b, "],\"normalizer\":null,\"pre_tokenizer\":%s,", pt);
+		rc = ev_buf_printf(&b, "],\"normalizer\":%s,\"pre_tokenizer\":%s,",
+		                   !spm ? "null" : space_prefix ? spm_normalizer : spm_normalizer_plain, pt);
 	if (!rc && add_bos && bos_text) {
 		rc = ev_buf_puts(&b, "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":");
 		if (!rc)
@@ -360,11 +379,23 @@ static int write_tokenizer(const eng_gguf *g, const char *dir, uint64_t *vocab, 
 	} else if (!rc) {
 		rc = ev_buf_puts(&b, "\"post_processor\":null,");
 	}
-	if (!rc)
+	if (!rc && !spm)
 		rc = ev_buf_puts(&b, "\"decoder\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"trim_offsets\":true,"
 		                     "\"use_regex\":true},\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":null,"
 		                     "\"continuing_subword_prefix\":null,\"end_of_word_suffix\":null,\"fuse_unk\":false,"
 		                     "\"byte_fallback\":false,\"ignore_merges\":false,\"vocab\":{");
+	if (!rc && spm) {
+		rc = ev_buf_puts(&b, "\"decoder\":");
+		if (!rc)
+			rc = ev_buf_printf(&b, spm_decoder, space_prefix ? 1 : 0);
+		if (!rc)
+			rc = ev_buf_puts(&b, ",\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":");
+		if (!rc)
+			rc = unk_text ? ev_json_buf_strn(&b, unk_text, unk_len) : ev_buf_puts(&b, "null");
+		if (!rc)
+			rc = ev_buf_puts(&b, ",\"continuing_subword_prefix\":null,\"end_of_word_suffix\":null,\"fuse_unk\":true,"
+			                     "\"byte_fallback\":true,\"ignore_merges\":false,\"vocab\":{");
+	}
 	at = toks->elems;
 	for (uint64_t i = 0; i < toks->count && !rc; i++) {
 		eng_gguf_str s = eng_gguf_next_str(&at);
@@ -377,8 +408,10 @@ static int write_tokenizer(const eng_gguf *g, const char *dir, uint64_t *vocab, 
 	}
 	if (!rc)
 		rc = ev_buf_puts(&b, "},\"merges\":[");
-	at = merges->elems;
-	for (uint64_t i = 0; i < merges->count && !rc; i++) {
+	if (!rc && spm)
+		rc = eng_gguf_spm_merges(g, &b);
+	at = spm ? NULL : merges->elems;
+	for (uint64_t i = 0; !spm && i < merges->count && !rc; i++) {
 		eng_gguf_str s = eng_gguf_next_str(&at);
 		if (i)
 			rc = ev_buf_putc(&b, ',');

@@ -63,6 +63,17 @@ static int cfg_int(const cJSON *c, const char *k)
 	return v->valueint;
 }
 
+/* A SentencePiece vocabulary written instead of the folder's tokenizer (the
+ * SentencePiece test sets it). */
+typedef struct {
+	char **pieces;
+	float *scores;
+	int32_t *types;
+	int n;
+	bool space_prefix;
+} spm_vocab;
+static const spm_vocab *spm_override;
+
 /* The folder as llama.cpp's converter would write it: weights of `qtype`
  * (2-D ones whose rows are whole blocks), norms and biases F32. */
 static char *write_gguf(const char *dir, const char *arch, uint32_t qtype, const char *name)
@@ -103,54 +114,71 @@ static char *write_gguf(const char *dir, const char *arch, uint32_t qtype, const
 		assert_int_equal(
 			eng_gguf_put_u32(w, KEY("expert_feed_forward_length"), (uint32_t)cfg_int(cfg, "moe_intermediate_size")), 0);
 #undef KEY
-	/* the tokenizer: tokens by id, merges as "a b", added tokens as control */
-	const cJSON *model = cJSON_GetObjectItemCaseSensitive(tj, "model"), *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
-	int nv = cfg_int(cfg, "vocab_size");
-	const char **toks = calloc((size_t)nv, sizeof *toks);
-	int32_t *types = calloc((size_t)nv, sizeof *types);
-	const cJSON *x;
-	cJSON_ArrayForEach(x, vocab) if (x->valueint < nv) toks[x->valueint] = x->string;
-	for (int i = 0; i < nv; i++)
-		types[i] = 1;
-	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(tj, "added_tokens"))
-	{
-		int id = cfg_int(x, "id");
-		if (id < nv) {
-			toks[id] = cJSON_GetObjectItemCaseSensitive(x, "content")->valuestring;
-			types[id] = 3;
+	const char **toks = NULL;
+	int32_t *types = NULL;
+	char **merges = NULL;
+	int nm = 0;
+	if (spm_override) { /* a SentencePiece vocabulary instead of the folder's tokenizer */
+		assert_int_equal(eng_gguf_put_str(w, "tokenizer.ggml.model", "llama"), 0);
+		assert_int_equal(eng_gguf_put_strs(w, "tokenizer.ggml.tokens", (const char *const *)spm_override->pieces,
+		                                   (size_t)spm_override->n), 0);
+		assert_int_equal(eng_gguf_put_f32s(w, "tokenizer.ggml.scores", spm_override->scores, (size_t)spm_override->n), 0);
+		assert_int_equal(eng_gguf_put_i32s(w, "tokenizer.ggml.token_type", spm_override->types, (size_t)spm_override->n),
+		                 0);
+		assert_int_equal(eng_gguf_put_bool(w, "tokenizer.ggml.add_space_prefix", spm_override->space_prefix), 0);
+		assert_int_equal(eng_gguf_put_bool(w, "tokenizer.ggml.add_bos_token", true), 0);
+		assert_int_equal(eng_gguf_put_u32(w, "tokenizer.ggml.bos_token_id", 1), 0);
+		assert_int_equal(eng_gguf_put_u32(w, "tokenizer.ggml.eos_token_id", 2), 0);
+	} else {
+		/* the tokenizer: tokens by id, merges as "a b", added tokens as control */
+		const cJSON *model = cJSON_GetObjectItemCaseSensitive(tj, "model"), *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
+		int nv = cfg_int(cfg, "vocab_size");
+		toks = calloc((size_t)nv, sizeof *toks);
+		types = calloc((size_t)nv, sizeof *types);
+		const cJSON *x;
+		cJSON_ArrayForEach(x, vocab) if (x->valueint < nv) toks[x->valueint] = x->string;
+		for (int i = 0; i < nv; i++)
+			types[i] = 1;
+		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(tj, "added_tokens"))
+		{
+			int id = cfg_int(x, "id");
+			if (id < nv) {
+				toks[id] = cJSON_GetObjectItemCaseSensitive(x, "content")->valuestring;
+				types[id] = 3;
+			}
 		}
+		for (int i = 0; i < nv; i++)
+			assert_non_null(toks[i]);
+		const cJSON *mg = cJSON_GetObjectItemCaseSensitive(model, "merges");
+		nm = cJSON_GetArraySize(mg);
+		merges = calloc((size_t)nm + 1, sizeof *merges);
+		int i = 0;
+		cJSON_ArrayForEach(x, mg)
+		{
+			merges[i++] = cJSON_IsString(x) ? ev_strdup(x->valuestring)
+			                                : ev_asprintf("%s %s", cJSON_GetArrayItem(x, 0)->valuestring,
+			                                              cJSON_GetArrayItem(x, 1)->valuestring);
+		}
+		assert_int_equal(eng_gguf_put_str(w, "tokenizer.ggml.model", "gpt2"), 0);
+		/* the pre-tokenizer by its regex: Llama 3's groups digits by three */
+		char *pt = ev_json_print(cJSON_GetObjectItemCaseSensitive(tj, "pre_tokenizer"));
+		assert_int_equal(eng_gguf_put_str(w, "tokenizer.ggml.pre", strstr(pt, "{1,3}") ? "llama-bpe" : "gpt2"), 0);
+		free(pt);
+		const cJSON *pp = cJSON_GetObjectItemCaseSensitive(tj, "post_processor");
+		bool add_bos = pp && strstr(ev_json_str(pp, "type", ""), "Template") != NULL;
+		if (!add_bos && pp && !strcmp(ev_json_str(pp, "type", ""), "Sequence")) {
+			char *ps = ev_json_print(pp);
+			add_bos = strstr(ps, "TemplateProcessing") != NULL;
+			free(ps);
+		}
+		assert_int_equal(eng_gguf_put_bool(w, "tokenizer.ggml.add_bos_token", add_bos), 0);
+		if (add_bos)
+			assert_int_equal(eng_gguf_put_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)cfg_int(cfg, "bos_token_id")), 0);
+		assert_int_equal(eng_gguf_put_strs(w, "tokenizer.ggml.tokens", toks, (size_t)nv), 0);
+		assert_int_equal(eng_gguf_put_i32s(w, "tokenizer.ggml.token_type", types, (size_t)nv), 0);
+		assert_int_equal(eng_gguf_put_strs(w, "tokenizer.ggml.merges", (const char *const *)merges, (size_t)nm), 0);
+		assert_int_equal(eng_gguf_put_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)cfg_int(cfg, "eos_token_id")), 0);
 	}
-	for (int i = 0; i < nv; i++)
-		assert_non_null(toks[i]);
-	const cJSON *mg = cJSON_GetObjectItemCaseSensitive(model, "merges");
-	int nm = cJSON_GetArraySize(mg);
-	char **merges = calloc((size_t)nm + 1, sizeof *merges);
-	int i = 0;
-	cJSON_ArrayForEach(x, mg)
-	{
-		merges[i++] = cJSON_IsString(x) ? ev_strdup(x->valuestring)
-		                                : ev_asprintf("%s %s", cJSON_GetArrayItem(x, 0)->valuestring,
-		                                              cJSON_GetArrayItem(x, 1)->valuestring);
-	}
-	assert_int_equal(eng_gguf_put_str(w, "tokenizer.ggml.model", "gpt2"), 0);
-	/* the pre-tokenizer by its regex: Llama 3's groups digits by three */
-	char *pt = ev_json_print(cJSON_GetObjectItemCaseSensitive(tj, "pre_tokenizer"));
-	assert_int_equal(eng_gguf_put_str(w, "tokenizer.ggml.pre", strstr(pt, "{1,3}") ? "llama-bpe" : "gpt2"), 0);
-	free(pt);
-	const cJSON *pp = cJSON_GetObjectItemCaseSensitive(tj, "post_processor");
-	bool add_bos = pp && strstr(ev_json_str(pp, "type", ""), "Template") != NULL;
-	if (!add_bos && pp && !strcmp(ev_json_str(pp, "type", ""), "Sequence")) {
-		char *ps = ev_json_print(pp);
-		add_bos = strstr(ps, "TemplateProcessing") != NULL;
-		free(ps);
-	}
-	assert_int_equal(eng_gguf_put_bool(w, "tokenizer.ggml.add_bos_token", add_bos), 0);
-	if (add_bos)
-		assert_int_equal(eng_gguf_put_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)cfg_int(cfg, "bos_token_id")), 0);
-	assert_int_equal(eng_gguf_put_strs(w, "tokenizer.ggml.tokens", toks, (size_t)nv), 0);
-	assert_int_equal(eng_gguf_put_i32s(w, "tokenizer.ggml.token_type", types, (size_t)nv), 0);
-	assert_int_equal(eng_gguf_put_strs(w, "tokenizer.ggml.merges", (const char *const *)merges, (size_t)nm), 0);
-	assert_int_equal(eng_gguf_put_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)cfg_int(cfg, "eos_token_id")), 0);
 	/* the tensors */
 	eng_tensor_set ts;
 	memset(&ts, 0, sizeof ts);
@@ -399,7 +427,7 @@ static void unknown_architectures_and_tokenizers_refused(void **st)
 	(void)st;
 	char *dir = tu_tmpdir("ggufbadm"), *cache = tu_tmpdir("ggufbadc");
 	setenv("EVALD_CACHE_DIR", cache, 1);
-	const char *cases[][3] = {{"gemma", "gpt2", "architecture 'gemma'"}, {"llama", "llama", "'llama': only 'gpt2'"}};
+	const char *cases[][3] = {{"gemma", "gpt2", "architecture 'gemma'"}, {"llama", "bert", "'bert': only 'gpt2'"}};
 	for (int i = 0; i < 2; i++) {
 		eng_gguf_writer *w = NULL;
 		assert_int_equal(eng_gguf_writer_new(&w), 0);
@@ -415,6 +443,211 @@ static void unknown_architectures_and_tokenizers_refused(void **st)
 		free(p);
 	}
 	free(dir), free(cache);
+}
+
+/* ---- SentencePiece vocabularies ------------------------------------------ */
+
+#define MSP "\xe2\x96\x81" /* U+2581, SentencePiece's space */
+
+/* The id of a normal piece, or -1 (a linear scan: the oracle stays plain). */
+static int spm_find(const spm_vocab *v, const char *p, size_t n)
+{
+	for (int i = 0; i < v->n; i++)
+		if (v->types[i] == 1 && strlen(v->pieces[i]) == n && !memcmp(v->pieces[i], p, n))
+			return i;
+	return -1;
+}
+
+/* SentencePiece's BPE written plainly (the oracle): spaces as the
+ * metaspace (one put first), characters as the first symbols, then again
+ * and again the adjacent pair whose join is a piece with the highest
+ * score (the leftmost of equals) joined; symbols that are not pieces as
+ * their bytes' <0xXX> pieces. */
+static size_t spm_oracle(const spm_vocab *v, const char *text, int32_t *out)
+{
+	char norm[1024] = "";
+	size_t nl = 0;
+	if (v->space_prefix)
+		memcpy(norm, MSP, 3), nl = 3;
+	for (const char *c = text; *c; c++)
+		if (*c == ' ')
+			memcpy(norm + nl, MSP, 3), nl += 3;
+		else
+			norm[nl++] = *c;
+	size_t start[1024], len[1024], ns = 0;
+	for (size_t i = 0; i < nl;) {
+		size_t l = 1;
+		while (i + l < nl && ((unsigned char)norm[i + l] & 0xC0) == 0x80)
+			l++;
+		start[ns] = i, len[ns++] = l;
+		i += l;
+	}
+	for (;;) {
+		int best = -1;
+		float bs = 0;
+		for (size_t i = 0; i + 1 < ns; i++) {
+			int id = spm_find(v, norm + start[i], len[i] + len[i + 1]);
+			if (id >= 0 && (best < 0 || v->scores[id] > bs))
+				best = (int)i, bs = v->scores[id];
+		}
+		if (best < 0)
+			break;
+		len[best] += len[best + 1];
+		memmove(start + best + 1, start + best + 2, (ns - (size_t)best - 2) * sizeof *start);
+		memmove(len + best + 1, len + best + 2, (ns - (size_t)best - 2) * sizeof *len);
+		ns--;
+	}
+	size_t n = 0;
+	for (size_t i = 0; i < ns; i++) {
+		int id = spm_find(v, norm + start[i], len[i]);
+		if (id >= 0) {
+			out[n++] = id;
+			continue;
+		}
+		for (size_t k = 0; k < len[i]; k++) /* <0xXX> pieces are ids 3 + byte */
+			out[n++] = 3 + (unsigned char)norm[start[i] + k];
+	}
+	return n;
+}
+
+/* A Llama-style SentencePiece vocabulary: <unk>, <s>, </s>, the 256 byte
+ * pieces, single characters, then pieces trained as BPE trains them (the
+ * most frequent adjacent pair of a corpus joined, again and again) with
+ * scores in a random order, padded with unused pieces to `size`. */
+static spm_vocab *spm_make(int size, uint64_t seed, bool space_prefix)
+{
+	spm_vocab *v = calloc(1, sizeof *v);
+	v->pieces = calloc((size_t)size, sizeof(char *));
+	v->scores = calloc((size_t)size, sizeof(float));
+	v->types = calloc((size_t)size, sizeof(int32_t));
+	v->space_prefix = space_prefix;
+	const char *special[3] = {"<unk>", "<s>", "</s>"};
+	for (int i = 0; i < 3; i++)
+		v->pieces[v->n] = ev_strdup(special[i]), v->types[v->n++] = i ? 3 : 2;
+	for (int b = 0; b < 256; b++)
+		v->pieces[v->n] = ev_asprintf("<0x%02X>", b), v->types[v->n++] = 6;
+	const char *chars[] = {MSP, "a", "b", "c", "d", "e", "\xc3\xa9", "\xe6\x97\xa5"}; /* é, 日 */
+	for (size_t i = 0; i < sizeof chars / sizeof chars[0]; i++)
+		v->pieces[v->n] = ev_strdup(chars[i]), v->scores[v->n] = -1000.0f - (float)i, v->types[v->n++] = 1;
+	/* the corpus: words of the alphabet (z and 本 outside it), symbols as piece ids */
+	ev_rng r;
+	ev_rng_seed(&r, seed);
+	enum { WORDS = 300, MAXL = 12 };
+	int w[WORDS][MAXL + 1], wl[WORDS];
+	for (int i = 0; i < WORDS; i++) {
+		wl[i] = 1 + (int)ev_rng_below(&r, MAXL);
+		w[i][0] = 259; /* the metaspace */
+		for (int k = 1; k <= wl[i]; k++)
+			w[i][k] = 260 + (int)ev_rng_below(&r, 1 + ev_rng_below(&r, 7)); /* skewed to early letters */
+		wl[i]++;
+	}
+	int trained = 0;
+	while (v->n < size - 20) {
+		int bl = -1, br = -1, bc = 0;
+		for (int i = 0; i < WORDS; i++)
+			for (int k = 0; k + 1 < wl[i]; k++) {
+				int c = 0;
+				for (int j = 0; j < WORDS; j++)
+					for (int q = 0; q + 1 < wl[j]; q++)
+						c += w[j][q] == w[i][k] && w[j][q + 1] == w[i][k + 1];
+				if (c > bc)
+					bl = w[i][k], br = w[i][k + 1], bc = c;
+			}
+		if (bc < 2)
+			break;
+		int id = v->n++;
+		v->pieces[id] = ev_asprintf("%s%s", v->pieces[bl], v->pieces[br]);
+		v->types[id] = 1;
+		trained++;
+		for (int i = 0; i < WORDS; i++)
+			for (int k = 0; k + 1 < wl[i]; k++)
+				if (w[i][k] == bl && w[i][k + 1] == br) {
+					w[i][k] = id;
+					memmove(&w[i][k + 1], &w[i][k + 2], (size_t)(wl[i] - k - 2) * sizeof(int));
+					wl[i]--;
+				}
+	}
+	/* distinct scores in a random order: which pair joins first is the scores' choice, not the training's */
+	for (int i = 267; i < v->n; i++)
+		v->scores[i] = -(float)(i - 266);
+	for (int i = v->n - 1; i > 267; i--) {
+		int j = 267 + (int)ev_rng_below(&r, (uint64_t)(i - 266));
+		float t = v->scores[i];
+		v->scores[i] = v->scores[j], v->scores[j] = t;
+	}
+	while (v->n < size)
+		v->pieces[v->n] = ev_asprintf("<unused%d>", v->n), v->scores[v->n] = 0, v->types[v->n++] = 5;
+	print_message("SentencePiece vocabulary: %d trained pieces, %d in all\n", trained, v->n);
+	return v;
+}
+
+static void spm_free(spm_vocab *v)
+{
+	for (int i = 0; i < v->n; i++)
+		free(v->pieces[i]);
+	free(v->pieces), free(v->scores), free(v->types), free(v);
+}
+
+/* tokenizer.ggml.model "llama" (SentencePiece BPE: scores, no merges):
+ * the converted tokenizer segments 400 random texts exactly as the plain
+ * SentencePiece algorithm does (characters outside the vocabulary as their
+ * bytes), with and without the space prefix, and decodes them back. */
+static void sentencepiece_gguf_tokenizes_as_sentencepiece(void **st)
+{
+	(void)st;
+	for (int sp = 1; sp >= 0; sp--) {
+		eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+		z.vocab = 512, z.layers = 1;
+		char *dir = et_mkmodel("spm", "llama", &z, "f32", 3);
+		char *cache = tu_tmpdir("spmcache");
+		setenv("EVALD_CACHE_DIR", cache, 1);
+		spm_vocab *v = spm_make(512, 77 + (uint64_t)sp, sp);
+		spm_override = v;
+		char *g = write_gguf(dir, "llama", ENG_GGML_F32, "spm");
+		spm_override = NULL;
+		char *conv = NULL;
+		if (eng_model_path_resolve(g, &conv))
+			fail_msg("%s", ev_error_msg());
+		eng_tokenizer *tok = NULL;
+		if (eng_tokenizer_load(&tok, conv))
+			fail_msg("%s", ev_error_msg());
+		ev_rng r;
+		ev_rng_seed(&r, 5);
+		const char *alpha[] = {"a", "b", "c", "d", "e", "\xc3\xa9", "\xe6\x97\xa5", "z", "\xe6\x9c\xac", " "};
+		int checked = 0, bytes = 0;
+		for (int t = 0; t < 400; t++) {
+			char text[256] = "";
+			int n = 1 + (int)ev_rng_below(&r, 30);
+			for (int k = 0; k < n; k++)
+				strcat(text, alpha[ev_rng_below(&r, k < 3 ? 7 : 10)]);
+			int32_t want[1024], *got = NULL;
+			size_t nw = spm_oracle(v, text, want), ng = 0;
+			assert_int_equal(eng_tokenize(tok, text, strlen(text), false, &got, &ng), 0);
+			if (ng != nw || memcmp(got, want, nw * sizeof *got)) {
+				ev_buf b = EV_BUF_INIT(1 << 16);
+				for (size_t i = 0; i < nw; i++)
+					ev_buf_printf(&b, " %d", want[i]);
+				ev_buf_puts(&b, " | got");
+				for (size_t i = 0; i < ng; i++)
+					ev_buf_printf(&b, " %d", got[i]);
+				fail_msg("space prefix %d, '%s': want%s", sp, text, b.data);
+			}
+			for (size_t i = 0; i < nw; i++)
+				bytes += want[i] >= 3 && want[i] < 259;
+			char *back = NULL;
+			size_t bl = 0;
+			assert_int_equal(eng_detokenize(tok, got, ng, true, &back, &bl), 0);
+			assert_string_equal(back, text); /* the prefix space is the decoder's to drop */
+			free(back), free(got);
+			checked++;
+		}
+		print_message("space prefix %d: %d texts segmented as SentencePiece does (%d byte pieces among them)\n", sp,
+		              checked, bytes);
+		assert_true(bytes > 0);
+		eng_tokenizer_free(tok);
+		spm_free(v);
+		free(g), free(conv), free(dir), free(cache);
+	}
 }
 
 /* The bytes of a metadata value as stored, for comparing two files' metadata. */
@@ -545,6 +778,7 @@ int main(void)
 		cmocka_unit_test(qwen3moe_gguf_equals_folder),
 		cmocka_unit_test(unknown_architectures_and_tokenizers_refused),
 		cmocka_unit_test(requantized_files_follow_the_rules),
+		cmocka_unit_test(sentencepiece_gguf_tokenizes_as_sentencepiece),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
