@@ -119,10 +119,13 @@ typedef struct {
 	char architecture[64];
 	int hidden, layers, heads, kv_heads, head_dim, intermediate, vocab;
 	double rms_eps, rope_theta;
-	/* rope_scaling: 0 none, 1 llama3, 2 linear */
+	/* rope_scaling: 0 none, 1 llama3, 2 linear, 3 per-frequency factors
+	 * (evald's "freq_factors": a GGUF file's rope_freqs tensor, each
+	 * inv_freq divided by its factor as llama.cpp does) */
 	int rope_kind;
 	double rope_factor, rope_low, rope_high;
 	long rope_orig_max;
+	float *rope_freq_factors; /* rope_dim / 2 of them (kind 3) */
 	bool tie;
 	long max_position;
 	long sliding_window; /* 0 = none */

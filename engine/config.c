@@ -99,6 +99,24 @@ static int parse_rope_scaling(eng_config *c, const cJSON *rs, const char *path)
 	int rc = 0;
 	if (!strcmp(type, "default"))
 		return 0;
+	if (!strcmp(type, "freq_factors")) { /* evald's own: a GGUF file's rope_freqs, one factor a frequency */
+		const cJSON *f = cJSON_GetObjectItemCaseSensitive(rs, "factors"), *x;
+		int half = c->rope_dim / 2, n = 0;
+		if (!cJSON_IsArray(f) || cJSON_GetArraySize(f) != half)
+			return ev_error_set(EV_E_INVALID, "%s: rope_scaling.factors: expected %d numbers (rotary channels / 2)",
+					    path, half);
+		if (!(c->rope_freq_factors = malloc((size_t)(half ? half : 1) * sizeof(float))))
+			return ev_error_set(EV_E_NOMEM, "out of memory");
+		cJSON_ArrayForEach(x, f)
+		{
+			if (!cJSON_IsNumber(x) || !(x->valuedouble > 0) || x->valuedouble > 1e6)
+				return ev_error_set(EV_E_INVALID, "%s: rope_scaling.factors[%d]: a positive number up to 1e6", path,
+						    n);
+			c->rope_freq_factors[n++] = (float)x->valuedouble;
+		}
+		c->rope_kind = 3;
+		return 0;
+	}
 	if ((rc = get_num(&c->rope_factor, rs, "factor", 1.0, 1e-6, 1e6, path)))
 		return rc;
 	if (!strcmp(type, "linear")) {
@@ -106,7 +124,7 @@ static int parse_rope_scaling(eng_config *c, const cJSON *rs, const char *path)
 		return 0;
 	}
 	if (strcmp(type, "llama3"))
-		return ev_error_set(EV_E_UNSUPPORTED, "%s: rope_scaling type '%s' not supported (llama3, linear)", path,
+		return ev_error_set(EV_E_UNSUPPORTED, "%s: rope_scaling type '%s' not supported (llama3, linear, freq_factors)", path,
 				    type);
 	int orig = 0;
 	c->rope_kind = 1;
@@ -557,6 +575,8 @@ void eng_config_clear(eng_config *c)
 		return;
 	free(c->moe_layer);
 	c->moe_layer = NULL;
+	free(c->rope_freq_factors);
+	c->rope_freq_factors = NULL;
 	free(c->sparse_layer);
 	c->sparse_layer = NULL;
 }

@@ -302,13 +302,16 @@ done:
 	return rc;
 }
 
-/* inv_freq[i] = theta^(-2i/d), with llama3 or linear scaling. */
+/* inv_freq[i] = theta^(-2i/d), with llama3 or linear scaling, or divided
+ * by a factor of its own (a GGUF file's rope_freqs). */
 static void rope_freqs(float *inv, const eng_config *c)
 {
 	int half = c->rope_dim / 2;
 	for (int i = 0; i < half; i++) {
 		double f = pow(c->rope_theta, -2.0 * i / c->rope_dim);
-		if (c->rope_kind == 2) {
+		if (c->rope_kind == 3) {
+			f /= c->rope_freq_factors[i];
+		} else if (c->rope_kind == 2) {
 			f /= c->rope_factor;
 		} else if (c->rope_kind == 1) {
 			double wavelen = 2 * M_PI / f;

@@ -187,7 +187,11 @@ static int write_config(const eng_gguf *g, const arch_map *a, const moe_cfg *moe
 		return rc;
 	if (!kv)
 		kv = heads;
+	if (!heads || hidden % heads || heads % kv)
+		return ev_error_set(EV_E_INVALID, "%s: %llu heads (%llu KV) over a width of %llu", g->path,
+		                    (unsigned long long)heads, (unsigned long long)kv, (unsigned long long)hidden);
 	char sk[160], *stype = NULL, scaling[160] = "";
+	ev_buf factors = EV_BUF_INIT(1 << 20);
 	snprintf(sk, sizeof sk, "%s.rope.scaling.type", a->arch);
 	if (eng_gguf_get_str(g, sk, &stype) == EV_E_NOTFOUND)
 		ev_error_clear();
@@ -202,9 +206,23 @@ static int write_config(const eng_gguf *g, const arch_map *a, const moe_cfg *moe
 		snprintf(scaling, sizeof scaling, "\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":%.17g},", factor);
 	}
 	free(stype);
-	if (!heads || hidden % heads || heads % kv)
-		return ev_error_set(EV_E_INVALID, "%s: %llu heads (%llu KV) over a width of %llu", g->path,
-		                    (unsigned long long)heads, (unsigned long long)kv, (unsigned long long)hidden);
+	/* Llama 3.1-style scaling: one factor a rotary frequency, as a tensor */
+	const eng_gguf_tensor *rf = eng_gguf_find_tensor(g, "rope_freqs.weight");
+	if (rf) {
+		uint64_t hd = key_len ? key_len : hidden / heads;
+		if (scaling[0] || rf->type != ENG_GGML_F32 || rf->ndim != 1 || rf->elements != hd / 2) {
+			ev_buf_free(&factors);
+			return ev_error_set(EV_E_INVALID, "%s: tensor 'rope_freqs.weight': expected %llu F32 factors (head size / 2)%s",
+			                    g->path, (unsigned long long)(hd / 2), scaling[0] ? " and no other RoPE scaling" : "");
+		}
+		ev_buf_puts(&factors, "\"rope_scaling\":{\"rope_type\":\"freq_factors\",\"factors\":[");
+		for (uint64_t i = 0; i < rf->elements; i++) {
+			float f;
+			memcpy(&f, rf->data + 4 * i, 4);
+			ev_buf_printf(&factors, "%s%.9g", i ? "," : "", (double)f);
+		}
+		ev_buf_puts(&factors, "]},");
+	}
 	char experts[256] = "";
 	ev_buf dense = EV_BUF_INIT(1 << 20);
 	if (moe && !strcmp(a->arch, "llama")) {
@@ -236,7 +254,8 @@ static int write_config(const eng_gguf *g, const arch_map *a, const moe_cfg *moe
 		dense.data ? dense.data : "", (unsigned long long)hidden, (unsigned long long)ff, (unsigned long long)layers,
 		(unsigned long long)heads, (unsigned long long)kv,
 		(unsigned long long)(key_len ? key_len : hidden / heads), eps, theta, (unsigned long long)ctx,
-		(unsigned long long)vocab, tied ? "true" : "false", bos, eos, scaling);
+		(unsigned long long)vocab, tied ? "true" : "false", bos, eos, factors.data ? factors.data : scaling);
+	ev_buf_free(&factors);
 	ev_buf_free(&dense);
 	char *gen = ev_asprintf("{\"bos_token_id\":%ld,\"eos_token_id\":%ld}\n", bos, eos);
 	char *p1 = ev_asprintf("%s/config.json", dir), *p2 = ev_asprintf("%s/generation_config.json", dir);
@@ -533,6 +552,10 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 	for (size_t i = 0; i < g->n_t && !rc; i++) {
 		const eng_gguf_tensor *t = &g->t[i];
 		char *gn = ev_strndup(t->name.p, t->name.n);
+		if (gn && !strcmp(gn, "rope_freqs.weight")) { /* read into config.json's rope_scaling */
+			free(gn);
+			continue;
+		}
 		int layer = -1;
 		const char *leaf = gn ? exps_leaf(gn, mn, &layer) : NULL;
 		if (leaf) { /* [experts, rows, cols]: one slice an expert, whole blocks each */
@@ -562,10 +585,7 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 		char *hn = gn ? hf_name(gn, mn) : NULL;
 		if (!hn) {
 			rc = !gn ? ev_error_set(EV_E_NOMEM, "out of memory")
-			     : !strcmp(gn, "rope_freqs.weight")
-			         ? ev_error_set(EV_E_UNSUPPORTED, "%s: tensor 'rope_freqs.weight': per-dimension RoPE frequency "
-			                                          "factors (Llama 3.1-style scaling) are not read yet", g->path)
-			         : ev_error_set(EV_E_UNSUPPORTED, "%s: tensor '%s': not a %s tensor evald knows", g->path, gn,
+			     : ev_error_set(EV_E_UNSUPPORTED, "%s: tensor '%s': not a %s tensor evald knows", g->path, gn,
 			                        a->arch);
 			free(gn);
 			break;

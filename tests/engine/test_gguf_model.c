@@ -9,6 +9,7 @@
  * architectures and tokenizers are refused by name. */
 #include "testutil.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -104,6 +105,30 @@ static char *write_gguf(const char *dir, const char *arch, uint32_t qtype, const
 	                                  (float)cJSON_GetObjectItemCaseSensitive(cfg, "rms_norm_eps")->valuedouble), 0);
 	assert_int_equal(eng_gguf_put_f32(w, KEY("rope.freq_base"),
 	                                  (float)cJSON_GetObjectItemCaseSensitive(cfg, "rope_theta")->valuedouble), 0);
+	/* Llama 3.1-style RoPE scaling as llama.cpp's converter writes it: no keys,
+	 * a rope_freqs tensor of one factor a frequency (its published formula) */
+	const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
+	float *rope_ff = NULL;
+	int rope_half = 0;
+	if (rs && !strcmp(ev_json_str(rs, "rope_type", ""), "llama3")) {
+		int hd = cJSON_HasObjectItem(cfg, "head_dim") ? cfg_int(cfg, "head_dim") : cfg_int(cfg, "hidden_size") / heads;
+		double base = cJSON_GetObjectItemCaseSensitive(cfg, "rope_theta")->valuedouble;
+		double factor = ev_json_num(rs, "factor", 8), low = ev_json_num(rs, "low_freq_factor", 1),
+		       high = ev_json_num(rs, "high_freq_factor", 4), orig = ev_json_num(rs, "original_max_position_embeddings", 8192);
+		rope_half = hd / 2;
+		rope_ff = malloc((size_t)rope_half * sizeof(float));
+		for (int i = 0; i < rope_half; i++) {
+			double freq = pow(base, -2.0 * i / hd), wl = 2 * M_PI / freq;
+			if (wl < orig / high)
+				rope_ff[i] = 1;
+			else if (wl > orig / low)
+				rope_ff[i] = (float)factor;
+			else {
+				double sm = (orig / wl - low) / (high - low);
+				rope_ff[i] = (float)(1 / ((1 - sm) / factor + sm));
+			}
+		}
+	}
 	bool mixtral = cJSON_HasObjectItem(cfg, "num_local_experts"), qmoe = cJSON_HasObjectItem(cfg, "num_experts");
 	int n_exp = mixtral ? cfg_int(cfg, "num_local_experts") : qmoe ? cfg_int(cfg, "num_experts") : 0;
 	if (n_exp) {
@@ -216,6 +241,12 @@ static char *write_gguf(const char *dir, const char *arch, uint32_t qtype, const
 		assert_int_equal(eng_gguf_put_tensor(w, gn, ty, dims, e->ndim, q8, bytes), 0);
 		free(f), free(p), free(gn), free(q8);
 	}
+	if (rope_ff) {
+		uint64_t d1 = (uint64_t)rope_half;
+		assert_int_equal(eng_gguf_put_tensor(w, "rope_freqs.weight", ENG_GGML_F32, &d1, 1, rope_ff,
+		                                     (size_t)rope_half * sizeof(float)), 0);
+		free(rope_ff);
+	}
 	/* Qwen3-MoE's experts: one 3-D tensor [experts, rows, cols] for each of
 	 * gate, up and down in a layer (ggml dims innermost first) */
 	for (int l = 0; qmoe && l < cfg_int(cfg, "num_hidden_layers"); l++)
@@ -265,7 +296,9 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch, bool
 	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
 	z.hidden = 256, z.intermediate = 512, z.vocab = 512, z.heads = 4, z.kv_heads = 2; /* rows of whole K-quant blocks */
 	char *dir = et_mkmodel(arch, hf_arch, &z, "f32", 21);
-	/* Llama 3.1-style RoPE scaling travels as a rope_freqs tensor in GGUF, not read yet: plain RoPE here */
+	/* Llama 3.1-style RoPE scaling travels as a rope_freqs tensor in GGUF, whose
+	 * factors the engine divides by as llama.cpp does: transformers' formula
+	 * within rounding (llama3_rope_freqs_as_factors checks it); plain RoPE here */
 	char *cp = ev_asprintf("%s/config.json", dir), *ct = NULL;
 	size_t cl = 0;
 	assert_int_equal(ev_file_read(&ct, &cl, cp, 1 << 20), 0);
@@ -443,6 +476,47 @@ static void unknown_architectures_and_tokenizers_refused(void **st)
 		free(p);
 	}
 	free(dir), free(cache);
+}
+
+/* Llama 3.1-style RoPE scaling (rope_scaling llama3 in the folder, a
+ * rope_freqs tensor in the file): the file's logits match the folder's
+ * within float rounding (the factor divides where transformers' formula
+ * blends; here they came out equal), far closer than the same file
+ * without the tensor. */
+static void llama3_rope_freqs_as_factors(void **st)
+{
+	(void)st;
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.hidden = 256, z.intermediate = 256, z.vocab = 512, z.heads = 4, z.kv_heads = 2, z.layers = 2;
+	char *dir = et_mkmodel("ropefreqs", "llama", &z, "f32", 8), *cache = tu_tmpdir("ropecache");
+	setenv("EVALD_CACHE_DIR", cache, 1);
+	char *with = write_gguf(dir, "llama", ENG_GGML_F32, "with"), *cw = NULL;
+	/* the same weights without the scaling: no rope_freqs tensor */
+	char *cp = ev_asprintf("%s/config.json", dir), *ct = NULL;
+	size_t cl = 0;
+	assert_int_equal(ev_file_read(&ct, &cl, cp, 1 << 20), 0);
+	char *orig = ev_strdup(ct), *rs = strstr(ct, "\"rope_scaling\":{");
+	assert_non_null(rs);
+	memmove(rs, strchr(rs, '}') + 2, strlen(strchr(rs, '}') + 2) + 1);
+	assert_int_equal(ev_file_write(cp, ct, strlen(ct)), 0);
+	char *without = write_gguf(dir, "llama", ENG_GGML_F32, "without"), *cwo = NULL;
+	assert_int_equal(ev_file_write(cp, orig, strlen(orig)), 0);
+	if (eng_model_path_resolve(with, &cw) || eng_model_path_resolve(without, &cwo))
+		fail_msg("%s", ev_error_msg());
+	enum { N = 300 };
+	int32_t toks[N];
+	for (int i = 0; i < N; i++)
+		toks[i] = (int32_t)((i * 71 + 5) % 500);
+	eng_model *mf = et_load(dir, ENG_BACKEND_CPU, 0), *mw = et_load(cw, ENG_BACKEND_CPU, 0),
+	          *mo = et_load(cwo, ENG_BACKEND_CPU, 0);
+	float *lf = et_logits(mf, toks, N, 0), *lw = et_logits(mw, toks, N, 0), *lo = et_logits(mo, toks, N, 0);
+	double ew = et_rel_err(lw, lf, (size_t)N * 512), eo = et_rel_err(lo, lf, (size_t)N * 512);
+	print_message("llama3 RoPE scaling over %d positions: with rope_freqs %.2e, without %.2e\n", N, ew, eo);
+	assert_true(ew < 1e-4);
+	assert_true(eo > 100 * ew);
+	free(lf), free(lw), free(lo);
+	eng_model_free(mf), eng_model_free(mw), eng_model_free(mo);
+	free(with), free(without), free(cw), free(cwo), free(cp), free(ct), free(orig), free(dir), free(cache);
 }
 
 /* ---- SentencePiece vocabularies ------------------------------------------ */
@@ -779,6 +853,7 @@ int main(void)
 		cmocka_unit_test(unknown_architectures_and_tokenizers_refused),
 		cmocka_unit_test(requantized_files_follow_the_rules),
 		cmocka_unit_test(sentencepiece_gguf_tokenizes_as_sentencepiece),
+		cmocka_unit_test(llama3_rope_freqs_as_factors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
