@@ -1,4 +1,4 @@
-/* evald report RUN --format md|json [-o FILE]: a run's report. */
+/* evald report RUN --format md|json|html [-o FILE]: a run's report. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -12,7 +12,8 @@ typedef struct {
 } report_opts;
 
 static const ev_opt report_opts_table[] = {
-	EV_O_CHOICE("--format", report_opts, format, "md|markdown|json", "the report's format (default md)"),
+	EV_O_CHOICE("--format", report_opts, format, "md|markdown|json|html",
+	            "the report's format (default md; html: one self-contained page with charts)"),
 	EV_O_FLAG("--json", report_opts, json, "the same as --format json"),
 	{.name = "--output", .short_name = 'o', .kind = EV_OPT_STR, .off = offsetof(report_opts, out), .meta = "FILE",
 	 .help = "write to FILE (atomically) instead of stdout"},
@@ -21,7 +22,7 @@ static const ev_opt report_opts_table[] = {
 
 static const ev_cmd_spec report_spec = {
 	.name = "report",
-	.synopsis = "RUN [--format md|json] [-o FILE]",
+	.synopsis = "RUN [--format md|json|html] [-o FILE]",
 	.about = "A run's report: per suite the score with its 95% CI, n, errors, failure reasons, the most\n"
 	         "failed samples, and for long-context suites the length x depth grid.",
 	.opts = report_opts_table,
@@ -40,6 +41,8 @@ int ev_cmd_report(const ev_cli *cli, int argc, char **argv)
 		return ev_opt_exit(prc);
 	if (ro.json || (ro.format && !strcmp(ro.format, "json")))
 		opt.format = EV_REPORT_JSON;
+	else if (ro.format && !strcmp(ro.format, "html"))
+		opt.format = EV_REPORT_HTML;
 	const char *out_path = ro.out;
 	int64_t run_id;
 	if (!ev_cli_parse_run_id(pos[0], &run_id))

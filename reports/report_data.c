@@ -104,6 +104,9 @@ static int read_summary(ev_report_data *d)
 		cJSON_Delete(s->failures);
 		s->failures = e->failures;
 		e->failures = NULL;
+		cJSON_Delete(s->pass_at_k), cJSON_Delete(s->pass_hat_k);
+		s->pass_at_k = e->pass_at_k, s->pass_hat_k = e->pass_hat_k;
+		e->pass_at_k = e->pass_hat_k = NULL;
 	}
 	ev_summary_clear(&sum);
 	return rc;
@@ -330,6 +333,7 @@ void ev_report_data_clear(ev_report_data *d)
 		free(s->name);
 		cJSON_Delete(s->failures);
 		cJSON_Delete(s->grid);
+		cJSON_Delete(s->pass_at_k), cJSON_Delete(s->pass_hat_k);
 	}
 	free(d->suites);
 	cJSON_Delete(d->config);
@@ -348,11 +352,13 @@ int ev_report_write(ev_tracker *t, int64_t run_id, const ev_report_options *opt,
 		opt = &dflt;
 	if (!t || !out)
 		return ev_error_set(EV_E_INVALID, "report: no tracker or no output");
-	if (opt->format != EV_REPORT_MD && opt->format != EV_REPORT_JSON)
+	if (opt->format != EV_REPORT_MD && opt->format != EV_REPORT_JSON && opt->format != EV_REPORT_HTML)
 		return ev_error_set(EV_E_INVALID, "report: unknown format %d", (int)opt->format);
 	if ((rc = ev_report_gather(&d, t, run_id, opt->max_failed)))
 		return rc;
-	rc = opt->format == EV_REPORT_JSON ? ev_report_json(&b, &d) : ev_report_md(&b, &d);
+	rc = opt->format == EV_REPORT_JSON   ? ev_report_json(&b, &d)
+	     : opt->format == EV_REPORT_HTML ? ev_report_html(&b, &d, t)
+	                                     : ev_report_md(&b, &d);
 	if (rc)
 		ev_error_wrap(rc, "report of run %lld", (long long)run_id);
 	else if ((b.len && fwrite(b.data, 1, b.len, out) != b.len) || fflush(out) != 0)

@@ -7,6 +7,7 @@
  * [sum, n]}}}; keys are the numbers printed as integers so that the
  * Markdown table can sort them numerically.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,7 +89,7 @@ static cJSON *all_depths(const cJSON *task)
 	return d;
 }
 
-static void length_label(char out[32], const char *key)
+void ev_report_length_label(char out[32], const char *key)
 {
 	double v = atof(key);
 	if (v >= 1048576 && (long)v % 1048576 == 0)
@@ -127,7 +128,7 @@ int ev_report_grid_md(ev_buf *b, const char *suite, const cJSON *grid)
 				rc = ev_buf_puts(b, " ---: |");
 			for (size_t i = 0; !rc && i < nl; i++) {
 				char lab[32];
-				length_label(lab, lens[i]);
+				ev_report_length_label(lab, lens[i]);
 				rc = ev_buf_printf(b, "\n| %s |", lab);
 				const cJSON *l = cJSON_GetObjectItemCaseSensitive(task, lens[i]);
 				for (size_t j = 0; !rc && j < nd; j++) {
@@ -150,20 +151,83 @@ int ev_report_grid_md(ev_buf *b, const char *suite, const cJSON *grid)
 	return rc;
 }
 
+/* 95% Wilson interval of a mean score p over n results */
+static void wilson(double p, double n, double *lo, double *hi)
+{
+	const double z = 1.959963984540054, z2 = z * z;
+	double den = 1 + z2 / n, mid = (p + z2 / (2 * n)) / den;
+	double half = z * sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / den;
+	*lo = mid - half < 0 ? 0 : mid - half;
+	*hi = mid + half > 1 ? 1 : mid + half;
+}
+
+int ev_report_grid_each(const cJSON *grid, ev_report_cell_fn fn, void *ctx)
+{
+	if (!grid)
+		return 0;
+	int rc = 0;
+	size_t nt;
+	const char **tasks = sorted_keys(grid, &nt, false);
+	if (!tasks)
+		return ev_error_set(EV_E_NOMEM, "report: out of memory");
+	for (size_t ti = 0; !rc && ti < nt; ti++) {
+		const cJSON *task = cJSON_GetObjectItemCaseSensitive(grid, tasks[ti]), *l, *c;
+		double tsum = 0, tn = 0;
+		cJSON_ArrayForEach(l, task) cJSON_ArrayForEach(c, l)
+		{
+			tsum += cJSON_GetArrayItem(c, 0)->valuedouble;
+			tn += cJSON_GetArrayItem(c, 1)->valuedouble;
+		}
+		cJSON *depths = all_depths(task);
+		size_t nl = 0, nd = 0;
+		const char **lens = sorted_keys(task, &nl, true);
+		const char **deps = depths ? sorted_keys(depths, &nd, true) : NULL;
+		if (!lens || !deps)
+			rc = ev_error_set(EV_E_NOMEM, "report: out of memory");
+		for (size_t i = 0; !rc && i < nl; i++) {
+			const cJSON *row = cJSON_GetObjectItemCaseSensitive(task, lens[i]);
+			for (size_t j = 0; !rc && j < nd; j++) {
+				const cJSON *cell = cJSON_GetObjectItemCaseSensitive(row, deps[j]);
+				ev_report_cell e = {.task_mean = tn > 0 ? tsum / tn : 0};
+				if (cell && (e.n = cJSON_GetArrayItem(cell, 1)->valuedouble) > 0) {
+					e.score = cJSON_GetArrayItem(cell, 0)->valuedouble / e.n;
+					wilson(e.score, e.n, &e.ci_low, &e.ci_high);
+					e.significant = e.task_mean < e.ci_low || e.task_mean > e.ci_high;
+				}
+				rc = fn(ctx, tasks[ti], lens[i], deps[j], &e, i, nl, j, nd);
+			}
+		}
+		free(lens);
+		free(deps);
+		cJSON_Delete(depths);
+	}
+	free(tasks);
+	return rc;
+}
+
+static int cell_json(void *ctx, const char *task, const char *length, const char *depth, const ev_report_cell *c,
+                     size_t li, size_t nl, size_t di, size_t nd)
+{
+	(void)li, (void)nl, (void)di, (void)nd;
+	if (c->n <= 0)
+		return 0;
+	cJSON *o = cJSON_CreateObject();
+	bool ok = o && cJSON_AddItemToArray(ctx, o) && cJSON_AddStringToObject(o, "task", task) &&
+	          cJSON_AddNumberToObject(o, "length", atof(length)) && cJSON_AddNumberToObject(o, "depth", atof(depth)) &&
+	          cJSON_AddNumberToObject(o, "n", c->n) && cJSON_AddNumberToObject(o, "score", c->score) &&
+	          cJSON_AddNumberToObject(o, "ci_low", c->ci_low) && cJSON_AddNumberToObject(o, "ci_high", c->ci_high) &&
+	          cJSON_AddBoolToObject(o, "significant", c->significant);
+	return ok ? 0 : ev_error_set(EV_E_NOMEM, "report: out of memory");
+}
+
+/* [{"task","length","depth","n","score","ci_low","ci_high","significant"}]:
+ * tasks by name, lengths then depths ascending */
 cJSON *ev_report_grid_json(const cJSON *grid)
 {
 	cJSON *arr = cJSON_CreateArray();
-	const cJSON *t, *l, *c;
-	cJSON_ArrayForEach(t, grid) cJSON_ArrayForEach(l, t) cJSON_ArrayForEach(c, l)
-	{
-		double n = cJSON_GetArrayItem(c, 1)->valuedouble;
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "task", t->string);
-		cJSON_AddNumberToObject(o, "length", atof(l->string));
-		cJSON_AddNumberToObject(o, "depth", atof(c->string));
-		cJSON_AddNumberToObject(o, "n", n);
-		cJSON_AddNumberToObject(o, "score", n > 0 ? cJSON_GetArrayItem(c, 0)->valuedouble / n : 0);
-		cJSON_AddItemToArray(arr, o);
+	if (arr && ev_report_grid_each(grid, cell_json, arr)) {
+		cJSON_Delete(arr);
+		return NULL;
 	}
 	return arr;
 }

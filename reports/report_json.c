@@ -74,6 +74,10 @@ static cJSON *suite_json(const ev_report_suite *s)
 		cJSON *g = ev_report_grid_json(s->grid);
 		ok = g && cJSON_AddItemToObject(o, "grid", g);
 	}
+	if (ok && s->pass_at_k)
+		ok = cJSON_AddItemToObject(o, "pass_at_k", cJSON_Duplicate(s->pass_at_k, 1));
+	if (ok && s->pass_hat_k)
+		ok = cJSON_AddItemToObject(o, "pass_hat_k", cJSON_Duplicate(s->pass_hat_k, 1));
 	if (!ok) {
 		cJSON_Delete(o);
 		return NULL;

@@ -1,5 +1,6 @@
 /*
- * reports: a run as Markdown or JSON, read from the tracker.
+ * reports: a run as Markdown, JSON or self-contained HTML, read from the
+ * tracker.
  *
  * The JSON shape is documented in reports/README.md. Both formats show,
  * per suite, the score with its 95% CI, counts (samples, scored, errors),
@@ -14,7 +15,7 @@
 #include "base/base.h"
 #include "feedback/feedback.h"
 
-typedef enum { EV_REPORT_MD, EV_REPORT_JSON } ev_report_format;
+typedef enum { EV_REPORT_MD, EV_REPORT_JSON, EV_REPORT_HTML } ev_report_format;
 
 typedef struct {
 	ev_report_format format;

@@ -34,6 +34,7 @@ typedef struct {
 	ev_report_failed *failed; /* lowest score first, ties by id */
 	size_t n_failed;
 	cJSON *grid;       /* length x depth cells (report_grid.c), or NULL */
+	cJSON *pass_at_k, *pass_hat_k; /* {"k": p} from the summary (owned), or NULL */
 } ev_report_suite;
 
 typedef struct {
@@ -58,6 +59,26 @@ int ev_report_json(ev_buf *b, const ev_report_data *d);
 int ev_report_grid_add(cJSON **grid, const ev_result *r);
 int ev_report_grid_md(ev_buf *b, const char *suite, const cJSON *grid);
 cJSON *ev_report_grid_json(const cJSON *grid);
+
+/* One grid cell's figures: mean, its 95% Wilson interval (scores read as
+ * a proportion), and whether the interval leaves out the task's mean (the
+ * cell differs from the task as a whole). */
+typedef struct {
+	double n, score, ci_low, ci_high, task_mean;
+	bool significant;
+} ev_report_cell;
+
+/* Walks a suite's grid: tasks by name, lengths and depths ascending; fn
+ * gets each (task, length key, depth key, cell) with depth NULL and cell
+ * n 0 where a length lacks a depth another has. */
+typedef int (*ev_report_cell_fn)(void *ctx, const char *task, const char *length, const char *depth,
+                                 const ev_report_cell *c, size_t li, size_t nl, size_t di, size_t nd);
+int ev_report_grid_each(const cJSON *grid, ev_report_cell_fn fn, void *ctx);
+void ev_report_length_label(char out[32], const char *key);
+
+/* The HTML report (report_html.c): the data, and the tracker for the
+ * per-sample tables (a second pass over the results). */
+int ev_report_html(ev_buf *b, const ev_report_data *d, ev_tracker *t);
 
 /* A malloc'd copy of s as valid UTF-8 (invalid bytes become U+FFFD), cut
  * after max_chars code points with "..." appended when cut. NULL in gives "". */

@@ -250,6 +250,9 @@ int ev_summary_parse(ev_summary *out, const char *json, const char *what)
 		const cJSON *pk = cJSON_GetObjectItemCaseSensitive(e, "pass_at_k");
 		if (cJSON_IsObject(pk))
 			s->pass_at_k = cJSON_Duplicate(pk, 1);
+		const cJSON *ph = cJSON_GetObjectItemCaseSensitive(e, "pass_hat_k");
+		if (cJSON_IsObject(ph))
+			s->pass_hat_k = cJSON_Duplicate(ph, 1);
 		i++;
 	}
 done:
@@ -265,6 +268,7 @@ void ev_summary_clear(ev_summary *s)
 		free(s->suites.v[i].name);
 		cJSON_Delete(s->suites.v[i].failures);
 		cJSON_Delete(s->suites.v[i].pass_at_k);
+		cJSON_Delete(s->suites.v[i].pass_hat_k);
 	}
 	ev_vec_free(&s->suites);
 }

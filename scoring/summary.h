@@ -76,6 +76,7 @@ typedef struct {
 	double score, ci_low, ci_high, stderr_;
 	cJSON *failures;   /* {reason: count}, owned (an empty object when absent) */
 	cJSON *pass_at_k;  /* owned, or NULL */
+	cJSON *pass_hat_k; /* owned, or NULL */
 } ev_summary_suite;
 
 typedef struct {

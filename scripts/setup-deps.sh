@@ -7,7 +7,7 @@ pkgs=(
   build-essential cmake ninja-build pkg-config git
   libcurl4-openssl-dev libcjson-dev libarchive-dev libpcre2-dev libsqlite3-dev
   libssl-dev libmicrohttpd-dev libseccomp-dev libutf8proc-dev libcmocka-dev libzstd-dev libopenblas-dev libsleef-dev
-  libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev
+  libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev libxml2-dev chromium
   sqlite3 zstd python3 python3-pip unzip zip
 )
 

@@ -1,0 +1,279 @@
+/* reports: the HTML report of a run the test fills (1,000 samples over
+ * three suites: plain, long-context with a length x depth grid, and
+ * multimodal with inline images; pass@k in the summary; hostile text in
+ * answers). Checked: well-formed XML (libxml2, no network), the same
+ * bytes twice, every figure equal to the JSON report's (suites, grid
+ * cells, pass@k, failure counts), one row a sample, nothing that loads
+ * from elsewhere, stored text never markup, under 250 KB. Then in a real
+ * browser (Debian's chromium, headless; skipped without it): the DOM
+ * after parsing holds the charts and tables with the same counts, no
+ * console errors or refused loads, and a screenshot is kept under
+ * build/test-artifacts. */
+#include "tracker_fixture.h"
+
+#include <libxml/parser.h>
+#include <libxml/xpath.h>
+#include <libxml/xpathInternals.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/fs.h"
+#include "reports/reports.h"
+
+/* a 1x1 PNG */
+static const char PNG1[] = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
+                           "+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+
+enum { N_PLAIN = 700, N_LONG = 250, N_MM = 50 };
+
+static void put(ev_tracker *t, int64_t run, const char *suite, const char *id, int epoch, double score,
+                const char *reason, const char *answer, const char *meta, const char *req)
+{
+	ev_result r = {.suite = suite, .sample_id = id, .epoch = epoch, .request_hash = "00ff", .response = answer,
+	               .extracted = answer, .score = score, .reason = reason, .finish_reason = "stop",
+	               .prompt_tokens = 10, .completion_tokens = 5, .latency_s = 0.1, .attempts = 1,
+	               .metadata_json = meta, .request_json = req};
+	if (ev_tracker_result_put(t, run, &r))
+		fail_msg("put: %s", ev_error_msg());
+}
+
+static int64_t fill(ev_tracker *t)
+{
+	int64_t run = tf_run(t, "ckpt <b>&amp; \"7\"");
+	char id[32], meta[128], req[512], ans[160];
+	for (int i = 0; i < N_PLAIN; i++)
+		for (int e = 0; e < 2; e++) {
+			snprintf(id, sizeof id, "p-%04d", i);
+			snprintf(req, sizeof req,
+			         "{\"messages\":[{\"role\":\"user\",\"content\":\"Question %d: what is %d plus %d? Answer with the "
+			         "number only, and nothing else at all, please.\"}]}",
+			         i, i, 2 * i);
+			bool ok = i != 3 && (i * 7 + e * 3) % 10 < 6;
+			if (i == 3)
+				snprintf(ans, sizeof ans, "</td><script>alert(1)</script>]]>\x01 <img src=\"http://evil/x.png\"/>");
+			else
+				snprintf(ans, sizeof ans, "The answer is %d, as computed step by step from the question above.",
+				         ok ? 3 * i : 3 * i + 1);
+			put(t, run, "plain", id, e, ok ? 1 : 0, ok ? "" : i % 3 ? "wrong_answer" : "no_answer", ans, NULL, req);
+		}
+	for (int i = 0; i < N_LONG; i++)
+		for (int e = 0; e < 2; e++) {
+			snprintf(id, sizeof id, "l-%04d", i);
+			int len = (i % 5 + 1) * 1024, depth = (i / 5 % 5) * 25;
+			snprintf(meta, sizeof meta, "{\"length\":%d,\"depth\":%d,\"task\":\"%s\"}", len, depth,
+			         i % 2 ? "kv" : "needle");
+			bool ok = (len < 4096 || depth > 50) ? (i + e) % 9 != 0 : (i + e) % 2 == 0;
+			put(t, run, "long", id, e, ok, ok ? "" : "wrong_answer", ok ? "k17" : "k99", meta,
+			    "{\"messages\":[{\"role\":\"user\",\"content\":\"(a long haystack) What is the value of key 17?\"}]}");
+		}
+	for (int i = 0; i < N_MM; i++)
+		for (int e = 0; e < 2; e++) {
+			snprintf(id, sizeof id, "m-%04d", i);
+			snprintf(req, sizeof req,
+			         "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"How many dots?\"},"
+			         "{\"type\":\"image_url\",\"image_url\":{\"url\":\"%s\"}}]}]}",
+			         i == 1 ? "data:image/svg+xml;base64,PHN2Zz48L3N2Zz4=" : PNG1);
+			put(t, run, "multimodal", id, e, i % 4 != 0, i % 4 ? "" : "wrong_answer", i % 4 ? "3" : "4", NULL, req);
+		}
+	/* the summary as evald run writes it (figures the test states; pass@k for the plain suite) */
+	const char *summary =
+		"{\"run_id\":1,\"model\":\"m\",\"suites\":["
+		"{\"name\":\"plain\",\"n\":700,\"score\":0.6,\"ci_low\":0.56,\"ci_high\":0.64,\"stderr\":0.02,\"errors\":0,"
+		"\"failures\":{\"wrong_answer\":373,\"no_answer\":187},\"pass_at_k\":{\"1\":0.6,\"2\":0.8},"
+		"\"pass_hat_k\":{\"1\":0.6,\"2\":0.4}},"
+		"{\"name\":\"long\",\"n\":250,\"score\":0.7,\"ci_low\":0.64,\"ci_high\":0.76,\"stderr\":0.03,\"errors\":0,"
+		"\"failures\":{\"wrong_answer\":150}},"
+		"{\"name\":\"multimodal\",\"n\":50,\"score\":0.74,\"ci_low\":0.62,\"ci_high\":0.86,\"stderr\":0.06,"
+		"\"errors\":0,\"failures\":{\"wrong_answer\":26}}]}";
+	assert_int_equal(ev_tracker_run_set_summary(t, run, summary), 0);
+	assert_int_equal(ev_tracker_run_set_status(t, run, "finished"), 0);
+	return run;
+}
+
+static char *report(ev_tracker *t, int64_t run, ev_report_format fmt, size_t *len)
+{
+	ev_report_options opt = EV_REPORT_OPTIONS_INIT;
+	opt.format = fmt;
+	char *buf = NULL;
+	FILE *f = open_memstream(&buf, len);
+	assert_non_null(f);
+	if (ev_report_write(t, run, &opt, f))
+		fail_msg("report: %s", ev_error_msg());
+	fclose(f);
+	return buf;
+}
+
+static size_t count(const char *hay, const char *needle)
+{
+	size_t n = 0;
+	for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+/* The XPath query's node set size. */
+static int xcount(xmlXPathContextPtr x, const char *q)
+{
+	xmlXPathObjectPtr o = xmlXPathEvalExpression((const xmlChar *)q, x);
+	assert_non_null(o);
+	int n = o->nodesetval ? o->nodesetval->nodeNr : 0;
+	xmlXPathFreeObject(o);
+	return n;
+}
+
+/* The attribute of the one node a query finds, as a number. */
+static double xnum(xmlXPathContextPtr x, const char *q, const char *attr)
+{
+	xmlXPathObjectPtr o = xmlXPathEvalExpression((const xmlChar *)q, x);
+	assert_non_null(o);
+	if (!o->nodesetval || o->nodesetval->nodeNr != 1)
+		fail_msg("%s: %d nodes", q, o->nodesetval ? o->nodesetval->nodeNr : 0);
+	xmlChar *v = xmlGetProp(o->nodesetval->nodeTab[0], (const xmlChar *)attr);
+	assert_non_null(v);
+	double d = strtod((const char *)v, NULL);
+	xmlFree(v);
+	xmlXPathFreeObject(o);
+	return d;
+}
+
+static void html_report_checks(void **state)
+{
+	(void)state;
+	char *path = tf_db_path("report-html");
+	ev_tracker *t = tf_open(path);
+	int64_t run = fill(t);
+	size_t len = 0, len2 = 0, jlen = 0;
+	char *html = report(t, run, EV_REPORT_HTML, &len), *again = report(t, run, EV_REPORT_HTML, &len2);
+	char *json = report(t, run, EV_REPORT_JSON, &jlen);
+	print_message("HTML report of %d samples (%d results): %zu bytes\n", N_PLAIN + N_LONG + N_MM,
+	              2 * (N_PLAIN + N_LONG + N_MM), len);
+	/* the same bytes for the same tracker */
+	assert_int_equal(len, len2);
+	assert_memory_equal(html, again, len);
+	if (getenv("EV_DUMP_HTML"))
+		ev_file_write(getenv("EV_DUMP_HTML"), html, len);
+	assert_true(len < 250 * 1024);
+	/* self-contained: a policy that forbids loads, nothing that loads, no script */
+	assert_non_null(strstr(html, "http-equiv=\"Content-Security-Policy\" content=\"default-src 'none';"));
+	assert_int_equal(count(html, "<script"), 0);
+	assert_int_equal(count(html, "src=\"http"), 0);
+	assert_int_equal(count(html, "href=\"http"), 0);
+	assert_int_equal(count(html, "data:image/svg"), 0); /* an image type that could carry script is not shown */
+	assert_non_null(strstr(html, "&lt;/td&gt;&lt;script&gt;alert(1)&lt;/script&gt;]]&gt;"));
+	assert_int_equal(count(html, "<img class=\"thumb\""), (N_MM + 3) / 4); /* failed samples' images; not the SVG one */
+
+	/* well-formed XML, and the figures */
+	xmlDocPtr doc = xmlReadMemory(html, (int)len, "report.html", "UTF-8", XML_PARSE_NONET);
+	if (!doc)
+		fail_msg("the report is not well-formed XML");
+	xmlXPathContextPtr x = xmlXPathNewContext(doc);
+	xmlXPathRegisterNs(x, (const xmlChar *)"s", (const xmlChar *)"http://www.w3.org/2000/svg");
+	cJSON *j = cJSON_Parse(json);
+	assert_non_null(j);
+	const cJSON *s;
+	int suites = 0;
+	cJSON_ArrayForEach(s, cJSON_GetObjectItem(j, "suites"))
+	{
+		suites++;
+		char q[256];
+		const char *name = ev_json_str(s, "name", "");
+		snprintf(q, sizeof q, "//tr[@data-suite='%s']", name);
+		assert_true(xnum(x, q, "data-score") == ev_json_num(s, "score", -1));
+		assert_true(xnum(x, q, "data-ci-low") == ev_json_num(s, "ci_low", -1));
+		assert_true(xnum(x, q, "data-ci-high") == ev_json_num(s, "ci_high", -1));
+		assert_true(xnum(x, q, "data-n") == ev_json_num(s, "n", -1));
+		const cJSON *f;
+		cJSON_ArrayForEach(f, cJSON_GetObjectItem(s, "failures"))
+		{
+			snprintf(q, sizeof q, "//h3[.='%s']/following-sibling::table[1][@class='failures']/tbody/tr[@data-reason='%s']",
+			         name, f->string);
+			assert_true(xnum(x, q, "data-count") == f->valuedouble);
+		}
+		const cJSON *c;
+		int cells = 0;
+		cJSON_ArrayForEach(c, cJSON_GetObjectItem(s, "grid"))
+		{
+			cells++;
+			snprintf(q, sizeof q, "//s:g[@class='cell'][@data-task='%s'][@data-length='%.0f'][@data-depth='%.0f']",
+			         ev_json_str(c, "task", ""), ev_json_num(c, "length", 0), ev_json_num(c, "depth", 0));
+			assert_true(xnum(x, q, "data-score") == ev_json_num(c, "score", -1));
+			assert_true(xnum(x, q, "data-ci-low") == ev_json_num(c, "ci_low", -1));
+			assert_true(xnum(x, q, "data-ci-high") == ev_json_num(c, "ci_high", -1));
+		}
+		if (!strcmp(name, "long"))
+			assert_int_equal(cells, 50); /* 2 tasks x 5 lengths x 5 depths */
+		cJSON_ArrayForEach(c, cJSON_GetObjectItem(s, "pass_at_k"))
+		{
+			snprintf(q, sizeof q, "//s:circle[@data-k='%s']", c->string);
+			assert_true(xnum(x, q, "data-p") == c->valuedouble);
+		}
+		cJSON_ArrayForEach(c, cJSON_GetObjectItem(s, "pass_hat_k"))
+		{
+			snprintf(q, sizeof q, "//s:rect[@class='point hat'][@data-k='%s']", c->string);
+			assert_true(xnum(x, q, "data-p") == c->valuedouble);
+		}
+	}
+	assert_int_equal(suites, 3);
+	assert_int_equal(xcount(x, "//s:g[@class='cell']"), 50);
+	assert_int_equal(xcount(x, "//s:g[@class='cell'][@data-significant='true']") > 0, 1);
+	assert_int_equal(xcount(x, "//tr[@data-sample]"), N_PLAIN + N_LONG + N_MM);
+	assert_int_equal(xcount(x, "//details[@class='fold']"), 4 + 2 + 1); /* folds of 200 rows */
+	/* every chart has a text alternative */
+	assert_int_equal(xcount(x, "//s:svg[not(@aria-label) and not(@aria-labelledby)]"), 0);
+	/* a sample's row: its mean over epochs */
+	assert_true(xnum(x, "//tr[@data-sample='p-0001']", "data-score") == 0.5);
+	xmlXPathFreeContext(x);
+	xmlFreeDoc(doc);
+	cJSON_Delete(j);
+
+	/* in a real browser */
+	const char *chromium = getenv("EVALD_CHROMIUM") ? getenv("EVALD_CHROMIUM") : "/usr/bin/chromium";
+	if (access(chromium, X_OK) != 0) {
+		print_message("SKIP browser checks: no chromium at %s (setup installs Debian's chromium)\n", chromium);
+	} else {
+		char *dir = tu_tmpdir("report-html-browser"), *page = tu_path(dir, "report.html");
+		assert_int_equal(ev_file_write(page, html, len), 0);
+		const char *tmp = getenv("EV_TEST_TMP");
+		char *arts = ev_asprintf("%s/../test-artifacts", tmp ? tmp : "/tmp");
+		assert_int_equal(ev_mkdir_p(arts), 0);
+		char *shot = ev_asprintf("%s/report-run.png", arts), *url = ev_asprintf("file://%s", page);
+		char *shot_arg = ev_asprintf("--screenshot=%s", shot), *prof = ev_asprintf("--user-data-dir=%s/profile", dir);
+		char *out = NULL, *err = NULL;
+		const char *dump[] = {chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", prof,
+		                      "--enable-logging=stderr", "--v=0", "--virtual-time-budget=3000", "--dump-dom", url,
+		                      NULL};
+		int rc = tu_run(&out, &err, NULL, dump);
+		if (rc != 0)
+			fail_msg("chromium --dump-dom: %d\n%s", rc, err ? err : "");
+		/* the DOM the browser built: the charts and tables, with their counts */
+		assert_int_equal(count(out, "data-sample="), N_PLAIN + N_LONG + N_MM);
+		assert_int_equal(count(out, "class=\"cell\""), 50);
+		assert_int_equal(count(out, "<svg"), 1 + 3 + 2 + 1);
+		assert_int_equal(count(out, "<tr data-suite="), 3);
+		/* nothing refused, no console errors */
+		if (strstr(err, "Refused to") || strstr(err, "CONSOLE") || strstr(err, "Uncaught"))
+			fail_msg("the browser complained:\n%s", err);
+		free(out), free(err);
+		out = err = NULL;
+		const char *snap[] = {chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", prof,
+		                      "--hide-scrollbars", "--window-size=1200,3000", shot_arg, url, NULL};
+		rc = tu_run(&out, &err, NULL, snap);
+		if (rc != 0 || access(shot, R_OK) != 0)
+			fail_msg("chromium --screenshot: %d\n%s", rc, err ? err : "");
+		print_message("browser: DOM checked; screenshot %s\n", shot);
+		free(out), free(err), free(dir), free(page), free(arts), free(shot), free(url), free(shot_arg), free(prof);
+	}
+	free(html), free(again), free(json);
+	ev_tracker_close(t);
+	free(path);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(html_report_checks),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
