@@ -10,11 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fs.h"
 #include "evald/cli.h"
+#include "reports/reports.h"
 
 typedef struct {
 	bool json, file_regressions, no_calibration;
 	int64_t seed;
+	const char *format, *out;
 } compare_opts;
 
 static const ev_opt compare_opts_table[] = {
@@ -22,12 +25,16 @@ static const ev_opt compare_opts_table[] = {
 	EV_O_FLAG("--file-regressions", compare_opts, file_regressions, "file each significant drop as a regression"),
 	EV_O_FLAG("--no-calibration", compare_opts, no_calibration, "ignore the noise floor of calibrations"),
 	EV_O_INT("--seed", compare_opts, seed, 0, 9e15, "S", "bootstrap and permutation seed"),
+	EV_O_CHOICE("--format", compare_opts, format, "text|json|html",
+	            "text (default), json (= --json), or html: one self-contained page with charts"),
+	{.name = "--output", .short_name = 'o', .kind = EV_OPT_STR, .off = offsetof(compare_opts, out), .meta = "FILE",
+	 .help = "write the html page to FILE (atomically) instead of stdout"},
 	EV_O_END,
 };
 
 static const ev_cmd_spec compare_spec = {
 	.name = "compare",
-	.synopsis = "RUN_A RUN_B [--json] [--seed S] [--no-calibration] [--file-regressions]",
+	.synopsis = "RUN_A RUN_B [--json | --format html [-o FILE]] [--seed S] [--no-calibration] [--file-regressions]",
 	.about = "Paired comparison of two runs, suite by suite: RUN_A is the baseline, RUN_B the candidate,\n"
 	         "delta = B - A with a paired bootstrap 95% CI, McNemar's exact p (sign-flip permutation for\n"
 	         "partial scores), the minimum detectable effect, and the samples that flipped.",
@@ -126,7 +133,12 @@ int ev_cmd_compare(const ev_cli *cli, int argc, char **argv)
 		return ev_opt_exit(prc);
 	if (!ev_cli_parse_run_id(pos[0], &runs[0]) || !ev_cli_parse_run_id(pos[1], &runs[1]))
 		return EV_EXIT_USAGE;
-	bool json = co.json, file_regressions = co.file_regressions;
+	bool json = co.json || (co.format && !strcmp(co.format, "json")), file_regressions = co.file_regressions;
+	bool html = co.format && !strcmp(co.format, "html");
+	if (co.out && !html) {
+		fprintf(stderr, "evald compare: -o goes with --format html\n");
+		return EV_EXIT_USAGE;
+	}
 	ev_compare_options opt = EV_COMPARE_OPTIONS_INIT;
 	opt.seed = (uint64_t)co.seed;
 	opt.use_calibration = !co.no_calibration;
@@ -145,7 +157,17 @@ int ev_cmd_compare(const ev_cli *cli, int argc, char **argv)
 		ev_cli_fail("regressions");
 		goto done;
 	}
-	if (json) {
+	if (html) {
+		ev_buf b = EV_BUF_INIT((size_t)256 << 20);
+		int hr = ev_compare_html(&b, t, c, actions);
+		if (!hr)
+			hr = co.out ? ev_file_write(co.out, b.data, b.len) : (fwrite(b.data, 1, b.len, stdout) == b.len ? 0 : EV_E_IO);
+		ev_buf_free(&b);
+		if (hr) {
+			ev_cli_fail("compare");
+			goto done;
+		}
+	} else if (json) {
 		if (ev_compare_json(&out, c)) {
 			ev_cli_fail("compare");
 			goto done;

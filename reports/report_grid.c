@@ -65,6 +65,11 @@ static int num_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static int str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 /* The sorted keys of an object (borrowed strings); *n their count. */
 static const char **sorted_keys(const cJSON *o, size_t *n, bool numeric)
 {
@@ -75,7 +80,7 @@ static const char **sorted_keys(const cJSON *o, size_t *n, bool numeric)
 	size_t i = 0;
 	const cJSON *e;
 	cJSON_ArrayForEach(e, o) k[i++] = e->string;
-	qsort(k, *n, sizeof *k, numeric ? num_cmp : (int (*)(const void *, const void *))strcmp);
+	qsort(k, *n, sizeof *k, numeric ? num_cmp : str_cmp);
 	return k;
 }
 

@@ -35,13 +35,16 @@
 #define THUMB_MAX_BYTES (24 * 1024)
 #define THUMBS_MAX_BYTES ((size_t)2 << 20)
 
+#define esc ev_html_esc
+#define num_attr ev_html_num_attr
+#define STYLE EV_HTML_STYLE
 static const char *const OKABE_BLUE = "#0072B2", *const OKABE_ORANGE = "#E69F00", *const OKABE_VERMILLION = "#D55E00";
 
 /* ---- escaping ------------------------------------------------------------------ */
 
 /* Text as valid UTF-8 (cut after max code points, "..." appended), with
  * & < > " ' as entities: safe in element text and in quoted attributes. */
-static int esc(ev_buf *b, const char *s, size_t max)
+int ev_html_esc(ev_buf *b, const char *s, size_t max)
 {
 	char *t = ev_report_text(s, max);
 	if (!t)
@@ -64,21 +67,22 @@ static int esc(ev_buf *b, const char *s, size_t max)
 	return rc;
 }
 
-/* A number for data- attributes, printed by the JSON report's printer
- * (cJSON), so both reports carry the same figure to the digit. */
-static int num_attr(ev_buf *b, const char *name, double v)
+/* A number for data- attributes, printed by the JSON reports' printer
+ * (ev_json_print: the shortest of 15 or 17 digits that reads back
+ * exactly), so the pages carry the same figure to the digit. */
+int ev_html_num_attr(ev_buf *b, const char *name, double v)
 {
 	cJSON *n = cJSON_CreateNumber(v);
-	char *t = n ? cJSON_PrintUnformatted(n) : NULL;
+	char *t = n ? ev_json_print(n) : NULL;
 	int rc = t ? ev_buf_printf(b, " data-%s=\"%s\"", name, t) : ev_error_set(EV_E_NOMEM, "report: out of memory");
-	cJSON_free(t);
+	free(t);
 	cJSON_Delete(n);
 	return rc;
 }
 
 /* ---- the page ------------------------------------------------------------------- */
 
-static const char STYLE[] =
+const char EV_HTML_STYLE[] =
 	"body{font:15px/1.45 system-ui,sans-serif;color:#1a1a1a;background:#fff;max-width:1100px;margin:0 auto;"
 	"padding:1em 1.5em}h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}"
 	"dl.meta{display:grid;grid-template-columns:max-content auto;gap:.15em 1em}dl.meta dt{font-weight:600}"
@@ -87,20 +91,25 @@ static const char STYLE[] =
 	"tr.fail td.score{color:#a02c00;font-weight:600}td.text{max-width:26em;overflow-wrap:anywhere;font-size:.9em}"
 	"figure{margin:.8em 0}figcaption{font-size:.9em;color:#444}svg text{font:12px system-ui,sans-serif}"
 	"details{margin:.3em 0}summary{cursor:pointer}.note{color:#555;font-size:.9em}nav a{margin-right:1em}"
-	"img.thumb{max-width:64px;max-height:64px;vertical-align:middle}"
+	"img.thumb{max-width:64px;max-height:64px;vertical-align:middle}.warn{color:#a02c00}"
 	"table.samples td:nth-child(2),table.samples td:nth-child(3){text-align:right}"
 	"table.samples td:nth-child(n+5){max-width:24em;overflow-wrap:anywhere;font-size:.9em}"
 	"table.samples tr.fail td:nth-child(2){color:#a02c00;font-weight:600}";
 
+int ev_html_begin(ev_buf *b)
+{
+	return ev_buf_puts(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/>"
+	                      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+	                      "img-src data:; style-src 'unsafe-inline'; form-action 'self'\"/>"
+	                      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/><title>");
+}
+
 static int head(ev_buf *b, const ev_report_data *d)
 {
 	const ev_run_row *r = &d->run;
-	int rc = ev_buf_puts(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/>"
-	                        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-	                        "img-src data:; style-src 'unsafe-inline'\"/>"
-	                        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/><title>Run ");
+	int rc = ev_html_begin(b);
 	if (!rc)
-		rc = ev_buf_printf(b, "%lld: ", (long long)r->id);
+		rc = ev_buf_printf(b, "Run %lld: ", (long long)r->id);
 	if (!rc)
 		rc = esc(b, r->model, 200);
 	if (!rc)

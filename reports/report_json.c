@@ -115,7 +115,7 @@ int ev_report_json(ev_buf *b, const ev_report_data *d)
 			cJSON_Delete(s);
 	}
 	if (ok)
-		ok = (text = cJSON_Print(o)) != NULL;
+		ok = (text = ev_json_print(o)) != NULL; /* numbers that read back exactly */
 	if (!ok)
 		rc = ev_error_set(EV_E_NOMEM, "report: out of memory building JSON");
 	else if (!(rc = ev_buf_puts(b, text)))

@@ -26,4 +26,10 @@ typedef struct {
 
 int ev_report_write(ev_tracker *t, int64_t run_id, const ev_report_options *opt, FILE *out);
 
+/* The comparison of two runs as one self-contained HTML page
+ * (compare_html.c): differences with their intervals, flipped samples with
+ * both answers, long-context difference heatmaps, and the regressions
+ * `actions_json` (ev_regressions_apply's output; NULL: none filed) names. */
+int ev_compare_html(ev_buf *b, ev_tracker *t, const ev_compare *c, const char *actions_json);
+
 #endif

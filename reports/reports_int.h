@@ -76,6 +76,16 @@ typedef int (*ev_report_cell_fn)(void *ctx, const char *task, const char *length
 int ev_report_grid_each(const cJSON *grid, ev_report_cell_fn fn, void *ctx);
 void ev_report_length_label(char out[32], const char *key);
 
+/* HTML pieces the pages share (report_html.c): text escaped for element
+ * text and quoted attributes (valid UTF-8, cut after max code points); a
+ * number as a data- attribute printed as the JSON reports print it; the
+ * page's start up to the open <title> (the CSP meta tag included); the
+ * style sheet. */
+int ev_html_esc(ev_buf *b, const char *s, size_t max);
+int ev_html_num_attr(ev_buf *b, const char *name, double v);
+int ev_html_begin(ev_buf *b);
+extern const char EV_HTML_STYLE[];
+
 /* The HTML report (report_html.c): the data, and the tracker for the
  * per-sample tables (a second pass over the results). */
 int ev_report_html(ev_buf *b, const ev_report_data *d, ev_tracker *t);

@@ -39,9 +39,11 @@ static void put(ev_tracker *t, int64_t run, const char *suite, const char *id, i
 		fail_msg("put: %s", ev_error_msg());
 }
 
-static int64_t fill(ev_tracker *t)
+/* variant 1: the candidate of a comparison: every 13th plain sample and
+ * the long suite's 4K rows flipped */
+static int64_t fill_v(ev_tracker *t, int variant)
 {
-	int64_t run = tf_run(t, "ckpt <b>&amp; \"7\"");
+	int64_t run = tf_run(t, variant ? "ckpt-8" : "ckpt <b>&amp; \"7\"");
 	char id[32], meta[128], req[512], ans[160];
 	for (int i = 0; i < N_PLAIN; i++)
 		for (int e = 0; e < 2; e++) {
@@ -51,6 +53,8 @@ static int64_t fill(ev_tracker *t)
 			         "number only, and nothing else at all, please.\"}]}",
 			         i, i, 2 * i);
 			bool ok = i != 3 && (i * 7 + e * 3) % 10 < 6;
+			if (variant && i % 13 == 0)
+				ok = !ok;
 			if (i == 3)
 				snprintf(ans, sizeof ans, "</td><script>alert(1)</script>]]>\x01 <img src=\"http://evil/x.png\"/>");
 			else
@@ -65,6 +69,8 @@ static int64_t fill(ev_tracker *t)
 			snprintf(meta, sizeof meta, "{\"length\":%d,\"depth\":%d,\"task\":\"%s\"}", len, depth,
 			         i % 2 ? "kv" : "needle");
 			bool ok = (len < 4096 || depth > 50) ? (i + e) % 9 != 0 : (i + e) % 2 == 0;
+			if (variant && len == 4096)
+				ok = false;
 			put(t, run, "long", id, e, ok, ok ? "" : "wrong_answer", ok ? "k17" : "k99", meta,
 			    "{\"messages\":[{\"role\":\"user\",\"content\":\"(a long haystack) What is the value of key 17?\"}]}");
 		}
@@ -90,6 +96,11 @@ static int64_t fill(ev_tracker *t)
 	assert_int_equal(ev_tracker_run_set_summary(t, run, summary), 0);
 	assert_int_equal(ev_tracker_run_set_status(t, run, "finished"), 0);
 	return run;
+}
+
+static int64_t fill(ev_tracker *t)
+{
+	return fill_v(t, 0);
 }
 
 static char *report(ev_tracker *t, int64_t run, ev_report_format fmt, size_t *len)
@@ -270,10 +281,102 @@ static void html_report_checks(void **state)
 	free(path);
 }
 
+/* The page of `evald compare A B --format html`: well-formed, self-contained,
+ * each suite's difference equal to the JSON comparison's, every flipped
+ * sample with both runs' answers, the long suite's difference heatmap with
+ * the 4K row turned orange, the same bytes twice; in chromium when present. */
+static void compare_html_checks(void **state)
+{
+	(void)state;
+	char *path = tf_db_path("compare-html");
+	ev_tracker *t = tf_open(path);
+	int64_t a = fill_v(t, 0), b = fill_v(t, 1);
+	ev_compare_options opt = EV_COMPARE_OPTIONS_INIT;
+	ev_compare *c = NULL;
+	if (ev_compare_runs(&c, t, a, b, &opt))
+		fail_msg("%s", ev_error_msg());
+	ev_buf h1 = EV_BUF_INIT((size_t)64 << 20), h2 = EV_BUF_INIT((size_t)64 << 20);
+	assert_int_equal(ev_compare_html(&h1, t, c, NULL), 0);
+	assert_int_equal(ev_compare_html(&h2, t, c, NULL), 0);
+	if (getenv("EV_DUMP_HTML")) {
+		ev_file_write("/tmp/h/cmp1.html", h1.data, h1.len);
+		ev_file_write("/tmp/h/cmp2.html", h2.data, h2.len);
+	}
+	assert_int_equal(h1.len, h2.len);
+	assert_memory_equal(h1.data, h2.data, h1.len);
+	print_message("compare page: %zu bytes\n", h1.len);
+	assert_int_equal(count(h1.data, "<script"), 0);
+	assert_int_equal(count(h1.data, "src=\"http"), 0);
+	assert_non_null(strstr(h1.data, "content=\"default-src 'none';"));
+	xmlDocPtr doc = xmlReadMemory(h1.data, (int)h1.len, "compare.html", "UTF-8", XML_PARSE_NONET);
+	if (!doc)
+		fail_msg("the compare page is not well-formed XML");
+	xmlXPathContextPtr x = xmlXPathNewContext(doc);
+	xmlXPathRegisterNs(x, (const xmlChar *)"s", (const xmlChar *)"http://www.w3.org/2000/svg");
+	char *js = NULL;
+	assert_int_equal(ev_compare_json(&js, c), 0);
+	cJSON *j = cJSON_Parse(js);
+	const cJSON *su;
+	size_t flips = 0;
+	cJSON_ArrayForEach(su, cJSON_GetObjectItem(j, "suites"))
+	{
+		char q[256];
+		snprintf(q, sizeof q, "//tr[@data-suite='%s']", ev_json_str(su, "name", ""));
+		assert_true(xnum(x, q, "data-delta") == ev_json_num(su, "delta", -9));
+		assert_true(xnum(x, q, "data-ci-low") == ev_json_num(su, "ci_low", -9));
+		assert_true(xnum(x, q, "data-ci-high") == ev_json_num(su, "ci_high", -9));
+		assert_true(xnum(x, q, "data-p") == ev_json_num(su, "p", -9));
+		assert_true(xnum(x, q, "data-mde") == ev_json_num(su, "mde", -9));
+		flips += (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(su, "fixed")) +
+		         (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(su, "broken"));
+	}
+	print_message("flipped samples: %zu\n", flips);
+	assert_true(flips > 20);
+	assert_int_equal(xcount(x, "//tr[@class='flip']"), (int)flips);
+	/* a flipped sample: A's and B's answers beside each other */
+	assert_int_equal(xcount(x, "//tr[@data-sample='p-0013']/td[contains(., 'The answer is 39,')]"), 1);
+	assert_int_equal(xcount(x, "//tr[@data-sample='p-0013']/td[contains(., 'The answer is 40,')]"), 1);
+	/* the long suite: 50 difference cells, the 4K row all drops */
+	assert_int_equal(xcount(x, "//s:g[@class='dcell']"), 50);
+	assert_int_equal(xcount(x, "//s:g[@class='dcell'][@data-length='4096'][@data-delta < 0]"), 10);
+	assert_int_equal(xcount(x, "//s:g[@class='dcell'][@data-length!='4096'][@data-delta != 0]"), 0);
+	xmlXPathFreeContext(x);
+	xmlFreeDoc(doc);
+	const char *chromium = getenv("EVALD_CHROMIUM") ? getenv("EVALD_CHROMIUM") : "/usr/bin/chromium";
+	if (access(chromium, X_OK) == 0) {
+		char *dir = tu_tmpdir("compare-html-browser"), *page = tu_path(dir, "compare.html");
+		assert_int_equal(ev_file_write(page, h1.data, h1.len), 0);
+		const char *tmp = getenv("EV_TEST_TMP");
+		char *shot = ev_asprintf("--screenshot=%s/../test-artifacts/compare-runs.png", tmp ? tmp : "/tmp");
+		char *url = ev_asprintf("file://%s", page), *prof = ev_asprintf("--user-data-dir=%s/profile", dir);
+		char *out = NULL, *err = NULL;
+		const char *dump[] = {chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", prof,
+		                      "--enable-logging=stderr", "--v=0", "--dump-dom", url, NULL};
+		assert_int_equal(tu_run(&out, &err, NULL, dump), 0);
+		assert_int_equal(count(out, "class=\"flip\""), flips);
+		assert_int_equal(count(out, "class=\"dcell\""), 50);
+		if (strstr(err, "CONSOLE") || strstr(err, "Refused to"))
+			fail_msg("the browser complained:\n%s", err);
+		free(out), free(err);
+		out = err = NULL;
+		const char *snap[] = {chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", prof,
+		                      "--hide-scrollbars", "--window-size=1200,2400", shot, url, NULL};
+		assert_int_equal(tu_run(&out, &err, NULL, snap), 0);
+		free(out), free(err), free(dir), free(page), free(shot), free(url), free(prof);
+	}
+	cJSON_Delete(j);
+	free(js);
+	ev_buf_free(&h1), ev_buf_free(&h2);
+	ev_compare_free(c);
+	ev_tracker_close(t);
+	free(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(html_report_checks),
+		cmocka_unit_test(compare_html_checks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
