@@ -27,6 +27,7 @@
 #include <openssl/crypto.h>
 
 #include "evald/cli.h"
+#include "base/text.h"
 #include "evald/serve.h"
 #include "runners/runners.h"
 
@@ -175,19 +176,41 @@ static const ev_serve_route *match_route(const ev_serve *s, const char *path, co
 	return NULL;
 }
 
-/* "Bearer <token>" checked in constant time: both sides are hashed first,
- * so neither the length nor a prefix of the token leaks through timing. */
+/* "Bearer <token>", or HTTP Basic credentials whose password is the token
+ * (what a browser sends for the viewer's pages; the user name is not
+ * read), checked in constant time: both sides are hashed first, so neither
+ * the length nor a prefix of the token leaks through timing. */
 static bool check_token(const ev_serve *s, struct MHD_Connection *c)
 {
 	if (!s->token)
 		return false;
 	const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+	unsigned char hash[32];
+	if (h && strncasecmp(h, "Basic ", 6) == 0) {
+		const char *p = h + 6;
+		while (*p == ' ')
+			p++;
+		unsigned char *dec = NULL;
+		size_t n = 0;
+		if (strlen(p) > 4096 || ev_base64_decode(&dec, &n, p, strlen(p), 4096, "Authorization") != 0) {
+			ev_error_clear();
+			return false;
+		}
+		const unsigned char *colon = memchr(dec, ':', n);
+		bool ok = false;
+		if (colon) {
+			ev_sha256(hash, colon + 1, n - (size_t)(colon + 1 - dec));
+			ok = CRYPTO_memcmp(hash, s->token_hash, sizeof hash) == 0;
+		}
+		OPENSSL_cleanse(dec, n);
+		free(dec);
+		return ok;
+	}
 	if (!h || strncasecmp(h, "Bearer ", 7) != 0)
 		return false;
 	const char *given = h + 7;
 	while (*given == ' ')
 		given++;
-	unsigned char hash[32];
 	ev_sha256(hash, given, strlen(given));
 	return CRYPTO_memcmp(hash, s->token_hash, sizeof hash) == 0;
 }
@@ -205,8 +228,10 @@ static enum MHD_Result send_response(struct MHD_Connection *c, ev_serve_response
 		                        resp->content_type ? resp->content_type : "application/json");
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
 	}
-	if (resp->status == 401)
+	if (resp->status == 401) { /* scripts send a bearer token; a browser asks its user (the viewer) */
 		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Basic realm=\"evald\", charset=\"UTF-8\"");
+	}
 	if (resp->retry_after > 0) {
 		char ra[16];
 		snprintf(ra, sizeof ra, "%d", resp->retry_after);
@@ -620,7 +645,7 @@ typedef struct {
 	ev_serve_options srv;
 	const char *token_env, *token;
 	int64_t max_attachment;
-	bool print_port;
+	bool print_port, public_read;
 	/* --model DIR: the engine's OpenAI-compatible endpoints (serve_openai.c) */
 	ev_engine_backend_options eng;
 	ev_engine_flags engine;
@@ -643,6 +668,8 @@ static const ev_opt serve_opts_table[] = {
 	         "open connections at most (default: what the file limit allows, up to 10000)"),
 	EV_O_FLAG("--allow-remote", T, srv.allow_remote, "permit a non-loopback --host"),
 	EV_O_FLAG("--print-port", T, print_port, "print the port once listening (for scripts)"),
+	EV_O_FLAG("--public", T, public_read,
+	          "let anyone read the viewer's pages (/view); its actions still need the token"),
 	EV_O_STR("--model", T, eng.model_dir, "DIR", "also serve this checkpoint on /v1 (OpenAI-compatible)"),
 	EV_O_STR("--model-name", T, eng.model_name, "NAME", "the served model's name (default: the folder's)"),
 	EV_O_CHOICE("--chat-template", T, eng.chat_template, "chatml|llama3|none", "the chat template (default: the checkpoint's)"),
@@ -711,13 +738,15 @@ int ev_cmd_serve(const ev_cli *cli, int argc, char **argv)
 
 	ev_serve *srv = NULL;
 	ev_serve_api *api = NULL;
+	ev_serve_view *view = NULL;
 	int ret = EV_EXIT_FAIL;
 	if (ev_serve_new(&srv, &opt) != 0) {
 		ret = ev_error_code() == EV_E_UNSAFE || ev_error_code() == EV_E_INVALID ? EV_EXIT_USAGE : EV_EXIT_FAIL;
 		ev_cli_fail("serve");
 		goto done;
 	}
-	if (ev_serve_api_new(&api, cli->db_path, max_attachment) != 0 || ev_serve_api_register(srv, api) != 0) {
+	if (ev_serve_api_new(&api, cli->db_path, max_attachment) != 0 || ev_serve_api_register(srv, api) != 0 ||
+	    ev_serve_view_new(&view, api, opt.token, so.public_read) != 0 || ev_serve_view_register(srv, view) != 0) {
 		ev_cli_fail("serve");
 		goto done;
 	}
@@ -735,8 +764,8 @@ int ev_cmd_serve(const ev_cli *cli, int argc, char **argv)
 		printf("%d\n", ev_serve_port(srv));
 	} else {
 		const char *lb = strchr(opt.host, ':') ? "[" : "", *rb = strchr(opt.host, ':') ? "]" : "";
-		printf("evald: serving %s on http://%s%s%s:%d/api/ (Ctrl-C stops)\n", cli->db_path, lb, opt.host, rb,
-		       ev_serve_port(srv));
+		printf("evald: serving %s on http://%s%s%s:%d/api/ and the viewer on /view/ (Ctrl-C stops)\n", cli->db_path,
+		       lb, opt.host, rb, ev_serve_port(srv));
 		if (oai) /* the base URL an OpenAI client takes */
 			printf("evald: model %s at http://%s%s%s:%d/v1\n", ev_serve_openai_model_name(oai), lb, opt.host, rb,
 			       ev_serve_port(srv));
@@ -752,6 +781,7 @@ done:
 	 * the tracker closes */
 	ev_serve_openai_stop(oai);
 	ev_serve_free(srv);
+	ev_serve_view_free(view);
 	ev_serve_api_free(api);
 	ev_serve_openai_free(oai);
 	if (token_copy) {

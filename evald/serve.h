@@ -153,9 +153,26 @@ void ev_serve_api_free(ev_serve_api *api);
 /* Registers POST /api/issues (token), GET /api/issues, GET /api/issues/N,
  * GET /api/regressions, GET /api/proposals. */
 int ev_serve_api_register(ev_serve *s, ev_serve_api *api);
+/* The tracker, locked for the caller (other pages of the server share it). */
+ev_tracker *ev_serve_api_lock(ev_serve_api *api);
+void ev_serve_api_unlock(ev_serve_api *api);
 /* Reads a POST /api/issues JSON body as the route does, storing nothing:
  * 0, or the error naming the field (for tests and the fuzz target). */
 int ev_serve_api_check_issue_json(const char *body, size_t len, size_t max_attachment);
+
+/* ---- the tracker viewer (serve_view.c) ------------------------------------------ */
+
+typedef struct ev_serve_view ev_serve_view;
+
+/* Pages over the API's tracker; `token` is the server's (forms derive
+ * their csrf field from it; NULL: no action works); public_read opens the
+ * pages without a token. */
+int ev_serve_view_new(ev_serve_view **out, ev_serve_api *api, const char *token, bool public_read);
+void ev_serve_view_free(ev_serve_view *v);
+/* Registers GET /view, /view/runs/N, /view/compare?a=&b=, /view/regressions,
+ * /view/issues[/N], /view/clusters, /view/proposals and the POST actions
+ * /view/regressions/N, /view/issues/N/close, /view/proposals/N/join. */
+int ev_serve_view_register(ev_serve *s, ev_serve_view *v);
 
 /* ---- the OpenAI-compatible endpoints (serve_openai.c; owner: serving) ----------- */
 

@@ -57,6 +57,17 @@ void ev_serve_api_free(ev_serve_api *a)
 	free(a);
 }
 
+ev_tracker *ev_serve_api_lock(ev_serve_api *a)
+{
+	pthread_mutex_lock(&a->lock);
+	return a->t;
+}
+
+void ev_serve_api_unlock(ev_serve_api *a)
+{
+	pthread_mutex_unlock(&a->lock);
+}
+
 /* ---- the issue being received --------------------------------------------------- */
 
 typedef struct {
