@@ -331,8 +331,8 @@ static int view_regressions(void *ctx, const ev_serve_request *req, ev_serve_res
 			rc = ev_buf_printf(&b,
 			                   "</td><td><a href=\"/view/compare?a=%.0f&amp;b=%.0f\">%.0f &#8594; %.0f</a></td>"
 			                   "<td>%+.3f</td><td>",
-			                   ev_json_num(r, "run_a", 0), ev_json_num(r, "run_b", 0), ev_json_num(r, "run_a", 0),
-			                   ev_json_num(r, "run_b", 0), ev_json_num(r, "delta", 0));
+			                   ev_json_num(r, "baseline_run", 0), ev_json_num(r, "candidate_run", 0), ev_json_num(r, "baseline_run", 0),
+			                   ev_json_num(r, "candidate_run", 0), ev_json_num(r, "delta", 0));
 		if (!rc)
 			rc = ev_html_esc(&b, ev_json_str(r, "status", ""), 40);
 		if (!rc)

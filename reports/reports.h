@@ -26,6 +26,13 @@ typedef struct {
 
 int ev_report_write(ev_tracker *t, int64_t run_id, const ev_report_options *opt, FILE *out);
 
+/* A checkpoint series (series.c): each model's latest finished run, per
+ * suite the score with its CI at each checkpoint, change points between
+ * consecutive checkpoints (their paired comparison significant), and the
+ * regressions filed between runs of the series with their history; as
+ * JSON, Markdown or one HTML page, appended to out. */
+int ev_report_series(ev_tracker *t, const char *const *models, size_t n, ev_report_format fmt, ev_buf *out);
+
 /* The comparison of two runs as one self-contained HTML page
  * (compare_html.c): differences with their intervals, flipped samples with
  * both answers, long-context difference heatmaps, and the regressions

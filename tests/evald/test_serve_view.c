@@ -274,6 +274,7 @@ static void viewer(void **state)
 	assert_int_equal(http(port, "/view/regressions", "me:" TOKEN, NULL, &page, NULL), 200);
 	wellformed(page, "/view/regressions");
 	assert_non_null(strstr(page, "data-status=\"new\""));
+	assert_non_null(strstr(page, "href=\"/view/compare?a=1&amp;b=2\""));
 	csrf = csrf_for(page, "/view/regressions/1");
 	other = ev_asprintf("csrf=%s&status=confirmed", csrf);
 	free(page);

@@ -43,7 +43,7 @@ static void put(ev_tracker *t, int64_t run, const char *suite, const char *id, i
  * the long suite's 4K rows flipped */
 static int64_t fill_v(ev_tracker *t, int variant)
 {
-	int64_t run = tf_run(t, variant ? "ckpt-8" : "ckpt <b>&amp; \"7\"");
+	int64_t run = tf_run(t, variant == 1 ? "ckpt-8" : variant == 2 ? "ckpt-9" : "ckpt <b>&amp; \"7\"");
 	char id[32], meta[128], req[512], ans[160];
 	for (int i = 0; i < N_PLAIN; i++)
 		for (int e = 0; e < 2; e++) {
@@ -53,7 +53,7 @@ static int64_t fill_v(ev_tracker *t, int variant)
 			         "number only, and nothing else at all, please.\"}]}",
 			         i, i, 2 * i);
 			bool ok = i != 3 && (i * 7 + e * 3) % 10 < 6;
-			if (variant && i % 13 == 0)
+			if (variant == 1 && i % 13 == 0)
 				ok = !ok;
 			if (i == 3)
 				snprintf(ans, sizeof ans, "</td><script>alert(1)</script>]]>\x01 <img src=\"http://evil/x.png\"/>");
@@ -69,7 +69,7 @@ static int64_t fill_v(ev_tracker *t, int variant)
 			snprintf(meta, sizeof meta, "{\"length\":%d,\"depth\":%d,\"task\":\"%s\"}", len, depth,
 			         i % 2 ? "kv" : "needle");
 			bool ok = (len < 4096 || depth > 50) ? (i + e) % 9 != 0 : (i + e) % 2 == 0;
-			if (variant && len == 4096)
+			if (variant == 1 && len == 4096)
 				ok = false;
 			put(t, run, "long", id, e, ok, ok ? "" : "wrong_answer", ok ? "k17" : "k99", meta,
 			    "{\"messages\":[{\"role\":\"user\",\"content\":\"(a long haystack) What is the value of key 17?\"}]}");
@@ -372,11 +372,77 @@ static void compare_html_checks(void **state)
 	free(path);
 }
 
+/* `evald report --series A,B,C`: three checkpoints, B worse on the long
+ * suite; the JSON has a point a checkpoint and suite, a change down A->B
+ * and up B->C there and none on the unchanged multimodal suite, and the
+ * regression filed A->B with its history; the HTML is well-formed with one
+ * trend chart a suite and the same points. */
+static void series_checks(void **state)
+{
+	(void)state;
+	char *path = tf_db_path("series");
+	ev_tracker *t = tf_open(path);
+	int64_t a = fill_v(t, 0), b = fill_v(t, 1);
+	fill_v(t, 2);
+	ev_compare_options opt = EV_COMPARE_OPTIONS_INIT;
+	ev_compare *c = NULL;
+	char *acts = NULL;
+	assert_int_equal(ev_compare_runs(&c, t, a, b, &opt), 0);
+	assert_int_equal(ev_regressions_apply(t, c, &acts), 0);
+	ev_compare_free(c);
+	free(acts);
+	const char *models[] = {"ckpt <b>&amp; \"7\"", "ckpt-8", "ckpt-9"};
+	ev_buf j = EV_BUF_INIT((size_t)64 << 20), h = EV_BUF_INIT((size_t)64 << 20);
+	if (ev_report_series(t, models, 3, EV_REPORT_JSON, &j))
+		fail_msg("%s", ev_error_msg());
+	assert_int_equal(ev_report_series(t, models, 3, EV_REPORT_HTML, &h), 0);
+	cJSON *o = cJSON_Parse(j.data);
+	assert_non_null(o);
+	const cJSON *su;
+	cJSON_ArrayForEach(su, cJSON_GetObjectItem(o, "suites"))
+	{
+		const char *name = ev_json_str(su, "name", "");
+		assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(su, "points")), 3);
+		const cJSON *ch = cJSON_GetObjectItem(su, "changes");
+		if (!strcmp(name, "long")) {
+			assert_int_equal(cJSON_GetArraySize(ch), 2);
+			assert_string_equal(ev_json_str(cJSON_GetArrayItem(ch, 0), "direction", ""), "down");
+			assert_string_equal(ev_json_str(cJSON_GetArrayItem(ch, 1), "direction", ""), "up");
+		} else if (!strcmp(name, "multimodal")) {
+			assert_int_equal(cJSON_GetArraySize(ch), 0);
+		}
+	}
+	const cJSON *regs = cJSON_GetObjectItem(o, "regressions");
+	assert_true(cJSON_GetArraySize(regs) >= 1);
+	assert_true(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetArrayItem(regs, 0), "events")) >= 1);
+	xmlDocPtr doc = xmlReadMemory(h.data, (int)h.len, "series.html", "UTF-8", XML_PARSE_NONET);
+	if (!doc)
+		fail_msg("the series page is not well-formed");
+	xmlXPathContextPtr x = xmlXPathNewContext(doc);
+	xmlXPathRegisterNs(x, (const xmlChar *)"s", (const xmlChar *)"http://www.w3.org/2000/svg");
+	assert_int_equal(xcount(x, "//s:svg[@class='chart trend']"), 3);
+	assert_int_equal(xcount(x, "//s:g[@class='point']"), 9);
+	assert_int_equal(xcount(x, "//s:g[@class='change'][@data-direction='down']") >= 1, 1);
+	assert_int_equal(xcount(x, "//h3[@class='regression']"), cJSON_GetArraySize(regs));
+	xmlXPathFreeContext(x);
+	xmlFreeDoc(doc);
+	/* a model without a finished run is named */
+	const char *bad[] = {"ckpt-8", "nope"};
+	ev_buf z = EV_BUF_INIT(1 << 20);
+	assert_int_not_equal(ev_report_series(t, bad, 2, EV_REPORT_JSON, &z), 0);
+	assert_non_null(strstr(ev_error_msg(), "'nope'"));
+	ev_buf_free(&z), ev_buf_free(&j), ev_buf_free(&h);
+	cJSON_Delete(o);
+	ev_tracker_close(t);
+	free(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(html_report_checks),
 		cmocka_unit_test(compare_html_checks),
+		cmocka_unit_test(series_checks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
