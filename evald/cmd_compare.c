@@ -92,6 +92,13 @@ static void print_human(ev_compare *c, const char *actions_json)
 			printf("  %s: %.120s -> %.120s\n", c->prep[i].key, c->prep[i].a, c->prep[i].b);
 		}
 	}
+	if (c->n_config) {
+		printf("provenance: the runs' settings differ; a score change may not be the model's:\n");
+		for (size_t i = 0; i < c->n_config; i++) {
+			ev_term_clean(c->config[i].key), ev_term_clean(c->config[i].a), ev_term_clean(c->config[i].b);
+			printf("  %s: %.120s -> %.120s\n", c->config[i].key, c->config[i].a, c->config[i].b);
+		}
+	}
 	printf("%-20s %6s %8s %8s %8s  %-18s %9s %-9s %-20s\n", "suite", "n", "score_a", "score_b", "delta", "95% CI", "p",
 	       "test", "MDE");
 	for (size_t i = 0; i < c->n_suites; i++) {
@@ -104,6 +111,11 @@ static void print_human(ev_compare *c, const char *actions_json)
 		       ev_compare_is_regression(s) ? "  DROP" : "");
 		if (s->only_a || s->only_b)
 			printf("  left out: %zu scored only in A, %zu only in B\n", s->only_a, s->only_b);
+		if (s->n_changed)
+			printf("  provenance: %zu paired samples' requests differ; they carry %+.3f of the %+.3f delta\n",
+			       s->n_changed, s->delta_changed, s->delta);
+		if (s->suite_changed)
+			printf("  provenance: the suite changed between the runs (its hash differs)\n");
 		print_ids("fixed", s->fixed, s->n_fixed, false);
 		print_ids("broken", s->broken, s->n_broken, true);
 	}

@@ -86,6 +86,63 @@ static char *cut_detail(ev_arena *a, const char *d)
 	return ev_arena_strndup(a, d, n);
 }
 
+/* The first 8 bytes of sha256 of a JSON value as evald prints it (0 for none). */
+static uint64_t json_hash(const cJSON *v)
+{
+	if (!v)
+		return 0;
+	char *t = ev_json_print(v);
+	unsigned char h[32];
+	ev_sha256(h, t ? t : "", t ? strlen(t) : 0);
+	free(t);
+	uint64_t x;
+	memcpy(&x, h, 8);
+	return x;
+}
+
+/* What shaped a request (see ev_sample_score): parsed once a sample. */
+static void request_provenance(ev_sample_score *cur, const char *request_json)
+{
+	cJSON *j = request_json ? cJSON_Parse(request_json) : NULL;
+	if (!cJSON_IsObject(j)) {
+		cJSON_Delete(j);
+		return;
+	}
+	cur->has_request = true;
+	static const char *const prompt_keys[] = {"messages", "prompt", "input"};
+	cJSON *prompt = cJSON_CreateObject();
+	for (size_t k = 0; k < 3; k++) {
+		cJSON *x = cJSON_DetachItemFromObjectCaseSensitive(j, prompt_keys[k]);
+		if (x)
+			cJSON_AddItemToObject(prompt, prompt_keys[k], x);
+	}
+	cJSON *tools = cJSON_DetachItemFromObjectCaseSensitive(j, "tools");
+	cJSON_DeleteItemFromObjectCaseSensitive(j, "model"); /* the model is what is compared */
+	cJSON_DeleteItemFromObjectCaseSensitive(j, "stream");
+	cur->h_prompt = json_hash(prompt);
+	cur->h_tools = json_hash(tools);
+	cur->h_decoding = json_hash(j);
+	cJSON_Delete(prompt), cJSON_Delete(tools), cJSON_Delete(j);
+}
+
+const char *ev_provenance_names(unsigned bits, char *out, size_t cap)
+{
+	snprintf(out, cap, "%s%s%s%s%s", bits & EV_PROV_PROMPT ? "prompt" : "",
+	         (bits & EV_PROV_PROMPT) && (bits & (EV_PROV_DECODING | EV_PROV_TOOLS)) ? "," : "",
+	         bits & EV_PROV_DECODING ? "decoding" : "", (bits & EV_PROV_DECODING) && (bits & EV_PROV_TOOLS) ? "," : "",
+	         bits & EV_PROV_TOOLS ? "tools" : "");
+	return out;
+}
+
+/* What of the request differed between a sample's two runs. */
+static unsigned provenance_diff(const ev_sample_score *a, const ev_sample_score *b)
+{
+	if (!a->has_request || !b->has_request)
+		return 0;
+	return (a->h_prompt != b->h_prompt ? EV_PROV_PROMPT : 0u) | (a->h_decoding != b->h_decoding ? EV_PROV_DECODING : 0u) |
+	       (a->h_tools != b->h_tools ? EV_PROV_TOOLS : 0u);
+}
+
 static int load_one(void *ctx, const ev_result *r)
 {
 	load_ctx *c = ctx;
@@ -106,6 +163,7 @@ static int load_one(void *ctx, const ev_result *r)
 		cur->suite = suite;
 		cur->id = id;
 		cur->fp = EV_FP_WRONG_ANSWER;
+		request_provenance(cur, r->request_json);
 		c->fold = (ev_sample_fold){0};
 		c->failed_scored = false;
 	}
@@ -187,6 +245,9 @@ void ev_compare_free(ev_compare *c)
 	for (size_t i = 0; i < c->n_prep; i++)
 		free(c->prep[i].key), free(c->prep[i].a), free(c->prep[i].b);
 	free(c->prep);
+	for (size_t i = 0; i < c->n_config; i++)
+		free(c->config[i].key), free(c->config[i].a), free(c->config[i].b);
+	free(c->config);
 	for (size_t i = 0; i < c->n_suites; i++) {
 		ev_compare_suite *s = &c->suites[i];
 		for (size_t k = 0; k < s->n_fixed; k++)
@@ -228,6 +289,7 @@ static int add_flip(ev_flip **v, size_t *n, const ev_sample_score *a, const ev_s
 	f->score_b = b->score;
 	f->fingerprint = failing->fp;
 	f->flip_rate = -1;
+	f->changed = provenance_diff(a, b);
 	(*n)++;
 	return 0;
 }
@@ -241,7 +303,8 @@ static void apply_flip_rates(ev_flip *v, size_t n, const cJSON *flaky)
 }
 
 /* Fills `s` (name already set) from the pairs [lo, hi) of pa/pb. */
-static int finish_suite(ev_compare_suite *s, ev_tracker *t, const ev_run_row *run_b, const ev_sample_score *const *pa,
+static int finish_suite(ev_compare_suite *s, ev_tracker *t, const ev_run_row *run_a, const ev_run_row *run_b,
+                        const ev_sample_score *const *pa,
                         const ev_sample_score *const *pb, size_t lo, size_t hi, const ev_compare_options *opt)
 {
 	size_t n = hi - lo;
@@ -274,6 +337,10 @@ static int finish_suite(ev_compare_suite *s, ev_tracker *t, const ev_run_row *ru
 		sb += b[i];
 		if ((a[i] != 0 && a[i] != 1) || (b[i] != 0 && b[i] != 1))
 			s->binary = false;
+		if (provenance_diff(x, y)) {
+			s->n_changed++;
+			s->delta_changed += b[i] - a[i];
+		}
 		if (a[i] < 1 && b[i] >= 1) {
 			fixed++;
 			if ((rc = add_flip(&s->fixed, &s->n_fixed, x, y, x)))
@@ -286,6 +353,12 @@ static int finish_suite(ev_compare_suite *s, ev_tracker *t, const ev_run_row *ru
 	}
 	s->score_a = sa / (double)n;
 	s->score_b = sb / (double)n;
+	s->delta_changed /= (double)n;
+	{
+		char *ha = ev_run_suite_hash(run_a, s->name), *hb = ev_run_suite_hash(run_b, s->name);
+		s->suite_changed = ha && hb && strcmp(ha, hb);
+		free(ha), free(hb);
+	}
 	s->delta = s->score_b - s->score_a;
 	uint64_t seed = opt->seed ^ ev_hash_str(s->name);
 	if ((rc = ev_paired_bootstrap_ci(&s->ci_low, &s->ci_high, a, b, n, seed, opt->n_boot)))
@@ -366,13 +439,13 @@ static cJSON *run_prep(const ev_run_row *r)
 	return p;
 }
 
-static int add_prep_diff(ev_compare *c, const char *key, const cJSON *a, const cJSON *b)
+static int add_diff(ev_prep_diff **v, size_t *n, const char *key, const cJSON *a, const cJSON *b)
 {
-	ev_prep_diff *nv = realloc(c->prep, (c->n_prep + 1) * sizeof *nv);
+	ev_prep_diff *nv = realloc(*v, (*n + 1) * sizeof *nv);
 	if (!nv)
 		return ev_error_set(EV_E_NOMEM, "compare: out of memory");
-	c->prep = nv;
-	ev_prep_diff *d = &c->prep[c->n_prep];
+	*v = nv;
+	ev_prep_diff *d = &nv[*n];
 	d->key = ev_strdup(key);
 	d->a = a ? ev_json_print(a) : ev_strdup("absent");
 	d->b = b ? ev_json_print(b) : ev_strdup("absent");
@@ -380,8 +453,39 @@ static int add_prep_diff(ev_compare *c, const char *key, const cJSON *a, const c
 		free(d->key), free(d->a), free(d->b);
 		return ev_error_set(EV_E_NOMEM, "compare: out of memory");
 	}
-	c->n_prep++;
+	(*n)++;
 	return 0;
+}
+
+static int add_prep_diff(ev_compare *c, const char *key, const cJSON *a, const cJSON *b)
+{
+	return add_diff(&c->prep, &c->n_prep, key, a, b);
+}
+
+/* The run settings that differ (config_json's top-level keys), the model's
+ * own left out; the run's own seed too when both drew one (a seed that
+ * differs does not change greedy answers; the requests say when it did). */
+static int diff_config(ev_compare *c, const ev_run_row *ra, const ev_run_row *rb)
+{
+	cJSON *a = ra->config_json ? cJSON_Parse(ra->config_json) : NULL, *b = rb->config_json ? cJSON_Parse(rb->config_json) : NULL;
+	int rc = 0;
+	static const char *const skip[] = {"models", "model_name", "seed", "shard_k", "shard_n"};
+	if (cJSON_IsObject(a) && cJSON_IsObject(b)) {
+		const cJSON *x;
+		cJSON_ArrayForEach(x, a)
+		{
+			bool skipped = false;
+			for (size_t k = 0; k < sizeof skip / sizeof skip[0]; k++)
+				skipped = skipped || !strcmp(x->string, skip[k]);
+			const cJSON *y = cJSON_GetObjectItemCaseSensitive(b, x->string);
+			if (!skipped && !rc && (!y || !cJSON_Compare(x, y, true)))
+				rc = add_diff(&c->config, &c->n_config, x->string, x, y);
+		}
+		cJSON_ArrayForEach(x, b) if (!rc && !cJSON_GetObjectItemCaseSensitive(a, x->string)) rc =
+			add_diff(&c->config, &c->n_config, x->string, NULL, x);
+	}
+	cJSON_Delete(a), cJSON_Delete(b);
+	return rc;
 }
 
 /* Every key whose value differs between the runs' fingerprints (keys of
@@ -436,7 +540,7 @@ int ev_compare_runs(ev_compare **out, ev_tracker *t, int64_t run_a, int64_t run_
 	c->run_b = run_b;
 	c->model_a = ev_strdup(ra.model ? ra.model : "");
 	c->model_b = ev_strdup(rb.model ? rb.model : "");
-	if ((rc = diff_preprocessing(c, &ra, &rb)))
+	if ((rc = diff_preprocessing(c, &ra, &rb)) || (rc = diff_config(c, &ra, &rb)))
 		goto done;
 
 	/* Merge the two sorted lists; each suite's pairs are contiguous. */
@@ -446,7 +550,7 @@ int ev_compare_runs(ev_compare **out, ev_tracker *t, int64_t run_a, int64_t run_
 		const ev_sample_score *x = i < A.n ? &A.v[i] : NULL, *y = j < B.n ? &B.v[j] : NULL;
 		const char *suite = x && (!y || ev_sample_score_cmp(x, y) <= 0) ? x->suite : y->suite;
 		if (!cur || strcmp(cur->name, suite)) {
-			if (cur && (rc = finish_suite(cur, t, &rb, pa, pb, suite_lo, np, opt)))
+			if (cur && (rc = finish_suite(cur, t, &ra, &rb, pa, pb, suite_lo, np, opt)))
 				goto done;
 			if ((rc = new_suite(c, suite, &cur)))
 				goto done;
@@ -472,7 +576,7 @@ int ev_compare_runs(ev_compare **out, ev_tracker *t, int64_t run_a, int64_t run_
 			j++;
 		}
 	}
-	if (cur && (rc = finish_suite(cur, t, &rb, pa, pb, suite_lo, np, opt)))
+	if (cur && (rc = finish_suite(cur, t, &ra, &rb, pa, pb, suite_lo, np, opt)))
 		goto done;
 	*out = c;
 	c = NULL;
@@ -497,7 +601,28 @@ static cJSON *flip_ids(const ev_flip *v, size_t n)
 	return a;
 }
 
-static cJSON *flip_details(const ev_flip *v, size_t n)
+/* What differed for one flipped sample: its request's parts, then what
+ * differed for the whole run (settings by key, the suite, preprocessing). */
+static cJSON *changed_json(const ev_flip *f, const ev_compare *c, const ev_compare_suite *s)
+{
+	cJSON *a = cJSON_CreateArray();
+	static const struct {
+		unsigned bit;
+		const char *name;
+	} parts[] = {{EV_PROV_PROMPT, "prompt"}, {EV_PROV_DECODING, "decoding"}, {EV_PROV_TOOLS, "tools"}};
+	for (size_t k = 0; k < 3; k++)
+		if (f->changed & parts[k].bit)
+			cJSON_AddItemToArray(a, cJSON_CreateString(parts[k].name));
+	for (size_t k = 0; k < c->n_config; k++)
+		cJSON_AddItemToArray(a, cJSON_CreateString(c->config[k].key));
+	if (s->suite_changed)
+		cJSON_AddItemToArray(a, cJSON_CreateString("suite"));
+	if (c->n_prep)
+		cJSON_AddItemToArray(a, cJSON_CreateString("preprocessing"));
+	return a;
+}
+
+static cJSON *flip_details(const ev_flip *v, size_t n, const ev_compare *c, const ev_compare_suite *s)
 {
 	cJSON *a = cJSON_CreateArray();
 	for (size_t k = 0; a && k < n; k++) {
@@ -514,6 +639,7 @@ static cJSON *flip_details(const ev_flip *v, size_t n)
 			cJSON_AddNumberToObject(o, "flip_rate", v[k].flip_rate);
 		else
 			cJSON_AddNullToObject(o, "flip_rate");
+		cJSON_AddItemToObject(o, "changed", changed_json(&v[k], c, s));
 		cJSON_AddItemToArray(a, o);
 	}
 	return a;
@@ -536,6 +662,14 @@ int ev_compare_json(char **out, const ev_compare *c)
 		cJSON_AddStringToObject(o, "a", c->prep[i].a);
 		cJSON_AddStringToObject(o, "b", c->prep[i].b);
 		cJSON_AddItemToArray(pd, o);
+	}
+	cJSON *cd = cJSON_AddArrayToObject(root, "config_differs");
+	for (size_t i = 0; cd && i < c->n_config; i++) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "key", c->config[i].key);
+		cJSON_AddStringToObject(o, "a", c->config[i].a);
+		cJSON_AddStringToObject(o, "b", c->config[i].b);
+		cJSON_AddItemToArray(cd, o);
 	}
 	cJSON *arr = cJSON_AddArrayToObject(root, "suites");
 	for (size_t i = 0; i < c->n_suites; i++) {
@@ -561,8 +695,22 @@ int ev_compare_json(char **out, const ev_compare *c)
 		cJSON_AddNumberToObject(o, "only_b", (double)s->only_b);
 		cJSON_AddItemToObject(o, "fixed", flip_ids(s->fixed, s->n_fixed));
 		cJSON_AddItemToObject(o, "broken", flip_ids(s->broken, s->n_broken));
-		cJSON_AddItemToObject(o, "fixed_samples", flip_details(s->fixed, s->n_fixed));
-		cJSON_AddItemToObject(o, "broken_samples", flip_details(s->broken, s->n_broken));
+		cJSON_AddItemToObject(o, "fixed_samples", flip_details(s->fixed, s->n_fixed, c, s));
+		cJSON_AddItemToObject(o, "broken_samples", flip_details(s->broken, s->n_broken, c, s));
+		/* which share of the score change coincides with a change other
+		 * than the model: all of it when the run's settings, the suite or
+		 * the preprocessing differ; else the part the samples whose
+		 * request differed carry */
+		cJSON *pv = cJSON_AddObjectToObject(o, "provenance");
+		bool run_level = c->n_config > 0 || c->n_prep > 0 || s->suite_changed;
+		cJSON_AddNumberToObject(pv, "samples_changed", (double)s->n_changed);
+		cJSON_AddNumberToObject(pv, "delta_from_changed_requests", s->delta_changed);
+		cJSON_AddBoolToObject(pv, "suite_changed", s->suite_changed);
+		cJSON_AddBoolToObject(pv, "settings_changed", c->n_config > 0 || c->n_prep > 0);
+		if (s->delta != 0)
+			cJSON_AddNumberToObject(pv, "share_of_delta_with_other_change", run_level ? 1.0 : s->delta_changed / s->delta);
+		else
+			cJSON_AddNullToObject(pv, "share_of_delta_with_other_change");
 		cJSON_AddItemToArray(arr, o);
 	}
 	*out = ev_json_print(root);

@@ -76,7 +76,13 @@ typedef struct {
 	ev_fingerprint fingerprint; /* of the failing side (B for broken, A for fixed) */
 	char *detail;               /* that result's detail, cut to 256 bytes; may be NULL */
 	double flip_rate;           /* from the calibration; -1 when none */
+	unsigned changed;           /* EV_PROV_* bits: what of the request differed between the runs */
 } ev_flip;
+
+/* What differed in a sample's request between two runs (its provenance). */
+enum { EV_PROV_PROMPT = 1, EV_PROV_DECODING = 2, EV_PROV_TOOLS = 4 };
+/* "prompt,decoding" and the like into out (at least 32 bytes); "" for 0. */
+const char *ev_provenance_names(unsigned bits, char *out, size_t cap);
 
 typedef struct {
 	char *name;
@@ -95,6 +101,13 @@ typedef struct {
 	size_t n_fixed;
 	ev_flip *broken;       /* A == 1, B < 1 */
 	size_t n_broken;
+	/* provenance: paired samples whose request differed between the runs
+	 * (prompt, decoding or tools), and the part of delta they carry
+	 * (sum of their b - a over n); `other_change` also when the suite
+	 * itself (its hash) or the run's settings differ beyond the model */
+	size_t n_changed;
+	double delta_changed;
+	bool suite_changed;
 } ev_compare_suite;
 
 /* A preprocessing setting that differs between the two runs' fingerprints
@@ -114,6 +127,10 @@ typedef struct {
 	 * differently, so a score change may not be the model's */
 	ev_prep_diff *prep;
 	size_t n_prep;
+	/* the run settings (config_json keys) that differ, the model's own
+	 * ("models", "model_name") left out: a change other than the model */
+	ev_prep_diff *config;
+	size_t n_config;
 } ev_compare;
 
 /* Compares run B with run A over the (suite, sample) pairs both scored:
@@ -129,7 +146,14 @@ void ev_compare_free(ev_compare *c);
  * "score_b","delta","ci_low","ci_high","p","test","mde","mde_source",
  * "calibration_id","significant_drop","only_a","only_b","fixed":[ids],
  * "broken":[ids],"fixed_samples"/"broken_samples":[{"id","score_a",
- * "score_b","fingerprint","detail","flip_rate"}]}]}; malloc'd. */
+ * "score_b","fingerprint","detail","flip_rate","changed":[what differed:
+ * "prompt","decoding","tools", settings keys, "suite","preprocessing"]}],
+ * "provenance":{"samples_changed","delta_from_changed_requests",
+ * "suite_changed","settings_changed","share_of_delta_with_other_change"
+ * (1 when settings, suite or preprocessing differ; else the changed
+ * requests' part of delta; null when delta is 0)}}],
+ * "config_differs":[{"key","a","b"}]};
+ * malloc'd. */
 int ev_compare_json(char **out, const ev_compare *c);
 /* True when suite s is a significant drop: ci_high < 0, p < 0.05 and
  * |delta| > mde. */

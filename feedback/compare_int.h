@@ -20,6 +20,12 @@ typedef struct {
 	int n_errors;
 	ev_fingerprint fp;  /* of the first failing epoch (scored first, else error) */
 	const char *detail; /* that epoch's detail, cut; may be NULL */
+	/* what shaped the first epoch's request (its request_json), hashed
+	 * (the first 8 bytes of sha256): the prompt (messages, prompt or
+	 * input), the decoding parameters (everything else but the model's
+	 * name and stream), the tools; has_request false when none was kept */
+	bool has_request;
+	uint64_t h_prompt, h_decoding, h_tools;
 } ev_sample_score;
 
 typedef struct {

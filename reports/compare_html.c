@@ -230,10 +230,13 @@ static int flips_section(ev_buf *b, const ev_compare *c, const cJSON *ans_a, con
 					rc = ev_buf_puts(b, "\"><td>");
 				if (!rc)
 					rc = ev_html_esc(b, v[k].sample_id, 60);
+				char names[64];
+				ev_provenance_names(v[k].changed, names, sizeof names);
 				if (!rc)
-					rc = ev_buf_printf(b, "</td><td class=\"num\">%.2f</td><td class=\"num\">%.2f</td><td>%s%s</td>",
+					rc = ev_buf_printf(b,
+					                   "</td><td class=\"num\">%.2f</td><td class=\"num\">%.2f</td><td>%s%s%s%s</td>",
 					                   v[k].score_a, v[k].score_b, ev_fingerprint_name(v[k].fingerprint),
-					                   v[k].flip_rate > 0 ? " (flaky)" : "");
+					                   v[k].flip_rate > 0 ? " (flaky)" : "", *names ? "; request differed: " : "", names);
 				if (!rc)
 					rc = answer_cell(b, ans_a, s->name, v[k].sample_id);
 				if (!rc)
@@ -421,6 +424,27 @@ int ev_compare_html(ev_buf *b, ev_tracker *t, const ev_compare *c, const char *a
 				rc = ev_buf_puts(b, " &#8594; ");
 			if (!rc)
 				rc = ev_html_esc(b, c->prep[i].b, 120);
+			if (!rc)
+				rc = ev_buf_puts(b, "</li>");
+		}
+		if (!rc)
+			rc = ev_buf_puts(b, "</ul>\n");
+	}
+	if (!rc && c->n_config) {
+		rc = ev_buf_puts(b, "<p class=\"warn\" id=\"settings\"><b>The runs' settings differ</b>; a score change may "
+		                    "not be the model's:</p><ul class=\"config-differs\">");
+		for (size_t i = 0; !rc && i < c->n_config; i++) {
+			rc = ev_buf_puts(b, "<li>");
+			if (!rc)
+				rc = ev_html_esc(b, c->config[i].key, 80);
+			if (!rc)
+				rc = ev_buf_puts(b, ": ");
+			if (!rc)
+				rc = ev_html_esc(b, c->config[i].a, 120);
+			if (!rc)
+				rc = ev_buf_puts(b, " &#8594; ");
+			if (!rc)
+				rc = ev_html_esc(b, c->config[i].b, 120);
 			if (!rc)
 				rc = ev_buf_puts(b, "</li>");
 		}

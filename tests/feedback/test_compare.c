@@ -264,6 +264,83 @@ static void calibration_stores_variance_and_flip_rates_and_sets_the_mde(void **s
 	free(path);
 }
 
+/* Provenance: two runs of the same 40 samples where B's chat template
+ * changed (its settings say so) and with it the rendered prompt of the
+ * samples 0..19; of those, 0..9 break. Samples 20..29 break with the same
+ * request (the model's doing). Each flipped sample is labelled with what
+ * differed (prompt and chat_template for the first ten, chat_template only
+ * for the others); the changed-prompt samples carry 10 of the 20 lost
+ * points (half the delta), and since the settings changed, all of the
+ * delta coincides with a change other than the model. */
+static void compare_labels_flips_with_what_differed(void **state)
+{
+	(void)state;
+	char *path = tf_db_path("provenance");
+	ev_tracker *t = tf_open(path);
+	int64_t run[2];
+	for (int k = 0; k < 2; k++) {
+		char cfg[128];
+		snprintf(cfg, sizeof cfg, "{\"models\":[\"m%d\"],\"chat_template\":%s,\"seed\":%d,\"max_tokens\":64}", k,
+		         k ? "\"llama3\"" : "null", 7 + k);
+		ev_run_info info = {k ? "ckpt-b" : "ckpt-a", "/ckpt/", "[{\"name\":\"alpha\"}]", cfg, 1, 40};
+		assert_int_equal(ev_tracker_run_create(t, &info, &run[k]), 0);
+		for (int i = 0; i < 40; i++) {
+			char id[16], req[256];
+			snprintf(id, sizeof id, "s%02d", i);
+			bool rendered_differently = k == 1 && i < 20;
+			snprintf(req, sizeof req,
+			         "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"%sQ%d\"}],"
+			         "\"max_tokens\":64,\"temperature\":0}",
+			         k ? "ckpt-b" : "ckpt-a", rendered_differently ? "<|start|>" : "", i);
+			bool pass = !(k == 1 && i < 30 && i % 20 < 10);
+			ev_result r = {.suite = "alpha", .sample_id = id, .request_hash = "00", .request_json = req,
+			               .response = pass ? "ok" : "no", .score = pass, .reason = pass ? "" : "wrong_answer",
+			               .finish_reason = "stop", .attempts = 1};
+			assert_int_equal(ev_tracker_result_put(t, run[k], &r), 0);
+		}
+	}
+	ev_compare_options opt = EV_COMPARE_OPTIONS_INIT;
+	ev_compare *c = NULL;
+	assert_int_equal(ev_compare_runs(&c, t, run[0], run[1], &opt), 0);
+	assert_int_equal(c->n_suites, 1);
+	const ev_compare_suite *s = &c->suites[0];
+	assert_int_equal(s->n_broken, 20);
+	assert_int_equal(s->n_changed, 20);
+	assert_true(fabs(s->delta - (-0.5)) < 1e-12);
+	assert_true(fabs(s->delta_changed - (-0.25)) < 1e-12);
+	/* the settings: chat_template differs; seed and the model's own keys are not counted */
+	assert_int_equal(c->n_config, 1);
+	assert_string_equal(c->config[0].key, "chat_template");
+	char *js = NULL;
+	assert_int_equal(ev_compare_json(&js, c), 0);
+	cJSON *j = cJSON_Parse(js);
+	const cJSON *su = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "suites"), 0);
+	const cJSON *pv = cJSON_GetObjectItem(su, "provenance");
+	assert_true(fabs(ev_json_num(pv, "delta_from_changed_requests", 0) / s->delta - 0.5) < 1e-12);
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItem(pv, "settings_changed")));
+	/* the settings changed: all of the delta coincides with a change other than the model */
+	assert_true(ev_json_num(pv, "share_of_delta_with_other_change", 0) == 1.0);
+	const cJSON *b;
+	int with_prompt = 0;
+	cJSON_ArrayForEach(b, cJSON_GetObjectItem(su, "broken_samples"))
+	{
+		char *ch = cJSON_PrintUnformatted(cJSON_GetObjectItem(b, "changed"));
+		int i = atoi(ev_json_str(b, "id", "s99") + 1);
+		if (i < 10)
+			assert_string_equal(ch, "[\"prompt\",\"chat_template\"]");
+		else
+			assert_string_equal(ch, "[\"chat_template\"]");
+		with_prompt += i < 10;
+		free(ch);
+	}
+	assert_int_equal(with_prompt, 10);
+	cJSON_Delete(j);
+	free(js);
+	ev_compare_free(c);
+	ev_tracker_close(t);
+	free(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -271,6 +348,7 @@ int main(void)
 		cmocka_unit_test(compare_pairs_samples_averages_epochs_and_leaves_errors_out),
 		cmocka_unit_test(compare_handles_runs_of_thousands_of_samples),
 		cmocka_unit_test(calibration_stores_variance_and_flip_rates_and_sets_the_mde),
+		cmocka_unit_test(compare_labels_flips_with_what_differed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
