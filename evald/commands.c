@@ -14,6 +14,7 @@ int ev_cmd_proposal(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_regressions(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_report(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_rescore(const ev_cli *cli, int argc, char **argv);
+int ev_cmd_route(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_run(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_runs(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_score(const ev_cli *cli, int argc, char **argv);
@@ -33,8 +34,9 @@ const ev_command ev_commands[] = {
 	{"merge", ev_cmd_merge, "join the runs of several shards into one run"},
 	{"proposal", ev_cmd_proposal, "training proposals: new, join, status, show, list, export"},
 	{"regressions", ev_cmd_regressions, "list, show and triage regressions between checkpoints"},
-	{"report", ev_cmd_report, "a run's report as Markdown or JSON"},
+	{"report", ev_cmd_report, "a run's report (Markdown, JSON, HTML), or a checkpoint series (--series)"},
 	{"rescore", ev_cmd_rescore, "score a run's stored answers again without the model"},
+	{"route", ev_cmd_route, "routing evaluated offline over stored runs: each model, routers, the oracle, the hull"},
 	{"run", ev_cmd_run, "evaluate a model on suites (or --resume a run)"},
 	{"runs", ev_cmd_runs, "list the runs in the tracker"},
 	{"score", ev_cmd_score, "score completions made elsewhere (HumanEval-style) by running their tests"},

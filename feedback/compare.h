@@ -159,6 +159,23 @@ int ev_compare_json(char **out, const ev_compare *c);
  * |delta| > mde. */
 bool ev_compare_is_regression(const ev_compare_suite *s);
 
+/* ---- routing evaluated offline (route.c) ------------------------------------- */
+
+typedef struct {
+	bool latency;     /* cost in seconds (default: prompt + completion tokens) */
+	double threshold; /* the "cost" router: the cheapest model within this of the best (0.05) */
+	uint64_t seed;    /* bootstrap seed (1) */
+} ev_route_options;
+
+#define EV_ROUTE_OPTIONS_INIT {.threshold = 0.05, .seed = 1}
+
+/* Routers over stored runs of several models on the same suites, scored on
+ * the samples every run scored (route.c says how): {"samples","cost",
+ * "models":[{"name","run","score","ci_low","ci_high","cost"}],"routers":[
+ * {"name":"category"|"cost"|"oracle","score","ci_low","ci_high","cost"}],
+ * "hull":[names],"hull_area"}; malloc'd. */
+int ev_route_eval(ev_tracker *t, const int64_t *runs, size_t n_runs, const ev_route_options *opt, char **out_json);
+
 /* ---- calibration (compare_calib.c) ----------------------------------------- */
 
 /* Computes and stores one noise-floor record per suite from repeated runs

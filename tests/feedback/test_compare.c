@@ -341,6 +341,69 @@ static void compare_labels_flips_with_what_differed(void **state)
 	free(path);
 }
 
+/* Routing offline: three models on 200 samples of two categories. "big"
+ * passes 90% of both at cost 100; "small" passes 95% of "easy" and 10% of
+ * "hard" at cost 10; "mid" passes 60% of both at cost 50. The category
+ * router learns small for easy and big for hard: big's score or better at
+ * about half its cost; the cost router (within 0.05) does the same here;
+ * the oracle is at least every model and router; the hull is small, then
+ * big (mid lies under the chord); fewer than two runs, or runs sharing no
+ * samples, are refused. */
+static void route_scores_models_routers_and_the_oracle(void **state)
+{
+	(void)state;
+	char *path = tf_db_path("route");
+	ev_tracker *t = tf_open(path);
+	const char *names[3] = {"big", "small", "mid"};
+	const int cost[3] = {100, 10, 50};
+	int64_t run[3];
+	for (int k = 0; k < 3; k++) {
+		ev_run_info info = {names[k], "/m/", "[{\"name\":\"mix\"}]", "{}", 1, 200};
+		assert_int_equal(ev_tracker_run_create(t, &info, &run[k]), 0);
+		for (int i = 0; i < 200; i++) {
+			char id[16], meta[64];
+			snprintf(id, sizeof id, "x%03d", i);
+			bool hard = i % 2;
+			snprintf(meta, sizeof meta, "{\"category\":\"%s\"}", hard ? "hard" : "easy");
+			int pct = k == 0 ? 90 : k == 2 ? 60 : hard ? 10 : 95;
+			bool pass = (i * 37 + k * 11) % 100 < pct;
+			ev_result r = {.suite = "mix", .sample_id = id, .request_hash = "00", .response = "a", .score = pass,
+			               .reason = pass ? "" : "wrong_answer", .finish_reason = "stop", .attempts = 1,
+			               .prompt_tokens = cost[k] / 2, .completion_tokens = cost[k] - cost[k] / 2,
+			               .metadata_json = meta};
+			assert_int_equal(ev_tracker_result_put(t, run[k], &r), 0);
+		}
+	}
+	ev_route_options opt = EV_ROUTE_OPTIONS_INIT;
+	char *js = NULL;
+	assert_int_equal(ev_route_eval(t, run, 3, &opt, &js), 0);
+	cJSON *j = cJSON_Parse(js);
+	print_message("%s\n", js);
+	assert_true(ev_json_num(j, "samples", 0) == 200);
+	const cJSON *m = cJSON_GetObjectItem(j, "models"), *r = cJSON_GetObjectItem(j, "routers");
+	double big = ev_json_num(cJSON_GetArrayItem(m, 0), "score", 0);
+	const cJSON *cat = cJSON_GetArrayItem(r, 0), *oracle = cJSON_GetArrayItem(r, 2);
+	assert_string_equal(ev_json_str(cat, "name", ""), "category");
+	assert_true(ev_json_num(cat, "score", 0) >= big - 0.05);
+	assert_true(ev_json_num(cat, "cost", 0) < 0.7 * ev_json_num(cJSON_GetArrayItem(m, 0), "cost", 0));
+	assert_true(ev_json_num(cat, "ci_low", 1) < ev_json_num(cat, "score", 0));
+	assert_true(ev_json_num(cat, "ci_high", 0) > ev_json_num(cat, "score", 1));
+	const cJSON *x;
+	cJSON_ArrayForEach(x, m) assert_true(ev_json_num(oracle, "score", 0) >= ev_json_num(x, "score", 1));
+	cJSON_ArrayForEach(x, r) assert_true(ev_json_num(oracle, "score", 0) >= ev_json_num(x, "score", 1));
+	const cJSON *h = cJSON_GetObjectItem(j, "hull");
+	assert_int_equal(cJSON_GetArraySize(h), 2);
+	assert_non_null(strstr(cJSON_GetArrayItem(h, 0)->valuestring, "small"));
+	assert_non_null(strstr(cJSON_GetArrayItem(h, 1)->valuestring, "big"));
+	double area = ev_json_num(j, "hull_area", -1);
+	assert_true(area > 0 && area <= 1);
+	cJSON_Delete(j);
+	free(js);
+	assert_int_not_equal(ev_route_eval(t, run, 1, &opt, &js), 0);
+	ev_tracker_close(t);
+	free(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -349,6 +412,7 @@ int main(void)
 		cmocka_unit_test(compare_handles_runs_of_thousands_of_samples),
 		cmocka_unit_test(calibration_stores_variance_and_flip_rates_and_sets_the_mde),
 		cmocka_unit_test(compare_labels_flips_with_what_differed),
+		cmocka_unit_test(route_scores_models_routers_and_the_oracle),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
