@@ -194,7 +194,11 @@ static const ev_migration migrations[] = {
 	 "  detail TEXT,"
 	 "  created REAL NOT NULL,"
 	 "  updated REAL NOT NULL);"},
-	/* Append new steps here: {6, "what it adds", "SQL;"}, ... */
+	/* Step 6 (owner: reports): each result keeps its sample's target as
+	 * written, so reports can show it beside the answer. */
+	{6, "sample target on results",
+	 "ALTER TABLE results ADD COLUMN target_json TEXT;"},
+	/* Append new steps here: {7, "what it adds", "SQL;"}, ... */
 };
 
 int ev_schema_latest(void) { return (int)(sizeof migrations / sizeof migrations[0]); }

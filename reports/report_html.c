@@ -27,10 +27,11 @@
 /* Characters of the per-sample cells (failed samples; passed ones show
  * only the start of their answer: they are there to be found, not read)
  * and most thumbnail bytes (failed samples' images). */
-#define INPUT_CHARS 48
-#define ANSWER_CHARS 56
+#define INPUT_CHARS 40
+#define ANSWER_CHARS 48
+#define TARGET_CHARS 24
 #define EXTRACTED_CHARS 24
-#define PASSED_CHARS 28
+#define PASSED_CHARS 20
 #define ROWS_PER_FOLD 200
 #define THUMB_MAX_BYTES (24 * 1024)
 #define THUMBS_MAX_BYTES ((size_t)2 << 20)
@@ -618,7 +619,7 @@ typedef struct {
 	char *suite, *sample;
 	int epochs, errors, scored;
 	double sum, worst;
-	char *reason, *answer, *extracted, *input, *image;
+	char *reason, *answer, *extracted, *input, *image, *target;
 	long rows;      /* in the current suite */
 	ev_buf fold;    /* the rows of the fold being written */
 	long fold_first;
@@ -681,7 +682,8 @@ static bool thumb_ok(const char *url)
 static void row_reset(rows_ctx *c)
 {
 	free(c->sample), free(c->reason), free(c->answer), free(c->extracted), free(c->input), free(c->image);
-	c->sample = c->reason = c->answer = c->extracted = c->input = c->image = NULL;
+	free(c->target);
+	c->sample = c->reason = c->answer = c->extracted = c->input = c->image = c->target = NULL;
 	c->epochs = c->errors = c->scored = 0;
 	c->sum = 0;
 	c->worst = 2;
@@ -695,7 +697,8 @@ static int fold_flush(rows_ctx *c)
 	int rc = ev_buf_printf(c->b,
 	                       "<details class=\"fold\"><summary>samples %ld to %ld</summary><table class=\"samples\">"
 	                       "<thead><tr><th>sample</th><th class=\"num\">score</th><th class=\"num\">epochs</th>"
-	                       "<th>reason</th><th>input</th><th>answer</th><th>extracted</th></tr></thead><tbody>",
+	                       "<th>reason</th><th>input</th><th>answer</th><th>extracted</th><th>target</th></tr></thead>"
+	                       "<tbody>",
 	                       c->fold_first + 1, c->rows);
 	if (!rc)
 		rc = ev_buf_append(c->b, c->fold.data, c->fold.len);
@@ -720,7 +723,7 @@ static int row_finish(rows_ctx *c)
 		rc = esc(b, c->sample, 200);
 	if (!rc)
 		rc = ev_buf_putc(b, '"');
-	if (!rc)
+	if (!rc && fail) /* a passed sample's score is 1, written in its cell */
 		rc = num_attr(b, "score", mean);
 	if (!rc)
 		rc = ev_buf_puts(b, "><td>");
@@ -750,6 +753,10 @@ static int row_finish(rows_ctx *c)
 	const char *ex = c->extracted ? c->extracted : "";
 	if (!rc && fail && *ex && strncmp(ex, c->answer ? c->answer : "", strlen(ex)))
 		rc = esc(b, ex, EXTRACTED_CHARS);
+	if (!rc)
+		rc = ev_buf_puts(b, "</td><td>");
+	if (!rc && fail && c->target)
+		rc = esc(b, c->target, TARGET_CHARS);
 	if (!rc)
 		rc = ev_buf_puts(b, "</td></tr>");
 	c->rows++;
@@ -792,6 +799,11 @@ static int row_cb(void *ctx, const ev_result *r)
 	if (!c->sample) {
 		c->sample = ev_strdup(r->sample_id);
 		request_input(r->request_json, &c->input, &c->image);
+		if (r->target_json) { /* a string target as its text, anything else as written */
+			cJSON *tj = cJSON_Parse(r->target_json);
+			c->target = ev_strdup(cJSON_IsString(tj) ? tj->valuestring : r->target_json);
+			cJSON_Delete(tj);
+		}
 	}
 	c->epochs++;
 	bool err = ev_result_is_error(r);

@@ -164,6 +164,7 @@ static int deliver(run *r, const ev_sample *s, int epoch, const char *request_js
 	res.attempts = c->attempts;
 	res.cached = cached;
 	res.metadata_json = s->metadata_json;
+	res.target_json = s->target_json;
 
 	bool failed = c->status != EV_COMPLETION_OK && c->status != EV_COMPLETION_CONTEXT;
 	res.reason = ev_reason_name(c->status == EV_COMPLETION_TIMEOUT ? EV_REASON_TIMEOUT : EV_REASON_BACKEND_ERROR);
@@ -366,6 +367,7 @@ static int run_agent_item(run *r, const item *it)
 	res.latency_s = ar.latency_s;
 	res.attempts = ar.attempts;
 	res.metadata_json = s->metadata_json;
+	res.target_json = s->target_json;
 	r->counts.done++;
 	if (ar.failed) {
 		r->counts.errors++;

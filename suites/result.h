@@ -62,6 +62,7 @@ typedef struct {
 	int attempts;
 	bool cached;
 	const char *metadata_json; /* the sample's metadata object, or NULL */
+	const char *target_json;   /* the sample's target as written (JSON), or NULL */
 } ev_result;
 
 /* An infrastructure fault: counted, left out of scores, tried again on

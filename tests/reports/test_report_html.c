@@ -31,10 +31,12 @@ enum { N_PLAIN = 700, N_LONG = 250, N_MM = 50 };
 static void put(ev_tracker *t, int64_t run, const char *suite, const char *id, int epoch, double score,
                 const char *reason, const char *answer, const char *meta, const char *req)
 {
+	char target[48];
+	snprintf(target, sizeof target, "\"t-%s\"", id);
 	ev_result r = {.suite = suite, .sample_id = id, .epoch = epoch, .request_hash = "00ff", .response = answer,
 	               .extracted = answer, .score = score, .reason = reason, .finish_reason = "stop",
 	               .prompt_tokens = 10, .completion_tokens = 5, .latency_s = 0.1, .attempts = 1,
-	               .metadata_json = meta, .request_json = req};
+	               .metadata_json = meta, .request_json = req, .target_json = target};
 	if (ev_tracker_result_put(t, run, &r))
 		fail_msg("put: %s", ev_error_msg());
 }
@@ -165,7 +167,7 @@ static void html_report_checks(void **state)
 	assert_memory_equal(html, again, len);
 	if (getenv("EV_DUMP_HTML"))
 		ev_file_write(getenv("EV_DUMP_HTML"), html, len);
-	assert_true(len < 250 * 1024);
+	assert_true(len < 250000);
 	/* self-contained: a policy that forbids loads, nothing that loads, no script */
 	assert_non_null(strstr(html, "http-equiv=\"Content-Security-Policy\" content=\"default-src 'none';"));
 	assert_int_equal(count(html, "<script"), 0);
@@ -233,8 +235,9 @@ static void html_report_checks(void **state)
 	assert_int_equal(xcount(x, "//details[@class='fold']"), 4 + 2 + 1); /* folds of 200 rows */
 	/* every chart has a text alternative */
 	assert_int_equal(xcount(x, "//s:svg[not(@aria-label) and not(@aria-labelledby)]"), 0);
-	/* a sample's row: its mean over epochs */
+	/* a sample's row: its mean over epochs; a failed one shows its target */
 	assert_true(xnum(x, "//tr[@data-sample='p-0001']", "data-score") == 0.5);
+	assert_int_equal(xcount(x, "//tr[@data-sample='p-0001']/td[8][.='t-p-0001']"), 1);
 	xmlXPathFreeContext(x);
 	xmlFreeDoc(doc);
 	cJSON_Delete(j);
