@@ -76,6 +76,9 @@ const ev_opt ev_eval_opts[] = {
 	 .lo = 0, .hi = 9e15, .meta = "S", .key = "seed", .help = "sampling seed"},
 	{.name = "--no-cache", .kind = EV_OPT_FLAG, .off = offsetof(T, no_cache), .key = "no_cache",
 	 .help = "ask the model again even where the response cache has the answer"},
+	{.name = "--effort", .kind = EV_OPT_STR, .off = offsetof(T, effort), .meta = "LEVELS", .key = "effort",
+	 .help = "thinking effort as a run dimension: each suite at each level, e.g. none,low,medium,high (sent as "
+	         "reasoning_effort)"},
 	{.name = "--chat-template", .kind = EV_OPT_CHOICE, .off = offsetof(T, chat_template), .choices = "chatml|llama3|none",
 	 .key = "chat_template", .help = "a checkpoint's chat template (default: its own; none: plain text)"},
 	EV_CHECKER_OPTS(T, checker),
@@ -341,6 +344,10 @@ typedef struct {
 	const ev_eval_options *o;
 	ev_suite *suites[EV_EVAL_MAX_LIST];
 	ev_checker *checkers[EV_EVAL_MAX_LIST];
+	/* the suites run: each --suite once, or once a level with --effort */
+	int n;
+	const char *path[EV_EVAL_MAX_LIST];
+	char effort[EV_EVAL_MAX_LIST][16];
 	cJSON *suites_info;
 	char *tmpdir;
 	long total;
@@ -379,6 +386,137 @@ static void apply_generation(ev_suite *s, const ev_eval_config *c)
 		s->gen.has_seed = true, s->gen.seed = c->seed;
 }
 
+/* ---- thinking effort as a run dimension ----------------------------------------------- */
+
+typedef struct {
+	cJSON *tokens; /* {suite: [sum of completion tokens, scored results]} */
+} effort_ctx;
+
+static int effort_tokens_cb(void *ctx, const ev_result *r)
+{
+	effort_ctx *e = ctx;
+	if (ev_result_is_error(r))
+		return 0;
+	cJSON *a = cJSON_GetObjectItemCaseSensitive(e->tokens, r->suite);
+	if (!a) {
+		a = cJSON_AddArrayToObject(e->tokens, r->suite);
+		cJSON_AddItemToArray(a, cJSON_CreateNumber(0));
+		cJSON_AddItemToArray(a, cJSON_CreateNumber(0));
+	}
+	if (!a)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	cJSON_SetNumberValue(cJSON_GetArrayItem(a, 0), cJSON_GetArrayItem(a, 0)->valuedouble + r->completion_tokens);
+	cJSON_SetNumberValue(cJSON_GetArrayItem(a, 1), cJSON_GetArrayItem(a, 1)->valuedouble + 1);
+	return 0;
+}
+
+/* With --effort: per suite, each level's score (with its CI, from the
+ * summary) and mean completion tokens, and whether token use rises with
+ * the levels in the order given (a backend that ignores the setting does
+ * not); added to the summary as "effort" and told on stderr. */
+static int effort_summary(eval_state *st, int64_t run_id, char **summary_json)
+{
+	bool any = false;
+	for (int i = 0; i < st->n; i++)
+		any = any || st->effort[i][0];
+	if (!any)
+		return 0;
+	effort_ctx e = {cJSON_CreateObject()};
+	cJSON *sum = cJSON_Parse(*summary_json);
+	int rc = e.tokens && sum ? ev_tracker_results_each(st->t, run_id, effort_tokens_cb, &e)
+	                         : ev_error_set(EV_E_NOMEM, "out of memory");
+	cJSON *eff = rc ? NULL : cJSON_CreateObject(), *suites = eff ? cJSON_AddArrayToObject(eff, "suites") : NULL;
+	for (int i = 0; !rc && i < st->n; i++) {
+		if (i && st->path[i] == st->path[i - 1])
+			continue; /* one entry a --suite, its levels together */
+		cJSON *o = cJSON_CreateObject(), *pts = cJSON_AddArrayToObject(o, "levels");
+		const char *full = st->suites[i]->name, *at = strstr(full, "@effort=");
+		char *base = ev_strndup(full, at ? (size_t)(at - full) : strlen(full));
+		cJSON_AddStringToObject(o, "name", base ? base : "");
+		free(base);
+		bool rises = true;
+		double prev = -1;
+		for (int k = i; k < st->n && st->path[k] == st->path[i]; k++) {
+			const char *nm = st->suites[k]->name;
+			cJSON *p = cJSON_CreateObject();
+			cJSON_AddStringToObject(p, "level", st->effort[k]);
+			const cJSON *x, *fig = NULL;
+			cJSON_ArrayForEach(x, cJSON_GetObjectItem(sum, "suites")) if (!strcmp(ev_json_str(x, "name", ""), nm)) fig = x;
+			static const char *const keys[] = {"n", "score", "ci_low", "ci_high"};
+			for (size_t q = 0; q < 4; q++) {
+				const cJSON *v = cJSON_GetObjectItem(fig, keys[q]);
+				if (v)
+					cJSON_AddItemToObject(p, keys[q], cJSON_Duplicate(v, 1));
+			}
+			const cJSON *tk = cJSON_GetObjectItemCaseSensitive(e.tokens, nm);
+			double n = tk ? cJSON_GetArrayItem(tk, 1)->valuedouble : 0,
+			       mean = n > 0 ? cJSON_GetArrayItem(tk, 0)->valuedouble / n : 0;
+			cJSON_AddNumberToObject(p, "completion_tokens", mean);
+			if (prev >= 0 && !(mean > prev))
+				rises = false;
+			prev = mean;
+			cJSON_AddItemToArray(pts, p);
+		}
+		cJSON_AddBoolToObject(o, "tokens_rise", rises);
+		cJSON_AddItemToArray(suites, o);
+		if (!st->o->quiet) {
+			fprintf(stderr, "effort on %s:", ev_json_str(o, "name", ""));
+			const cJSON *p;
+			cJSON_ArrayForEach(p, pts) fprintf(stderr, " %s %.3f (%.0f tokens)", ev_json_str(p, "level", ""),
+			                                   ev_json_num(p, "score", 0), ev_json_num(p, "completion_tokens", 0));
+			fprintf(stderr, "\n");
+		}
+		if (!rises)
+			ev_log_warn("%s: completion tokens do not rise with --effort: the backend may ignore reasoning_effort",
+			            ev_json_str(o, "name", ""));
+	}
+	if (!rc) {
+		cJSON_AddItemToObject(sum, "effort", eff);
+		eff = NULL;
+		char *text = ev_json_print(sum);
+		if (text) {
+			free(*summary_json);
+			*summary_json = text;
+		} else {
+			rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		}
+	}
+	cJSON_Delete(eff), cJSON_Delete(sum), cJSON_Delete(e.tokens);
+	return rc;
+}
+
+/* The suites to run: each --suite, or each at every --effort level. */
+static int plan_suites(eval_state *st)
+{
+	ev_eval_config *c = st->c;
+	st->n = 0;
+	char levels[8][16];
+	int nl = 0;
+	if (c->effort && *c->effort) {
+		const char *p = c->effort;
+		while (*p) {
+			size_t k = strcspn(p, ",");
+			if (!k || k >= 16 || nl == 8)
+				return ev_error_set(EV_E_INVALID, "--effort: up to 8 comma-separated levels of 1 to 15 characters");
+			for (size_t q = 0; q < k; q++)
+				if (!(p[q] >= 'a' && p[q] <= 'z') && !(p[q] >= '0' && p[q] <= '9') && p[q] != '-' && p[q] != '_')
+					return ev_error_set(EV_E_INVALID, "--effort: level '%.*s' (letters, digits, - and _)", (int)k, p);
+			memcpy(levels[nl], p, k);
+			levels[nl++][k] = 0;
+			p += k + (p[k] == ',');
+		}
+	}
+	for (int i = 0; i < c->n_suites; i++)
+		for (int l = 0; l < (nl ? nl : 1); l++) {
+			if (st->n == EV_EVAL_MAX_LIST)
+				return ev_error_set(EV_E_LIMIT, "at most %d suites x effort levels", EV_EVAL_MAX_LIST);
+			st->path[st->n] = c->suites[i];
+			snprintf(st->effort[st->n], sizeof st->effort[0], "%s", nl ? levels[l] : "");
+			st->n++;
+		}
+	return 0;
+}
+
 /* Loads every suite and its checker, before anything is stored. */
 static int load_suites(eval_state *st)
 {
@@ -386,11 +524,22 @@ static int load_suites(eval_state *st)
 	if (!(st->suites_info = cJSON_CreateArray()))
 		return ev_error_set(EV_E_NOMEM, "out of memory");
 	st->max_epochs = 1;
-	for (int i = 0; i < c->n_suites; i++) {
-		int rc = ev_cli_suite_load(&st->suites[i], c->suites[i], &st->tmpdir);
+	int prc = plan_suites(st);
+	if (prc)
+		return prc;
+	for (int i = 0; i < st->n; i++) {
+		int rc = ev_cli_suite_load(&st->suites[i], st->path[i], &st->tmpdir);
 		if (rc)
-			return ev_error_wrap(rc, "%s", c->suites[i]);
+			return ev_error_wrap(rc, "%s", st->path[i]);
 		ev_suite *s = st->suites[i];
+		if (st->effort[i][0]) { /* its own suite, named for the level */
+			char *nm = ev_asprintf("%s@effort=%s", s->name, st->effort[i]);
+			if (!nm)
+				return ev_error_set(EV_E_NOMEM, "out of memory");
+			free(s->name);
+			s->name = nm;
+			snprintf(s->gen.reasoning_effort, sizeof s->gen.reasoning_effort, "%s", st->effort[i]);
+		}
 		const char *spec = c->checker_spec ? c->checker_spec
 		                   : s->checker_json ? s->checker_json
 		                                     : "{\"type\":\"includes\"}";
@@ -405,7 +554,9 @@ static int load_suites(eval_state *st)
 		cJSON_AddStringToObject(o, "version", s->version ? s->version : "");
 		cJSON_AddStringToObject(o, "kind", s->kind ? s->kind : "");
 		cJSON_AddStringToObject(o, "hash", s->content_hash ? s->content_hash : "");
-		cJSON_AddStringToObject(o, "path", c->suites[i]);
+		cJSON_AddStringToObject(o, "path", st->path[i]);
+		if (st->effort[i][0])
+			cJSON_AddStringToObject(o, "effort", st->effort[i]);
 		cJSON_AddNumberToObject(o, "n", (double)s->n_samples);
 		/* the checker as it was built: a judge's model and identity too */
 		cJSON *ck = cJSON_Parse(ev_checker_spec(st->checkers[i]));
@@ -425,7 +576,7 @@ static int check_same_suites(eval_state *st, int64_t run_id)
 		return 0;
 	}
 	int rc = 0;
-	for (int i = 0; i < st->c->n_suites && !rc; i++) {
+	for (int i = 0; i < st->n && !rc; i++) {
 		const char *h = ev_json_str(cJSON_GetArrayItem(old, i), "hash", "");
 		if (*h && st->suites[i]->content_hash && strcmp(h, st->suites[i]->content_hash))
 			rc = ev_error_set(EV_E_INVALID, "suite %s changed since run %lld started (content hash differs)",
@@ -472,7 +623,7 @@ static int make_backend(ev_backend **out, const ev_eval_config *c)
 /* True when a sample of the run's suites holds an image or a video. */
 static bool multimodal(const eval_state *st)
 {
-	for (int k = 0; k < st->c->n_suites; k++)
+	for (int k = 0; k < st->n; k++)
 		for (size_t i = 0; st->suites[k] && i < st->suites[k]->n_samples; i++) {
 			const ev_sample *s = &st->suites[k]->samples[i];
 			for (size_t m = 0; m < s->n_messages; m++)
@@ -564,7 +715,7 @@ static int run_suites(eval_state *st, int64_t run_id, bool *stopped)
 		rc = ev_tracker_results_each(st->t, run_id, collect_done, sink.done);
 	if (!rc)
 		rc = ev_progress_new(&progress, "run", st->total - (long)ev_strset_count(sink.done), stderr, o->quiet);
-	for (int i = 0; i < c->n_suites && !rc; i++) {
+	for (int i = 0; i < st->n && !rc; i++) {
 		ev_run_plan plan = {
 			.suite = st->suites[i], .checker = st->checkers[i], .model = c->model_name,
 			.epochs = st->suites[i]->gen.epochs, .limit = (long)c->limit, .shard_k = c->shard_k,
@@ -688,7 +839,7 @@ static int evaluate(eval_state *st, ev_eval_outcome *out)
 		o->on_started(o->ctx, out->run_id);
 	if (!o->quiet)
 		fprintf(stderr, "evald: run %lld: %s on %d suite(s), %ld results planned\n", (long long)out->run_id,
-		        c->model_name, c->n_suites, st->total);
+		        c->model_name, st->n, st->total);
 	bool stopped = false;
 	if ((rc = run_suites(st, out->run_id, &stopped))) {
 		out->status = stopped ? "interrupted" : "failed";
@@ -704,7 +855,8 @@ static int evaluate(eval_state *st, ev_eval_outcome *out)
 	 * run, some failing a complete run with errors. */
 	long scored = 0, errors = 0;
 	const char *status = "finished";
-	if (!(rc = ev_summary_compute(&out->summary_json, st->t, out->run_id))) {
+	if (!(rc = ev_summary_compute(&out->summary_json, st->t, out->run_id)) &&
+	    !(rc = effort_summary(st, out->run_id, &out->summary_json))) {
 		count_outcome(out->summary_json, &scored, &errors);
 		status = errors && !scored ? "failed" : errors ? "finished_with_errors" : "finished";
 	}

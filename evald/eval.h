@@ -42,6 +42,9 @@ typedef struct {
 	bool has_seed;
 	bool no_cache;
 	const char *chat_template; /* --chat-template for a checkpoint; NULL: its own */
+	/* --effort none,low,medium,high: every suite run at each level, as its
+	 * own suite "NAME@effort=LEVEL" (OpenAI's reasoning_effort); NULL: once */
+	const char *effort;
 	ev_engine_flags engine;               /* --attention, --msa-*, --kv-* */
 	/* owned: the checker spec, from `checker` or from a stored run */
 	char *checker_spec;

@@ -288,6 +288,14 @@ int ev_report_gather(ev_report_data *d, ev_tracker *t, int64_t run_id, int max_f
 		ev_error_clear();
 	}
 	d->complete = d->run.summary_json != NULL;
+	if (d->complete) { /* the effort sweep's figures, as the run summarized them */
+		cJSON *sj = cJSON_Parse(d->run.summary_json);
+		cJSON *e = sj ? cJSON_DetachItemFromObjectCaseSensitive(sj, "effort") : NULL;
+		d->effort = cJSON_IsObject(e) ? e : NULL;
+		if (!d->effort)
+			cJSON_Delete(e);
+		cJSON_Delete(sj);
+	}
 	if (d->complete)
 		rc = read_summary(d);
 	else
@@ -337,6 +345,7 @@ void ev_report_data_clear(ev_report_data *d)
 	}
 	free(d->suites);
 	cJSON_Delete(d->config);
+	cJSON_Delete(d->effort);
 	ev_run_row_clear(&d->run);
 	memset(d, 0, sizeof *d);
 }

@@ -243,6 +243,113 @@ static int suites_section(ev_buf *b, const ev_report_data *d)
 	return rc;
 }
 
+/* ---- thinking effort: accuracy against tokens (evald run --effort) ---------------- */
+
+static int effort_section(ev_buf *b, const ev_report_data *d)
+{
+	if (!d->effort)
+		return 0;
+	int rc = ev_buf_puts(b, "<section id=\"effort\"><h2>Thinking effort</h2>\n");
+	const cJSON *su, *p;
+	cJSON_ArrayForEach(su, cJSON_GetObjectItem(d->effort, "suites"))
+	{
+		if (rc)
+			break;
+		const cJSON *lv = cJSON_GetObjectItem(su, "levels");
+		double tmax = 1, tmin = 1e300;
+		cJSON_ArrayForEach(p, lv)
+		{
+			double t = ev_json_num(p, "completion_tokens", 0);
+			tmax = t > tmax ? t : tmax;
+			tmin = t > 0 && t < tmin ? t : tmin;
+		}
+		if (tmin > tmax)
+			tmin = 1;
+		const int X = 60, Y = 16, PW = 460, PH = 200;
+		double lx0 = log(tmin > 0 ? tmin : 1), lx1 = log(tmax), span = lx1 > lx0 ? lx1 - lx0 : 1;
+		rc = ev_buf_puts(b, "<h3>");
+		if (!rc)
+			rc = ev_html_esc(b, ev_json_str(su, "name", ""), 200);
+		if (!rc)
+			rc = ev_buf_printf(b,
+			                   "</h3><figure><svg class=\"chart effort\" xmlns=\"http://www.w3.org/2000/svg\" "
+			                   "width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"Score "
+			                   "against mean completion tokens (log scale), one point a thinking-effort level with its "
+			                   "95%% interval; the table lists the values\">",
+			                   X + PW + 60, Y + PH + 40, X + PW + 60, Y + PH + 40);
+		for (int t = 0; !rc && t <= 4; t++)
+			rc = ev_buf_printf(b,
+			                   "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/><text x=\"%d\" "
+			                   "y=\"%.1f\" text-anchor=\"end\">%.2f</text>",
+			                   X, Y + PH - PH * t / 4.0, X + PW, Y + PH - PH * t / 4.0, X - 6, Y + PH - PH * t / 4.0 + 4,
+			                   t / 4.0);
+		if (!rc)
+			rc = ev_buf_puts(b, "<polyline fill=\"none\" stroke=\"#0072B2\" stroke-width=\"2\" points=\"");
+		cJSON_ArrayForEach(p, lv)
+		{
+			double t = ev_json_num(p, "completion_tokens", 0);
+			double x = X + PW * (log(t > 0 ? t : tmin) - lx0) / span, y = Y + PH - PH * ev_json_num(p, "score", 0);
+			if (!rc)
+				rc = ev_buf_printf(b, "%.1f,%.1f ", x, y);
+		}
+		if (!rc)
+			rc = ev_buf_puts(b, "\"/>");
+		cJSON_ArrayForEach(p, lv)
+		{
+			if (rc)
+				break;
+			double t = ev_json_num(p, "completion_tokens", 0);
+			double x = X + PW * (log(t > 0 ? t : tmin) - lx0) / span, y = Y + PH - PH * ev_json_num(p, "score", 0);
+			rc = ev_buf_puts(b, "<g class=\"level\" data-level=\"");
+			if (!rc)
+				rc = ev_html_esc(b, ev_json_str(p, "level", ""), 16);
+			if (!rc)
+				rc = ev_buf_putc(b, '"');
+			if (!rc)
+				rc = ev_html_num_attr(b, "score", ev_json_num(p, "score", 0));
+			if (!rc)
+				rc = ev_html_num_attr(b, "tokens", t);
+			if (!rc)
+				rc = ev_buf_printf(b,
+				                   "><title>%.3f (95%% CI %.3f to %.3f) at %.1f tokens</title><line x1=\"%.1f\" "
+				                   "y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\"/><circle cx=\"%.1f\" "
+				                   "cy=\"%.1f\" r=\"5\" fill=\"#0072B2\"/><text x=\"%.1f\" y=\"%.1f\">",
+				                   ev_json_num(p, "score", 0), ev_json_num(p, "ci_low", 0), ev_json_num(p, "ci_high", 0), t,
+				                   x, Y + PH - PH * ev_json_num(p, "ci_low", 0), x, Y + PH - PH * ev_json_num(p, "ci_high", 0),
+				                   x, y, x + 8, y - 8);
+			if (!rc)
+				rc = ev_html_esc(b, ev_json_str(p, "level", ""), 16);
+			if (!rc)
+				rc = ev_buf_puts(b, "</text></g>");
+		}
+		if (!rc)
+			rc = ev_buf_printf(b, "<text x=\"%d\" y=\"%d\">mean completion tokens (log)</text></svg></figure>",
+			                   X + PW / 2 - 80, Y + PH + 30);
+		if (!rc)
+			rc = ev_buf_puts(b, "<table class=\"effort\"><thead><tr><th>level</th><th class=\"num\">score</th>"
+			                    "<th class=\"num\">95% CI</th><th class=\"num\">completion tokens</th></tr></thead><tbody>");
+		cJSON_ArrayForEach(p, lv)
+		{
+			if (!rc)
+				rc = ev_buf_puts(b, "<tr><td>");
+			if (!rc)
+				rc = ev_html_esc(b, ev_json_str(p, "level", ""), 16);
+			if (!rc)
+				rc = ev_buf_printf(b,
+				                   "</td><td class=\"num\">%.3f</td><td class=\"num\">%.3f to %.3f</td>"
+				                   "<td class=\"num\">%.1f</td></tr>",
+				                   ev_json_num(p, "score", 0), ev_json_num(p, "ci_low", 0), ev_json_num(p, "ci_high", 0),
+				                   ev_json_num(p, "completion_tokens", 0));
+		}
+		if (!rc)
+			rc = ev_buf_puts(b, "</tbody></table>\n");
+		if (!rc && !cJSON_IsTrue(cJSON_GetObjectItem(su, "tokens_rise")))
+			rc = ev_buf_puts(b, "<p class=\"warn\">Token use does not rise with the level: the backend may ignore "
+			                    "the setting.</p>\n");
+	}
+	return rc ? rc : ev_buf_puts(b, "</section>\n");
+}
+
 /* ---- failure reasons ------------------------------------------------------------- */
 
 static int failures_section(ev_buf *b, const ev_report_data *d)
@@ -844,6 +951,8 @@ int ev_report_html(ev_buf *b, const ev_report_data *d, ev_tracker *t)
 	int rc = head(b, d);
 	if (!rc)
 		rc = suites_section(b, d);
+	if (!rc)
+		rc = effort_section(b, d);
 	if (!rc)
 		rc = failures_section(b, d);
 	if (!rc)

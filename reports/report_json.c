@@ -106,6 +106,8 @@ int ev_report_json(ev_buf *b, const ev_report_data *d)
 		if (!ok)
 			cJSON_Delete(config);
 	}
+	if (ok && d->effort)
+		ok = cJSON_AddItemToObject(o, "effort", cJSON_Duplicate(d->effort, 1));
 	if (ok)
 		ok = (suites = cJSON_AddArrayToObject(o, "suites")) != NULL;
 	for (size_t i = 0; ok && i < d->n_suites; i++) {

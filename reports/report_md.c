@@ -132,6 +132,41 @@ static int grid_section(ev_buf *b, const ev_report_data *d)
 	return rc;
 }
 
+/* evald run --effort: per suite, accuracy against tokens level by level */
+static int effort_section(ev_buf *b, const ev_report_data *d)
+{
+	if (!d->effort)
+		return 0;
+	int rc = ev_buf_puts(b, "## Thinking effort\n\n");
+	const cJSON *su, *p;
+	cJSON_ArrayForEach(su, cJSON_GetObjectItem(d->effort, "suites"))
+	{
+		if (rc)
+			break;
+		rc = ev_buf_puts(b, "### ");
+		if (!rc)
+			rc = cell(b, ev_json_str(su, "name", ""));
+		if (!rc)
+			rc = ev_buf_puts(b, "\n\n| level | score | 95% CI | completion tokens |\n| --- | ---: | :---: | ---: |\n");
+		cJSON_ArrayForEach(p, cJSON_GetObjectItem(su, "levels"))
+		{
+			if (!rc)
+				rc = ev_buf_puts(b, "| ");
+			if (!rc)
+				rc = cell(b, ev_json_str(p, "level", ""));
+			if (!rc)
+				rc = ev_buf_printf(b, " | %.3f | [%.3f, %.3f] | %.1f |\n", ev_json_num(p, "score", 0),
+				                   ev_json_num(p, "ci_low", 0), ev_json_num(p, "ci_high", 0),
+				                   ev_json_num(p, "completion_tokens", 0));
+		}
+		if (!rc && !cJSON_IsTrue(cJSON_GetObjectItem(su, "tokens_rise")))
+			rc = ev_buf_puts(b, "\nToken use does not rise with the level: the backend may ignore the setting.\n");
+		if (!rc)
+			rc = ev_buf_putc(b, '\n');
+	}
+	return rc;
+}
+
 static int report_md(ev_buf *b, const ev_report_data *d)
 {
 	const ev_run_row *r = &d->run;
@@ -146,7 +181,7 @@ static int report_md(ev_buf *b, const ev_report_data *d)
 	if (!d->complete &&
 	    (rc = ev_buf_puts(b, "- Complete: no (figures computed from the stored results, without CI)\n")))
 		return rc;
-	if ((rc = ev_buf_putc(b, '\n')) || (rc = suites_table(b, d)) || (rc = grid_section(b, d)) ||
+	if ((rc = ev_buf_putc(b, '\n')) || (rc = suites_table(b, d)) || (rc = effort_section(b, d)) || (rc = grid_section(b, d)) ||
 	    (rc = failures_section(b, d)) || (rc = failed_section(b, d)))
 		return rc;
 	return 0;

@@ -45,6 +45,7 @@ typedef struct {
 	size_t n_suites;
 	size_t cap_suites;
 	int max_failed;
+	cJSON *effort;   /* the summary's "effort" (evald run --effort), owned, or NULL */
 } ev_report_data;
 
 int ev_report_gather(ev_report_data *d, ev_tracker *t, int64_t run_id, int max_failed);

@@ -435,6 +435,8 @@ int ev_request_to_json(char **out, const ev_request *req, bool stream)
 		cJSON_AddNumberToObject(root, "temperature", g->temperature);
 	if (g->top_p >= 0)
 		cJSON_AddNumberToObject(root, "top_p", g->top_p);
+	if (g->reasoning_effort[0])
+		cJSON_AddStringToObject(root, "reasoning_effort", g->reasoning_effort);
 	if (g->has_seed) {
 		/* Raw, so that 64-bit seeds keep every digit. */
 		char seed[32];

@@ -75,6 +75,9 @@ typedef struct {
 	int top_logprobs; /* with logprobs (and prompt_logprobs): that many alternatives a token, 0..20 */
 	bool prompt_logprobs; /* also each prompt token's log-probability given those before (engine) */
 	bool prompt_only;     /* generate nothing: only score the prompt (engine; with prompt_logprobs) */
+	/* OpenAI's "reasoning_effort" sent with each request ("low", "medium",
+	 * ...; evald run --effort); empty: not sent */
+	char reasoning_effort[16];
 } ev_gen;
 
 #define EV_GEN_INIT {.temperature = -1.0, .top_p = -1.0, .epochs = 1}
