@@ -50,3 +50,28 @@ void eng_split_finish(float *out, const eng_split_state *s, int group, int hd)
 			out[(size_t)h * hd + d] = s->acc[(size_t)h * hd + d] * inv;
 	}
 }
+
+int eng_split_worklist(const int *n_blocks, int rows, int kv_heads, int target, int min_blocks, eng_split_item *out,
+                       int cap)
+{
+	int tasks = rows * kv_heads, n = 0;
+	if (tasks <= 0 || min_blocks <= 0)
+		return 0;
+	/* partitions a task: enough for `target` items over all tasks, at
+	 * most 64 (one task's merge stays short) */
+	int per = target > tasks ? (target + tasks - 1) / tasks : 1;
+	if (per > 64)
+		per = 64;
+	eng_split_part parts[64];
+	for (int r = 0; r < rows; r++)
+		for (int g = 0; g < kv_heads; g++) {
+			int k = eng_split_plan(n_blocks[r * kv_heads + g], per, min_blocks, parts);
+			for (int p = 0; p < k; p++) {
+				if (n == cap)
+					return -1;
+				out[n] = (eng_split_item){r, g, parts[p].first, parts[p].count, n};
+				n++;
+			}
+		}
+	return n;
+}

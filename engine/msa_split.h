@@ -29,6 +29,25 @@ typedef struct {
  * n_blocks is 0 or the limits are not positive. */
 int eng_split_plan(int n_blocks, int max_parts, int min_blocks, eng_split_part *out);
 
+/* ---- a decode batch's work list ---------------------------------------------- */
+
+/* One unit of GPU work: a partition of one (row, KV head)'s block list. */
+typedef struct {
+	int row, kv_head;
+	int first, count; /* into that (row, KV head)'s block list */
+	int slot;         /* where its partial state goes (unique, dense from 0) */
+} eng_split_item;
+
+/* The work of a decode batch: rows x KV heads block lists (lengths
+ * n_blocks[row * kv_heads + g]) split so that there are about `target`
+ * items in all (the device's parallel units: few rows split more, many
+ * rows not at all), each partition at least min_blocks. Items come row by
+ * row, KV head by KV head, partitions in list order, so the merge of a
+ * (row, KV head) is its items in order. Returns the number of items (at
+ * most cap; EV-style -1 when cap is too small). */
+int eng_split_worklist(const int *n_blocks, int rows, int kv_heads, int target, int min_blocks, eng_split_item *out,
+                       int cap);
+
 /* A partial softmax state for `group` query heads of size hd: running max
  * m[h], sum of exp(score - m) l[h], and acc[h * hd + d] the weighted values
  * (not yet divided by l). m = -INFINITY and l = 0 for an empty state. */

@@ -160,11 +160,50 @@ static void split_equals_direct(void **state)
 	free(K), free(V);
 }
 
+/* The batch's work list: every (row, KV head)'s blocks covered once and in
+ * order, slots unique and dense, about `target` items when rows are few
+ * (a single sequence splits its long lists), one item a task when rows
+ * are many; too small a buffer is said. */
+static void worklists_cover_the_batch(void **state)
+{
+	(void)state;
+	eng_split_item items[4096];
+	const int cases[][4] = {{1, 4, 132, 2}, {8, 4, 132, 2}, {64, 4, 132, 2}, {3, 2, 1000, 1}, {1, 1, 64, 8}};
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		int rows = cases[c][0], kvh = cases[c][1], target = cases[c][2], minb = cases[c][3];
+		int nb[256];
+		for (int i = 0; i < rows * kvh; i++)
+			nb[i] = (i * 37) % 5 == 0 ? 0 : 16 + (i * 53) % 300; /* some empty, some long */
+		int n = eng_split_worklist(nb, rows, kvh, target, minb, items, 4096);
+		assert_true(n >= 0);
+		int next = 0;
+		for (int t = 0; t < rows * kvh; t++) {
+			int at = 0, parts = 0;
+			while (next < n && items[next].row * kvh + items[next].kv_head == t) {
+				assert_int_equal(items[next].first, at);
+				assert_int_equal(items[next].slot, next);
+				at += items[next].count;
+				next++, parts++;
+			}
+			assert_int_equal(at, nb[t]);
+			if (rows * kvh >= target)
+				assert_true(parts <= 1);
+		}
+		assert_int_equal(next, n);
+		if (rows * kvh < target && minb == 2 && rows == 1)
+			assert_true(n >= target / 2); /* a lone sequence's long lists spread over the device */
+		print_message("rows %d x %d KV heads, target %d: %d items\n", rows, kvh, target, n);
+	}
+	int nb[2] = {100, 100};
+	assert_int_equal(eng_split_worklist(nb, 1, 2, 64, 1, items, 10), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(plans_cover_the_list),
 		cmocka_unit_test(split_equals_direct),
+		cmocka_unit_test(worklists_cover_the_batch),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
