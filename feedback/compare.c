@@ -119,6 +119,9 @@ static void request_provenance(ev_sample_score *cur, const char *request_json)
 	cJSON *tools = cJSON_DetachItemFromObjectCaseSensitive(j, "tools");
 	cJSON_DeleteItemFromObjectCaseSensitive(j, "model"); /* the model is what is compared */
 	cJSON_DeleteItemFromObjectCaseSensitive(j, "stream");
+	/* the run's drawn seed: sampling noise, which the intervals already
+	 * hold (and nothing at temperature 0), not a setting that changed */
+	cJSON_DeleteItemFromObjectCaseSensitive(j, "seed");
 	cur->h_prompt = json_hash(prompt);
 	cur->h_tools = json_hash(tools);
 	cur->h_decoding = json_hash(j);
@@ -127,20 +130,25 @@ static void request_provenance(ev_sample_score *cur, const char *request_json)
 
 const char *ev_provenance_names(unsigned bits, char *out, size_t cap)
 {
-	snprintf(out, cap, "%s%s%s%s%s", bits & EV_PROV_PROMPT ? "prompt" : "",
-	         (bits & EV_PROV_PROMPT) && (bits & (EV_PROV_DECODING | EV_PROV_TOOLS)) ? "," : "",
-	         bits & EV_PROV_DECODING ? "decoding" : "", (bits & EV_PROV_DECODING) && (bits & EV_PROV_TOOLS) ? "," : "",
-	         bits & EV_PROV_TOOLS ? "tools" : "");
+	static const char *const names[4] = {"prompt", "rendered_prompt", "decoding", "tools"};
+	static const unsigned order[4] = {EV_PROV_PROMPT, EV_PROV_RENDERED, EV_PROV_DECODING, EV_PROV_TOOLS};
+	size_t at = 0;
+	if (cap)
+		out[0] = 0;
+	for (int k = 0; k < 4; k++)
+		if ((bits & order[k]) && at < cap)
+			at += (size_t)snprintf(out + at, cap - at, "%s%s", at ? "," : "", names[k]);
 	return out;
 }
 
 /* What of the request differed between a sample's two runs. */
 static unsigned provenance_diff(const ev_sample_score *a, const ev_sample_score *b)
 {
+	unsigned bits = a->rendered[0] && b->rendered[0] && strcmp(a->rendered, b->rendered) ? EV_PROV_RENDERED : 0u;
 	if (!a->has_request || !b->has_request)
-		return 0;
-	return (a->h_prompt != b->h_prompt ? EV_PROV_PROMPT : 0u) | (a->h_decoding != b->h_decoding ? EV_PROV_DECODING : 0u) |
-	       (a->h_tools != b->h_tools ? EV_PROV_TOOLS : 0u);
+		return bits;
+	return bits | (a->h_prompt != b->h_prompt ? EV_PROV_PROMPT : 0u) |
+	       (a->h_decoding != b->h_decoding ? EV_PROV_DECODING : 0u) | (a->h_tools != b->h_tools ? EV_PROV_TOOLS : 0u);
 }
 
 static int load_one(void *ctx, const ev_result *r)
@@ -164,6 +172,8 @@ static int load_one(void *ctx, const ev_result *r)
 		cur->id = id;
 		cur->fp = EV_FP_WRONG_ANSWER;
 		request_provenance(cur, r->request_json);
+		if (r->prompt_hash)
+			snprintf(cur->rendered, sizeof cur->rendered, "%s", r->prompt_hash);
 		c->fold = (ev_sample_fold){0};
 		c->failed_scored = false;
 	}
@@ -609,8 +619,9 @@ static cJSON *changed_json(const ev_flip *f, const ev_compare *c, const ev_compa
 	static const struct {
 		unsigned bit;
 		const char *name;
-	} parts[] = {{EV_PROV_PROMPT, "prompt"}, {EV_PROV_DECODING, "decoding"}, {EV_PROV_TOOLS, "tools"}};
-	for (size_t k = 0; k < 3; k++)
+	} parts[] = {{EV_PROV_PROMPT, "prompt"}, {EV_PROV_RENDERED, "rendered_prompt"}, {EV_PROV_DECODING, "decoding"},
+	             {EV_PROV_TOOLS, "tools"}};
+	for (size_t k = 0; k < 4; k++)
 		if (f->changed & parts[k].bit)
 			cJSON_AddItemToArray(a, cJSON_CreateString(parts[k].name));
 	for (size_t k = 0; k < c->n_config; k++)

@@ -80,8 +80,10 @@ typedef struct {
 } ev_flip;
 
 /* What differed in a sample's request between two runs (its provenance). */
-enum { EV_PROV_PROMPT = 1, EV_PROV_DECODING = 2, EV_PROV_TOOLS = 4 };
-/* "prompt,decoding" and the like into out (at least 32 bytes); "" for 0. */
+enum { EV_PROV_PROMPT = 1, EV_PROV_DECODING = 2, EV_PROV_TOOLS = 4, EV_PROV_RENDERED = 8 };
+/* "prompt,rendered_prompt,decoding,tools" (those set) into out (at least
+ * 48 bytes); "" for 0. rendered_prompt: the prompt as the model got it
+ * (the engine's chat template and tokenizer applied) differs. */
 const char *ev_provenance_names(unsigned bits, char *out, size_t cap);
 
 typedef struct {
@@ -147,7 +149,7 @@ void ev_compare_free(ev_compare *c);
  * "calibration_id","significant_drop","only_a","only_b","fixed":[ids],
  * "broken":[ids],"fixed_samples"/"broken_samples":[{"id","score_a",
  * "score_b","fingerprint","detail","flip_rate","changed":[what differed:
- * "prompt","decoding","tools", settings keys, "suite","preprocessing"]}],
+ * "prompt","rendered_prompt","decoding","tools", settings keys, "suite","preprocessing"]}],
  * "provenance":{"samples_changed","delta_from_changed_requests",
  * "suite_changed","settings_changed","share_of_delta_with_other_change"
  * (1 when settings, suite or preprocessing differ; else the changed

@@ -26,6 +26,8 @@ typedef struct {
 	 * name and stream), the tools; has_request false when none was kept */
 	bool has_request;
 	uint64_t h_prompt, h_decoding, h_tools;
+	/* the rendered prompt's hash the backend reported (engine), or "" */
+	char rendered[17];
 } ev_sample_score;
 
 typedef struct {

@@ -198,7 +198,12 @@ static const ev_migration migrations[] = {
 	 * written, so reports can show it beside the answer. */
 	{6, "sample target on results",
 	 "ALTER TABLE results ADD COLUMN target_json TEXT;"},
-	/* Append new steps here: {7, "what it adds", "SQL;"}, ... */
+	/* Step 7 (owner: feedback): the hash of the prompt as the model got it
+	 * (the bundled engine's chat template and tokenizer applied), so a
+	 * comparison can tell a changed rendering from a changed model. */
+	{7, "rendered prompt hash on results",
+	 "ALTER TABLE results ADD COLUMN prompt_hash TEXT;"},
+	/* Append new steps here: {8, "what it adds", "SQL;"}, ... */
 };
 
 int ev_schema_latest(void) { return (int)(sizeof migrations / sizeof migrations[0]); }

@@ -67,6 +67,7 @@ typedef struct ejob {
 	bool chat, tools;
 	int32_t *prompt;
 	size_t n_prompt;
+	char prompt_hash[17];       /* the prompt's token ids hashed (provenance), "" for scoring jobs */
 	eng_generate_options gen;
 	char **stop;
 	size_t n_stop, max_stop;
@@ -316,6 +317,7 @@ static void complete(engine *e, ejob *j, const eng_batch_result *res, ev_complet
 	c->cookie = j->cookie;
 	c->attempts = 1;
 	c->prompt_tokens = (int)j->n_prompt;
+	memcpy(c->prompt_hash, j->prompt_hash, sizeof c->prompt_hash);
 	unsigned long long id = ++e->seq;
 	int status = res ? res->status : j->status;
 	if (j->n_parts) { /* a scoring job: its parts' results are in already */
@@ -1059,6 +1061,12 @@ static int make_job_ids(engine *e, const ev_request *req, const char *raw_prompt
 		j->prompt[0] = e->info.bos_id;
 	memcpy(j->prompt + bos, ids, n * sizeof *ids);
 	j->n_prompt = n + bos;
+	{ /* what reached the model: the chat template's and tokenizer's work, hashed */
+		char hex[EV_SHA256_HEX];
+		ev_sha256_hex(hex, j->prompt, j->n_prompt * sizeof *j->prompt);
+		memcpy(j->prompt_hash, hex, 16);
+		j->prompt_hash[16] = 0;
+	}
 
 	const ev_gen *g = &req->gen;
 	eng_generate_options o = ENG_GENERATE_OPTIONS_INIT;

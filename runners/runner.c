@@ -160,6 +160,7 @@ static int deliver(run *r, const ev_sample *s, int epoch, const char *request_js
 	res.finish_reason = c->finish_reason;
 	res.prompt_tokens = c->prompt_tokens;
 	res.completion_tokens = c->completion_tokens;
+	res.prompt_hash = c->prompt_hash[0] ? c->prompt_hash : NULL;
 	res.latency_s = c->latency_s;
 	res.attempts = c->attempts;
 	res.cached = cached;

@@ -85,6 +85,10 @@ typedef struct {
 	int prompt_tokens, completion_tokens;
 	double latency_s;
 	int attempts;
+	/* the first 16 hex digits of sha256 of the prompt's token ids as the
+	 * model got them (the bundled engine: chat template and tokenizer
+	 * applied); "" when the backend does not know them (a server) */
+	char prompt_hash[17];
 } ev_completion;
 
 void ev_completion_clear(ev_completion *c);

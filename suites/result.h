@@ -63,6 +63,7 @@ typedef struct {
 	bool cached;
 	const char *metadata_json; /* the sample's metadata object, or NULL */
 	const char *target_json;   /* the sample's target as written (JSON), or NULL */
+	const char *prompt_hash;   /* the rendered prompt's token ids hashed (engine), or NULL */
 } ev_result;
 
 /* An infrastructure fault: counted, left out of scores, tried again on
