@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/strset.h"
 #include "feedback/feedback.h"
 
 typedef struct {
@@ -44,18 +45,10 @@ typedef struct {
 	int rc;
 } route_data;
 
-static uint64_t key_hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
 /* The slot of key: where it is, or the empty one where it would go. */
 static size_t *slot_of(route_data *d, const char *key)
 {
-	size_t mask = d->n_slots - 1, i = (size_t)key_hash(key) & mask;
+	size_t mask = d->n_slots - 1, i = (size_t)ev_hash_str(key) & mask;
 	while (d->slots[i] && strcmp(d->v[d->slots[i] - 1].key, key))
 		i = (i + 1) & mask;
 	return &d->slots[i];
@@ -145,7 +138,7 @@ static void learn_and_apply(const route_sample *const *v, size_t n, size_t runs,
 		/* per category and run: the sum of scores and costs over the learning half */
 		cJSON *cats = cJSON_CreateObject();
 		for (size_t i = 0; i < n; i++) {
-			if ((int)(key_hash(v[i]->key) & 1) == half)
+			if ((int)(ev_hash_str(v[i]->key) & 1) == half)
 				continue; /* learn on the other half */
 			cJSON *c = cJSON_GetObjectItemCaseSensitive(cats, v[i]->category);
 			if (!c) {
@@ -172,7 +165,7 @@ static void learn_and_apply(const route_sample *const *v, size_t n, size_t runs,
 				cmin = t, cheapest = k;
 		}
 		for (size_t i = 0; i < n; i++) {
-			if ((int)(key_hash(v[i]->key) & 1) != half)
+			if ((int)(ev_hash_str(v[i]->key) & 1) != half)
 				continue;
 			const cJSON *c = cJSON_GetObjectItemCaseSensitive(cats, v[i]->category);
 			if (!c) {

@@ -274,7 +274,7 @@ typedef struct {
 	int rc;
 } diff_ctx;
 
-enum { GX = 90, GY = 46, CW = 64, CH = 34 };
+enum { CW = EV_HTML_CW, CH = EV_HTML_CH };
 
 /* run A's cell (task, length, depth): mean and n */
 static bool cell_a(const cJSON *grid, const char *task, const char *length, const char *depth, double *mean)
@@ -294,38 +294,11 @@ static int diff_cell(void *ctx, const char *task, const char *length, const char
 	diff_ctx *g = ctx;
 	ev_buf *b = g->b;
 	int rc = 0;
-	if (li == 0 && di == 0) {
-		int W = GX + CW * (int)nd + 20, H = GY + CH * (int)nl + 30;
-		rc = ev_buf_puts(b, "<h3>");
-		if (!rc)
-			rc = ev_html_esc(b, g->suite, 200);
-		if (!rc)
-			rc = ev_buf_puts(b, ": ");
-		if (!rc)
-			rc = ev_html_esc(b, task, 200);
-		if (!rc)
-			rc = ev_buf_printf(b,
-			                   "</h3><figure><svg class=\"chart diffmap\" xmlns=\"http://www.w3.org/2000/svg\" "
-			                   "width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"Score "
-			                   "change B - A by context length (rows) and needle depth (columns), written in each "
-			                   "cell; orange: lower in B, blue: higher\"><text x=\"%d\" y=\"14\">needle depth %%</text>"
-			                   "<text x=\"4\" y=\"%d\">length</text>",
-			                   W, H, W, H, GX, GY - 22);
-	}
-	if (!rc && li == 0) {
-		rc = ev_buf_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">", GX + CW * (int)di + CW / 2, GY - 6);
-		if (!rc)
-			rc = ev_html_esc(b, depth, 12);
-		if (!rc)
-			rc = ev_buf_puts(b, "</text>");
-	}
-	if (!rc && di == 0) {
-		char lab[32];
-		ev_report_length_label(lab, length);
-		rc = ev_buf_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>", GX - 8,
-		                   GY + CH * (int)li + CH / 2 + 4, lab);
-	}
-	int x = GX + CW * (int)di, y = GY + CH * (int)li;
+	int x, y;
+	rc = ev_html_heatmap_frame(b, g->suite, task, length, depth, li, nl, di, nd, "diffmap",
+	                           "Score change B - A by context length (rows) and needle depth (columns), written in "
+	                           "each cell; orange: lower in B, blue: higher",
+	                           "", &x, &y);
 	double a;
 	if (!rc && c->n > 0 && cell_a(g->grid_a, task, length, depth, &a)) {
 		double d = c->score - a;
@@ -346,10 +319,7 @@ static int diff_cell(void *ctx, const char *task, const char *length, const char
 			                   length, depth, a, c->score, d, x, y, CW, CH, col, x + CW / 2, y + CH / 2 + 4,
 			                   fabs(d) > 0.6 ? "#fff" : "#000", d);
 	} else if (!rc) {
-		rc = ev_buf_printf(b,
-		                   "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f2f2f2\" stroke=\"#fff\"/>"
-		                   "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">-</text>",
-		                   x, y, CW, CH, x + CW / 2, y + CH / 2 + 4);
+		rc = ev_html_heatmap_empty(b, x, y);
 	}
 	if (!rc && li == nl - 1 && di == nd - 1)
 		rc = ev_buf_puts(b, "</svg><figcaption>Each cell: B's mean minus A's; - where a run has no result there."

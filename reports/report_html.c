@@ -448,34 +448,32 @@ typedef struct {
 	int rc;
 } grid_ctx;
 
-enum { GX = 90, GY = 46, CW = 64, CH = 34 };
+enum { GX = EV_HTML_GX, GY = EV_HTML_GY, CW = EV_HTML_CW, CH = EV_HTML_CH };
 
-static int grid_cell(void *ctx, const char *task, const char *length, const char *depth, const ev_report_cell *c,
-                     size_t li, size_t nl, size_t di, size_t nd)
+int ev_html_heatmap_frame(ev_buf *b, const char *suite, const char *task, const char *length, const char *depth,
+                          size_t li, size_t nl, size_t di, size_t nd, const char *svg_class, const char *aria,
+                          const char *defs, int *x, int *y)
 {
-	grid_ctx *g = ctx;
-	ev_buf *b = g->b;
 	int rc = 0;
 	if (li == 0 && di == 0) { /* a task's heatmap starts */
 		int W = GX + CW * (int)nd + 20, H = GY + CH * (int)nl + 40;
 		rc = ev_buf_puts(b, "<h3>");
 		if (!rc)
-			rc = esc(b, g->suite, 200);
+			rc = esc(b, suite, 200);
 		if (!rc)
 			rc = ev_buf_puts(b, ": ");
 		if (!rc)
 			rc = esc(b, task, 200);
 		if (!rc)
 			rc = ev_buf_printf(b,
-			                   "</h3><figure><svg class=\"chart heatmap\" xmlns=\"http://www.w3.org/2000/svg\" "
-			                   "width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"Score by "
-			                   "context length (rows) and needle depth (columns); each cell's score is written in it, "
-			                   "its 95%% interval in its title; hatched cells do not differ significantly from the "
-			                   "task's mean\"><defs><pattern id=\"hatch\" width=\"6\" height=\"6\" "
-			                   "patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\"><line x1=\"0\" y1=\"0\" "
-			                   "x2=\"0\" y2=\"6\" stroke=\"#fff\" stroke-opacity=\"0.55\" stroke-width=\"2\"/></pattern>"
-			                   "</defs><text x=\"%d\" y=\"14\">needle depth %%</text><text x=\"4\" y=\"%d\">length</text>",
-			                   W, H, W, H, GX, GY - 22);
+			                   "</h3><figure><svg class=\"chart %s\" xmlns=\"http://www.w3.org/2000/svg\" "
+			                   "width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"",
+			                   svg_class, W, H, W, H);
+		if (!rc)
+			rc = esc(b, aria, 1000);
+		if (!rc)
+			rc = ev_buf_printf(b, "\">%s<text x=\"%d\" y=\"14\">needle depth %%</text><text x=\"4\" y=\"%d\">length</text>",
+			                   defs, GX, GY - 22);
 	}
 	if (!rc && li == 0) {
 		rc = ev_buf_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">", GX + CW * (int)di + CW / 2, GY - 6);
@@ -490,7 +488,33 @@ static int grid_cell(void *ctx, const char *task, const char *length, const char
 		rc = ev_buf_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>", GX - 8,
 		                   GY + CH * (int)li + CH / 2 + 4, lab);
 	}
-	int x = GX + CW * (int)di, y = GY + CH * (int)li;
+	*x = GX + CW * (int)di, *y = GY + CH * (int)li;
+	return rc;
+}
+
+int ev_html_heatmap_empty(ev_buf *b, int x, int y)
+{
+	return ev_buf_printf(b,
+	                     "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f2f2f2\" stroke=\"#fff\"/>"
+	                     "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">-</text>",
+	                     x, y, CW, CH, x + CW / 2, y + CH / 2 + 4);
+}
+
+static int grid_cell(void *ctx, const char *task, const char *length, const char *depth, const ev_report_cell *c,
+                     size_t li, size_t nl, size_t di, size_t nd)
+{
+	grid_ctx *g = ctx;
+	ev_buf *b = g->b;
+	int rc = 0;
+	int x, y;
+	rc = ev_html_heatmap_frame(b, g->suite, task, length, depth, li, nl, di, nd, "heatmap",
+	                           "Score by context length (rows) and needle depth (columns); each cell's score is "
+	                           "written in it, its 95% interval in its title; hatched cells do not differ "
+	                           "significantly from the task's mean",
+	                           "<defs><pattern id=\"hatch\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
+	                           "patternTransform=\"rotate(45)\"><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" "
+	                           "stroke=\"#fff\" stroke-opacity=\"0.55\" stroke-width=\"2\"/></pattern></defs>",
+	                           &x, &y);
 	if (!rc && c->n > 0) {
 		char col[8];
 		bool dark;
@@ -521,10 +545,7 @@ static int grid_cell(void *ctx, const char *task, const char *length, const char
 			rc = ev_buf_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"%s\">%.2f</text></g>",
 			                   x + CW / 2, y + CH / 2 + 4, dark ? "#fff" : "#000", c->score);
 	} else if (!rc) {
-		rc = ev_buf_printf(b,
-		                   "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f2f2f2\" stroke=\"#fff\"/>"
-		                   "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">-</text>",
-		                   x, y, CW, CH, x + CW / 2, y + CH / 2 + 4);
+		rc = ev_html_heatmap_empty(b, x, y);
 	}
 	if (!rc && li == nl - 1 && di == nd - 1) { /* the legend, then the end */
 		int ly = GY + CH * (int)nl + 12;

@@ -87,6 +87,18 @@ int ev_html_num_attr(ev_buf *b, const char *name, double v);
 int ev_html_begin(ev_buf *b);
 extern const char EV_HTML_STYLE[];
 
+/* A length x depth heatmap, cell by cell as ev_report_grid_each walks
+ * them: at a task's first cell the heading and the <svg> (class, the text
+ * alternative `aria`, `defs` put first inside), at each row's and column's
+ * first the labels; *x, *y the cell's corner. Cells are EV_HTML_CW x
+ * EV_HTML_CH from (EV_HTML_GX, EV_HTML_GY). ev_html_heatmap_empty draws a
+ * cell without results. */
+enum { EV_HTML_GX = 90, EV_HTML_GY = 46, EV_HTML_CW = 64, EV_HTML_CH = 34 };
+int ev_html_heatmap_frame(ev_buf *b, const char *suite, const char *task, const char *length, const char *depth,
+                          size_t li, size_t nl, size_t di, size_t nd, const char *svg_class, const char *aria,
+                          const char *defs, int *x, int *y);
+int ev_html_heatmap_empty(ev_buf *b, int x, int y);
+
 /* The HTML report (report_html.c): the data, and the tracker for the
  * per-sample tables (a second pass over the results). */
 int ev_report_html(ev_buf *b, const ev_report_data *d, ev_tracker *t);

@@ -251,8 +251,12 @@ int eng_gguf_parse(eng_gguf **out, const void *data, size_t len, const char *wha
 		}
 		char key[MAX_NAME + 1];
 		snprintf(key, sizeof key, "%.*s", (int)v->key.n, v->key.p);
-		if ((rc = u32(&r, &v->type, key)) || (rc = value(&r, v, key)))
+		if ((rc = u32(&r, &v->type, key)))
 			goto fail;
+		size_t body = r.at;
+		if ((rc = value(&r, v, key)))
+			goto fail;
+		v->raw = r.p + body, v->raw_len = r.at - body;
 		g->n_kv++;
 		if (str_eq(&v->key, "general.alignment")) {
 			if (v->type != ENG_GGUF_U32 || !v->v.u || v->v.u > (1u << 20) || (v->v.u & (v->v.u - 1))) {

@@ -35,6 +35,9 @@ typedef struct {
 	uint32_t elem_type; /* ENG_GGUF_ARRAY: the elements' type and count */
 	uint64_t count;
 	const uint8_t *elems; /* the elements as stored (strings: length-prefixed) */
+	/* the value's bytes in the file, after its type (for copying it) */
+	const uint8_t *raw;
+	size_t raw_len;
 } eng_gguf_value;
 
 typedef struct {

@@ -82,23 +82,6 @@ static uint32_t type_for(const eng_gguf_tensor *t, const char *name, uint32_t ta
 	return want;
 }
 
-/* The bytes one metadata value takes in the file after its type. */
-static size_t value_bytes(const eng_gguf_value *v)
-{
-	static const uint8_t size[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
-	if (v->type == ENG_GGUF_STRING)
-		return 8 + v->s.n;
-	if (v->type != ENG_GGUF_ARRAY)
-		return size[v->type];
-	size_t n = 12;
-	if (v->elem_type != ENG_GGUF_STRING)
-		return n + (size_t)v->count * size[v->elem_type];
-	const uint8_t *at = v->elems;
-	for (uint64_t i = 0; i < v->count; i++)
-		n += 8 + eng_gguf_next_str(&at).n;
-	return n;
-}
-
 int eng_gguf_requantize(const char *in, const char *out, const char *type_name, eng_gguf_requant_stats *st)
 {
 	uint32_t target;
@@ -125,20 +108,7 @@ int eng_gguf_requantize(const char *in, const char *out, const char *type_name, 
 		if (v->key.n == 17 && !memcmp(v->key.p, "general.alignment", 17))
 			continue;
 		char *k = ev_strndup(v->key.p, v->key.n);
-		/* the value's bytes follow its type in the map: the string's length or the scalar */
-		const uint8_t *body = v->type == ENG_GGUF_STRING ? (const uint8_t *)v->s.p - 8
-		                      : v->type == ENG_GGUF_ARRAY ? v->elems - 12
-		                                                  : NULL;
-		uint8_t scalar[8];
-		if (!body) {
-			memcpy(scalar, &v->v, 8); /* little-endian: the low bytes are the value's */
-			if (v->type == ENG_GGUF_F32) {
-				float f = (float)v->v.f;
-				memcpy(scalar, &f, 4);
-			}
-			body = scalar;
-		}
-		rc = k ? eng_gguf_put_raw(w, k, v->type, body, value_bytes(v)) : ev_error_set(EV_E_NOMEM, "out of memory");
+		rc = k ? eng_gguf_put_raw(w, k, v->type, v->raw, v->raw_len) : ev_error_set(EV_E_NOMEM, "out of memory");
 		free(k);
 	}
 	float *f = NULL;
