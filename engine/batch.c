@@ -38,6 +38,7 @@ typedef struct job {
 	long max;      /* generated tokens allowed, set when the prompt is in */
 	int n_out;
 	int32_t next_tok;
+	eng_think_state think;
 	bool want_lp, want_plp, prompt_only;
 	int top_lp;
 	eng_logprob *lp, *plp; /* generated (cap_all - n_prompt), prompt (n_prompt) */
@@ -280,6 +281,10 @@ int eng_batch_add(eng_batch *b, const eng_batch_request *req, uint64_t *id_out)
 		return ev_error_set(EV_E_INVALID, "batch: bad stop id list (%d ids)", req->gen.n_stop);
 	if (req->gen.max_tokens < 0)
 		return ev_error_set(EV_E_INVALID, "batch: max_tokens %d is negative", req->gen.max_tokens);
+	if (req->gen.think.enforce &&
+	    (req->gen.think.budget < 0 || req->gen.think.close_id < 0 || req->gen.think.close_id >= b->info.vocab))
+		return ev_error_set(EV_E_INVALID, "batch: thinking budget %d with close id %d", req->gen.think.budget,
+				    req->gen.think.close_id);
 	if (req->top_logprobs < 0 || req->top_logprobs > ENG_MAX_TOP_LOGPROBS)
 		return ev_error_set(EV_E_INVALID, "batch: top_logprobs %d is not within 0..%d", req->top_logprobs,
 				    ENG_MAX_TOP_LOGPROBS);
@@ -487,14 +492,23 @@ static int sample_one(eng_batch *b, job *j)
 	int32_t tok;
 	double lp;
 	bool pen = j->gen.sample.repetition_penalty != 1.0;
-	int rc = eng_sample(j->smp, &tok, &lp, eng_seq_logits(j->seq), pen ? j->all : NULL, pen ? j->n_all : 0);
-	if (rc)
-		return rc;
-	for (int i = 0; i < j->nstop; i++)
+	int32_t forced = eng_think_forced(&j->gen.think, &j->think);
+	if (forced >= 0) { /* the thinking budget is spent: the block closes here */
+		eng_logprob f;
+		eng_logprob_of(&f, eng_seq_logits(j->seq), b->info.vocab, forced, 0);
+		tok = forced, lp = f.logprob;
+	} else {
+		int rc = eng_sample(j->smp, &tok, &lp, eng_seq_logits(j->seq), pen ? j->all : NULL, pen ? j->n_all : 0);
+		if (rc)
+			return rc;
+	}
+	int rc;
+	for (int i = 0; forced < 0 && i < j->nstop; i++)
 		if (j->stop[i] == tok) {
 			j->reason = ENG_STOP_EOS;
 			return 1;
 		}
+	eng_think_step(&j->gen.think, &j->think, tok);
 	if ((rc = push_token(j, tok)))
 		return rc;
 	if (j->want_lp)
@@ -573,9 +587,8 @@ int eng_batch_step(eng_batch *b)
 			j->fed += b->ntok[p];
 			if (j->fed < j->n_prompt)
 				continue;
-			long room = b->info.max_context - eng_seq_len(j->seq);
-			int mt = j->gen.max_tokens;
-			j->max = mt > 0 && mt < room + 1 ? mt : room + 1;
+			j->max = eng_generate_limit(&j->gen, b->info.max_context - eng_seq_len(j->seq));
+			j->think = eng_think_start(&j->gen.think);
 			j->state = JOB_DECODE;
 			pc_keep(b, j);
 		}
@@ -612,6 +625,7 @@ int eng_batch_take(eng_batch *b, eng_batch_result *out, int max)
 		j->error = NULL;
 		r->n_prompt = j->n_prompt;
 		r->n_tokens = j->n_out;
+		r->n_think = j->think.used;
 		r->reason = j->reason;
 		r->logprobs = j->lp;
 		r->prompt_logprobs = j->plp;

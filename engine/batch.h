@@ -74,6 +74,7 @@ typedef struct {
 	int32_t *tokens;     /* generated ids, stop id excluded (malloc'd) */
 	int n_tokens;
 	int n_prompt;
+	int n_think;         /* of n_tokens, those inside think blocks (with a budget) */
 	eng_stop_reason reason;
 	eng_logprob *logprobs;        /* n_tokens entries when asked, else NULL */
 	eng_logprob *prompt_logprobs; /* n_prompt entries when asked, else NULL */

@@ -231,15 +231,49 @@ typedef struct {
  * with min(n_top, ENG_MAX_TOP_LOGPROBS) alternatives. */
 void eng_logprob_of(eng_logprob *out, const float *logits, int vocab, int32_t tok, int n_top);
 
+/* A thinking budget for models that think in <think> ... </think> blocks.
+ * When `enforce` is set, the tokens generated inside blocks (the open and
+ * close ids themselves not counted) are counted over the whole answer, and
+ * once `budget` of them are spent inside an open block the next token is
+ * close_id, put in place of sampling: the block is closed at the budget,
+ * never past it (a block opened again after that is closed at once).
+ * `open_at_start`: the prompt ends inside a block (templates that open it,
+ * as DeepSeek-R1's does). max_tokens then counts the answer only: up to
+ * budget + 1 more tokens are allowed for the thinking and its close. */
+typedef struct {
+	bool enforce;
+	bool open_at_start;
+	int budget;              /* >= 0 */
+	int32_t open_id, close_id;
+} eng_think_options;
+
+typedef struct {
+	bool in;   /* inside a block */
+	int used;  /* thinking tokens so far */
+} eng_think_state;
+
+/* The token that must come next (close_id), or -1: sample. */
+int32_t eng_think_forced(const eng_think_options *o, const eng_think_state *st);
+/* Takes a generated token into the state. */
+void eng_think_step(const eng_think_options *o, eng_think_state *st, int32_t tok);
+/* The state at the start of generation. */
+eng_think_state eng_think_start(const eng_think_options *o);
+
 typedef struct {
 	int max_tokens;          /* 0 = up to the context limit */
 	const int32_t *stop_ids; /* NULL: the model's EOS ids */
 	int n_stop;
 	eng_sample_options sample;
 	int32_t *stop_token_out; /* when set: the stop id that ended it, or -1 */
+	eng_think_options think;
+	int *think_used_out;     /* when set: thinking tokens generated */
 } eng_generate_options;
 
 #define ENG_GENERATE_OPTIONS_INIT {.max_tokens = 256, .sample = ENG_SAMPLE_OPTIONS_INIT}
+
+/* Tokens a generation may make with `room` positions left in the context:
+ * max_tokens (0 = all the room), plus budget + 1 under a thinking budget. */
+long eng_generate_limit(const eng_generate_options *o, long room);
 
 /* Called after each generated token; return non-zero to stop early. */
 typedef int (*eng_token_cb)(void *ctx, int32_t token, double logprob);

@@ -200,6 +200,41 @@ void eng_logprob_of(eng_logprob *out, const float *logits, int vocab, int32_t to
 		out->top_lp[k] = (double)logits[out->top_id[k]] - mx - lse;
 }
 
+/* ---- thinking budget ---------------------------------------------------- */
+
+eng_think_state eng_think_start(const eng_think_options *o)
+{
+	eng_think_state st = {o && o->enforce && o->open_at_start, 0};
+	return st;
+}
+
+int32_t eng_think_forced(const eng_think_options *o, const eng_think_state *st)
+{
+	return o && o->enforce && st->in && st->used >= o->budget ? o->close_id : -1;
+}
+
+void eng_think_step(const eng_think_options *o, eng_think_state *st, int32_t tok)
+{
+	if (!o || !o->enforce)
+		return;
+	if (tok == o->open_id)
+		st->in = true;
+	else if (tok == o->close_id)
+		st->in = false;
+	else if (st->in)
+		st->used++;
+}
+
+/* Generated tokens allowed: max_tokens (0 = the room left), plus the
+ * thinking and its close when a budget is enforced. */
+long eng_generate_limit(const eng_generate_options *o, long room)
+{
+	long max = o->max_tokens;
+	if (max > 0 && o->think.enforce)
+		max += (long)o->think.budget + 1;
+	return max > 0 && max < room + 1 ? max : room + 1;
+}
+
 int eng_generate(eng_seq *s, const int32_t *prompt, int n_prompt, const eng_generate_options *opts, eng_token_cb cb,
 		 void *cb_ctx, int32_t *out_tokens, int out_cap, int *n_out, eng_stop_reason *reason)
 {
@@ -212,6 +247,7 @@ int eng_generate(eng_seq *s, const int32_t *prompt, int n_prompt, const eng_gene
 	long nh = 0, cap;
 	int rc, n = 0;
 	eng_stop_reason why = ENG_STOP_LENGTH;
+	eng_think_state think = eng_think_start(&o.think);
 	if (n_out)
 		*n_out = 0;
 	if (o.stop_token_out)
@@ -226,8 +262,11 @@ int eng_generate(eng_seq *s, const int32_t *prompt, int n_prompt, const eng_gene
 		rc = ev_error_set(EV_E_INVALID, "generate: empty prompt and empty sequence");
 		goto done;
 	}
-	long room = m->max_context - s->len;
-	long max = o.max_tokens > 0 && o.max_tokens < room + 1 ? o.max_tokens : room + 1;
+	if (o.think.enforce && o.think.budget < 0) {
+		rc = ev_error_set(EV_E_INVALID, "generate: thinking budget %d is negative", o.think.budget);
+		goto done;
+	}
+	long max = eng_generate_limit(&o, m->max_context - s->len);
 	/* history for the repetition penalty: the prompt and what follows */
 	cap = n_prompt + max + 1;
 	if (o.sample.repetition_penalty != 1.0) {
@@ -242,10 +281,16 @@ int eng_generate(eng_seq *s, const int32_t *prompt, int n_prompt, const eng_gene
 	while (n < max) {
 		int32_t tok;
 		double lp;
-		if ((rc = eng_sample(smp, &tok, &lp, s->logits, hist, nh)))
+		int32_t forced = eng_think_forced(&o.think, &think);
+		if (forced >= 0) { /* the budget is spent: the block closes here */
+			eng_logprob f;
+			eng_logprob_of(&f, s->logits, m->c.vocab, forced, 0);
+			tok = forced, lp = f.logprob;
+		} else if ((rc = eng_sample(smp, &tok, &lp, s->logits, hist, nh))) {
 			goto done;
+		}
 		bool is_stop = false;
-		for (int i = 0; i < nstop; i++)
+		for (int i = 0; forced < 0 && i < nstop; i++)
 			is_stop |= stop[i] == tok;
 		if (is_stop) {
 			why = ENG_STOP_EOS;
@@ -253,6 +298,7 @@ int eng_generate(eng_seq *s, const int32_t *prompt, int n_prompt, const eng_gene
 				*o.stop_token_out = tok;
 			break;
 		}
+		eng_think_step(&o.think, &think, tok);
 		if (out_tokens && n < out_cap)
 			out_tokens[n] = tok;
 		n++;
@@ -268,6 +314,8 @@ int eng_generate(eng_seq *s, const int32_t *prompt, int n_prompt, const eng_gene
 			goto done;
 	}
 done:
+	if (o.think_used_out)
+		*o.think_used_out = think.used;
 	if (n_out)
 		*n_out = n;
 	if (reason)

@@ -130,6 +130,8 @@ static const ev_opt mkmodel_opts[] = {
 	EV_O_INT("--vision-intermediate", T, sizes.vision_inter, 1, 1 << 18, "N", "its MLP size (64)"),
 	EV_O_INT("--vision-layers", T, sizes.vision_layers, 1, 256, "N", "its layers (2)"),
 	EV_O_INT("--vision-heads", T, sizes.vision_heads, 1, 256, "N", "its heads (2)"),
+	EV_O_FLAG("--thinking", T, sizes.thinking,
+		  "add <think> and </think> tokens and a chat template that opens a think block (as DeepSeek-R1's)"),
 	EV_O_CHOICE("--sparse-layers", T, sizes.sparse_layers, "odd|all|none",
 		    "minimax_m3's layers with sparse attention and an indexer (default odd)"),
 	EV_O_FLAG("--json", T, json, "print {\"out\",\"arch\"}"),

@@ -388,8 +388,26 @@ static void apply_generation(ev_suite *s, const ev_eval_config *c)
 
 /* ---- thinking effort as a run dimension ----------------------------------------------- */
 
+/* A suite's results folded for the effort table: token and latency sums,
+ * and each sample's mean score over its epochs (rows arrive ordered by
+ * suite, sample, epoch, so samples are sorted by id for pairing). */
 typedef struct {
-	cJSON *tokens; /* {suite: [sum of completion tokens, scored results]} */
+	char *id;
+	double sum;
+	int n;
+} eff_sample;
+
+typedef struct {
+	char *suite;
+	double completion, thinking, latency;
+	long n;
+	eff_sample *s;
+	size_t ns, cap;
+} eff_suite;
+
+typedef struct {
+	eff_suite *v;
+	size_t n, cap;
 } effort_ctx;
 
 static int effort_tokens_cb(void *ctx, const ev_result *r)
@@ -397,23 +415,110 @@ static int effort_tokens_cb(void *ctx, const ev_result *r)
 	effort_ctx *e = ctx;
 	if (ev_result_is_error(r))
 		return 0;
-	cJSON *a = cJSON_GetObjectItemCaseSensitive(e->tokens, r->suite);
-	if (!a) {
-		a = cJSON_AddArrayToObject(e->tokens, r->suite);
-		cJSON_AddItemToArray(a, cJSON_CreateNumber(0));
-		cJSON_AddItemToArray(a, cJSON_CreateNumber(0));
+	eff_suite *u = NULL;
+	for (size_t i = e->n; i-- > 0 && !u;)
+		if (!strcmp(e->v[i].suite, r->suite))
+			u = &e->v[i];
+	if (!u) {
+		if (e->n == e->cap) {
+			size_t cap = e->cap ? 2 * e->cap : 8;
+			eff_suite *v = realloc(e->v, cap * sizeof *v);
+			if (!v)
+				return ev_error_set(EV_E_NOMEM, "out of memory");
+			e->v = v, e->cap = cap;
+		}
+		u = &e->v[e->n];
+		memset(u, 0, sizeof *u);
+		if (!(u->suite = ev_strdup(r->suite)))
+			return ev_error_set(EV_E_NOMEM, "out of memory");
+		e->n++;
 	}
-	if (!a)
-		return ev_error_set(EV_E_NOMEM, "out of memory");
-	cJSON_SetNumberValue(cJSON_GetArrayItem(a, 0), cJSON_GetArrayItem(a, 0)->valuedouble + r->completion_tokens);
-	cJSON_SetNumberValue(cJSON_GetArrayItem(a, 1), cJSON_GetArrayItem(a, 1)->valuedouble + 1);
+	u->completion += r->completion_tokens;
+	u->thinking += r->thinking_tokens;
+	u->latency += r->latency_s;
+	u->n++;
+	if (!u->ns || strcmp(u->s[u->ns - 1].id, r->sample_id)) {
+		if (u->ns == u->cap) {
+			size_t cap = u->cap ? 2 * u->cap : 64;
+			eff_sample *v = realloc(u->s, cap * sizeof *v);
+			if (!v)
+				return ev_error_set(EV_E_NOMEM, "out of memory");
+			u->s = v, u->cap = cap;
+		}
+		u->s[u->ns] = (eff_sample){ev_strdup(r->sample_id), 0, 0};
+		if (!u->s[u->ns].id)
+			return ev_error_set(EV_E_NOMEM, "out of memory");
+		u->ns++;
+	}
+	u->s[u->ns - 1].sum += r->score;
+	u->s[u->ns - 1].n++;
 	return 0;
 }
 
+static void effort_ctx_clear(effort_ctx *e)
+{
+	for (size_t i = 0; i < e->n; i++) {
+		for (size_t k = 0; k < e->v[i].ns; k++)
+			free(e->v[i].s[k].id);
+		free(e->v[i].s);
+		free(e->v[i].suite);
+	}
+	free(e->v);
+}
+
+static const eff_suite *eff_find(const effort_ctx *e, const char *suite)
+{
+	for (size_t i = 0; i < e->n; i++)
+		if (!strcmp(e->v[i].suite, suite))
+			return &e->v[i];
+	return NULL;
+}
+
+/* Level b against level a on the samples both have: mean of the per-sample
+ * score differences, its paired bootstrap 95% interval and the sign-flip
+ * p-value. */
+static int effort_pair(cJSON *into, const char *level_a, const eff_suite *a, const eff_suite *b)
+{
+	size_t cap = a && b ? (a->ns < b->ns ? a->ns : b->ns) : 0, n = 0;
+	double *x = malloc((cap ? cap : 1) * sizeof *x), *y = malloc((cap ? cap : 1) * sizeof *y);
+	if (!x || !y) {
+		free(x), free(y);
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	}
+	for (size_t i = 0, k = 0; a && b && i < a->ns && k < b->ns;) {
+		int c = strcmp(a->s[i].id, b->s[k].id);
+		if (c < 0) {
+			i++;
+		} else if (c > 0) {
+			k++;
+		} else {
+			x[n] = a->s[i].sum / a->s[i].n, y[n] = b->s[k].sum / b->s[k].n;
+			n++, i++, k++;
+		}
+	}
+	double d = 0, lo = 0, hi = 0;
+	for (size_t i = 0; i < n; i++)
+		d += (y[i] - x[i]) / (double)n;
+	int rc = ev_paired_bootstrap_ci(&lo, &hi, x, y, n, 1, 0);
+	double p = n ? ev_paired_sign_flip_p(x, y, n, 1, 0) : 1;
+	cJSON *o = rc ? NULL : cJSON_AddObjectToObject(into, "vs_previous");
+	if (o) {
+		cJSON_AddStringToObject(o, "level", level_a);
+		cJSON_AddNumberToObject(o, "n", (double)n);
+		cJSON_AddNumberToObject(o, "diff", d);
+		cJSON_AddNumberToObject(o, "ci_low", lo);
+		cJSON_AddNumberToObject(o, "ci_high", hi);
+		cJSON_AddNumberToObject(o, "p", p);
+	}
+	free(x), free(y);
+	return rc;
+}
+
 /* With --effort: per suite, each level's score (with its CI, from the
- * summary) and mean completion tokens, and whether token use rises with
- * the levels in the order given (a backend that ignores the setting does
- * not); added to the summary as "effort" and told on stderr. */
+ * summary), mean completion, thinking and answer tokens and latency, the
+ * paired difference from the level before, and whether token use rises
+ * with the levels in the order given (a backend that ignores the setting
+ * does not); added to the summary as "effort" and told on stderr. */
 static int effort_summary(eval_state *st, int64_t run_id, char **summary_json)
 {
 	bool any = false;
@@ -421,10 +526,10 @@ static int effort_summary(eval_state *st, int64_t run_id, char **summary_json)
 		any = any || st->effort[i][0];
 	if (!any)
 		return 0;
-	effort_ctx e = {cJSON_CreateObject()};
+	effort_ctx e = {0};
 	cJSON *sum = cJSON_Parse(*summary_json);
-	int rc = e.tokens && sum ? ev_tracker_results_each(st->t, run_id, effort_tokens_cb, &e)
-	                         : ev_error_set(EV_E_NOMEM, "out of memory");
+	int rc = sum ? ev_tracker_results_each(st->t, run_id, effort_tokens_cb, &e)
+	             : ev_error_set(EV_E_NOMEM, "out of memory");
 	cJSON *eff = rc ? NULL : cJSON_CreateObject(), *suites = eff ? cJSON_AddArrayToObject(eff, "suites") : NULL;
 	for (int i = 0; !rc && i < st->n; i++) {
 		if (i && st->path[i] == st->path[i - 1])
@@ -436,7 +541,7 @@ static int effort_summary(eval_state *st, int64_t run_id, char **summary_json)
 		free(base);
 		bool rises = true;
 		double prev = -1;
-		for (int k = i; k < st->n && st->path[k] == st->path[i]; k++) {
+		for (int k = i; !rc && k < st->n && st->path[k] == st->path[i]; k++) {
 			const char *nm = st->suites[k]->name;
 			cJSON *p = cJSON_CreateObject();
 			cJSON_AddStringToObject(p, "level", st->effort[k]);
@@ -448,10 +553,14 @@ static int effort_summary(eval_state *st, int64_t run_id, char **summary_json)
 				if (v)
 					cJSON_AddItemToObject(p, keys[q], cJSON_Duplicate(v, 1));
 			}
-			const cJSON *tk = cJSON_GetObjectItemCaseSensitive(e.tokens, nm);
-			double n = tk ? cJSON_GetArrayItem(tk, 1)->valuedouble : 0,
-			       mean = n > 0 ? cJSON_GetArrayItem(tk, 0)->valuedouble / n : 0;
+			const eff_suite *u = eff_find(&e, nm);
+			double n = u ? (double)u->n : 0, mean = n > 0 ? u->completion / n : 0, think = n > 0 ? u->thinking / n : 0;
 			cJSON_AddNumberToObject(p, "completion_tokens", mean);
+			cJSON_AddNumberToObject(p, "thinking_tokens", think);
+			cJSON_AddNumberToObject(p, "answer_tokens", mean - think);
+			cJSON_AddNumberToObject(p, "latency_s", n > 0 ? u->latency / n : 0);
+			if (k > i)
+				rc = effort_pair(p, st->effort[k - 1], eff_find(&e, st->suites[k - 1]->name), u);
 			if (prev >= 0 && !(mean > prev))
 				rises = false;
 			prev = mean;
@@ -462,8 +571,9 @@ static int effort_summary(eval_state *st, int64_t run_id, char **summary_json)
 		if (!st->o->quiet) {
 			fprintf(stderr, "effort on %s:", ev_json_str(o, "name", ""));
 			const cJSON *p;
-			cJSON_ArrayForEach(p, pts) fprintf(stderr, " %s %.3f (%.0f tokens)", ev_json_str(p, "level", ""),
-			                                   ev_json_num(p, "score", 0), ev_json_num(p, "completion_tokens", 0));
+			cJSON_ArrayForEach(p, pts) fprintf(stderr, " %s %.3f (%.0f tokens, %.0f thinking)", ev_json_str(p, "level", ""),
+			                                   ev_json_num(p, "score", 0), ev_json_num(p, "completion_tokens", 0),
+			                                   ev_json_num(p, "thinking_tokens", 0));
 			fprintf(stderr, "\n");
 		}
 		if (!rises)
@@ -481,7 +591,8 @@ static int effort_summary(eval_state *st, int64_t run_id, char **summary_json)
 			rc = ev_error_set(EV_E_NOMEM, "out of memory");
 		}
 	}
-	cJSON_Delete(eff), cJSON_Delete(sum), cJSON_Delete(e.tokens);
+	cJSON_Delete(eff), cJSON_Delete(sum);
+	effort_ctx_clear(&e);
 	return rc;
 }
 

@@ -242,6 +242,20 @@ static int parse_gen(parsed *p, const cJSON *root, bool chat)
 		g->has_seed = true;
 		g->seed = (int64_t)v->valuedouble;
 	}
+	/* Thinking: OpenAI's reasoning_effort (a level), or thinking_budget in
+	 * tokens (as Alibaba's Qwen API names it); the engine enforces either. */
+	if ((v = cJSON_GetObjectItemCaseSensitive(root, "reasoning_effort")) && !cJSON_IsNull(v)) {
+		if (!cJSON_IsString(v) || !v->valuestring[0] || strlen(v->valuestring) >= sizeof g->reasoning_effort)
+			return ev_error_set(EV_E_INVALID, "reasoning_effort: expected a level such as \"low\" (1 to %zu characters)",
+			                    sizeof g->reasoning_effort - 1);
+		snprintf(g->reasoning_effort, sizeof g->reasoning_effort, "%s", v->valuestring);
+	}
+	if ((v = cJSON_GetObjectItemCaseSensitive(root, "thinking_budget")) && !cJSON_IsNull(v)) {
+		if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 1048576) ||
+		    v->valuedouble != (int)v->valuedouble)
+			return ev_error_set(EV_E_INVALID, "thinking_budget: expected an integer from 0 to 1048576");
+		snprintf(g->reasoning_effort, sizeof g->reasoning_effort, "%d", v->valueint);
+	}
 	if ((v = cJSON_GetObjectItemCaseSensitive(root, "stop")) && !cJSON_IsNull(v)) {
 		if (cJSON_IsString(v)) {
 			p->stop[0] = ev_strdup(v->valuestring);
@@ -832,6 +846,8 @@ static void sse_chunk(inflight *f, const char *text, size_t len, const ev_comple
 		cJSON_AddNumberToObject(u, "prompt_tokens", end->prompt_tokens);
 		cJSON_AddNumberToObject(u, "completion_tokens", end->completion_tokens);
 		cJSON_AddNumberToObject(u, "total_tokens", end->prompt_tokens + end->completion_tokens);
+		cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "completion_tokens_details"), "reasoning_tokens",
+		                        end->thinking_tokens);
 		cJSON_AddItemToObject(root, "usage", u);
 	}
 	char *s = ev_json_print(root);
@@ -1061,6 +1077,8 @@ static char *completion_text_body(const ev_serve_openai *o, const inflight *f)
 	cJSON_AddNumberToObject(u, "prompt_tokens", f->c.prompt_tokens);
 	cJSON_AddNumberToObject(u, "completion_tokens", f->c.completion_tokens);
 	cJSON_AddNumberToObject(u, "total_tokens", f->c.prompt_tokens + f->c.completion_tokens);
+	cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "completion_tokens_details"), "reasoning_tokens",
+	                        f->c.thinking_tokens);
 	cJSON_AddItemToObject(root, "usage", u);
 	char *s = ev_json_print(root);
 	cJSON_Delete(root);

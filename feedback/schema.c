@@ -203,7 +203,11 @@ static const ev_migration migrations[] = {
 	 * comparison can tell a changed rendering from a changed model. */
 	{7, "rendered prompt hash on results",
 	 "ALTER TABLE results ADD COLUMN prompt_hash TEXT;"},
-	/* Append new steps here: {8, "what it adds", "SQL;"}, ... */
+	/* Step 8 (owner: feedback): of the completion tokens, those spent
+	 * thinking, so effort sweeps can tell thinking from answering. */
+	{8, "thinking tokens on results",
+	 "ALTER TABLE results ADD COLUMN thinking_tokens INTEGER NOT NULL DEFAULT 0;"},
+	/* Append new steps here: {9, "what it adds", "SQL;"}, ... */
 };
 
 int ev_schema_latest(void) { return (int)(sizeof migrations / sizeof migrations[0]); }

@@ -327,19 +327,28 @@ static int effort_section(ev_buf *b, const ev_report_data *d)
 			                   X + PW / 2 - 80, Y + PH + 30);
 		if (!rc)
 			rc = ev_buf_puts(b, "<table class=\"effort\"><thead><tr><th>level</th><th class=\"num\">score</th>"
-			                    "<th class=\"num\">95% CI</th><th class=\"num\">completion tokens</th></tr></thead><tbody>");
+			                    "<th class=\"num\">95% CI</th><th class=\"num\">vs level before (paired)</th>"
+			                    "<th class=\"num\">completion tokens</th><th class=\"num\">thinking</th>"
+			                    "<th class=\"num\">answer</th><th class=\"num\">latency s</th></tr></thead><tbody>");
 		cJSON_ArrayForEach(p, lv)
 		{
 			if (!rc)
 				rc = ev_buf_puts(b, "<tr><td>");
 			if (!rc)
 				rc = ev_html_esc(b, ev_json_str(p, "level", ""), 16);
+			const cJSON *vs = cJSON_GetObjectItem(p, "vs_previous");
+			if (!rc)
+				rc = ev_buf_printf(b, "</td><td class=\"num\">%.3f</td><td class=\"num\">%.3f to %.3f</td><td class=\"num\">",
+				                   ev_json_num(p, "score", 0), ev_json_num(p, "ci_low", 0), ev_json_num(p, "ci_high", 0));
+			if (!rc && vs)
+				rc = ev_buf_printf(b, "%+.3f (%+.3f to %+.3f), p %.3g", ev_json_num(vs, "diff", 0),
+				                   ev_json_num(vs, "ci_low", 0), ev_json_num(vs, "ci_high", 0), ev_json_num(vs, "p", 1));
 			if (!rc)
 				rc = ev_buf_printf(b,
-				                   "</td><td class=\"num\">%.3f</td><td class=\"num\">%.3f to %.3f</td>"
-				                   "<td class=\"num\">%.1f</td></tr>",
-				                   ev_json_num(p, "score", 0), ev_json_num(p, "ci_low", 0), ev_json_num(p, "ci_high", 0),
-				                   ev_json_num(p, "completion_tokens", 0));
+				                   "</td><td class=\"num\">%.1f</td><td class=\"num\">%.1f</td><td class=\"num\">%.1f</td>"
+				                   "<td class=\"num\">%.3f</td></tr>",
+				                   ev_json_num(p, "completion_tokens", 0), ev_json_num(p, "thinking_tokens", 0),
+				                   ev_json_num(p, "answer_tokens", 0), ev_json_num(p, "latency_s", 0));
 		}
 		if (!rc)
 			rc = ev_buf_puts(b, "</tbody></table>\n");

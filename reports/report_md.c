@@ -147,17 +147,25 @@ static int effort_section(ev_buf *b, const ev_report_data *d)
 		if (!rc)
 			rc = cell(b, ev_json_str(su, "name", ""));
 		if (!rc)
-			rc = ev_buf_puts(b, "\n\n| level | score | 95% CI | completion tokens |\n| --- | ---: | :---: | ---: |\n");
+			rc = ev_buf_puts(b, "\n\n| level | score | 95% CI | vs level before (paired) | completion tokens | thinking | "
+			                    "answer | latency s |\n| --- | ---: | :---: | :---: | ---: | ---: | ---: | ---: |\n");
 		cJSON_ArrayForEach(p, cJSON_GetObjectItem(su, "levels"))
 		{
 			if (!rc)
 				rc = ev_buf_puts(b, "| ");
 			if (!rc)
 				rc = cell(b, ev_json_str(p, "level", ""));
+			const cJSON *vs = cJSON_GetObjectItem(p, "vs_previous");
 			if (!rc)
-				rc = ev_buf_printf(b, " | %.3f | [%.3f, %.3f] | %.1f |\n", ev_json_num(p, "score", 0),
-				                   ev_json_num(p, "ci_low", 0), ev_json_num(p, "ci_high", 0),
-				                   ev_json_num(p, "completion_tokens", 0));
+				rc = ev_buf_printf(b, " | %.3f | [%.3f, %.3f] | ", ev_json_num(p, "score", 0), ev_json_num(p, "ci_low", 0),
+				                   ev_json_num(p, "ci_high", 0));
+			if (!rc && vs)
+				rc = ev_buf_printf(b, "%+.3f [%+.3f, %+.3f], p %.3g", ev_json_num(vs, "diff", 0),
+				                   ev_json_num(vs, "ci_low", 0), ev_json_num(vs, "ci_high", 0), ev_json_num(vs, "p", 1));
+			if (!rc)
+				rc = ev_buf_printf(b, " | %.1f | %.1f | %.1f | %.3f |\n", ev_json_num(p, "completion_tokens", 0),
+				                   ev_json_num(p, "thinking_tokens", 0), ev_json_num(p, "answer_tokens", 0),
+				                   ev_json_num(p, "latency_s", 0));
 		}
 		if (!rc && !cJSON_IsTrue(cJSON_GetObjectItem(su, "tokens_rise")))
 			rc = ev_buf_puts(b, "\nToken use does not rise with the level: the backend may ignore the setting.\n");

@@ -439,6 +439,7 @@ int ev_agent_run(ev_backend *b, const ev_sample *s, const ev_gen *gen, const ev_
 		out->turns++;
 		out->prompt_tokens += c.prompt_tokens;
 		out->completion_tokens += c.completion_tokens;
+		out->thinking_tokens += c.thinking_tokens;
 		out->latency_s += c.latency_s;
 		out->attempts += c.attempts;
 		free(out->finish_reason);

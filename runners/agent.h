@@ -38,7 +38,7 @@ typedef struct {
 	char *finish_reason;    /* of the last completion */
 	int turns;              /* model requests made */
 	int n_tool_calls;
-	int prompt_tokens, completion_tokens;
+	int prompt_tokens, completion_tokens, thinking_tokens;
 	double latency_s;       /* sum over the turns */
 	int attempts;
 } ev_agent_result;

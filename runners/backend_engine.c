@@ -84,6 +84,7 @@ typedef struct ejob {
 	/* image rows for the prompt's placeholders (a multimodal M3) */
 	float *embeds;
 	int n_embeds;
+	eng_think_options think; /* the budget, or where blocks open and close (counting only) */
 	/* a scoring request: one scheduler request a continuation */
 	epart *parts;
 	ev_loglik *ll;
@@ -101,6 +102,7 @@ typedef struct engine {
 	eng_chat_family family;  /* tool-call parsing and turn ends; the renderer without a template */
 	int32_t chat_stop[MAX_STOP_IDS], raw_stop[MAX_STOP_IDS];
 	int n_chat_stop, n_raw_stop;
+	int32_t think_open, think_close; /* <think> and </think> as single tokens, or -1 */
 	eng_batch *batch;
 	/* a multimodal M3's vision tower (NULL: text only), and the rows of the
 	 * images seen in this run by content hash (an image in many samples is
@@ -304,6 +306,8 @@ static char *completion_body(const engine *e, const ev_completion *c, unsigned l
 	cJSON_AddNumberToObject(usage, "prompt_tokens", c->prompt_tokens);
 	cJSON_AddNumberToObject(usage, "completion_tokens", c->completion_tokens);
 	cJSON_AddNumberToObject(usage, "total_tokens", c->prompt_tokens + c->completion_tokens);
+	cJSON_AddNumberToObject(cJSON_AddObjectToObject(usage, "completion_tokens_details"), "reasoning_tokens",
+	                        c->thinking_tokens);
 	cJSON_AddItemToObject(root, "usage", usage);
 	char *s = ev_json_print(root);
 	cJSON_Delete(root);
@@ -311,6 +315,8 @@ static char *completion_body(const engine *e, const ev_completion *c, unsigned l
 }
 
 /* Fills *c from a finished job (res NULL: it failed before running). */
+static int thinking_tokens(const ejob *j, const int32_t *toks, int n);
+
 static void complete(engine *e, ejob *j, const eng_batch_result *res, ev_completion *c)
 {
 	memset(c, 0, sizeof *c);
@@ -347,6 +353,7 @@ static void complete(engine *e, ejob *j, const eng_batch_result *res, ev_complet
 	emit(j, true);
 	c->status = EV_COMPLETION_OK;
 	c->completion_tokens = res->n_tokens;
+	c->thinking_tokens = thinking_tokens(j, res->tokens, res->n_tokens);
 	const char *finish = res->reason == ENG_STOP_LENGTH && !j->cut ? "length" : "stop";
 	char *text = NULL;
 	if (j->tools && e->family != ENG_CHAT_UNKNOWN) {
@@ -680,17 +687,78 @@ static int messages_json(cJSON **out, const ev_request *req, img_list *imgs)
 	return 0;
 }
 
+/* The thinking budget a request asks for: its reasoning_effort as a level
+ * (none 0, minimal 64, low 256, medium 1024, high 4096 tokens) or a number
+ * of tokens; -1 when none is asked. */
+static int think_budget(const ev_gen *g, int *budget)
+{
+	static const struct {
+		const char *name;
+		int budget;
+	} levels[] = {{"none", 0}, {"minimal", 64}, {"low", 256}, {"medium", 1024}, {"high", 4096}};
+	*budget = -1;
+	const char *l = g->reasoning_effort;
+	if (!l[0])
+		return 0;
+	for (size_t i = 0; i < sizeof levels / sizeof *levels; i++)
+		if (!strcmp(l, levels[i].name))
+			return *budget = levels[i].budget, 0;
+	long v = 0;
+	size_t k = 0;
+	for (; l[k] >= '0' && l[k] <= '9' && v <= (1L << 20); k++)
+		v = v * 10 + (l[k] - '0');
+	if (k && !l[k] && v <= (1L << 20))
+		return *budget = (int)v, 0;
+	return ev_error_set(EV_E_INVALID,
+	                    "reasoning_effort '%s': the engine takes none, minimal, low, medium, high or a thinking "
+	                    "budget in tokens (0 to 1048576)",
+	                    l);
+}
+
 static int render_template(engine *e, const ev_request *req, char **prompt, size_t *len, img_list *imgs)
 {
-	cJSON *msgs = NULL, *tools = NULL;
-	int rc = messages_json(&msgs, req, imgs);
+	cJSON *msgs = NULL, *tools = NULL, *extra = NULL;
+	int budget = -1;
+	int rc = think_budget(&req->gen, &budget);
+	if (!rc)
+		rc = messages_json(&msgs, req, imgs);
 	if (!rc && req->tools_json && *req->tools_json)
 		rc = ev_json_parse(&tools, req->tools_json, strlen(req->tools_json), "tools");
+	/* templates that think take enable_thinking (Qwen3, DeepSeek-R1, SmolLM3) */
+	if (!rc && budget >= 0 && (!(extra = cJSON_CreateObject()) || !cJSON_AddBoolToObject(extra, "enable_thinking", budget > 0)))
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
 	if (!rc)
-		rc = eng_chat_template_render(e->tmpl, msgs, tools, true, NULL, prompt, len);
+		rc = eng_chat_template_render(e->tmpl, msgs, tools, true, extra, prompt, len);
 	cJSON_Delete(msgs);
 	cJSON_Delete(tools);
+	cJSON_Delete(extra);
 	return rc;
+}
+
+/* Where the prompt leaves off: inside a think block when its last open
+ * comes after its last close (a template that opens the block itself). */
+static bool prompt_ends_thinking(const engine *e, const int32_t *ids, size_t n)
+{
+	for (size_t i = n; i-- > 0;) {
+		if (ids[i] == e->think_close)
+			return false;
+		if (ids[i] == e->think_open)
+			return true;
+	}
+	return false;
+}
+
+/* Thinking tokens of a finished answer: those inside blocks. */
+static int thinking_tokens(const ejob *j, const int32_t *toks, int n)
+{
+	if (j->think.close_id < 0)
+		return 0;
+	eng_think_options o = j->think;
+	o.enforce = true;
+	eng_think_state st = eng_think_start(&o);
+	for (int i = 0; i < n; i++)
+		eng_think_step(&o, &st, toks[i]);
+	return st.used;
 }
 
 static int render(engine *e, const ev_request *req, char **prompt, size_t *len, img_list *imgs)
@@ -1000,6 +1068,7 @@ static int make_job_ids(engine *e, const ev_request *req, const char *raw_prompt
 		return ev_error_set(EV_E_NOMEM, "out of memory");
 	j->tag = TAG_JOB;
 	j->t0 = ev_now();
+	j->think.open_id = j->think.close_id = -1;
 	j->cookie = req->cookie;
 	ev_buf_init(&j->text, MAX_TEXT);
 	if (req->n_continuations && !raw_prompt && !raw_ids) {
@@ -1081,6 +1150,17 @@ static int make_job_ids(engine *e, const ev_request *req, const char *raw_prompt
 	o.sample.seed = g->has_seed ? (uint64_t)g->seed : fresh_seed(e);
 	o.stop_ids = j->chat ? e->chat_stop : e->raw_stop;
 	o.n_stop = g->ignore_eos ? 0 : j->chat ? e->n_chat_stop : e->n_raw_stop;
+	/* A thinking budget is enforced where the vocabulary has </think>; the
+	 * blocks are counted in any case. */
+	int budget = -1;
+	if ((rc = think_budget(g, &budget)))
+		goto done;
+	j->think = (eng_think_options){.budget = budget > 0 ? budget : 0, .open_id = e->think_open, .close_id = e->think_close,
+	                               .open_at_start = prompt_ends_thinking(e, j->prompt, j->n_prompt)};
+	if (budget >= 0 && e->think_close >= 0) {
+		o.think = j->think;
+		o.think.enforce = true;
+	}
 	j->gen = o;
 	j->want_lp = g->logprobs;
 	j->want_plp = g->prompt_logprobs;
@@ -1526,6 +1606,8 @@ static int backend_engine_new(ev_backend **out, const ev_engine_backend_options 
 		add_stop(e->raw_stop, &e->n_raw_stop, e->info.eos_ids[i]);
 	}
 	add_stop(e->raw_stop, &e->n_raw_stop, eng_tokenizer_eos_id(e->tok));
+	e->think_open = eng_token_id(e->tok, "<think>");
+	e->think_close = eng_token_id(e->tok, "</think>");
 	eng_batch_options bo = ENG_BATCH_OPTIONS_INIT;
 	bo.max_batch = opt->max_batch;
 	bo.max_step_tokens = e->opt.max_step_tokens;

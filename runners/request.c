@@ -435,8 +435,18 @@ int ev_request_to_json(char **out, const ev_request *req, bool stream)
 		cJSON_AddNumberToObject(root, "temperature", g->temperature);
 	if (g->top_p >= 0)
 		cJSON_AddNumberToObject(root, "top_p", g->top_p);
-	if (g->reasoning_effort[0])
+	/* A level goes as OpenAI's reasoning_effort; a number of tokens as
+	 * thinking_budget (Alibaba's Qwen API, evald serve) with the chat
+	 * template's enable_thinking (vLLM, SGLang) off at 0. */
+	if (g->reasoning_effort[0] && strspn(g->reasoning_effort, "0123456789") == strlen(g->reasoning_effort)) {
+		long budget = strtol(g->reasoning_effort, NULL, 10);
+		cJSON_AddNumberToObject(root, "thinking_budget", (double)budget);
+		cJSON *kw = cJSON_AddObjectToObject(root, "chat_template_kwargs");
+		if (kw)
+			cJSON_AddBoolToObject(kw, "enable_thinking", budget > 0);
+	} else if (g->reasoning_effort[0]) {
 		cJSON_AddStringToObject(root, "reasoning_effort", g->reasoning_effort);
+	}
 	if (g->has_seed) {
 		/* Raw, so that 64-bit seeds keep every digit. */
 		char seed[32];
@@ -574,6 +584,8 @@ int ev_completion_from_json(ev_completion *out, const char *body, size_t len)
 	double pt = ev_json_num(usage, "prompt_tokens", 0), ct = ev_json_num(usage, "completion_tokens", 0);
 	c.prompt_tokens = pt > 0 && pt < 2e9 ? (int)pt : 0;
 	c.completion_tokens = ct > 0 && ct < 2e9 ? (int)ct : 0;
+	double rt = ev_json_num(cJSON_GetObjectItemCaseSensitive(usage, "completion_tokens_details"), "reasoning_tokens", 0);
+	c.thinking_tokens = rt > 0 && rt <= ct ? (int)rt : 0;
 	if (!c.text || !c.finish_reason || !c.raw_json || (cJSON_IsArray(tc) && cJSON_GetArraySize(tc) > 0 && !c.tool_calls_json)) {
 		free(c.text);
 		free(c.tool_calls_json);

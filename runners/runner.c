@@ -160,6 +160,7 @@ static int deliver(run *r, const ev_sample *s, int epoch, const char *request_js
 	res.finish_reason = c->finish_reason;
 	res.prompt_tokens = c->prompt_tokens;
 	res.completion_tokens = c->completion_tokens;
+	res.thinking_tokens = c->thinking_tokens;
 	res.prompt_hash = c->prompt_hash[0] ? c->prompt_hash : NULL;
 	res.latency_s = c->latency_s;
 	res.attempts = c->attempts;
@@ -365,6 +366,7 @@ static int run_agent_item(run *r, const item *it)
 	res.finish_reason = ar.finish_reason;
 	res.prompt_tokens = ar.prompt_tokens;
 	res.completion_tokens = ar.completion_tokens;
+	res.thinking_tokens = ar.thinking_tokens;
 	res.latency_s = ar.latency_s;
 	res.attempts = ar.attempts;
 	res.metadata_json = s->metadata_json;

@@ -83,6 +83,10 @@ typedef struct {
 	 * tokens, the first one's logprob null (nothing precedes it) */
 	char *prompt_logprobs_json;
 	int prompt_tokens, completion_tokens;
+	/* of completion_tokens, those spent thinking (the engine: inside
+	 * <think> blocks; a server: usage.completion_tokens_details.
+	 * reasoning_tokens), 0 when unknown */
+	int thinking_tokens;
 	double latency_s;
 	int attempts;
 	/* the first 16 hex digits of sha256 of the prompt's token ids as the

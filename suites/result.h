@@ -58,6 +58,7 @@ typedef struct {
 	const char *finish_reason; /* "stop", "length", "tool_calls", ... */
 	int prompt_tokens;
 	int completion_tokens;
+	int thinking_tokens;       /* of completion_tokens, spent thinking (0: none or unknown) */
 	double latency_s;
 	int attempts;
 	bool cached;

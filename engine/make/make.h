@@ -20,6 +20,9 @@ typedef struct {
 	const char *sparse_layers;   /* minimax_m3's sparse-attention layers: "odd" (NULL), "all" or "none" */
 	/* minimax_m3_vl's vision tower (0 = 32 wide, 64 inner, 2 layers, 2 heads) */
 	int vision_hidden, vision_inter, vision_layers, vision_heads;
+	/* <think> and </think> as special tokens and a chat template that
+	 * opens a think block (eng_tokenizer_write_default_ex) */
+	bool thinking;
 } eng_mkmodel_sizes;
 
 /* Defaults: hidden 64, 2 layers, 4 heads, 2 KV heads, intermediate 128,

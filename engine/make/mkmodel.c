@@ -525,8 +525,13 @@ int eng_mkmodel(const char *dir, const char *arch, const eng_mkmodel_sizes *size
 	 * video_token_index = vocab - 1) */
 	static const char *const vision_sp[] = {ENG_VISION_IMAGE_MARKER, ENG_VISION_START_MARKER, ENG_VISION_END_MARKER,
 						ENG_VISION_VIDEO_MARKER};
-	if (eng_tokenizer_write_default_ex(dir, z.vocab, fam, a == ARCH_M3_VL ? vision_sp : NULL, a == ARCH_M3_VL ? 4 : 0) ==
-		    0 &&
+	const char *sp[8];
+	size_t nsp = 0;
+	if (z.thinking) /* before the placeholders, which stay the last ids */
+		sp[nsp++] = "<think>", sp[nsp++] = "</think>";
+	for (size_t k = 0; a == ARCH_M3_VL && k < 4; k++)
+		sp[nsp++] = vision_sp[k];
+	if (eng_tokenizer_write_default_ex(dir, z.vocab, fam, sp, nsp) == 0 &&
 	    eng_tokenizer_load(&tok, dir) == 0) {
 		bos = eng_tokenizer_bos_id(tok);
 		int32_t e = eng_tokenizer_eos_id(tok);

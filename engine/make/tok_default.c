@@ -293,6 +293,20 @@ static const char llama3_template[] =
 	"'<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}{%- endfor %}"
 	"{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}";
 
+/* With <think> and </think> among the special tokens: the template opens a
+ * think block at the generation prompt, as DeepSeek-R1's does, and closes
+ * it at once when enable_thinking is false, as Qwen3's does. */
+static const char chatml_think_template[] =
+	"{%- for message in messages %}{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+	"'<|im_end|>\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n<think>\\n' }}"
+	"{%- if enable_thinking is defined and enable_thinking is false %}{{- '</think>\\n\\n' }}{%- endif %}{%- endif %}";
+
+static const char llama3_think_template[] =
+	"{{- bos_token }}{%- for message in messages %}{{- '<|start_header_id|>' + message['role'] + "
+	"'<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}{%- endfor %}"
+	"{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n<think>\\n' }}"
+	"{%- if enable_thinking is defined and enable_thinking is false %}{{- '</think>\\n\\n' }}{%- endif %}{%- endif %}";
+
 int eng_tokenizer_write_default(const char *dir, int vocab_size, const char *family)
 {
 	return eng_tokenizer_write_default_ex(dir, vocab_size, family, NULL, 0);
@@ -373,9 +387,12 @@ int eng_tokenizer_write_default_ex(const char *dir, int vocab_size, const char *
 	rc = ev_buf_puts(&j, "{\n\"version\": \"1.0\",\n\"truncation\": null,\n\"padding\": null,\n\"added_tokens\": [");
 	for (size_t k = 0; k < nsp && !rc; k++) {
 		rc = ev_buf_printf(&j, "%s\n{\"id\": %zu, \"content\": ", k ? "," : "", nt + k);
+		/* think tags are added but not special, as in Qwen3's tokenizer:
+		 * decoding keeps them, so the answer shows where thinking ends */
+		bool tag = !strcmp(sp[k], "<think>") || !strcmp(sp[k], "</think>");
 		if (!rc && !(rc = ev_json_buf_str(&j, sp[k])))
-			rc = ev_buf_puts(&j, ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
-					     "\"normalized\": false, \"special\": true}");
+			rc = ev_buf_printf(&j, ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
+					       "\"normalized\": false, \"special\": %s}", tag ? "false" : "true");
 	}
 	/* As the real ones: Qwen's normalizer is NFC and its post-processor
 	 * adds nothing; Llama-3's puts <|begin_of_text|> (the first special)
@@ -429,9 +446,10 @@ int eng_tokenizer_write_default_ex(const char *dir, int vocab_size, const char *
 	rc = ev_buf_puts(&c, "{\n\"added_tokens_decoder\": {");
 	for (size_t k = 0; k < nsp && !rc; k++) {
 		rc = ev_buf_printf(&c, "%s\n\"%zu\": {\"content\": ", k ? "," : "", nt + k);
+		bool tag = !strcmp(sp[k], "<think>") || !strcmp(sp[k], "</think>");
 		if (!rc && !(rc = ev_json_buf_str(&c, sp[k])))
-			rc = ev_buf_puts(&c, ", \"lstrip\": false, \"normalized\": false, \"rstrip\": false, "
-					     "\"single_word\": false, \"special\": true}");
+			rc = ev_buf_printf(&c, ", \"lstrip\": false, \"normalized\": false, \"rstrip\": false, "
+					       "\"single_word\": false, \"special\": %s}", tag ? "false" : "true");
 	}
 	if (!rc && fam == ENG_CHAT_CHATML)
 		rc = ev_buf_puts(&c, "\n},\n\"bos_token\": null,\n\"eos_token\": \"<|im_end|>\",\n"
@@ -439,8 +457,12 @@ int eng_tokenizer_write_default_ex(const char *dir, int vocab_size, const char *
 	else if (!rc)
 		rc = ev_buf_puts(&c, "\n},\n\"bos_token\": \"<|begin_of_text|>\",\n\"eos_token\": \"<|eot_id|>\",\n"
 				     "\"pad_token\": \"<|end_of_text|>\",\n\"chat_template\": ");
+	bool thinks = false;
+	for (size_t k = 0; k < nextra; k++)
+		thinks |= !strcmp(extra[k], "</think>");
 	if (!rc)
-		rc = ev_json_buf_str(&c, fam == ENG_CHAT_CHATML ? chatml_template : llama3_template);
+		rc = ev_json_buf_str(&c, fam == ENG_CHAT_CHATML ? (thinks ? chatml_think_template : chatml_template)
+							: (thinks ? llama3_think_template : llama3_template));
 	if (!rc)
 		rc = ev_buf_puts(&c, ",\n\"clean_up_tokenization_spaces\": false,\n\"model_max_length\": 131072,\n"
 				     "\"tokenizer_class\": \"PreTrainedTokenizerFast\"\n}\n");

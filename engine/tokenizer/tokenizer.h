@@ -122,7 +122,9 @@ void eng_detok_stream_free(eng_detok_stream *s);
  * take the last ids. vocab_size must be within [256 + specials, 65536]. */
 int eng_tokenizer_write_default(const char *dir, int vocab_size, const char *family);
 /* The same with up to 8 more special tokens after the family's (the last
- * ids of the vocabulary, in order). */
+ * ids of the vocabulary, in order). With "</think>" among them the chat
+ * template thinks: it opens a <think> block at the generation prompt (as
+ * DeepSeek-R1's) and closes it at once when enable_thinking is false. */
 int eng_tokenizer_write_default_ex(const char *dir, int vocab_size, const char *family, const char *const *extra,
 				   size_t nextra);
 

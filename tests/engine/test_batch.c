@@ -482,6 +482,155 @@ static void prompt_and_token_logprobs_match_a_whole_forward(void **st)
 	free(p);
 }
 
+/* ---- thinking budget ----------------------------------------------------------------- */
+
+/* Greedy tokens of `prompt` alone (no budget), up to max. */
+static int greedy(const int32_t *prompt, int n, int max, int32_t *out, const eng_think_options *th, int *used)
+{
+	eng_generate_options g = ENG_GENERATE_OPTIONS_INIT;
+	g.max_tokens = max;
+	if (th)
+		g.think = *th;
+	g.think_used_out = used;
+	eng_seq *s = NULL;
+	assert_int_equal(eng_seq_new(&s, m), 0);
+	int got = 0;
+	eng_stop_reason why;
+	int32_t stop_none = -1;
+	g.stop_ids = &stop_none; /* no stop id (n_stop 0): run to max */
+	g.n_stop = 0;
+	if (eng_generate(s, prompt, n, &g, NULL, NULL, out, 256, &got, &why))
+		fail_msg("generate: %s", ev_error_msg());
+	eng_seq_free(s);
+	return got;
+}
+
+/* The tokens inside blocks, counted again from the output; and at the
+ * budget inside a block, the next token is the close. */
+static int count_thinking(const int32_t *t, int n, const eng_think_options *o)
+{
+	bool in = o->open_at_start;
+	int used = 0;
+	for (int i = 0; i < n; i++) {
+		if (in && used == o->budget && t[i] != o->close_id)
+			fail_msg("token %d: budget %d spent inside a block, yet %d came and not the close", i, o->budget, t[i]);
+		if (t[i] == o->open_id)
+			in = true;
+		else if (t[i] == o->close_id)
+			in = false;
+		else if (in)
+			used++;
+	}
+	return used;
+}
+
+static int first_at(const int32_t *t, int n, int32_t id)
+{
+	for (int i = 0; i < n; i++)
+		if (t[i] == id)
+			return i;
+	return -1;
+}
+
+/* An id the greedy answer never has. */
+static int32_t unused_id(const int32_t *t, int n, int32_t from)
+{
+	for (int32_t id = from;; id++)
+		if (first_at(t, n, id) < 0)
+			return id;
+}
+
+static void thinking_budget_closes_the_block_at_the_budget(void **st)
+{
+	(void)st;
+	int32_t *p = et_tokens(10, info.vocab, 4242);
+	int32_t w[256], t[256];
+	int nw = greedy(p, 10, 120, w, NULL, NULL);
+	assert_int_equal(nw, 120);
+	/* the close: an id whose first greedy occurrence is well inside */
+	int k = -1;
+	for (int i = 4; i < 40 && k < 0; i++)
+		if (first_at(w, i, w[i]) < 0)
+			k = i;
+	assert_true(k >= 4);
+	eng_think_options o = {.enforce = true, .open_at_start = true, .budget = 60, .close_id = w[k],
+	                       .open_id = unused_id(w, nw, 3)};
+	int used = -1;
+	/* a block the model closes itself, under the budget: nothing forced */
+	int n = greedy(p, 10, 40, t, &o, &used);
+	assert_int_equal(n, 40 + 60 + 1);
+	assert_memory_equal(t, w, 40 * sizeof *t);
+	assert_int_equal(used, k);
+	assert_int_equal(count_thinking(t, n, &o), used);
+
+	for (int budget = 0; budget < k; budget += 3) {
+		o.budget = budget;
+		n = greedy(p, 10, 20, t, &o, &used);
+		assert_int_equal(used, budget);
+		assert_int_equal(count_thinking(t, n, &o), budget);
+		assert_memory_equal(t, w, (size_t)budget * sizeof *t); /* the thinking, as sampled */
+		assert_int_equal(t[budget], o.close_id);               /* closed at the budget */
+		/* and the answer after it is what the model says after that close */
+		int32_t q[64], a[256];
+		memcpy(q, p, 10 * sizeof *q);
+		memcpy(q + 10, t, (size_t)(budget + 1) * sizeof *q);
+		int na = greedy(q, 10 + budget + 1, n - budget - 1, a, NULL, NULL);
+		assert_int_equal(na, n - budget - 1);
+		assert_memory_equal(a, t + budget + 1, (size_t)na * sizeof *a);
+	}
+
+	/* a block the model opens itself: counted from its open */
+	eng_think_options o2 = {.enforce = true, .budget = 2, .open_id = w[3], .close_id = unused_id(w, nw, 7)};
+	if (first_at(w, 3, w[3]) < 0) {
+		n = greedy(p, 10, 30, t, &o2, &used);
+		assert_memory_equal(t, w, 6 * sizeof *t);
+		assert_int_equal(t[6], o2.close_id);
+		assert_int_equal(used, count_thinking(t, n, &o2));
+		assert_true(used <= 2);
+	}
+
+	/* batched: the same tokens and counts as alone, mates with other budgets */
+	eng_batch *b = NULL;
+	eng_batch_options bo = ENG_BATCH_OPTIONS_INIT;
+	bo.max_batch = 4;
+	assert_int_equal(eng_batch_new(&b, m, &bo), 0);
+	int32_t want[4][256];
+	int nwant[4], uwant[4];
+	int32_t stop_none = -1;
+	for (int i = 0; i < 4; i++) {
+		o.budget = i * 2;
+		nwant[i] = greedy(p, 10 - i, 15, want[i], &o, &uwant[i]);
+		eng_batch_request r = {.prompt = p, .n_prompt = 10 - i, .cookie = (void *)(intptr_t)i};
+		r.gen = (eng_generate_options)ENG_GENERATE_OPTIONS_INIT;
+		r.gen.max_tokens = 15;
+		r.gen.stop_ids = &stop_none;
+		r.gen.n_stop = 1;
+		r.gen.think = o;
+		assert_int_equal(eng_batch_add(b, &r, NULL), 0);
+	}
+	int got = 0;
+	while (got < 4) {
+		assert_int_equal(eng_batch_step(b), 0);
+		eng_batch_result res[4];
+		int nr = eng_batch_take(b, res, 4);
+		for (int q = 0; q < nr; q++, got++) {
+			int i = (int)(intptr_t)res[q].cookie;
+			assert_int_equal(res[q].status, 0);
+			assert_int_equal(res[q].n_tokens, nwant[i]);
+			assert_int_equal(res[q].n_think, uwant[i]);
+			assert_memory_equal(res[q].tokens, want[i], (size_t)nwant[i] * sizeof(int32_t));
+			eng_batch_result_clear(&res[q]);
+		}
+	}
+	/* a budget without a valid close id is refused */
+	eng_batch_request bad = {.prompt = p, .n_prompt = 3};
+	bad.gen = (eng_generate_options)ENG_GENERATE_OPTIONS_INIT;
+	bad.gen.think = (eng_think_options){.enforce = true, .budget = 4, .close_id = info.vocab};
+	assert_int_equal(eng_batch_add(b, &bad, NULL), EV_E_INVALID);
+	eng_batch_free(b);
+	free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -493,6 +642,7 @@ int main(void)
 		cmocka_unit_test(prefix_cache_reuses_a_haystack_with_identical_answers),
 		cmocka_unit_test(prefix_cache_gives_way_under_a_kv_bound),
 		cmocka_unit_test(prompt_and_token_logprobs_match_a_whole_forward),
+		cmocka_unit_test(thinking_budget_closes_the_block_at_the_budget),
 	};
 	const struct CMUnitTest m3[] = {
 		cmocka_unit_test(batched_greedy_equals_sequential_greedy),
