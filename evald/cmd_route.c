@@ -3,7 +3,8 @@
  * over their stored runs on the same suites (feedback/route.c): each model
  * alone, a router by category, a router by cost, the oracle, each with its
  * score (95% bootstrap interval) and mean cost, and the models' cost-quality
- * hull with the area under it.
+ * hull with the area under it. --save-router writes the rule learned on
+ * every sample for `evald run --router` to apply live.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -11,9 +12,10 @@
 #include "evald/cli.h"
 
 typedef struct {
-	bool json, latency;
+	bool json, latency, save_cost;
 	double threshold;
 	int64_t seed;
+	const char *by, *save;
 } route_opts;
 
 static const ev_opt route_table[] = {
@@ -22,6 +24,12 @@ static const ev_opt route_table[] = {
 	EV_O_NUM("--threshold", route_opts, threshold, 0, 1, "T",
 	         "the cost router: the cheapest model within T of the best in a category (0.05)"),
 	EV_O_INT("--seed", route_opts, seed, 0, 9e15, "S", "bootstrap seed"),
+	EV_O_STR("--by", route_opts, by, "KEY",
+	         "categories from the samples' metadata KEY (a classifier's label) instead of category/task/suite"),
+	EV_O_STR("--save-router", route_opts, save, "FILE",
+	         "write the category rule learned on every sample for evald run --router FILE (the --model in the "
+	         "order of the runs given)"),
+	EV_O_FLAG("--save-cost-router", route_opts, save_cost, "with --save-router: the cost rule instead"),
 	EV_O_END,
 };
 
@@ -55,12 +63,31 @@ int ev_cmd_route(const ev_cli *cli, int argc, char **argv)
 	if (ev_cli_open_tracker(cli, &t))
 		return EV_EXIT_FAIL;
 	ev_route_options ro = EV_ROUTE_OPTIONS_INIT;
-	ro.latency = o.latency, ro.threshold = o.threshold, ro.seed = (uint64_t)o.seed;
+	ro.latency = o.latency, ro.threshold = o.threshold, ro.seed = (uint64_t)o.seed, ro.by = o.by;
+	if (o.by && (!*o.by || strlen(o.by) > 128)) {
+		fprintf(stderr, "evald route: --by: a metadata key of 1 to 128 bytes\n");
+		ev_tracker_close(t);
+		return EV_EXIT_USAGE;
+	}
 	char *out = NULL;
 	int rc = ev_route_eval(t, runs, (size_t)npos, &ro, &out);
 	ev_tracker_close(t);
 	if (rc)
 		return ev_cli_fail("route");
+	if (o.save) {
+		cJSON *j = cJSON_Parse(out);
+		char *table = ev_json_print(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "tables"), o.save_cost ? "cost" : "category"));
+		cJSON_Delete(j);
+		int wrc = table ? ev_file_write(o.save, table, strlen(table)) : ev_error_set(EV_E_NOMEM, "out of memory");
+		free(table);
+		if (wrc) {
+			free(out);
+			return ev_cli_fail("route --save-router");
+		}
+		if (!cli->quiet)
+			fprintf(stderr, "evald: wrote %s (evald run --router %s with the --model in the order of the runs)\n",
+			        o.save, o.save);
+	}
 	if (o.json) {
 		printf("%s\n", out);
 	} else {

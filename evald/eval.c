@@ -79,6 +79,9 @@ const ev_opt ev_eval_opts[] = {
 	{.name = "--effort", .kind = EV_OPT_STR, .off = offsetof(T, effort), .meta = "LEVELS", .key = "effort",
 	 .help = "thinking effort as a run dimension: each suite at each level, e.g. none,low,medium,high (sent as "
 	         "reasoning_effort)"},
+	{.name = "--router", .kind = EV_OPT_STR, .off = offsetof(T, router), .meta = "ROUTES", .key = "router",
+	 .help = "route samples between the --model given: CATEGORY=N,...,*=N (N their place, 1-based; the "
+	         "category is metadata category, else task, else the suite) or a file from evald route --save-router"},
 	{.name = "--chat-template", .kind = EV_OPT_CHOICE, .off = offsetof(T, chat_template), .choices = "chatml|llama3|none",
 	 .key = "chat_template", .help = "a checkpoint's chat template (default: its own; none: plain text)"},
 	EV_CHECKER_OPTS(T, checker),
@@ -353,6 +356,7 @@ typedef struct {
 	long total;
 	long done, cached; /* results this invocation produced; how many from the cache */
 	char *own_name;    /* the served model's name, when --model-name was not given */
+	char *router_spec; /* --router as a spec string (a file read), stored with the run */
 	int max_epochs;
 	ev_backend *backend;
 	ev_run_row row;       /* the stored run, on resume */
@@ -596,6 +600,64 @@ static int effort_summary(eval_state *st, int64_t run_id, char **summary_json)
 	return rc;
 }
 
+/* ---- routing between models ------------------------------------------------ */
+
+static int routing_cb(void *ctx, const ev_result *r)
+{
+	cJSON *models = ctx, *m = cJSON_GetObjectItemCaseSensitive(models, r->answered_by ? r->answered_by : "");
+	if (!m && !(m = cJSON_AddArrayToObject(models, r->answered_by ? r->answered_by : "")))
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	while (cJSON_GetArraySize(m) < 3)
+		cJSON_AddItemToArray(m, cJSON_CreateNumber(0));
+	/* [answered, scored, score sum] */
+	cJSON *a = cJSON_GetArrayItem(m, 0), *s = cJSON_GetArrayItem(m, 1), *sum = cJSON_GetArrayItem(m, 2);
+	cJSON_SetNumberValue(a, a->valuedouble + 1);
+	if (!ev_result_is_error(r)) {
+		cJSON_SetNumberValue(s, s->valuedouble + 1);
+		cJSON_SetNumberValue(sum, sum->valuedouble + r->score);
+	}
+	return 0;
+}
+
+/* With --router: the routes and, per model, the samples it answered and
+ * its mean score on them; added to the summary as "routing". */
+static int routing_summary(eval_state *st, int64_t run_id, char **summary_json)
+{
+	if (!st->c->router)
+		return 0;
+	cJSON *acc = cJSON_CreateObject(), *sum = cJSON_Parse(*summary_json), *o = cJSON_CreateObject(), *x;
+	int rc = acc && sum && o ? ev_tracker_results_each(st->t, run_id, routing_cb, acc)
+	                         : ev_error_set(EV_E_NOMEM, "out of memory");
+	cJSON *models = rc ? NULL : cJSON_AddArrayToObject(o, "models");
+	if (!rc) {
+		cJSON_AddStringToObject(o, "routes", st->c->router);
+		cJSON_ArrayForEach(x, acc)
+		{
+			cJSON *m = cJSON_CreateObject();
+			double scored = cJSON_GetArrayItem(x, 1)->valuedouble;
+			cJSON_AddStringToObject(m, "model", x->string);
+			cJSON_AddNumberToObject(m, "answered", cJSON_GetArrayItem(x, 0)->valuedouble);
+			cJSON_AddNumberToObject(m, "scored", scored);
+			cJSON_AddNumberToObject(m, "score", scored > 0 ? cJSON_GetArrayItem(x, 2)->valuedouble / scored : 0);
+			cJSON_AddItemToArray(models, m);
+			if (!st->o->quiet)
+				fprintf(stderr, "routed to %s: %.0f samples, score %.3f\n", x->string,
+				        cJSON_GetArrayItem(x, 0)->valuedouble, ev_json_num(m, "score", 0));
+		}
+		cJSON_AddItemToObject(sum, "routing", o);
+		o = NULL;
+		char *text = ev_json_print(sum);
+		if (text) {
+			free(*summary_json);
+			*summary_json = text;
+		} else {
+			rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		}
+	}
+	cJSON_Delete(acc), cJSON_Delete(sum), cJSON_Delete(o);
+	return rc;
+}
+
 /* The suites to run: each --suite, or each at every --effort level. */
 static int plan_suites(eval_state *st)
 {
@@ -697,30 +759,33 @@ static int check_same_suites(eval_state *st, int64_t run_id)
 	return rc;
 }
 
-static int make_backend(ev_backend **out, const ev_eval_config *c)
+/* The backend of models[first .. first + n): a checkpoint folder or GGUF
+ * file (one), or OpenAI-compatible URLs sharing the load. */
+static int make_one_backend(ev_backend **out, const ev_eval_config *c, int first, int n, const char *name)
 {
-	bool http = ev_str_starts(c->models[0], "http://") || ev_str_starts(c->models[0], "https://");
+	const char *m0 = c->models[first];
+	bool http = ev_str_starts(m0, "http://") || ev_str_starts(m0, "https://");
 	struct stat st;
-	size_t ml = strlen(c->models[0]);
-	bool gguf = ml > 5 && !strcmp(c->models[0] + ml - 5, ".gguf") && stat(c->models[0], &st) == 0 && S_ISREG(st.st_mode);
-	if (!http && (gguf || (stat(c->models[0], &st) == 0 && S_ISDIR(st.st_mode)))) {
-		if (c->n_models > 1)
+	size_t ml = strlen(m0);
+	bool gguf = ml > 5 && !strcmp(m0 + ml - 5, ".gguf") && stat(m0, &st) == 0 && S_ISREG(st.st_mode);
+	if (!http && (gguf || (stat(m0, &st) == 0 && S_ISDIR(st.st_mode)))) {
+		if (n > 1)
 			return ev_error_set(EV_E_INVALID, "--model: one checkpoint folder at a time");
 		ev_engine_backend_options eo = EV_ENGINE_BACKEND_OPTIONS_INIT;
-		eo.model_dir = c->models[0];
-		eo.model_name = c->model_name;
+		eo.model_dir = m0;
+		eo.model_name = name;
 		eo.chat_template = c->chat_template;
 		eo.engine = &c->engine.mo;
 		return ev_backend_engine_new(out, &eo);
 	}
 	if (c->engine.n)
 		return ev_error_set(EV_E_INVALID, "--attention, --msa-* and --kv-* apply to a checkpoint folder, not to %s",
-		                    c->models[0]);
+		                    m0);
 	if (!http)
-		return ev_error_set(EV_E_INVALID, "--model %s: neither an http(s) URL nor a checkpoint folder", c->models[0]);
+		return ev_error_set(EV_E_INVALID, "--model %s: neither an http(s) URL nor a checkpoint folder", m0);
 	ev_openai_options o = EV_OPENAI_OPTIONS_INIT;
-	o.base_urls = c->models;
-	o.n_urls = (size_t)c->n_models;
+	o.base_urls = c->models + first;
+	o.n_urls = (size_t)n;
 	o.api_key_env = c->api_key_env;
 	o.headers = c->headers;
 	o.n_headers = (size_t)c->n_headers;
@@ -729,6 +794,88 @@ static int make_backend(ev_backend **out, const ev_eval_config *c)
 	o.max_retries = c->retries;
 	o.probe = true; /* a dead or refusing endpoint fails now, not after every request's retries */
 	return ev_backend_openai_new(out, &o);
+}
+
+/* With --router: each --model its own backend, asked for the model it
+ * serves (else its URL or folder), results labelled by that name. The
+ * table from a file is kept as its spec, so the run stores the routing
+ * itself. */
+static int make_router(eval_state *st)
+{
+	ev_eval_config *c = st->c;
+	ev_route_table t;
+	int rc = ev_route_table_parse(&t, c->router);
+	if (rc)
+		return ev_error_wrap(rc, "--router");
+	if (c->n_models < 2 || c->n_models > EV_ROUTE_MAX_MODELS) {
+		ev_route_table_clear(&t);
+		return ev_error_set(EV_E_INVALID, "--router: give 2 to %d --model, one a model (%d given)", EV_ROUTE_MAX_MODELS,
+		                    c->n_models);
+	}
+	if (t.n_models > c->n_models) {
+		int named = t.n_models;
+		ev_route_table_clear(&t);
+		return ev_error_set(EV_E_INVALID, "--router: a route names model %d of only %d given with --model", named,
+		                    c->n_models);
+	}
+	if (!st->router_spec && !(st->router_spec = ev_route_table_spec(&t))) {
+		ev_route_table_clear(&t);
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	}
+	ev_backend *kids[EV_ROUTE_MAX_MODELS] = {0};
+	char *names[EV_ROUTE_MAX_MODELS] = {0};
+	for (int i = 0; !rc && i < c->n_models; i++) {
+		if ((rc = make_one_backend(&kids[i], c, i, 1, NULL))) {
+			ev_error_wrap(rc, "--model %s", c->models[i]);
+			break;
+		}
+		const char *served = ev_backend_openai_served_model(kids[i]);
+		names[i] = served ? ev_strdup(served) : ev_eval_redact_url(c->models[i]);
+		for (int k = 0; names[i] && k < i; k++)
+			if (!strcmp(names[i], names[k])) { /* two servers of one name: told apart by place */
+				char *d = ev_asprintf("%s#%d", names[i], i + 1);
+				free(names[i]);
+				names[i] = d;
+			}
+		if (!names[i])
+			rc = ev_error_set(EV_E_NOMEM, "out of memory");
+	}
+	if (rc) {
+		for (int i = 0; i < c->n_models; i++)
+			ev_backend_free(kids[i]), free(names[i]);
+		ev_route_table_clear(&t);
+		return rc;
+	}
+	/* a server is asked for the model it serves; labels are the names */
+	const char *asked[EV_ROUTE_MAX_MODELS];
+	for (int i = 0; i < c->n_models; i++) {
+		const char *served = ev_backend_openai_served_model(kids[i]);
+		asked[i] = served ? served : names[i];
+	}
+	char *asked_copy[EV_ROUTE_MAX_MODELS] = {0};
+	for (int i = 0; i < c->n_models; i++)
+		asked_copy[i] = ev_strdup(asked[i]);
+	rc = ev_backend_router_new(&st->backend, kids, (const char *const *)asked_copy, (const char *const *)names,
+	                           (size_t)c->n_models, &t);
+	if (!rc && !c->model_name) {
+		ev_buf b = EV_BUF_INIT(1 << 16);
+		ev_buf_puts(&b, "router(");
+		for (int i = 0; i < c->n_models; i++)
+			ev_buf_printf(&b, "%s%s", i ? "," : "", names[i]);
+		ev_buf_puts(&b, ")");
+		st->own_name = ev_buf_detach(&b, NULL);
+		c->model_name = st->own_name;
+	}
+	for (int i = 0; i < c->n_models; i++)
+		free(names[i]), free(asked_copy[i]);
+	if (!rc)
+		c->router = st->router_spec;
+	return rc;
+}
+
+static int make_backend(ev_backend **out, const ev_eval_config *c)
+{
+	return make_one_backend(out, c, 0, c->n_models, c->model_name);
 }
 
 /* True when a sample of the run's suites holds an image or a video. */
@@ -855,6 +1002,9 @@ static void state_clear(eval_state *st)
 	if (st->c && st->c->model_name == st->own_name)
 		st->c->model_name = NULL; /* the caller's config must not keep a freed name */
 	free(st->own_name);
+	if (st->c && st->c->router == st->router_spec)
+		st->c->router = NULL;
+	free(st->router_spec);
 	ev_backend_free(st->backend);
 	for (int i = 0; i < EV_EVAL_MAX_LIST; i++) {
 		ev_checker_free(st->checkers[i]);
@@ -928,7 +1078,7 @@ static int evaluate(eval_state *st, ev_eval_outcome *out)
 	}
 	if ((rc = load_suites(st)) || (o->resume && (rc = check_same_suites(st, o->resume))))
 		return rc;
-	if ((rc = make_backend(&st->backend, c)))
+	if ((rc = c->router ? make_router(st) : make_backend(&st->backend, c)))
 		return ev_error_wrap(rc, "model");
 	if (!o->resume && !c->model_name) {
 		/* the name the server gives its one model (a URL is no model's
@@ -967,7 +1117,8 @@ static int evaluate(eval_state *st, ev_eval_outcome *out)
 	long scored = 0, errors = 0;
 	const char *status = "finished";
 	if (!(rc = ev_summary_compute(&out->summary_json, st->t, out->run_id)) &&
-	    !(rc = effort_summary(st, out->run_id, &out->summary_json))) {
+	    !(rc = effort_summary(st, out->run_id, &out->summary_json)) &&
+	    !(rc = routing_summary(st, out->run_id, &out->summary_json))) {
 		count_outcome(out->summary_json, &scored, &errors);
 		status = errors && !scored ? "failed" : errors ? "finished_with_errors" : "finished";
 	}

@@ -45,6 +45,10 @@ typedef struct {
 	/* --effort none,low,medium,high: every suite run at each level, as its
 	 * own suite "NAME@effort=LEVEL" (OpenAI's reasoning_effort); NULL: once */
 	const char *effort;
+	/* --router SPEC|FILE: each --model its own model, each sample answered
+	 * by the one its category routes to (ev_route_table_parse); NULL: the
+	 * --model URLs are replicas of one model sharing the load */
+	const char *router;
 	ev_engine_flags engine;               /* --attention, --msa-*, --kv-* */
 	/* owned: the checker spec, from `checker` or from a stored run */
 	char *checker_spec;

@@ -167,6 +167,7 @@ typedef struct {
 	bool latency;     /* cost in seconds (default: prompt + completion tokens) */
 	double threshold; /* the "cost" router: the cheapest model within this of the best (0.05) */
 	uint64_t seed;    /* bootstrap seed (1) */
+	const char *by;   /* categories from this metadata key (a classifier's label); NULL: category, task, suite */
 } ev_route_options;
 
 #define EV_ROUTE_OPTIONS_INIT {.threshold = 0.05, .seed = 1}
@@ -175,7 +176,10 @@ typedef struct {
  * the samples every run scored (route.c says how): {"samples","cost",
  * "models":[{"name","run","score","ci_low","ci_high","cost"}],"routers":[
  * {"name":"category"|"cost"|"oracle","score","ci_low","ci_high","cost"}],
- * "hull":[names],"hull_area"}; malloc'd. */
+ * "hull":[names],"hull_area","tables":{"category":T,"cost":T}}, where T
+ * is the rule learned on every sample as `evald run --router` reads it
+ * ({"by"?,"routes":{category: N},"default":N}, N the run's place, 1-based);
+ * malloc'd. */
 int ev_route_eval(ev_tracker *t, const int64_t *runs, size_t n_runs, const ev_route_options *opt, char **out_json);
 
 /* ---- calibration (compare_calib.c) ----------------------------------------- */

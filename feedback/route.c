@@ -42,6 +42,7 @@ typedef struct {
 	size_t runs;
 	size_t run; /* the run being read */
 	bool latency;
+	const char *by; /* the metadata key of the category, or NULL */
 	int rc;
 } route_data;
 
@@ -70,12 +71,10 @@ static int grow_slots(route_data *d)
 	return 0;
 }
 
-static const char *category_of(const ev_result *r, char *buf, size_t cap)
+static const char *category_of(const ev_result *r, const char *by, char *buf, size_t cap)
 {
-	cJSON *m = r->metadata_json ? cJSON_Parse(r->metadata_json) : NULL;
-	const char *c = ev_json_str(m, "category", ev_json_str(m, "task", NULL));
-	snprintf(buf, cap, "%s", c ? c : r->suite);
-	cJSON_Delete(m);
+	ev_sample_category(buf, cap, r->suite, r->metadata_json, by); /* a long one cut: still a category */
+	ev_error_clear();
 	return buf;
 }
 
@@ -108,9 +107,9 @@ static int read_cb(void *ctx, const ev_result *r)
 		}
 		s = &d->v[d->n];
 		memset(s, 0, sizeof *s);
-		char cb[128];
+		char cb[257];
 		s->key = key;
-		s->category = ev_strdup(category_of(r, cb, sizeof cb));
+		s->category = ev_strdup(category_of(r, d->by, cb, sizeof cb));
 		s->score = malloc(d->runs * sizeof(double));
 		s->cost = calloc(d->runs, sizeof(double));
 		s->n = calloc(d->runs, sizeof(int));
@@ -130,66 +129,101 @@ static int read_cb(void *ctx, const ev_result *r)
 }
 
 
+/* Per category and run, the sums of scores and costs over the samples
+ * not in half `skip` (-1: all): {category: [score_0.., cost_0.., count]}. */
+static cJSON *category_sums(const route_sample *const *v, size_t n, size_t runs, int skip)
+{
+	cJSON *cats = cJSON_CreateObject();
+	for (size_t i = 0; cats && i < n; i++) {
+		if ((int)(ev_hash_str(v[i]->key) & 1) == skip)
+			continue;
+		cJSON *c = cJSON_GetObjectItemCaseSensitive(cats, v[i]->category);
+		if (!c) {
+			c = cJSON_AddArrayToObject(cats, v[i]->category);
+			for (size_t k = 0; k < 2 * runs + 1; k++)
+				cJSON_AddItemToArray(c, cJSON_CreateNumber(0));
+		}
+		for (size_t k = 0; k < runs; k++) {
+			cJSON *sc = cJSON_GetArrayItem(c, (int)k), *co = cJSON_GetArrayItem(c, (int)(runs + k));
+			cJSON_SetNumberValue(sc, sc->valuedouble + v[i]->score[k]);
+			cJSON_SetNumberValue(co, co->valuedouble + v[i]->cost[k]);
+		}
+		cJSON *cnt = cJSON_GetArrayItem(c, (int)(2 * runs));
+		cJSON_SetNumberValue(cnt, cnt->valuedouble + 1);
+	}
+	return cats;
+}
+
+/* The overall cheapest run: the choice for a category never seen. */
+static int cheapest_run(const route_sample *const *v, size_t n, size_t runs)
+{
+	size_t cheapest = 0;
+	double cmin = INFINITY;
+	for (size_t k = 0; k < runs; k++) {
+		double t = 0;
+		for (size_t i = 0; i < n; i++)
+			t += v[i]->cost[k];
+		if (t < cmin)
+			cmin = t, cheapest = k;
+	}
+	return (int)cheapest;
+}
+
+/* The run a rule picks for a category's sums: the best mean score (ties to
+ * the cheaper), or with by_cost the cheapest within threshold of it. */
+static int pick_run(const cJSON *c, size_t runs, double threshold, bool by_cost, int fallback)
+{
+	if (!c)
+		return fallback;
+	double cnt = cJSON_GetArrayItem(c, (int)(2 * runs))->valuedouble, best = -1;
+	for (size_t k = 0; k < runs; k++)
+		best = fmax(best, cJSON_GetArrayItem(c, (int)k)->valuedouble / cnt);
+	int pick = -1;
+	double pick_cost = INFINITY, pick_score = -1;
+	for (size_t k = 0; k < runs; k++) {
+		double sc = cJSON_GetArrayItem(c, (int)k)->valuedouble / cnt,
+		       co = cJSON_GetArrayItem(c, (int)(runs + k))->valuedouble / cnt;
+		bool ok = by_cost ? sc >= best - threshold : sc >= best;
+		if (!ok)
+			continue;
+		if (by_cost ? co < pick_cost : (sc > pick_score || (sc == pick_score && co < pick_cost)))
+			pick = (int)k, pick_cost = co, pick_score = sc;
+	}
+	return pick < 0 ? fallback : pick;
+}
+
 /* For each sample, the run a rule chooses, learned on the other half. */
 static void learn_and_apply(const route_sample *const *v, size_t n, size_t runs, double threshold, bool by_cost,
                             int *choice)
 {
+	int cheapest = cheapest_run(v, n, runs);
 	for (int half = 0; half < 2; half++) {
-		/* per category and run: the sum of scores and costs over the learning half */
-		cJSON *cats = cJSON_CreateObject();
-		for (size_t i = 0; i < n; i++) {
+		cJSON *cats = category_sums(v, n, runs, half); /* learn on the other half */
+		for (size_t i = 0; i < n; i++)
 			if ((int)(ev_hash_str(v[i]->key) & 1) == half)
-				continue; /* learn on the other half */
-			cJSON *c = cJSON_GetObjectItemCaseSensitive(cats, v[i]->category);
-			if (!c) {
-				c = cJSON_AddArrayToObject(cats, v[i]->category);
-				for (size_t k = 0; k < 2 * runs + 1; k++)
-					cJSON_AddItemToArray(c, cJSON_CreateNumber(0));
-			}
-			for (size_t k = 0; k < runs; k++) {
-				cJSON *sc = cJSON_GetArrayItem(c, (int)k), *co = cJSON_GetArrayItem(c, (int)(runs + k));
-				cJSON_SetNumberValue(sc, sc->valuedouble + v[i]->score[k]);
-				cJSON_SetNumberValue(co, co->valuedouble + v[i]->cost[k]);
-			}
-			cJSON *cnt = cJSON_GetArrayItem(c, (int)(2 * runs));
-			cJSON_SetNumberValue(cnt, cnt->valuedouble + 1);
-		}
-		/* the overall cheapest run: the choice for a category never seen */
-		size_t cheapest = 0;
-		double cmin = INFINITY;
-		for (size_t k = 0; k < runs; k++) {
-			double t = 0;
-			for (size_t i = 0; i < n; i++)
-				t += v[i]->cost[k];
-			if (t < cmin)
-				cmin = t, cheapest = k;
-		}
-		for (size_t i = 0; i < n; i++) {
-			if ((int)(ev_hash_str(v[i]->key) & 1) != half)
-				continue;
-			const cJSON *c = cJSON_GetObjectItemCaseSensitive(cats, v[i]->category);
-			if (!c) {
-				choice[i] = (int)cheapest;
-				continue;
-			}
-			double cnt = cJSON_GetArrayItem(c, (int)(2 * runs))->valuedouble, best = -1;
-			for (size_t k = 0; k < runs; k++)
-				best = fmax(best, cJSON_GetArrayItem(c, (int)k)->valuedouble / cnt);
-			int pick = -1;
-			double pick_cost = INFINITY, pick_score = -1;
-			for (size_t k = 0; k < runs; k++) {
-				double sc = cJSON_GetArrayItem(c, (int)k)->valuedouble / cnt,
-				       co = cJSON_GetArrayItem(c, (int)(runs + k))->valuedouble / cnt;
-				bool ok = by_cost ? sc >= best - threshold : sc >= best;
-				if (!ok)
-					continue;
-				if (by_cost ? co < pick_cost : (sc > pick_score || (sc == pick_score && co < pick_cost)))
-					pick = (int)k, pick_cost = co, pick_score = sc;
-			}
-			choice[i] = pick < 0 ? (int)cheapest : pick;
-		}
+				choice[i] = pick_run(cJSON_GetObjectItemCaseSensitive(cats, v[i]->category), runs, threshold, by_cost,
+				                     cheapest);
 		cJSON_Delete(cats);
 	}
+}
+
+/* The rule learned on every sample, as `evald run --router FILE` reads it:
+ * {"by": KEY?, "routes": {category: run place (1-based)}, "default": N}. */
+static cJSON *router_table(const route_sample *const *v, size_t n, size_t runs, double threshold, bool by_cost,
+                           const char *by)
+{
+	cJSON *cats = category_sums(v, n, runs, -1), *t = cJSON_CreateObject(), *c;
+	int cheapest = cheapest_run(v, n, runs);
+	if (cats && t) {
+		if (by)
+			cJSON_AddStringToObject(t, "by", by);
+		cJSON *routes = cJSON_AddObjectToObject(t, "routes");
+		cJSON_ArrayForEach(c, cats) cJSON_AddNumberToObject(routes, c->string,
+		                                                    pick_run(c, runs, threshold, by_cost, cheapest) + 1);
+		cJSON_AddNumberToObject(t, "default", cheapest + 1);
+	}
+	cJSON_Delete(cats);
+	return t;
 }
 
 /* Mean score and cost of a choice per sample, with a bootstrap interval of the score. */
@@ -274,7 +308,7 @@ int ev_route_eval(ev_tracker *t, const int64_t *runs, size_t n_runs, const ev_ro
 	*out_json = NULL;
 	if (n_runs < 2 || n_runs > 64)
 		return ev_error_set(EV_E_INVALID, "route: 2 to 64 runs");
-	route_data d = {.runs = n_runs, .latency = opt && opt->latency};
+	route_data d = {.runs = n_runs, .latency = opt && opt->latency, .by = opt ? opt->by : NULL};
 	int rc = 0;
 	char **names = calloc(n_runs, sizeof *names);
 	for (size_t k = 0; k < n_runs && !rc; k++) {
@@ -348,6 +382,10 @@ int ev_route_eval(ev_tracker *t, const int64_t *runs, size_t n_runs, const ev_ro
 		cJSON_AddItemToArray(routers, r1);
 		cJSON_AddItemToArray(routers, r2);
 		cJSON_AddItemToArray(routers, r3);
+		/* the category and cost rules learned on every sample, for live use */
+		cJSON *tables = cJSON_AddObjectToObject(o, "tables");
+		cJSON_AddItemToObject(tables, "category", router_table(v, n, n_runs, 0, false, d.by));
+		cJSON_AddItemToObject(tables, "cost", router_table(v, n, n_runs, thr, true, d.by));
 		hull(o, pts, n_runs);
 		*out_json = ev_json_print(o);
 		if (!*out_json)

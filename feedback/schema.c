@@ -207,7 +207,11 @@ static const ev_migration migrations[] = {
 	 * thinking, so effort sweeps can tell thinking from answering. */
 	{8, "thinking tokens on results",
 	 "ALTER TABLE results ADD COLUMN thinking_tokens INTEGER NOT NULL DEFAULT 0;"},
-	/* Append new steps here: {9, "what it adds", "SQL;"}, ... */
+	/* Step 9 (owner: feedback): with routing between models, the model that
+	 * answered each sample. */
+	{9, "routed model on results",
+	 "ALTER TABLE results ADD COLUMN answered_by TEXT;"},
+	/* Append new steps here: {10, "what it adds", "SQL;"}, ... */
 };
 
 int ev_schema_latest(void) { return (int)(sizeof migrations / sizeof migrations[0]); }

@@ -421,6 +421,7 @@ int ev_agent_run(ev_backend *b, const ev_sample *s, const ev_gen *gen, const ev_
 		ev_request req;
 		memset(&req, 0, sizeof req);
 		req.model = o.model;
+		req.route = o.route;
 		req.messages = cv.msgs;
 		req.n_messages = cv.n;
 		req.tools_json = tools;

@@ -22,6 +22,7 @@ typedef struct {
 	int max_turns;          /* model requests (10) */
 	long max_tokens;        /* completion tokens over all turns (0: none) */
 	double max_wall_s;      /* checked between turns (0: none) */
+	int route;              /* a router's model for every turn (ev_request.route), 0: none */
 } ev_agent_options;
 
 #define EV_AGENT_OPTIONS_INIT {.max_turns = 10, .max_wall_s = 600.0}

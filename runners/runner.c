@@ -32,6 +32,7 @@ typedef struct job {
 	int epoch;
 	char *request_json;
 	char hash[EV_SHA256_HEX];
+	const char *answered_by; /* the routed model's label (the backend's), or NULL */
 } job;
 
 /* Per-sample checker overrides, built on first use and kept by spec. */
@@ -142,7 +143,7 @@ static void progress(run *r)
 static int64_t derive_seed(int64_t seed, const char *id, int epoch);
 
 static int deliver(run *r, const ev_sample *s, int epoch, const char *request_json, const char *hash,
-                   const ev_completion *c, bool cached)
+                   const ev_completion *c, bool cached, const char *answered_by)
 {
 	const ev_run_plan *p = r->plan;
 	ev_result res;
@@ -161,6 +162,7 @@ static int deliver(run *r, const ev_sample *s, int epoch, const char *request_js
 	res.prompt_tokens = c->prompt_tokens;
 	res.completion_tokens = c->completion_tokens;
 	res.thinking_tokens = c->thinking_tokens;
+	res.answered_by = answered_by;
 	res.prompt_hash = c->prompt_hash[0] ? c->prompt_hash : NULL;
 	res.latency_s = c->latency_s;
 	res.attempts = c->attempts;
@@ -242,6 +244,9 @@ static int start_item(run *r, const item *it, bool *submitted)
 	req.gen = su->gen;
 	req.suite_root = su->root;
 	req.cookie = j;
+	/* Routing between models: the model is chosen now, so the request
+	 * hashed, cached and stored is the one that model gets. */
+	req.route = ev_backend_route(r->b, su->name, s->metadata_json, &req.model, &j->answered_by) + 1;
 	/* A multiple-choice sample under a loglikelihood checker is scored,
 	 * not answered: one continuation a choice, after the delimiter. */
 	const ev_checker *ck = NULL;
@@ -276,7 +281,7 @@ static int start_item(run *r, const item *it, bool *submitted)
 		memset(&c, 0, sizeof c);
 		c.status = EV_COMPLETION_ERROR;
 		c.error = ev_asprintf("request: %s", ev_error_msg());
-		rc = deliver(r, s, it->epoch, NULL, "", &c, false);
+		rc = deliver(r, s, it->epoch, NULL, "", &c, false, j->answered_by);
 		ev_completion_clear(&c);
 		job_free(j);
 		free_all(conts, n_conts);
@@ -303,7 +308,7 @@ static int start_item(run *r, const item *it, bool *submitted)
 		memset(&c, 0, sizeof c);
 		if (ev_completion_from_json(&c, body, strlen(body)) == 0) {
 			c.status = EV_COMPLETION_OK;
-			rc = deliver(r, s, it->epoch, j->request_json, j->hash, &c, true);
+			rc = deliver(r, s, it->epoch, j->request_json, j->hash, &c, true, j->answered_by);
 			ev_completion_clear(&c);
 			free(body);
 			job_free(j);
@@ -339,6 +344,8 @@ static int run_agent_item(run *r, const item *it)
 	ev_agent_options o = EV_AGENT_OPTIONS_INIT;
 	o.model = p->model;
 	o.suite_root = p->suite->root;
+	const char *answered_by = NULL;
+	o.route = ev_backend_route(r->b, p->suite->name, s->metadata_json, &o.model, &answered_by) + 1;
 	ev_agent_result ar;
 	char *err = NULL;
 	if (ev_agent_run(r->b, s, &p->suite->gen, &o, &ar)) {
@@ -367,6 +374,7 @@ static int run_agent_item(run *r, const item *it)
 	res.prompt_tokens = ar.prompt_tokens;
 	res.completion_tokens = ar.completion_tokens;
 	res.thinking_tokens = ar.thinking_tokens;
+	res.answered_by = answered_by;
 	res.latency_s = ar.latency_s;
 	res.attempts = ar.attempts;
 	res.metadata_json = s->metadata_json;
@@ -517,7 +525,7 @@ int ev_runner_run(ev_backend *b, const ev_run_plan *plan, ev_run_counts *out)
 			job *j = comps[i].cookie;
 			if (!rc) {
 				job_unlink(j);
-				rc = deliver(&r, j->sample, j->epoch, j->request_json, j->hash, &comps[i], false);
+				rc = deliver(&r, j->sample, j->epoch, j->request_json, j->hash, &comps[i], false, j->answered_by);
 				job_free(j);
 			}
 			ev_completion_clear(&comps[i]);

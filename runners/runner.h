@@ -44,6 +44,11 @@ typedef struct {
 	 * the JSON of ev_scoring_text (runners/README.md, "Scoring requests"). */
 	const char *const *continuations;
 	size_t n_continuations;
+	/* Routing (ev_backend_router_new): the model chosen for the sample
+	 * (1-based, as ev_backend_route + 1; 0: the router's default unless
+	 * route_key names a category). Other backends ignore both. */
+	const char *route_key;
+	int route;
 } ev_request;
 
 /* At most this many continuations a scoring request. */
@@ -183,6 +188,44 @@ const char *ev_backend_preprocessing(const ev_backend *b);
 /* The model an OpenAI-compatible backend's first URL serves, when its
  * /models (read by the probe) lists exactly one; NULL otherwise. */
 const char *ev_backend_openai_served_model(const ev_backend *b);
+
+/* ---- routing between models (router.c) ---------------------------------- */
+
+#define EV_ROUTE_MAX_MODELS 16
+
+/* Which model answers a category: key[i] -> model[i] (0-based), else
+ * fallback. n_models: the highest model number named (1-based). */
+typedef struct {
+	char **key;
+	int *model;
+	size_t n;
+	int fallback;
+	int n_models;
+	char *by; /* the metadata key categories come from (a classifier's label); NULL: ev_sample_category's */
+} ev_route_table;
+
+/* From "[by=KEY,]CATEGORY=N,...,*=N" (N: 1-based place of the --model;
+ * "*" the default, else the first; by=KEY takes categories from the
+ * samples' metadata KEY) or from a file {"by": KEY, "routes": {CATEGORY: N,
+ * ...}, "default": N} (evald route --save-router; "by" optional). Errors
+ * name the entry. */
+int ev_route_table_parse(ev_route_table *t, const char *spec);
+void ev_route_table_clear(ev_route_table *t);
+int ev_route_table_pick(const ev_route_table *t, const char *key);
+/* The table as a spec string (malloc'd): the same routing when parsed. */
+char *ev_route_table_spec(const ev_route_table *t);
+
+/* A backend over 2..EV_ROUTE_MAX_MODELS models: children[i] is asked for
+ * model names[i] and its answers are labelled labels[i]; it takes
+ * ownership of the children (freed on failure too) and of the table's
+ * contents. Its identity covers every model's and the table. */
+int ev_backend_router_new(ev_backend **out, ev_backend **children, const char *const *names,
+                          const char *const *labels, size_t n, ev_route_table *routes);
+/* The model a router sends a sample to (0-based; by its category from its
+ * suite and metadata), that model's name and label; -1 when b is not a
+ * router. */
+int ev_backend_route(ev_backend *b, const char *suite, const char *metadata_json, const char **model,
+                     const char **label);
 
 /* ---- the runner ---------------------------------------------------------- */
 

@@ -4,6 +4,7 @@
  */
 #include "suites/result.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +46,22 @@ bool ev_reason_name_is_error(const char *reason)
 }
 
 bool ev_result_is_error(const ev_result *r) { return ev_reason_name_is_error(r->reason); }
+
+int ev_sample_category(char *buf, size_t cap, const char *suite, const char *metadata_json, const char *key)
+{
+	cJSON *m = metadata_json ? cJSON_Parse(metadata_json) : NULL;
+	const char *c = ev_json_str(m, "category", ev_json_str(m, "task", NULL));
+	int n;
+	const cJSON *v = key ? cJSON_GetObjectItemCaseSensitive(m, key) : NULL;
+	if (key && cJSON_IsNumber(v))
+		n = snprintf(buf, cap, "%.17g", v->valuedouble);
+	else if (key)
+		n = snprintf(buf, cap, "%s", cJSON_IsString(v) ? v->valuestring : "");
+	else
+		n = snprintf(buf, cap, "%s", c ? c : suite ? suite : "");
+	cJSON_Delete(m);
+	return n < 0 || (size_t)n >= cap ? ev_error_set(EV_E_LIMIT, "category longer than %zu bytes", cap ? cap - 1 : 0) : 0;
+}
 
 void ev_sample_fold_add(ev_sample_fold *f, const ev_result *r)
 {

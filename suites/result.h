@@ -65,7 +65,14 @@ typedef struct {
 	const char *metadata_json; /* the sample's metadata object, or NULL */
 	const char *target_json;   /* the sample's target as written (JSON), or NULL */
 	const char *prompt_hash;   /* the rendered prompt's token ids hashed (engine), or NULL */
+	const char *answered_by;   /* with routing: the model that answered, else NULL */
 } ev_result;
+
+/* The category a sample counts under for routing: its metadata's "category",
+ * else its "task", else the suite's name; with `key`, its metadata's value
+ * there (a string or a number: a classifier's label), else "". An error
+ * when it does not fit in cap bytes (cut to fit). */
+int ev_sample_category(char *buf, size_t cap, const char *suite, const char *metadata_json, const char *key);
 
 /* An infrastructure fault: counted, left out of scores, tried again on
  * resume. */
