@@ -658,6 +658,65 @@ static int routing_summary(eval_state *st, int64_t run_id, char **summary_json)
 	return rc;
 }
 
+/* ---- multi-agent samples ---------------------------------------------------------- */
+
+static int agents_cb(void *ctx, const ev_result *r)
+{
+	if (!r->agents_json || ev_result_is_error(r))
+		return 0;
+	cJSON *acc = ctx, *a = cJSON_Parse(r->agents_json), *x, *v;
+	cJSON_ArrayForEach(x, a)
+	{
+		cJSON *m = cJSON_GetObjectItemCaseSensitive(acc, x->string);
+		if (!m && (m = cJSON_AddObjectToObject(acc, x->string)))
+			cJSON_AddNumberToObject(m, "samples", 0);
+		if (!m)
+			break;
+		cJSON *n = cJSON_GetObjectItemCaseSensitive(m, "samples");
+		cJSON_SetNumberValue(n, n->valuedouble + 1);
+		cJSON_ArrayForEach(v, x)
+		{
+			cJSON *t = cJSON_GetObjectItemCaseSensitive(m, v->string);
+			if (!t)
+				t = cJSON_AddNumberToObject(m, v->string, 0);
+			if (t && cJSON_IsNumber(v))
+				cJSON_SetNumberValue(t, t->valuedouble + v->valuedouble);
+		}
+	}
+	cJSON_Delete(a);
+	return 0;
+}
+
+/* With multi-agent samples: per agent, the samples it took part in and its
+ * turns, tokens, tool calls and delegations over them (sums), added to the
+ * summary as "agents". */
+static int agents_summary(eval_state *st, int64_t run_id, char **summary_json)
+{
+	cJSON *acc = cJSON_CreateObject();
+	int rc = acc ? ev_tracker_results_each(st->t, run_id, agents_cb, acc) : ev_error_set(EV_E_NOMEM, "out of memory");
+	if (rc || !cJSON_GetArraySize(acc)) {
+		cJSON_Delete(acc);
+		return rc;
+	}
+	cJSON *sum = cJSON_Parse(*summary_json), *x;
+	if (!sum) {
+		cJSON_Delete(acc);
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	}
+	if (!st->o->quiet)
+		cJSON_ArrayForEach(x, acc) fprintf(stderr, "agent %s: %.0f samples, %.0f turns, %.0f completion tokens, %.0f tool calls\n",
+		                                   x->string, ev_json_num(x, "samples", 0), ev_json_num(x, "turns", 0),
+		                                   ev_json_num(x, "completion_tokens", 0), ev_json_num(x, "tool_calls", 0));
+	cJSON_AddItemToObject(sum, "agents", acc);
+	char *text = ev_json_print(sum);
+	cJSON_Delete(sum);
+	if (!text)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	free(*summary_json);
+	*summary_json = text;
+	return 0;
+}
+
 /* The suites to run: each --suite, or each at every --effort level. */
 static int plan_suites(eval_state *st)
 {
@@ -1118,7 +1177,8 @@ static int evaluate(eval_state *st, ev_eval_outcome *out)
 	const char *status = "finished";
 	if (!(rc = ev_summary_compute(&out->summary_json, st->t, out->run_id)) &&
 	    !(rc = effort_summary(st, out->run_id, &out->summary_json)) &&
-	    !(rc = routing_summary(st, out->run_id, &out->summary_json))) {
+	    !(rc = routing_summary(st, out->run_id, &out->summary_json)) &&
+	    !(rc = agents_summary(st, out->run_id, &out->summary_json))) {
 		count_outcome(out->summary_json, &scored, &errors);
 		status = errors && !scored ? "failed" : errors ? "finished_with_errors" : "finished";
 	}

@@ -211,7 +211,11 @@ static const ev_migration migrations[] = {
 	 * answered each sample. */
 	{9, "routed model on results",
 	 "ALTER TABLE results ADD COLUMN answered_by TEXT;"},
-	/* Append new steps here: {10, "what it adds", "SQL;"}, ... */
+	/* Step 10 (owner: feedback): multi-agent samples' accounting per agent
+	 * (turns, tokens, tool calls, delegations). */
+	{10, "per-agent accounting on results",
+	 "ALTER TABLE results ADD COLUMN agents_json TEXT;"},
+	/* Append new steps here: {11, "what it adds", "SQL;"}, ... */
 };
 
 int ev_schema_latest(void) { return (int)(sizeof migrations / sizeof migrations[0]); }

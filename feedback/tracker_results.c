@@ -42,9 +42,9 @@ int ev_tracker_result_put(ev_tracker *t, int64_t run_id, const ev_result *r)
 	                          "INSERT OR REPLACE INTO results(run_id, suite, sample_id, epoch, request_hash, "
 	                          "request_json, response, tool_calls_json, extracted, score, reason, detail, "
 	                          "finish_reason, prompt_tokens, completion_tokens, latency_s, attempts, cached, created, "
-	                          "metadata_json, target_json, prompt_hash, thinking_tokens, answered_by) "
+	                          "metadata_json, target_json, prompt_hash, thinking_tokens, answered_by, agents_json) "
 	                          "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
-	                          "?18, ?19, ?20, ?21, ?22, ?23, ?24)")))
+	                          "?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)")))
 		return rc;
 	sqlite3_bind_int64(st, 1, run_id);
 	if ((rc = ev_tracker_bind_text(t, st, 2, r->suite, "result: suite")) ||
@@ -60,7 +60,8 @@ int ev_tracker_result_put(ev_tracker *t, int64_t run_id, const ev_result *r)
 	    (rc = ev_tracker_bind_text(t, st, 20, r->metadata_json, "result: metadata_json")) ||
 	    (rc = ev_tracker_bind_text(t, st, 21, r->target_json, "result: target_json")) ||
 	    (rc = ev_tracker_bind_text(t, st, 22, r->prompt_hash, "result: prompt_hash")) ||
-	    (rc = ev_tracker_bind_text(t, st, 24, r->answered_by, "result: answered_by")))
+	    (rc = ev_tracker_bind_text(t, st, 24, r->answered_by, "result: answered_by")) ||
+	    (rc = ev_tracker_bind_text(t, st, 25, r->agents_json, "result: agents_json")))
 		goto done;
 	sqlite3_bind_int(st, 4, r->epoch);
 	sqlite3_bind_double(st, 10, r->score);
@@ -102,7 +103,7 @@ int ev_tracker_results_each(ev_tracker *t, int64_t run_id, ev_result_cb cb, void
 	                             "SELECT suite, sample_id, epoch, request_hash, request_json, response, "
 	                             "tool_calls_json, extracted, score, reason, detail, finish_reason, prompt_tokens, "
 	                             "completion_tokens, latency_s, attempts, cached, metadata_json, target_json, prompt_hash, "
-	                             "thinking_tokens, answered_by FROM results WHERE run_id = ?1 "
+	                             "thinking_tokens, answered_by, agents_json FROM results WHERE run_id = ?1 "
 	                             "ORDER BY suite, sample_id, epoch");
 	if (src)
 		return ev_error_wrap(src, "reading results of run %lld", (long long)run_id);
@@ -133,6 +134,7 @@ int ev_tracker_results_each(ev_tracker *t, int64_t run_id, ev_result_cb cb, void
 		r.prompt_hash = (const char *)sqlite3_column_text(st, 19);
 		r.thinking_tokens = sqlite3_column_int(st, 20);
 		r.answered_by = (const char *)sqlite3_column_text(st, 21);
+		r.agents_json = (const char *)sqlite3_column_text(st, 22);
 		if (!r.suite || !r.sample_id) {
 			rc = ev_error_set(EV_E_NOMEM, "reading results of run %lld: out of memory", (long long)run_id);
 			goto done;

@@ -33,6 +33,7 @@ void ev_agent_result_clear(ev_agent_result *r)
 	free(r->state_json);
 	free(r->first_request_json);
 	free(r->finish_reason);
+	free(r->agents_json);
 	memset(r, 0, sizeof *r);
 }
 
@@ -352,24 +353,409 @@ static int check_tests(const cJSON *tests, const char *what)
 	return 0;
 }
 
+/* ---- agents: an orchestrator and the workers it delegates to ---------------------- */
+
+#define MAX_WORKERS 8
+
+/* A worker as metadata.agents.workers describes it; the orchestrator asks
+ * it through the tool ask_<name>(task). */
+typedef struct {
+	const char *name, *description, *system;
+	char *tools;   /* its tools (a subset of the environment's), JSON, or NULL */
+	int route;     /* the model that plays it (a router's, 1-based), 0: the orchestrator's */
+	int max_turns;
+} worker;
+
+typedef struct {
+	ev_backend *b;
+	const ev_gen *gen;
+	ev_agent_options o;
+	ev_env *env;
+	cJSON *all_calls;
+	double t0;
+	worker w[MAX_WORKERS];
+	int n_workers;
+	cJSON *acct; /* {agent: {turns, prompt_tokens, completion_tokens, thinking_tokens, tool_calls, delegations}} */
+	ev_agent_result *out;
+	const char *what;
+	ev_arena *arena; /* the sample's: every agent's messages */
+} agent_ctx;
+
+/* How one conversation ended. */
+typedef struct {
+	bool answered, truncated;
+	char *final_text;
+	const char *limit;
+	char limit_detail[160];
+} convo_end;
+
+/* The environment's tools named in `names` (a JSON array of strings), as
+ * JSON; a name the environment lacks is the suite's error. */
+static int pick_tools(char **out, const ev_env *env, const cJSON *names, const char *what)
+{
+	*out = NULL;
+	if (!names || (cJSON_IsArray(names) && cJSON_GetArraySize(names) == 0))
+		return 0;
+	if (!cJSON_IsArray(names))
+		return ev_error_set(EV_E_INVALID, "%s: tools: expected a list of tool names", what);
+	cJSON *all = env ? cJSON_Parse(ev_env_tools_json(env)) : NULL, *keep = cJSON_CreateArray();
+	const cJSON *n, *t;
+	int rc = keep ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
+	cJSON_ArrayForEach(n, names)
+	{
+		if (rc)
+			break;
+		if (!cJSON_IsString(n) || !env || !ev_env_has_tool(env, n->valuestring)) {
+			rc = ev_error_set(EV_E_INVALID, "%s: tools: '%.64s' is not a tool of the environment", what,
+			                  cJSON_IsString(n) ? n->valuestring : "?");
+			break;
+		}
+		cJSON_ArrayForEach(t, all)
+		{
+			if (!strcmp(ev_json_str(cJSON_GetObjectItemCaseSensitive(t, "function"), "name", ""), n->valuestring))
+				cJSON_AddItemToArray(keep, cJSON_Duplicate(t, true));
+		}
+	}
+	if (!rc && !(*out = ev_json_print(keep)))
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+	cJSON_Delete(all);
+	cJSON_Delete(keep);
+	return rc;
+}
+
+/* True when tools (a JSON array) offers `name`: an agent calls only its own. */
+static bool tool_offered(const char *tools, const char *name)
+{
+	cJSON *arr = tools ? cJSON_Parse(tools) : NULL;
+	const cJSON *t;
+	bool yes = false;
+	cJSON_ArrayForEach(t, arr)
+	{
+		yes = yes || !strcmp(ev_json_str(cJSON_GetObjectItemCaseSensitive(t, "function"), "name", ""), name);
+	}
+	cJSON_Delete(arr);
+	return yes;
+}
+
+static bool name_ok(const char *s)
+{
+	size_t n = strlen(s);
+	if (!n || n > 32)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
+			return false;
+	return true;
+}
+
+/* The orchestrator's tool for worker k: ask_<name>(task). */
+static cJSON *ask_tool(const worker *k)
+{
+	cJSON *t = cJSON_CreateObject(), *f = cJSON_AddObjectToObject(t, "function"), *pr, *props, *task, *req;
+	char *nm = ev_asprintf("ask_%s", k->name);
+	cJSON_AddStringToObject(t, "type", "function");
+	cJSON_AddStringToObject(f, "name", nm ? nm : "");
+	free(nm);
+	cJSON_AddStringToObject(f, "description", *k->description ? k->description : "Delegate a task to this agent.");
+	pr = cJSON_AddObjectToObject(f, "parameters");
+	cJSON_AddStringToObject(pr, "type", "object");
+	props = cJSON_AddObjectToObject(pr, "properties");
+	task = cJSON_AddObjectToObject(props, "task");
+	cJSON_AddStringToObject(task, "type", "string");
+	cJSON_AddStringToObject(task, "description", "what the agent should do, in full");
+	req = cJSON_AddArrayToObject(pr, "required");
+	cJSON_AddItemToArray(req, cJSON_CreateString("task"));
+	return t;
+}
+
+/* Reads metadata.agents: the workers, and the tools the orchestrator keeps
+ * (none unless "orchestrator": {"tools": [...]}); *orch_tools gets them
+ * with one ask_<worker> tool a worker. */
+static int read_agents(agent_ctx *a, const cJSON *agents, char **orch_tools, const char **orch_system)
+{
+	*orch_tools = NULL;
+	*orch_system = NULL;
+	char what[400];
+	snprintf(what, sizeof what, "%s: metadata.agents", a->what);
+	const cJSON *ws = cJSON_GetObjectItemCaseSensitive(agents, "workers"), *w;
+	if (!cJSON_IsObject(agents) || !cJSON_IsArray(ws) || cJSON_GetArraySize(ws) < 1 ||
+	    cJSON_GetArraySize(ws) > MAX_WORKERS)
+		return ev_error_set(EV_E_INVALID, "%s: expected {\"workers\": [1 to %d workers], \"orchestrator\"?: {...}}",
+		                    what, MAX_WORKERS);
+	cJSON *tools = cJSON_CreateArray();
+	int rc = tools ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
+	cJSON_ArrayForEach(w, ws)
+	{
+		if (rc)
+			break;
+		worker *k = &a->w[a->n_workers];
+		char ww[480];
+		snprintf(ww, sizeof ww, "%s.workers[%d]", what, a->n_workers);
+		k->name = ev_json_str(w, "name", "");
+		k->description = ev_json_str(w, "description", "");
+		k->system = ev_json_str(w, "system", NULL);
+		double route = ev_json_num(w, "model", 0), turns = ev_json_num(w, "max_turns", 0);
+		if (!name_ok(k->name)) {
+			rc = ev_error_set(EV_E_INVALID, "%s: name: 1 to 32 of a-z, 0-9, _", ww);
+			break;
+		}
+		for (int i = 0; !rc && i < a->n_workers; i++)
+			if (!strcmp(a->w[i].name, k->name))
+				rc = ev_error_set(EV_E_INVALID, "%s: name '%s' given twice", ww, k->name);
+		if (!rc && (strlen(k->description) > 2000 || (k->system && strlen(k->system) > 16000)))
+			rc = ev_error_set(EV_E_INVALID, "%s: description (2,000 bytes) or system (16,000) too long", ww);
+		if (!rc && (route < 0 || route > EV_ROUTE_MAX_MODELS || route != (int)route || turns < 0 || turns > 100 ||
+		            turns != (int)turns))
+			rc = ev_error_set(EV_E_INVALID, "%s: model (1..%d) or max_turns (1..100) out of range", ww,
+			                  EV_ROUTE_MAX_MODELS);
+		if (rc)
+			break;
+		k->route = (int)route;
+		k->max_turns = turns > 0 ? (int)turns : a->o.max_turns;
+		a->n_workers++;
+		if ((rc = pick_tools(&k->tools, a->env, cJSON_GetObjectItemCaseSensitive(w, "tools"), ww)))
+			break;
+		cJSON *t = ask_tool(k);
+		if (!t)
+			rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		else
+			cJSON_AddItemToArray(tools, t);
+	}
+	const cJSON *orch = cJSON_GetObjectItemCaseSensitive(agents, "orchestrator");
+	char *own = NULL;
+	if (!rc && orch) {
+		*orch_system = ev_json_str(orch, "system", NULL);
+		if (!(rc = pick_tools(&own, a->env, cJSON_GetObjectItemCaseSensitive(orch, "tools"), what))) {
+			cJSON *o = own ? cJSON_Parse(own) : NULL, *t;
+			cJSON_ArrayForEach(t, o)
+			{
+				cJSON_AddItemToArray(tools, cJSON_Duplicate(t, true));
+			}
+			cJSON_Delete(o);
+		}
+	}
+	free(own);
+	if (!rc && !(*orch_tools = ev_json_print(tools)))
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+	cJSON_Delete(tools);
+	return rc;
+}
+
+static const worker *worker_of(const agent_ctx *a, const char *tool)
+{
+	for (int i = 0; ev_str_starts(tool, "ask_") && i < a->n_workers; i++)
+		if (!strcmp(a->w[i].name, tool + 4))
+			return &a->w[i];
+	return NULL;
+}
+
+/* Adds n to agent's counter `key`. */
+static void account(agent_ctx *a, const char *agent, const char *key, double n)
+{
+	cJSON *o = cJSON_GetObjectItemCaseSensitive(a->acct, agent);
+	if (!o) {
+		o = cJSON_AddObjectToObject(a->acct, agent);
+		static const char *const keys[] = {"turns", "prompt_tokens", "completion_tokens", "thinking_tokens",
+		                                   "tool_calls", "delegations"};
+		for (size_t i = 0; o && i < sizeof keys / sizeof *keys; i++)
+			cJSON_AddNumberToObject(o, keys[i], 0);
+	}
+	cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (v)
+		cJSON_SetNumberValue(v, v->valuedouble + n);
+}
+
+static int converse(agent_ctx *a, const char *who, convo *cv, const char *tools, int route, int max_turns, int depth,
+                    convo_end *end);
+
+/* A worker's turn at a task: its own conversation (its system message and
+ * the task), its own tools, to its final answer; the answer (thinking
+ * removed) or why it gave none comes back as the tool's result. */
+static int delegate(agent_ctx *a, const worker *w, const char *args, char **result)
+{
+	*result = NULL;
+	cJSON *j = cJSON_Parse(args);
+	const char *task = ev_json_str(j, "task", NULL);
+	int rc = 0;
+	if (!task || !*task) {
+		cJSON_Delete(j);
+		*result = ev_strdup("{\"error\":\"give the agent a task: {\\\"task\\\": \\\"...\\\"}\"}");
+		return *result ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
+	}
+	account(a, w->name, "delegations", 1);
+	convo cv;
+	memset(&cv, 0, sizeof cv);
+	cv.arena = a->arena;
+	if (w->system)
+		rc = convo_add(&cv, "system", w->system, NULL, NULL, NULL);
+	if (!rc)
+		rc = convo_add(&cv, "user", task, NULL, NULL, NULL);
+	cJSON_Delete(j);
+	convo_end end;
+	memset(&end, 0, sizeof end);
+	if (!rc)
+		rc = converse(a, w->name, &cv, w->tools, w->route ? w->route : a->o.route, w->max_turns, 1, &end);
+	free(cv.msgs);
+	if (rc || a->out->failed) {
+		free(end.final_text);
+		return rc;
+	}
+	cJSON *r = cJSON_CreateObject();
+	if (end.answered) {
+		char *ans = ev_strip_thinking(end.final_text ? end.final_text : "", NULL);
+		cJSON_AddStringToObject(r, "answer", ans ? ans : "");
+		free(ans);
+	} else {
+		char *why = ev_asprintf("the agent gave no answer (%s: %s)", end.limit, end.limit_detail);
+		cJSON_AddStringToObject(r, "error", why ? why : "the agent gave no answer");
+		free(why);
+	}
+	free(end.final_text);
+	if (!(*result = ev_json_print(r)))
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+	cJSON_Delete(r);
+	return rc;
+}
+
+/* One agent's conversation, from cv's messages to a final answer (a
+ * completion without calls) or a limit. Its calls run in the environment
+ * when they are its own tools, or, for the orchestrator (depth 0), as
+ * delegations. A backend failure sets a->out->failed and ends everything. */
+static int converse(agent_ctx *a, const char *who, convo *cv, const char *tools, int route, int max_turns, int depth,
+                    convo_end *end)
+{
+	ev_agent_result *out = a->out;
+	const ev_agent_options *o = &a->o;
+	int rc = 0;
+	for (int turn = 0;; turn++) {
+		if (turn >= max_turns) {
+			end->limit = "turn_limit";
+			snprintf(end->limit_detail, sizeof end->limit_detail, "%d turns without a final answer", max_turns);
+			return 0;
+		}
+		if (turn > 0 && o->max_wall_s > 0 && ev_now() - a->t0 > o->max_wall_s) {
+			end->limit = "time_limit";
+			snprintf(end->limit_detail, sizeof end->limit_detail, "%.1f s without a final answer (limit %.1f s)",
+			         ev_now() - a->t0, o->max_wall_s);
+			return 0;
+		}
+		long left = o->max_tokens > 0 ? o->max_tokens - out->completion_tokens : 0;
+		if (o->max_tokens > 0 && left <= 0) {
+			end->limit = "token_limit";
+			snprintf(end->limit_detail, sizeof end->limit_detail, "%d completion tokens without a final answer",
+			         out->completion_tokens);
+			return 0;
+		}
+		ev_request req;
+		memset(&req, 0, sizeof req);
+		req.model = o->model;
+		req.route = route;
+		req.messages = cv->msgs;
+		req.n_messages = cv->n;
+		req.tools_json = tools;
+		req.gen = a->gen ? *a->gen : (ev_gen)EV_GEN_INIT;
+		if (o->max_tokens > 0 && (req.gen.max_tokens <= 0 || req.gen.max_tokens > left))
+			req.gen.max_tokens = left > 1000000 ? 1000000 : (int)left;
+		req.suite_root = o->suite_root;
+		req.cookie = &req;
+		if (depth == 0 && turn == 0 && (rc = ev_request_to_json(&out->first_request_json, &req, false)))
+			return ev_error_wrap(rc, "%s", a->what);
+		ev_completion c;
+		if ((rc = ask(a->b, &req, &c)))
+			return rc;
+		out->turns++;
+		out->prompt_tokens += c.prompt_tokens;
+		out->completion_tokens += c.completion_tokens;
+		out->thinking_tokens += c.thinking_tokens;
+		out->latency_s += c.latency_s;
+		out->attempts += c.attempts;
+		account(a, who, "turns", 1);
+		account(a, who, "prompt_tokens", c.prompt_tokens);
+		account(a, who, "completion_tokens", c.completion_tokens);
+		account(a, who, "thinking_tokens", c.thinking_tokens);
+		free(out->finish_reason);
+		out->finish_reason = ev_strdup(c.finish_reason);
+		if (c.status != EV_COMPLETION_OK) {
+			out->failed = true;
+			out->reason = c.status == EV_COMPLETION_TIMEOUT ? EV_REASON_TIMEOUT : EV_REASON_BACKEND_ERROR;
+			out->detail = ev_asprintf("%s turn %d: %s", who, turn + 1, c.error ? c.error : "backend failed");
+			ev_completion_clear(&c);
+			return 0;
+		}
+		call *calls = NULL;
+		size_t n_calls = 0;
+		if ((rc = read_calls(&calls, &n_calls, &c, turn))) {
+			ev_completion_clear(&c);
+			return rc;
+		}
+		if (n_calls == 0) {
+			calls_free(calls, 0);
+			end->answered = true;
+			end->truncated = c.finish_reason && !strcmp(c.finish_reason, "length");
+			end->final_text = c.text;
+			c.text = NULL;
+			ev_completion_clear(&c);
+			return 0;
+		}
+		char *tcj = calls_json(calls, n_calls, a->all_calls);
+		rc = tcj ? convo_add(cv, "assistant", c.text, tcj, NULL, NULL) : ev_error_set(EV_E_NOMEM, "out of memory");
+		free(tcj);
+		ev_completion_clear(&c);
+		for (size_t i = 0; !rc && i < n_calls; i++) {
+			char *res = NULL;
+			const worker *w = depth == 0 ? worker_of(a, calls[i].name) : NULL;
+			if (!strcmp(calls[i].name, "(unreadable)"))
+				res = ev_asprintf("{\"error\":\"the tool call could not be read: write <tool_call>{\\\"name\\\": "
+				                  "..., \\\"arguments\\\": {...}}</tool_call>\"}");
+			else if (w)
+				rc = delegate(a, w, calls[i].args, &res);
+			else if (a->env && ev_env_has_tool(a->env, calls[i].name) && tool_offered(tools, calls[i].name))
+				rc = ev_env_execute(a->env, calls[i].name, calls[i].args, &res);
+			else
+				res = ev_asprintf("{\"error\":\"unknown tool '%.100s'\"}", calls[i].name);
+			if (!rc && out->failed) { /* a worker's backend failed: the sample ends */
+				free(res);
+				calls_free(calls, n_calls);
+				return 0;
+			}
+			if (!rc && !res)
+				rc = ev_error_set(EV_E_NOMEM, "out of memory");
+			if (!rc)
+				rc = convo_add(cv, "tool", res, NULL, calls[i].id, calls[i].name);
+			free(res);
+			out->n_tool_calls++;
+			account(a, who, "tool_calls", 1);
+		}
+		calls_free(calls, n_calls);
+		if (rc)
+			return rc;
+	}
+}
+
 /* ---- the loop ----------------------------------------------------------------- */
 
 int ev_agent_run(ev_backend *b, const ev_sample *s, const ev_gen *gen, const ev_agent_options *opt,
                  ev_agent_result *out)
 {
 	memset(out, 0, sizeof *out);
-	ev_agent_options o = opt ? *opt : (ev_agent_options)EV_AGENT_OPTIONS_INIT;
-	if (o.max_turns <= 0)
-		o.max_turns = 10;
+	agent_ctx a;
+	memset(&a, 0, sizeof a);
+	a.b = b, a.gen = gen, a.out = out;
+	a.o = opt ? *opt : (ev_agent_options)EV_AGENT_OPTIONS_INIT;
+	if (a.o.max_turns <= 0)
+		a.o.max_turns = 10;
 	char what[320];
 	snprintf(what, sizeof what, "sample %.200s (line %zu)", s->id ? s->id : "?", s->line);
-	cJSON *meta = NULL, *tests = NULL, *all_calls = NULL;
-	ev_env *env = NULL;
+	a.what = what;
+	cJSON *meta = NULL, *tests = NULL;
 	char *tools = NULL, *spec = NULL;
+	const char *orch_system = NULL;
 	convo cv;
 	memset(&cv, 0, sizeof cv);
+	convo_end end;
+	memset(&end, 0, sizeof end);
 	int rc = 0;
-	double t0 = ev_now();
+	a.t0 = ev_now();
 
 	if ((s->metadata_json && (rc = ev_json_parse(&meta, s->metadata_json, strlen(s->metadata_json), what))) ||
 	    (s->tests_json && (rc = ev_json_parse(&tests, s->tests_json, strlen(s->tests_json), what))) ||
@@ -383,134 +769,51 @@ int ev_agent_run(ev_backend *b, const ev_sample *s, const ev_gen *gen, const ev_
 			rc = ev_error_set(EV_E_NOMEM, "out of memory");
 			goto done;
 		}
-		if ((rc = ev_env_new(&env, spec, ew)))
+		if ((rc = ev_env_new(&a.env, spec, ew)))
 			goto done;
 	}
-	if ((rc = merge_tools(&tools, env, s->tools_json)) || (rc = ev_arena_new(&cv.arena, ARENA_MAX)))
-		goto done;
-	if (!(all_calls = cJSON_CreateArray())) {
+	const cJSON *agents = cJSON_GetObjectItemCaseSensitive(meta, "agents");
+	if (!(a.acct = cJSON_CreateObject()) || !(a.all_calls = cJSON_CreateArray())) {
 		rc = ev_error_set(EV_E_NOMEM, "out of memory");
 		goto done;
 	}
+	if ((rc = agents ? read_agents(&a, agents, &tools, &orch_system) : merge_tools(&tools, a.env, s->tools_json)) ||
+	    (rc = ev_arena_new(&cv.arena, ARENA_MAX)))
+		goto done;
+	a.arena = cv.arena;
+	if (orch_system && (rc = convo_add(&cv, "system", orch_system, NULL, NULL, NULL)))
+		goto done;
 	for (size_t i = 0; i < s->n_messages; i++)
 		if ((rc = convo_push(&cv, &s->messages[i])))
 			goto done;
 
-	bool answered = false, truncated = false;
-	const char *limit = NULL;
-	char limit_detail[160] = "";
-	for (int turn = 0;; turn++) {
-		if (turn >= o.max_turns) {
-			limit = "turn_limit";
-			snprintf(limit_detail, sizeof limit_detail, "%d turns without a final answer", o.max_turns);
-			break;
-		}
-		if (turn > 0 && o.max_wall_s > 0 && ev_now() - t0 > o.max_wall_s) {
-			limit = "time_limit";
-			snprintf(limit_detail, sizeof limit_detail, "%.1f s without a final answer (limit %.1f s)", ev_now() - t0,
-			         o.max_wall_s);
-			break;
-		}
-		long left = o.max_tokens > 0 ? o.max_tokens - out->completion_tokens : 0;
-		if (o.max_tokens > 0 && left <= 0) {
-			limit = "token_limit";
-			snprintf(limit_detail, sizeof limit_detail, "%d completion tokens without a final answer",
-			         out->completion_tokens);
-			break;
-		}
-		ev_request req;
-		memset(&req, 0, sizeof req);
-		req.model = o.model;
-		req.route = o.route;
-		req.messages = cv.msgs;
-		req.n_messages = cv.n;
-		req.tools_json = tools;
-		req.gen = gen ? *gen : (ev_gen)EV_GEN_INIT;
-		if (o.max_tokens > 0 && (req.gen.max_tokens <= 0 || req.gen.max_tokens > left))
-			req.gen.max_tokens = left > 1000000 ? 1000000 : (int)left;
-		req.suite_root = o.suite_root;
-		req.cookie = &req;
-		if (turn == 0 && (rc = ev_request_to_json(&out->first_request_json, &req, false))) {
-			ev_error_wrap(rc, "%s", what);
-			goto done;
-		}
-		ev_completion c;
-		if ((rc = ask(b, &req, &c)))
-			goto done;
-		out->turns++;
-		out->prompt_tokens += c.prompt_tokens;
-		out->completion_tokens += c.completion_tokens;
-		out->thinking_tokens += c.thinking_tokens;
-		out->latency_s += c.latency_s;
-		out->attempts += c.attempts;
-		free(out->finish_reason);
-		out->finish_reason = ev_strdup(c.finish_reason);
-		if (c.status != EV_COMPLETION_OK) {
-			out->failed = true;
-			out->reason = c.status == EV_COMPLETION_TIMEOUT ? EV_REASON_TIMEOUT : EV_REASON_BACKEND_ERROR;
-			out->detail = ev_asprintf("turn %d: %s", turn + 1, c.error ? c.error : "backend failed");
-			ev_completion_clear(&c);
-			break;
-		}
-		call *calls = NULL;
-		size_t n_calls = 0;
-		if ((rc = read_calls(&calls, &n_calls, &c, turn))) {
-			ev_completion_clear(&c);
-			goto done;
-		}
-		if (n_calls == 0) {
-			calls_free(calls, 0);
-			answered = true;
-			truncated = c.finish_reason && !strcmp(c.finish_reason, "length");
-			out->final_text = c.text;
-			c.text = NULL;
-			ev_completion_clear(&c);
-			break;
-		}
-		char *tcj = calls_json(calls, n_calls, all_calls);
-		rc = tcj ? convo_add(&cv, "assistant", c.text, tcj, NULL, NULL) : ev_error_set(EV_E_NOMEM, "out of memory");
-		free(tcj);
-		ev_completion_clear(&c);
-		for (size_t i = 0; !rc && i < n_calls; i++) {
-			char *res = NULL;
-			if (!strcmp(calls[i].name, "(unreadable)"))
-				res = ev_asprintf("{\"error\":\"the tool call could not be read: write <tool_call>{\\\"name\\\": "
-				                  "..., \\\"arguments\\\": {...}}</tool_call>\"}");
-			else if (env && ev_env_has_tool(env, calls[i].name))
-				rc = ev_env_execute(env, calls[i].name, calls[i].args, &res);
-			else
-				res = ev_asprintf("{\"error\":\"unknown tool '%.100s'\"}", calls[i].name);
-			if (!rc && !res)
-				rc = ev_error_set(EV_E_NOMEM, "out of memory");
-			if (!rc)
-				rc = convo_add(&cv, "tool", res, NULL, calls[i].id, calls[i].name);
-			free(res);
-			out->n_tool_calls++;
-		}
-		calls_free(calls, n_calls);
-		if (rc)
-			goto done;
-	}
-
-	if (cJSON_GetArraySize(all_calls) > 0 && !(out->tool_calls_json = ev_json_print(all_calls))) {
+	rc = converse(&a, agents ? "orchestrator" : "agent", &cv, tools, a.o.route, a.o.max_turns, 0, &end);
+	out->final_text = end.final_text;
+	if (rc)
+		goto done;
+	if (cJSON_GetArraySize(a.all_calls) > 0 && !(out->tool_calls_json = ev_json_print(a.all_calls))) {
 		rc = ev_error_set(EV_E_NOMEM, "out of memory");
 		goto done;
 	}
-	if (env && (rc = ev_env_state_json(env, &out->state_json)))
+	if (agents && !(out->agents_json = ev_json_print(a.acct))) {
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
 		goto done;
-	if (!env && !(out->state_json = ev_strdup("{}"))) {
+	}
+	if (a.env && (rc = ev_env_state_json(a.env, &out->state_json)))
+		goto done;
+	if (!a.env && !(out->state_json = ev_strdup("{}"))) {
 		rc = ev_error_set(EV_E_NOMEM, "out of memory");
 		goto done;
 	}
 	if (out->failed)
 		goto done;
-	if (!answered) {
+	if (!end.answered) {
 		out->score = 0;
 		out->reason = EV_REASON_NO_ANSWER;
-		out->detail = ev_asprintf("%s: %s", limit, limit_detail);
+		out->detail = ev_asprintf("%s: %s", end.limit, end.limit_detail);
 		goto done;
 	}
-	rc = score_end(out, tests, out->final_text, truncated);
+	rc = score_end(out, tests, out->final_text, end.truncated);
 done:
 	if (rc) {
 		ev_error_wrap(rc, "agent");
@@ -520,8 +823,11 @@ done:
 	ev_arena_free(cv.arena);
 	free(tools);
 	free(spec);
-	ev_env_free(env);
-	cJSON_Delete(all_calls);
+	for (int i = 0; i < a.n_workers; i++)
+		free(a.w[i].tools);
+	ev_env_free(a.env);
+	cJSON_Delete(a.all_calls);
+	cJSON_Delete(a.acct);
 	cJSON_Delete(meta);
 	cJSON_Delete(tests);
 	return rc;

@@ -39,9 +39,13 @@ typedef struct {
 	char *finish_reason;    /* of the last completion */
 	int turns;              /* model requests made */
 	int n_tool_calls;
-	int prompt_tokens, completion_tokens, thinking_tokens;
+	int prompt_tokens, completion_tokens, thinking_tokens; /* over every agent */
 	double latency_s;       /* sum over the turns */
 	int attempts;
+	/* with metadata.agents: per agent ("orchestrator" and each worker)
+	 * {turns, prompt_tokens, completion_tokens, thinking_tokens,
+	 * tool_calls, delegations}; else NULL */
+	char *agents_json;
 } ev_agent_result;
 
 void ev_agent_result_clear(ev_agent_result *r);

@@ -375,6 +375,7 @@ static int run_agent_item(run *r, const item *it)
 	res.completion_tokens = ar.completion_tokens;
 	res.thinking_tokens = ar.thinking_tokens;
 	res.answered_by = answered_by;
+	res.agents_json = ar.agents_json;
 	res.latency_s = ar.latency_s;
 	res.attempts = ar.attempts;
 	res.metadata_json = s->metadata_json;

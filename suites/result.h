@@ -66,6 +66,7 @@ typedef struct {
 	const char *target_json;   /* the sample's target as written (JSON), or NULL */
 	const char *prompt_hash;   /* the rendered prompt's token ids hashed (engine), or NULL */
 	const char *answered_by;   /* with routing: the model that answered, else NULL */
+	const char *agents_json;   /* multi-agent samples: per-agent turns, tokens, calls (runners/agent.h) */
 } ev_result;
 
 /* The category a sample counts under for routing: its metadata's "category",

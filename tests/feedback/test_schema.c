@@ -133,7 +133,7 @@ static void results_table_has_the_current_columns(void **state)
 	ev_tracker_close(tf_open(path));
 	const char *want = "run_id,suite,sample_id,epoch,request_hash,request_json,response,tool_calls_json,extracted,"
 	                   "score,reason,detail,finish_reason,prompt_tokens,completion_tokens,latency_s,attempts,"
-	                   "cached,created,metadata_json,target_json,prompt_hash,thinking_tokens,answered_by"; /* 4, 6-9 */
+	                   "cached,created,metadata_json,target_json,prompt_hash,thinking_tokens,answered_by,agents_json"; /* 4, 6-10 */
 	char *got = tf_query_text(path, "SELECT group_concat(name, ',') FROM (SELECT name FROM pragma_table_info("
 	                                "'results') ORDER BY cid)");
 	assert_non_null(got);

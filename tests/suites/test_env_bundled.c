@@ -239,12 +239,61 @@ static void coding_references_pass_their_tests_in_the_sandbox(void **state)
 	ev_suite_free(s);
 }
 
+/* The delegation suite: every worker's tools exist in its sample's
+ * environment and the orchestrator has none of them (delegating is the
+ * only way to the facts); each reference answer holds the required facts;
+ * the reference delegations name workers of the sample; the environment's
+ * data hold the values the answer is computed from. */
+static void delegation_workers_own_the_facts(void **state)
+{
+	(void)state;
+	ev_suite *s = load("delegation");
+	assert_true(s->n_samples >= 8);
+	for (size_t i = 0; i < s->n_samples; i++) {
+		const ev_sample *x = &s->samples[i];
+		cJSON *meta = cJSON_Parse(x->metadata_json), *tests = cJSON_Parse(x->tests_json);
+		char *spec = ev_json_print(cJSON_GetObjectItem(meta, "environment"));
+		ev_env *e = NULL;
+		if (ev_env_new(&e, spec, x->id))
+			fail_msg("%s", ev_error_msg());
+		const cJSON *agents = cJSON_GetObjectItem(meta, "agents"), *w, *t, *d;
+		assert_null(cJSON_GetObjectItem(agents, "orchestrator"));
+		int n = 0;
+		cJSON_ArrayForEach(w, cJSON_GetObjectItem(agents, "workers"))
+		{
+			n++;
+			cJSON_ArrayForEach(t, cJSON_GetObjectItem(w, "tools")) if (!ev_env_has_tool(e, t->valuestring))
+				fail_msg("%s: worker %s: no tool %s", x->id, ev_json_str(w, "name", ""), t->valuestring);
+		}
+		assert_true(n >= 2);
+		cJSON_ArrayForEach(d, cJSON_GetObjectItem(meta, "reference_delegations"))
+		{
+			bool found = false;
+			cJSON_ArrayForEach(w, cJSON_GetObjectItem(agents, "workers")) found =
+			    found || !strcmp(ev_json_str(w, "name", ""), cJSON_GetArrayItem(d, 0)->valuestring);
+			if (!found)
+				fail_msg("%s: reference delegation to unknown worker %s", x->id, cJSON_GetArrayItem(d, 0)->valuestring);
+		}
+		const char *ans = ev_json_str(meta, "reference_answer", "");
+		cJSON_ArrayForEach(t, cJSON_GetObjectItem(tests, "required_facts")) if (!strcasestr(ans, t->valuestring))
+			fail_msg("%s: reference answer lacks %s", x->id, t->valuestring);
+		/* the question itself does not give the answer away */
+		cJSON_ArrayForEach(t, cJSON_GetObjectItem(tests, "required_facts")) if (strstr(x->messages[x->n_messages - 1].parts[0].text, t->valuestring))
+			fail_msg("%s: the question holds the answer %s", x->id, t->valuestring);
+		ev_env_free(e);
+		free(spec);
+		cJSON_Delete(meta), cJSON_Delete(tests);
+	}
+	ev_suite_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(every_bundled_suite_loads_with_its_checker),
 		cmocka_unit_test(tool_use_ground_truths_pass_the_toolcall_checker),
 		cmocka_unit_test(multiturn_references_reach_the_expected_state),
+		cmocka_unit_test(delegation_workers_own_the_facts),
 		cmocka_unit_test(coding_references_pass_their_tests_in_the_sandbox),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
