@@ -518,7 +518,8 @@ static int sample_one(eng_batch *b, job *j)
 		j->reason = ENG_STOP_CALLBACK;
 		return 1;
 	}
-	if (j->n_out >= j->max || eng_seq_len(j->seq) >= b->info.max_context) {
+	if (j->n_out >= j->max || eng_seq_len(j->seq) >= b->info.max_context ||
+	    eng_think_answer_full(&j->gen.think, &j->think, j->gen.max_tokens, j->n_out)) {
 		j->reason = ENG_STOP_LENGTH;
 		return 1;
 	}

@@ -238,8 +238,9 @@ void eng_logprob_of(eng_logprob *out, const float *logits, int vocab, int32_t to
  * close_id, put in place of sampling: the block is closed at the budget,
  * never past it (a block opened again after that is closed at once).
  * `open_at_start`: the prompt ends inside a block (templates that open it,
- * as DeepSeek-R1's does). max_tokens then counts the answer only: up to
- * budget + 1 more tokens are allowed for the thinking and its close. */
+ * as DeepSeek-R1's does). max_tokens then counts the answer only (the
+ * tokens outside blocks, tags not counted): generation stops when that
+ * many are out, or at max_tokens + budget + 1 in all. */
 typedef struct {
 	bool enforce;
 	bool open_at_start;
@@ -250,6 +251,7 @@ typedef struct {
 typedef struct {
 	bool in;   /* inside a block */
 	int used;  /* thinking tokens so far */
+	int tags;  /* open and close tokens so far */
 } eng_think_state;
 
 /* The token that must come next (close_id), or -1: sample. */
@@ -258,6 +260,9 @@ int32_t eng_think_forced(const eng_think_options *o, const eng_think_state *st);
 void eng_think_step(const eng_think_options *o, eng_think_state *st, int32_t tok);
 /* The state at the start of generation. */
 eng_think_state eng_think_start(const eng_think_options *o);
+/* Under a budget: true when n_out generated tokens hold max_tokens answer
+ * tokens (the answer is complete: stop for length). */
+bool eng_think_answer_full(const eng_think_options *o, const eng_think_state *st, int max_tokens, long n_out);
 
 typedef struct {
 	int max_tokens;          /* 0 = up to the context limit */

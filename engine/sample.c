@@ -204,7 +204,7 @@ void eng_logprob_of(eng_logprob *out, const float *logits, int vocab, int32_t to
 
 eng_think_state eng_think_start(const eng_think_options *o)
 {
-	eng_think_state st = {o && o->enforce && o->open_at_start, 0};
+	eng_think_state st = {o && o->enforce && o->open_at_start, 0, 0};
 	return st;
 }
 
@@ -218,11 +218,16 @@ void eng_think_step(const eng_think_options *o, eng_think_state *st, int32_t tok
 	if (!o || !o->enforce)
 		return;
 	if (tok == o->open_id)
-		st->in = true;
+		st->in = true, st->tags++;
 	else if (tok == o->close_id)
-		st->in = false;
+		st->in = false, st->tags++;
 	else if (st->in)
 		st->used++;
+}
+
+bool eng_think_answer_full(const eng_think_options *o, const eng_think_state *st, int max_tokens, long n_out)
+{
+	return o && o->enforce && max_tokens > 0 && n_out - st->used - st->tags >= max_tokens;
 }
 
 /* Generated tokens allowed: max_tokens (0 = the room left), plus the
@@ -308,7 +313,7 @@ int eng_generate(eng_seq *s, const int32_t *prompt, int n_prompt, const eng_gene
 			why = ENG_STOP_CALLBACK;
 			break;
 		}
-		if (n >= max || s->len >= m->max_context)
+		if (n >= max || s->len >= m->max_context || eng_think_answer_full(&o.think, &think, o.max_tokens, n))
 			break;
 		if ((rc = eng_forward(s, &tok, 1, NULL)))
 			goto done;

@@ -505,19 +505,20 @@ static int greedy(const int32_t *prompt, int n, int max, int32_t *out, const eng
 	return got;
 }
 
-/* The tokens inside blocks, counted again from the output; and at the
- * budget inside a block, the next token is the close. */
-static int count_thinking(const int32_t *t, int n, const eng_think_options *o)
+/* The tokens inside blocks, counted again from the output (and the tags
+ * in *tags); at the budget inside a block, the next token is the close. */
+static int count_thinking(const int32_t *t, int n, const eng_think_options *o, int *tags)
 {
 	bool in = o->open_at_start;
 	int used = 0;
+	*tags = 0;
 	for (int i = 0; i < n; i++) {
 		if (in && used == o->budget && t[i] != o->close_id)
 			fail_msg("token %d: budget %d spent inside a block, yet %d came and not the close", i, o->budget, t[i]);
 		if (t[i] == o->open_id)
-			in = true;
+			in = true, ++*tags;
 		else if (t[i] == o->close_id)
-			in = false;
+			in = false, ++*tags;
 		else if (in)
 			used++;
 	}
@@ -555,19 +556,23 @@ static void thinking_budget_closes_the_block_at_the_budget(void **st)
 	assert_true(k >= 4);
 	eng_think_options o = {.enforce = true, .open_at_start = true, .budget = 60, .close_id = w[k],
 	                       .open_id = unused_id(w, nw, 3)};
-	int used = -1;
-	/* a block the model closes itself, under the budget: nothing forced */
+	int used = -1, tags = 0;
+	/* a block the model closes itself, under the budget: nothing forced;
+	 * the answer after it is max_tokens long */
 	int n = greedy(p, 10, 40, t, &o, &used);
-	assert_int_equal(n, 40 + 60 + 1);
-	assert_memory_equal(t, w, 40 * sizeof *t);
+	assert_int_equal(n, k + 1 + 40);
+	assert_memory_equal(t, w, (size_t)n * sizeof *t);
 	assert_int_equal(used, k);
-	assert_int_equal(count_thinking(t, n, &o), used);
+	assert_int_equal(count_thinking(t, n, &o, &tags), used);
+	assert_int_equal(tags, 1);
 
 	for (int budget = 0; budget < k; budget += 3) {
 		o.budget = budget;
 		n = greedy(p, 10, 20, t, &o, &used);
 		assert_int_equal(used, budget);
-		assert_int_equal(count_thinking(t, n, &o), budget);
+		assert_int_equal(count_thinking(t, n, &o, &tags), budget);
+		/* the answer: max_tokens, or the cap of max_tokens + budget + 1 in all */
+		assert_true(n - used - tags == 20 || n == 20 + budget + 1);
 		assert_memory_equal(t, w, (size_t)budget * sizeof *t); /* the thinking, as sampled */
 		assert_int_equal(t[budget], o.close_id);               /* closed at the budget */
 		/* and the answer after it is what the model says after that close */
@@ -585,7 +590,7 @@ static void thinking_budget_closes_the_block_at_the_budget(void **st)
 		n = greedy(p, 10, 30, t, &o2, &used);
 		assert_memory_equal(t, w, 6 * sizeof *t);
 		assert_int_equal(t[6], o2.close_id);
-		assert_int_equal(used, count_thinking(t, n, &o2));
+		assert_int_equal(used, count_thinking(t, n, &o2, &tags));
 		assert_true(used <= 2);
 	}
 
