@@ -236,6 +236,16 @@ int ev_summary_compute(char **out, ev_tracker *t, int64_t run_id)
 		if (!run.suites_json || ev_json_parse(&suites, run.suites_json, strlen(run.suites_json), "run suites"))
 			suites = cJSON_CreateArray();
 		ev_summary_options opt = run.epochs > 1 ? EV_SUMMARY_EPOCHS_OPTIONS : (ev_summary_options){0};
+		/* and k = the run's epochs: pass^K, right every time it was asked */
+		bool has = false;
+		for (int i = 0; i < opt.n_ks; i++)
+			has = has || opt.ks[i] == run.epochs;
+		if (run.epochs > 1 && !has && opt.n_ks < EV_SUMMARY_MAX_K) {
+			int i = opt.n_ks++;
+			for (; i > 0 && opt.ks[i - 1] > run.epochs; i--)
+				opt.ks[i] = opt.ks[i - 1];
+			opt.ks[i] = (int)run.epochs;
+		}
 		rc = ev_summary_json(out, run_id, run.model ? run.model : "", &fold, suites, &opt);
 	}
 	ev_run_fold_clear(&fold);

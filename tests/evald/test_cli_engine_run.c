@@ -163,6 +163,11 @@ static void sampling_differs_by_epoch_and_replays_from_the_record(void **st)
 	      "a.epoch = b.epoch WHERE a.run_id = 1 AND b.run_id = 2 AND a.response = b.response\"",
 	      db);
 	assert_string_equal(out, "6\n");
+	free(out);
+	/* pass@k and pass^k at k = the run's own epochs (3), not only 1, 5, 10, 100 */
+	tu_sh(&out, NULL, "sqlite3 '%s' \"SELECT json_extract(summary_json, '$.suites[0].pass_hat_k.3') IS NOT NULL AND "
+	                  "json_extract(summary_json, '$.suites[0].pass_at_k.3') IS NOT NULL FROM runs WHERE id = 2\"", db);
+	assert_string_equal(out, "1\n");
 	free(out), free(seed), free(suite), free(db), free(ck), free(dir);
 }
 
