@@ -65,7 +65,7 @@ int ev_sha256_file_hex(char out[EV_SHA256_HEX], const char *path)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return ev_error_set(EV_E_IO, "%s: %s", path, strerror(errno));
-	ev_sha256_ctx *c;
+	ev_sha256_ctx *c = NULL;
 	int rc = ev_sha256_begin(&c);
 	if (rc) {
 		close(fd);

@@ -491,6 +491,10 @@ void eng_backend_ref_free(eng_backend *be);
 int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads);
 void eng_backend_cpu_free(eng_backend *be);
 
+/* 1 when the CPU's dot product (kernels.h) takes the AVX2 order (16 FMA
+ * lanes), 0 when it is one running sum: the CUDA indexer follows it. */
+int eng_cpu_dot_avx2(void);
+
 /* Ops the reference and fast CPU paths share (engine/cpu/ref.c). */
 void eng_cpu_fill_common(eng_backend *be);
 void eng_cpu_rmsnorm(eng_backend *be, float *y, const float *x, const float *g, int n, int d, float eps);

@@ -27,6 +27,7 @@ int ev_bench_attention_main(const ev_cli *cli, int argc, char **argv);
 int ev_bench_vision_main(const ev_cli *cli, int argc, char **argv); /* bench_vision.c */
 int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv);
 int ev_bench_sandbox_main(const ev_cli *cli, int argc, char **argv);
+int ev_bench_cuda_main(const ev_cli *cli, int argc, char **argv); /* bench_cuda.c */
 
 static char *exe_dir(void)
 {
@@ -209,6 +210,7 @@ int ev_cmd_bench(const ev_cli *cli, int argc, char **argv)
 {
 	static const ev_subcommand subs[] = {
 		{"attention", ev_bench_attention_main, "dense vs MSA attention by context length"},
+		{"cuda", ev_bench_cuda_main, "the CUDA ops on the device beside copy bandwidth (needs a GPU)"},
 		{"engine", ev_bench_engine_main, "the engine's prefill and decode speed, fast vs reference"},
 		{"runner", bench_runner, "requests/s and CPU per request; tracker ingest"},
 		{"sandbox", ev_bench_sandbox_main, "HumanEval tests/s in the sandbox"},

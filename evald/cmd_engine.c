@@ -18,6 +18,9 @@
 #include "engine/vision/vision.h"
 #include "base/base.h"
 #include "engine/tokenizer/chat_template.h"
+#ifdef EV_HAVE_CUDA
+#include "engine/cuda/cuda.h"
+#endif
 #include "evald/cli.h"
 
 #define MAX_TOKENS_ARG 1000000
@@ -223,6 +226,25 @@ static int load(eng_model **m, const opts *o)
 	return eng_model_load(m, o->model, &mo);
 }
 
+/* What runs the model here: the CPU, and what the CUDA build sees. */
+static void device_line(char *buf, size_t cap)
+{
+#ifdef EV_HAVE_CUDA
+	eng_cuda_info ci;
+	if (eng_cuda_probe(&ci) == 0)
+		snprintf(buf, cap, "cpu; CUDA device %s (compute %d.%d, %d SMs, %.1f GiB): op checks and benchmarks only",
+		         ci.name, ci.cc_major, ci.cc_minor, ci.sms, (double)ci.mem_bytes / (1 << 30));
+	else
+		snprintf(buf, cap, "cpu; CUDA built, %s", ev_error_msg());
+	ev_error_clear();
+#else
+	snprintf(buf, cap, "cpu; CUDA not built (no toolkit when configured)");
+#endif
+	for (char *p = buf; *p; p++) /* printed in JSON as is */
+		if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
+			*p = '\'';
+}
+
 static int cmd_info(const opts *o)
 {
 	if (o->config) { /* a config alone, e.g. a released model's too big to fetch */
@@ -242,6 +264,8 @@ static int cmd_info(const opts *o)
 		return fail("info");
 	eng_model_info in;
 	eng_model_get_info(m, &in);
+	char device[400];
+	device_line(device, sizeof device);
 	long ctx = o->context ? o->context : in.max_context;
 	uint64_t need = in.weight_bytes + in.kv_bytes_per_token * (uint64_t)ctx;
 	if (o->json) {
@@ -256,10 +280,10 @@ static int cmd_info(const opts *o)
 			printf("%s%d", i ? "," : "", in.eos_ids[i]);
 		printf("],\"params_total\":%llu,\"params_active\":%llu,\"dtypes\":\"%s\",\"weight_bytes\":%llu,"
 		       "\"kv_bytes_per_token\":%llu,\"context\":%ld,\"memory_bytes\":%llu,\"sliding_window\":%ld,"
-		       "\"config_defaults\":\"%s\"}\n",
+		       "\"config_defaults\":\"%s\",\"device\":\"%s\"}\n",
 		       (unsigned long long)in.params_total, (unsigned long long)in.params_active, in.dtypes,
 		       (unsigned long long)in.weight_bytes, (unsigned long long)in.kv_bytes_per_token, ctx,
-		       (unsigned long long)need, in.sliding_window, in.config_defaults ? in.config_defaults : "");
+		       (unsigned long long)need, in.sliding_window, in.config_defaults ? in.config_defaults : "", device);
 	} else {
 		printf("architecture      %s (%s)\n", in.architecture, in.family);
 		printf("layers            %d\nhidden            %d\nheads             %d (kv %d, head_dim %d)\n",
@@ -273,6 +297,7 @@ static int cmd_info(const opts *o)
 		printf("weights           %s, %.2f MiB\n", in.dtypes, in.weight_bytes / 1048576.0);
 		printf("KV cache          %llu bytes per token\n", (unsigned long long)in.kv_bytes_per_token);
 		printf("memory at %ld tokens: %.2f MiB\n", ctx, need / 1048576.0);
+		printf("device            %s\n", device);
 		if (in.sliding_window)
 			printf("attention         sliding window of %ld tokens\n", in.sliding_window);
 		if (in.config_defaults && *in.config_defaults)

@@ -273,3 +273,12 @@ void eng_backend_cpu_free(eng_backend *be)
 	free(cc);
 	be->ctx = NULL;
 }
+
+int eng_cpu_dot_avx2(void)
+{
+#ifdef ENG_AVX2
+	return 1;
+#else
+	return 0;
+#endif
+}

@@ -127,7 +127,7 @@ static int load_vocab(eng_tokenizer *tok, loader *ld, const cJSON *vocab, const 
 	const cJSON *v;
 	cJSON_ArrayForEach(v, vocab)
 	{
-		int32_t id;
+		int32_t id = 0;
 		if (++nv > ENG_TOK_MAX_VOCAB)
 			return ev_error_set(EV_E_LIMIT, "%s: model.vocab: more than %d entries", ld->what,
 					    ENG_TOK_MAX_VOCAB);

@@ -1,0 +1,106 @@
+/*
+ * engine/cuda/cuda.h: the engine's CUDA ops (the .cu files of engine/cuda), callable
+ * from C. Built when CMake finds the toolkit (EV_HAVE_CUDA); every call
+ * returns 0 or an EV_E_* status with the CUDA error in ev_error_msg().
+ *
+ * Pointers named d_* are device memory (eng_cuda_malloc); everything else
+ * is host memory. Activations are f32 row-major as on the CPU; weights are
+ * kept in their stored dtype (eng_dtype numbers: f32, f16, bf16). Each op
+ * computes what the CPU reference op of the same name computes (engine/
+ * cpu/ref.c, engine/indexer.c, engine/msa_split.c); tests/engine/
+ * test_cuda_ops.c checks them against it on a device (ctest label gpu).
+ */
+#ifndef ENG_CUDA_H
+#define ENG_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+	int devices;          /* CUDA devices visible */
+	char name[256];       /* device 0 */
+	int cc_major, cc_minor;
+	size_t mem_bytes;
+	int sms;
+	int mem_clock_khz, bus_width_bits; /* the peak bandwidth: 2 * clock * width / 8 */
+	int driver, runtime;  /* versions, as 13000 */
+} eng_cuda_info;
+
+/* What the machine has: 0 with *out filled when a device is usable;
+ * EV_E_UNSUPPORTED when there is none (the message says why: no driver, no
+ * device), out->devices 0. */
+int eng_cuda_probe(eng_cuda_info *out);
+
+void *eng_cuda_malloc(size_t bytes); /* NULL when out of device memory */
+void eng_cuda_free(void *d);
+int eng_cuda_upload(void *d_dst, const void *src, size_t bytes);
+int eng_cuda_download(void *dst, const void *d_src, size_t bytes);
+/* Waits for the work queued so far; reports a kernel's failure. */
+int eng_cuda_sync(void);
+
+/* ---- the decoder's ops ---------------------------------------------------- */
+
+/* y[n, rows] = x[n, cols] . w^T for a weight [rows, cols] in dtype (f32,
+ * f16, bf16): the decode GEMV (n small: every row of w read once for all
+ * n, 16-byte loads, a warp a row; cols a multiple of 8). */
+int eng_cuda_gemv(float *d_y, const float *d_x, int n, const void *d_w, int dtype, int rows, int cols);
+/* y[n, d] = x / rms(x) * g */
+int eng_cuda_rmsnorm(float *d_y, const float *d_x, const float *d_g, int n, int d, float eps);
+/* rotate-half RoPE in place on the first rd channels of each head of
+ * x[n, nh, hd]; row i at position pos[i] (host array, n entries) */
+int eng_cuda_rope(float *d_x, int n, int nh, int hd, int rd, const long *pos, const float *d_inv_freq);
+/* g = silu(g) * u; and SwiGLU-OAI as eng_cpu_swiglu_oai */
+int eng_cuda_swiglu(float *d_g, const float *d_u, size_t n);
+int eng_cuda_swiglu_oai(float *d_g, const float *d_u, size_t n, float alpha, float limit);
+/* y += a * x */
+int eng_cuda_axpy(float *d_y, const float *d_x, float a, size_t n);
+/* x[i] = row tok[i] of table[vocab, width] (dtype), as f32; tok on the host */
+int eng_cuda_embed(float *d_x, const void *d_table, int dtype, int vocab, int width, const int32_t *tok, int n);
+
+/* ---- MSA: the lightning indexer's choice and sparse decode ------------------
+ *
+ * The cache of one sequence and layer, as the ops see it: keys and values
+ * k[t, kvh, hd], v[t, kvh, hd] and index keys ik[t, idim] (one a position,
+ * shared by the index heads; stored flushed as eng_index_store stores
+ * them) for positions t < len, in blocks of `block` positions (the KV
+ * page). */
+
+/* For each query row i (position pos[i], host) and KV head g: the scores
+ * of blocks 0 .. pos[i] / block, a block's the max over its keys <= pos of
+ * iq[i, g] . ik[t] (in the CPU's order of operations: the same bits);
+ * then the index_local blocks ending at the query's
+ * own always kept, then the best (higher score, lower block on ties) up to
+ * min(topk, blocks so far); written ascending to lists + (i * kvh + g) *
+ * nlist, their count at nls[i * kvh + g] (host arrays). Exactly
+ * eng_index_select_one's choice. */
+int eng_cuda_index_select(int *lists, int *nls, int nlist, const float *d_iq, const float *d_ik, int n, int kvh,
+                          int idim, const long *pos, int block, int topk, int local);
+
+/* Decode attention over chosen blocks, split-K: out[n, nh, hd] for query
+ * rows q[n, nh, hd] (GQA: nh / kvh query heads a KV head), row i and KV
+ * head g attending its nls blocks at lists (host, as above; nls < 0: every
+ * block up to its position), each block's keys <= pos[i]. The blocks of a
+ * (row, head) are cut by eng_split_worklist into about `target` items in
+ * all, each attended on its own (online softmax), then merged in order by
+ * log-sum-exp on the device. scale = 1 / sqrt(hd) unless given (> 0). */
+int eng_cuda_sparse_decode(float *d_out, const float *d_q, const float *d_k, const float *d_v, int n, int nh,
+                           int kvh, int hd, const long *pos, int block, const int *lists, const int *nls, int nlist,
+                           int target, float scale);
+
+/* ---- measuring ---------------------------------------------------------------- */
+
+/* Device-to-device copy bandwidth of `bytes` (best of reps), GB/s. */
+int eng_cuda_copy_bandwidth(double *gbps, size_t bytes, int reps);
+/* The GEMV's read bandwidth on a random [rows, cols] weight of dtype with
+ * n rows of x (best of reps), GB/s of weight bytes. */
+int eng_cuda_gemv_bandwidth(double *gbps, double *us, int rows, int cols, int dtype, int n, int reps);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

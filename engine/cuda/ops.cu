@@ -1,0 +1,731 @@
+// engine/cuda/ops.cu: the decoder's ops and MSA's indexer and sparse
+// decode on the device (contracts in engine/cuda/cuda.h).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "base/base.h"
+#include "engine/cuda/cuda.h"
+#include "engine/msa_split.h"
+}
+
+#include "engine/cuda/cuda_int.h"
+
+// eng_dtype's numbers (engine/backend.h)
+enum { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2 };
+
+#define GEMV_MAX_N 8
+#define GEMV_WARPS 8
+
+static int launch_ok(const char *what)
+{
+	return eng_cuda_check(cudaGetLastError(), what);
+}
+
+void *eng_cuda_scratch(int which, size_t bytes)
+{
+	static void *buf[4];
+	static size_t cap[4];
+	if (which < 0 || which > 3)
+		return NULL;
+	if (bytes > cap[which]) {
+		if (buf[which])
+			cudaFree(buf[which]);
+		buf[which] = NULL;
+		cap[which] = 0;
+		if (cudaMalloc(&buf[which], bytes) != cudaSuccess) {
+			cudaGetLastError();
+			return NULL;
+		}
+		cap[which] = bytes;
+	}
+	return buf[which];
+}
+
+// ---- the decode GEMV ---------------------------------------------------------
+
+__device__ __forceinline__ float bf16_to_f32(uint16_t h)
+{
+	return __uint_as_float((uint32_t)h << 16);
+}
+
+__device__ __forceinline__ float f16_to_f32(uint16_t h)
+{
+	return __half2float(__ushort_as_half(h));
+}
+
+// 8 weights from 16 bytes of a 16-bit type.
+template <int DT> __device__ __forceinline__ void unpack8(float w[8], uint4 v)
+{
+	uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		uint16_t lo = (uint16_t)(u[i] & 0xffff), hi = (uint16_t)(u[i] >> 16);
+		w[2 * i] = DT == DT_BF16 ? bf16_to_f32(lo) : f16_to_f32(lo);
+		w[2 * i + 1] = DT == DT_BF16 ? bf16_to_f32(hi) : f16_to_f32(hi);
+	}
+}
+
+// One warp a weight row: each lane reads 16 bytes at a time along the row
+// (coalesced: the warp reads 512 contiguous bytes), multiplies them with
+// every x row, and the warp sums at the end. x is read through the cache.
+template <int DT>
+__global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(float *y, const float *__restrict__ x, int n,
+                                                              const void *__restrict__ w, int rows, int cols)
+{
+	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	int row = blockIdx.x * GEMV_WARPS + warp;
+	if (row >= rows)
+		return;
+	float acc[GEMV_MAX_N];
+#pragma unroll
+	for (int b = 0; b < GEMV_MAX_N; b++)
+		acc[b] = 0.0f;
+	if (DT == DT_F32) {
+		const float4 *wr = (const float4 *)((const float *)w + (size_t)row * cols);
+		for (int c = lane; c < cols / 4; c += 32) {
+			float4 v = __ldg(wr + c);
+#pragma unroll
+			for (int b = 0; b < GEMV_MAX_N; b++) {
+				if (b >= n)
+					break;
+				float4 xv = __ldg((const float4 *)(x + (size_t)b * cols) + c);
+				acc[b] += v.x * xv.x + v.y * xv.y + v.z * xv.z + v.w * xv.w;
+			}
+		}
+	} else {
+		const uint4 *wr = (const uint4 *)((const uint16_t *)w + (size_t)row * cols);
+		for (int c = lane; c < cols / 8; c += 32) {
+			float wv[8];
+			unpack8<DT>(wv, __ldg(wr + c));
+#pragma unroll
+			for (int b = 0; b < GEMV_MAX_N; b++) {
+				if (b >= n)
+					break;
+				const float4 *xr = (const float4 *)(x + (size_t)b * cols) + 2 * c;
+				float4 x0 = __ldg(xr), x1 = __ldg(xr + 1);
+				acc[b] += wv[0] * x0.x + wv[1] * x0.y + wv[2] * x0.z + wv[3] * x0.w + wv[4] * x1.x + wv[5] * x1.y +
+				          wv[6] * x1.z + wv[7] * x1.w;
+			}
+		}
+	}
+#pragma unroll
+	for (int b = 0; b < GEMV_MAX_N; b++) {
+		float s = acc[b];
+		for (int o = 16; o > 0; o /= 2)
+			s += __shfl_xor_sync(0xffffffffu, s, o);
+		if (lane == 0 && b < n)
+			y[(size_t)b * rows + row] = s;
+	}
+}
+
+extern "C" int eng_cuda_gemv(float *d_y, const float *d_x, int n, const void *d_w, int dtype, int rows, int cols)
+{
+	if (n < 1 || rows < 1 || cols < 8 || cols % 8 || (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16))
+		return ev_error_set(EV_E_INVALID, "cuda gemv: n %d, [%d, %d] of dtype %d (cols a multiple of 8; f32, f16, bf16)",
+		                    n, rows, cols, dtype);
+	for (int b0 = 0; b0 < n; b0 += GEMV_MAX_N) {
+		int nb = n - b0 < GEMV_MAX_N ? n - b0 : GEMV_MAX_N;
+		dim3 grid((rows + GEMV_WARPS - 1) / GEMV_WARPS), block(GEMV_WARPS * 32);
+		const float *x = d_x + (size_t)b0 * cols;
+		float *y = d_y + (size_t)b0 * rows;
+		if (dtype == DT_F32)
+			gemv_kernel<DT_F32><<<grid, block>>>(y, x, nb, d_w, rows, cols);
+		else if (dtype == DT_F16)
+			gemv_kernel<DT_F16><<<grid, block>>>(y, x, nb, d_w, rows, cols);
+		else
+			gemv_kernel<DT_BF16><<<grid, block>>>(y, x, nb, d_w, rows, cols);
+	}
+	return launch_ok("gemv");
+}
+
+// ---- norms, RoPE, activations ----------------------------------------------------
+
+__global__ void rmsnorm_kernel(float *y, const float *x, const float *g, int d, float eps)
+{
+	__shared__ float part[32];
+	const float *xi = x + (size_t)blockIdx.x * d;
+	float *yi = y + (size_t)blockIdx.x * d;
+	float s = 0.0f;
+	for (int j = threadIdx.x; j < d; j += blockDim.x)
+		s += xi[j] * xi[j];
+	for (int o = 16; o > 0; o /= 2)
+		s += __shfl_xor_sync(0xffffffffu, s, o);
+	if (threadIdx.x % 32 == 0)
+		part[threadIdx.x / 32] = s;
+	__syncthreads();
+	if (threadIdx.x < 32) {
+		s = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.0f;
+		for (int o = 16; o > 0; o /= 2)
+			s += __shfl_xor_sync(0xffffffffu, s, o);
+		if (threadIdx.x == 0)
+			part[0] = s;
+	}
+	__syncthreads();
+	float r = 1.0f / sqrtf(part[0] / (float)d + eps);
+	for (int j = threadIdx.x; j < d; j += blockDim.x)
+		yi[j] = xi[j] * r * g[j];
+}
+
+extern "C" int eng_cuda_rmsnorm(float *d_y, const float *d_x, const float *d_g, int n, int d, float eps)
+{
+	if (n < 1 || d < 1)
+		return ev_error_set(EV_E_INVALID, "cuda rmsnorm: n %d, d %d", n, d);
+	rmsnorm_kernel<<<n, 256>>>(d_y, d_x, d_g, d, eps);
+	return launch_ok("rmsnorm");
+}
+
+// The angle as the CPU takes it (double), its cosine and sine rounded to
+// float, then the same products.
+__global__ void rope_kernel(float *x, int n, int nh, int hd, int half, const long long *pos, const float *inv_freq)
+{
+	long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+	if (k >= (long long)n * half)
+		return;
+	int i = (int)(k / half), j = (int)(k % half);
+	double a = (double)pos[i] * (double)inv_freq[j];
+	float cs = (float)cos(a), sn = (float)sin(a);
+	for (int h = 0; h < nh; h++) {
+		float *v = x + ((size_t)i * nh + h) * hd;
+		float x1 = v[j], x2 = v[j + half];
+		v[j] = __fsub_rn(__fmul_rn(x1, cs), __fmul_rn(x2, sn));
+		v[j + half] = __fadd_rn(__fmul_rn(x2, cs), __fmul_rn(x1, sn));
+	}
+}
+
+extern "C" int eng_cuda_rope(float *d_x, int n, int nh, int hd, int rd, const long *pos, const float *d_inv_freq)
+{
+	if (n < 1 || nh < 1 || rd < 2 || rd % 2 || rd > hd)
+		return ev_error_set(EV_E_INVALID, "cuda rope: n %d, heads %d, head %d, rotary %d", n, nh, hd, rd);
+	long long *d_pos = (long long *)eng_cuda_scratch(0, (size_t)n * sizeof(long long));
+	long long *h = (long long *)malloc((size_t)n * sizeof *h);
+	if (!d_pos || !h) {
+		free(h);
+		return ev_error_set(EV_E_NOMEM, "cuda rope: out of memory");
+	}
+	for (int i = 0; i < n; i++)
+		h[i] = pos[i];
+	int rc = eng_cuda_upload(d_pos, h, (size_t)n * sizeof *h);
+	free(h);
+	if (rc)
+		return rc;
+	long long total = (long long)n * (rd / 2);
+	rope_kernel<<<(unsigned)((total + 255) / 256), 256>>>(d_x, n, nh, hd, rd / 2, d_pos, d_inv_freq);
+	return launch_ok("rope");
+}
+
+__global__ void swiglu_kernel(float *g, const float *u, size_t n)
+{
+	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n)
+		g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+__global__ void swiglu_oai_kernel(float *g, const float *u, size_t n, float alpha, float limit)
+{
+	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n)
+		return;
+	float gi = g[i] > limit ? limit : g[i];
+	float ui = u[i] > limit ? limit : u[i] < -limit ? -limit : u[i];
+	g[i] = (ui + 1.0f) * (gi / (1.0f + expf(-alpha * gi)));
+}
+
+__global__ void axpy_kernel(float *y, const float *x, float a, size_t n)
+{
+	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n)
+		y[i] += a * x[i];
+}
+
+static unsigned blocks_for(size_t n)
+{
+	return (unsigned)((n + 255) / 256);
+}
+
+extern "C" int eng_cuda_swiglu(float *d_g, const float *d_u, size_t n)
+{
+	if (!n)
+		return 0;
+	swiglu_kernel<<<blocks_for(n), 256>>>(d_g, d_u, n);
+	return launch_ok("swiglu");
+}
+
+extern "C" int eng_cuda_swiglu_oai(float *d_g, const float *d_u, size_t n, float alpha, float limit)
+{
+	if (!n)
+		return 0;
+	swiglu_oai_kernel<<<blocks_for(n), 256>>>(d_g, d_u, n, alpha, limit);
+	return launch_ok("swiglu_oai");
+}
+
+extern "C" int eng_cuda_axpy(float *d_y, const float *d_x, float a, size_t n)
+{
+	if (!n)
+		return 0;
+	axpy_kernel<<<blocks_for(n), 256>>>(d_y, d_x, a, n);
+	return launch_ok("axpy");
+}
+
+__global__ void embed_kernel(float *x, const void *table, int dtype, int width, const int32_t *tok, int n)
+{
+	size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (k >= (size_t)n * width)
+		return;
+	int i = (int)(k / width), j = (int)(k % width);
+	size_t at = (size_t)tok[i] * width + j;
+	x[k] = dtype == DT_F32    ? ((const float *)table)[at]
+	       : dtype == DT_BF16 ? bf16_to_f32(((const uint16_t *)table)[at])
+	                          : f16_to_f32(((const uint16_t *)table)[at]);
+}
+
+extern "C" int eng_cuda_embed(float *d_x, const void *d_table, int dtype, int vocab, int width, const int32_t *tok,
+                              int n)
+{
+	if (n < 1 || width < 1 || (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16))
+		return ev_error_set(EV_E_INVALID, "cuda embed: n %d, width %d, dtype %d", n, width, dtype);
+	for (int i = 0; i < n; i++)
+		if (tok[i] < 0 || tok[i] >= vocab)
+			return ev_error_set(EV_E_INVALID, "cuda embed: token %d at %d is outside the vocabulary (%d)", tok[i], i,
+			                    vocab);
+	int32_t *d_tok = (int32_t *)eng_cuda_scratch(1, (size_t)n * sizeof *d_tok);
+	if (!d_tok)
+		return ev_error_set(EV_E_NOMEM, "cuda embed: out of memory");
+	int rc = eng_cuda_upload(d_tok, tok, (size_t)n * sizeof *tok);
+	if (rc)
+		return rc;
+	embed_kernel<<<blocks_for((size_t)n * width), 256>>>(d_x, d_table, dtype, width, d_tok, n);
+	return launch_ok("embed");
+}
+
+// ---- MSA: the lightning indexer --------------------------------------------------
+
+#define INDEX_FLUSH 0x1p-60f
+
+__device__ __forceinline__ float flush(float v)
+{
+	return fabsf(v) < INDEX_FLUSH ? 0.0f : v;
+}
+
+// dot(q, k) in the CPU's order of operations, so that scores, and with
+// them the choice, are the same bits: with the CPU's AVX2 kernel, 16 lanes
+// (two vectors of 8) accumulated by fused multiply-add, a tail of 8 into
+// the first, the lanes summed pairwise as its horizontal add does, then
+// the scalar tail; without it, one running sum. Keys are stored flushed.
+__device__ float dot_cpu_order(const float *q, const float *k, int n, int avx2)
+{
+	int i = 0;
+	float s = 0.0f;
+	if (avx2) {
+		float a0[8], a1[8];
+#pragma unroll
+		for (int l = 0; l < 8; l++)
+			a0[l] = a1[l] = 0.0f;
+		for (; i + 16 <= n; i += 16)
+#pragma unroll
+			for (int l = 0; l < 8; l++) {
+				a0[l] = __fmaf_rn(q[i + l], k[i + l], a0[l]);
+				a1[l] = __fmaf_rn(q[i + 8 + l], k[i + 8 + l], a1[l]);
+			}
+		for (; i + 8 <= n; i += 8)
+#pragma unroll
+			for (int l = 0; l < 8; l++)
+				a0[l] = __fmaf_rn(q[i + l], k[i + l], a0[l]);
+#pragma unroll
+		for (int l = 0; l < 8; l++)
+			a0[l] = __fadd_rn(a0[l], a1[l]);
+		float h[4];
+#pragma unroll
+		for (int l = 0; l < 4; l++)
+			h[l] = __fadd_rn(a0[l], a0[l + 4]);
+		h[0] = __fadd_rn(h[0], h[2]);
+		h[1] = __fadd_rn(h[1], h[3]);
+		s = __fadd_rn(h[0], h[1]);
+	}
+	for (; i < n; i++)
+		s = __fadd_rn(s, __fmul_rn(q[i], k[i]));
+	return s;
+}
+
+// scores[(i * kvh + g) * nb + b]: block b's score for row i, head g (the
+// max over its keys <= pos), -inf past the row's own block. One thread a
+// key position: each block of keys is one CUDA block's reduction.
+__global__ void index_scores_kernel(float *scores, const float *iq, const float *ik, int kvh, int idim,
+                                    const long long *pos, int block, long nb, int avx2)
+{
+	extern __shared__ float sh[]; // idim (the flushed query), then blockDim.x maxima
+	int i = blockIdx.z, g = blockIdx.y;
+	long b = blockIdx.x;
+	float *q = sh, *best = sh + idim;
+	for (int j = threadIdx.x; j < idim; j += blockDim.x)
+		q[j] = flush(iq[((size_t)i * kvh + g) * idim + j]);
+	__syncthreads();
+	long p = pos[i], t0 = b * block, t1 = t0 + block - 1 < p ? t0 + block - 1 : p;
+	float m = -INFINITY;
+	for (long t = t0 + threadIdx.x; t <= t1; t += blockDim.x) {
+		float d = dot_cpu_order(q, ik + (size_t)t * idim, idim, avx2);
+		m = d > m ? d : m;
+	}
+	best[threadIdx.x] = m;
+	__syncthreads();
+	for (int o = blockDim.x / 2; o > 0; o /= 2) {
+		if (threadIdx.x < o && best[threadIdx.x + o] > best[threadIdx.x])
+			best[threadIdx.x] = best[threadIdx.x + o];
+		__syncthreads();
+	}
+	if (threadIdx.x == 0)
+		scores[((size_t)i * kvh + g) * nb + b] = t1 >= t0 ? best[0] : -INFINITY;
+}
+
+// The choice of one (row, head): one CUDA block; the forced (local) blocks
+// first, then `want` rounds of an arg-max (higher score, lower block on
+// ties) over the rest; written ascending.
+__global__ void index_topk_kernel(int *lists, int *nls, float *scores, int kvh, long nb, const long long *pos,
+                                  int block, int topk, int local, int nlist)
+{
+	__shared__ float bs[256];
+	__shared__ long bb[256];
+	__shared__ int chosen[1024];
+	int i = blockIdx.y, g = blockIdx.x;
+	float *sc = scores + ((size_t)i * kvh + g) * nb;
+	long cur = pos[i] / block;
+	long want = topk < cur + 1 ? topk : cur + 1;
+	want = want < nlist ? want : nlist;
+	want = want < 1024 ? want : 1024;
+	for (int j = 0; j < local; j++) // the local blocks win their slots
+		if (threadIdx.x == 0)
+			sc[cur - j > 0 ? cur - j : 0] = INFINITY;
+	__syncthreads();
+	int k = 0;
+	for (; k < want; k++) {
+		float v = -INFINITY;
+		long at = -1;
+		for (long b = threadIdx.x; b <= cur; b += blockDim.x)
+			if (sc[b] != -INFINITY && (at < 0 || sc[b] > v))
+				v = sc[b], at = b;
+		bs[threadIdx.x] = v;
+		bb[threadIdx.x] = at;
+		__syncthreads();
+		for (int o = blockDim.x / 2; o > 0; o /= 2) {
+			if (threadIdx.x < o) {
+				float v2 = bs[threadIdx.x + o];
+				long a2 = bb[threadIdx.x + o];
+				long a1 = bb[threadIdx.x];
+				if (a2 >= 0 && (a1 < 0 || v2 > bs[threadIdx.x] || (v2 == bs[threadIdx.x] && a2 < a1)))
+					bs[threadIdx.x] = v2, bb[threadIdx.x] = a2;
+			}
+			__syncthreads();
+		}
+		long pick = bb[0];
+		__syncthreads();
+		if (pick < 0)
+			break;
+		if (threadIdx.x == 0) {
+			chosen[k] = (int)pick;
+			sc[pick] = -INFINITY;
+		}
+		__syncthreads();
+	}
+	if (threadIdx.x == 0) {
+		for (int a = 1; a < k; a++) // ascending: the attention's fixed order
+			for (int c = a; c > 0 && chosen[c - 1] > chosen[c]; c--) {
+				int t = chosen[c];
+				chosen[c] = chosen[c - 1];
+				chosen[c - 1] = t;
+			}
+		int *out = lists + ((size_t)i * kvh + g) * nlist;
+		for (int a = 0; a < k; a++)
+			out[a] = chosen[a];
+		nls[(size_t)i * kvh + g] = k;
+	}
+}
+
+extern "C" int eng_cpu_dot_avx2(void); // engine/cpu: which order the CPU's dot product takes
+
+extern "C" int eng_cuda_index_select(int *lists, int *nls, int nlist, const float *d_iq, const float *d_ik, int n,
+                                     int kvh, int idim, const long *pos, int block, int topk, int local)
+{
+	if (n < 1 || kvh < 1 || idim < 1 || idim > 4096 || block < 1 || topk < 1 || nlist < 1 || local < 0 || local > 64)
+		return ev_error_set(EV_E_INVALID, "cuda index_select: n %d, kvh %d, idim %d, block %d, topk %d, nlist %d", n, kvh,
+		                    idim, block, topk, nlist);
+	long maxpos = 0;
+	for (int i = 0; i < n; i++)
+		maxpos = pos[i] > maxpos ? pos[i] : maxpos;
+	long nb = maxpos / block + 1;
+	size_t ns = (size_t)n * kvh * nb;
+	float *d_sc = (float *)eng_cuda_scratch(0, ns * sizeof(float) + (size_t)n * sizeof(long long));
+	int *d_lists = (int *)eng_cuda_scratch(1, (size_t)n * kvh * (nlist + 1) * sizeof(int));
+	long long *h = (long long *)malloc((size_t)n * sizeof *h);
+	if (!d_sc || !d_lists || !h) {
+		free(h);
+		return ev_error_set(EV_E_NOMEM, "cuda index_select: out of memory");
+	}
+	long long *d_pos = (long long *)(d_sc + ns);
+	for (int i = 0; i < n; i++)
+		h[i] = pos[i];
+	int rc = eng_cuda_upload(d_pos, h, (size_t)n * sizeof *h);
+	free(h);
+	if (rc)
+		return rc;
+	dim3 g1((unsigned)nb, (unsigned)kvh, (unsigned)n);
+	index_scores_kernel<<<g1, 128, (idim + 128) * sizeof(float)>>>(d_sc, d_iq, d_ik, kvh, idim, d_pos, block, nb,
+	                                                                eng_cpu_dot_avx2());
+	if ((rc = launch_ok("index scores")))
+		return rc;
+	int *d_nls = d_lists + (size_t)n * kvh * nlist;
+	index_topk_kernel<<<dim3((unsigned)kvh, (unsigned)n), 256>>>(d_lists, d_nls, d_sc, kvh, nb, d_pos, block, topk,
+	                                                            local, nlist);
+	if ((rc = launch_ok("index top-k")) || (rc = eng_cuda_download(lists, d_lists, (size_t)n * kvh * nlist * sizeof(int))))
+		return rc;
+	return eng_cuda_download(nls, d_nls, (size_t)n * kvh * sizeof(int));
+}
+
+// ---- MSA: sparse decode, split over blocks, merged by log-sum-exp ------------------
+
+// One item (a partition of one row and KV head's block list): its group of
+// query heads attend its blocks with an online softmax; the partial state
+// (m, l, acc) goes to its slot. One warp a query head; hd <= 256.
+#define DEC_MAX_HD 256
+__global__ void decode_part_kernel(float *part_m, float *part_l, float *part_acc, const float *q, const float *k,
+                                   const float *v, const eng_split_item *items, const int *lists, const int *nls_dense,
+                                   int nlist, int nh, int kvh, int hd, const long long *pos, int block, float scale)
+{
+	const eng_split_item it = items[blockIdx.x];
+	int group = nh / kvh, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	if (warp >= group)
+		return;
+	int h = it.kv_head * group + warp;
+	const float *qh = q + ((size_t)it.row * nh + h) * hd;
+	float qr[DEC_MAX_HD / 32], acc[DEC_MAX_HD / 32];
+#pragma unroll
+	for (int c = 0; c < DEC_MAX_HD / 32; c++) {
+		int d = lane + 32 * c;
+		qr[c] = d < hd ? qh[d] : 0.0f;
+		acc[c] = 0.0f;
+	}
+	float m = -INFINITY, l = 0.0f;
+	long p = pos[it.row];
+	const int *list = lists ? lists + ((size_t)it.row * kvh + it.kv_head) * nlist : NULL;
+	for (int e = it.first; e < it.first + it.count; e++) {
+		long b = list && nls_dense[(size_t)it.row * kvh + it.kv_head] >= 0 ? list[e] : e;
+		long t1 = b * block + block - 1 < p ? b * block + block - 1 : p;
+		for (long t = b * block; t <= t1; t++) {
+			const float *kt = k + ((size_t)t * kvh + it.kv_head) * hd;
+			float s = 0.0f;
+#pragma unroll
+			for (int c = 0; c < DEC_MAX_HD / 32; c++) {
+				int d = lane + 32 * c;
+				if (d < hd)
+					s += qr[c] * kt[d];
+			}
+			for (int o = 16; o > 0; o /= 2)
+				s += __shfl_xor_sync(0xffffffffu, s, o);
+			s *= scale;
+			float mn = s > m ? s : m, corr = expf(m - mn), pw = expf(s - mn);
+			l = l * corr + pw;
+			const float *vt = v + ((size_t)t * kvh + it.kv_head) * hd;
+#pragma unroll
+			for (int c = 0; c < DEC_MAX_HD / 32; c++) {
+				int d = lane + 32 * c;
+				if (d < hd)
+					acc[c] = acc[c] * corr + pw * vt[d];
+			}
+			m = mn;
+		}
+	}
+	size_t at = (size_t)it.slot * group + warp;
+	if (lane == 0) {
+		part_m[at] = m;
+		part_l[at] = l;
+	}
+#pragma unroll
+	for (int c = 0; c < DEC_MAX_HD / 32; c++) {
+		int d = lane + 32 * c;
+		if (d < hd)
+			part_acc[at * hd + d] = acc[c];
+	}
+}
+
+// The merge of each (row, KV head)'s items in order, then acc / l. One
+// warp a query head of the group; first[r * kvh + g] .. + count its items.
+__global__ void decode_merge_kernel(float *out, const float *part_m, const float *part_l, const float *part_acc,
+                                    const int *first, const int *count, int nh, int kvh, int hd)
+{
+	int rg = blockIdx.x, row = rg / kvh, g = rg % kvh, group = nh / kvh;
+	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	if (warp >= group)
+		return;
+	float m = -INFINITY, l = 0.0f, acc[DEC_MAX_HD / 32];
+#pragma unroll
+	for (int c = 0; c < DEC_MAX_HD / 32; c++)
+		acc[c] = 0.0f;
+	for (int s = first[rg]; s < first[rg] + count[rg]; s++) {
+		size_t at = (size_t)s * group + warp;
+		float pm = part_m[at], pl = part_l[at];
+		if (pl == 0.0f)
+			continue;
+		float mn = pm > m ? pm : m, ca = expf(m - mn), cb = expf(pm - mn);
+		l = l * ca + pl * cb;
+#pragma unroll
+		for (int c = 0; c < DEC_MAX_HD / 32; c++) {
+			int d = lane + 32 * c;
+			if (d < hd)
+				acc[c] = acc[c] * ca + part_acc[at * hd + d] * cb;
+		}
+		m = mn;
+	}
+	float *o = out + ((size_t)row * nh + g * group + warp) * hd;
+#pragma unroll
+	for (int c = 0; c < DEC_MAX_HD / 32; c++) {
+		int d = lane + 32 * c;
+		if (d < hd)
+			o[d] = l > 0.0f ? acc[c] / l : 0.0f;
+	}
+}
+
+extern "C" int eng_cuda_sparse_decode(float *d_out, const float *d_q, const float *d_k, const float *d_v, int n, int nh,
+                                      int kvh, int hd, const long *pos, int block, const int *lists, const int *nls,
+                                      int nlist, int target, float scale)
+{
+	if (n < 1 || kvh < 1 || nh % kvh || nh / kvh > 32 || hd < 1 || hd > DEC_MAX_HD || block < 1 || target < 1)
+		return ev_error_set(EV_E_INVALID, "cuda sparse_decode: n %d, heads %d/%d, head %d (at most %d), block %d", n,
+		                    nh, kvh, hd, DEC_MAX_HD, block);
+	int rows_g = n * kvh, rc = 0;
+	int *nb = (int *)malloc((size_t)rows_g * sizeof *nb), *dense = (int *)malloc((size_t)rows_g * sizeof *dense);
+	int *first = (int *)malloc((size_t)rows_g * sizeof *first), *cnt = (int *)malloc((size_t)rows_g * sizeof *cnt);
+	long long *hp = (long long *)malloc((size_t)n * sizeof *hp);
+	long total_blocks = 0;
+	if (!nb || !dense || !first || !cnt || !hp)
+		rc = ev_error_set(EV_E_NOMEM, "cuda sparse_decode: out of memory");
+	for (int r = 0; !rc && r < n; r++) {
+		hp[r] = pos[r];
+		for (int g = 0; g < kvh; g++) {
+			int x = lists && nls && nls[r * kvh + g] >= 0 ? nls[r * kvh + g] : (int)(pos[r] / block + 1);
+			nb[r * kvh + g] = x;
+			dense[r * kvh + g] = lists && nls ? nls[r * kvh + g] : -1;
+			total_blocks += x;
+		}
+	}
+	int cap = (int)(total_blocks + rows_g), items_n = 0;
+	eng_split_item *items = rc ? NULL : (eng_split_item *)malloc((size_t)cap * sizeof *items);
+	if (!rc && !items)
+		rc = ev_error_set(EV_E_NOMEM, "cuda sparse_decode: out of memory");
+	if (!rc && (items_n = eng_split_worklist(nb, n, kvh, target, 1, items, cap)) < 0)
+		rc = ev_error_set(EV_E_INVALID, "cuda sparse_decode: the work list does not fit");
+	for (int r = 0; !rc && r < rows_g; r++)
+		first[r] = cnt[r] = 0;
+	for (int i = 0; !rc && i < items_n; i++) {
+		int rg = items[i].row * kvh + items[i].kv_head;
+		if (!cnt[rg])
+			first[rg] = items[i].slot;
+		cnt[rg]++;
+	}
+	int group = nh / kvh;
+	size_t slots = (size_t)(items_n > 0 ? items_n : 1);
+	size_t bytes_items = slots * sizeof(eng_split_item), bytes_lists = (size_t)rows_g * nlist * sizeof(int);
+	size_t bytes_part = slots * group * (2 + hd) * sizeof(float);
+	char *d = rc ? NULL
+	             : (char *)eng_cuda_scratch(2, bytes_items + bytes_lists + 4 * (size_t)rows_g * sizeof(int) +
+	                                               (size_t)n * sizeof(long long) + bytes_part + 64);
+	if (!rc && !d)
+		rc = ev_error_set(EV_E_NOMEM, "cuda sparse_decode: out of device memory");
+	eng_split_item *d_items = (eng_split_item *)d;
+	int *d_lists = (int *)(d + bytes_items), *d_dense = d_lists + (size_t)rows_g * nlist, *d_first = d_dense + rows_g,
+	    *d_cnt = d_first + rows_g;
+	long long *d_pos = (long long *)(((uintptr_t)(d_cnt + rows_g) + 7) & ~(uintptr_t)7);
+	float *d_m = (float *)(d_pos + n), *d_l = d_m + slots * group, *d_acc = d_l + slots * group;
+	if (!rc && (rc = eng_cuda_upload(d_items, items, (size_t)items_n * sizeof *items)) == 0 &&
+	    (!lists || (rc = eng_cuda_upload(d_lists, lists, bytes_lists)) == 0) &&
+	    (rc = eng_cuda_upload(d_dense, dense, (size_t)rows_g * sizeof(int))) == 0 &&
+	    (rc = eng_cuda_upload(d_first, first, (size_t)rows_g * sizeof(int))) == 0 &&
+	    (rc = eng_cuda_upload(d_cnt, cnt, (size_t)rows_g * sizeof(int))) == 0 &&
+	    (rc = eng_cuda_upload(d_pos, hp, (size_t)n * sizeof(long long))) == 0) {
+		float sc = scale > 0 ? scale : 1.0f / sqrtf((float)hd);
+		if (items_n > 0)
+			decode_part_kernel<<<items_n, group * 32>>>(d_m, d_l, d_acc, d_q, d_k, d_v, d_items,
+			                                            lists ? d_lists : NULL, d_dense, nlist, nh, kvh, hd, d_pos,
+			                                            block, sc);
+		if (!(rc = launch_ok("sparse decode")))
+			decode_merge_kernel<<<rows_g, group * 32>>>(d_out, d_m, d_l, d_acc, d_first, d_cnt, nh, kvh, hd);
+		if (!rc)
+			rc = launch_ok("sparse decode merge");
+	}
+	free(nb), free(dense), free(first), free(cnt), free(hp), free(items);
+	return rc;
+}
+
+// ---- measuring ----------------------------------------------------------------------
+
+extern "C" int eng_cuda_copy_bandwidth(double *gbps, size_t bytes, int reps)
+{
+	void *a = eng_cuda_malloc(bytes), *b = eng_cuda_malloc(bytes);
+	cudaEvent_t e0, e1;
+	int rc = a && b ? 0 : ev_error_set(EV_E_NOMEM, "cuda: %zu bytes twice", bytes);
+	if (!rc)
+		rc = eng_cuda_check(cudaEventCreate(&e0), "event");
+	if (!rc)
+		rc = eng_cuda_check(cudaEventCreate(&e1), "event");
+	float best = 1e30f;
+	for (int r = 0; !rc && r < reps + 1; r++) {
+		cudaEventRecord(e0);
+		cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+		cudaEventRecord(e1);
+		cudaEventSynchronize(e1);
+		float ms = 0;
+		cudaEventElapsedTime(&ms, e0, e1);
+		if (r > 0 && ms < best) // the first is a warm-up
+			best = ms;
+		rc = eng_cuda_check(cudaGetLastError(), "copy");
+	}
+	*gbps = rc ? 0 : 2.0 * (double)bytes / (best * 1e-3) / 1e9; // read + write
+	eng_cuda_free(a), eng_cuda_free(b);
+	return rc;
+}
+
+__global__ void fill_kernel(uint16_t *w, size_t n, uint32_t seed)
+{
+	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) {
+		uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+		w[i] = (uint16_t)(0x3c00 | (h & 0x3ff)); // small positive halves; bf16 reads them as small numbers too
+	}
+}
+
+extern "C" int eng_cuda_gemv_bandwidth(double *gbps, double *us, int rows, int cols, int dtype, int n, int reps)
+{
+	size_t esz = dtype == DT_F32 ? 4 : 2, wbytes = (size_t)rows * cols * esz;
+	void *w = eng_cuda_malloc(wbytes);
+	float *x = (float *)eng_cuda_malloc((size_t)n * cols * sizeof(float)), *y = (float *)eng_cuda_malloc((size_t)n * rows * sizeof(float));
+	int rc = w && x && y ? 0 : ev_error_set(EV_E_NOMEM, "cuda: a [%d, %d] weight", rows, cols);
+	cudaEvent_t e0, e1;
+	if (!rc) {
+		fill_kernel<<<blocks_for(wbytes / 2), 256>>>((uint16_t *)w, wbytes / 2, 7u);
+		cudaMemset(x, 0, (size_t)n * cols * sizeof(float));
+		rc = eng_cuda_check(cudaEventCreate(&e0), "event");
+	}
+	if (!rc)
+		rc = eng_cuda_check(cudaEventCreate(&e1), "event");
+	float best = 1e30f;
+	for (int r = 0; !rc && r < reps + 1; r++) {
+		cudaEventRecord(e0);
+		rc = eng_cuda_gemv(y, x, n, w, dtype, rows, cols);
+		cudaEventRecord(e1);
+		cudaEventSynchronize(e1);
+		float ms = 0;
+		cudaEventElapsedTime(&ms, e0, e1);
+		if (r > 0 && ms < best)
+			best = ms;
+	}
+	if (!rc)
+		rc = eng_cuda_sync();
+	*gbps = rc ? 0 : (double)wbytes / (best * 1e-3) / 1e9;
+	*us = rc ? 0 : best * 1e3;
+	eng_cuda_free(w), eng_cuda_free(x), eng_cuda_free(y);
+	return rc;
+}

@@ -1,0 +1,57 @@
+#!/bin/bash
+# The device check, in one command, for a machine with an NVIDIA GPU (an
+# H200 is what the figures in engine/README.md are for):
+#   bash scripts/gpu-check.sh [BUILD_DIR]
+# prints the GPU and the toolkit, builds evald with CUDA (or uses BUILD_DIR
+# when it holds a CUDA build), runs every test labelled gpu (each CUDA op
+# against the CPU reference, normalized errors printed) and the spill check,
+# runs `evald bench cuda` (copy bandwidth, decode GEMV bandwidth, MSA vs
+# dense decode), and writes everything to one JSON file (gpu-check.json in
+# the build folder). Bounded to 7 minutes, so it can run twice in one
+# lending of the device.
+set -uo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$here/build-gpu}
+deadline=$((SECONDS + 420))
+left() { echo $((deadline - SECONDS)); }
+
+echo "== device"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.memory --format=csv,noheader 2>&1 || true
+nvcc --version 2>&1 | tail -1 || { echo "no nvcc on PATH (add /usr/local/cuda/bin)"; exit 1; }
+
+echo "== build ($build)"
+if [ ! -f "$build/build.ninja" ] || ! grep -q "cuda/ops.cu" "$build/build.ninja"; then
+	cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEV_CUDA=ON -DEV_WERROR=ON > "$build.configure.log" 2>&1 ||
+		{ cat "$build.configure.log"; exit 1; }
+fi
+timeout "$(left)" cmake --build "$build" -j"$(nproc)" > "$build/gpu-build.log" 2>&1 || { tail -30 "$build/gpu-build.log"; exit 1; }
+
+echo "== gpu tests"
+tests_rc=0
+timeout "$(left)" ctest --test-dir "$build" -L gpu -R cuda --output-on-failure -V > "$build/gpu-tests.log" 2>&1 || tests_rc=$?
+grep -E "^[0-9]+: (device|cuda |skipped)|tests passed|Failed|Skipped" "$build/gpu-tests.log" | sed 's/^[0-9]*: //'
+timeout "$(left)" ctest --test-dir "$build" -R engine_cuda_spill_check --output-on-failure > "$build/gpu-spill.log" 2>&1 || tests_rc=$?
+grep -E "tests passed|Failed" "$build/gpu-spill.log"
+
+echo "== bench cuda"
+bench_rc=0
+timeout "$(left)" "$build/bin/evald" bench cuda --json > "$build/gpu-bench.json" 2> "$build/gpu-bench.err" || bench_rc=$?
+cat "$build/gpu-bench.err"
+"$build/bin/evald" bench cuda --repeats 3 --lengths 64k 2>/dev/null | head -40 || true
+
+# one JSON: the device, the tests' lines and outcome, the benchmark figures
+python3 - "$build" "$tests_rc" "$bench_rc" <<'PY'
+import json, sys, re, os
+b, trc, brc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+lines = [re.sub(r"^\d+: ", "", l.rstrip()) for l in open(os.path.join(b, "gpu-tests.log"), errors="replace")
+         if re.match(r"^\d+: (device|cuda |skipped)", l)]
+try:
+    bench = json.load(open(os.path.join(b, "gpu-bench.json")))
+except Exception as e:
+    bench = {"error": str(e)}
+out = {"tests_rc": trc, "tests": lines, "bench_rc": brc, "bench": bench}
+json.dump(out, open(os.path.join(b, "gpu-check.json"), "w"), indent=1)
+print("wrote", os.path.join(b, "gpu-check.json"))
+PY
+echo "== done in ${SECONDS}s (tests rc $tests_rc, bench rc $bench_rc)"
+[ "$tests_rc" = 0 ] && [ "$bench_rc" = 0 ]

@@ -1,0 +1,348 @@
+/* The CUDA ops (engine/cuda) against the CPU reference, op by op, on
+ * random inputs (ctest label gpu): the GEMV in f32, f16 and bf16 at batch
+ * 1, 3 and 8 against the dequantized product; RMSNorm, RoPE (full and
+ * partial rotary), SwiGLU, SwiGLU-OAI, axpy, embedding rows; the lightning
+ * indexer's choice equal to eng_index_select_one's definition block for
+ * block (ties to the lower block included); the split-K sparse decode
+ * against direct attention over the chosen blocks, for several split
+ * targets (the same answer however it is cut). Each op prints its largest
+ * normalized error. Without a device the test says so and is skipped
+ * (exit 77). */
+#include "engine_testutil.h"
+#include "engine/backend.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/cuda/cuda.h"
+
+static uint64_t rng = 88172645463325252ull;
+
+static float rnd(void)
+{
+	rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+	return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static float *rand_vec(size_t n, float scale)
+{
+	float *v = malloc(n * sizeof *v);
+	assert_non_null(v);
+	for (size_t i = 0; i < n; i++)
+		v[i] = rnd() * scale;
+	return v;
+}
+
+static void *up(const void *h, size_t bytes)
+{
+	void *d = eng_cuda_malloc(bytes);
+	assert_non_null(d);
+	assert_int_equal(eng_cuda_upload(d, h, bytes), 0);
+	return d;
+}
+
+static float *down(const float *d, size_t n)
+{
+	float *h = malloc(n * sizeof *h);
+	assert_int_equal(eng_cuda_sync(), 0);
+	assert_int_equal(eng_cuda_download(h, d, n * sizeof *h), 0);
+	return h;
+}
+
+/* max |a - b| / max(max |b|, 1e-30) */
+static double nerr(const float *a, const float *b, size_t n)
+{
+	double e = 0, s = 1e-30;
+	for (size_t i = 0; i < n; i++) {
+		e = fmax(e, fabs((double)a[i] - b[i]));
+		s = fmax(s, fabs((double)b[i]));
+	}
+	return e / s;
+}
+
+static void report(const char *op, double e, double tol)
+{
+	printf("cuda %-28s normalized error %.3g (tolerance %.1g)\n", op, e, tol);
+	if (!(e <= tol))
+		fail_msg("%s: error %.3g over %.1g", op, e, tol);
+}
+
+static void gemv_matches_the_dequantized_product(void **st)
+{
+	(void)st;
+	static const int shapes[][2] = {{64, 64}, {1000, 512}, {333, 2056}};
+	static const int ns[] = {1, 3, 8, 11};
+	for (size_t s = 0; s < 3; s++)
+		for (int dt = 0; dt < 3; dt++) {
+			int rows = shapes[s][0], cols = shapes[s][1];
+			float *w = rand_vec((size_t)rows * cols, 1.0f);
+			uint16_t *h = malloc((size_t)rows * cols * 2);
+			for (size_t i = 0; i < (size_t)rows * cols; i++) { /* the weights as the dtype holds them */
+				if (dt == ENG_F16)
+					h[i] = eng_f32_to_f16(w[i]), w[i] = eng_f16_to_f32(h[i]);
+				else if (dt == ENG_BF16)
+					h[i] = eng_f32_to_bf16(w[i]), w[i] = eng_bf16_to_f32(h[i]);
+			}
+			void *dw = up(dt == ENG_F32 ? (const void *)w : (const void *)h, (size_t)rows * cols * (dt ? 2 : 4));
+			for (size_t k = 0; k < 4; k++) {
+				int n = ns[k];
+				float *x = rand_vec((size_t)n * cols, 1.0f), *want = malloc((size_t)n * rows * sizeof *want);
+				for (int b = 0; b < n; b++)
+					for (int r = 0; r < rows; r++) {
+						double a = 0;
+						for (int c = 0; c < cols; c++)
+							a += (double)w[(size_t)r * cols + c] * x[(size_t)b * cols + c];
+						want[(size_t)b * rows + r] = (float)a;
+					}
+				float *dx = up(x, (size_t)n * cols * 4), *dy = eng_cuda_malloc((size_t)n * rows * 4);
+				assert_int_equal(eng_cuda_gemv(dy, dx, n, dw, dt, rows, cols), 0);
+				float *got = down(dy, (size_t)n * rows);
+				char name[64];
+				snprintf(name, sizeof name, "gemv %s [%d,%d] n=%d", eng_dtype_lower(dt), rows, cols, n);
+				report(name, nerr(got, want, (size_t)n * rows), 1e-5);
+				free(got), free(x), free(want), eng_cuda_free(dx), eng_cuda_free(dy);
+			}
+			free(w), free(h), eng_cuda_free(dw);
+		}
+}
+
+static void elementwise_ops_match_the_cpu(void **st)
+{
+	(void)st;
+	int n = 5, d = 896, nh = 7, hd = 128;
+	/* rmsnorm */
+	float *x = rand_vec((size_t)n * d, 3.0f), *g = rand_vec(d, 1.0f), *want = malloc((size_t)n * d * 4);
+	eng_cpu_rmsnorm(NULL, want, x, g, n, d, 1e-6f);
+	float *dx = up(x, (size_t)n * d * 4), *dg = up(g, d * 4), *dy = eng_cuda_malloc((size_t)n * d * 4);
+	assert_int_equal(eng_cuda_rmsnorm(dy, dx, dg, n, d, 1e-6f), 0);
+	float *got = down(dy, (size_t)n * d);
+	report("rmsnorm", nerr(got, want, (size_t)n * d), 1e-6);
+	free(got);
+	/* rope, full and partial */
+	long pos[5] = {0, 1, 17, 4095, 1000000};
+	for (int rd = hd; rd >= hd / 2; rd /= 2) {
+		float *q = rand_vec((size_t)n * nh * hd, 1.0f), *inv = malloc((size_t)rd / 2 * 4);
+		for (int j = 0; j < rd / 2; j++)
+			inv[j] = (float)pow(1e6, -2.0 * j / rd);
+		float *dq = up(q, (size_t)n * nh * hd * 4), *dinv = up(inv, (size_t)rd / 2 * 4);
+		eng_cpu_rope(NULL, q, n, nh, hd, rd, pos, inv);
+		assert_int_equal(eng_cuda_rope(dq, n, nh, hd, rd, pos, dinv), 0);
+		got = down(dq, (size_t)n * nh * hd);
+		report(rd == hd ? "rope" : "rope partial", nerr(got, q, (size_t)n * nh * hd), 1e-6);
+		free(got), free(q), free(inv), eng_cuda_free(dq), eng_cuda_free(dinv);
+	}
+	/* swiglu, swiglu-oai, axpy */
+	size_t m = 10000;
+	float *a = rand_vec(m, 8.0f), *b = rand_vec(m, 8.0f), *a2 = malloc(m * 4);
+	memcpy(a2, a, m * 4);
+	float *da = up(a, m * 4), *db = up(b, m * 4);
+	eng_cpu_swiglu(NULL, a, b, m);
+	assert_int_equal(eng_cuda_swiglu(da, db, m), 0);
+	got = down(da, m);
+	report("swiglu", nerr(got, a, m), 1e-6);
+	free(got);
+	assert_int_equal(eng_cuda_upload(da, a2, m * 4), 0);
+	eng_cpu_swiglu_oai(NULL, a2, b, m, 1.702f, 7.0f);
+	assert_int_equal(eng_cuda_swiglu_oai(da, db, m, 1.702f, 7.0f), 0);
+	got = down(da, m);
+	report("swiglu_oai", nerr(got, a2, m), 1e-6);
+	free(got);
+	for (size_t i = 0; i < m; i++)
+		a2[i] += 0.25f * b[i];
+	assert_int_equal(eng_cuda_upload(da, a2, m * 4), 0); /* y = a2 before; compare after one more axpy */
+	for (size_t i = 0; i < m; i++)
+		a2[i] += 0.25f * b[i];
+	assert_int_equal(eng_cuda_axpy(da, db, 0.25f, m), 0);
+	got = down(da, m);
+	report("axpy", nerr(got, a2, m), 1e-7);
+	free(got);
+	/* embedding rows from a bf16 table */
+	int vocab = 300, width = 64;
+	int32_t tok[4] = {0, 299, 7, 7};
+	uint16_t *tab = malloc((size_t)vocab * width * 2);
+	for (int i = 0; i < vocab * width; i++)
+		tab[i] = eng_f32_to_bf16(rnd());
+	void *dt = up(tab, (size_t)vocab * width * 2);
+	float *de = eng_cuda_malloc(4 * (size_t)width * 4);
+	assert_int_equal(eng_cuda_embed(de, dt, ENG_BF16, vocab, width, tok, 4), 0);
+	got = down(de, 4 * (size_t)width);
+	float *ew = malloc(4 * (size_t)width * 4);
+	for (int i = 0; i < 4; i++)
+		for (int j = 0; j < width; j++)
+			ew[i * width + j] = eng_bf16_to_f32(tab[tok[i] * width + j]);
+	report("embed bf16", nerr(got, ew, 4 * (size_t)width), 0);
+	int32_t bad = vocab;
+	assert_int_equal(eng_cuda_embed(de, dt, ENG_BF16, vocab, width, &bad, 1), EV_E_INVALID);
+	free(got), free(ew), free(tab), eng_cuda_free(dt), eng_cuda_free(de);
+	free(x), free(g), free(want), free(a), free(b), free(a2);
+	eng_cuda_free(dx), eng_cuda_free(dg), eng_cuda_free(dy), eng_cuda_free(da), eng_cuda_free(db);
+}
+
+/* The definition (engine/indexer.c's eng_index_select_one on a flat cache):
+ * block scores by the CPU's dot product, the local blocks forced, the best
+ * up to top-k, lower block first on ties; ascending. */
+static float cpu_dot(const float *a, const float *b, int n);
+static int choose(const float *q, const float *ik, int idim, long pos, int block, int topk, int local, int nlist,
+                  int *out)
+{
+	long cur = pos / block;
+	float *sc = malloc((size_t)(cur + 1) * sizeof *sc);
+	for (long b = 0; b <= cur; b++) {
+		long t1 = b * block + block - 1 < pos ? b * block + block - 1 : pos;
+		float best = -INFINITY;
+		for (long t = b * block; t <= t1; t++) {
+			float dd = cpu_dot(q, ik + (size_t)t * idim, idim);
+			best = dd > best ? dd : best;
+		}
+		sc[b] = best;
+	}
+	for (int j = 0; j < local; j++)
+		sc[cur - j > 0 ? cur - j : 0] = INFINITY;
+	long want = topk < cur + 1 ? topk : cur + 1;
+	want = want < nlist ? want : nlist;
+	int k = 0;
+	for (; k < want; k++) {
+		long pick = -1;
+		for (long b = 0; b <= cur; b++)
+			if (sc[b] != -INFINITY && (pick < 0 || sc[b] > sc[pick]))
+				pick = b;
+		if (pick < 0)
+			break;
+		out[k] = (int)pick;
+		sc[pick] = -INFINITY;
+	}
+	for (int a = 1; a < k; a++)
+		for (int c = a; c > 0 && out[c - 1] > out[c]; c--) {
+			int t = out[c];
+			out[c] = out[c - 1];
+			out[c - 1] = t;
+		}
+	free(sc);
+	return k;
+}
+
+/* The CPU's dot product in the order engine/cpu/kernels.h takes it. */
+static float cpu_dot(const float *a, const float *b, int n)
+{
+	int i = 0;
+	float s = 0;
+	if (eng_cpu_dot_avx2()) {
+		float a0[8] = {0}, a1[8] = {0}, h[4];
+		for (; i + 16 <= n; i += 16)
+			for (int l = 0; l < 8; l++)
+				a0[l] = fmaf(a[i + l], b[i + l], a0[l]), a1[l] = fmaf(a[i + 8 + l], b[i + 8 + l], a1[l]);
+		for (; i + 8 <= n; i += 8)
+			for (int l = 0; l < 8; l++)
+				a0[l] = fmaf(a[i + l], b[i + l], a0[l]);
+		for (int l = 0; l < 8; l++)
+			a0[l] += a1[l];
+		for (int l = 0; l < 4; l++)
+			h[l] = a0[l] + a0[l + 4];
+		s = (h[0] + h[2]) + (h[1] + h[3]);
+	}
+	for (; i < n; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
+static void indexer_choice_equals_the_definition(void **st)
+{
+	(void)st;
+	int n = 4, kvh = 2, idim = 72, block = 16, topk = 6, local = 2, nlist = 8;
+	long pos[4] = {5, 100, 1000, 4095}, len = 4096;
+	float *ik = rand_vec((size_t)len * idim, 1.0f), *iq = rand_vec((size_t)n * kvh * idim, 1.0f);
+	/* ties: two blocks holding the same best key */
+	memcpy(ik + (size_t)(3 * block) * idim, ik + (size_t)(40 * block + 2) * idim, (size_t)idim * 4);
+	for (size_t i = 0; i < (size_t)len * idim; i++)
+		ik[i] = fabsf(ik[i]) < 0x1p-60f ? 0.0f : ik[i];
+	float *dik = up(ik, (size_t)len * idim * 4), *diq = up(iq, (size_t)n * kvh * idim * 4);
+	int lists[4 * 2 * 8], nls[8], want[8];
+	assert_int_equal(eng_cuda_index_select(lists, nls, nlist, diq, dik, n, kvh, idim, pos, block, topk, local), 0);
+	for (int i = 0; i < n; i++)
+		for (int g = 0; g < kvh; g++) {
+			int k = choose(iq + ((size_t)i * kvh + g) * idim, ik, idim, pos[i], block, topk, local, nlist, want);
+			assert_int_equal(nls[i * kvh + g], k);
+			assert_memory_equal(lists + (i * kvh + g) * nlist, want, (size_t)k * sizeof(int));
+		}
+	printf("cuda index_select: %d rows x %d heads, lists equal to the definition\n", n, kvh);
+	free(ik), free(iq), eng_cuda_free(dik), eng_cuda_free(diq);
+}
+
+static void split_decode_equals_direct_attention(void **st)
+{
+	(void)st;
+	int n = 3, nh = 8, kvh = 2, hd = 128, block = 64, nlist = 16;
+	long pos[3] = {63, 1000, 8191}, len = 8192;
+	float *k = rand_vec((size_t)len * kvh * hd, 1.0f), *v = rand_vec((size_t)len * kvh * hd, 1.0f),
+	      *q = rand_vec((size_t)n * nh * hd, 1.0f);
+	int lists[3 * 2 * 16], nls[6];
+	for (int r = 0; r < n; r++)
+		for (int g = 0; g < kvh; g++) { /* every third block up to the own one, and the own one */
+			int c = 0;
+			long cur = pos[r] / block;
+			for (long b = 0; b <= cur && c < nlist - 1; b += 3)
+				lists[(r * kvh + g) * nlist + c++] = (int)b;
+			if (lists[(r * kvh + g) * nlist + c - 1] != cur)
+				lists[(r * kvh + g) * nlist + c++] = (int)cur;
+			nls[r * kvh + g] = g == 1 && r == 1 ? -1 : c; /* one dense: every block */
+		}
+	float *want = calloc((size_t)n * nh * hd, 4);
+	for (int r = 0; r < n; r++)
+		for (int h = 0; h < nh; h++) {
+			int g = h / (nh / kvh), c = nls[r * kvh + g];
+			long nb = c < 0 ? pos[r] / block + 1 : c;
+			double m = -INFINITY, l = 0, *acc = calloc((size_t)hd, sizeof(double));
+			for (long e = 0; e < nb; e++) {
+				long b = c < 0 ? e : lists[(r * kvh + g) * nlist + e];
+				for (long t = b * block; t < b * block + block && t <= pos[r]; t++) {
+					double s = 0;
+					for (int d = 0; d < hd; d++)
+						s += (double)q[((size_t)r * nh + h) * hd + d] * k[((size_t)t * kvh + g) * hd + d];
+					s /= sqrt((double)hd);
+					double mn = fmax(m, s), ca = exp(m - mn), p = exp(s - mn);
+					l = l * ca + p;
+					for (int d = 0; d < hd; d++)
+						acc[d] = acc[d] * ca + p * v[((size_t)t * kvh + g) * hd + d];
+					m = mn;
+				}
+			}
+			for (int d = 0; d < hd; d++)
+				want[((size_t)r * nh + h) * hd + d] = (float)(acc[d] / l);
+			free(acc);
+		}
+	float *dk = up(k, (size_t)len * kvh * hd * 4), *dv = up(v, (size_t)len * kvh * hd * 4),
+	      *dq = up(q, (size_t)n * nh * hd * 4), *dout = eng_cuda_malloc((size_t)n * nh * hd * 4);
+	static const int targets[] = {1, 6, 64, 1000};
+	for (int t = 0; t < 4; t++) {
+		assert_int_equal(eng_cuda_sparse_decode(dout, dq, dk, dv, n, nh, kvh, hd, pos, block, lists, nls, nlist,
+		                                        targets[t], 0),
+		                 0);
+		float *got = down(dout, (size_t)n * nh * hd);
+		char name[64];
+		snprintf(name, sizeof name, "sparse_decode target=%d", targets[t]);
+		report(name, nerr(got, want, (size_t)n * nh * hd), 1e-5);
+		free(got);
+	}
+	free(k), free(v), free(q), free(want);
+	eng_cuda_free(dk), eng_cuda_free(dv), eng_cuda_free(dq), eng_cuda_free(dout);
+}
+
+int main(void)
+{
+	eng_cuda_info info;
+	if (eng_cuda_probe(&info)) {
+		printf("skipped: %s (the gpu tests need a CUDA device; scripts/gpu-check.sh runs them where there is one)\n",
+		       ev_error_msg());
+		return 77;
+	}
+	printf("device: %s, compute %d.%d, %d SMs, %.1f GiB\n", info.name, info.cc_major, info.cc_minor, info.sms,
+	       (double)info.mem_bytes / (1 << 30));
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(gemv_matches_the_dequantized_product),
+		cmocka_unit_test(elementwise_ops_match_the_cpu),
+		cmocka_unit_test(indexer_choice_equals_the_definition),
+		cmocka_unit_test(split_decode_equals_direct_attention),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
