@@ -30,6 +30,10 @@ echo "== gpu tests"
 tests_rc=0
 timeout "$(left)" ctest --test-dir "$build" -L gpu -R cuda --output-on-failure -V > "$build/gpu-tests.log" 2>&1 || tests_rc=$?
 grep -E "^[0-9]+: (device|cuda |skipped)|tests passed|Failed|Skipped" "$build/gpu-tests.log" | sed 's/^[0-9]*: //'
+if grep -q "skipped: no CUDA device" "$build/gpu-tests.log"; then
+	echo "the gpu tests were skipped: this machine has no usable CUDA device"
+	tests_rc=1
+fi
 timeout "$(left)" ctest --test-dir "$build" -R engine_cuda_spill_check --output-on-failure > "$build/gpu-spill.log" 2>&1 || tests_rc=$?
 grep -E "tests passed|Failed" "$build/gpu-spill.log"
 
@@ -40,7 +44,9 @@ cat "$build/gpu-bench.err"
 "$build/bin/evald" bench cuda --repeats 3 --lengths 64k 2>/dev/null | head -40 || true
 
 # one JSON: the device, the tests' lines and outcome, the benchmark figures
-python3 - "$build" "$tests_rc" "$bench_rc" <<'PY'
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+"$py" - "$build" "$tests_rc" "$bench_rc" <<'PY'
 import json, sys, re, os
 b, trc, brc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 lines = [re.sub(r"^\d+: ", "", l.rstrip()) for l in open(os.path.join(b, "gpu-tests.log"), errors="replace")
