@@ -85,7 +85,7 @@ static int ingest(double *out_rate, long n, bool commit_each)
 	ev_tracker *t = NULL;
 	int rc = ev_tracker_open(&t, db);
 	int64_t run = 0;
-	ev_run_info info = {"bench", "none", "[{\"name\":\"bench\"}]", "{}", 1, n};
+	ev_run_info info = {"bench", "none", "[{\"name\":\"bench\"}]", "{}", 1, n, 0, NULL};
 	if (!rc)
 		rc = ev_tracker_run_create(t, &info, &run);
 	char id[32];

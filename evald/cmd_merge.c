@@ -107,7 +107,7 @@ int ev_cmd_merge(const ev_cli *cli, int argc, char **argv)
 		ev_buf_puts(&b, "]}");
 		config = ev_buf_detach(&b, NULL);
 	}
-	ev_run_info info = {rows[0].model, rows[0].model_source, rows[0].suites_json, config, rows[0].epochs, planned};
+	ev_run_info info = {rows[0].model, rows[0].model_source, rows[0].suites_json, config, rows[0].epochs, planned, 0, NULL};
 	int64_t merged;
 	if (ev_tracker_run_create(t, &info, &merged)) {
 		ev_cli_fail("merge");

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "evald/eval.h"
+#include "evald/remote.h"
 
 int ev_cmd_run(const ev_cli *cli, int argc, char **argv);
 
@@ -209,16 +210,40 @@ int ev_cmd_run(const ev_cli *cli, int argc, char **argv)
 		ev_opt_usage(&run_spec, stderr);
 		return EV_EXIT_USAGE;
 	}
+	/* A team tracker: the run goes there, through a local mirror file. */
+	ev_remote *remote = NULL;
+	char mirror[4096] = "";
+	ev_cli local = *cli;
+	if (cli->tracker_url) {
+		const char *tmp = getenv("TMPDIR");
+		snprintf(mirror, sizeof mirror, "%s/evald-run-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+		int fd = mkstemp(mirror);
+		if (fd >= 0)
+			close(fd), unlink(mirror);
+		if (fd < 0 || ev_remote_open(&remote, cli->tracker_url, cli->tracker_token_env)) {
+			if (fd < 0)
+				ev_error_set(EV_E_IO, "no temporary file for the team tracker's mirror");
+			return ev_cli_fail("run --tracker");
+		}
+		local.db_path = mirror;
+	}
 	ev_tracker *t = NULL;
-	if (ev_cli_open_tracker(cli, &t))
+	if (ev_cli_open_tracker(&local, &t)) {
+		ev_remote_free(remote);
 		return EV_EXIT_FAIL;
+	}
+	if (remote && ro.resume && ev_remote_mirror(remote, t, &ro.resume, 1)) { /* its results so far */
+		ev_remote_free(remote);
+		ev_tracker_close(t);
+		return ev_cli_fail("run --resume --tracker");
+	}
 	struct sigaction sa = {0};
 	sa.sa_handler = on_signal;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 
 	ev_eval_options eo = {.resume = ro.resume, .quiet = cli->quiet || ro.json, .stop = &g_stop,
-	                      .on_started = on_started, .ctx = &ro.status_fd};
+	                      .on_started = on_started, .ctx = &ro.status_fd, .remote = remote};
 	ev_eval_outcome out;
 	int rc = ev_eval_run(t, &ro.eval, &eo, &out);
 	char line[96];
@@ -267,5 +292,14 @@ int ev_cmd_run(const ev_cli *cli, int argc, char **argv)
 	ev_eval_outcome_clear(&out);
 	ev_eval_config_clear(&ro.eval);
 	ev_tracker_close(t);
+	ev_remote_free(remote);
+	if (*mirror) { /* the server has everything the mirror has (or resume will send it) */
+		static const char *const side[] = {"", "-wal", "-shm", "-journal"};
+		for (int i = 0; i < 4; i++) {
+			char p[4200];
+			snprintf(p, sizeof p, "%s%s", mirror, side[i]);
+			unlink(p);
+		}
+	}
 	return rc || partial || under || junit_failed ? EV_EXIT_FAIL : 0;
 }

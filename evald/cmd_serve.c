@@ -746,6 +746,7 @@ int ev_cmd_serve(const ev_cli *cli, int argc, char **argv)
 		goto done;
 	}
 	if (ev_serve_api_new(&api, cli->db_path, max_attachment) != 0 || ev_serve_api_register(srv, api) != 0 ||
+	    ev_serve_runs_register(srv, api) != 0 ||
 	    ev_serve_view_new(&view, api, opt.token, so.public_read) != 0 || ev_serve_view_register(srv, view) != 0) {
 		ev_cli_fail("serve");
 		goto done;

@@ -13,6 +13,11 @@ typedef struct {
 	bool json;           /* --json given before the subcommand */
 	bool quiet;
 	const char *argv0;   /* path of this program */
+	/* --tracker URL (anywhere before a "--"): a team tracker, an evald serve
+	 * (evald/remote.h); its token from $EVALD_API_TOKEN or the variable
+	 * --tracker-token-env names */
+	const char *tracker_url;
+	const char *tracker_token_env;
 } ev_cli;
 
 typedef int (*ev_cmd_fn)(const ev_cli *cli, int argc, char **argv);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "runners/runners.h"
+#include "evald/remote.h"
 
 /* --shard K/N */
 static int shard_fn(void *opts, const ev_opt *o, const char *name, const char *v)
@@ -279,6 +280,7 @@ typedef struct {
 	ev_strset *done;
 	bool use_cache;
 	volatile sig_atomic_t *stop;
+	struct ev_remote *remote;
 } sink_ctx;
 
 static bool sink_is_done(void *ctx, const char *suite, const char *id, int epoch)
@@ -325,6 +327,8 @@ static int sink_result(void *ctx, const ev_result *r)
 		rc = ev_tracker_result_put(s->t, s->run_id, r);
 	if (!rc)
 		rc = lost_check(s->t);
+	if (!rc && s->remote)
+		rc = ev_remote_add(s->remote, s->run_id, r);
 	if (rc)
 		return rc;
 	if (s->stop && *s->stop)
@@ -988,8 +992,12 @@ static int create_run(eval_state *st, int64_t *run_id)
 	}
 	if (!rc) {
 		ev_run_info info = {c->model_name, sources.data ? sources.data : "", suites_json, config_json,
-		                    st->max_epochs, st->total};
-		rc = ev_tracker_run_create(st->t, &info, run_id);
+		                    st->max_epochs, st->total, 0, NULL};
+		/* a team tracker's run first: the mirror takes its id */
+		if (st->o->remote && !(rc = ev_remote_create_run(st->o->remote, &info, &info.id)))
+			ev_log_info("run %lld created on the team tracker", (long long)info.id);
+		if (!rc)
+			rc = ev_tracker_run_create(st->t, &info, run_id);
 	}
 	ev_buf_free(&sources);
 	free(config_json);
@@ -1025,7 +1033,7 @@ static int run_suites(eval_state *st, int64_t run_id, bool *stopped)
 {
 	ev_eval_config *c = st->c;
 	const ev_eval_options *o = st->o;
-	sink_ctx sink = {st->t, run_id, NULL, !c->no_cache, o->stop};
+	sink_ctx sink = {st->t, run_id, NULL, !c->no_cache, o->stop, o->remote};
 	ev_progress *progress = NULL;
 	int rc = ev_strset_new(&sink.done);
 	if (!rc && o->resume)
@@ -1167,6 +1175,8 @@ static int evaluate(eval_state *st, ev_eval_outcome *out)
 		char *msg = ev_strdup(ev_error_msg());
 		if (ev_tracker_run_set_status(st->t, out->run_id, out->status))
 			ev_log_warn("tracker: %s", ev_error_msg());
+		if (o->remote && ev_remote_finish(o->remote, out->run_id, out->status, NULL, NULL))
+			ev_log_warn("team tracker: %s", ev_error_msg());
 		ev_error_set(rc, "%s", msg ? msg : "the run failed");
 		free(msg);
 		return rc;
@@ -1199,6 +1209,16 @@ static int evaluate(eval_state *st, ev_eval_outcome *out)
 		out->summary_json = NULL;
 		return rc;
 	}
+	/* the team tracker has every result before the run says it ended */
+	long sent = 0;
+	if (o->remote && (rc = ev_remote_finish(o->remote, out->run_id, status, out->summary_json, &sent))) {
+		ev_error_wrap(rc, "run %lld: the team tracker did not take every result (resume sends them again)",
+		              (long long)out->run_id);
+		ev_tracker_run_set_status(st->t, out->run_id, "interrupted");
+		return rc;
+	}
+	if (o->remote && !o->quiet)
+		fprintf(stderr, "evald: run %lld: %ld results sent to the team tracker\n", (long long)out->run_id, sent);
 	out->status = status;
 	out->scored = scored;
 	out->errors = errors;

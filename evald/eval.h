@@ -81,6 +81,10 @@ typedef struct {
 	 * id through this (evald run --status-fd). May be NULL. */
 	void (*on_started)(void *ctx, int64_t run_id);
 	void *ctx;
+	/* A team tracker (evald/remote.h): the run is created there first (the
+	 * local tracker, a mirror, takes the same id), every stored result is
+	 * sent there, and the end waits until the server has them all. */
+	struct ev_remote *remote;
 } ev_eval_options;
 
 typedef struct {

@@ -5,9 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/base.h"
 #include "evald/cli.h"
+#include "evald/remote.h"
 
 int ev_cmd_version(const ev_cli *cli, int argc, char **argv);
 
@@ -20,9 +22,90 @@ static void usage(FILE *to)
 	fprintf(to, "\n'evald COMMAND --help' describes one command.\n");
 }
 
+/* A reading command against a team tracker: the server's runs, with the
+ * results of the runs the command names (every run's for `runs`), copied
+ * into a temporary mirror that the command reads. */
+static int through_mirror(ev_cli *cli, const ev_command *c, int argc, char **argv)
+{
+	static const char *const reads[] = {"runs", "report", "compare", "export", "route", NULL};
+	bool ok = false;
+	for (int i = 0; reads[i]; i++)
+		ok = ok || !strcmp(c->name, reads[i]);
+	if (!ok) {
+		fprintf(stderr, "evald %s: --tracker is for run, runs, report, compare, export and route\n", c->name);
+		return EV_EXIT_USAGE;
+	}
+	int64_t ids[64];
+	size_t n = 0;
+	if (!strcmp(c->name, "runs"))
+		ids[n++] = -1;
+	for (int i = 1; i < argc && n < 64; i++) {
+		int64_t v;
+		if (ev_parse_i64(argv[i], &v) && v > 0)
+			ids[n++] = v;
+	}
+	const char *tmp = getenv("TMPDIR");
+	char path[4096];
+	snprintf(path, sizeof path, "%s/evald-tracker-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	int fd = mkstemp(path);
+	if (fd < 0) {
+		fprintf(stderr, "evald: --tracker: no temporary file for the mirror\n");
+		return EV_EXIT_FAIL;
+	}
+	close(fd);
+	unlink(path);
+	ev_remote *r = NULL;
+	ev_tracker *t = NULL;
+	int rc = ev_remote_open(&r, cli->tracker_url, cli->tracker_token_env);
+	if (!rc)
+		rc = ev_tracker_open(&t, path);
+	if (!rc)
+		rc = ev_remote_mirror(r, t, ids, n);
+	ev_tracker_close(t);
+	ev_remote_free(r);
+	int out;
+	if (rc) {
+		out = ev_cli_fail("--tracker");
+	} else {
+		ev_cli local = *cli;
+		local.db_path = path;
+		local.tracker_url = NULL;
+		out = c->fn(&local, argc, argv);
+	}
+	static const char *const side[] = {"", "-wal", "-shm", "-journal"};
+	for (int i = 0; i < 4; i++) {
+		char p[4200];
+		snprintf(p, sizeof p, "%s%s", path, side[i]);
+		unlink(p);
+	}
+	return out;
+}
+
 int main(int argc, char **argv)
 {
-	ev_cli cli = {getenv("EVALD_DB") ? getenv("EVALD_DB") : "evald.db", false, false, argv[0]};
+	ev_cli cli = {getenv("EVALD_DB") ? getenv("EVALD_DB") : "evald.db", false, false, argv[0], NULL, NULL};
+	/* --tracker URL and --tracker-token-env VAR wherever they stand (up to a
+	 * "--"): taken out here, so every command takes them alike */
+	int w = 1;
+	bool dashdash = false;
+	for (int r = 1; r < argc; r++) {
+		dashdash = dashdash || !strcmp(argv[r], "--");
+		if (!dashdash && (!strcmp(argv[r], "--tracker") || !strcmp(argv[r], "--tracker-token-env"))) {
+			if (r + 1 >= argc) {
+				fprintf(stderr, "evald: %s needs a value\n", argv[r]);
+				return EV_EXIT_USAGE;
+			}
+			if (!strcmp(argv[r], "--tracker"))
+				cli.tracker_url = argv[r + 1];
+			else
+				cli.tracker_token_env = argv[r + 1];
+			r++;
+			continue;
+		}
+		argv[w++] = argv[r];
+	}
+	argc = w;
+	argv[argc] = NULL;
 	int i = 1;
 	for (; i < argc && argv[i][0] == '-'; i++) {
 		if (!strcmp(argv[i], "--db") && i + 1 < argc)
@@ -51,7 +134,8 @@ int main(int argc, char **argv)
 	}
 	for (const ev_command *c = ev_commands; c->name; c++)
 		if (!strcmp(c->name, argv[i]))
-			return c->fn(&cli, argc - i, argv + i);
+			return cli.tracker_url && strcmp(c->name, "run") ? through_mirror(&cli, c, argc - i, argv + i)
+			                                                 : c->fn(&cli, argc - i, argv + i);
 	fprintf(stderr, "evald: unknown command '%s'\n", argv[i]);
 	usage(stderr);
 	return EV_EXIT_USAGE;

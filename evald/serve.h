@@ -153,6 +153,8 @@ void ev_serve_api_free(ev_serve_api *api);
 /* Registers POST /api/issues (token), GET /api/issues, GET /api/issues/N,
  * GET /api/regressions, GET /api/proposals. */
 int ev_serve_api_register(ev_serve *s, ev_serve_api *api);
+/* Registers the team tracker's runs API (evald/serve_runs.c; token). */
+int ev_serve_runs_register(ev_serve *s, ev_serve_api *api);
 /* The tracker, locked for the caller (other pages of the server share it). */
 ev_tracker *ev_serve_api_lock(ev_serve_api *api);
 void ev_serve_api_unlock(ev_serve_api *api);

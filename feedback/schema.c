@@ -215,7 +215,12 @@ static const ev_migration migrations[] = {
 	 * (turns, tokens, tool calls, delegations). */
 	{10, "per-agent accounting on results",
 	 "ALTER TABLE results ADD COLUMN agents_json TEXT;"},
-	/* Append new steps here: {11, "what it adds", "SQL;"}, ... */
+	/* Step 11 (owner: feedback): a team tracker's runs carry the key their
+	 * creator chose, so a retried create gives back the same run. */
+	{11, "client key on runs",
+	 "ALTER TABLE runs ADD COLUMN client_key TEXT;"
+	 "CREATE UNIQUE INDEX runs_client_key ON runs(client_key) WHERE client_key IS NOT NULL;"},
+	/* Append new steps here: {12, "what it adds", "SQL;"}, ... */
 };
 
 int ev_schema_latest(void) { return (int)(sizeof migrations / sizeof migrations[0]); }

@@ -45,6 +45,9 @@ typedef struct {
 	const char *config_json;  /* the run's settings (checker, gen, flags) */
 	int epochs;
 	long n_planned;           /* samples x epochs in this run (this shard) */
+	int64_t id;               /* 0: the next id; else this one (a team tracker's run mirrored) */
+	const char *client_key;   /* NULL, or a key the creator chose: creating with a key already
+	                             stored gives that run back (*out_id), nothing created */
 } ev_run_info;
 
 typedef struct {
@@ -75,6 +78,13 @@ int ev_tracker_run_get(ev_tracker *t, int64_t run_id, ev_run_row *out);
 /* Newest first; limit <= 0 means all. Free with ev_run_rows_free. */
 int ev_tracker_runs_list(ev_tracker *t, ev_run_row **out, size_t *n, int limit);
 void ev_run_row_clear(ev_run_row *r);
+
+/* A result and a run as JSON objects (feedback/result_json.c), as a team
+ * tracker's API carries them: every column a key. ev_result_from_json
+ * borrows the strings of o; errors name the field under `what`. */
+cJSON *ev_result_json(const ev_result *r);
+int ev_result_from_json(ev_result *r, const cJSON *o, const char *what);
+cJSON *ev_run_row_json(const ev_run_row *r);
 void ev_run_rows_free(ev_run_row *rows, size_t n);
 
 /* ---- results ------------------------------------------------------------- */

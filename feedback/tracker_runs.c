@@ -85,16 +85,42 @@ int ev_tracker_run_create(ev_tracker *t, const ev_run_info *info, int64_t *out_i
 	if ((rc = check_json(t, info->suites_json, "run: suites_json")) ||
 	    (rc = check_json(t, info->config_json, "run: config_json")))
 		return rc;
+	if (info->id < 0 || (info->client_key && (!*info->client_key || strlen(info->client_key) > 128)))
+		return ev_error_set(EV_E_INVALID, "run: id %lld or client key (1 to 128 bytes)", (long long)info->id);
 	if ((rc = ev_tracker_flush(t)))
 		return rc;
 	/* Model and run together, so a failure leaves no orphan model. */
 	if ((rc = ev_tracker_exec(t, "BEGIN IMMEDIATE", "creating a run")))
 		return rc;
+	if (info->client_key) { /* created before under this key: that run */
+		if ((rc = ev_tracker_stmt(t, &st, "SELECT id FROM runs WHERE client_key = ?1")))
+			goto done;
+		sqlite3_bind_text(st, 1, info->client_key, -1, SQLITE_TRANSIENT);
+		if (sqlite3_step(st) == SQLITE_ROW) {
+			if (out_id)
+				*out_id = sqlite3_column_int64(st, 0);
+			ev_tracker_stmt_done(st);
+			st = NULL;
+			ev_tracker_exec(t, "COMMIT", "creating a run");
+			return 0;
+		}
+		ev_tracker_stmt_done(st);
+		st = NULL;
+	}
 	if ((rc = model_id(t, info->model, info->model_source, &mid)))
 		goto done;
 	if ((rc = ev_tracker_stmt(t, &st, "INSERT INTO runs(model_id, model_source, suites_json, config_json, status, "
-	                                  "created, epochs, n_planned) VALUES(?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7)")))
+	                                  "created, epochs, n_planned, id, client_key) "
+	                                  "VALUES(?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9)")))
 		goto done;
+	if (info->id > 0)
+		sqlite3_bind_int64(st, 8, info->id);
+	else
+		sqlite3_bind_null(st, 8);
+	if (info->client_key)
+		sqlite3_bind_text(st, 9, info->client_key, -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(st, 9);
 	sqlite3_bind_int64(st, 1, mid);
 	if ((rc = ev_tracker_bind_text(t, st, 2, info->model_source, "run: model_source")) ||
 	    (rc = ev_tracker_bind_text(t, st, 3, info->suites_json, "run: suites_json")) ||

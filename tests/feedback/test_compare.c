@@ -282,7 +282,7 @@ static void compare_labels_flips_with_what_differed(void **state)
 		char cfg[128];
 		snprintf(cfg, sizeof cfg, "{\"models\":[\"m%d\"],\"chat_template\":%s,\"seed\":%d,\"max_tokens\":64}", k,
 		         k ? "\"llama3\"" : "null", 7 + k);
-		ev_run_info info = {k ? "ckpt-b" : "ckpt-a", "/ckpt/", "[{\"name\":\"alpha\"}]", cfg, 1, 40};
+		ev_run_info info = {k ? "ckpt-b" : "ckpt-a", "/ckpt/", "[{\"name\":\"alpha\"}]", cfg, 1, 40, 0, NULL};
 		assert_int_equal(ev_tracker_run_create(t, &info, &run[k]), 0);
 		for (int i = 0; i < 40; i++) {
 			char id[16], req[256];
@@ -358,7 +358,7 @@ static void route_scores_models_routers_and_the_oracle(void **state)
 	const int cost[3] = {100, 10, 50};
 	int64_t run[3];
 	for (int k = 0; k < 3; k++) {
-		ev_run_info info = {names[k], "/m/", "[{\"name\":\"mix\"}]", "{}", 1, 200};
+		ev_run_info info = {names[k], "/m/", "[{\"name\":\"mix\"}]", "{}", 1, 200, 0, NULL};
 		assert_int_equal(ev_tracker_run_create(t, &info, &run[k]), 0);
 		for (int i = 0; i < 200; i++) {
 			char id[16], meta[64];

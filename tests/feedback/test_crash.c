@@ -22,7 +22,7 @@ static void writer(const char *path, int fd, bool sigkill)
 	ev_tracker *t = NULL;
 	if (ev_tracker_open(&t, path) != 0)
 		_exit(3);
-	ev_run_info info = {"m", NULL, NULL, NULL, 1, N_ALL};
+	ev_run_info info = {"m", NULL, NULL, NULL, 1, N_ALL, 0, NULL};
 	int64_t run = 0;
 	if (ev_tracker_run_create(t, &info, &run) != 0)
 		_exit(4);

@@ -10,7 +10,7 @@ static void run_create_and_get_round_trip(void **state)
 	(void)state;
 	char *path = tf_db_path("runs-get");
 	ev_tracker *t = tf_open(path);
-	ev_run_info info = {"ckpt-7", "/models/ckpt-7", "[{\"name\":\"gsm8k\",\"n\":3}]", "{\"seed\":1}", 2, 6};
+	ev_run_info info = {"ckpt-7", "/models/ckpt-7", "[{\"name\":\"gsm8k\",\"n\":3}]", "{\"seed\":1}", 2, 6, 0, NULL};
 	int64_t id = 0;
 	double before = ev_wall_time();
 	assert_int_equal(ev_tracker_run_create(t, &info, &id), 0);
@@ -128,12 +128,12 @@ static void run_create_rejects_bad_info(void **state)
 	char *path = tf_db_path("runs-bad");
 	ev_tracker *t = tf_open(path);
 	int64_t id = 0;
-	ev_run_info none = {NULL, NULL, NULL, NULL, 1, 0};
+	ev_run_info none = {NULL, NULL, NULL, NULL, 1, 0, 0, NULL};
 	assert_int_equal(ev_tracker_run_create(t, &none, &id), EV_E_INVALID);
-	ev_run_info bad_json = {"m", NULL, "[{", NULL, 1, 0};
+	ev_run_info bad_json = {"m", NULL, "[{", NULL, 1, 0, 0, NULL};
 	assert_int_equal(ev_tracker_run_create(t, &bad_json, &id), EV_E_PARSE);
 	assert_non_null(strstr(ev_error_msg(), "suites_json"));
-	ev_run_info neg = {"m", NULL, NULL, NULL, -1, 0};
+	ev_run_info neg = {"m", NULL, NULL, NULL, -1, 0, 0, NULL};
 	assert_int_equal(ev_tracker_run_create(t, &neg, &id), EV_E_INVALID);
 	assert_int_equal(tf_query_long(path, "SELECT count(*) FROM runs"), 0);
 	assert_int_equal(tf_query_long(path, "SELECT count(*) FROM models"), 0);

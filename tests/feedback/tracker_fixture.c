@@ -23,7 +23,7 @@ ev_tracker *tf_open(const char *path)
 
 int64_t tf_run(ev_tracker *t, const char *model)
 {
-	ev_run_info info = {model, "/ckpt/" , "[{\"name\":\"alpha\"},{\"name\":\"beta\"}]", "{\"temperature\":0}", 1, 10};
+	ev_run_info info = {model, "/ckpt/" , "[{\"name\":\"alpha\"},{\"name\":\"beta\"}]", "{\"temperature\":0}", 1, 10, 0, NULL};
 	int64_t id = 0;
 	if (ev_tracker_run_create(t, &info, &id) != 0)
 		fail_msg("run_create: %s", ev_error_msg());

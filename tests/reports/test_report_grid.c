@@ -36,7 +36,7 @@ static void report_shows_length_by_depth_grid_per_task(void **st)
 	char *db = tu_path(dir, "t.db");
 	ev_tracker *t;
 	assert_int_equal(ev_tracker_open(&t, db), 0);
-	ev_run_info info = {"m", "x", "[{\"name\":\"longctx\"}]", "{}", 1, 6};
+	ev_run_info info = {"m", "x", "[{\"name\":\"longctx\"}]", "{}", 1, 6, 0, NULL};
 	int64_t run;
 	assert_int_equal(ev_tracker_run_create(t, &info, &run), 0);
 	put(t, run, "a", 1, "", "{\"task\":\"niah\",\"length\":4096,\"depth\":0}");
