@@ -19,6 +19,7 @@ int ev_cmd_run(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_runs(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_score(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_serve(const ev_cli *cli, int argc, char **argv);
+int ev_cmd_submit(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_suites(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_triage(const ev_cli *cli, int argc, char **argv);
 int ev_cmd_version(const ev_cli *cli, int argc, char **argv); /* cmd_version.c */
@@ -41,6 +42,7 @@ const ev_command ev_commands[] = {
 	{"runs", ev_cmd_runs, "list the runs in the tracker"},
 	{"score", ev_cmd_score, "score completions made elsewhere (HumanEval-style) by running their tests"},
 	{"serve", ev_cmd_serve, "HTTP server: the API (issues, regressions, proposals) and, with --model, OpenAI endpoints"},
+	{"submit", ev_cmd_submit, "an evaluation as Slurm jobs: shards as an array, then merge, compare, report"},
 	{"suites", ev_cmd_suites, "validate, list, import (HumanEval, MBPP, BFCL) and generate suites"},
 	{"triage", ev_cmd_triage, "group near-duplicate issue reports into clusters and label them"},
 	{"version", ev_cmd_version, "print the version"},

@@ -9,6 +9,7 @@ pkgs=(
   libssl-dev libmicrohttpd-dev libseccomp-dev libutf8proc-dev libcmocka-dev libzstd-dev libopenblas-dev libsleef-dev
   libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev libxml2-dev chromium
   sqlite3 zstd python3 python3-pip unzip zip
+  slurm-wlm munge
 )
 
 missing=()

@@ -79,6 +79,9 @@ int tu_run(char **out, char **err, const char *stdin_text, const char *const arg
 		dup2(po[1], 1);
 		dup2(pe[1], 2);
 		close(po[0]), close(pe[0]), close(pi[1]);
+		/* and the pipes' own numbers: a daemon the command starts must not
+		 * keep them open (the reader would wait for it) */
+		close(po[1]), close(pe[1]), close(pi[0]);
 		execvp(argv[0], (char *const *)argv);
 		_exit(127);
 	}
