@@ -69,6 +69,28 @@ static const ev_cmd_spec slurm_spec = {
 	        "  evald submit slurm --resume evald-submit-20261203-101500",
 };
 
+static const ev_opt dir_table[] = {
+	EV_O_FLAG("--json", ev_json_opts, json, "as JSON"),
+	EV_O_END,
+};
+static const ev_opt none_table[] = {EV_O_END};
+
+static const ev_cmd_spec status_spec = {
+	.name = "submit status", .synopsis = "DIR [--json]",
+	.about = "A submission's jobs as Slurm sees them (squeue; sacct where accounting is on) and its shards'\n"
+	         "runs (finished, started, not started), and the merged run once there is one.",
+	.opts = dir_table, .positional = "DIR", .min_pos = 1, .max_pos = 1};
+static const ev_cmd_spec task_spec = {
+	.name = "submit task", .synopsis = "DIR",
+	.about = "An array task's body (shard.sh runs it): shard $SLURM_ARRAY_TASK_ID of the submission's run,\n"
+	         "resumed when its tracker holds an unfinished run, nothing when a finished one.",
+	.opts = none_table, .positional = "DIR", .min_pos = 1, .max_pos = 1};
+static const ev_cmd_spec merge_job_spec = {
+	.name = "submit merge", .synopsis = "DIR",
+	.about = "The merge job's body (merge.sh runs it): the shards' runs into the final tracker, merged,\n"
+	         "compared with the baseline, reported (report.md, report.html, compare.md).",
+	.opts = none_table, .positional = "DIR", .min_pos = 1, .max_pos = 1};
+
 /* ---- small helpers --------------------------------------------------------------- */
 
 /* Runs argv, its stdout into *out (malloc'd, may be NULL), its stderr
@@ -417,9 +439,14 @@ static int cmd_slurm(const ev_cli *cli, int argc, char **argv)
 static int cmd_task(const ev_cli *cli, int argc, char **argv)
 {
 	(void)cli;
+	const char *pos[1] = {NULL};
+	int npos = 0, prc = ev_opt_parse(&task_spec, NULL, argc, argv, pos, &npos);
+	if (prc)
+		return ev_opt_exit(prc);
+	argv[1] = (char *)pos[0];
 	const char *task = getenv("SLURM_ARRAY_TASK_ID");
 	int64_t k;
-	if (argc != 2 || !task || !ev_parse_i64(task, &k) || k < 0) {
+	if (!task || !ev_parse_i64(task, &k) || k < 0) {
 		fprintf(stderr, "evald submit task DIR: an array task's body ($SLURM_ARRAY_TASK_ID set by Slurm)\n");
 		return EV_EXIT_USAGE;
 	}
@@ -538,11 +565,11 @@ static int copy_shard(ev_tracker *t, const char *dir, int k, int64_t *to)
 static int cmd_merge_job(const ev_cli *cli, int argc, char **argv)
 {
 	(void)cli;
-	if (argc != 2) {
-		fprintf(stderr, "evald submit merge DIR: the merge job's body\n");
-		return EV_EXIT_USAGE;
-	}
-	const char *dir = argv[1];
+	const char *pos[1] = {NULL};
+	int npos = 0, prc = ev_opt_parse(&merge_job_spec, NULL, argc, argv, pos, &npos);
+	if (prc)
+		return ev_opt_exit(prc);
+	const char *dir = pos[0];
 	cJSON *s = NULL;
 	if (load_submission(&s, dir))
 		return ev_cli_fail("submit merge");
@@ -629,17 +656,13 @@ static int cmd_merge_job(const ev_cli *cli, int argc, char **argv)
 
 static int cmd_status(const ev_cli *cli, int argc, char **argv)
 {
-	bool json = cli->json;
-	const char *dir = NULL;
-	for (int i = 1; i < argc; i++)
-		if (!strcmp(argv[i], "--json"))
-			json = true;
-		else if (!dir && argv[i][0] != '-')
-			dir = argv[i];
-	if (!dir) {
-		fprintf(stderr, "usage: evald submit status DIR [--json]\n");
-		return EV_EXIT_USAGE;
-	}
+	ev_json_opts jo = {.json = cli->json};
+	const char *pos[1] = {NULL};
+	int npos = 0, prc = ev_opt_parse(&status_spec, &jo, argc, argv, pos, &npos);
+	if (prc)
+		return ev_opt_exit(prc);
+	bool json = jo.json;
+	const char *dir = pos[0];
 	cJSON *s = NULL;
 	if (load_submission(&s, dir))
 		return ev_cli_fail("submit status");
