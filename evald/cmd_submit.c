@@ -375,6 +375,12 @@ static int cmd_slurm(const ev_cli *cli, int argc, char **argv)
 		if (!strcmp(argv[i], "--shard") || ev_str_starts(argv[i], "--shard=") || !strcmp(argv[i], "--resume")) {
 			fprintf(stderr, "evald submit slurm: %s is the submission's to set\n", argv[i]);
 			return EV_EXIT_USAGE;
+		} else if (!strcmp(argv[i], "--tracker") || !strcmp(argv[i], "--db")) {
+			fprintf(stderr, "evald submit slurm: %s in the run: each shard writes its own tracker in the submission's "
+			                "folder, merged into --db (given before --) at the end; shards streaming to a team "
+			                "tracker are not supported yet\n",
+			        argv[i]);
+			return EV_EXIT_USAGE;
 		}
 	char dir[4096];
 	if (o.dir) {
