@@ -29,6 +29,7 @@
 
 #include "base/fs.h"
 #include "evald/cli.h"
+#include "evald/remote.h"
 
 extern char **environ;
 
@@ -183,8 +184,52 @@ static int save_submission(const cJSON *s, const char *dir)
 	return rc;
 }
 
-/* A shard tracker's state: 2 finished, 1 a run not finished (*run its id), 0 none. */
-static int shard_state(const char *dir, int k, int64_t *run, long *results)
+static int shard_state_local(const char *dir, int k, int64_t *run, long *results);
+
+/* The run id a shard's task reported on its status file (--status-fd), or 0. */
+static int64_t status_run(const char *dir, int k)
+{
+	char name[40];
+	snprintf(name, sizeof name, "shard-%d.status", k);
+	char *p = in_dir(dir, name), *text = NULL;
+	size_t len = 0;
+	int64_t id = 0;
+	if (p && ev_file_read(&text, &len, p, 1 << 20) == 0) {
+		cJSON *j = cJSON_Parse(text); /* the first line: {"run_id":N} */
+		char *nl = strchr(text, '\n');
+		if (!j && nl) {
+			*nl = 0;
+			j = cJSON_Parse(text);
+		}
+		id = (int64_t)ev_json_num(j, "run_id", 0);
+		cJSON_Delete(j);
+	}
+	ev_error_clear();
+	free(p), free(text);
+	return id;
+}
+
+/* A shard's state: 2 its run finished, 1 a run not finished (*run its id),
+ * 0 none; in the shard's tracker, or with a team tracker on the server. */
+static int shard_state(const cJSON *s, const char *dir, int k, int64_t *run, long *results)
+{
+	const char *url = ev_json_str(s, "tracker", NULL);
+	if (!url)
+		return shard_state_local(dir, k, run, results);
+	*run = status_run(dir, k), *results = 0;
+	if (!*run)
+		return 0;
+	ev_remote *r = NULL;
+	char st[32] = "";
+	int rc = ev_remote_open(&r, url, ev_json_str(s, "tracker_token_env", NULL));
+	if (!rc)
+		rc = ev_remote_run_status(r, *run, st, results);
+	ev_remote_free(r);
+	ev_error_clear();
+	return rc ? 0 : ev_str_starts(st, "finished") ? 2 : 1;
+}
+
+static int shard_state_local(const char *dir, int k, int64_t *run, long *results)
 {
 	char name[32];
 	snprintf(name, sizeof name, "shard-%d.db", k);
@@ -349,7 +394,7 @@ static int cmd_slurm(const ev_cli *cli, int argc, char **argv)
 		for (int k = 0; k < n; k++) {
 			int64_t run;
 			long res;
-			if (shard_state(o.resume, k, &run, &res) != 2)
+			if (shard_state(s, o.resume, k, &run, &res) != 2)
 				ev_buf_printf(&list, "%s%d", list.len ? "," : "", k);
 		}
 		int rc = 0;
@@ -376,9 +421,9 @@ static int cmd_slurm(const ev_cli *cli, int argc, char **argv)
 			fprintf(stderr, "evald submit slurm: %s is the submission's to set\n", argv[i]);
 			return EV_EXIT_USAGE;
 		} else if (!strcmp(argv[i], "--tracker") || !strcmp(argv[i], "--db")) {
-			fprintf(stderr, "evald submit slurm: %s in the run: each shard writes its own tracker in the submission's "
-			                "folder, merged into --db (given before --) at the end; shards streaming to a team "
-			                "tracker are not supported yet\n",
+			fprintf(stderr, "evald submit slurm: %s belongs before the --: each shard writes its own tracker in the "
+			                "submission's folder, merged into --db at the end, or with --tracker URL streams to "
+			                "that team tracker, where the merged run goes too\n",
 			        argv[i]);
 			return EV_EXIT_USAGE;
 		}
@@ -410,6 +455,11 @@ static int cmd_slurm(const ev_cli *cli, int argc, char **argv)
 		cJSON_AddStringToObject(s, "db", db ? db : dbabs);
 		free(db);
 		cJSON_AddNumberToObject(s, "baseline", (double)o.baseline);
+		if (cli->tracker_url) { /* shards stream to the team tracker; the merge goes there */
+			cJSON_AddStringToObject(s, "tracker", cli->tracker_url);
+			if (cli->tracker_token_env)
+				cJSON_AddStringToObject(s, "tracker_token_env", cli->tracker_token_env);
+		}
 		cJSON *run = cJSON_AddArrayToObject(s, "run"), *sb = cJSON_AddArrayToObject(s, "sbatch");
 		for (int i = dd + 1; i < argc; i++)
 			cJSON_AddItemToArray(run, cJSON_CreateString(argv[i]));
@@ -467,7 +517,7 @@ static int cmd_task(const ev_cli *cli, int argc, char **argv)
 	}
 	int64_t run;
 	long res;
-	int state = shard_state(argv[1], (int)k, &run, &res);
+	int state = shard_state(s, argv[1], (int)k, &run, &res);
 	if (state == 2) {
 		printf("shard %lld: run %lld finished already (%ld results)\n", (long long)k, (long long)run, res);
 		cJSON_Delete(s);
@@ -481,8 +531,28 @@ static int cmd_task(const ev_cli *cli, int argc, char **argv)
 	const char *av[MAX_ARGS];
 	int c = 0;
 	av[c++] = ev_json_str(s, "evald", "evald");
-	av[c++] = "--db";
-	av[c++] = db;
+	const char *url = ev_json_str(s, "tracker", NULL);
+	if (url) { /* the team tracker; the run's id reported on shard-K.status (descriptor 3) */
+		av[c++] = "--tracker";
+		av[c++] = url;
+		if (ev_json_str(s, "tracker_token_env", NULL)) {
+			av[c++] = "--tracker-token-env";
+			av[c++] = ev_json_str(s, "tracker_token_env", NULL);
+		}
+		char sname[40];
+		snprintf(sname, sizeof sname, "shard-%lld.status", (long long)k);
+		char *sp = in_dir(argv[1], sname);
+		int fd = sp ? open(sp, O_WRONLY | O_CREAT | O_APPEND, 0644) : -1; /* kept across exec */
+		free(sp);
+		if (fd < 0 || (fd != 3 && (dup2(fd, 3) < 0 || close(fd)))) {
+			fprintf(stderr, "evald submit task: shard-%lld.status: %s\n", (long long)k, strerror(errno));
+			cJSON_Delete(s);
+			return EV_EXIT_FAIL;
+		}
+	} else {
+		av[c++] = "--db";
+		av[c++] = db;
+	}
 	if (state == 1) { /* its run began before: finish it */
 		av[c++] = "run";
 		av[c++] = "--resume";
@@ -492,6 +562,10 @@ static int cmd_task(const ev_cli *cli, int argc, char **argv)
 		cJSON_ArrayForEach(x, cJSON_GetObjectItem(s, "run")) if (c < MAX_ARGS - 4) av[c++] = x->valuestring;
 		av[c++] = "--shard";
 		av[c++] = shard;
+		if (url) {
+			av[c++] = "--status-fd";
+			av[c++] = "3";
+		}
 	}
 	av[c] = NULL;
 	fflush(NULL);
@@ -507,8 +581,17 @@ static int run_evald(const cJSON *s, const char *db, const char *const *args, co
 	const char *av[32];
 	int c = 0;
 	av[c++] = ev_json_str(s, "evald", "evald");
-	av[c++] = "--db";
-	av[c++] = db;
+	if (ev_json_str(s, "tracker", NULL)) {
+		av[c++] = "--tracker";
+		av[c++] = ev_json_str(s, "tracker", NULL);
+		if (ev_json_str(s, "tracker_token_env", NULL)) {
+			av[c++] = "--tracker-token-env";
+			av[c++] = ev_json_str(s, "tracker_token_env", NULL);
+		}
+	} else {
+		av[c++] = "--db";
+		av[c++] = db;
+	}
 	for (int i = 0; args[i] && c < 30; i++)
 		av[c++] = args[i];
 	av[c] = NULL;
@@ -536,7 +619,7 @@ static int copy_shard(ev_tracker *t, const char *dir, int k, int64_t *to)
 {
 	int64_t run;
 	long res;
-	if (shard_state(dir, k, &run, &res) != 2)
+	if (shard_state_local(dir, k, &run, &res) != 2)
 		return ev_error_set(EV_E_INVALID, "shard %d has no finished run: evald submit slurm --resume %s", k, dir);
 	char name[32];
 	snprintf(name, sizeof name, "shard-%d.db", k);
@@ -566,8 +649,96 @@ static int copy_shard(ev_tracker *t, const char *dir, int k, int64_t *to)
 	return rc;
 }
 
-/* The merge job: the shards' runs into the final tracker, merged there
- * (evald merge), compared with the baseline, reported. */
+/* evald --db DB --json merge ID... : the merged run's id in DB. */
+static int merge_in(const cJSON *s, const char *db, char (*ids)[24], int n, int64_t *merged)
+{
+	if (n == 1) { /* one shard: its run is the evaluation */
+		*merged = atoll(ids[0]);
+		return 0;
+	}
+	const char **av = calloc((size_t)n + 8, sizeof *av);
+	if (!av)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	int c = 0;
+	av[c++] = ev_json_str(s, "evald", "evald");
+	av[c++] = "--db";
+	av[c++] = db;
+	av[c++] = "--json";
+	av[c++] = "merge";
+	for (int k = 0; k < n; k++)
+		av[c++] = ids[k];
+	av[c] = NULL;
+	char *out = NULL;
+	int st = spawn_capture(av, &out);
+	cJSON *j = out ? cJSON_Parse(out) : NULL;
+	*merged = (int64_t)ev_json_num(j, "run_id", 0);
+	cJSON_Delete(j);
+	free(out);
+	free(av);
+	return st || *merged <= 0 ? ev_error_set(EV_E_INVALID, "evald merge of the shards failed (exit %d)", st) : 0;
+}
+
+/* Local shards: each shard's run copied into the final tracker and merged there. */
+static int merge_local(const cJSON *s, const char *dir, int n, char (*ids)[24], int64_t *merged)
+{
+	const char *db = ev_json_str(s, "db", "evald.db");
+	ev_tracker *t = NULL;
+	int rc = ev_tracker_open(&t, db);
+	for (int k = 0; !rc && k < n; k++) {
+		int64_t to = 0;
+		if (!(rc = copy_shard(t, dir, k, &to)))
+			snprintf(ids[k], sizeof ids[k], "%lld", (long long)to);
+	}
+	ev_tracker_close(t);
+	return rc ? rc : merge_in(s, db, ids, n, merged);
+}
+
+/* A team tracker: the shards' runs copied from it into a temporary file,
+ * merged there, the merged run sent back as a run of its own. */
+static int merge_remote(const cJSON *s, const char *dir, int n, char (*ids)[24], int64_t *merged)
+{
+	ev_remote *r = NULL;
+	int64_t *runs = calloc((size_t)n + 1, sizeof *runs);
+	int rc = runs ? ev_remote_open(&r, ev_json_str(s, "tracker", ""), ev_json_str(s, "tracker_token_env", NULL))
+	              : ev_error_set(EV_E_NOMEM, "out of memory");
+	for (int k = 0; !rc && k < n; k++) {
+		long res;
+		if (shard_state(s, dir, k, &runs[k], &res) != 2)
+			rc = ev_error_set(EV_E_INVALID, "shard %d has no finished run: evald submit slurm --resume %s", k, dir);
+		else
+			snprintf(ids[k], sizeof ids[k], "%lld", (long long)runs[k]);
+	}
+	if (!rc && n == 1) {
+		*merged = runs[0];
+	} else if (!rc) {
+		char *tmp = in_dir(dir, "merge-mirror.db");
+		ev_tracker *t = NULL;
+		int64_t local = 0;
+		unlink(tmp);
+		if (!(rc = ev_tracker_open(&t, tmp)))
+			rc = ev_remote_mirror(r, t, runs, (size_t)n);
+		ev_tracker_close(t);
+		t = NULL;
+		if (!rc)
+			rc = merge_in(s, tmp, ids, n, &local);
+		if (!rc && !(rc = ev_tracker_open(&t, tmp)))
+			rc = ev_remote_push_run(r, t, local, merged);
+		ev_tracker_close(t);
+		static const char *const side[] = {"", "-wal", "-shm"};
+		for (int i = 0; tmp && i < 3; i++) {
+			char p[4200];
+			snprintf(p, sizeof p, "%s%s", tmp, side[i]);
+			unlink(p);
+		}
+		free(tmp);
+	}
+	ev_remote_free(r);
+	free(runs);
+	return rc;
+}
+
+/* The merge job: the shards' runs merged (in the final tracker, or on the
+ * team tracker), compared with the baseline, reported. */
 static int cmd_merge_job(const ev_cli *cli, int argc, char **argv)
 {
 	(void)cli;
@@ -581,54 +752,14 @@ static int cmd_merge_job(const ev_cli *cli, int argc, char **argv)
 		return ev_cli_fail("submit merge");
 	int n = (int)ev_json_num(s, "shards", 0), rc = 0;
 	const char *db = ev_json_str(s, "db", "evald.db");
-	ev_tracker *t = NULL;
 	char (*ids)[24] = calloc((size_t)(n > 0 ? n : 1), sizeof *ids);
-	const char **margs = calloc((size_t)n + 4, sizeof *margs);
-	if (!ids || !margs)
-		rc = ev_error_set(EV_E_NOMEM, "out of memory");
-	if (!rc)
-		rc = ev_tracker_open(&t, db);
-	int m = 0;
-	if (margs) {
-		margs[m++] = "--json";
-		margs[m++] = "merge";
-	}
-	for (int k = 0; !rc && k < n; k++) {
-		int64_t to = 0;
-		if (!(rc = copy_shard(t, dir, k, &to))) {
-			snprintf(ids[k], sizeof ids[k], "%lld", (long long)to);
-			margs[m++] = ids[k];
-		}
-	}
-	ev_tracker_close(t);
-	char *out = NULL;
 	int64_t merged = 0;
-	if (!rc && n == 1) { /* one shard: its run is the evaluation */
-		merged = atoll(ids[0]);
-	} else if (!rc) {
-		const char *av[8];
-		int c = 0;
-		av[c++] = ev_json_str(s, "evald", "evald");
-		av[c++] = "--db";
-		av[c++] = db;
-		av[c] = NULL;
-		/* evald --db FINAL --json merge ID... */
-		const char **all = calloc((size_t)(c + m + 1), sizeof *all);
-		if (!all) {
-			rc = ev_error_set(EV_E_NOMEM, "out of memory");
-		} else {
-			memcpy(all, av, (size_t)c * sizeof *all);
-			memcpy(all + c, margs, (size_t)m * sizeof *all);
-			int st = spawn_capture(all, &out);
-			cJSON *j = out ? cJSON_Parse(out) : NULL;
-			merged = (int64_t)ev_json_num(j, "run_id", 0);
-			cJSON_Delete(j);
-			if (st || merged <= 0)
-				rc = ev_error_set(EV_E_INVALID, "evald merge of the shards failed (exit %d)", st);
-			free(all);
-		}
-	}
-	free(out);
+	if (!ids)
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+	else if (ev_json_str(s, "tracker", NULL))
+		rc = merge_remote(s, dir, n, ids, &merged);
+	else
+		rc = merge_local(s, dir, n, ids, &merged);
 	if (!rc) {
 		char mid[24], base[24];
 		snprintf(mid, sizeof mid, "%lld", (long long)merged);
@@ -649,11 +780,10 @@ static int cmd_merge_job(const ev_cli *cli, int argc, char **argv)
 		cJSON_AddNumberToObject(s, "merged_run", (double)merged);
 		rc = save_submission(s, dir);
 		if (!rc)
-			printf("merged run %s in %s; report %s\n", mid, db, md);
+			printf("merged run %s in %s; report %s\n", mid, ev_json_str(s, "tracker", db), md);
 		free(md), free(html), free(cmp);
 	}
 	free(ids);
-	free(margs);
 	cJSON_Delete(s);
 	return rc ? ev_cli_fail("submit merge") : 0;
 }
@@ -677,7 +807,7 @@ static int cmd_status(const ev_cli *cli, int argc, char **argv)
 	for (int k = 0; k < n; k++) {
 		int64_t run;
 		long res;
-		int st = shard_state(dir, k, &run, &res);
+		int st = shard_state(s, dir, k, &run, &res);
 		done += st == 2;
 		cJSON *x = cJSON_CreateObject();
 		cJSON_AddNumberToObject(x, "shard", k);
@@ -739,7 +869,7 @@ static int cmd_status(const ev_cli *cli, int argc, char **argv)
 			printf("  shard %d: %s (%.0f results)\n", (int)ev_json_num(j, "shard", 0), ev_json_str(j, "state", ""),
 			       ev_json_num(j, "results", 0));
 		if (merged > 0)
-			printf("  merged run %.0f in %s\n", merged, ev_json_str(s, "db", ""));
+			printf("  merged run %.0f in %s\n", merged, ev_json_str(s, "tracker", ev_json_str(s, "db", "")));
 	}
 	cJSON_Delete(o);
 	cJSON_Delete(s);

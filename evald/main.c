@@ -32,7 +32,7 @@ static int through_mirror(ev_cli *cli, const ev_command *c, int argc, char **arg
 	for (int i = 0; reads[i]; i++)
 		ok = ok || !strcmp(c->name, reads[i]);
 	if (!ok) {
-		fprintf(stderr, "evald %s: --tracker is for run, runs, report, compare, export and route\n", c->name);
+		fprintf(stderr, "evald %s: --tracker is for run, submit, runs, report, compare, export and route\n", c->name);
 		return EV_EXIT_USAGE;
 	}
 	int64_t ids[64];
@@ -134,8 +134,10 @@ int main(int argc, char **argv)
 	}
 	for (const ev_command *c = ev_commands; c->name; c++)
 		if (!strcmp(c->name, argv[i]))
-			return cli.tracker_url && strcmp(c->name, "run") ? through_mirror(&cli, c, argc - i, argv + i)
-			                                                 : c->fn(&cli, argc - i, argv + i);
+			/* run and submit take the team tracker themselves; reading commands through a mirror */
+			return cli.tracker_url && strcmp(c->name, "run") && strcmp(c->name, "submit")
+			           ? through_mirror(&cli, c, argc - i, argv + i)
+			           : c->fn(&cli, argc - i, argv + i);
 	fprintf(stderr, "evald: unknown command '%s'\n", argv[i]);
 	usage(stderr);
 	return EV_EXIT_USAGE;

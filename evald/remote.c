@@ -291,6 +291,56 @@ static int mirror_run(ev_remote *r, ev_tracker *t, const cJSON *row, bool result
 	return rc;
 }
 
+int ev_remote_run_status(ev_remote *r, int64_t id, char *status, long *n_results)
+{
+	char *out = NULL;
+	int rc = call(r, "GET", "/api/runs", NULL, &out);
+	cJSON *j = rc ? NULL : cJSON_Parse(out), *x;
+	free(out);
+	*status = 0;
+	*n_results = 0;
+	rc = rc ? rc : ev_error_set(EV_E_NOTFOUND, "tracker %s: no run %lld", r->base, (long long)id);
+	cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(j, "runs")) if ((int64_t)ev_json_num(x, "id", 0) == id)
+	{
+		snprintf(status, 32, "%s", ev_json_str(x, "status", ""));
+		*n_results = (long)ev_json_num(x, "n_results", 0);
+		ev_error_clear();
+		rc = 0;
+	}
+	cJSON_Delete(j);
+	return rc;
+}
+
+typedef struct {
+	ev_remote *r;
+	int64_t to;
+	int rc;
+} push_ctx;
+
+static int push_one(void *ctx, const ev_result *res)
+{
+	push_ctx *p = ctx;
+	return ev_remote_add(p->r, p->to, res);
+}
+
+int ev_remote_push_run(ev_remote *r, ev_tracker *t, int64_t id, int64_t *new_id)
+{
+	ev_run_row row = {0};
+	int rc = ev_tracker_run_get(t, id, &row);
+	if (!rc) {
+		ev_run_info info = {row.model, row.model_source, row.suites_json, row.config_json, row.epochs, row.n_planned, 0,
+		                    NULL};
+		rc = ev_remote_create_run(r, &info, new_id);
+	}
+	push_ctx p = {r, *new_id, 0};
+	if (!rc)
+		rc = ev_tracker_results_each(t, id, push_one, &p);
+	if (!rc)
+		rc = ev_remote_finish(r, *new_id, row.status ? row.status : "finished", row.summary_json, NULL);
+	ev_run_row_clear(&row);
+	return rc;
+}
+
 int ev_remote_mirror(ev_remote *r, ev_tracker *t, const int64_t *runs, size_t n)
 {
 	char *out = NULL;

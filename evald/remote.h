@@ -24,5 +24,11 @@ int ev_remote_finish(ev_remote *r, int64_t run_id, const char *status, const cha
 /* Copies the server's runs into the mirror t (rows only), with the results
  * of those in runs[0..n) (an id < 0: of every run). */
 int ev_remote_mirror(ev_remote *r, ev_tracker *t, const int64_t *runs, size_t n);
+/* A run's status on the server (status has room for 32 bytes) and its
+ * results stored; EV_E_NOTFOUND when there is no such run. */
+int ev_remote_run_status(ev_remote *r, int64_t id, char *status, long *n_results);
+/* Sends run `id` of the local tracker t (its row, results, summary and
+ * status) to the server as a new run: *new_id. */
+int ev_remote_push_run(ev_remote *r, ev_tracker *t, int64_t id, int64_t *new_id);
 
 #endif

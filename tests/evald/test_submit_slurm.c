@@ -4,11 +4,15 @@
  * An array of 4 shards against the fixture server, merged by the dependent
  * job, equals the unsharded run sample for sample; a shard cancelled while
  * it runs leaves the merge undone, and `--resume` submits that shard alone
- * and completes the run; --dry-run submits nothing. */
+ * and completes the run; --dry-run submits nothing; with --tracker URL the
+ * shards stream to a team tracker and the merged run lands there, equal to
+ * the unsharded run. */
 #include "testutil.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char *dir, *conf_dir;
@@ -147,6 +151,52 @@ static void array_of_shards_equals_the_unsharded_run(void **state)
 	char *db2 = tu_path(sub2, "evald.db");
 	snprintf(sql, sizeof sql, "SELECT count(*) FROM results WHERE run_id = %ld", merged);
 	assert_int_equal(q(db2, sql), 8);
+
+	/* shards streaming to a team tracker; the merged run goes there too */
+	char *team = tu_path(dir, "team.db"), *sub3 = tu_path(dir, "sub3");
+	int fd[2];
+	assert_int_equal(pipe(fd), 0);
+	fflush(NULL);
+	pid_t srv = fork();
+	if (srv == 0) {
+		dup2(fd[1], 1);
+		close(fd[0]);
+		setenv("EVALD_API_TOKEN", "slurm-team", 1);
+		execl(tu_evald(), tu_evald(), "-q", "--db", team, "serve", "--port", "0", "--print-port", (char *)NULL);
+		_exit(127);
+	}
+	close(fd[1]);
+	FILE *f = fdopen(fd[0], "r");
+	int port = 0;
+	assert_true(f && fscanf(f, "%d", &port) == 1);
+	fclose(f);
+	char url[64];
+	snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+	setenv("EVALD_API_TOKEN", "slurm-team", 1); /* sbatch hands the environment to the jobs */
+	const char *sb3[] = {tu_evald(), "submit", "slurm", "--shards", "3", "--tracker", url, "--dir", sub3, "--", "run",
+	                     "--model", fx.url, "--model-name", "fx", "--suite", s20, "--no-cache", NULL};
+	err = NULL;
+	if (tu_run(&out, &err, NULL, sb3))
+		fail_msg("submit --tracker: %s", err);
+	free(out), free(err);
+	st = wait_status(sub3, "merged_run", 1);
+	merged = (long)ev_json_num(st, "merged_run", 0);
+	assert_true(ev_json_num(st, "finished_shards", 0) == 3);
+	cJSON_Delete(st);
+	snprintf(sql, sizeof sql,
+	         "ATTACH '%s' AS r; SELECT count(*) FROM results m JOIN r.results u ON m.sample_id = u.sample_id AND "
+	         "m.epoch = u.epoch WHERE m.run_id = %ld AND u.run_id = 1 AND m.score = u.score AND m.response = u.response",
+	         ref, merged);
+	assert_int_equal(q(team, sql), 20);
+	/* three shard runs and the merged one, all on the server; nothing in the folder's trackers */
+	assert_int_equal(q(team, "SELECT count(*) FROM runs"), 4);
+	char *local3 = tu_path(sub3, "shard-0.db");
+	assert_int_not_equal(access(local3, F_OK), 0);
+	unsetenv("EVALD_API_TOKEN");
+	kill(srv, SIGTERM);
+	waitpid(srv, NULL, 0);
+	free(team), free(sub3), free(local3);
+
 	tu_server_stop(&fx);
 	free(s20), free(ref), free(sub), free(dry), free(db), free(slow), free(sub2), free(shard1), free(db2);
 }
