@@ -90,6 +90,10 @@ int ev_buf_puts(ev_buf *b, const char *s);
 int ev_buf_printf(ev_buf *b, const char *fmt, ...) EV_PRINTF(2, 3);
 int ev_buf_putc(ev_buf *b, char c);
 void ev_buf_reset(ev_buf *b);
+/* Replaces each NUL byte at or after `from` with U+FFFD (text that goes on
+ * as a C string: a model's answer must not end at a NUL it wrote).
+ * EV_E_LIMIT when the growth passes the cap (the buffer unchanged). */
+int ev_buf_replace_nul(ev_buf *b, size_t from);
 /* Hands the data to the caller (free with free()); the buffer is emptied. */
 char *ev_buf_detach(ev_buf *b, size_t *len_out);
 void ev_buf_free(ev_buf *b);

@@ -41,6 +41,32 @@ int ev_buf_append(ev_buf *b, const void *data, size_t n)
 	return 0;
 }
 
+int ev_buf_replace_nul(ev_buf *b, size_t from)
+{
+	if (from >= b->len || !memchr(b->data + from, 0, b->len - from))
+		return 0;
+	size_t n = 0;
+	for (size_t i = from; i < b->len; i++)
+		n += b->data[i] == 0;
+	size_t tail = b->len - from;
+	char *t = malloc(tail);
+	if (!t)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	memcpy(t, b->data + from, tail);
+	int rc = reserve(b, 2 * n); /* each NUL: 1 byte becomes 3 */
+	if (!rc) {
+		b->len = from;
+		for (size_t i = 0; i < tail; i++)
+			if (t[i])
+				b->data[b->len++] = t[i];
+			else
+				memcpy(b->data + b->len, "\xEF\xBF\xBD", 3), b->len += 3;
+		b->data[b->len] = 0;
+	}
+	free(t);
+	return rc;
+}
+
 int ev_buf_puts(ev_buf *b, const char *s) { return ev_buf_append(b, s, strlen(s)); }
 int ev_buf_putc(ev_buf *b, char c) { return ev_buf_append(b, &c, 1); }
 

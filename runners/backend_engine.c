@@ -168,7 +168,7 @@ static int on_token(void *ctx, int32_t token, double logprob)
 {
 	ejob *j = ctx;
 	size_t old = j->text.len;
-	if (eng_detok_stream_push(j->detok, token, &j->text))
+	if (eng_detok_stream_push(j->detok, token, &j->text) || ev_buf_replace_nul(&j->text, old))
 		return 1; /* text cap reached: end as if by length */
 	if (j->n_stop) {
 		size_t from = old > j->max_stop - 1 ? old - (j->max_stop - 1) : 0;

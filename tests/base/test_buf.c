@@ -38,11 +38,33 @@ static void buffer_holds_binary_and_resets(void **st)
 	ev_buf_free(&b); /* twice is fine */
 }
 
+/* A NUL in text becomes U+FFFD from where asked on; before it, nothing
+ * changes; past the cap, an error and the buffer as it was. */
+static void nul_bytes_become_replacement_characters(void **st)
+{
+	(void)st;
+	ev_buf b = EV_BUF_INIT(64);
+	assert_int_equal(ev_buf_append(&b, "a\0b\0\0c", 6), 0);
+	assert_int_equal(ev_buf_replace_nul(&b, 2), 0);
+	assert_int_equal(b.len, 1 + 1 + 1 + 3 + 3 + 1);
+	assert_memory_equal(b.data, "a\0b\xEF\xBF\xBD\xEF\xBF\xBD" "c", b.len);
+	assert_int_equal(strlen(b.data + 2), b.len - 2);
+	assert_int_equal(ev_buf_replace_nul(&b, 0), 0);
+	assert_string_equal(b.data, "a\xEF\xBF\xBD" "b\xEF\xBF\xBD\xEF\xBF\xBD" "c");
+	ev_buf_free(&b);
+	ev_buf small = EV_BUF_INIT(8);
+	assert_int_equal(ev_buf_append(&small, "\0\0\0\0", 4), 0);
+	assert_int_equal(ev_buf_replace_nul(&small, 0), EV_E_LIMIT);
+	assert_int_equal(small.len, 4);
+	ev_buf_free(&small);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(buffer_refuses_growth_past_its_cap),
 		cmocka_unit_test(buffer_holds_binary_and_resets),
+		cmocka_unit_test(nul_bytes_become_replacement_characters),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
