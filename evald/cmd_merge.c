@@ -11,19 +11,6 @@
 
 #include "evald/cli.h"
 
-typedef struct {
-	ev_tracker *t;
-	int64_t to;
-	long copied;
-} copy_ctx;
-
-static int copy_result(void *ctx, const ev_result *r)
-{
-	copy_ctx *c = ctx;
-	c->copied++;
-	return ev_tracker_result_put(c->t, c->to, r);
-}
-
 /* The suites list with names and hashes only, for comparing runs. */
 static char *suites_key(const char *suites_json)
 {
@@ -113,21 +100,25 @@ int ev_cmd_merge(const ev_cli *cli, int argc, char **argv)
 		ev_cli_fail("merge");
 		goto done;
 	}
-	copy_ctx cc = {t, merged, 0};
-	for (int i = 0; i < n; i++)
-		if (ev_tracker_results_each(t, ids[i], copy_result, &cc)) {
+	long copied = 0;
+	for (int i = 0; i < n; i++) {
+		long k = 0;
+		int crc = ev_tracker_results_copy(t, ids[i], t, merged, &k);
+		copied += k;
+		if (crc) {
 			ev_cli_fail("merge");
 			ev_tracker_run_set_status(t, merged, "failed");
 			goto done;
 		}
+	}
 	if (ev_tracker_flush(t)) {
 		ev_cli_fail("merge");
 		goto done;
 	}
 	ev_run_row m = {0};
-	if (ev_tracker_run_get(t, merged, &m) == 0 && m.n_results != cc.copied) {
+	if (ev_tracker_run_get(t, merged, &m) == 0 && m.n_results != copied) {
 		ev_error_set(EV_E_INVALID, "the runs share samples (%ld results copied, %ld distinct): not disjoint shards",
-		             cc.copied, m.n_results);
+		             copied, m.n_results);
 		ev_run_row_clear(&m);
 		ev_tracker_run_set_status(t, merged, "failed");
 		ev_cli_fail("merge");
@@ -142,7 +133,7 @@ int ev_cmd_merge(const ev_cli *cli, int argc, char **argv)
 	if (json)
 		printf("%s\n", summary);
 	else {
-		fprintf(stderr, "evald: run %lld merges %d runs (%ld results)\n", (long long)merged, n, cc.copied);
+		fprintf(stderr, "evald: run %lld merges %d runs (%ld results)\n", (long long)merged, n, copied);
 		ev_summary_print(stdout, summary);
 	}
 	rc = 0;

@@ -215,14 +215,9 @@ int ev_cmd_run(const ev_cli *cli, int argc, char **argv)
 	char mirror[4096] = "";
 	ev_cli local = *cli;
 	if (cli->tracker_url) {
-		const char *tmp = getenv("TMPDIR");
-		snprintf(mirror, sizeof mirror, "%s/evald-run-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-		int fd = mkstemp(mirror);
-		if (fd >= 0)
-			close(fd), unlink(mirror);
-		if (fd < 0 || ev_remote_open(&remote, cli->tracker_url, cli->tracker_token_env)) {
-			if (fd < 0)
-				ev_error_set(EV_E_IO, "no temporary file for the team tracker's mirror");
+		if (ev_remote_mirror_path(mirror, sizeof mirror, "run") ||
+		    ev_remote_open(&remote, cli->tracker_url, cli->tracker_token_env)) {
+			mirror[0] = 0;
 			return ev_cli_fail("run --tracker");
 		}
 		local.db_path = mirror;
@@ -293,13 +288,6 @@ int ev_cmd_run(const ev_cli *cli, int argc, char **argv)
 	ev_eval_config_clear(&ro.eval);
 	ev_tracker_close(t);
 	ev_remote_free(remote);
-	if (*mirror) { /* the server has everything the mirror has (or resume will send it) */
-		static const char *const side[] = {"", "-wal", "-shm", "-journal"};
-		for (int i = 0; i < 4; i++) {
-			char p[4200];
-			snprintf(p, sizeof p, "%s%s", mirror, side[i]);
-			unlink(p);
-		}
-	}
+	ev_remote_mirror_remove(mirror); /* the server has what the mirror has (or resume will send it) */
 	return rc || partial || under || junit_failed ? EV_EXIT_FAIL : 0;
 }

@@ -603,17 +603,6 @@ static int run_evald(const cJSON *s, const char *db, const char *const *args, co
 	return st;
 }
 
-typedef struct {
-	ev_tracker *t;
-	int64_t to;
-} copy_ctx;
-
-static int copy_result(void *ctx, const ev_result *r)
-{
-	copy_ctx *c = ctx;
-	return ev_tracker_result_put(c->t, c->to, r);
-}
-
 /* Shard k's finished run copied into t (a new run there): its id. */
 static int copy_shard(ev_tracker *t, const char *dir, int k, int64_t *to)
 {
@@ -634,9 +623,8 @@ static int copy_shard(ev_tracker *t, const char *dir, int k, int64_t *to)
 		                    0, NULL};
 		rc = ev_tracker_run_create(t, &info, to);
 	}
-	copy_ctx c = {t, *to};
 	if (!rc)
-		rc = ev_tracker_results_each(st, run, copy_result, &c);
+		rc = ev_tracker_results_copy(st, run, t, *to, NULL);
 	if (!rc && row.summary_json)
 		rc = ev_tracker_run_set_summary(t, *to, row.summary_json);
 	if (!rc)
@@ -714,7 +702,7 @@ static int merge_remote(const cJSON *s, const char *dir, int n, char (*ids)[24],
 		char *tmp = in_dir(dir, "merge-mirror.db");
 		ev_tracker *t = NULL;
 		int64_t local = 0;
-		unlink(tmp);
+		ev_remote_mirror_remove(tmp); /* a stale one from an earlier try */
 		if (!(rc = ev_tracker_open(&t, tmp)))
 			rc = ev_remote_mirror(r, t, runs, (size_t)n);
 		ev_tracker_close(t);
@@ -724,12 +712,7 @@ static int merge_remote(const cJSON *s, const char *dir, int n, char (*ids)[24],
 		if (!rc && !(rc = ev_tracker_open(&t, tmp)))
 			rc = ev_remote_push_run(r, t, local, merged);
 		ev_tracker_close(t);
-		static const char *const side[] = {"", "-wal", "-shm"};
-		for (int i = 0; tmp && i < 3; i++) {
-			char p[4200];
-			snprintf(p, sizeof p, "%s%s", tmp, side[i]);
-			unlink(p);
-		}
+		ev_remote_mirror_remove(tmp);
 		free(tmp);
 	}
 	ev_remote_free(r);

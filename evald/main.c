@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/base.h"
 #include "evald/cli.h"
@@ -44,16 +43,9 @@ static int through_mirror(ev_cli *cli, const ev_command *c, int argc, char **arg
 		if (ev_parse_i64(argv[i], &v) && v > 0)
 			ids[n++] = v;
 	}
-	const char *tmp = getenv("TMPDIR");
 	char path[4096];
-	snprintf(path, sizeof path, "%s/evald-tracker-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	int fd = mkstemp(path);
-	if (fd < 0) {
-		fprintf(stderr, "evald: --tracker: no temporary file for the mirror\n");
-		return EV_EXIT_FAIL;
-	}
-	close(fd);
-	unlink(path);
+	if (ev_remote_mirror_path(path, sizeof path, "tracker"))
+		return ev_cli_fail("--tracker");
 	ev_remote *r = NULL;
 	ev_tracker *t = NULL;
 	int rc = ev_remote_open(&r, cli->tracker_url, cli->tracker_token_env);
@@ -72,12 +64,7 @@ static int through_mirror(ev_cli *cli, const ev_command *c, int argc, char **arg
 		local.tracker_url = NULL;
 		out = c->fn(&local, argc, argv);
 	}
-	static const char *const side[] = {"", "-wal", "-shm", "-journal"};
-	for (int i = 0; i < 4; i++) {
-		char p[4200];
-		snprintf(p, sizeof p, "%s%s", path, side[i]);
-		unlink(p);
-	}
+	ev_remote_mirror_remove(path);
 	return out;
 }
 

@@ -14,6 +14,7 @@
  * the runs they name into a mirror and read that.
  */
 #include <curl/curl.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -339,6 +340,28 @@ int ev_remote_push_run(ev_remote *r, ev_tracker *t, int64_t id, int64_t *new_id)
 		rc = ev_remote_finish(r, *new_id, row.status ? row.status : "finished", row.summary_json, NULL);
 	ev_run_row_clear(&row);
 	return rc;
+}
+
+int ev_remote_mirror_path(char *path, size_t cap, const char *tag)
+{
+	const char *tmp = getenv("TMPDIR");
+	snprintf(path, cap, "%s/evald-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", tag);
+	int fd = mkstemp(path);
+	if (fd < 0)
+		return ev_error_set(EV_E_IO, "no temporary file for the team tracker's mirror: %s", strerror(errno));
+	close(fd);
+	unlink(path); /* the name reserved; the tracker makes the file */
+	return 0;
+}
+
+void ev_remote_mirror_remove(const char *path)
+{
+	static const char *const side[] = {"", "-wal", "-shm", "-journal"};
+	for (int i = 0; path && *path && i < 4; i++) {
+		char p[4200];
+		snprintf(p, sizeof p, "%s%s", path, side[i]);
+		unlink(p);
+	}
 }
 
 int ev_remote_mirror(ev_remote *r, ev_tracker *t, const int64_t *runs, size_t n)

@@ -21,6 +21,10 @@ int ev_remote_add(ev_remote *r, int64_t run_id, const ev_result *res);
 /* Sends every queued result (retrying up to a minute), then the run's
  * status and summary; *sent: results acknowledged in all. */
 int ev_remote_finish(ev_remote *r, int64_t run_id, const char *status, const char *summary_json, long *sent);
+/* A fresh path for a mirror file (under $TMPDIR, else /tmp; not created),
+ * and the removal of such a file with its SQLite side files. */
+int ev_remote_mirror_path(char *path, size_t cap, const char *tag);
+void ev_remote_mirror_remove(const char *path);
 /* Copies the server's runs into the mirror t (rows only), with the results
  * of those in runs[0..n) (an id < 0: of every run). */
 int ev_remote_mirror(ev_remote *r, ev_tracker *t, const int64_t *runs, size_t n);

@@ -93,6 +93,10 @@ void ev_run_rows_free(ev_run_row *rows, size_t n);
  * sample and epoch). Buffered: see the group commit above. */
 int ev_tracker_result_put(ev_tracker *t, int64_t run_id, const ev_result *r);
 int ev_tracker_flush(ev_tracker *t);
+/* Stores every result of run `run` of tracker `from` as results of run
+ * `to_run` of tracker `to` (the same tracker is fine); *copied (may be
+ * NULL) counts them. Buffered like ev_tracker_result_put. */
+int ev_tracker_results_copy(ev_tracker *from, int64_t run, ev_tracker *to, int64_t to_run, long *copied);
 /* Writes rolled back since the tracker was opened because a commit failed
  * (disk full, I/O error), with SQLite's reason in *why (may be NULL). A
  * caller that must not lose results (a run) stops when this is not 0: the

@@ -91,6 +91,28 @@ done:
 	return ev_tracker_group_after(t);
 }
 
+typedef struct {
+	ev_tracker *t;
+	int64_t to;
+	long copied;
+} copy_ctx;
+
+static int copy_one(void *ctx, const ev_result *r)
+{
+	copy_ctx *c = ctx;
+	c->copied++;
+	return ev_tracker_result_put(c->t, c->to, r);
+}
+
+int ev_tracker_results_copy(ev_tracker *from, int64_t run, ev_tracker *to, int64_t to_run, long *copied)
+{
+	copy_ctx c = {to, to_run, 0};
+	int rc = ev_tracker_results_each(from, run, copy_one, &c);
+	if (copied)
+		*copied = c.copied;
+	return rc;
+}
+
 int ev_tracker_results_each(ev_tracker *t, int64_t run_id, ev_result_cb cb, void *ctx)
 {
 	sqlite3_stmt *st = NULL;

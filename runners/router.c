@@ -61,7 +61,7 @@ static int pick(const router *r, const ev_request *req)
 {
 	if (req->route > 0 && (size_t)req->route <= r->n)
 		return req->route - 1;
-	return ev_route_table_pick(&r->routes, req->route_key);
+	return r->routes.fallback;
 }
 
 static int router_submit(void *impl, const ev_request *req)

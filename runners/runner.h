@@ -45,9 +45,8 @@ typedef struct {
 	const char *const *continuations;
 	size_t n_continuations;
 	/* Routing (ev_backend_router_new): the model chosen for the sample
-	 * (1-based, as ev_backend_route + 1; 0: the router's default unless
-	 * route_key names a category). Other backends ignore both. */
-	const char *route_key;
+	 * (1-based, as ev_backend_route + 1; 0: the router's default). Other
+	 * backends ignore it. */
 	int route;
 } ev_request;
 

@@ -47,7 +47,7 @@ static void ask(ev_completion *c, const ev_openai_options *o, const char *prompt
 	p.kind = EV_PART_TEXT;
 	p.text = (char *)prompt;
 	ev_message m = {(char *)"user", &p, 1, NULL, NULL, NULL};
-	ev_request req = {"fixture", &m, 1, NULL, EV_GEN_INIT, NULL, (void *)0x1234, NULL, 0, NULL, 0};
+	ev_request req = {"fixture", &m, 1, NULL, EV_GEN_INIT, NULL, (void *)0x1234, NULL, 0, 0};
 	assert_int_equal(ev_backend_submit(b, &req), 0);
 	assert_int_equal(ev_backend_pending(b), 1);
 	int n = 0;
@@ -189,7 +189,7 @@ static void requests_spread_over_base_urls(void **state)
 	p.kind = EV_PART_TEXT;
 	p.text = (char *)"spread";
 	ev_message m = {(char *)"user", &p, 1, NULL, NULL, NULL};
-	ev_request req = {"fixture", &m, 1, NULL, EV_GEN_INIT, NULL, NULL, NULL, 0, NULL, 0};
+	ev_request req = {"fixture", &m, 1, NULL, EV_GEN_INIT, NULL, NULL, NULL, 0, 0};
 	for (int i = 0; i < 20; i++)
 		assert_int_equal(ev_backend_submit(b, &req), 0);
 	ev_completion c[8];

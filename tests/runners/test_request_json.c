@@ -29,7 +29,7 @@ static void text_only_messages_have_string_content_and_unset_gen_is_absent(void 
 	ev_part sys = text_part("be brief"), u1 = text_part("line one"), u2 = text_part("line two");
 	ev_part up[2] = {u1, u2};
 	ev_message msgs[2] = {{(char *)"system", &sys, 1, NULL, NULL, NULL}, {(char *)"user", up, 2, NULL, NULL, NULL}};
-	ev_request req = {"m1", msgs, 2, NULL, EV_GEN_INIT, NULL, NULL, NULL, 0, NULL, 0};
+	ev_request req = {"m1", msgs, 2, NULL, EV_GEN_INIT, NULL, NULL, NULL, 0, 0};
 	cJSON *j = build(&req, false);
 	assert_string_equal(ev_json_str(j, "model", ""), "m1");
 	const cJSON *m = cJSON_GetObjectItem(j, "messages");
@@ -56,7 +56,7 @@ static void gen_settings_tools_and_stream_are_sent(void **state)
 	g.seed = 9007199254740993LL; /* 2^53 + 1: lost if printed as a double */
 	g.stop = stop;
 	g.n_stop = 2;
-	ev_request req = {"m", &msg, 1, "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", g, NULL, NULL, NULL, 0, NULL, 0};
+	ev_request req = {"m", &msg, 1, "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", g, NULL, NULL, NULL, 0, 0};
 	char *json = NULL;
 	assert_int_equal(ev_request_to_json(&json, &req, true), 0);
 	assert_non_null(strstr(json, "\"seed\":9007199254740993"));
@@ -85,7 +85,7 @@ static void tool_turns_keep_calls_ids_and_null_content(void **state)
 		 (char *)"[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"w\",\"arguments\":\"{}\"}}]", NULL, NULL},
 		{(char *)"tool", &t, 1, NULL, (char *)"c1", (char *)"w"},
 	};
-	ev_request req = {"m", msgs, 3, NULL, EV_GEN_INIT, NULL, NULL, NULL, 0, NULL, 0};
+	ev_request req = {"m", msgs, 3, NULL, EV_GEN_INIT, NULL, NULL, NULL, 0, 0};
 	cJSON *j = build(&req, false);
 	const cJSON *m = cJSON_GetObjectItem(j, "messages");
 	const cJSON *a = cJSON_GetArrayItem(m, 1), *tm = cJSON_GetArrayItem(m, 2);
@@ -111,7 +111,7 @@ static void image_parts_become_image_url_parts(void **state)
 	parts[2].kind = EV_PART_IMAGE;
 	parts[2].path = png;
 	ev_message msg = {(char *)"user", parts, 3, NULL, NULL, NULL};
-	ev_request req = {"m", &msg, 1, NULL, EV_GEN_INIT, dir, NULL, NULL, 0, NULL, 0};
+	ev_request req = {"m", &msg, 1, NULL, EV_GEN_INIT, dir, NULL, NULL, 0, 0};
 	cJSON *j = build(&req, false);
 	const cJSON *c = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "messages"), 0), "content");
 	assert_int_equal(cJSON_GetArraySize(c), 3);
@@ -132,7 +132,7 @@ static void bad_tools_and_video_parts_are_refused(void **state)
 {
 	ev_part u = text_part("hi");
 	ev_message msg = {(char *)"user", &u, 1, NULL, NULL, NULL};
-	ev_request req = {"m", &msg, 1, "{\"not\":\"an array\"}", EV_GEN_INIT, NULL, NULL, NULL, 0, NULL, 0};
+	ev_request req = {"m", &msg, 1, "{\"not\":\"an array\"}", EV_GEN_INIT, NULL, NULL, NULL, 0, 0};
 	char *json = NULL;
 	assert_int_equal(ev_request_to_json(&json, &req, false), EV_E_INVALID);
 	assert_null(json);
@@ -142,11 +142,11 @@ static void bad_tools_and_video_parts_are_refused(void **state)
 	v.kind = EV_PART_VIDEO;
 	v.url = (char *)"file.mp4";
 	ev_message vm = {(char *)"user", &v, 1, NULL, NULL, NULL};
-	ev_request vr = {"m", &vm, 1, NULL, EV_GEN_INIT, NULL, NULL, NULL, 0, NULL, 0};
+	ev_request vr = {"m", &vm, 1, NULL, EV_GEN_INIT, NULL, NULL, NULL, 0, 0};
 	assert_int_equal(ev_request_to_json(&json, &vr, false), EV_E_UNSUPPORTED);
 	assert_non_null(strstr(ev_error_msg(), "video"));
 	ev_message bad_calls = {(char *)"assistant", NULL, 0, (char *)"[broken", NULL, NULL};
-	ev_request br = {"m", &bad_calls, 1, NULL, EV_GEN_INIT, NULL, NULL, NULL, 0, NULL, 0};
+	ev_request br = {"m", &bad_calls, 1, NULL, EV_GEN_INIT, NULL, NULL, NULL, 0, 0};
 	assert_int_equal(ev_request_to_json(&json, &br, false), EV_E_PARSE);
 }
 
@@ -186,7 +186,7 @@ static void a_video_goes_as_timed_frames(void **state)
 	parts[1].path = dir;
 	parts[1].fps = 2;
 	ev_message msg = {(char *)"user", parts, 2, NULL, NULL, NULL};
-	ev_request req = {"m", &msg, 1, NULL, EV_GEN_INIT, NULL, NULL, NULL, 0, NULL, 0};
+	ev_request req = {"m", &msg, 1, NULL, EV_GEN_INIT, NULL, NULL, NULL, 0, 0};
 	cJSON *j = build(&req, false);
 	const cJSON *c = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "messages"), 0), "content");
 	assert_int_equal(cJSON_GetArraySize(c), 5);
