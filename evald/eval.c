@@ -527,17 +527,10 @@ static int effort_pair(cJSON *into, const char *level_a, const eff_suite *a, con
  * paired difference from the level before, and whether token use rises
  * with the levels in the order given (a backend that ignores the setting
  * does not); added to the summary as "effort" and told on stderr. */
-static int effort_summary(eval_state *st, int64_t run_id, char **summary_json)
+static int effort_summary(eval_state *st, effort_ctx *ep, cJSON *sum)
 {
-	bool any = false;
-	for (int i = 0; i < st->n; i++)
-		any = any || st->effort[i][0];
-	if (!any)
-		return 0;
-	effort_ctx e = {0};
-	cJSON *sum = cJSON_Parse(*summary_json);
-	int rc = sum ? ev_tracker_results_each(st->t, run_id, effort_tokens_cb, &e)
-	             : ev_error_set(EV_E_NOMEM, "out of memory");
+	effort_ctx e = *ep;
+	int rc = 0;
 	cJSON *eff = rc ? NULL : cJSON_CreateObject(), *suites = eff ? cJSON_AddArrayToObject(eff, "suites") : NULL;
 	for (int i = 0; !rc && i < st->n; i++) {
 		if (i && st->path[i] == st->path[i - 1])
@@ -591,16 +584,8 @@ static int effort_summary(eval_state *st, int64_t run_id, char **summary_json)
 	if (!rc) {
 		cJSON_AddItemToObject(sum, "effort", eff);
 		eff = NULL;
-		char *text = ev_json_print(sum);
-		if (text) {
-			free(*summary_json);
-			*summary_json = text;
-		} else {
-			rc = ev_error_set(EV_E_NOMEM, "out of memory");
-		}
 	}
-	cJSON_Delete(eff), cJSON_Delete(sum);
-	effort_ctx_clear(&e);
+	cJSON_Delete(eff);
 	return rc;
 }
 
@@ -625,13 +610,10 @@ static int routing_cb(void *ctx, const ev_result *r)
 
 /* With --router: the routes and, per model, the samples it answered and
  * its mean score on them; added to the summary as "routing". */
-static int routing_summary(eval_state *st, int64_t run_id, char **summary_json)
+static int routing_summary(eval_state *st, const cJSON *acc, cJSON *sum)
 {
-	if (!st->c->router)
-		return 0;
-	cJSON *acc = cJSON_CreateObject(), *sum = cJSON_Parse(*summary_json), *o = cJSON_CreateObject(), *x;
-	int rc = acc && sum && o ? ev_tracker_results_each(st->t, run_id, routing_cb, acc)
-	                         : ev_error_set(EV_E_NOMEM, "out of memory");
+	cJSON *o = cJSON_CreateObject(), *x;
+	int rc = o ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
 	cJSON *models = rc ? NULL : cJSON_AddArrayToObject(o, "models");
 	if (!rc) {
 		cJSON_AddStringToObject(o, "routes", st->c->router);
@@ -650,15 +632,8 @@ static int routing_summary(eval_state *st, int64_t run_id, char **summary_json)
 		}
 		cJSON_AddItemToObject(sum, "routing", o);
 		o = NULL;
-		char *text = ev_json_print(sum);
-		if (text) {
-			free(*summary_json);
-			*summary_json = text;
-		} else {
-			rc = ev_error_set(EV_E_NOMEM, "out of memory");
-		}
 	}
-	cJSON_Delete(acc), cJSON_Delete(sum), cJSON_Delete(o);
+	cJSON_Delete(o);
 	return rc;
 }
 
@@ -694,31 +669,61 @@ static int agents_cb(void *ctx, const ev_result *r)
 /* With multi-agent samples: per agent, the samples it took part in and its
  * turns, tokens, tool calls and delegations over them (sums), added to the
  * summary as "agents". */
-static int agents_summary(eval_state *st, int64_t run_id, char **summary_json)
+static void agents_summary(eval_state *st, cJSON *acc, cJSON *sum)
 {
-	cJSON *acc = cJSON_CreateObject();
-	int rc = acc ? ev_tracker_results_each(st->t, run_id, agents_cb, acc) : ev_error_set(EV_E_NOMEM, "out of memory");
-	if (rc || !cJSON_GetArraySize(acc)) {
-		cJSON_Delete(acc);
-		return rc;
-	}
-	cJSON *sum = cJSON_Parse(*summary_json), *x;
-	if (!sum) {
-		cJSON_Delete(acc);
-		return ev_error_set(EV_E_NOMEM, "out of memory");
-	}
+	cJSON *x;
 	if (!st->o->quiet)
 		cJSON_ArrayForEach(x, acc) fprintf(stderr, "agent %s: %.0f samples, %.0f turns, %.0f completion tokens, %.0f tool calls\n",
 		                                   x->string, ev_json_num(x, "samples", 0), ev_json_num(x, "turns", 0),
 		                                   ev_json_num(x, "completion_tokens", 0), ev_json_num(x, "tool_calls", 0));
 	cJSON_AddItemToObject(sum, "agents", acc);
-	char *text = ev_json_print(sum);
-	cJSON_Delete(sum);
-	if (!text)
-		return ev_error_set(EV_E_NOMEM, "out of memory");
-	free(*summary_json);
-	*summary_json = text;
-	return 0;
+}
+
+/* What --effort, --router and multi-agent samples add to the summary
+ * ("effort", "routing", "agents"), from one pass over the results. */
+typedef struct {
+	effort_ctx *effort;     /* with --effort */
+	cJSON *routing, *agents; /* routing with --router */
+} extras_ctx;
+
+static int extras_cb(void *ctx, const ev_result *r)
+{
+	extras_ctx *x = ctx;
+	int rc = x->effort ? effort_tokens_cb(x->effort, r) : 0;
+	if (!rc && x->routing)
+		rc = routing_cb(x->routing, r);
+	return rc ? rc : agents_cb(x->agents, r);
+}
+
+static int summary_extras(eval_state *st, int64_t run_id, char **summary_json)
+{
+	bool effort = false;
+	for (int i = 0; i < st->n; i++)
+		effort = effort || st->effort[i][0];
+	effort_ctx e = {0};
+	extras_ctx x = {effort ? &e : NULL, st->c->router ? cJSON_CreateObject() : NULL, cJSON_CreateObject()};
+	cJSON *sum = cJSON_Parse(*summary_json);
+	int rc = sum && x.agents && (!st->c->router || x.routing) ? ev_tracker_results_each(st->t, run_id, extras_cb, &x)
+	                                                          : ev_error_set(EV_E_NOMEM, "out of memory");
+	bool added = false;
+	if (!rc && effort)
+		rc = effort_summary(st, &e, sum), added = true;
+	if (!rc && x.routing)
+		rc = routing_summary(st, x.routing, sum), added = true;
+	if (!rc && cJSON_GetArraySize(x.agents)) {
+		agents_summary(st, x.agents, sum);
+		x.agents = NULL, added = true;
+	}
+	char *text = !rc && added ? ev_json_print(sum) : NULL;
+	if (!rc && added && !text)
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+	if (text) {
+		free(*summary_json);
+		*summary_json = text;
+	}
+	effort_ctx_clear(&e);
+	cJSON_Delete(x.routing), cJSON_Delete(x.agents), cJSON_Delete(sum);
+	return rc;
 }
 
 /* The suites to run: each --suite, or each at every --effort level. */
@@ -1186,9 +1191,7 @@ static int evaluate(eval_state *st, ev_eval_outcome *out)
 	long scored = 0, errors = 0;
 	const char *status = "finished";
 	if (!(rc = ev_summary_compute(&out->summary_json, st->t, out->run_id)) &&
-	    !(rc = effort_summary(st, out->run_id, &out->summary_json)) &&
-	    !(rc = routing_summary(st, out->run_id, &out->summary_json)) &&
-	    !(rc = agents_summary(st, out->run_id, &out->summary_json))) {
+	    !(rc = summary_extras(st, out->run_id, &out->summary_json))) {
 		count_outcome(out->summary_json, &scored, &errors);
 		status = errors && !scored ? "failed" : errors ? "finished_with_errors" : "finished";
 	}
