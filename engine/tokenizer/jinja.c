@@ -2235,7 +2235,15 @@ static val *call_global(env *E, const char *name, const args *A)
 		if (!f)
 			return NULL;
 		char out[256];
+		/* the clock, unless EVALD_TEMPLATE_NOW pins it (seconds since the
+		 * epoch): a run whose template prints today's date then renders the
+		 * same prompts on any day */
 		time_t now = time(NULL);
+		const char *pin = getenv("EVALD_TEMPLATE_NOW");
+		char *pend = NULL;
+		long long pv = pin && *pin ? strtoll(pin, &pend, 10) : 0;
+		if (pin && *pin && pend && !*pend && pv >= 0)
+			now = (time_t)pv;
 		struct tm tmv;
 		localtime_r(&now, &tmv);
 		/* the template's own format, as Python's strftime takes it */

@@ -9,8 +9,10 @@ check the expected outputs that evald's renderer is compared with.
     reference.py check    compares expected/ with a fresh rendering (exit 1 on any difference)
 
 Needs jinja2 (Debian's python3-jinja2, or the reference virtual environment
-of scripts/reference-env.sh). Every conversation gets date_string, so that
-templates that print today's date render the same on any day.
+of scripts/reference-env.sh). Every conversation gets date_string, and
+strftime_now reads the clock pinned at NOW (EVALD_TEMPLATE_NOW, as evald's
+renderer does), so that templates that print today's date render the same
+on any day.
 """
 import json
 import os
@@ -28,6 +30,8 @@ except ImportError:
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATE = "26 Jul 2024"
+# the instant the expected outputs were rendered at (2026-12-03 12:00 UTC)
+NOW = 1796299200
 
 
 class Generation(Extension):
@@ -52,7 +56,7 @@ def environment():
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
     def strftime_now(fmt):
-        return datetime.now().strftime(fmt)
+        return datetime.fromtimestamp(int(os.environ.get("EVALD_TEMPLATE_NOW", NOW))).strftime(fmt)
 
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[Generation, loopcontrols])
     env.filters["tojson"] = tojson
