@@ -219,6 +219,24 @@ int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads)
 		mc = cand[i] > mc ? cand[i] : mc;
 	cc->maxcols = mc;
 	cc->nw = eng_pool_threads(cc->pool);
+	const char *qd = getenv("EVALD_QUANT_DOT");
+	cc->qdot = !(qd && !strcmp(qd, "f32"));
+	cc->xq_cap = (size_t)ENG_CPU_QROWS * ((mc + 31) / 32);
+	if (!(cc->xq = malloc(cc->xq_cap * sizeof *cc->xq)))
+		return ev_error_set(EV_E_NOMEM, "out of memory for quantized activations");
+	size_t nbm = (mc + 31) / 32, rowb = nbm * (32 * sizeof(int16_t) + 3 * sizeof(float));
+	if (!(cc->qrow = calloc((size_t)cc->nw, sizeof *cc->qrow)) || !(cc->qmem = calloc((size_t)cc->nw, sizeof(void *))))
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	for (int i = 0; i < cc->nw; i++) {
+		char *p = malloc(4 * rowb);
+		if (!(cc->qmem[i] = p))
+			return ev_error_set(EV_E_NOMEM, "out of memory for worker scratch");
+		for (int r = 0; r < 4; r++, p += rowb) {
+			cc->qrow[i][r].q = (int16_t *)p;
+			cc->qrow[i][r].sc = (float *)(p + nbm * 32 * sizeof(int16_t));
+			cc->qrow[i][r].m = cc->qrow[i][r].sc + 2 * nbm;
+		}
+	}
 	size_t B = (size_t)m->kv.block, hd = (size_t)c->head_dim, group = (size_t)(c->heads / c->kv_heads);
 	size_t K = (size_t)(m->msa.top_k > 0 ? m->msa.top_k : 1);
 	size_t nlist = (size_t)m->msa.sink + (size_t)m->msa.local + K + 1;
@@ -270,6 +288,11 @@ void eng_backend_cpu_free(eng_backend *be)
 	free(cc->topi);
 	free(cc->blocks);
 	free(cc->ttopi);
+	free(cc->xq);
+	for (int i = 0; cc->qmem && i < cc->nw; i++)
+		free(cc->qmem[i]);
+	free(cc->qmem);
+	free(cc->qrow);
 	free(cc);
 	be->ctx = NULL;
 }

@@ -7,6 +7,7 @@
 #define ENG_CPU_INT_H
 
 #include "engine/backend.h"
+#include "engine/cpu/qdot.h"
 
 typedef struct {
 	eng_pool *pool;
@@ -22,10 +23,20 @@ typedef struct {
 	float **tq, **ttop;
 	int **ttopi;
 	size_t maxcols;
+	/* block-quantized weights: activations quantized to 16 bits and
+	 * integer dot products (engine/cpu/qdot.h), unless EVALD_QUANT_DOT=f32
+	 * asks for the f32 kernels on exactly dequantized values */
+	int qdot;
+	eng_qxblk *xq; /* a call's activations, quantized (ENG_CPU_QROWS rows of the widest) */
+	size_t xq_cap; /* blocks xq holds */
+	eng_qrow (*qrow)[4]; /* per worker: 4 weight rows unpacked (prefill) */
+	void **qmem;         /* their storage */
 } cpu_ctx;
 
 /* Rows of one sequence whose index branch one prefill task scans together. */
 #define INDEX_TILE 16
+/* rows of activations quantized at a time (a prefill chunk's) */
+#define ENG_CPU_QROWS 256
 #define ATT_TILE 16 /* rows of one sequence attended together in prefill */
 
 /* matmul.c */

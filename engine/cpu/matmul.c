@@ -24,6 +24,7 @@ typedef struct {
 	const eng_weight *w;
 	const float *bias;
 	int rows_per_task;
+	const eng_qxblk *xq; /* the activations quantized, for the integer path */
 } mm_job;
 
 static const float *wrow(const mm_job *j, int r, float *buf)
@@ -84,9 +85,70 @@ static void mm_task_tiles(mm_job *j, int r0, int r1, int worker)
 	}
 }
 
+/* Block-quantized weights against 16-bit activations (qdot.h): four
+ * weight rows a quarter of the task apart (as decode below), each group
+ * against the batch rows three at a time; the rows left over as a group
+ * of fewer. With 4 or more batch rows the group is unpacked once into the
+ * worker's buffer first. Every output is the same sum whatever the group
+ * or width. */
+static void mm_task_q(mm_job *j, int r0, int r1, int worker)
+{
+	const eng_weight *w = j->w;
+	int K = w->cols, R = w->rows, nb = K / 32, t = (int)w->dtype;
+	size_t rb = eng_dtype_bytes(w->dtype, (size_t)K);
+	const uint8_t *W = w->data;
+	eng_qrow *ur = j->cc->qrow[worker];
+	int q4 = (r1 - r0) / 4, unpack = j->n >= 4;
+	for (int r = r0; r < r1;) {
+		int rr[4], nr;
+		if (r < r0 + q4) {
+			for (int u = 0; u < 4; u++)
+				rr[u] = r + u * q4;
+			nr = 4, r++;
+			if (r == r0 + q4)
+				r = r0 + 4 * q4;
+		} else {
+			nr = r1 - r;
+			for (int u = 0; u < 4; u++)
+				rr[u] = r + (u < nr ? u : 0);
+			r = r1;
+		}
+		const uint8_t *wr[4] = {W + (size_t)rr[0] * rb, W + (size_t)rr[1] * rb, W + (size_t)rr[2] * rb,
+		                        W + (size_t)rr[3] * rb};
+		const eng_qrow *wu[4] = {&ur[0], &ur[1], &ur[2], &ur[3]};
+		if (unpack) {
+			for (int u = 0; u < 4; u++) {
+				if (u < nr)
+					eng_qrow_unpack(&ur[u], wr[u], nb, t);
+				else
+					wu[u] = &ur[0];
+			}
+		}
+		for (int i = 0; i < j->n; i += 3) {
+			int nx = j->n - i < 3 ? j->n - i : 3;
+			const eng_qxblk *xr[3];
+			for (int k = 0; k < 3; k++)
+				xr[k] = j->xq + (size_t)(i + (k < nx ? k : 0)) * (size_t)nb;
+			float o[12];
+			if (unpack)
+				eng_qdot_unpacked(o, xr, nx, wu, nb, t);
+			else
+				eng_qdot(o, xr, nx, wr, nb, t);
+			for (int k = 0; k < nx; k++)
+				for (int u = 0; u < nr; u++)
+					j->y[(size_t)(i + k) * R + rr[u]] = o[k * 4 + u] + (j->bias ? j->bias[rr[u]] : 0.0f);
+		}
+	}
+}
+
 static void mm_task(void *ctx, int task, int worker)
 {
 	mm_job *j = ctx;
+	if (j->xq) {
+		int r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task;
+		mm_task_q(j, r0, r1 < j->w->rows ? r1 : j->w->rows, worker);
+		return;
+	}
 	if (j->n >= 4) {
 		int r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task;
 		mm_task_tiles(j, r0, r1 < j->w->rows ? r1 : j->w->rows, worker);
@@ -207,6 +269,19 @@ void eng_cpu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_
 	per = (per + 3) / 4 * 4; /* whole tiles of 4 rows, and quarters for decode */
 	if (per < 8)
 		per = 8;
-	mm_job j = {cc, y, x, n, w, bias, per};
+	mm_job j = {cc, y, x, n, w, bias, per, NULL};
+	int nb = w->cols / 32, slice = nb ? (int)(cc->xq_cap / (size_t)nb) : 0;
+	if (cc->qdot && eng_dtype_block(w->dtype) > 1 && slice >= ENG_CPU_QROWS) {
+		/* (a row wider than the buffers were made for takes the f32 path below) */
+		/* the activations quantized once a call, as many rows at a time as the buffer holds */
+		for (int i0 = 0; i0 < n; i0 += slice) {
+			int m = n - i0 < slice ? n - i0 : slice;
+			for (int i = 0; i < m; i++)
+				eng_qx_quantize(cc->xq + (size_t)i * (size_t)nb, x + (size_t)(i0 + i) * w->cols, w->cols);
+			mm_job sj = {cc, y + (size_t)i0 * w->rows, NULL, m, w, bias, per, cc->xq};
+			eng_pool_run(cc->pool, mm_task, &sj, (w->rows + per - 1) / per);
+		}
+		return;
+	}
 	eng_pool_run(cc->pool, mm_task, &j, (w->rows + per - 1) / per);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "engine/backend.h"
+#include "engine/cpu/qdot.h"
 #include "engine/gguf/quant.h"
 #include "tests/engine/engine_testutil.h"
 
@@ -97,8 +98,12 @@ static void half_rows_read_in_place_equal_converted(void **state)
 	char *dir = et_mkmodel("opsh", "llama", &z, "f32", 1);
 	eng_model_options o = ENG_MODEL_OPTIONS_INIT;
 	o.threads = 2;
-	eng_model *m = NULL;
+	eng_model *m = NULL, *mq = NULL;
+	/* m: the f32 kernels on exactly dequantized blocks; mq: the integer path (the default) */
+	setenv("EVALD_QUANT_DOT", "f32", 1);
 	assert_int_equal(eng_model_load(&m, dir, &o), 0);
+	unsetenv("EVALD_QUANT_DOT");
+	assert_int_equal(eng_model_load(&mq, dir, &o), 0);
 	ev_rng r;
 	ev_rng_seed(&r, 11);
 	/* cols within the model's widest row: the plain build converts rows into its buffers */
@@ -145,6 +150,26 @@ static void half_rows_read_in_place_equal_converted(void **state)
 			double e = et_rel_err(y2, y1, (size_t)n * rows);
 			if (e > 1e-6)
 				fail_msg("matmul %s: the reference path differs by %.2e", eng_dtype_name((eng_dtype)dt), e);
+			/* the integer path: each output the definition's bits (16-bit
+			 * activations, engine/cpu/qdot.h), within their rounding of the f32 */
+			mq->cpu.matmul(&mq->cpu, y1, x, n, &wb, NULL);
+			int nb = cols / 32;
+			eng_qxblk *xq = malloc((size_t)nb * sizeof *xq);
+			size_t rb = eng_dtype_bytes((eng_dtype)dt, (size_t)cols);
+			for (int i = 0; i < n; i++) {
+				eng_qx_quantize_ref(xq, x + (size_t)i * cols, cols);
+				for (int k = 0; k < rows; k++) {
+					float want = eng_qdot_ref(xq, wq + (size_t)k * rb, nb, dt);
+					if (memcmp(&want, &y1[(size_t)i * rows + k], 4))
+						fail_msg("matmul n=%d rows=%d cols=%d %s: output %d,%d %.9g is not the integer "
+						         "path's %.9g",
+						         n, rows, cols, eng_dtype_name((eng_dtype)dt), i, k, y1[(size_t)i * rows + k], want);
+				}
+			}
+			e = et_rel_err(y2, y1, (size_t)n * rows);
+			if (e > 1e-3)
+				fail_msg("matmul %s: the integer path differs from f32 by %.2e", eng_dtype_name((eng_dtype)dt), e);
+			free(xq);
 			free(x), free(wf), free(y1), free(y2), free(wq);
 		}
 	/* the dtype table: names and ggml numbers round-trip */
@@ -156,6 +181,7 @@ static void half_rows_read_in_place_equal_converted(void **state)
 	}
 	assert_int_equal(eng_dtype_parse("Q2_K"), -1);
 	eng_model_free(m);
+	eng_model_free(mq);
 	free(dir);
 }
 

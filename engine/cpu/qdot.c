@@ -1,0 +1,326 @@
+/*
+ * engine/cpu/qdot.c: block-quantized weights against 8-bit activations
+ * (the definition is in qdot.h). The plain functions here are the
+ * definition written out element by element; the vector kernel
+ * (qdot_body.h) is compiled for AVX2 and for AVX512-VNNI with target
+ * attributes whatever the build's -march, and the CPU picks one at run
+ * time. All three give the same bits.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "engine/cpu/qdot.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define QD_X86 1
+#endif
+
+static float qd_h2f(const uint8_t *p)
+{
+	uint16_t h;
+	memcpy(&h, p, 2);
+	return eng_f16_to_f32(h);
+}
+
+/* Q4_K / Q5_K: sub-block j's 6-bit scale and min (engine/gguf/quant.c) */
+static void qd_scale_min(int j, const uint8_t *q, int *sc, int *m)
+{
+	if (j < 4) {
+		*sc = q[j] & 63;
+		*m = q[j + 4] & 63;
+	} else {
+		*sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+	}
+}
+
+static inline int qd_has_min(int t)
+{
+	return t == ENG_Q4_1 || t == ENG_Q5_1 || t == ENG_Q4_K || t == ENG_Q5_K;
+}
+
+/* ---- the definition, element by element ---------------------------------- */
+
+void eng_qx_quantize_ref(eng_qxblk *out, const float *x, int n)
+{
+	for (int b = 0; b < n / 32; b++) {
+		const float *v = x + (size_t)b * 32;
+		float amax = 0.0f;
+		for (int e = 0; e < 32; e++)
+			amax = fabsf(v[e]) > amax ? fabsf(v[e]) : amax;
+		float d = amax / 32767.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+		int sum = 0;
+		for (int e = 0; e < 32; e++) {
+			int q = (int)nearbyintf(v[e] * id);
+			out[b].q[e] = (int16_t)q;
+			sum += q;
+		}
+		out[b].d = d;
+		out[b].s = d * (float)sum;
+	}
+}
+
+/* block b's integer values, its halves' scales and minimum coefficient */
+static void unpack_ref(const uint8_t *row, int b, int t, int q[32], float sc[2], float *m)
+{
+	*m = 0.0f;
+	float d = 0.0f;
+	if (t <= ENG_Q5_1) {
+		static const int bsz[8] = {0, 0, 0, 34, 18, 20, 22, 24};
+		const uint8_t *p = row + (size_t)b * (size_t)bsz[t];
+		d = qd_h2f(p);
+		sc[0] = sc[1] = d;
+		if (t == ENG_Q8_0) {
+			for (int e = 0; e < 32; e++)
+				q[e] = (int8_t)p[2 + e];
+			return;
+		}
+		uint32_t qh = 0;
+		const uint8_t *qs = p + 2;
+		if (t == ENG_Q4_1 || t == ENG_Q5_1)
+			*m = qd_h2f(p + 2), qs += 2;
+		if (t == ENG_Q5_0 || t == ENG_Q5_1)
+			memcpy(&qh, qs, 4), qs += 4;
+		for (int e = 0; e < 32; e++) {
+			int v = e < 16 ? qs[e] & 0xF : qs[e - 16] >> 4;
+			v |= (int)((qh >> e) & 1) << 4;
+			q[e] = v - (t == ENG_Q4_0 ? 8 : t == ENG_Q5_0 ? 16 : 0);
+		}
+		return;
+	}
+	int j = b % 8;
+	if (t == ENG_Q6_K) {
+		const uint8_t *p = row + (size_t)(b / 8) * 210;
+		int h = j / 4, k = j % 4;
+		const uint8_t *ql = p + h * 64 + (k & 1) * 32, *qh = p + 128 + h * 32;
+		const int8_t *s8 = (const int8_t *)(p + 192 + h * 8 + 2 * k);
+		d = qd_h2f(p + 208);
+		sc[0] = d * (float)s8[0], sc[1] = d * (float)s8[1];
+		for (int e = 0; e < 32; e++)
+			q[e] = ((k >= 2 ? ql[e] >> 4 : ql[e] & 0xF) | (((qh[e] >> (2 * k)) & 3) << 4)) - 32;
+		return;
+	}
+	int five = t == ENG_Q5_K, s, mn;
+	const uint8_t *p = row + (size_t)(b / 8) * (five ? 176 : 144);
+	qd_scale_min(j, p + 4, &s, &mn);
+	sc[0] = sc[1] = qd_h2f(p) * (float)s;
+	*m = -(qd_h2f(p + 2) * (float)mn);
+	const uint8_t *qs = p + (five ? 48 : 16) + (j / 2) * 32;
+	for (int e = 0; e < 32; e++) {
+		int v = (qs[e] >> (4 * (j % 2))) & 0xF;
+		if (five)
+			v |= ((p[16 + e] >> j) & 1) << 4;
+		q[e] = v;
+	}
+}
+
+float eng_qdot_ref(const eng_qxblk *x, const uint8_t *w, int nb, int t)
+{
+	float lane[8] = {0}, mins = 0.0f;
+	for (int b = 0; b < nb; b++) {
+		int q[32];
+		float sc[2], m;
+		unpack_ref(w, b, t, q, sc, &m);
+		for (int k = 0; k < 8; k++) {
+			int lo = q[2 * k] * x[b].q[2 * k] + q[2 * k + 1] * x[b].q[2 * k + 1];
+			int hi = q[16 + 2 * k] * x[b].q[16 + 2 * k] + q[17 + 2 * k] * x[b].q[17 + 2 * k];
+			if (t == ENG_Q6_K) {
+				lane[k] = fmaf((float)lo, sc[0] * x[b].d, lane[k]);
+				lane[k] = fmaf((float)hi, sc[1] * x[b].d, lane[k]);
+			} else {
+				lane[k] = fmaf((float)(lo + hi), sc[0] * x[b].d, lane[k]);
+			}
+		}
+		if (qd_has_min(t))
+			mins = fmaf(m, x[b].s, mins);
+	}
+	/* hsum8's order (engine/cpu/kernels.h) */
+	return (((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]))) + mins;
+}
+
+static void unpack_row_plain(eng_qrow *dst, const uint8_t *w, int nb, int t)
+{
+	for (int b = 0; b < nb; b++) {
+		int q[32];
+		unpack_ref(w, b, t, q, dst->sc + 2 * b, dst->m + b);
+		for (int e = 0; e < 32; e++)
+			dst->q[(size_t)b * 32 + e] = (int16_t)q[e];
+	}
+}
+
+/* the definition on an unpacked row */
+static float qdot_unpacked_ref(const eng_qxblk *x, const eng_qrow *w, int nb, int t)
+{
+	float lane[8] = {0}, mins = 0.0f;
+	for (int b = 0; b < nb; b++) {
+		const int16_t *q = w->q + (size_t)b * 32;
+		const float *sc = w->sc + 2 * b;
+		for (int k = 0; k < 8; k++) {
+			int lo = q[2 * k] * x[b].q[2 * k] + q[2 * k + 1] * x[b].q[2 * k + 1];
+			int hi = q[16 + 2 * k] * x[b].q[16 + 2 * k] + q[17 + 2 * k] * x[b].q[17 + 2 * k];
+			if (t == ENG_Q6_K) {
+				lane[k] = fmaf((float)lo, sc[0] * x[b].d, lane[k]);
+				lane[k] = fmaf((float)hi, sc[1] * x[b].d, lane[k]);
+			} else {
+				lane[k] = fmaf((float)(lo + hi), sc[0] * x[b].d, lane[k]);
+			}
+		}
+		if (qd_has_min(t))
+			mins = fmaf(w->m[b], x[b].s, mins);
+	}
+	return (((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]))) + mins;
+}
+
+static void qdot_plain(float *o, const eng_qxblk *const *x, int nx, const void *const w[4], int unpacked, int nb,
+                       int t)
+{
+	for (int i = 0; i < nx; i++)
+		for (int r = 0; r < 4; r++)
+			o[i * 4 + r] = unpacked ? qdot_unpacked_ref(x[i], w[r], nb, t) : eng_qdot_ref(x[i], w[r], nb, t);
+}
+
+/* ---- vector kernels, chosen at run time ------------------------------------ */
+
+#ifdef QD_X86
+#define QD_SFX _avx2
+#define QD_TARGET "avx2,fma,f16c"
+#define QD_VNNI 0
+#include "engine/cpu/qdot_body.h"
+#undef QD_SFX
+#undef QD_TARGET
+#undef QD_VNNI
+
+#define QD_SFX _vnni
+#define QD_TARGET "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni"
+#define QD_VNNI 1
+#include "engine/cpu/qdot_body.h"
+#undef QD_SFX
+#undef QD_TARGET
+#undef QD_VNNI
+
+__attribute__((target("avx2,fma"))) static void qx_quantize_avx2(eng_qxblk *out, const float *x, int n)
+{
+	const __m256 sign = _mm256_set1_ps(-0.0f);
+	for (int b = 0; b < n / 32; b++) {
+		const float *v = x + (size_t)b * 32;
+		__m256 x0 = _mm256_loadu_ps(v), x1 = _mm256_loadu_ps(v + 8), x2 = _mm256_loadu_ps(v + 16),
+		       x3 = _mm256_loadu_ps(v + 24);
+		__m256 mx = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, x0), _mm256_andnot_ps(sign, x1)),
+		                          _mm256_max_ps(_mm256_andnot_ps(sign, x2), _mm256_andnot_ps(sign, x3)));
+		__m128 h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+		h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+		h = _mm_max_ss(h, _mm_movehdup_ps(h));
+		float amax = _mm_cvtss_f32(h);
+		float d = amax / 32767.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+		__m256 iv = _mm256_set1_ps(id);
+		/* round to nearest even (the default rounding mode), as nearbyintf */
+		__m256i q0 = _mm256_cvtps_epi32(_mm256_mul_ps(x0, iv)), q1 = _mm256_cvtps_epi32(_mm256_mul_ps(x1, iv));
+		__m256i q2 = _mm256_cvtps_epi32(_mm256_mul_ps(x2, iv)), q3 = _mm256_cvtps_epi32(_mm256_mul_ps(x3, iv));
+		__m256i s = _mm256_add_epi32(_mm256_add_epi32(q0, q1), _mm256_add_epi32(q2, q3));
+		__m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+		s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+		s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+		/* packs works within 128-bit halves: put the quarters back in order */
+		_mm256_storeu_si256((__m256i *)out[b].q, _mm256_permute4x64_epi64(_mm256_packs_epi32(q0, q1), 0xD8));
+		_mm256_storeu_si256((__m256i *)(out[b].q + 16), _mm256_permute4x64_epi64(_mm256_packs_epi32(q2, q3), 0xD8));
+		out[b].d = d;
+		out[b].s = d * (float)_mm_cvtsi128_si32(s4);
+	}
+}
+#endif
+
+static int qd_cpu_level(void)
+{
+#ifdef QD_X86
+	__builtin_cpu_init();
+	if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c"))
+		return 0;
+	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+	    __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni"))
+		return 2;
+	return 1;
+#else
+	return 0;
+#endif
+}
+
+static int level = -1;
+static pthread_once_t level_once = PTHREAD_ONCE_INIT;
+
+static void level_init(void)
+{
+	level = qd_cpu_level();
+	const char *e = getenv("EVALD_CPU_KERNELS");
+	if (e && !strcmp(e, "plain"))
+		level = 0;
+	else if (e && !strcmp(e, "avx2") && level > 1)
+		level = 1;
+}
+
+int eng_qdot_level(void)
+{
+	pthread_once(&level_once, level_init);
+	return level;
+}
+
+int eng_qdot_set_level(int l)
+{
+	int cpu = qd_cpu_level();
+	pthread_once(&level_once, level_init);
+	level = l < 0 ? 0 : l > cpu ? cpu : l;
+	return level;
+}
+
+const char *eng_qdot_level_name(int l)
+{
+	return l == 2 ? "avx512-vnni" : l == 1 ? "avx2" : "plain";
+}
+
+void eng_qx_quantize(eng_qxblk *out, const float *x, int n)
+{
+#ifdef QD_X86
+	if (eng_qdot_level() > 0) {
+		qx_quantize_avx2(out, x, n);
+		return;
+	}
+#endif
+	eng_qx_quantize_ref(out, x, n);
+}
+
+static void qdot_any(float *o, const eng_qxblk *const *x, int nx, const void *const w[4], int unpacked, int nb, int t)
+{
+	switch (eng_qdot_level()) {
+#ifdef QD_X86
+	case 2: qdot_vnni(o, x, nx, w, unpacked, nb, t); return;
+	case 1: qdot_avx2(o, x, nx, w, unpacked, nb, t); return;
+#endif
+	default: qdot_plain(o, x, nx, w, unpacked, nb, t); return;
+	}
+}
+
+void eng_qdot(float *o, const eng_qxblk *const *x, int nx, const uint8_t *const w[4], int nb, int t)
+{
+	const void *const v[4] = {w[0], w[1], w[2], w[3]};
+	qdot_any(o, x, nx, v, 0, nb, t);
+}
+
+void eng_qdot_unpacked(float *o, const eng_qxblk *const *x, int nx, const eng_qrow *const w[4], int nb, int t)
+{
+	const void *const v[4] = {w[0], w[1], w[2], w[3]};
+	qdot_any(o, x, nx, v, 1, nb, t);
+}
+
+void eng_qrow_unpack(eng_qrow *dst, const uint8_t *w, int nb, int t)
+{
+	switch (eng_qdot_level()) {
+#ifdef QD_X86
+	case 2: unpack_row_vnni(dst, w, nb, t); return;
+	case 1: unpack_row_avx2(dst, w, nb, t); return;
+#endif
+	default: unpack_row_plain(dst, w, nb, t); return;
+	}
+}

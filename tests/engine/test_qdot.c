@@ -1,0 +1,153 @@
+/*
+ * The integer path for block-quantized weights (engine/cpu/qdot.h): the
+ * activation quantizer and every block type's dot product, vector kernels
+ * (each level the CPU has: AVX2, AVX512-VNNI) against the plain
+ * definition bit for bit, and the definition against the exact dot of the
+ * dequantized values within the error of 16-bit activations.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "engine/cpu/qdot.h"
+#include "engine/gguf/quant.h"
+#include "tests/engine/engine_testutil.h"
+
+static void fill(float *v, size_t n, ev_rng *r, double scale)
+{
+	for (size_t i = 0; i < n; i++)
+		v[i] = (float)((2 * ev_rng_uniform(r) - 1) * scale);
+}
+
+/* the quantizer: vector = definition; values within half a step; the
+ * block's sum as defined; ties round to even */
+static void activations_quantize_by_definition(void **st)
+{
+	(void)st;
+	ev_rng r;
+	ev_rng_seed(&r, 3);
+	int n = 32 * 40;
+	float *x = malloc((size_t)n * 4);
+	eng_qxblk *a = malloc((size_t)(n / 32) * sizeof *a), *b = malloc((size_t)(n / 32) * sizeof *b);
+	fill(x, (size_t)n, &r, 3.0);
+	for (int e = 0; e < 32; e++) /* a zero block */
+		x[32 + e] = 0.0f;
+	for (int e = 0; e < 32; e++) /* d = 16383.5 / 32767 = 0.5 exactly, then x / d = (e - 16) + 0.5: ties */
+		x[64 + e] = e == 0 ? 16383.5f : (float)(e - 16) * 0.5f + 0.25f;
+	eng_qx_quantize_ref(a, x, n);
+	int top = eng_qdot_level();
+	for (int l = 0; l <= top; l++) {
+		eng_qdot_set_level(l);
+		memset(b, 0x55, (size_t)(n / 32) * sizeof *b);
+		eng_qx_quantize(b, x, n);
+		if (memcmp(a, b, (size_t)(n / 32) * sizeof *a))
+			fail_msg("quantized activations at level %s differ from the definition", eng_qdot_level_name(l));
+	}
+	eng_qdot_set_level(top);
+	for (int k = 0; k < n / 32; k++) {
+		int sum = 0;
+		for (int e = 0; e < 32; e++) {
+			float v = x[k * 32 + e];
+			/* half a step, and the float product x / d rounds by a few ulp of 32767 */
+			assert_true(fabs((double)v - (double)a[k].d * a[k].q[e]) <= 0.501 * a[k].d);
+			sum += a[k].q[e];
+		}
+		assert_true(a[k].s == a[k].d * (float)sum);
+	}
+	assert_true(a[1].d == 0.0f && a[1].s == 0.0f);
+	/* ties to even: 16383.5 / 0.5 = 32767, then -0.5 -> 0, 0.5 -> 0, 1.5 -> 2, 2.5 -> 2 */
+	assert_true(a[2].d == 0.5f);
+	assert_int_equal(a[2].q[0], 32767);
+	assert_int_equal(a[2].q[15], 0), assert_int_equal(a[2].q[16], 0);
+	assert_int_equal(a[2].q[17], 2), assert_int_equal(a[2].q[18], 2);
+	free(x), free(a), free(b);
+}
+
+/* every block type: the kernel at each level, at batch widths 1..3, equals
+ * the definition bit for bit, and the definition is within the error of
+ * 16-bit activations of the exact dot of the dequantized row */
+static void block_types_dot_by_definition(void **st)
+{
+	(void)st;
+	ev_rng r;
+	ev_rng_seed(&r, 5);
+	int top = eng_qdot_level();
+	print_message("vector level on this CPU: %s\n", eng_qdot_level_name(top));
+	for (int dt = ENG_Q8_0; dt < ENG_DTYPE_COUNT; dt++) {
+		int cols = 512, nb = cols / 32;
+		float *wf = malloc((size_t)4 * cols * 4), *x = malloc((size_t)3 * cols * 4), *wd = malloc((size_t)4 * cols * 4);
+		size_t rb = eng_dtype_bytes((eng_dtype)dt, (size_t)cols);
+		uint8_t *wq = malloc(4 * rb);
+		eng_qxblk *xq = malloc((size_t)3 * nb * sizeof *xq);
+		double worst = 0;
+		for (int trial = 0; trial < 20; trial++) {
+			fill(wf, (size_t)4 * cols, &r, 1.0);
+			fill(x, (size_t)3 * cols, &r, trial % 2 ? 10.0 : 0.1);
+			for (int i = 0; i < cols; i += 37) /* outliers in some blocks */
+				x[i] *= 20.0f;
+			eng_ggml_quantize(wq, wf, eng_dtype_ggml((eng_dtype)dt), (size_t)4 * cols);
+			eng_to_f32(wd, wq, (eng_dtype)dt, (size_t)4 * cols);
+			for (int i = 0; i < 3; i++)
+				eng_qx_quantize_ref(xq + (size_t)i * nb, x + (size_t)i * cols, cols);
+			const uint8_t *w[4] = {wq, wq + rb, wq + 2 * rb, wq + 3 * rb};
+			const eng_qxblk *xs[3] = {xq, xq + nb, xq + 2 * nb};
+			float want[12];
+			for (int i = 0; i < 3; i++)
+				for (int k = 0; k < 4; k++) {
+					want[i * 4 + k] = eng_qdot_ref(xs[i], w[k], nb, dt);
+					/* against the exact dot of the dequantized values: the
+					 * activations' rounding is at most d/2 an element */
+					double exact = 0, bound = 0;
+					for (int e = 0; e < cols; e++) {
+						exact += (double)x[i * cols + e] * wd[k * cols + e];
+						bound += 0.5 * xq[i * nb + e / 32].d * fabs(wd[k * cols + e]);
+					}
+					double err = fabs(want[i * 4 + k] - exact);
+					if (err > bound * 1.01 + 1e-4 * fabs(exact))
+						fail_msg("%s: q8 dot %.6g vs exact %.6g, beyond the rounding bound %.3g",
+						         eng_dtype_name((eng_dtype)dt), want[i * 4 + k], exact, bound);
+					double rel = err / (fabs(exact) + bound + 1e-30);
+					worst = rel > worst ? rel : worst;
+				}
+			for (int l = 0; l <= top; l++) {
+				eng_qdot_set_level(l);
+				eng_qrow ur[4];
+				for (int k = 0; k < 4; k++) {
+					ur[k].q = malloc((size_t)cols * 2), ur[k].sc = malloc((size_t)nb * 8), ur[k].m = malloc((size_t)nb * 4);
+					eng_qrow_unpack(&ur[k], w[k], nb, dt);
+				}
+				const eng_qrow *u[4] = {&ur[0], &ur[1], &ur[2], &ur[3]};
+				for (int nx = 1; nx <= 3; nx++)
+					for (int unpacked = 0; unpacked < 2; unpacked++) {
+						float got[12];
+						if (unpacked)
+							eng_qdot_unpacked(got, xs, nx, u, nb, dt);
+						else
+							eng_qdot(got, xs, nx, w, nb, dt);
+						for (int i = 0; i < nx; i++)
+							if (memcmp(got + i * 4, want + i * 4, 16))
+								fail_msg("%s at level %s, width %d%s: row %d differs from the definition "
+								         "(%.9g vs %.9g)",
+								         eng_dtype_name((eng_dtype)dt), eng_qdot_level_name(l), nx,
+								         unpacked ? ", unpacked" : "", i, got[i * 4], want[i * 4]);
+					}
+				for (int k = 0; k < 4; k++)
+					free(ur[k].q), free(ur[k].sc), free(ur[k].m);
+			}
+			eng_qdot_set_level(top);
+		}
+		print_message("%-5s error against the dequantized dot, relative to |exact| + bound: at most %.3g\n",
+		              eng_dtype_name((eng_dtype)dt), worst);
+		free(wf), free(x), free(wd), free(wq), free(xq);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(activations_quantize_by_definition),
+		cmocka_unit_test(block_types_dot_by_definition),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
