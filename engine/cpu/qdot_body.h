@@ -117,72 +117,91 @@ QD_FN float QD(hsum8)(__m256 a)
 	return _mm_cvtss_f32(_mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
 }
 
-/* One block of one weight row (lo, hi: its 16-bit values) against one
- * activation block into the row's lanes, as qdot.h defines. */
-QD_FN __m256 QD(block)(__m256 acc, __m256i lo, __m256i hi, const float sc[2], const eng_qxblk *xb, int two)
+/* One block of one weight row (lo, hi: its 16-bit values; s0, s1 its
+ * halves' scales broadcast) against one activation block (xlo, xhi, its
+ * scale xd broadcast) into the row's lanes, as qdot.h defines. */
+QD_FN __m256 QD(block)(__m256 acc, __m256i lo, __m256i hi, __m256 s0, __m256 s1, __m256i xlo, __m256i xhi, __m256 xd,
+                       int two)
 {
-	__m256i xlo = _mm256_loadu_si256((const __m256i *)xb->q), xhi = _mm256_loadu_si256((const __m256i *)(xb->q + 16));
 #if QD_VNNI
 	if (!two)
 		return _mm256_fmadd_ps(
 			_mm256_cvtepi32_ps(_mm256_dpwssd_epi32(_mm256_dpwssd_epi32(_mm256_setzero_si256(), lo, xlo), hi, xhi)),
-			_mm256_set1_ps(sc[0] * xb->d), acc);
+			_mm256_mul_ps(s0, xd), acc);
 	__m256i plo = _mm256_dpwssd_epi32(_mm256_setzero_si256(), lo, xlo);
 	__m256i phi = _mm256_dpwssd_epi32(_mm256_setzero_si256(), hi, xhi);
 #else
 	__m256i plo = _mm256_madd_epi16(lo, xlo), phi = _mm256_madd_epi16(hi, xhi);
 	if (!two)
-		return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(plo, phi)), _mm256_set1_ps(sc[0] * xb->d), acc);
+		return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(plo, phi)), _mm256_mul_ps(s0, xd), acc);
 #endif
-	acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(plo), _mm256_set1_ps(sc[0] * xb->d), acc);
-	return _mm256_fmadd_ps(_mm256_cvtepi32_ps(phi), _mm256_set1_ps(sc[1] * xb->d), acc);
+	acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(plo), _mm256_mul_ps(s0, xd), acc);
+	return _mm256_fmadd_ps(_mm256_cvtepi32_ps(phi), _mm256_mul_ps(s1, xd), acc);
 }
 
 /* the kernel on rows of blocks, for one type and batch width known at
- * compile time (unpacked tells the rows come unpacked, eng_qrow) */
+ * compile time (unpacked tells the rows come unpacked, eng_qrow). The
+ * four rows' minimum terms go in the lanes of one 4-lane vector an
+ * activation row: lane r is row r's chain of fma(m, s, mins). */
 QD_FN void QD(kern)(float *o, const eng_qxblk *const *x, int nx, const void *const w[4], int unpacked, int nb, int t)
 {
 	const int two = t == 10, mins = qd_has_min(t);
 	__m256 acc[3][4];
-	float mn[3][4];
+	__m128 mn[3];
 #pragma GCC unroll 3
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 3; i++) {
+		mn[i] = _mm_setzero_ps();
 #pragma GCC unroll 4
 		for (int r = 0; r < 4; r++)
-			acc[i][r] = _mm256_setzero_ps(), mn[i][r] = 0.0f;
+			acc[i][r] = _mm256_setzero_ps();
+	}
 	for (int b = 0; b < nb; b++) {
 		__m256i lo[4], hi[4];
-		float sc[4][2], m[4];
+		__m256 s0[4], s1[4];
+		float m[4];
 #pragma GCC unroll 4
 		for (int r = 0; r < 4; r++) {
+			float sc[2];
 			if (unpacked) {
 				const eng_qrow *u = w[r];
 				lo[r] = _mm256_loadu_si256((const __m256i *)(u->q + (size_t)b * 32));
 				hi[r] = _mm256_loadu_si256((const __m256i *)(u->q + (size_t)b * 32 + 16));
-				sc[r][0] = u->sc[2 * b], sc[r][1] = u->sc[2 * b + 1], m[r] = u->m[b];
+				sc[0] = u->sc[2 * b], sc[1] = u->sc[2 * b + 1], m[r] = u->m[b];
 			} else {
 				__m256i q;
-				QD(unpack)(w[r], b, t, &q, sc[r], &m[r]);
+				QD(unpack)(w[r], b, t, &q, sc, &m[r]);
 				lo[r] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
 				hi[r] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
 			}
+			s0[r] = _mm256_set1_ps(sc[0]);
+			s1[r] = two ? _mm256_set1_ps(sc[1]) : s0[r];
+			/* kept as vectors: else GCC multiplies the scalars and broadcasts each product */
+			__asm__("" : "+" QD_VREG(s0[r]));
+			__asm__("" : "+" QD_VREG(s1[r]));
 		}
+		__m128 mw = _mm_setr_ps(m[0], m[1], m[2], m[3]);
 #pragma GCC unroll 3
 		for (int i = 0; i < nx; i++) {
 			const eng_qxblk *xb = x[i] + b;
+			__m256i xlo = _mm256_loadu_si256((const __m256i *)xb->q);
+			__m256i xhi = _mm256_loadu_si256((const __m256i *)(xb->q + 16));
+			__m256 xd = _mm256_set1_ps(xb->d);
+			__asm__("" : "+" QD_VREG(xd));
 #pragma GCC unroll 4
-			for (int r = 0; r < 4; r++) {
-				acc[i][r] = QD(block)(acc[i][r], lo[r], hi[r], sc[r], xb, two);
-				if (mins)
-					mn[i][r] = fmaf(m[r], xb->s, mn[i][r]);
-			}
+			for (int r = 0; r < 4; r++)
+				acc[i][r] = QD(block)(acc[i][r], lo[r], hi[r], s0[r], s1[r], xlo, xhi, xd, two);
+			if (mins)
+				mn[i] = _mm_fmadd_ps(mw, _mm_set1_ps(xb->s), mn[i]);
 		}
 	}
 #pragma GCC unroll 3
-	for (int i = 0; i < nx; i++)
+	for (int i = 0; i < nx; i++) {
+		float mv[4];
+		_mm_storeu_ps(mv, mn[i]);
 #pragma GCC unroll 4
 		for (int r = 0; r < 4; r++)
-			o[i * 4 + r] = QD(hsum8)(acc[i][r]) + mn[i][r];
+			o[i * 4 + r] = QD(hsum8)(acc[i][r]) + mv[r];
+	}
 }
 
 __attribute__((target(QD_TARGET))) static void QD(unpack_row)(eng_qrow *dst, const uint8_t *w, int nb, int t)
