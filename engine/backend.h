@@ -111,7 +111,7 @@ eng_tensor *eng_st_find(eng_tensor_set *ts, const char *name);
 
 typedef enum {
 	ENG_ARCH_LLAMA, ENG_ARCH_MISTRAL, ENG_ARCH_QWEN2, ENG_ARCH_QWEN3,
-	ENG_ARCH_MIXTRAL, ENG_ARCH_QWEN3_MOE, ENG_ARCH_MINIMAX_M3
+	ENG_ARCH_MIXTRAL, ENG_ARCH_QWEN3_MOE, ENG_ARCH_MINIMAX_M3, ENG_ARCH_QWEN2_MOE
 } eng_arch;
 
 typedef struct {
@@ -195,6 +195,9 @@ typedef struct {
 	 * and (sparse layers) the lightning indexer's projections and norms */
 	float *router_bias;
 	eng_ffn shared;
+	/* Qwen2-MoE: the shared expert's gate [1, hidden]; its output is
+	 * scaled by sigmoid(gate . x) a row (M3's is added as it is) */
+	eng_weight shared_gate;
 	eng_weight iq, ik;               /* [index_heads * index_dim, hidden], [index_dim, hidden] */
 	float *iq_norm, *ik_norm;        /* [index_dim] */
 } eng_layer;

@@ -24,6 +24,7 @@ static const struct {
 	{"Qwen3ForCausalLM", ENG_ARCH_QWEN3, "qwen3"},
 	{"MixtralForCausalLM", ENG_ARCH_MIXTRAL, "mixtral"},
 	{"Qwen3MoeForCausalLM", ENG_ARCH_QWEN3_MOE, "qwen3_moe"},
+	{"Qwen2MoeForCausalLM", ENG_ARCH_QWEN2_MOE, "qwen2_moe"},
 	{"MiniMaxM3VLForCausalLM", ENG_ARCH_MINIMAX_M3, "minimax_m3"},
 	{"MiniMaxM3SparseForConditionalGeneration", ENG_ARCH_MINIMAX_M3, "minimax_m3"},
 };
@@ -202,6 +203,7 @@ static const arch_defaults defaults[] = {
 	{ENG_ARCH_QWEN3, 32768, 1e-6, 10000.0, 32, 0, false},
 	{ENG_ARCH_MIXTRAL, 4096 * 32, 1e-5, 1e6, 8, 0, false},
 	{ENG_ARCH_QWEN3_MOE, 32768, 1e-6, 10000.0, 4, 0, false},
+	{ENG_ARCH_QWEN2_MOE, 32768, 1e-6, 10000.0, 16, 0, false},
 	{ENG_ARCH_MINIMAX_M3, 524288, 1e-6, 5e6, 4, 0, false},
 };
 
@@ -442,7 +444,9 @@ static int parse_config(eng_config *c, const cJSON *o, const char *path)
 	if ((rc = parse_rope_scaling(c, cJSON_GetObjectItemCaseSensitive(o, "rope_scaling"), path)))
 		return rc;
 	bool attn_bias = ev_json_bool(o, "attention_bias", false);
-	c->qkv_bias = attn_bias || c->arch == ENG_ARCH_QWEN2;
+	/* Qwen2: q/k/v biases always; Qwen2-MoE: unless qkv_bias says not */
+	c->qkv_bias = attn_bias || c->arch == ENG_ARCH_QWEN2 ||
+	              (c->arch == ENG_ARCH_QWEN2_MOE && ev_json_bool(o, "qkv_bias", true));
 	c->o_bias = attn_bias && c->arch != ENG_ARCH_QWEN2;
 	c->qk_norm = c->arch == ENG_ARCH_QWEN3 || c->arch == ENG_ARCH_QWEN3_MOE;
 	if (c->arch == ENG_ARCH_MISTRAL || c->arch == ENG_ARCH_MIXTRAL) {
@@ -467,7 +471,7 @@ static int parse_config(eng_config *c, const cJSON *o, const char *path)
 			note_default(c, o, "rotary channels (partial_rotary_factor, not rotary_dim)", c->rope_dim);
 		goto ids;
 	}
-	bool moe = c->arch == ENG_ARCH_MIXTRAL || c->arch == ENG_ARCH_QWEN3_MOE;
+	bool moe = c->arch == ENG_ARCH_MIXTRAL || c->arch == ENG_ARCH_QWEN3_MOE || c->arch == ENG_ARCH_QWEN2_MOE;
 	if ((rc = get_int(&c->intermediate, o, "intermediate_size", moe ? 0 : -1, moe ? 0 : 1, 1 << 20, path)))
 		return rc;
 	c->sparse_step = 1;
@@ -479,7 +483,11 @@ static int parse_config(eng_config *c, const cJSON *o, const char *path)
 			return ev_error_set(EV_E_INVALID, "%s: 'intermediate_size' is required", path);
 		c->moe_intermediate = c->intermediate;
 		c->norm_topk = true;
-	} else if (c->arch == ENG_ARCH_QWEN3_MOE) {
+	} else if (c->arch == ENG_ARCH_QWEN3_MOE || c->arch == ENG_ARCH_QWEN2_MOE) {
+		/* Qwen2-MoE adds a shared expert (its own size; 0: none) */
+		if (c->arch == ENG_ARCH_QWEN2_MOE &&
+		    (rc = get_int(&c->shared_intermediate, o, "shared_expert_intermediate_size", -1, 0, 1 << 20, path)))
+			return rc;
 		if ((rc = get_int(&c->experts, o, "num_experts", -1, 0, 1024, path)) ||
 		    (rc = get_int(&c->top_k, o, "num_experts_per_tok", 2, 1, 4096, path)) ||
 		    (rc = get_int(&c->moe_intermediate, o, "moe_intermediate_size", -1, 1, 1 << 20, path)) ||
@@ -605,6 +613,8 @@ static void count_params(const eng_config *c, uint64_t *total, uint64_t *active)
 		t += (uint64_t)c->experts * H + (uint64_t)c->experts * per;
 		if (c->sigmoid_router)
 			t += (uint64_t)c->experts + 3 * H * (uint64_t)c->shared_intermediate;
+		else if (c->shared_intermediate) /* Qwen2-MoE: the shared expert and its gate */
+			t += 3 * H * (uint64_t)c->shared_intermediate + H;
 		idle += (uint64_t)(c->experts - c->top_k) * per;
 	}
 	*total = t;

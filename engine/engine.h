@@ -3,7 +3,7 @@
  *
  * Loads a Hugging Face checkpoint folder (config.json, safetensors, memory
  * mapped), runs the forward pass of Llama-family decoders (Llama, Mistral,
- * Qwen2, Qwen3, Mixtral, Qwen3-MoE) over a paged KV cache, and samples.
+ * Qwen2, Qwen3, Mixtral, Qwen3-MoE, Qwen2-MoE) over a paged KV cache, and samples.
  * Everything returns 0 or a negative EV_E_* status with the per-thread
  * message set (base/). Handles are opaque; *_free accepts NULL.
  *
@@ -110,7 +110,7 @@ int eng_model_set_backend(eng_model *m, eng_backend_kind kind);
 /* What a loaded model is; all fields borrowed from the model. */
 typedef struct {
 	const char *architecture; /* as in config.json ("LlamaForCausalLM") */
-	const char *family;       /* llama|mistral|qwen2|qwen3|mixtral|qwen3_moe */
+	const char *family;       /* llama|mistral|qwen2|qwen3|mixtral|qwen3_moe|qwen2_moe|minimax_m3 */
 	int layers, hidden, heads, kv_heads, head_dim, intermediate;
 	int vocab;
 	int experts, experts_per_token, moe_intermediate; /* 0 when dense */

@@ -168,10 +168,20 @@ static void moe(eng_backend *be, const eng_config *c, const eng_layer *L, scratc
 		else
 			route(c, s->router_h + (size_t)i * c->experts, s->sel + (size_t)i * K, s->selw + (size_t)i * K);
 	}
-	/* the shared expert (M3) first, into the residual */
+	/* the shared expert first, into the residual: as it is (M3), or scaled
+	 * a row by sigmoid(shared_expert_gate . x) (Qwen2-MoE; the router's
+	 * buffers are free again once the rows are routed) */
 	if (L->shared.down.data) {
 		ffn(be, c, s, &L->shared, s->eo, s->xb, n);
-		be->axpy(be, s->x, s->eo, 1.0f, (size_t)n * H);
+		if (L->shared_gate.data) {
+			be->matmul(be, s->router, s->xb, n, &L->shared_gate, NULL);
+			be->to_host(be, s->router_h, s->router, (size_t)n);
+			for (int i = 0; i < n; i++)
+				be->axpy(be, s->x + (size_t)i * H, s->eo + (size_t)i * H,
+					 (float)(1.0 / (1.0 + exp(-(double)s->router_h[i]))), (size_t)H);
+		} else {
+			be->axpy(be, s->x, s->eo, 1.0f, (size_t)n * H);
+		}
 	}
 	float scale = c->sigmoid_router ? (float)c->routed_scale : 1.0f;
 	/* each expert runs once over the rows routed to it (a small GEMM) */

@@ -279,6 +279,12 @@ static int bind_all(eng_model *m, const char *dir)
 			for (int e = 0; e < c->experts; e++)
 				bind_ffn(&b, &L->experts[e], nm(&b, "model.layers.%d.mlp.experts.%d", i, e),
 					 c->moe_intermediate, "gate_proj", "up_proj", "down_proj");
+			if (c->arch == ENG_ARCH_QWEN2_MOE && c->shared_intermediate) {
+				bind_ffn(&b, &L->shared, nm(&b, "model.layers.%d.mlp.shared_expert", i), c->shared_intermediate,
+					 "gate_proj", "up_proj", "down_proj");
+				bind_weight(&b, &L->shared_gate, nm(&b, "model.layers.%d.mlp.shared_expert_gate.weight", i), 1,
+					    c->hidden);
+			}
 		}
 	}
 checked:

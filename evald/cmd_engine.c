@@ -113,7 +113,7 @@ static const ev_opt render_opts[] = {
 };
 
 static const ev_opt mkmodel_opts[] = {
-	EV_O_STR("--arch", T, arch, "ARCH", "llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, minimax_m3, minimax_m3_vl, recall or recall_m3 (required)"),
+	EV_O_STR("--arch", T, arch, "ARCH", "llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, qwen2_moe, minimax_m3, minimax_m3_vl, recall or recall_m3 (required)"),
 	EV_O_STR("--out", T, out, "DIR", "the folder to write (required)"),
 	EV_O_CHOICE("--dtype", T, dtype, "f32|f16|bf16", "weight dtype (default f32)"),
 	EV_O_INT("--seed", T, seed, 0, 9e15, "S", "weight seed"),

@@ -214,8 +214,9 @@ int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads)
 		return rc;
 	const eng_config *c = &m->c;
 	size_t mc = (size_t)c->hidden;
-	size_t cand[] = {(size_t)c->heads * c->head_dim, (size_t)c->intermediate, (size_t)c->moe_intermediate};
-	for (size_t i = 0; i < 3; i++)
+	size_t cand[] = {(size_t)c->heads * c->head_dim, (size_t)c->intermediate, (size_t)c->moe_intermediate,
+	                 (size_t)c->shared_intermediate};
+	for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++)
 		mc = cand[i] > mc ? cand[i] : mc;
 	cc->maxcols = mc;
 	cc->nw = eng_pool_threads(cc->pool);

@@ -35,6 +35,7 @@ static const arch_map archs[] = {
 	{"qwen2", "Qwen2ForCausalLM", "qwen2", false, NULL},
 	{"qwen3", "Qwen3ForCausalLM", "qwen3", false, NULL},
 	{"qwen3moe", "Qwen3MoeForCausalLM", "qwen3_moe", false, "Qwen3MoeForCausalLM"},
+	{"qwen2moe", "Qwen2MoeForCausalLM", "qwen2_moe", false, "Qwen2MoeForCausalLM"},
 };
 
 typedef struct {
@@ -88,6 +89,14 @@ static char *hf_name(const char *g, const moe_names *mn)
 		return NULL;
 	if (!strcmp(g + used, "ffn_gate_inp.weight"))
 		return ev_asprintf("model.layers.%d.%s.gate.weight", layer, mn->block);
+	/* Qwen2-MoE's shared expert and its gate */
+	static const char *const shexp[][2] = {{"ffn_gate_inp_shexp.weight", "mlp.shared_expert_gate.weight"},
+	                                       {"ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight"},
+	                                       {"ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight"},
+	                                       {"ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight"}};
+	for (size_t i = 0; i < sizeof shexp / sizeof shexp[0]; i++)
+		if (!strcmp(g + used, shexp[i][0]))
+			return ev_asprintf("model.layers.%d.%s", layer, shexp[i][1]);
 	int e = -1, u2 = 0;
 	char which[8] = "";
 	if (sscanf(g + used, "ffn_%4[a-z].%d.weight%n", which, &e, &u2) == 2 && e >= 0 && !g[used + u2]) {
@@ -145,6 +154,7 @@ static int get_f(const eng_gguf *g, const char *arch, const char *key, double *v
 /* A MoE file's expert settings ({arch}.expert_*) */
 typedef struct {
 	uint64_t experts, used, ff; /* expert_count, expert_used_count, an expert's width */
+	uint64_t shared_ff;         /* Qwen2-MoE: the shared expert's width (0: none) */
 	bool norm;                  /* the chosen experts' weights renormalized */
 } moe_cfg;
 
@@ -159,12 +169,20 @@ static int read_moe(const eng_gguf *g, const arch_map *a, moe_cfg *m)
 	if (!m->used || m->used > m->experts || m->experts > 4096 || !m->ff)
 		return ev_error_set(EV_E_INVALID, "%s: %llu of %llu experts a token, %llu wide", g->path,
 		                    (unsigned long long)m->used, (unsigned long long)m->experts, (unsigned long long)m->ff);
-	/* both renormalize the chosen experts' weights (llama.cpp's graphs for
-	 * them do); a file may say otherwise */
+	/* Mixtral and Qwen3-MoE renormalize the chosen experts' weights, Qwen2-MoE
+	 * does not (llama.cpp's graphs for them); a file may say otherwise */
 	char k[160];
 	snprintf(k, sizeof k, "%s.expert_weights_norm", a->arch);
 	const eng_gguf_value *v = eng_gguf_find_key(g, k);
-	m->norm = v && v->type == ENG_GGUF_BOOL ? v->v.u != 0 : true;
+	bool qwen2moe = !strcmp(a->arch, "qwen2moe");
+	m->norm = v && v->type == ENG_GGUF_BOOL ? v->v.u != 0 : !qwen2moe;
+	m->shared_ff = 0;
+	if (qwen2moe) { /* the shared expert's width: said, or read off its first down matrix */
+		const eng_gguf_tensor *sd = eng_gguf_find_tensor(g, "blk.0.ffn_down_shexp.weight");
+		if ((rc = get_u(g, a->arch, "expert_shared_feed_forward_length", &m->shared_ff, false,
+		                sd && sd->ndim == 2 ? sd->dims[0] : 0)))
+			return rc;
+	}
 	return 0;
 }
 
@@ -231,9 +249,9 @@ static int write_config(const eng_gguf *g, const arch_map *a, const moe_cfg *moe
 	} else if (moe) {
 		snprintf(experts, sizeof experts,
 		         "\"num_experts\":%llu,\"num_experts_per_tok\":%llu,\"moe_intermediate_size\":%llu,"
-		         "\"norm_topk_prob\":%s,\"decoder_sparse_step\":1,",
+		         "\"norm_topk_prob\":%s,\"decoder_sparse_step\":1,\"shared_expert_intermediate_size\":%llu,",
 		         (unsigned long long)moe->experts, (unsigned long long)moe->used, (unsigned long long)moe->ff,
-		         moe->norm ? "true" : "false");
+		         moe->norm ? "true" : "false", (unsigned long long)moe->shared_ff);
 		/* layers without a router are dense (Qwen3-MoE's mlp_only_layers) */
 		ev_buf_puts(&dense, "\"mlp_only_layers\":[");
 		for (uint64_t l = 0, n = 0; l < layers && l < (1u << 20); l++) {
@@ -595,6 +613,8 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 		out_tensor o = {.hf = hn, .t = t, .data = t->data, .elements = t->elements, .ndim = t->ndim};
 		for (int d = 0; d < t->ndim; d++) /* ggml's dims are innermost first */
 			o.shape[d] = (int64_t)t->dims[t->ndim - 1 - d];
+		if (t->ndim == 1 && strstr(gn, ".ffn_gate_inp_shexp.")) /* a vector in GGUF, a [1, hidden] Linear in HF */
+			o.ndim = 2, o.shape[0] = 1, o.shape[1] = (int64_t)t->dims[0];
 		const char *kept = kept_type(t->type);
 		bool q = strstr(gn, ".attn_q.weight") != NULL, k = strstr(gn, ".attn_k.weight") != NULL;
 		free(gn);
@@ -663,7 +683,7 @@ int eng_gguf_convert(const char *path, const char *out_dir)
 			a = &archs[i];
 	if (!rc && !a)
 		rc = ev_error_set(EV_E_UNSUPPORTED,
-		                  "%s: architecture '%s' (llama, qwen2, qwen3 and qwen3moe GGUF files are read, and llama "
+		                  "%s: architecture '%s' (llama, qwen2, qwen3, qwen3moe and qwen2moe GGUF files are read, and llama "
 		                  "files with experts as Mixtral)",
 		                  path, arch);
 	/* experts: the architecture's MoE form */

@@ -127,7 +127,7 @@ int eng_gguf_requantize(const char *in, const char *out, const char *type_name, 
 /* ---- checkpoints (convert.c) ------------------------------------------------ */
 
 /* Writes the folder the engine loads from a GGUF checkpoint (llama, qwen2,
- * qwen3, qwen3moe, llama with experts as Mixtral; a byte-level BPE
+ * qwen3, qwen3moe, qwen2moe, llama with experts as Mixtral; a byte-level BPE
  * tokenizer): config.json, generation_config.json, tokenizer.json,
  * tokenizer_config.json (chat template), model.safetensors (HF names; q/k
  * rows back in HF's order for llama; stacked experts split one tensor an

@@ -32,7 +32,7 @@ typedef struct {
 	 .top_k = 2, .max_position = 4096}
 
 /* Writes a random-weight checkpoint of `arch` (llama|mistral|qwen2|qwen3|
- * mixtral|qwen3_moe) to folder `dir` (created if needed): config.json,
+ * mixtral|qwen3_moe|qwen2_moe) to folder `dir` (created if needed): config.json,
  * generation_config.json, model.safetensors in `dtype` (f32|f16|bf16) and,
  * when the tokenizer is built in, tokenizer.json + tokenizer_config.json.
  * Weights are scaled so that activations stay near unit size. */

@@ -104,9 +104,11 @@ static const struct {
 	{"qwen3_moe", "Qwen3MoeForCausalLM", "qwen3_moe", "chatml"},
 	{"minimax_m3", "MiniMaxM3VLForCausalLM", "minimax_m3_vl_text", "chatml"},
 	{"minimax_m3_vl", "MiniMaxM3SparseForConditionalGeneration", "minimax_m3_vl", "chatml"},
+	{"qwen2_moe", "Qwen2MoeForCausalLM", "qwen2_moe", "chatml"},
 };
 #define ARCH_M3 6
 #define ARCH_M3_VL 7 /* the multimodal wrapper's layout: text_config, model.language_model.* (no vision weights yet) */
+#define ARCH_QWEN2_MOE 8 /* Qwen2-MoE: qwen2's biases, qwen3_moe's experts, a gated shared expert */
 
 /* MiniMax-M3 (transformers' text-only MiniMaxM3VLForCausalLM layout):
  * layer 0 dense MLP, the others MoE; odd layers (or all, or none: sizes'
@@ -205,7 +207,8 @@ static void build_specs(spec_list *l, int a, const eng_mkmodel_sizes *z, int hd,
 		return;
 	}
 	int H = z->hidden, q = z->heads * hd, kv = z->kv_heads * hd;
-	bool qwen2 = a == 2, qk = a == 3 || a == 5, mixtral = a == 4, qmoe = a == 5;
+	bool qwen2 = a == 2 || a == ARCH_QWEN2_MOE, qk = a == 3 || a == 5, mixtral = a == 4,
+	     qmoe = a == 5 || a == ARCH_QWEN2_MOE;
 	add(l, INIT_LINEAR, z->vocab, H, "model.embed_tokens.weight");
 	for (int i = 0; i < z->layers; i++) {
 		add(l, INIT_NORM, H, 0, "model.layers.%d.input_layernorm.weight", i);
@@ -241,6 +244,12 @@ static void build_specs(spec_list *l, int a, const eng_mkmodel_sizes *z, int hd,
 				add(l, INIT_LINEAR, z->intermediate, H, "model.layers.%d.mlp.experts.%d.gate_proj.weight", i, e);
 				add(l, INIT_LINEAR, z->intermediate, H, "model.layers.%d.mlp.experts.%d.up_proj.weight", i, e);
 				add(l, INIT_LINEAR, H, z->intermediate, "model.layers.%d.mlp.experts.%d.down_proj.weight", i, e);
+			}
+			if (a == ARCH_QWEN2_MOE) { /* the shared expert, twice an expert's width, and its gate */
+				add(l, INIT_LINEAR, 2 * z->intermediate, H, "model.layers.%d.mlp.shared_expert.gate_proj.weight", i);
+				add(l, INIT_LINEAR, 2 * z->intermediate, H, "model.layers.%d.mlp.shared_expert.up_proj.weight", i);
+				add(l, INIT_LINEAR, H, 2 * z->intermediate, "model.layers.%d.mlp.shared_expert.down_proj.weight", i);
+				add(l, INIT_LINEAR, 1, H, "model.layers.%d.mlp.shared_expert_gate.weight", i);
 			}
 		}
 	}
@@ -300,12 +309,14 @@ static int write_config(const char *dir, int a, const eng_mkmodel_sizes *z, int 
 		cJSON_AddNumberToObject(o, "num_local_experts", z->experts);
 		cJSON_AddNumberToObject(o, "num_experts_per_tok", z->top_k);
 	}
-	if (a == 5) {
+	if (a == 5 || a == ARCH_QWEN2_MOE) {
 		cJSON_AddNumberToObject(o, "num_experts", z->experts);
 		cJSON_AddNumberToObject(o, "num_experts_per_tok", z->top_k);
 		cJSON_AddNumberToObject(o, "moe_intermediate_size", z->intermediate);
 		cJSON_AddNumberToObject(o, "decoder_sparse_step", 1);
-		cJSON_AddBoolToObject(o, "norm_topk_prob", true);
+		cJSON_AddBoolToObject(o, "norm_topk_prob", a == 5); /* Qwen2-MoE: false, its released default */
+		if (a == ARCH_QWEN2_MOE)
+			cJSON_AddNumberToObject(o, "shared_expert_intermediate_size", 2 * z->intermediate);
 		cJSON *only = cJSON_AddArrayToObject(o, "mlp_only_layers");
 		if (z->layers > 1)
 			cJSON_AddItemToArray(only, cJSON_CreateNumber(0));
@@ -489,7 +500,7 @@ int eng_mkmodel(const char *dir, const char *arch, const eng_mkmodel_sizes *size
 	if (a < 0)
 		return ev_error_set(EV_E_INVALID,
 				    "mkmodel: unknown arch '%s' (llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, minimax_m3, "
-				    "minimax_m3_vl)",
+				    "minimax_m3_vl, qwen2_moe)",
 				    arch ? arch : "");
 	eng_dtype dt;
 	if (!dtype || !strcmp(dtype, "f32"))

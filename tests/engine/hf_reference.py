@@ -263,7 +263,7 @@ def main():
             xn = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
             if arch == "MixtralForCausalLM":
                 pre, gate, names, renorm = p + "block_sparse_moe", "gate", ("w1", "w3", "w2"), True
-            elif arch == "Qwen3MoeForCausalLM" and (p + "mlp.gate.weight") in W:
+            elif arch in ("Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM") and (p + "mlp.gate.weight") in W:
                 pre, gate, names, renorm = p + "mlp", "gate", ("gate_proj", "up_proj", "down_proj"), cfg.get("norm_topk_prob", False)
             else:
                 pre = None
@@ -281,6 +281,11 @@ def main():
                 for e, w in zip(top, ws):
                     ye = mlp(W, pre + ".experts.%d" % e, xn, names)
                     y = [a + w * b for a, b in zip(y, ye)]
+                if (pre + ".shared_expert_gate.weight") in W:  # Qwen2-MoE: sigmoid-gated shared expert
+                    g = matvec(W[pre + ".shared_expert_gate.weight"], xn)[0]
+                    ys = mlp(W, pre + ".shared_expert", xn)
+                    s = 1.0 / (1.0 + math.exp(-g))
+                    y = [a + s * b for a, b in zip(y, ys)]
             x = [a + b for a, b in zip(x, y)]
         xn = rmsnorm(x, W["model.norm.weight"], eps)
         result.append(matvec(lm, xn))

@@ -65,7 +65,7 @@ static void left_out_settings_take_transformers_defaults(void **state)
 static void parameters_from_the_config_alone(void **state)
 {
 	(void)state;
-	static const char *const archs[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "minimax_m3",
+	static const char *const archs[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "qwen2_moe", "minimax_m3",
 					    "minimax_m3_vl"};
 	char *dir = tu_tmpdir("params");
 	for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++) {

@@ -10,7 +10,7 @@
 #include "engine/backend.h"
 #include "tests/engine/engine_testutil.h"
 
-static const char *archs[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "minimax_m3"};
+static const char *archs[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "qwen2_moe", "minimax_m3"};
 
 /* fast vs reference, prefill and step by step, for one arch and dtype */
 static void check_arch(const char *arch, const char *dtype, double tol)

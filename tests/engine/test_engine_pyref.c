@@ -112,13 +112,14 @@ static void logits_match_independent_python_forward(void **state)
 		print_message("skipped: no /usr/bin/python3\n");
 		skip();
 	}
-	const char *archs[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe"};
+	const char *archs[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "qwen2_moe"};
 	for (size_t i = 0; i < sizeof(archs) / sizeof(archs[0]); i++)
 		check(archs[i], "f32", NULL, NULL);
 	check("llama", "bf16", NULL, NULL);
 	check("qwen3", "f16", NULL, NULL);
 	check("mistral", "f32", "\"sliding_window\":null", "\"sliding_window\":3");
 	check("qwen3_moe", "f32", "\"norm_topk_prob\":true", "\"norm_topk_prob\":false");
+	check("qwen2_moe", "f32", "\"norm_topk_prob\":false", "\"norm_topk_prob\":true");
 	check_m3("minimax_m3");
 	check_m3("minimax_m3_vl");
 }

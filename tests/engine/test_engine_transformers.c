@@ -25,7 +25,7 @@ static void logits_match_transformers(void **state)
 		skip();
 	}
 	free(out), free(err);
-	const char *archs[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe"};
+	const char *archs[] = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "qwen2_moe"};
 	char *dir = tu_tmpdir("hf");
 	char *py = tu_write(dir, "ref.py", script);
 	for (size_t a = 0; a < sizeof(archs) / sizeof(archs[0]); a++) {
