@@ -223,7 +223,8 @@ int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads)
 	const char *qd = getenv("EVALD_QUANT_DOT");
 	cc->qdot = !(qd && !strcmp(qd, "f32"));
 	cc->xq_cap = (size_t)ENG_CPU_QROWS * ((mc + 31) / 32);
-	if (!(cc->xq = malloc(cc->xq_cap * sizeof *cc->xq)))
+	if (!(cc->xq = malloc(cc->xq_cap * sizeof *cc->xq)) ||
+	    !(cc->xbf = malloc((size_t)ENG_CPU_QROWS * ((mc + 31) / 32 * 32) * sizeof *cc->xbf)))
 		return ev_error_set(EV_E_NOMEM, "out of memory for quantized activations");
 	size_t nbm = (mc + 31) / 32, rowb = nbm * (32 * sizeof(int16_t) + 3 * sizeof(float));
 	if (!(cc->qrow = calloc((size_t)cc->nw, sizeof *cc->qrow)) || !(cc->qmem = calloc((size_t)cc->nw, sizeof(void *))))
@@ -290,6 +291,7 @@ void eng_backend_cpu_free(eng_backend *be)
 	free(cc->blocks);
 	free(cc->ttopi);
 	free(cc->xq);
+	free(cc->xbf);
 	for (int i = 0; cc->qmem && i < cc->nw; i++)
 		free(cc->qmem[i]);
 	free(cc->qmem);

@@ -7,6 +7,7 @@
 #define ENG_CPU_INT_H
 
 #include "engine/backend.h"
+#include "engine/cpu/bfdot.h"
 #include "engine/cpu/qdot.h"
 
 typedef struct {
@@ -24,9 +25,12 @@ typedef struct {
 	int **ttopi;
 	size_t maxcols;
 	/* block-quantized weights: activations quantized to 16 bits and
-	 * integer dot products (engine/cpu/qdot.h), unless EVALD_QUANT_DOT=f32
-	 * asks for the f32 kernels on exactly dequantized values */
+	 * integer dot products (engine/cpu/qdot.h); BF16 weights: activations
+	 * rounded to BF16 and BF16 dot products (engine/cpu/bfdot.h); unless
+	 * EVALD_QUANT_DOT=f32 asks for the f32 kernels on exactly converted
+	 * values for both */
 	int qdot;
+	uint16_t *xbf;  /* a call's activations rounded to BF16 (ENG_CPU_QROWS rows of the widest, padded) */
 	eng_qxblk *xq; /* a call's activations, quantized (ENG_CPU_QROWS rows of the widest) */
 	size_t xq_cap; /* blocks xq holds */
 	eng_qrow (*qrow)[4]; /* per worker: 4 weight rows unpacked (prefill) */

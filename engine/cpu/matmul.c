@@ -25,6 +25,8 @@ typedef struct {
 	const float *bias;
 	int rows_per_task;
 	const eng_qxblk *xq; /* the activations quantized, for the integer path */
+	const uint16_t *xbf; /* or rounded to BF16 (rows of xbf_stride), for the BF16 path */
+	int xbf_stride;
 } mm_job;
 
 static const float *wrow(const mm_job *j, int r, float *buf)
@@ -115,6 +117,23 @@ static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 		}
 		const uint8_t *wr[4] = {W + (size_t)rr[0] * rb, W + (size_t)rr[1] * rb, W + (size_t)rr[2] * rb,
 		                        W + (size_t)rr[3] * rb};
+		if (j->xbf) { /* BF16 rows, read as they are */
+			const uint16_t *wb[4];
+			for (int u = 0; u < 4; u++)
+				wb[u] = (const uint16_t *)w->data + (size_t)rr[u] * (size_t)K;
+			for (int i = 0; i < j->n; i += 3) {
+				int nx = j->n - i < 3 ? j->n - i : 3;
+				const uint16_t *xr[3];
+				for (int k = 0; k < 3; k++)
+					xr[k] = j->xbf + (size_t)(i + (k < nx ? k : 0)) * (size_t)j->xbf_stride;
+				float o[12];
+				eng_bfdot(o, xr, nx, wb, K);
+				for (int k = 0; k < nx; k++)
+					for (int u = 0; u < nr; u++)
+						j->y[(size_t)(i + k) * R + rr[u]] = o[k * 4 + u] + (j->bias ? j->bias[rr[u]] : 0.0f);
+			}
+			continue;
+		}
 		const eng_qrow *wu[4] = {&ur[0], &ur[1], &ur[2], &ur[3]};
 		if (unpack) {
 			for (int u = 0; u < 4; u++) {
@@ -144,7 +163,7 @@ static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 static void mm_task(void *ctx, int task, int worker)
 {
 	mm_job *j = ctx;
-	if (j->xq) {
+	if (j->xq || j->xbf) {
 		int r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task;
 		mm_task_q(j, r0, r1 < j->w->rows ? r1 : j->w->rows, worker);
 		return;
@@ -269,7 +288,19 @@ void eng_cpu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_
 	per = (per + 3) / 4 * 4; /* whole tiles of 4 rows, and quarters for decode */
 	if (per < 8)
 		per = 8;
-	mm_job j = {cc, y, x, n, w, bias, per, NULL};
+	mm_job j = {cc, y, x, n, w, bias, per, NULL, NULL, 0};
+	if (cc->qdot && w->dtype == ENG_BF16 && w->cols <= (int)((cc->maxcols + 31) / 32 * 32)) {
+		/* the activations rounded to BF16 once a call, ENG_CPU_QROWS rows at a time */
+		int stride = (w->cols + 31) / 32 * 32;
+		for (int i0 = 0; i0 < n; i0 += ENG_CPU_QROWS) {
+			int m = n - i0 < ENG_CPU_QROWS ? n - i0 : ENG_CPU_QROWS;
+			for (int i = 0; i < m; i++)
+				eng_bf_round(cc->xbf + (size_t)i * (size_t)stride, x + (size_t)(i0 + i) * w->cols, w->cols);
+			mm_job sj = {cc, y + (size_t)i0 * w->rows, NULL, m, w, bias, per, NULL, cc->xbf, stride};
+			eng_pool_run(cc->pool, mm_task, &sj, (w->rows + per - 1) / per);
+		}
+		return;
+	}
 	int nb = w->cols / 32, slice = nb ? (int)(cc->xq_cap / (size_t)nb) : 0;
 	if (cc->qdot && eng_dtype_block(w->dtype) > 1 && slice >= ENG_CPU_QROWS) {
 		/* (a row wider than the buffers were made for takes the f32 path below) */
@@ -278,7 +309,7 @@ void eng_cpu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_
 			int m = n - i0 < slice ? n - i0 : slice;
 			for (int i = 0; i < m; i++)
 				eng_qx_quantize(cc->xq + (size_t)i * (size_t)nb, x + (size_t)(i0 + i) * w->cols, w->cols);
-			mm_job sj = {cc, y + (size_t)i0 * w->rows, NULL, m, w, bias, per, cc->xq};
+			mm_job sj = {cc, y + (size_t)i0 * w->rows, NULL, m, w, bias, per, cc->xq, NULL, 0};
 			eng_pool_run(cc->pool, mm_task, &sj, (w->rows + per - 1) / per);
 		}
 		return;

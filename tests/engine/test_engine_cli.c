@@ -56,7 +56,8 @@ static void mkmodel_info_logits_generate(void **state)
 			den += y * y;
 		}
 	}
-	assert_true(den > 0 && sqrt(num / den) < 1e-4);
+	/* BF16 weights: the fast path rounds activations to BF16 (engine/cpu/bfdot.h), the reference does not */
+	assert_true(den > 0 && sqrt(num / den) < 1.5e-2);
 	cJSON_Delete(ja), cJSON_Delete(jb);
 	free(a), free(b);
 

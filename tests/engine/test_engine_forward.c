@@ -32,6 +32,9 @@ static void check_arch(const char *arch, const char *dtype, double tol)
 		      dtype, e1, e2, e3, e4);
 	if (e1 > tol || e2 > tol || e3 > tol || e4 > tol)
 		fail_msg("%s %s: relative error over %.1e", arch, dtype, tol);
+	/* the fast path: step by step and in chunks, the bits of the prompt at once */
+	assert_memory_equal(fs, fp, nv * sizeof(float));
+	assert_memory_equal(f5, fp, nv * sizeof(float));
 	/* the logits are not degenerate: positions differ and values spread */
 	double sd = 0;
 	for (int j = 0; j < z.vocab; j++)
@@ -52,11 +55,14 @@ static void fast_equals_reference_f32_every_arch(void **state)
 
 static void fast_equals_reference_half_weights(void **state)
 {
-	check_arch("llama", "bf16", 1e-4);
-	check_arch("qwen3_moe", "bf16", 1e-4);
+	/* BF16 weights meet activations rounded to BF16 on the fast path
+	 * (engine/cpu/bfdot.h), the reference keeps them f32: within that
+	 * rounding; F16 weights meet f32 activations on both */
+	check_arch("llama", "bf16", 1.5e-2);
+	check_arch("qwen3_moe", "bf16", 1.5e-2);
 	check_arch("qwen2", "f16", 1e-4);
 	check_arch("mixtral", "f16", 1e-4);
-	check_arch("minimax_m3", "bf16", 1e-4);
+	check_arch("minimax_m3", "bf16", 1.5e-2);
 }
 
 /* MiniMax-M3 past the indexer's top-k x block (4 x 16 here): the blocks

@@ -420,13 +420,14 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch, bool
 			eng_model *mf = et_load(f32dir, ENG_BACKEND_CPU, 0);
 			float *gf = et_logits(mf, toks, N, 0), *g1 = et_logits(m, toks, N, 1);
 			assert_memory_equal(g1, got, N * V * sizeof(float)); /* token by token = at once */
-			if (eng_ggml_type_block(types[k]) > 1) {
-				/* blocks: the integer path (16-bit activations) within their
-				 * rounding; the f32 kernels (EVALD_QUANT_DOT=f32) exactly */
+			if (eng_ggml_type_block(types[k]) > 1 || types[k] == ENG_GGML_BF16) {
+				/* blocks: the integer path (16-bit activations), BF16: the BF16
+				 * path (activations rounded to BF16), each within its rounding;
+				 * the f32 kernels (EVALD_QUANT_DOT=f32) exactly */
 				double eq = et_rel_err(got, gf, N * V);
-				print_message("%s %s kept, integer path: logits vs its F32 conversion %.2e\n", arch,
-				              eng_ggml_type_name(types[k]), eq);
-				assert_true(eq < 2e-3);
+				print_message("%s %s kept, %s path: logits vs its F32 conversion %.2e\n", arch,
+				              eng_ggml_type_name(types[k]), types[k] == ENG_GGML_BF16 ? "BF16" : "integer", eq);
+				assert_true(eq < (types[k] == ENG_GGML_BF16 ? 1.5e-2 : 2e-3));
 				setenv("EVALD_QUANT_DOT", "f32", 1);
 				eng_model *mk = et_load(conv, ENG_BACKEND_CPU, 0);
 				unsetenv("EVALD_QUANT_DOT");
