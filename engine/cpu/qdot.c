@@ -27,7 +27,7 @@ static float qd_h2f(const uint8_t *p)
 }
 
 /* Q4_K / Q5_K: sub-block j's 6-bit scale and min (engine/gguf/quant.c) */
-static void qd_scale_min(int j, const uint8_t *q, int *sc, int *m)
+static inline __attribute__((always_inline)) void qd_scale_min(int j, const uint8_t *q, int *sc, int *m)
 {
 	if (j < 4) {
 		*sc = q[j] & 63;

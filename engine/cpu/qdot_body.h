@@ -124,12 +124,11 @@ QD_FN __m256 QD(block)(__m256 acc, __m256i lo, __m256i hi, __m256 s0, __m256 s1,
                        int two)
 {
 #if QD_VNNI
+	/* madd for the first half (no zeroed accumulator to copy), dpwssd adds the second */
 	if (!two)
-		return _mm256_fmadd_ps(
-			_mm256_cvtepi32_ps(_mm256_dpwssd_epi32(_mm256_dpwssd_epi32(_mm256_setzero_si256(), lo, xlo), hi, xhi)),
-			_mm256_mul_ps(s0, xd), acc);
-	__m256i plo = _mm256_dpwssd_epi32(_mm256_setzero_si256(), lo, xlo);
-	__m256i phi = _mm256_dpwssd_epi32(_mm256_setzero_si256(), hi, xhi);
+		return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_dpwssd_epi32(_mm256_madd_epi16(lo, xlo), hi, xhi)),
+		                       _mm256_mul_ps(s0, xd), acc);
+	__m256i plo = _mm256_madd_epi16(lo, xlo), phi = _mm256_madd_epi16(hi, xhi);
 #else
 	__m256i plo = _mm256_madd_epi16(lo, xlo), phi = _mm256_madd_epi16(hi, xhi);
 	if (!two)
