@@ -137,6 +137,11 @@ typedef struct {
 
 void eng_model_get_info(const eng_model *m, eng_model_info *out);
 
+/* Which CPU kernels quantized and BF16 weights take in this process (the
+ * arithmetic and the instruction set chosen at run time, engine/README.md
+ * "Quantized and BF16 weights"), as one line into buf. */
+void eng_cpu_kernels(char *buf, size_t cap);
+
 /* The parameters a checkpoint of this config.json holds, in total and used
  * per token (MoE: the chosen experts only), from the config alone: what
  * eng_model_get_info counts from the loaded tensors. */

@@ -304,6 +304,8 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 	                                    : (double)in.weight_bytes;
 	double bound = bw > 0 && step_bytes > 0 ? bw / step_bytes : 0;
 	double dec1 = !only_ref && n ? rows[0].decode_tok_s : 0;
+	char kernels[200];
+	eng_cpu_kernels(kernels, sizeof kernels);
 	if (json) {
 		cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "results");
 		cJSON_AddStringToObject(o, "model", model);
@@ -311,6 +313,7 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 		cJSON_AddNumberToObject(o, "params", (double)in.params_total);
 		cJSON_AddNumberToObject(o, "weight_bytes", (double)in.weight_bytes);
 		cJSON_AddStringToObject(o, "dtypes", in.dtypes);
+		cJSON_AddStringToObject(o, "kernels", kernels);
 		cJSON_AddNumberToObject(o, "threads", (double)threads);
 		cJSON_AddNumberToObject(o, "load_s", t_load);
 		cJSON_AddNumberToObject(o, "peak_rss_bytes", rss);
@@ -339,6 +342,7 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 	} else {
 		printf("%s (%s, %.1f M params, %.1f MiB weights, %s), loaded in %.3f s\n", model, in.architecture,
 		       in.params_total / 1e6, in.weight_bytes / 1048576.0, in.dtypes, t_load);
+		printf("  kernels: %s\n", kernels);
 		printf("  %-10s %5s %7s %7s %18s %18s  (mean +- sd of %lld runs after a warm-up)\n", "path", "batch",
 		       "prompt", "decode", "prefill tok/s", "decode tok/s", (long long)repeats);
 		for (int i = 0; i < n; i++)

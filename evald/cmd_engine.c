@@ -264,8 +264,9 @@ static int cmd_info(const opts *o)
 		return fail("info");
 	eng_model_info in;
 	eng_model_get_info(m, &in);
-	char device[400];
+	char device[400], kernels[200];
 	device_line(device, sizeof device);
+	eng_cpu_kernels(kernels, sizeof kernels);
 	long ctx = o->context ? o->context : in.max_context;
 	uint64_t need = in.weight_bytes + in.kv_bytes_per_token * (uint64_t)ctx;
 	if (o->json) {
@@ -280,10 +281,11 @@ static int cmd_info(const opts *o)
 			printf("%s%d", i ? "," : "", in.eos_ids[i]);
 		printf("],\"params_total\":%llu,\"params_active\":%llu,\"dtypes\":\"%s\",\"weight_bytes\":%llu,"
 		       "\"kv_bytes_per_token\":%llu,\"context\":%ld,\"memory_bytes\":%llu,\"sliding_window\":%ld,"
-		       "\"config_defaults\":\"%s\",\"device\":\"%s\"}\n",
+		       "\"config_defaults\":\"%s\",\"device\":\"%s\",\"kernels\":\"%s\"}\n",
 		       (unsigned long long)in.params_total, (unsigned long long)in.params_active, in.dtypes,
 		       (unsigned long long)in.weight_bytes, (unsigned long long)in.kv_bytes_per_token, ctx,
-		       (unsigned long long)need, in.sliding_window, in.config_defaults ? in.config_defaults : "", device);
+		       (unsigned long long)need, in.sliding_window, in.config_defaults ? in.config_defaults : "", device,
+		       kernels);
 	} else {
 		printf("architecture      %s (%s)\n", in.architecture, in.family);
 		printf("layers            %d\nhidden            %d\nheads             %d (kv %d, head_dim %d)\n",
@@ -298,6 +300,7 @@ static int cmd_info(const opts *o)
 		printf("KV cache          %llu bytes per token\n", (unsigned long long)in.kv_bytes_per_token);
 		printf("memory at %ld tokens: %.2f MiB\n", ctx, need / 1048576.0);
 		printf("device            %s\n", device);
+		printf("kernels           %s\n", kernels);
 		if (in.sliding_window)
 			printf("attention         sliding window of %ld tokens\n", in.sliding_window);
 		if (in.config_defaults && *in.config_defaults)

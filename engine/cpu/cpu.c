@@ -300,6 +300,18 @@ void eng_backend_cpu_free(eng_backend *be)
 	be->ctx = NULL;
 }
 
+void eng_cpu_kernels(char *buf, size_t cap)
+{
+	const char *qd = getenv("EVALD_QUANT_DOT");
+	if (qd && !strcmp(qd, "f32")) {
+		snprintf(buf, cap, "block and bf16 weights: f32 kernels on exactly converted values (EVALD_QUANT_DOT=f32)");
+		return;
+	}
+	int bl = eng_bfdot_level();
+	snprintf(buf, cap, "block weights: 16-bit activations, integer dot (%s); bf16 weights: bf16 activations, %s",
+	         eng_qdot_level_name(eng_qdot_level()), bl == 2 ? "vdpbf16ps (avx512-bf16)" : bl == 1 ? "fma (avx2)" : "plain");
+}
+
 int eng_cpu_dot_avx2(void)
 {
 #ifdef ENG_AVX2

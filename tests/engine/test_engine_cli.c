@@ -32,6 +32,7 @@ static void mkmodel_info_logits_generate(void **state)
 	assert_string_equal(ev_json_str(j, "architecture", ""), "MixtralForCausalLM");
 	assert_int_equal((int)ev_json_num(j, "vocab", 0), 400);
 	assert_string_equal(ev_json_str(j, "dtypes", ""), "bf16");
+	assert_non_null(strstr(ev_json_str(j, "kernels", ""), "bf16 weights: bf16 activations"));
 	double total = ev_json_num(j, "params_total", 0), active = ev_json_num(j, "params_active", 0);
 	/* 2 layers x 2 inactive experts x 3 x 128 x 64 */
 	assert_true(total - active == 2.0 * 2 * 3 * 128 * 64);
