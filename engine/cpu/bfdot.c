@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine/cpu/bfdot.h"
+#include "engine/cpu/qdot.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -216,12 +217,7 @@ static pthread_once_t level_once = PTHREAD_ONCE_INIT;
 
 static void level_init(void)
 {
-	level = bf_cpu_level();
-	const char *e = getenv("EVALD_CPU_KERNELS");
-	if (e && !strcmp(e, "plain"))
-		level = 0;
-	else if (e && !strcmp(e, "avx2") && level > 1)
-		level = 1;
+	level = eng_cpu_kernels_cap(bf_cpu_level());
 }
 
 int eng_bfdot_level(void)

@@ -255,14 +255,19 @@ static int qd_cpu_level(void)
 static int level = -1;
 static pthread_once_t level_once = PTHREAD_ONCE_INIT;
 
-static void level_init(void)
+int eng_cpu_kernels_cap(int l)
 {
-	level = qd_cpu_level();
 	const char *e = getenv("EVALD_CPU_KERNELS");
 	if (e && !strcmp(e, "plain"))
-		level = 0;
-	else if (e && !strcmp(e, "avx2") && level > 1)
-		level = 1;
+		return 0;
+	if (e && !strcmp(e, "avx2") && l > 1)
+		return 1;
+	return l;
+}
+
+static void level_init(void)
+{
+	level = eng_cpu_kernels_cap(qd_cpu_level());
 }
 
 int eng_qdot_level(void)

@@ -64,5 +64,8 @@ int eng_qdot_level(void);
  * For tests and benchmarks that compare the kernels. */
 int eng_qdot_set_level(int level);
 const char *eng_qdot_level_name(int level);
+/* A CPU's kernel level (0 plain, 1 AVX2, 2 the AVX-512 extension) capped
+ * as EVALD_CPU_KERNELS=plain|avx2 asks: qdot's and bfdot's choice. */
+int eng_cpu_kernels_cap(int level);
 
 #endif
