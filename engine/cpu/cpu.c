@@ -193,6 +193,14 @@ out:
 	return rc;
 }
 
+/* Whether block and BF16 weights take their own kernels (qdot, bfdot)
+ * rather than the f32 ones (EVALD_QUANT_DOT=f32). */
+static int quant_dot(void)
+{
+	const char *qd = getenv("EVALD_QUANT_DOT");
+	return !(qd && !strcmp(qd, "f32"));
+}
+
 int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads)
 {
 	memset(be, 0, sizeof(*be));
@@ -220,10 +228,8 @@ int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads)
 		mc = cand[i] > mc ? cand[i] : mc;
 	cc->maxcols = mc;
 	cc->nw = eng_pool_threads(cc->pool);
-	const char *qd = getenv("EVALD_QUANT_DOT");
-	cc->qdot = !(qd && !strcmp(qd, "f32"));
-	cc->xq_cap = (size_t)ENG_CPU_QROWS * ((mc + 31) / 32);
-	if (!(cc->xq = malloc(cc->xq_cap * sizeof *cc->xq)) ||
+	cc->qdot = quant_dot();
+	if (!(cc->xq = malloc((size_t)ENG_CPU_QROWS * ((mc + 31) / 32) * sizeof *cc->xq)) ||
 	    !(cc->xbf = malloc((size_t)ENG_CPU_QROWS * ((mc + 31) / 32 * 32) * sizeof *cc->xbf)))
 		return ev_error_set(EV_E_NOMEM, "out of memory for quantized activations");
 	size_t nbm = (mc + 31) / 32, rowb = nbm * (32 * sizeof(int16_t) + 3 * sizeof(float));
@@ -302,8 +308,7 @@ void eng_backend_cpu_free(eng_backend *be)
 
 void eng_cpu_kernels(char *buf, size_t cap)
 {
-	const char *qd = getenv("EVALD_QUANT_DOT");
-	if (qd && !strcmp(qd, "f32")) {
+	if (!quant_dot()) {
 		snprintf(buf, cap, "block and bf16 weights: f32 kernels on exactly converted values (EVALD_QUANT_DOT=f32)");
 		return;
 	}

@@ -32,7 +32,6 @@ typedef struct {
 	int qdot;
 	uint16_t *xbf;  /* a call's activations rounded to BF16 (ENG_CPU_QROWS rows of the widest, padded) */
 	eng_qxblk *xq; /* a call's activations, quantized (ENG_CPU_QROWS rows of the widest) */
-	size_t xq_cap; /* blocks xq holds */
 	eng_qrow (*qrow)[4]; /* per worker: 4 weight rows unpacked (prefill) */
 	void **qmem;         /* their storage */
 } cpu_ctx;

@@ -87,12 +87,12 @@ static void mm_task_tiles(mm_job *j, int r0, int r1, int worker)
 	}
 }
 
-/* Block-quantized weights against 16-bit activations (qdot.h): four
- * weight rows a quarter of the task apart (as decode below), each group
- * against the batch rows three at a time; the rows left over as a group
- * of fewer. With 4 or more batch rows the group is unpacked once into the
- * worker's buffer first. Every output is the same sum whatever the group
- * or width. */
+/* Block-quantized weights against 16-bit activations (qdot.h), or BF16
+ * weights against BF16 activations (bfdot.h): four weight rows a quarter
+ * of the task apart (as decode below), each group against the batch rows
+ * three at a time; the rows left over as a group of fewer. With 4 or more
+ * batch rows a group of blocks is unpacked once into the worker's buffer
+ * first. Every output is the same sum whatever the group or width. */
 static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 {
 	const eng_weight *w = j->w;
@@ -100,7 +100,7 @@ static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 	size_t rb = eng_dtype_bytes(w->dtype, (size_t)K);
 	const uint8_t *W = w->data;
 	eng_qrow *ur = j->cc->qrow[worker];
-	int q4 = (r1 - r0) / 4, unpack = j->n >= 4;
+	int q4 = (r1 - r0) / 4, unpack = j->n >= 4 && !j->xbf;
 	for (int r = r0; r < r1;) {
 		int rr[4], nr;
 		if (r < r0 + q4) {
@@ -117,23 +117,6 @@ static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 		}
 		const uint8_t *wr[4] = {W + (size_t)rr[0] * rb, W + (size_t)rr[1] * rb, W + (size_t)rr[2] * rb,
 		                        W + (size_t)rr[3] * rb};
-		if (j->xbf) { /* BF16 rows, read as they are */
-			const uint16_t *wb[4];
-			for (int u = 0; u < 4; u++)
-				wb[u] = (const uint16_t *)w->data + (size_t)rr[u] * (size_t)K;
-			for (int i = 0; i < j->n; i += 3) {
-				int nx = j->n - i < 3 ? j->n - i : 3;
-				const uint16_t *xr[3];
-				for (int k = 0; k < 3; k++)
-					xr[k] = j->xbf + (size_t)(i + (k < nx ? k : 0)) * (size_t)j->xbf_stride;
-				float o[12];
-				eng_bfdot(o, xr, nx, wb, K);
-				for (int k = 0; k < nx; k++)
-					for (int u = 0; u < nr; u++)
-						j->y[(size_t)(i + k) * R + rr[u]] = o[k * 4 + u] + (j->bias ? j->bias[rr[u]] : 0.0f);
-			}
-			continue;
-		}
 		const eng_qrow *wu[4] = {&ur[0], &ur[1], &ur[2], &ur[3]};
 		if (unpack) {
 			for (int u = 0; u < 4; u++) {
@@ -145,14 +128,22 @@ static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 		}
 		for (int i = 0; i < j->n; i += 3) {
 			int nx = j->n - i < 3 ? j->n - i : 3;
-			const eng_qxblk *xr[3];
-			for (int k = 0; k < 3; k++)
-				xr[k] = j->xq + (size_t)(i + (k < nx ? k : 0)) * (size_t)nb;
 			float o[12];
-			if (unpack)
-				eng_qdot_unpacked(o, xr, nx, wu, nb, t);
-			else
-				eng_qdot(o, xr, nx, wr, nb, t);
+			if (j->xbf) { /* BF16 rows, read as they are */
+				const uint16_t *xr[3], *wb[4] = {(const uint16_t *)wr[0], (const uint16_t *)wr[1],
+				                                 (const uint16_t *)wr[2], (const uint16_t *)wr[3]};
+				for (int k = 0; k < 3; k++)
+					xr[k] = j->xbf + (size_t)(i + (k < nx ? k : 0)) * (size_t)j->xbf_stride;
+				eng_bfdot(o, xr, nx, wb, K);
+			} else {
+				const eng_qxblk *xr[3];
+				for (int k = 0; k < 3; k++)
+					xr[k] = j->xq + (size_t)(i + (k < nx ? k : 0)) * (size_t)nb;
+				if (unpack)
+					eng_qdot_unpacked(o, xr, nx, wu, nb, t);
+				else
+					eng_qdot(o, xr, nx, wr, nb, t);
+			}
 			for (int k = 0; k < nx; k++)
 				for (int u = 0; u < nr; u++)
 					j->y[(size_t)(i + k) * R + rr[u]] = o[k * 4 + u] + (j->bias ? j->bias[rr[u]] : 0.0f);
@@ -289,27 +280,23 @@ void eng_cpu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_
 	if (per < 8)
 		per = 8;
 	mm_job j = {cc, y, x, n, w, bias, per, NULL, NULL, 0};
-	if (cc->qdot && w->dtype == ENG_BF16 && w->cols <= (int)((cc->maxcols + 31) / 32 * 32)) {
-		/* the activations rounded to BF16 once a call, ENG_CPU_QROWS rows at a time */
-		int stride = (w->cols + 31) / 32 * 32;
+	/* block and BF16 weights: the activations quantized (or rounded to BF16)
+	 * once a call, ENG_CPU_QROWS rows at a time; a row wider than the
+	 * buffers were made for takes the f32 kernels below */
+	bool bf = w->dtype == ENG_BF16, blocks = eng_dtype_block(w->dtype) > 1;
+	int stride = (w->cols + 31) / 32 * 32, nb = w->cols / 32;
+	if (cc->qdot && (bf || blocks) && stride <= (int)((cc->maxcols + 31) / 32 * 32)) {
 		for (int i0 = 0; i0 < n; i0 += ENG_CPU_QROWS) {
 			int m = n - i0 < ENG_CPU_QROWS ? n - i0 : ENG_CPU_QROWS;
-			for (int i = 0; i < m; i++)
-				eng_bf_round(cc->xbf + (size_t)i * (size_t)stride, x + (size_t)(i0 + i) * w->cols, w->cols);
-			mm_job sj = {cc, y + (size_t)i0 * w->rows, NULL, m, w, bias, per, NULL, cc->xbf, stride};
-			eng_pool_run(cc->pool, mm_task, &sj, (w->rows + per - 1) / per);
-		}
-		return;
-	}
-	int nb = w->cols / 32, slice = nb ? (int)(cc->xq_cap / (size_t)nb) : 0;
-	if (cc->qdot && eng_dtype_block(w->dtype) > 1 && slice >= ENG_CPU_QROWS) {
-		/* (a row wider than the buffers were made for takes the f32 path below) */
-		/* the activations quantized once a call, as many rows at a time as the buffer holds */
-		for (int i0 = 0; i0 < n; i0 += slice) {
-			int m = n - i0 < slice ? n - i0 : slice;
-			for (int i = 0; i < m; i++)
-				eng_qx_quantize(cc->xq + (size_t)i * (size_t)nb, x + (size_t)(i0 + i) * w->cols, w->cols);
-			mm_job sj = {cc, y + (size_t)i0 * w->rows, NULL, m, w, bias, per, cc->xq, NULL, 0};
+			for (int i = 0; i < m; i++) {
+				const float *xi = x + (size_t)(i0 + i) * w->cols;
+				if (bf)
+					eng_bf_round(cc->xbf + (size_t)i * (size_t)stride, xi, w->cols);
+				else
+					eng_qx_quantize(cc->xq + (size_t)i * (size_t)nb, xi, w->cols);
+			}
+			mm_job sj = {cc, y + (size_t)i0 * w->rows, NULL, m, w, bias, per, bf ? NULL : cc->xq, bf ? cc->xbf : NULL,
+			             stride};
 			eng_pool_run(cc->pool, mm_task, &sj, (w->rows + per - 1) / per);
 		}
 		return;

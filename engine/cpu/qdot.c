@@ -118,28 +118,42 @@ static void unpack_ref(const uint8_t *row, int b, int t, int q[32], float sc[2],
 	}
 }
 
+/* one block of the definition (qdot.h) into an output's lanes */
+static void lanes_add(float lane[8], const int16_t *q, const float sc[2], const eng_qxblk *xb, int t)
+{
+	for (int k = 0; k < 8; k++) {
+		int lo = q[2 * k] * xb->q[2 * k] + q[2 * k + 1] * xb->q[2 * k + 1];
+		int hi = q[16 + 2 * k] * xb->q[16 + 2 * k] + q[17 + 2 * k] * xb->q[17 + 2 * k];
+		if (t == ENG_Q6_K) {
+			lane[k] = fmaf((float)lo, sc[0] * xb->d, lane[k]);
+			lane[k] = fmaf((float)hi, sc[1] * xb->d, lane[k]);
+		} else {
+			lane[k] = fmaf((float)(lo + hi), sc[0] * xb->d, lane[k]);
+		}
+	}
+}
+
+/* the lanes summed in hsum8's order (engine/cpu/kernels.h), then the minimum terms */
+static float lanes_finish(const float lane[8], float mins)
+{
+	return (((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]))) + mins;
+}
+
 float eng_qdot_ref(const eng_qxblk *x, const uint8_t *w, int nb, int t)
 {
 	float lane[8] = {0}, mins = 0.0f;
 	for (int b = 0; b < nb; b++) {
-		int q[32];
+		int qi[32];
+		int16_t q[32];
 		float sc[2], m;
-		unpack_ref(w, b, t, q, sc, &m);
-		for (int k = 0; k < 8; k++) {
-			int lo = q[2 * k] * x[b].q[2 * k] + q[2 * k + 1] * x[b].q[2 * k + 1];
-			int hi = q[16 + 2 * k] * x[b].q[16 + 2 * k] + q[17 + 2 * k] * x[b].q[17 + 2 * k];
-			if (t == ENG_Q6_K) {
-				lane[k] = fmaf((float)lo, sc[0] * x[b].d, lane[k]);
-				lane[k] = fmaf((float)hi, sc[1] * x[b].d, lane[k]);
-			} else {
-				lane[k] = fmaf((float)(lo + hi), sc[0] * x[b].d, lane[k]);
-			}
-		}
+		unpack_ref(w, b, t, qi, sc, &m);
+		for (int e = 0; e < 32; e++)
+			q[e] = (int16_t)qi[e];
+		lanes_add(lane, q, sc, &x[b], t);
 		if (qd_has_min(t))
 			mins = fmaf(m, x[b].s, mins);
 	}
-	/* hsum8's order (engine/cpu/kernels.h) */
-	return (((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]))) + mins;
+	return lanes_finish(lane, mins);
 }
 
 static void unpack_row_plain(eng_qrow *dst, const uint8_t *w, int nb, int t)
@@ -157,22 +171,11 @@ static float qdot_unpacked_ref(const eng_qxblk *x, const eng_qrow *w, int nb, in
 {
 	float lane[8] = {0}, mins = 0.0f;
 	for (int b = 0; b < nb; b++) {
-		const int16_t *q = w->q + (size_t)b * 32;
-		const float *sc = w->sc + 2 * b;
-		for (int k = 0; k < 8; k++) {
-			int lo = q[2 * k] * x[b].q[2 * k] + q[2 * k + 1] * x[b].q[2 * k + 1];
-			int hi = q[16 + 2 * k] * x[b].q[16 + 2 * k] + q[17 + 2 * k] * x[b].q[17 + 2 * k];
-			if (t == ENG_Q6_K) {
-				lane[k] = fmaf((float)lo, sc[0] * x[b].d, lane[k]);
-				lane[k] = fmaf((float)hi, sc[1] * x[b].d, lane[k]);
-			} else {
-				lane[k] = fmaf((float)(lo + hi), sc[0] * x[b].d, lane[k]);
-			}
-		}
+		lanes_add(lane, w->q + (size_t)b * 32, w->sc + 2 * b, &x[b], t);
 		if (qd_has_min(t))
 			mins = fmaf(w->m[b], x[b].s, mins);
 	}
-	return (((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]))) + mins;
+	return lanes_finish(lane, mins);
 }
 
 static void qdot_plain(float *o, const eng_qxblk *const *x, int nx, const void *const w[4], int unpacked, int nb,
