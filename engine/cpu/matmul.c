@@ -92,7 +92,8 @@ static void mm_task_tiles(mm_job *j, int r0, int r1, int worker)
  * of the task apart (as decode below), each group against the batch rows
  * three at a time; the rows left over as a group of fewer. With 4 or more
  * batch rows a group of blocks is unpacked once into the worker's buffer
- * first. Every output is the same sum whatever the group or width. */
+ * first and meets the batch rows six at a time. Every output is the same
+ * sum whatever the group or width. */
 static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 {
 	const eng_weight *w = j->w;
@@ -126,9 +127,10 @@ static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 					wu[u] = &ur[0];
 			}
 		}
-		for (int i = 0; i < j->n; i += 3) {
-			int nx = j->n - i < 3 ? j->n - i : 3;
-			float o[12];
+		int step = unpack ? ENG_QDOT_UNPACKED_X : 3;
+		for (int i = 0; i < j->n; i += step) {
+			int nx = j->n - i < step ? j->n - i : step;
+			float o[ENG_QDOT_UNPACKED_X * 4];
 			if (j->xbf) { /* BF16 rows, read as they are */
 				const uint16_t *xr[3], *wb[4] = {(const uint16_t *)wr[0], (const uint16_t *)wr[1],
 				                                 (const uint16_t *)wr[2], (const uint16_t *)wr[3]};
@@ -136,8 +138,8 @@ static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 					xr[k] = j->xbf + (size_t)(i + (k < nx ? k : 0)) * (size_t)j->xbf_stride;
 				eng_bfdot(o, xr, nx, wb, K);
 			} else {
-				const eng_qxblk *xr[3];
-				for (int k = 0; k < 3; k++)
+				const eng_qxblk *xr[ENG_QDOT_UNPACKED_X];
+				for (int k = 0; k < step; k++)
 					xr[k] = j->xq + (size_t)(i + (k < nx ? k : 0)) * (size_t)nb;
 				if (unpack)
 					eng_qdot_unpacked(o, xr, nx, wu, nb, t);

@@ -322,8 +322,15 @@ void eng_qdot(float *o, const eng_qxblk *const *x, int nx, const uint8_t *const 
 
 void eng_qdot_unpacked(float *o, const eng_qxblk *const *x, int nx, const eng_qrow *const w[4], int nb, int t)
 {
+#ifdef QD_X86
+	if (eng_qdot_level() == 2) {
+		qdot_pairs_vnni(o, x, nx, w, nb, t);
+		return;
+	}
+#endif
 	const void *const v[4] = {w[0], w[1], w[2], w[3]};
-	qdot_any(o, x, nx, v, 1, nb, t);
+	for (int i = 0; i < nx; i += 3)
+		qdot_any(o + i * 4, x + i, nx - i < 3 ? nx - i : 3, v, 1, nb, t);
 }
 
 void eng_qrow_unpack(eng_qrow *dst, const uint8_t *w, int nb, int t)

@@ -52,7 +52,9 @@ void eng_qx_quantize_ref(eng_qxblk *out, const float *x, int n);
 void eng_qdot(float *o, const eng_qxblk *const *x, int nx, const uint8_t *const w[4], int nb, int t);
 /* Unpacks a row's nb blocks into dst (whose arrays have room). */
 void eng_qrow_unpack(eng_qrow *dst, const uint8_t *w, int nb, int t);
-/* eng_qdot on unpacked rows: the same bits. */
+/* eng_qdot on unpacked rows, for up to ENG_QDOT_UNPACKED_X activation
+ * rows (o[i*4 + r], i < nx): the same bits. */
+#define ENG_QDOT_UNPACKED_X 6
 void eng_qdot_unpacked(float *o, const eng_qxblk *const *x, int nx, const eng_qrow *const w[4], int nb, int t);
 /* One output by the definition, scalar (the oracle). */
 float eng_qdot_ref(const eng_qxblk *x, const uint8_t *w, int nb, int t);

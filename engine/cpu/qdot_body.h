@@ -203,6 +203,119 @@ QD_FN void QD(kern)(float *o, const eng_qxblk *const *x, int nx, const void *con
 	}
 }
 
+#if QD_VNNI
+/* Unpacked rows against up to 6 activation rows, two to a 512-bit
+ * register: a pair's lanes are two copies of the 8 lanes of qdot.h side
+ * by side (the weight row broadcast to both halves, activation row 2p in
+ * the low half and 2p+1 in the high), each half doing exactly the
+ * definition's operations in its order, so every output has the bits of
+ * the 8-lane kernel above with half the instructions a multiply. An odd
+ * last row is paired with itself. */
+QD_FN __m512i QD(pair16)(const int16_t *a, const int16_t *b)
+{
+	return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+	                          _mm256_loadu_si256((const __m256i *)b), 1);
+}
+
+QD_FN void QD(kern_pairs)(float *o, const eng_qxblk *const *x, int nx, const eng_qrow *const w[4], int nb, int t,
+                          int np)
+{
+	const int two = t == 10, mins = qd_has_min(t);
+	__m512 acc[3][4];
+	__m128 mn[6];
+	const eng_qxblk *xr[6];
+#pragma GCC unroll 6
+	for (int i = 0; i < 6; i++) {
+		mn[i] = _mm_setzero_ps();
+		xr[i] = x[i < nx ? i : nx - 1];
+	}
+#pragma GCC unroll 3
+	for (int p = 0; p < 3; p++)
+#pragma GCC unroll 4
+		for (int r = 0; r < 4; r++)
+			acc[p][r] = _mm512_setzero_ps();
+	for (int b = 0; b < nb; b++) {
+		__m512i xlo[3], xhi[3];
+		__m512 xd[3];
+#pragma GCC unroll 3
+		for (int p = 0; p < np; p++) {
+			const eng_qxblk *a = xr[2 * p] + b, *c = xr[2 * p + 1] + b;
+			xlo[p] = QD(pair16)(a->q, c->q);
+			xhi[p] = QD(pair16)(a->q + 16, c->q + 16);
+			xd[p] = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_set1_ps(a->d)),
+			                                            _mm256_castps_pd(_mm256_set1_ps(c->d)), 1));
+		}
+		float m[4];
+#pragma GCC unroll 4
+		for (int r = 0; r < 4; r++) {
+			const eng_qrow *u = w[r];
+			__m512i lo = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(u->q + (size_t)b * 32)));
+			__m512i hi = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(u->q + (size_t)b * 32 + 16)));
+			__m512 s0 = _mm512_set1_ps(u->sc[2 * b]);
+			m[r] = u->m[b];
+#pragma GCC unroll 3
+			for (int p = 0; p < np; p++) {
+				if (!two) {
+					__m512i sum = _mm512_dpwssd_epi32(_mm512_madd_epi16(lo, xlo[p]), hi, xhi[p]);
+					acc[p][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(s0, xd[p]), acc[p][r]);
+				} else {
+					__m512 s1 = _mm512_set1_ps(u->sc[2 * b + 1]);
+					acc[p][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(lo, xlo[p])),
+					                            _mm512_mul_ps(s0, xd[p]), acc[p][r]);
+					acc[p][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(hi, xhi[p])),
+					                            _mm512_mul_ps(s1, xd[p]), acc[p][r]);
+				}
+			}
+		}
+		if (mins) {
+			__m128 mw = _mm_setr_ps(m[0], m[1], m[2], m[3]);
+#pragma GCC unroll 6
+			for (int i = 0; i < 2 * np; i++)
+				mn[i] = _mm_fmadd_ps(mw, _mm_set1_ps(xr[i][b].s), mn[i]);
+		}
+	}
+#pragma GCC unroll 3
+	for (int p = 0; p < np; p++) {
+		float mv[2][4];
+		_mm_storeu_ps(mv[0], mn[2 * p]);
+		_mm_storeu_ps(mv[1], mn[2 * p + 1]);
+#pragma GCC unroll 4
+		for (int r = 0; r < 4; r++) {
+			o[2 * p * 4 + r] = QD(hsum8)(_mm512_castps512_ps256(acc[p][r])) + mv[0][r];
+			if (2 * p + 1 < nx)
+				o[(2 * p + 1) * 4 + r] = QD(hsum8)(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p][r]), 1))) + mv[1][r];
+		}
+	}
+}
+
+__attribute__((target(QD_TARGET))) static void QD(qdot_pairs)(float *o, const eng_qxblk *const *x, int nx,
+                                                               const eng_qrow *const w[4], int nb, int t)
+{
+	int np = (nx + 1) / 2;
+#define QD_P(T)                                                                                                        \
+	case T:                                                                                                        \
+		if (np == 1)                                                                                           \
+			QD(kern_pairs)(o, x, nx, w, nb, T, 1);                                                         \
+		else if (np == 2)                                                                                      \
+			QD(kern_pairs)(o, x, nx, w, nb, T, 2);                                                         \
+		else                                                                                                   \
+			QD(kern_pairs)(o, x, nx, w, nb, T, 3);                                                         \
+		break;
+	switch (t) {
+		QD_P(3)
+		QD_P(4)
+		QD_P(5)
+		QD_P(6)
+		QD_P(7)
+		QD_P(8)
+		QD_P(9)
+	default:
+		QD_P(10)
+	}
+#undef QD_P
+}
+#endif
+
 __attribute__((target(QD_TARGET))) static void QD(unpack_row)(eng_qrow *dst, const uint8_t *w, int nb, int t)
 {
 	for (int b = 0; b < nb; b++) {

@@ -64,9 +64,10 @@ static void activations_quantize_by_definition(void **st)
 	free(x), free(a), free(b);
 }
 
-/* every block type: the kernel at each level, at batch widths 1..3, equals
- * the definition bit for bit, and the definition is within the error of
+/* every block type: the kernel at each level, at batch widths 1..3 on raw
+ * rows and 1..6 on unpacked ones, equals the definition bit for bit, and the definition is within the error of
  * 16-bit activations of the exact dot of the dequantized row */
+#define NXU ENG_QDOT_UNPACKED_X
 static void block_types_dot_by_definition(void **st)
 {
 	(void)st;
@@ -76,24 +77,26 @@ static void block_types_dot_by_definition(void **st)
 	print_message("vector level on this CPU: %s\n", eng_qdot_level_name(top));
 	for (int dt = ENG_Q8_0; dt < ENG_DTYPE_COUNT; dt++) {
 		int cols = 512, nb = cols / 32;
-		float *wf = malloc((size_t)4 * cols * 4), *x = malloc((size_t)3 * cols * 4), *wd = malloc((size_t)4 * cols * 4);
+		float *wf = malloc((size_t)4 * cols * 4), *x = malloc((size_t)NXU * cols * 4), *wd = malloc((size_t)4 * cols * 4);
 		size_t rb = eng_dtype_bytes((eng_dtype)dt, (size_t)cols);
 		uint8_t *wq = malloc(4 * rb);
-		eng_qxblk *xq = malloc((size_t)3 * nb * sizeof *xq);
+		eng_qxblk *xq = malloc((size_t)NXU * nb * sizeof *xq);
 		double worst = 0;
 		for (int trial = 0; trial < 20; trial++) {
 			fill(wf, (size_t)4 * cols, &r, 1.0);
-			fill(x, (size_t)3 * cols, &r, trial % 2 ? 10.0 : 0.1);
+			fill(x, (size_t)NXU * cols, &r, trial % 2 ? 10.0 : 0.1);
 			for (int i = 0; i < cols; i += 37) /* outliers in some blocks */
 				x[i] *= 20.0f;
 			eng_ggml_quantize(wq, wf, eng_dtype_ggml((eng_dtype)dt), (size_t)4 * cols);
 			eng_to_f32(wd, wq, (eng_dtype)dt, (size_t)4 * cols);
-			for (int i = 0; i < 3; i++)
+			for (int i = 0; i < NXU; i++)
 				eng_qx_quantize_ref(xq + (size_t)i * nb, x + (size_t)i * cols, cols);
 			const uint8_t *w[4] = {wq, wq + rb, wq + 2 * rb, wq + 3 * rb};
-			const eng_qxblk *xs[3] = {xq, xq + nb, xq + 2 * nb};
-			float want[12];
-			for (int i = 0; i < 3; i++)
+			const eng_qxblk *xs[NXU];
+			for (int i = 0; i < NXU; i++)
+				xs[i] = xq + (size_t)i * nb;
+			float want[NXU * 4];
+			for (int i = 0; i < NXU; i++)
 				for (int k = 0; k < 4; k++) {
 					want[i * 4 + k] = eng_qdot_ref(xs[i], w[k], nb, dt);
 					/* against the exact dot of the dequantized values: the
@@ -118,19 +121,21 @@ static void block_types_dot_by_definition(void **st)
 					eng_qrow_unpack(&ur[k], w[k], nb, dt);
 				}
 				const eng_qrow *u[4] = {&ur[0], &ur[1], &ur[2], &ur[3]};
-				for (int nx = 1; nx <= 3; nx++)
-					for (int unpacked = 0; unpacked < 2; unpacked++) {
-						float got[12];
+				for (int nx = 1; nx <= NXU; nx++)
+					for (int unpacked = nx > 3; unpacked < 2; unpacked++) {
+						float got[NXU * 4];
 						if (unpacked)
 							eng_qdot_unpacked(got, xs, nx, u, nb, dt);
 						else
 							eng_qdot(got, xs, nx, w, nb, dt);
 						for (int i = 0; i < nx; i++)
-							if (memcmp(got + i * 4, want + i * 4, 16))
-								fail_msg("%s at level %s, width %d%s: row %d differs from the definition "
-								         "(%.9g vs %.9g)",
-								         eng_dtype_name((eng_dtype)dt), eng_qdot_level_name(l), nx,
-								         unpacked ? ", unpacked" : "", i, got[i * 4], want[i * 4]);
+							for (int k = 0; k < 4; k++)
+								if (memcmp(&got[i * 4 + k], &want[i * 4 + k], 4))
+									fail_msg("%s at level %s, width %d%s: row %d, weight row %d "
+									         "differs from the definition (%.9g vs %.9g)",
+									         eng_dtype_name((eng_dtype)dt), eng_qdot_level_name(l), nx,
+									         unpacked ? ", unpacked" : "", i, k, got[i * 4 + k],
+									         want[i * 4 + k]);
 					}
 				for (int k = 0; k < 4; k++)
 					free(ur[k].q), free(ur[k].sc), free(ur[k].m);
