@@ -204,6 +204,223 @@ QD_FN void QD(kern)(float *o, const eng_qxblk *const *x, int nx, const void *con
 }
 
 #if QD_VNNI
+/* [16 bytes at a | 16 bytes at c] */
+QD_FN __m256i QD(bytes2)(const uint8_t *a, const uint8_t *c)
+{
+	return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
+	                               _mm_loadu_si128((const __m128i *)c), 1);
+}
+
+/* The 16 bits of a block's qh (or test mask) for elements 0-15 (first) or
+ * 16-31 of rows a and c: a's in bits 0-15, c's in bits 16-31 */
+QD_FN __mmask32 QD(half_bits)(uint32_t a, uint32_t c, int second)
+{
+	return (__mmask32)(second ? (a >> 16) | (c & 0xFFFF0000u) : (a & 0xFFFFu) | (c << 16));
+}
+
+/* Block b of rows a and c of type t as two registers of 16-bit values:
+ * r1 = [a's elements 0-15 | c's 0-15], r2 = [a's 16-31 | c's 16-31]
+ * (unpack above, widened as read; the scales come from scales4 below):
+ * decode's kernel. */
+QD_FN void QD(words2)(const uint8_t *ra, const uint8_t *rc, int b, int t, __m512i *r1, __m512i *r2)
+{
+	const __m512i w16 = _mm512_set1_epi16(16), f = _mm512_set1_epi16(0x0F);
+	switch (t) {
+	case 3: {
+		const uint8_t *a = ra + (size_t)b * 34 + 2, *c = rc + (size_t)b * 34 + 2;
+		*r1 = _mm512_cvtepi8_epi16(QD(bytes2)(a, c));
+		*r2 = _mm512_cvtepi8_epi16(QD(bytes2)(a + 16, c + 16));
+		return;
+	}
+	case 4:
+	case 5:
+	case 6:
+	case 7: {
+		static const int bsz[8] = {0, 0, 0, 0, 18, 20, 22, 24}, qs[8] = {0, 0, 0, 0, 2, 4, 6, 8};
+		const uint8_t *a = ra + (size_t)b * (size_t)bsz[t], *c = rc + (size_t)b * (size_t)bsz[t];
+		__m512i v = _mm512_cvtepu8_epi16(QD(bytes2)(a + qs[t], c + qs[t]));
+		*r1 = _mm512_and_si512(v, f), *r2 = _mm512_srli_epi16(v, 4);
+		if (t == 4) {
+			*r1 = _mm512_sub_epi16(*r1, _mm512_set1_epi16(8)), *r2 = _mm512_sub_epi16(*r2, _mm512_set1_epi16(8));
+		} else if (t != 5) {
+			uint32_t ha, hc;
+			memcpy(&ha, a + qs[t] - 4, 4), memcpy(&hc, c + qs[t] - 4, 4);
+			if (t == 6) { /* bit set: + 16 - 16; clear: - 16 */
+				*r1 = _mm512_mask_sub_epi16(*r1, QD(half_bits)(~ha, ~hc, 0), *r1, w16);
+				*r2 = _mm512_mask_sub_epi16(*r2, QD(half_bits)(~ha, ~hc, 1), *r2, w16);
+			} else {
+				*r1 = _mm512_mask_add_epi16(*r1, QD(half_bits)(ha, hc, 0), *r1, w16);
+				*r2 = _mm512_mask_add_epi16(*r2, QD(half_bits)(ha, hc, 1), *r2, w16);
+			}
+		}
+		return;
+	}
+	case 8:
+	case 9: {
+		int five = t == 9, j = b % 8;
+		size_t at = (size_t)(b / 8) * (five ? 176 : 144);
+		const uint8_t *a = ra + at + (five ? 48 : 16) + (j / 2) * 32, *c = rc + at + (five ? 48 : 16) + (j / 2) * 32;
+		__m512i v1 = _mm512_cvtepu8_epi16(QD(bytes2)(a, c)), v2 = _mm512_cvtepu8_epi16(QD(bytes2)(a + 16, c + 16));
+		if (j % 2)
+			*r1 = _mm512_srli_epi16(v1, 4), *r2 = _mm512_srli_epi16(v2, 4);
+		else
+			*r1 = _mm512_and_si512(v1, f), *r2 = _mm512_and_si512(v2, f);
+		if (five) {
+			const __m256i bit = _mm256_set1_epi8((char)(1 << j));
+			uint32_t ka = (uint32_t)_mm256_test_epi8_mask(_mm256_loadu_si256((const __m256i *)(ra + at + 16)), bit);
+			uint32_t kc = (uint32_t)_mm256_test_epi8_mask(_mm256_loadu_si256((const __m256i *)(rc + at + 16)), bit);
+			*r1 = _mm512_mask_add_epi16(*r1, QD(half_bits)(ka, kc, 0), *r1, w16);
+			*r2 = _mm512_mask_add_epi16(*r2, QD(half_bits)(ka, kc, 1), *r2, w16);
+		}
+		return;
+	}
+	default: {
+		int j = b % 8, h = j / 4, k = j % 4;
+		size_t at = (size_t)(b / 8) * 210;
+		const uint8_t *la = ra + at + h * 64 + (k & 1) * 32, *lc = rc + at + h * 64 + (k & 1) * 32;
+		const uint8_t *qa = ra + at + 128 + h * 32, *qc = rc + at + 128 + h * 32;
+		__m128i s4 = _mm_cvtsi32_si128(k >= 2 ? 4 : 0), s2 = _mm_cvtsi32_si128(2 * k);
+		const __m512i three = _mm512_set1_epi16(3), w32 = _mm512_set1_epi16(32);
+#pragma GCC unroll 2
+		for (int half = 0; half < 2; half++) {
+			__m512i lo = _mm512_and_si512(_mm512_srl_epi16(_mm512_cvtepu8_epi16(QD(bytes2)(la + 16 * half, lc + 16 * half)), s4), f);
+			__m512i hi = _mm512_and_si512(_mm512_srl_epi16(_mm512_cvtepu8_epi16(QD(bytes2)(qa + 16 * half, qc + 16 * half)), s2),
+			                              three);
+			__m512i v = _mm512_sub_epi16(_mm512_or_si512(lo, _mm512_slli_epi16(hi, 4)), w32);
+			if (half)
+				*r2 = v;
+			else
+				*r1 = v;
+		}
+		return;
+	}
+	}
+}
+
+QD_FN uint64_t QD(u16at)(const uint8_t *p)
+{
+	uint16_t h;
+	memcpy(&h, p, 2);
+	return h;
+}
+
+/* The four rows' f16 values at offset off of block b's bytes, as floats:
+ * the bits gathered in a general register, converted in one instruction
+ * (each the same float as h2f of it). */
+QD_FN __m128 QD(f16x4)(const uint8_t *const w[4], size_t at)
+{
+	uint64_t v = QD(u16at)(w[0] + at) | QD(u16at)(w[1] + at) << 16 | QD(u16at)(w[2] + at) << 32 |
+	             QD(u16at)(w[3] + at) << 48;
+	return _mm_cvtph_ps(_mm_cvtsi64_si128((long long)v));
+}
+
+/* Block b's scales of four rows (lane r row r): the first half's (s0), the
+ * second's (s1, Q6_K), the minimum coefficients (m); the products that
+ * unpack computes one at a time, the same bits. */
+QD_FN void QD(scales4)(const uint8_t *const w[4], int b, int t, __m128 *s0, __m128 *s1, __m128 *m)
+{
+	static const int bsz[8] = {0, 0, 0, 34, 18, 20, 22, 24};
+	switch (t) {
+	case 3:
+	case 4:
+	case 6: *s0 = *s1 = QD(f16x4)(w, (size_t)b * (size_t)bsz[t]); return;
+	case 5:
+	case 7:
+		*s0 = *s1 = QD(f16x4)(w, (size_t)b * (size_t)bsz[t]);
+		*m = QD(f16x4)(w, (size_t)b * (size_t)bsz[t] + 2);
+		return;
+	case 8:
+	case 9: {
+		size_t at = (size_t)(b / 8) * (t == 9 ? 176 : 144);
+		int j = b % 8;
+		uint32_t sv = 0, mv = 0;
+#pragma GCC unroll 4
+		for (int r = 0; r < 4; r++) {
+			int sc, mn;
+			qd_scale_min(j, w[r] + at + 4, &sc, &mn);
+			sv |= (uint32_t)sc << (8 * r), mv |= (uint32_t)mn << (8 * r);
+		}
+		*s0 = *s1 = _mm_mul_ps(QD(f16x4)(w, at), _mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)sv))));
+		*m = _mm_xor_ps(_mm_mul_ps(QD(f16x4)(w, at + 2), _mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)mv)))),
+		                _mm_set1_ps(-0.0f));
+		return;
+	}
+	default: {
+		size_t at = (size_t)(b / 8) * 210;
+		int j = b % 8, off = 192 + (j / 4) * 8 + 2 * (j % 4);
+		uint32_t v0 = 0, v1 = 0;
+#pragma GCC unroll 4
+		for (int r = 0; r < 4; r++)
+			v0 |= (uint32_t)w[r][at + off] << (8 * r), v1 |= (uint32_t)w[r][at + off + 1] << (8 * r);
+		__m128 d = QD(f16x4)(w, at + 208);
+		*s0 = _mm_mul_ps(d, _mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128((int)v0))));
+		*s1 = _mm_mul_ps(d, _mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128((int)v1))));
+		return;
+	}
+	}
+}
+
+/* Batch-1 decode on raw rows, rows 0 and 1 in one register's two halves
+ * and rows 2 and 3 in another's: lane k of a half gets the pairs 2k, 2k+1
+ * of the block's first half from madd and of its second from dpwssd
+ * (lo_k + hi_k, the same exact integers as the 8-lane kernel), then the
+ * definition's fma, its products sc * d formed four rows at once: the
+ * same bits as qdot.h says, in about half the instructions a block. */
+QD_FN void QD(kern1)(float *o, const eng_qxblk *x, const uint8_t *const w[4], int nb, int t)
+{
+	const int two = t == 10, mins = qd_has_min(t);
+	const __m512i lanes01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+	const __m512i lanes23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+	__m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+	__m128 mn = _mm_setzero_ps();
+	for (int b = 0; b < nb; b++) {
+		__m512i x1 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x[b].q));
+		__m512i x2 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x[b].q + 16)));
+		__m128 s0, s1, m = _mm_setzero_ps(), xd = _mm_set1_ps(x[b].d);
+		QD(scales4)(w, b, t, &s0, &s1, &m);
+		__m512 sx0 = _mm512_castps128_ps512(_mm_mul_ps(s0, xd));
+		__m512 sx1 = two ? _mm512_castps128_ps512(_mm_mul_ps(s1, xd)) : sx0;
+#pragma GCC unroll 2
+		for (int h = 0; h < 2; h++) {
+			__m512i idx = h ? lanes23 : lanes01, r1, r2;
+			QD(words2)(w[2 * h], w[2 * h + 1], b, t, &r1, &r2);
+			if (!two) {
+				__m512i sum = _mm512_dpwssd_epi32(_mm512_madd_epi16(r1, x1), r2, x2);
+				acc[h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_permutexvar_ps(idx, sx0), acc[h]);
+			} else {
+				acc[h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(r1, x1)),
+				                         _mm512_permutexvar_ps(idx, sx0), acc[h]);
+				acc[h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(r2, x2)),
+				                         _mm512_permutexvar_ps(idx, sx1), acc[h]);
+			}
+		}
+		if (mins)
+			mn = _mm_fmadd_ps(m, _mm_set1_ps(x[b].s), mn);
+	}
+	float mv[4];
+	_mm_storeu_ps(mv, mn);
+#pragma GCC unroll 2
+	for (int h = 0; h < 2; h++) {
+		o[2 * h] = QD(hsum8)(_mm512_castps512_ps256(acc[h])) + mv[2 * h];
+		o[2 * h + 1] = QD(hsum8)(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[h]), 1))) + mv[2 * h + 1];
+	}
+}
+
+__attribute__((target(QD_TARGET))) static void QD(qdot1)(float *o, const eng_qxblk *x, const uint8_t *const w[4], int nb,
+                                                          int t)
+{
+	switch (t) {
+	case 3: QD(kern1)(o, x, w, nb, 3); break;
+	case 4: QD(kern1)(o, x, w, nb, 4); break;
+	case 5: QD(kern1)(o, x, w, nb, 5); break;
+	case 6: QD(kern1)(o, x, w, nb, 6); break;
+	case 7: QD(kern1)(o, x, w, nb, 7); break;
+	case 8: QD(kern1)(o, x, w, nb, 8); break;
+	case 9: QD(kern1)(o, x, w, nb, 9); break;
+	default: QD(kern1)(o, x, w, nb, 10); break;
+	}
+}
+
 /* Unpacked rows against up to 6 activation rows, two to a 512-bit
  * register: a pair's lanes are two copies of the 8 lanes of qdot.h side
  * by side (the weight row broadcast to both halves, activation row 2p in
