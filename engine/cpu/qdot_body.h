@@ -360,6 +360,74 @@ QD_FN void QD(scales4)(const uint8_t *const w[4], int b, int t, __m128 *s0, __m1
 	}
 }
 
+/* A K-quant super-block's scales for its 8 blocks and four rows, as
+ * scales4 gives them one block at a time (the same bits): s0[j*4 + r],
+ * s1[..] (Q6_K's second halves), m[..] (Q4_K, Q5_K). The 6-bit scales
+ * and minima of each row are taken apart four at a time in a general
+ * register, then turned to block-major order with byte shuffles. */
+QD_FN __m128i QD(u64x2)(uint64_t lo, uint64_t hi)
+{
+	return _mm_set_epi64x((long long)hi, (long long)lo);
+}
+
+QD_FN void QD(kscales)(const uint8_t *const w[4], int sb, int t, float *s0, float *s1, float *m)
+{
+	if (t == 8 || t == 9) {
+		size_t at = (size_t)sb * (t == 9 ? 176 : 144);
+		uint64_t sc[4], mn[4];
+#pragma GCC unroll 4
+		for (int r = 0; r < 4; r++) {
+			uint32_t q0, q1, q2;
+			memcpy(&q0, w[r] + at + 4, 4), memcpy(&q1, w[r] + at + 8, 4), memcpy(&q2, w[r] + at + 12, 4);
+			uint32_t slo = q0 & 0x3F3F3F3Fu, mlo = q1 & 0x3F3F3F3Fu;
+			uint32_t shi = (q2 & 0x0F0F0F0Fu) | ((q0 >> 2) & 0x30303030u);
+			uint32_t mhi = ((q2 >> 4) & 0x0F0F0F0Fu) | ((q1 >> 2) & 0x30303030u);
+			sc[r] = slo | (uint64_t)shi << 32, mn[r] = mlo | (uint64_t)mhi << 32;
+		}
+		const __m128i il = _mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+		__m512 d = _mm512_broadcast_f32x4(QD(f16x4)(w, at)), dm = _mm512_broadcast_f32x4(QD(f16x4)(w, at + 2));
+		const uint64_t *src[2] = {sc, mn};
+#pragma GCC unroll 2
+		for (int k = 0; k < 2; k++) {
+			const uint64_t *v = src[k];
+			__m128i a = _mm_shuffle_epi8(QD(u64x2)(v[0], v[1]), il), c = _mm_shuffle_epi8(QD(u64x2)(v[2], v[3]), il);
+			__m512 f0 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi16(a, c)));
+			__m512 f1 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpackhi_epi16(a, c)));
+			if (k == 0) {
+				_mm512_storeu_ps(s0, _mm512_mul_ps(d, f0)), _mm512_storeu_ps(s0 + 16, _mm512_mul_ps(d, f1));
+			} else {
+				const __m512 neg = _mm512_set1_ps(-0.0f);
+				_mm512_storeu_ps(m, _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_mul_ps(dm, f0)),
+				                                                         _mm512_castps_si512(neg))));
+				_mm512_storeu_ps(m + 16, _mm512_castsi512_ps(_mm512_xor_si512(
+				                                 _mm512_castps_si512(_mm512_mul_ps(dm, f1)), _mm512_castps_si512(neg))));
+			}
+		}
+		return;
+	}
+	/* Q6_K: 16 int8 scales a row; block j's halves take scales 2j and 2j + 1 */
+	size_t at = (size_t)sb * 210;
+	__m128i r0 = _mm_loadu_si128((const __m128i *)(w[0] + at + 192)), r1 = _mm_loadu_si128((const __m128i *)(w[1] + at + 192));
+	__m128i r2 = _mm_loadu_si128((const __m128i *)(w[2] + at + 192)), r3 = _mm_loadu_si128((const __m128i *)(w[3] + at + 192));
+	__m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
+	__m128i c0 = _mm_unpacklo_epi8(r2, r3), c1 = _mm_unpackhi_epi8(r2, r3);
+	/* [i: r0 r1 r2 r3] for i = 0-3, 4-7, 8-11, 12-15 */
+	__m128i g[4] = {_mm_unpacklo_epi16(a0, c0), _mm_unpackhi_epi16(a0, c0), _mm_unpacklo_epi16(a1, c1),
+	                _mm_unpackhi_epi16(a1, c1)};
+	__m512 d = _mm512_broadcast_f32x4(QD(f16x4)(w, at + 208));
+	/* scale i = 2j + half: g's 32-bit groups in order are i = 0..15; split
+	 * even (first halves) and odd (second halves) */
+	float all[64];
+#pragma GCC unroll 4
+	for (int q = 0; q < 4; q++)
+		_mm512_storeu_ps(all + 16 * q, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(g[q]))));
+#pragma GCC unroll 8
+	for (int j = 0; j < 8; j++) {
+		_mm_storeu_ps(s0 + 4 * j, _mm_loadu_ps(all + 8 * j));
+		_mm_storeu_ps(s1 + 4 * j, _mm_loadu_ps(all + 8 * j + 4));
+	}
+}
+
 /* Batch-1 decode on raw rows, rows 0 and 1 in one register's two halves
  * and rows 2 and 3 in another's: lane k of a half gets the pairs 2k, 2k+1
  * of the block's first half from madd and of its second from dpwssd
@@ -373,11 +441,18 @@ QD_FN void QD(kern1)(float *o, const eng_qxblk *x, const uint8_t *const w[4], in
 	const __m512i lanes23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
 	__m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
 	__m128 mn = _mm_setzero_ps();
+	float ks0[32], ks1[32], km[32]; /* a K-quant super-block's scales (kscales) */
 	for (int b = 0; b < nb; b++) {
 		__m512i x1 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x[b].q));
 		__m512i x2 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x[b].q + 16)));
 		__m128 s0, s1, m = _mm_setzero_ps(), xd = _mm_set1_ps(x[b].d);
-		QD(scales4)(w, b, t, &s0, &s1, &m);
+		if (t >= 8) {
+			if (b % 8 == 0)
+				QD(kscales)(w, b / 8, t, ks0, ks1, km);
+			s0 = _mm_loadu_ps(ks0 + 4 * (b % 8)), s1 = _mm_loadu_ps(ks1 + 4 * (b % 8)), m = _mm_loadu_ps(km + 4 * (b % 8));
+		} else {
+			QD(scales4)(w, b, t, &s0, &s1, &m);
+		}
 		__m512 sx0 = _mm512_castps128_ps512(_mm_mul_ps(s0, xd));
 		__m512 sx1 = two ? _mm512_castps128_ps512(_mm_mul_ps(s1, xd)) : sx0;
 #pragma GCC unroll 2
