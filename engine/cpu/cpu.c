@@ -5,6 +5,7 @@
  * attention.c, the vector kernels in kernels.h.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -197,8 +198,15 @@ out:
  * rather than the f32 ones (EVALD_QUANT_DOT=f32). */
 static int quant_dot(void)
 {
+	static atomic_int warned;
 	const char *qd = getenv("EVALD_QUANT_DOT");
-	return !(qd && !strcmp(qd, "f32"));
+	if (!qd || !*qd || !strcmp(qd, "auto"))
+		return 1;
+	if (!strcmp(qd, "f32"))
+		return 0;
+	if (!atomic_exchange(&warned, 1))
+		ev_log_warn("EVALD_QUANT_DOT=%s is not one of f32, auto; the integer and BF16 kernels are used", qd);
+	return 1;
 }
 
 int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads)

@@ -8,9 +8,11 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/base.h"
 #include "engine/backend.h"
 #include "engine/cpu/qdot.h"
 
@@ -260,11 +262,16 @@ static pthread_once_t level_once = PTHREAD_ONCE_INIT;
 
 int eng_cpu_kernels_cap(int l)
 {
+	static atomic_int warned;
 	const char *e = getenv("EVALD_CPU_KERNELS");
-	if (e && !strcmp(e, "plain"))
+	if (!e || !*e || !strcmp(e, "auto"))
+		return l;
+	if (!strcmp(e, "plain"))
 		return 0;
-	if (e && !strcmp(e, "avx2") && l > 1)
-		return 1;
+	if (!strcmp(e, "avx2"))
+		return l > 1 ? 1 : l;
+	if (!atomic_exchange(&warned, 1))
+		ev_log_warn("EVALD_CPU_KERNELS=%s is not one of plain, avx2, auto; the CPU's best kernels are used", e);
 	return l;
 }
 

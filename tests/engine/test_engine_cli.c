@@ -4,6 +4,7 @@
  * paths, generate runs from token ids (and from text where the tokenizer
  * is present), and bad input fails with a message and exit status 1 or 2.
  */
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -39,6 +40,25 @@ static void mkmodel_info_logits_generate(void **state)
 	assert_true(ev_json_num(j, "weight_bytes", 0) == 2 * total);
 	cJSON_Delete(j);
 	free(info);
+
+	/* the kernels' environment choices: a cap is followed, a value that is
+	 * not a choice is named in a warning (not silently ignored) */
+	const char *info_argv[] = {ev, "engine", "info", "--model", model, NULL};
+	setenv("EVALD_CPU_KERNELS", "plain", 1);
+	char *kout = NULL, *kerr = NULL;
+	assert_int_equal(tu_run(&kout, &kerr, NULL, info_argv), 0);
+	assert_non_null(strstr(kout, "bf16 weights: bf16 activations, plain"));
+	assert_null(strstr(kerr, "warning"));
+	free(kout), free(kerr);
+	setenv("EVALD_CPU_KERNELS", "avx3", 1);
+	setenv("EVALD_QUANT_DOT", "int8", 1);
+	assert_int_equal(tu_run(&kout, &kerr, NULL, info_argv), 0);
+	assert_non_null(strstr(kerr, "EVALD_CPU_KERNELS=avx3 is not one of plain, avx2, auto"));
+	assert_non_null(strstr(kerr, "EVALD_QUANT_DOT=int8 is not one of f32, auto"));
+	assert_non_null(strstr(kout, "bf16 weights: bf16 activations"));
+	free(kout), free(kerr);
+	unsetenv("EVALD_CPU_KERNELS");
+	unsetenv("EVALD_QUANT_DOT");
 
 	const char *fast[] = {ev, "engine", "logits", "--model", model, "--tokens", "1,2,3,200", "--json", NULL};
 	const char *ref[] = {ev, "engine", "logits", "--model", model, "--tokens", "1,2,3,200", "--json", "--reference", NULL};
