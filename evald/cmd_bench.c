@@ -10,6 +10,7 @@
  *   bench engine --model DIR ...   (evald/bench_engine.c)
  *   bench sandbox [--problems PATH] [--jobs N]   (evald/bench_sandbox.c)
  *   bench attention --model DIR [--lengths ...]  (evald/bench_attention.c)
+ *   bench kernels [--types ...] [--rows N] [--cols N]  (evald/bench_kernels.c)
  */
 #include <errno.h>
 #include <poll.h>
@@ -28,6 +29,7 @@ int ev_bench_vision_main(const ev_cli *cli, int argc, char **argv); /* bench_vis
 int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv);
 int ev_bench_sandbox_main(const ev_cli *cli, int argc, char **argv);
 int ev_bench_cuda_main(const ev_cli *cli, int argc, char **argv); /* bench_cuda.c */
+int ev_bench_kernels_main(const ev_cli *cli, int argc, char **argv); /* bench_kernels.c */
 
 static char *exe_dir(void)
 {
@@ -212,6 +214,7 @@ int ev_cmd_bench(const ev_cli *cli, int argc, char **argv)
 		{"attention", ev_bench_attention_main, "dense vs MSA attention by context length"},
 		{"cuda", ev_bench_cuda_main, "the CUDA ops on the device beside copy bandwidth (needs a GPU)"},
 		{"engine", ev_bench_engine_main, "the engine's prefill and decode speed, fast vs reference"},
+		{"kernels", ev_bench_kernels_main, "quantized and BF16 dot-product kernels by level vs plain C"},
 		{"runner", bench_runner, "requests/s and CPU per request; tracker ingest"},
 		{"sandbox", ev_bench_sandbox_main, "HumanEval tests/s in the sandbox"},
 		{"vision", ev_bench_vision_main, "an image into M3's LM rows: the vision tower fast vs plain"},

@@ -274,10 +274,49 @@ static void the_checkpoints_template_renders_prompts(void **state)
 	free(err), free(boom), free(msgs), free(tools), free(m), free(dir);
 }
 
+/* `evald bench kernels` runs every level this CPU has on every type and
+ * compares each output with the plain definition's bits; its figures are
+ * not judged here (tests never time anything), its checks and shape are */
+static void bench_kernels_checks_every_level_against_the_definition(void **state)
+{
+	(void)state;
+	const char *ev = tu_evald();
+	char *out = NULL, *err = NULL;
+	const char *argv[] = {ev, "bench", "kernels", "--types", "q4_1,q6_k,bf16", "--rows", "8", "--cols", "256",
+	                      "--seconds", "0.01", "--json", NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, argv), 0);
+	cJSON *j = NULL;
+	assert_int_equal(ev_json_parse(&j, out, strlen(out), "bench kernels"), 0);
+	const cJSON *ks = cJSON_GetObjectItemCaseSensitive(j, "kernels");
+	int n = cJSON_GetArraySize(ks), plain = 0;
+	assert_true(n >= 3); /* at least the plain level of each type */
+	for (const cJSON *k = ks->child; k; k = k->next) {
+		assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(k, "same_bits")));
+		assert_true(ev_json_num(k, "decode_gmacs", 0) > 0 && ev_json_num(k, "prefill_gmacs", 0) > 0);
+		if (!strcmp(ev_json_str(k, "level", ""), "plain")) {
+			plain++;
+			assert_true(ev_json_num(k, "decode_vs_plain", 0) == 1.0);
+		}
+	}
+	assert_int_equal(plain, 3);
+	cJSON_Delete(j);
+	free(out), free(err);
+	/* a type it does not have, and a shape the K-quants cannot take */
+	const char *bad[] = {ev, "bench", "kernels", "--types", "q4_1,q3_k", NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, bad), 2);
+	assert_non_null(strstr(err, "'q3_k' is not bf16 or a block type"));
+	free(out), free(err);
+	const char *shape[] = {ev, "bench", "kernels", "--cols", "300", NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, shape), 2);
+	assert_non_null(strstr(err, "--cols of 256"));
+	free(out), free(err);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(mkmodel_info_logits_generate),
+		cmocka_unit_test(bench_kernels_checks_every_level_against_the_definition),
 		cmocka_unit_test(generate_json_without_tokenizer_and_the_eos_it_stops_on),
 		cmocka_unit_test(tokenize_puts_special_tokens_where_the_post_processor_does),
 		cmocka_unit_test(the_checkpoints_template_renders_prompts),

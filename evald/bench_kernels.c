@@ -1,0 +1,278 @@
+/*
+ * evald bench kernels: the CPU's dot-product kernels for quantized and
+ * BF16 weights (engine/cpu/qdot.h, bfdot.h), each at every instruction-set
+ * level this CPU has beside the plain C definition (the baseline, and the
+ * oracle: every output of every level is compared with its bits).
+ *   decode:  one activation row against raw weight rows, four at a time
+ *            a quarter of the matrix apart (as batch-1 decode reads them)
+ *   prefill: 48 activation rows (a prompt's chunk) against each group of
+ *            four weight rows, unpacked once, six rows a call (BF16: three
+ *            a call, the rows read as they are)
+ * One thread, random weights written by the project's own quantizer.
+ * Rows past the caches (--rows 65536 and up) show the kernels as they meet
+ * memory; the default fits in the L2 cache and shows the instructions.
+ *   evald bench kernels [--types q8_0,q4_k,...] [--rows N] [--cols N] [--json]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "engine/backend.h"
+#include "engine/cpu/bfdot.h"
+#include "engine/cpu/qdot.h"
+#include "engine/gguf/quant.h"
+#include "evald/cli.h"
+
+int ev_bench_kernels_main(const ev_cli *cli, int argc, char **argv);
+
+typedef struct {
+	const char *types;
+	int rows, cols;
+	double seconds;
+	bool json;
+} bk_opts;
+
+#define T bk_opts
+static const ev_opt bk_table[] = {
+	EV_O_STR("--types", T, types, "LIST", "weight types (all kept block types and bf16)"),
+	EV_O_INT("--rows", T, rows, 4, 1 << 22, "N", "weight rows, a multiple of 4 (1024)"),
+	EV_O_INT("--cols", T, cols, 256, 1 << 16, "N", "weight columns, a multiple of 256 (1536)"),
+	EV_O_NUM("--seconds", T, seconds, 0.01, 60, "S", "time spent on each figure, at least one pass (0.2)"),
+	EV_O_FLAG("--json", T, json, "as JSON"),
+	EV_O_END,
+};
+#undef T
+
+static const ev_cmd_spec bk_spec = {
+	.name = "bench kernels",
+	.synopsis = "[--types q8_0,q4_k,...] [--rows N] [--cols N] [--seconds S] [--json]",
+	.about = "The dot-product kernels for quantized and BF16 weights at each instruction-set level this\n"
+	         "CPU has, beside the plain C definition (whose bits every level must equal), one thread:\n"
+	         "batch-1 decode (one activation row) and prefill (48 rows against unpacked weights).",
+	.opts = bk_table,
+};
+
+#define BK_X 48 /* activation rows in prefill */
+
+typedef struct {
+	int t, rows, cols, nb;
+	size_t rb;         /* bytes a weight row */
+	uint8_t *w;        /* rows x rb */
+	eng_qxblk *xq;     /* BK_X activation rows, quantized */
+	uint16_t *xbf;     /* BK_X activation rows, BF16, padded */
+	eng_qrow ur[4];    /* a group's rows unpacked */
+	float *out;        /* rows x BK_X */
+} bk_case;
+
+/* group g's four rows, a quarter of the matrix apart */
+static void group_rows(const bk_case *c, int g, const uint8_t *wr[4])
+{
+	int q4 = c->rows / 4;
+	for (int u = 0; u < 4; u++)
+		wr[u] = c->w + (size_t)(g + u * q4) * c->rb;
+}
+
+/* One pass: decode (one activation row) or prefill (BK_X rows) over
+ * every weight row; out[row * BK_X + i]. */
+static void pass(bk_case *c, bool prefill)
+{
+	int q4 = c->rows / 4, stride = (c->cols + 31) / 32 * 32;
+	for (int g = 0; g < q4; g++) {
+		const uint8_t *wr[4];
+		group_rows(c, g, wr);
+		const eng_qrow *u[4] = {&c->ur[0], &c->ur[1], &c->ur[2], &c->ur[3]};
+		if (prefill && c->t != ENG_BF16)
+			for (int k = 0; k < 4; k++)
+				eng_qrow_unpack(&c->ur[k], wr[k], c->nb, c->t);
+		int step = !prefill ? 1 : c->t == ENG_BF16 ? 3 : ENG_QDOT_UNPACKED_X, n = prefill ? BK_X : 1;
+		for (int i0 = 0; i0 < n; i0 += step) {
+			float o[ENG_QDOT_UNPACKED_X * 4];
+			if (c->t == ENG_BF16) {
+				const uint16_t *xr[3], *wb[4];
+				for (int k = 0; k < 3; k++)
+					xr[k] = c->xbf + (size_t)(i0 + k) * stride;
+				for (int k = 0; k < 4; k++)
+					wb[k] = (const uint16_t *)wr[k];
+				eng_bfdot(o, xr, step, wb, c->cols);
+			} else {
+				const eng_qxblk *xr[ENG_QDOT_UNPACKED_X];
+				for (int k = 0; k < ENG_QDOT_UNPACKED_X; k++)
+					xr[k] = c->xq + (size_t)(i0 + k) * c->nb;
+				if (prefill)
+					eng_qdot_unpacked(o, xr, step, u, c->nb, c->t);
+				else
+					eng_qdot(o, xr, 1, wr, c->nb, c->t);
+			}
+			for (int i = 0; i < step; i++)
+				for (int k = 0; k < 4; k++)
+					c->out[(size_t)(g + k * q4) * BK_X + i0 + i] = o[i * 4 + k];
+		}
+	}
+}
+
+/* Seconds a pass, the best of as many as fit in `budget` (at least 2). */
+static double time_pass(bk_case *c, bool prefill, double budget)
+{
+	double best = 1e30, start = ev_now();
+	for (int k = 0; k < 2 || ev_now() - start < budget; k++) {
+		double t0 = ev_now();
+		pass(c, prefill);
+		double dt = ev_now() - t0;
+		best = dt < best ? dt : best;
+	}
+	return best;
+}
+
+static void set_level(int t, int l)
+{
+	if (t == ENG_BF16)
+		eng_bfdot_set_level(l);
+	else
+		eng_qdot_set_level(l);
+}
+
+static const char *level_name(int t, int l)
+{
+	if (t != ENG_BF16)
+		return eng_qdot_level_name(l);
+	return l == 2 ? "avx512-bf16" : l == 1 ? "avx2" : "plain";
+}
+
+static int case_init(bk_case *c, int t, int rows, int cols, ev_rng *r)
+{
+	memset(c, 0, sizeof *c);
+	c->t = t, c->rows = rows, c->cols = cols, c->nb = cols / 32;
+	c->rb = eng_dtype_bytes((eng_dtype)t, (size_t)cols);
+	size_t n = (size_t)rows * cols;
+	float *wf = malloc(n * sizeof *wf), *x = malloc((size_t)BK_X * cols * sizeof *x);
+	c->w = malloc((size_t)rows * c->rb);
+	c->xq = malloc((size_t)BK_X * c->nb * sizeof *c->xq);
+	c->xbf = malloc((size_t)BK_X * ((cols + 31) / 32 * 32) * sizeof *c->xbf);
+	c->out = malloc((size_t)rows * BK_X * sizeof *c->out);
+	bool ok = wf && x && c->w && c->xq && c->xbf && c->out;
+	for (int k = 0; ok && k < 4; k++)
+		ok = (c->ur[k].q = malloc((size_t)cols * sizeof(int16_t))) && (c->ur[k].sc = malloc((size_t)c->nb * 8)) &&
+		     (c->ur[k].m = malloc((size_t)c->nb * 4));
+	if (ok) {
+		for (size_t i = 0; i < n; i++)
+			wf[i] = (float)(ev_rng_uniform(r) * 2 - 1);
+		for (size_t i = 0; i < (size_t)BK_X * cols; i++)
+			x[i] = (float)(ev_rng_uniform(r) * 2 - 1);
+		if (t == ENG_BF16) {
+			uint16_t *wb = (uint16_t *)c->w;
+			for (size_t i = 0; i < n; i++)
+				wb[i] = eng_f32_to_bf16(wf[i]);
+		} else {
+			eng_ggml_quantize(c->w, wf, eng_dtype_ggml((eng_dtype)t), n);
+		}
+		for (int i = 0; i < BK_X; i++) {
+			eng_qx_quantize_ref(c->xq + (size_t)i * c->nb, x + (size_t)i * cols, cols);
+			eng_bf_round_ref(c->xbf + (size_t)i * ((cols + 31) / 32 * 32), x + (size_t)i * cols, cols);
+		}
+	}
+	free(wf), free(x);
+	return ok ? 0 : ev_error_set(EV_E_NOMEM, "out of memory for a %d x %d matrix", rows, cols);
+}
+
+static void case_free(bk_case *c)
+{
+	for (int k = 0; k < 4; k++)
+		free(c->ur[k].q), free(c->ur[k].sc), free(c->ur[k].m);
+	free(c->w), free(c->xq), free(c->xbf), free(c->out);
+}
+
+int ev_bench_kernels_main(const ev_cli *cli, int argc, char **argv)
+{
+	bk_opts o = {.rows = 1024, .cols = 1536, .seconds = 0.2, .json = cli->json};
+	int prc = ev_opt_parse(&bk_spec, &o, argc, argv, NULL, NULL);
+	if (prc)
+		return ev_opt_exit(prc);
+	if (o.rows % 4 || o.cols % 256) {
+		fprintf(stderr, "evald bench kernels: --rows must be a multiple of 4 and --cols of 256 (%d, %d)\n", o.rows, o.cols);
+		return EV_EXIT_USAGE;
+	}
+	int types[ENG_DTYPE_COUNT], nt = 0;
+	if (o.types) {
+		char *list = ev_strdup(o.types), *save = NULL;
+		for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+			char up[16];
+			size_t k = 0;
+			for (; tok[k] && k < sizeof up - 1; k++)
+				up[k] = (char)(tok[k] >= 'a' && tok[k] <= 'z' ? tok[k] - 32 : tok[k]);
+			up[k] = 0;
+			int t = eng_dtype_parse(up);
+			if (t != ENG_BF16 && (t < ENG_Q8_0 || nt >= ENG_DTYPE_COUNT)) {
+				fprintf(stderr, "evald bench kernels: --types: '%s' is not bf16 or a block type (q8_0 .. q6_k)\n",
+				        tok);
+				free(list);
+				return EV_EXIT_USAGE;
+			}
+			types[nt++] = t;
+		}
+		free(list);
+	} else {
+		types[nt++] = ENG_BF16;
+		for (int t = ENG_Q8_0; t < ENG_DTYPE_COUNT; t++)
+			types[nt++] = t;
+	}
+	int qtop = eng_qdot_level(), btop = eng_bfdot_level();
+	ev_rng r;
+	ev_rng_seed(&r, 7);
+	if (o.json)
+		printf("{\"rows\":%d,\"cols\":%d,\"threads\":1,\"kernels\":[", o.rows, o.cols);
+	else
+		printf("%d x %d weights, one thread; GMAC/s (x the plain definition); every level's outputs against "
+		       "the definition's bits\n%-6s %-12s %12s %16s %20s %10s\n",
+		       o.rows, o.cols, "type", "level", "weight MiB", "decode GMAC/s", "prefill GMAC/s", "same bits");
+	int rc = 0, first = 1;
+	for (int i = 0; i < nt && !rc; i++) {
+		int t = types[i], top = t == ENG_BF16 ? btop : qtop;
+		bk_case c;
+		if ((rc = case_init(&c, t, o.rows, o.cols, &r))) {
+			ev_cli_fail("bench kernels");
+			break;
+		}
+		size_t nout = (size_t)o.rows * BK_X;
+		float *ref[2] = {malloc(nout * sizeof(float)), malloc(nout * sizeof(float))};
+		double base[2] = {0, 0};
+		for (int l = 0; ref[0] && ref[1] && l <= top; l++) {
+			set_level(t, l);
+			double s[2];
+			bool same = true;
+			for (int p = 0; p < 2; p++) {
+				memset(c.out, 0, nout * sizeof(float));
+				s[p] = time_pass(&c, p, o.seconds);
+				if (l == 0) {
+					base[p] = s[p];
+					memcpy(ref[p], c.out, nout * sizeof(float));
+				}
+				same = same && !memcmp(ref[p], c.out, nout * sizeof(float));
+			}
+			double macs = (double)o.rows * o.cols, gd = macs / s[0] * 1e-9,
+			       gp = macs * BK_X / s[1] * 1e-9;
+			double mib = (double)o.rows * (double)c.rb / 1048576.0;
+			if (o.json)
+				printf("%s{\"type\":\"%s\",\"level\":\"%s\",\"weight_mib\":%.2f,\"decode_gmacs\":%.3f,"
+				       "\"decode_gbs\":%.3f,\"prefill_gmacs\":%.3f,\"decode_vs_plain\":%.2f,"
+				       "\"prefill_vs_plain\":%.2f,\"same_bits\":%s}",
+				       first ? "" : ",", eng_dtype_lower((eng_dtype)t), level_name(t, l), mib, gd,
+				       (double)o.rows * (double)c.rb / s[0] * 1e-9, gp, base[0] / s[0], base[1] / s[1],
+				       same ? "true" : "false");
+			else
+				printf("%-6s %-12s %12.2f %9.2f (%4.1fx) %13.2f (%4.1fx) %10s\n", eng_dtype_lower((eng_dtype)t),
+				       level_name(t, l), mib, gd, base[0] / s[0], gp, base[1] / s[1], same ? "yes" : "NO");
+			first = 0;
+			if (!same)
+				rc = 1;
+		}
+		set_level(t, top);
+		free(ref[0]), free(ref[1]);
+		case_free(&c);
+	}
+	if (o.json)
+		printf("]}\n");
+	if (rc == 1)
+		fprintf(stderr, "evald bench kernels: a kernel's outputs differ from the plain definition's\n");
+	return rc ? 1 : 0;
+}
