@@ -90,10 +90,20 @@ static void mm_task_tiles(mm_job *j, int r0, int r1, int worker)
 /* Block-quantized weights against 16-bit activations (qdot.h), or BF16
  * weights against BF16 activations (bfdot.h): four weight rows a quarter
  * of the task apart (as decode below), each group against the batch rows
- * three at a time; the rows left over as a group of fewer. With 4 or more
- * batch rows a group of blocks is unpacked once into the worker's buffer
- * first and meets the batch rows six at a time. Every output is the same
- * sum whatever the group or width. */
+ * three at a time; the rows left over as a group of fewer. With
+ * ENG_CPU_UNPACK_ROWS or more batch rows a group of blocks is unpacked
+ * once into the worker's buffer first and meets the batch rows six at a
+ * time. Every output is the same sum whatever the group or width. */
+/* Batch rows from which unpacking a group of weight rows once pays: below
+ * it the raw-row kernel, which widens each block in registers for every
+ * three batch rows, was faster (SmolLM2 Q4_K_M, 2 threads: decode of 8
+ * sequences 333-364 tok/s raw against 238-258 unpacked, 12 sequences
+ * 386-392 against 312-323, 16 sequences 374-379 against 275-345; at the
+ * AVX2 level 8 sequences 307-311 against 238-239), above it unpacking
+ * (prefill of 64 rows 565-568 against 510-522, of 128 rows 538-597
+ * against 443-485). */
+#define ENG_CPU_UNPACK_ROWS 32
+
 static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 {
 	const eng_weight *w = j->w;
@@ -101,7 +111,7 @@ static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 	size_t rb = eng_dtype_bytes(w->dtype, (size_t)K);
 	const uint8_t *W = w->data;
 	eng_qrow *ur = j->cc->qrow[worker];
-	int q4 = (r1 - r0) / 4, unpack = j->n >= 4 && !j->xbf;
+	int q4 = (r1 - r0) / 4, unpack = j->n >= ENG_CPU_UNPACK_ROWS && !j->xbf;
 	for (int r = r0; r < r1;) {
 		int rr[4], nr;
 		if (r < r0 + q4) {

@@ -324,8 +324,8 @@ static void qdot_any(float *o, const eng_qxblk *const *x, int nx, const void *co
 void eng_qdot(float *o, const eng_qxblk *const *x, int nx, const uint8_t *const w[4], int nb, int t)
 {
 #ifdef QD_X86
-	if (nx == 1 && eng_qdot_level() == 2) {
-		qdot1_vnni(o, x[0], w, nb, t);
+	if (eng_qdot_level() == 2) {
+		qdotr_vnni(o, x, nx, w, nb, t);
 		return;
 	}
 #endif

@@ -428,24 +428,25 @@ QD_FN void QD(kscales)(const uint8_t *const w[4], int sb, int t, float *s0, floa
 	}
 }
 
-/* Batch-1 decode on raw rows, rows 0 and 1 in one register's two halves
+/* Decode on raw rows (1-3 activation rows), weight rows 0 and 1 in one register's two halves
  * and rows 2 and 3 in another's: lane k of a half gets the pairs 2k, 2k+1
  * of the block's first half from madd and of its second from dpwssd
  * (lo_k + hi_k, the same exact integers as the 8-lane kernel), then the
  * definition's fma, its products sc * d formed four rows at once: the
  * same bits as qdot.h says, in about half the instructions a block. */
-QD_FN void QD(kern1)(float *o, const eng_qxblk *x, const uint8_t *const w[4], int nb, int t)
+QD_FN void QD(kernr)(float *o, const eng_qxblk *const *x, int nx, const uint8_t *const w[4], int nb, int t)
 {
 	const int two = t == 10, mins = qd_has_min(t);
 	const __m512i lanes01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
 	const __m512i lanes23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-	__m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-	__m128 mn = _mm_setzero_ps();
+	__m512 acc[2][3];
+	__m128 mn[3];
+#pragma GCC unroll 3
+	for (int i = 0; i < 3; i++)
+		acc[0][i] = acc[1][i] = _mm512_setzero_ps(), mn[i] = _mm_setzero_ps();
 	float ks0[32], ks1[32], km[32]; /* a K-quant super-block's scales (kscales) */
 	for (int b = 0; b < nb; b++) {
-		__m512i x1 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x[b].q));
-		__m512i x2 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x[b].q + 16)));
-		__m128 s0, s1, m = _mm_setzero_ps(), xd = _mm_set1_ps(x[b].d);
+		__m128 s0, s1, m = _mm_setzero_ps();
 		if (t >= 8) {
 			if (b % 8 == 0)
 				QD(kscales)(w, b / 8, t, ks0, ks1, km);
@@ -453,47 +454,75 @@ QD_FN void QD(kern1)(float *o, const eng_qxblk *x, const uint8_t *const w[4], in
 		} else {
 			QD(scales4)(w, b, t, &s0, &s1, &m);
 		}
-		__m512 sx0 = _mm512_castps128_ps512(_mm_mul_ps(s0, xd));
-		__m512 sx1 = two ? _mm512_castps128_ps512(_mm_mul_ps(s1, xd)) : sx0;
+		__m512i x1[3], x2[3];
+		__m512 sx0[3], sx1[3];
+#pragma GCC unroll 3
+		for (int i = 0; i < nx; i++) {
+			const eng_qxblk *xb = x[i] + b;
+			x1[i] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)xb->q));
+			x2[i] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xb->q + 16)));
+			__m128 xd = _mm_set1_ps(xb->d);
+			sx0[i] = _mm512_castps128_ps512(_mm_mul_ps(s0, xd));
+			sx1[i] = two ? _mm512_castps128_ps512(_mm_mul_ps(s1, xd)) : sx0[i];
+			if (mins)
+				mn[i] = _mm_fmadd_ps(m, _mm_set1_ps(xb->s), mn[i]);
+		}
 #pragma GCC unroll 2
 		for (int h = 0; h < 2; h++) {
 			__m512i idx = h ? lanes23 : lanes01, r1, r2;
 			QD(words2)(w[2 * h], w[2 * h + 1], b, t, &r1, &r2);
-			if (!two) {
-				__m512i sum = _mm512_dpwssd_epi32(_mm512_madd_epi16(r1, x1), r2, x2);
-				acc[h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_permutexvar_ps(idx, sx0), acc[h]);
-			} else {
-				acc[h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(r1, x1)),
-				                         _mm512_permutexvar_ps(idx, sx0), acc[h]);
-				acc[h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(r2, x2)),
-				                         _mm512_permutexvar_ps(idx, sx1), acc[h]);
+#pragma GCC unroll 3
+			for (int i = 0; i < nx; i++) {
+				if (!two) {
+					__m512i sum = _mm512_dpwssd_epi32(_mm512_madd_epi16(r1, x1[i]), r2, x2[i]);
+					acc[h][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_permutexvar_ps(idx, sx0[i]),
+					                            acc[h][i]);
+				} else {
+					acc[h][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(r1, x1[i])),
+					                            _mm512_permutexvar_ps(idx, sx0[i]), acc[h][i]);
+					acc[h][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(r2, x2[i])),
+					                            _mm512_permutexvar_ps(idx, sx1[i]), acc[h][i]);
+				}
 			}
 		}
-		if (mins)
-			mn = _mm_fmadd_ps(m, _mm_set1_ps(x[b].s), mn);
 	}
-	float mv[4];
-	_mm_storeu_ps(mv, mn);
+#pragma GCC unroll 3
+	for (int i = 0; i < nx; i++) {
+		float mv[4];
+		_mm_storeu_ps(mv, mn[i]);
 #pragma GCC unroll 2
-	for (int h = 0; h < 2; h++) {
-		o[2 * h] = QD(hsum8)(_mm512_castps512_ps256(acc[h])) + mv[2 * h];
-		o[2 * h + 1] = QD(hsum8)(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[h]), 1))) + mv[2 * h + 1];
+		for (int h = 0; h < 2; h++) {
+			o[i * 4 + 2 * h] = QD(hsum8)(_mm512_castps512_ps256(acc[h][i])) + mv[2 * h];
+			o[i * 4 + 2 * h + 1] =
+			        QD(hsum8)(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[h][i]), 1))) + mv[2 * h + 1];
+		}
 	}
 }
 
-__attribute__((target(QD_TARGET))) static void QD(qdot1)(float *o, const eng_qxblk *x, const uint8_t *const w[4], int nb,
-                                                          int t)
+__attribute__((target(QD_TARGET))) static void QD(qdotr)(float *o, const eng_qxblk *const *x, int nx,
+                                                          const uint8_t *const w[4], int nb, int t)
 {
+#define QD_R(T)                                                                                                        \
+	case T:                                                                                                        \
+		if (nx == 1)                                                                                           \
+			QD(kernr)(o, x, 1, w, nb, T);                                                                  \
+		else if (nx == 2)                                                                                      \
+			QD(kernr)(o, x, 2, w, nb, T);                                                                  \
+		else                                                                                                   \
+			QD(kernr)(o, x, 3, w, nb, T);                                                                  \
+		break;
 	switch (t) {
-	case 3: QD(kern1)(o, x, w, nb, 3); break;
-	case 4: QD(kern1)(o, x, w, nb, 4); break;
-	case 5: QD(kern1)(o, x, w, nb, 5); break;
-	case 6: QD(kern1)(o, x, w, nb, 6); break;
-	case 7: QD(kern1)(o, x, w, nb, 7); break;
-	case 8: QD(kern1)(o, x, w, nb, 8); break;
-	case 9: QD(kern1)(o, x, w, nb, 9); break;
-	default: QD(kern1)(o, x, w, nb, 10); break;
+		QD_R(3)
+		QD_R(4)
+		QD_R(5)
+		QD_R(6)
+		QD_R(7)
+		QD_R(8)
+		QD_R(9)
+	default:
+		QD_R(10)
 	}
+#undef QD_R
 }
 
 /* Unpacked rows against up to 6 activation rows, two to a 512-bit

@@ -122,8 +122,9 @@ static void half_rows_read_in_place_equal_converted(void **state)
 	assert_int_equal(eng_model_load(&mq, dir, &o), 0);
 	ev_rng r;
 	ev_rng_seed(&r, 11);
-	/* cols within the model's widest row: the plain build converts rows into its buffers */
-	int shapes[][3] = {{1, 37, 64}, {2, 130, 77}, {3, 9, 5}, {1, 576, 128}, {5, 64, 83}};
+	/* cols within the model's widest row: the plain build converts rows into its buffers;
+	 * 37 rows: past ENG_CPU_UNPACK_ROWS, where block rows are unpacked */
+	int shapes[][3] = {{1, 37, 64}, {2, 130, 77}, {3, 9, 5}, {1, 576, 128}, {5, 64, 83}, {37, 12, 96}};
 	for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
 		for (int dt = 1; dt < 3; dt++) {
 			int n = shapes[si][0], rows = shapes[si][1], cols = shapes[si][2];
