@@ -6,8 +6,8 @@
  *   decode:  one activation row against raw weight rows, four at a time
  *            a quarter of the matrix apart (as batch-1 decode reads them)
  *   prefill: 48 activation rows (a prompt's chunk) against each group of
- *            four weight rows, unpacked once, six rows a call (BF16: three
- *            a call, the rows read as they are)
+ *            four weight rows, unpacked once, six rows a call (BF16: the
+ *            rows read as they are)
  * One thread, random weights written by the project's own quantizer.
  * Rows past the caches (--rows 65536 and up) show the kernels as they meet
  * memory; the default fits in the L2 cache and shows the instructions.
@@ -85,12 +85,12 @@ static void pass(bk_case *c, bool prefill)
 		if (prefill && c->t != ENG_BF16)
 			for (int k = 0; k < 4; k++)
 				eng_qrow_unpack(&c->ur[k], wr[k], c->nb, c->t);
-		int step = !prefill ? 1 : c->t == ENG_BF16 ? 3 : ENG_QDOT_UNPACKED_X, n = prefill ? BK_X : 1;
+		int step = !prefill ? 1 : c->t == ENG_BF16 ? ENG_BFDOT_X : ENG_QDOT_UNPACKED_X, n = prefill ? BK_X : 1;
 		for (int i0 = 0; i0 < n; i0 += step) {
 			float o[ENG_QDOT_UNPACKED_X * 4];
 			if (c->t == ENG_BF16) {
-				const uint16_t *xr[3], *wb[4];
-				for (int k = 0; k < 3; k++)
+				const uint16_t *xr[ENG_BFDOT_X], *wb[4];
+				for (int k = 0; k < step; k++)
 					xr[k] = c->xbf + (size_t)(i0 + k) * stride;
 				for (int k = 0; k < 4; k++)
 					wb[k] = (const uint16_t *)wr[k];

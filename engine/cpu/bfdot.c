@@ -157,9 +157,9 @@ BF_512 static inline float bf_finish512(__m512 a)
 BF_512 static inline __attribute__((always_inline)) void bf_kern_512(float *o, const uint16_t *const *x, int nx,
                                                                     const uint16_t *const w[4], int n)
 {
-	__m512 acc[3][4];
-#pragma GCC unroll 3
-	for (int i = 0; i < 3; i++)
+	__m512 acc[6][4];
+#pragma GCC unroll 6
+	for (int i = 0; i < 6; i++)
 #pragma GCC unroll 4
 		for (int r = 0; r < 4; r++)
 			acc[i][r] = _mm512_setzero_ps();
@@ -170,7 +170,7 @@ BF_512 static inline __attribute__((always_inline)) void bf_kern_512(float *o, c
 #pragma GCC unroll 4
 		for (int r = 0; r < 4; r++)
 			wv[r] = _mm512_maskz_loadu_epi16(mk, w[r] + c);
-#pragma GCC unroll 3
+#pragma GCC unroll 6
 		for (int i = 0; i < nx; i++) {
 			__m512i xv = _mm512_loadu_si512((const void *)(x[i] + c));
 #pragma GCC unroll 4
@@ -178,7 +178,7 @@ BF_512 static inline __attribute__((always_inline)) void bf_kern_512(float *o, c
 				acc[i][r] = _mm512_dpbf16_ps(acc[i][r], (__m512bh)xv, (__m512bh)wv[r]);
 		}
 	}
-#pragma GCC unroll 3
+#pragma GCC unroll 6
 	for (int i = 0; i < nx; i++)
 #pragma GCC unroll 4
 		for (int r = 0; r < 4; r++)
@@ -187,12 +187,14 @@ BF_512 static inline __attribute__((always_inline)) void bf_kern_512(float *o, c
 
 BF_512 static void bfdot_512(float *o, const uint16_t *const *x, int nx, const uint16_t *const w[4], int n)
 {
-	if (nx == 1)
-		bf_kern_512(o, x, 1, w, n);
-	else if (nx == 2)
-		bf_kern_512(o, x, 2, w, n);
-	else
-		bf_kern_512(o, x, 3, w, n);
+	switch (nx) {
+	case 1: bf_kern_512(o, x, 1, w, n); break;
+	case 2: bf_kern_512(o, x, 2, w, n); break;
+	case 3: bf_kern_512(o, x, 3, w, n); break;
+	case 4: bf_kern_512(o, x, 4, w, n); break;
+	case 5: bf_kern_512(o, x, 5, w, n); break;
+	default: bf_kern_512(o, x, 6, w, n); break;
+	}
 }
 #endif
 
@@ -250,7 +252,10 @@ void eng_bfdot(float *o, const uint16_t *const *x, int nx, const uint16_t *const
 	switch (eng_bfdot_level()) {
 #ifdef BF_X86
 	case 2: bfdot_512(o, x, nx, w, n); return;
-	case 1: bfdot_avx2(o, x, nx, w, n); return;
+	case 1:
+		for (int i = 0; i < nx; i += 3)
+			bfdot_avx2(o + 4 * i, x + i, nx - i < 3 ? nx - i : 3, w, n);
+		return;
 #endif
 	default: bfdot_plain(o, x, nx, w, n); return;
 	}

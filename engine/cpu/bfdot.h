@@ -27,7 +27,8 @@ void eng_bf_round(uint16_t *out, const float *x, int n);
 void eng_bf_round_ref(uint16_t *out, const float *x, int n);
 
 /* o[i*4 + r] = weight row w[r] (n BF16 values) . activation row x[i]
- * (rounded and padded by eng_bf_round), i < nx (at most 3), r < 4. */
+ * (rounded and padded by eng_bf_round), i < nx (at most ENG_BFDOT_X), r < 4. */
+#define ENG_BFDOT_X 6
 void eng_bfdot(float *o, const uint16_t *const *x, int nx, const uint16_t *const w[4], int n);
 /* One output by the definition, scalar (the oracle). */
 float eng_bfdot_ref(const uint16_t *x, const uint16_t *w, int n);

@@ -137,14 +137,14 @@ static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 					wu[u] = &ur[0];
 			}
 		}
-		int step = unpack ? ENG_QDOT_UNPACKED_X : 3;
+		int step = unpack ? ENG_QDOT_UNPACKED_X : j->xbf && j->n >= ENG_BFDOT_X ? ENG_BFDOT_X : 3;
 		for (int i = 0; i < j->n; i += step) {
 			int nx = j->n - i < step ? j->n - i : step;
 			float o[ENG_QDOT_UNPACKED_X * 4];
 			if (j->xbf) { /* BF16 rows, read as they are */
-				const uint16_t *xr[3], *wb[4] = {(const uint16_t *)wr[0], (const uint16_t *)wr[1],
-				                                 (const uint16_t *)wr[2], (const uint16_t *)wr[3]};
-				for (int k = 0; k < 3; k++)
+				const uint16_t *xr[ENG_BFDOT_X], *wb[4] = {(const uint16_t *)wr[0], (const uint16_t *)wr[1],
+				                                           (const uint16_t *)wr[2], (const uint16_t *)wr[3]};
+				for (int k = 0; k < step; k++)
 					xr[k] = j->xbf + (size_t)(i + (k < nx ? k : 0)) * (size_t)j->xbf_stride;
 				eng_bfdot(o, xr, nx, wb, K);
 			} else {

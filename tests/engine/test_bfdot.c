@@ -57,23 +57,26 @@ static void dot_by_definition(void **st)
 	ev_rng_seed(&r, 8);
 	int top = eng_bfdot_level();
 	print_message("BF16 dot level on this CPU: %d (2: AVX512-BF16)\n", top);
+	enum { NX = ENG_BFDOT_X };
 	const int lens[] = {32, 576, 77, 5, 1, 1024, 33};
 	for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
 		int n = lens[li], np = (n + 31) / 32 * 32;
-		float *wf = malloc((size_t)4 * n * 4), *x = malloc((size_t)3 * n * 4);
-		uint16_t *w = malloc((size_t)4 * n * 2), *xb = malloc((size_t)3 * np * 2);
+		float *wf = malloc((size_t)4 * n * 4), *x = malloc((size_t)NX * n * 4);
+		uint16_t *w = malloc((size_t)4 * n * 2), *xb = malloc((size_t)NX * np * 2);
 		double worst = 0;
 		for (int trial = 0; trial < 10; trial++) {
 			fill(wf, (size_t)4 * n, &r, 1.0);
-			fill(x, (size_t)3 * n, &r, trial % 2 ? 30.0 : 0.05);
+			fill(x, (size_t)NX * n, &r, trial % 2 ? 30.0 : 0.05);
 			for (int i = 0; i < 4 * n; i++)
 				w[i] = eng_f32_to_bf16(wf[i]), wf[i] = eng_bf16_to_f32(w[i]);
-			for (int i = 0; i < 3; i++)
+			for (int i = 0; i < NX; i++)
 				eng_bf_round_ref(xb + (size_t)i * np, x + (size_t)i * n, n);
 			const uint16_t *wr[4] = {w, w + n, w + 2 * n, w + 3 * n};
-			const uint16_t *xr[3] = {xb, xb + np, xb + 2 * np};
-			float want[12];
-			for (int i = 0; i < 3; i++)
+			const uint16_t *xr[NX];
+			for (int i = 0; i < NX; i++)
+				xr[i] = xb + (size_t)i * np;
+			float want[NX * 4];
+			for (int i = 0; i < NX; i++)
 				for (int k = 0; k < 4; k++) {
 					want[i * 4 + k] = eng_bfdot_ref(xr[i], wr[k], n);
 					double exact = 0, bound = 0;
@@ -90,13 +93,15 @@ static void dot_by_definition(void **st)
 				}
 			for (int l = 0; l <= top; l++) {
 				eng_bfdot_set_level(l);
-				for (int nx = 1; nx <= 3; nx++) {
-					float got[12];
+				for (int nx = 1; nx <= NX; nx++) {
+					float got[NX * 4];
 					eng_bfdot(got, xr, nx, wr, n);
 					for (int i = 0; i < nx; i++)
-						if (memcmp(got + 4 * i, want + 4 * i, 16))
-							fail_msg("n=%d level %d width %d: row %d %.9g differs from the definition's %.9g", n, l,
-							         nx, i, got[4 * i], want[4 * i]);
+						for (int k = 0; k < 4; k++)
+							if (memcmp(&got[4 * i + k], &want[4 * i + k], 4))
+								fail_msg("n=%d level %d width %d: row %d, weight row %d %.9g differs from the "
+								         "definition's %.9g",
+								         n, l, nx, i, k, got[4 * i + k], want[4 * i + k]);
 				}
 			}
 			eng_bfdot_set_level(top);
