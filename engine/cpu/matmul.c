@@ -87,13 +87,6 @@ static void mm_task_tiles(mm_job *j, int r0, int r1, int worker)
 	}
 }
 
-/* Block-quantized weights against 16-bit activations (qdot.h), or BF16
- * weights against BF16 activations (bfdot.h): four weight rows a quarter
- * of the task apart (as decode below), each group against the batch rows
- * three at a time; the rows left over as a group of fewer. With
- * ENG_CPU_UNPACK_ROWS or more batch rows a group of blocks is unpacked
- * once into the worker's buffer first and meets the batch rows six at a
- * time. Every output is the same sum whatever the group or width. */
 /* Batch rows from which unpacking a group of weight rows once pays: below
  * it the raw-row kernel, which widens each block in registers for every
  * three batch rows, was faster (SmolLM2 Q4_K_M, 2 threads: decode of 8
@@ -104,6 +97,14 @@ static void mm_task_tiles(mm_job *j, int r0, int r1, int worker)
  * against 443-485). */
 #define ENG_CPU_UNPACK_ROWS 32
 
+/* Block-quantized weights against 16-bit activations (qdot.h), or BF16
+ * weights against BF16 activations (bfdot.h): four weight rows a quarter
+ * of the task apart (as decode below), each group against the batch rows
+ * three at a time (BF16: six); the rows left over as a group of fewer.
+ * With ENG_CPU_UNPACK_ROWS or more batch rows a group of blocks is
+ * unpacked once into the worker's buffer first and meets the batch rows
+ * six at a time. Every output is the same sum whatever the group or
+ * width. */
 static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 {
 	const eng_weight *w = j->w;

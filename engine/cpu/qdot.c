@@ -1,10 +1,10 @@
 /*
- * engine/cpu/qdot.c: block-quantized weights against 8-bit activations
+ * engine/cpu/qdot.c: block-quantized weights against 16-bit activations
  * (the definition is in qdot.h). The plain functions here are the
- * definition written out element by element; the vector kernel
- * (qdot_body.h) is compiled for AVX2 and for AVX512-VNNI with target
- * attributes whatever the build's -march, and the CPU picks one at run
- * time. All three give the same bits.
+ * definition written out element by element; the vector kernels
+ * (qdot_body.h) are compiled for AVX2 and for AVX512-VNNI with target
+ * attributes whatever the build's -march, and the CPU picks a level at
+ * run time. All levels give the same bits.
  */
 #include <math.h>
 #include <pthread.h>
@@ -40,6 +40,13 @@ static inline __attribute__((always_inline)) void qd_scale_min(int j, const uint
 	}
 }
 
+/* Bytes a block of the 32-element types (Q8_0 .. Q5_1, by eng_dtype) and
+ * where its nibbles start */
+static const int qd_bsz[8] = {0, 0, 0, 34, 18, 20, 22, 24};
+#if defined(__x86_64__) && defined(__GNUC__)
+static const int qd_qs[8] = {0, 0, 0, 2, 2, 4, 6, 8};
+#endif
+
 static inline int qd_has_min(int t)
 {
 	return t == ENG_Q4_1 || t == ENG_Q5_1 || t == ENG_Q4_K || t == ENG_Q5_K;
@@ -72,8 +79,7 @@ static void unpack_ref(const uint8_t *row, int b, int t, int q[32], float sc[2],
 	*m = 0.0f;
 	float d = 0.0f;
 	if (t <= ENG_Q5_1) {
-		static const int bsz[8] = {0, 0, 0, 34, 18, 20, 22, 24};
-		const uint8_t *p = row + (size_t)b * (size_t)bsz[t];
+		const uint8_t *p = row + (size_t)b * (size_t)qd_bsz[t];
 		d = qd_h2f(p);
 		sc[0] = sc[1] = d;
 		if (t == ENG_Q8_0) {
@@ -310,40 +316,46 @@ void eng_qx_quantize(eng_qxblk *out, const float *x, int n)
 	eng_qx_quantize_ref(out, x, n);
 }
 
+/* nx activation rows against four raw (unpacked 0) or unpacked rows, at
+ * the level chosen: VNNI's kernels take all of them at once, the others
+ * three at a time */
 static void qdot_any(float *o, const eng_qxblk *const *x, int nx, const void *const w[4], int unpacked, int nb, int t)
 {
-	switch (eng_qdot_level()) {
+	int l = eng_qdot_level();
 #ifdef QD_X86
-	case 2: qdot_vnni(o, x, nx, w, unpacked, nb, t); return;
-	case 1: qdot_avx2(o, x, nx, w, unpacked, nb, t); return;
+	if (l == 2) {
+		if (unpacked) {
+			const eng_qrow *const u[4] = {w[0], w[1], w[2], w[3]};
+			qdot_pairs_vnni(o, x, nx, u, nb, t);
+		} else {
+			const uint8_t *const r[4] = {w[0], w[1], w[2], w[3]};
+			qdotr_vnni(o, x, nx, r, nb, t);
+		}
+		return;
+	}
 #endif
-	default: qdot_plain(o, x, nx, w, unpacked, nb, t); return;
+	for (int i = 0; i < nx; i += 3) {
+		int k = nx - i < 3 ? nx - i : 3;
+#ifdef QD_X86
+		if (l == 1) {
+			qdot_avx2(o + i * 4, x + i, k, w, unpacked, nb, t);
+			continue;
+		}
+#endif
+		qdot_plain(o + i * 4, x + i, k, w, unpacked, nb, t);
 	}
 }
 
 void eng_qdot(float *o, const eng_qxblk *const *x, int nx, const uint8_t *const w[4], int nb, int t)
 {
-#ifdef QD_X86
-	if (eng_qdot_level() == 2) {
-		qdotr_vnni(o, x, nx, w, nb, t);
-		return;
-	}
-#endif
 	const void *const v[4] = {w[0], w[1], w[2], w[3]};
 	qdot_any(o, x, nx, v, 0, nb, t);
 }
 
 void eng_qdot_unpacked(float *o, const eng_qxblk *const *x, int nx, const eng_qrow *const w[4], int nb, int t)
 {
-#ifdef QD_X86
-	if (eng_qdot_level() == 2) {
-		qdot_pairs_vnni(o, x, nx, w, nb, t);
-		return;
-	}
-#endif
 	const void *const v[4] = {w[0], w[1], w[2], w[3]};
-	for (int i = 0; i < nx; i += 3)
-		qdot_any(o + i * 4, x + i, nx - i < 3 ? nx - i : 3, v, 1, nb, t);
+	qdot_any(o, x, nx, v, 1, nb, t);
 }
 
 void eng_qrow_unpack(eng_qrow *dst, const uint8_t *w, int nb, int t)

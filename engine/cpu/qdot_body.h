@@ -1,9 +1,13 @@
 /*
- * engine/cpu/qdot_body.h: the vector kernel of engine/cpu/qdot.c, included
+ * engine/cpu/qdot_body.h: the vector kernels of engine/cpu/qdot.c, included
  * once for each instruction set (QD_SFX names the copy, QD_TARGET is its
- * target attribute, QD_VNNI 1 where dpbusd does the integer sums). The
- * sums are those of qdot.h's definition; only how the exact integer lane
- * sums are formed differs between the copies.
+ * target attribute, QD_VNNI 1 in the AVX512-VNNI copy). The AVX2 copy has
+ * the 8-lane kernel (kern) for raw and unpacked rows; the VNNI copy has
+ * kernr (raw rows, 1-3 activation rows) and kern_pairs (unpacked rows, up
+ * to 6), which hold two 8-lane sets side by side in 512-bit registers.
+ * Both copies unpack rows for prefill (unpack_row). The sums are those of
+ * qdot.h's definition; only how the exact integer lane sums are formed
+ * differs between the kernels, so all give the same bits.
  */
 #define QD_CAT2(a, b) a##b
 #define QD_CAT(a, b) QD_CAT2(a, b)
@@ -120,20 +124,13 @@ QD_FN float QD(hsum8)(__m256 a)
 /* One block of one weight row (lo, hi: its 16-bit values; s0, s1 its
  * halves' scales broadcast) against one activation block (xlo, xhi, its
  * scale xd broadcast) into the row's lanes, as qdot.h defines. */
+#if !QD_VNNI
 QD_FN __m256 QD(block)(__m256 acc, __m256i lo, __m256i hi, __m256 s0, __m256 s1, __m256i xlo, __m256i xhi, __m256 xd,
                        int two)
 {
-#if QD_VNNI
-	/* madd for the first half (no zeroed accumulator to copy), dpwssd adds the second */
-	if (!two)
-		return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_dpwssd_epi32(_mm256_madd_epi16(lo, xlo), hi, xhi)),
-		                       _mm256_mul_ps(s0, xd), acc);
-	__m256i plo = _mm256_madd_epi16(lo, xlo), phi = _mm256_madd_epi16(hi, xhi);
-#else
 	__m256i plo = _mm256_madd_epi16(lo, xlo), phi = _mm256_madd_epi16(hi, xhi);
 	if (!two)
 		return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(plo, phi)), _mm256_mul_ps(s0, xd), acc);
-#endif
 	acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(plo), _mm256_mul_ps(s0, xd), acc);
 	return _mm256_fmadd_ps(_mm256_cvtepi32_ps(phi), _mm256_mul_ps(s1, xd), acc);
 }
@@ -203,6 +200,8 @@ QD_FN void QD(kern)(float *o, const eng_qxblk *const *x, int nx, const void *con
 	}
 }
 
+#endif /* !QD_VNNI */
+
 #if QD_VNNI
 /* [16 bytes at a | 16 bytes at c] */
 QD_FN __m256i QD(bytes2)(const uint8_t *a, const uint8_t *c)
@@ -236,15 +235,14 @@ QD_FN void QD(words2)(const uint8_t *ra, const uint8_t *rc, int b, int t, __m512
 	case 5:
 	case 6:
 	case 7: {
-		static const int bsz[8] = {0, 0, 0, 0, 18, 20, 22, 24}, qs[8] = {0, 0, 0, 0, 2, 4, 6, 8};
-		const uint8_t *a = ra + (size_t)b * (size_t)bsz[t], *c = rc + (size_t)b * (size_t)bsz[t];
-		__m512i v = _mm512_cvtepu8_epi16(QD(bytes2)(a + qs[t], c + qs[t]));
+		const uint8_t *a = ra + (size_t)b * (size_t)qd_bsz[t], *c = rc + (size_t)b * (size_t)qd_bsz[t];
+		__m512i v = _mm512_cvtepu8_epi16(QD(bytes2)(a + qd_qs[t], c + qd_qs[t]));
 		*r1 = _mm512_and_si512(v, f), *r2 = _mm512_srli_epi16(v, 4);
 		if (t == 4) {
 			*r1 = _mm512_sub_epi16(*r1, _mm512_set1_epi16(8)), *r2 = _mm512_sub_epi16(*r2, _mm512_set1_epi16(8));
 		} else if (t != 5) {
 			uint32_t ha, hc;
-			memcpy(&ha, a + qs[t] - 4, 4), memcpy(&hc, c + qs[t] - 4, 4);
+			memcpy(&ha, a + qd_qs[t] - 4, 4), memcpy(&hc, c + qd_qs[t] - 4, 4);
 			if (t == 6) { /* bit set: + 16 - 16; clear: - 16 */
 				*r1 = _mm512_mask_sub_epi16(*r1, QD(half_bits)(~ha, ~hc, 0), *r1, w16);
 				*r2 = _mm512_mask_sub_epi16(*r2, QD(half_bits)(~ha, ~hc, 1), *r2, w16);
@@ -304,9 +302,9 @@ QD_FN uint64_t QD(u16at)(const uint8_t *p)
 	return h;
 }
 
-/* The four rows' f16 values at offset off of block b's bytes, as floats:
- * the bits gathered in a general register, converted in one instruction
- * (each the same float as h2f of it). */
+/* The four rows' f16 values at byte offset `at`, as floats: the bits
+ * gathered in a general register, converted in one instruction (each the
+ * same float as h2f of it). */
 QD_FN __m128 QD(f16x4)(const uint8_t *const w[4], size_t at)
 {
 	uint64_t v = QD(u16at)(w[0] + at) | QD(u16at)(w[1] + at) << 16 | QD(u16at)(w[2] + at) << 32 |
@@ -314,54 +312,20 @@ QD_FN __m128 QD(f16x4)(const uint8_t *const w[4], size_t at)
 	return _mm_cvtph_ps(_mm_cvtsi64_si128((long long)v));
 }
 
-/* Block b's scales of four rows (lane r row r): the first half's (s0), the
- * second's (s1, Q6_K), the minimum coefficients (m); the products that
- * unpack computes one at a time, the same bits. */
+/* Block b's scales of four rows of a 32-element type (lane r row r), s0
+ * and s1 the same, and their minimum coefficients (m; Q4_1, Q5_1): the
+ * values unpack reads one row at a time, the same bits. K-quants take
+ * theirs a super-block at a time (kscales below). */
 QD_FN void QD(scales4)(const uint8_t *const w[4], int b, int t, __m128 *s0, __m128 *s1, __m128 *m)
 {
-	static const int bsz[8] = {0, 0, 0, 34, 18, 20, 22, 24};
-	switch (t) {
-	case 3:
-	case 4:
-	case 6: *s0 = *s1 = QD(f16x4)(w, (size_t)b * (size_t)bsz[t]); return;
-	case 5:
-	case 7:
-		*s0 = *s1 = QD(f16x4)(w, (size_t)b * (size_t)bsz[t]);
-		*m = QD(f16x4)(w, (size_t)b * (size_t)bsz[t] + 2);
-		return;
-	case 8:
-	case 9: {
-		size_t at = (size_t)(b / 8) * (t == 9 ? 176 : 144);
-		int j = b % 8;
-		uint32_t sv = 0, mv = 0;
-#pragma GCC unroll 4
-		for (int r = 0; r < 4; r++) {
-			int sc, mn;
-			qd_scale_min(j, w[r] + at + 4, &sc, &mn);
-			sv |= (uint32_t)sc << (8 * r), mv |= (uint32_t)mn << (8 * r);
-		}
-		*s0 = *s1 = _mm_mul_ps(QD(f16x4)(w, at), _mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)sv))));
-		*m = _mm_xor_ps(_mm_mul_ps(QD(f16x4)(w, at + 2), _mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)mv)))),
-		                _mm_set1_ps(-0.0f));
-		return;
-	}
-	default: {
-		size_t at = (size_t)(b / 8) * 210;
-		int j = b % 8, off = 192 + (j / 4) * 8 + 2 * (j % 4);
-		uint32_t v0 = 0, v1 = 0;
-#pragma GCC unroll 4
-		for (int r = 0; r < 4; r++)
-			v0 |= (uint32_t)w[r][at + off] << (8 * r), v1 |= (uint32_t)w[r][at + off + 1] << (8 * r);
-		__m128 d = QD(f16x4)(w, at + 208);
-		*s0 = _mm_mul_ps(d, _mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128((int)v0))));
-		*s1 = _mm_mul_ps(d, _mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128((int)v1))));
-		return;
-	}
-	}
+	size_t at = (size_t)b * (size_t)qd_bsz[t];
+	*s0 = *s1 = QD(f16x4)(w, at);
+	if (t == 5 || t == 7)
+		*m = QD(f16x4)(w, at + 2);
 }
 
-/* A K-quant super-block's scales for its 8 blocks and four rows, as
- * scales4 gives them one block at a time (the same bits): s0[j*4 + r],
+/* A K-quant super-block's scales for its 8 blocks and four rows, the
+ * products unpack forms one block at a time (the same bits): s0[j*4 + r],
  * s1[..] (Q6_K's second halves), m[..] (Q4_K, Q5_K). The 6-bit scales
  * and minima of each row are taken apart four at a time in a general
  * register, then turned to block-major order with byte shuffles. */
@@ -648,6 +612,7 @@ __attribute__((target(QD_TARGET))) static void QD(unpack_row)(eng_qrow *dst, con
 	}
 }
 
+#if !QD_VNNI
 __attribute__((target(QD_TARGET))) static void QD(qdot)(float *o, const eng_qxblk *const *x, int nx,
                                                          const void *const w[4], int unpacked, int nb, int t)
 {
@@ -681,6 +646,7 @@ __attribute__((target(QD_TARGET))) static void QD(qdot)(float *o, const eng_qxbl
 #undef QD_CASE
 #undef QD_W
 }
+#endif
 
 #undef QD_FN
 #undef QD
