@@ -36,9 +36,9 @@ typedef struct {
 #define T bk_opts
 static const ev_opt bk_table[] = {
 	EV_O_STR("--types", T, types, "LIST", "weight types (all kept block types and bf16)"),
-	EV_O_INT("--rows", T, rows, 4, 1 << 22, "N", "weight rows, a multiple of 4 (1024)"),
-	EV_O_INT("--cols", T, cols, 256, 1 << 16, "N", "weight columns, a multiple of 256 (1536)"),
-	EV_O_NUM("--seconds", T, seconds, 0.01, 60, "S", "time spent on each figure, at least one pass (0.2)"),
+	EV_O_INT("--rows", T, rows, 4, 1 << 22, "N", "weight rows, a multiple of 4"),
+	EV_O_INT("--cols", T, cols, 256, 1 << 16, "N", "weight columns, a multiple of 256"),
+	EV_O_NUM("--seconds", T, seconds, 0.01, 60, "S", "seconds on each figure: the best of the passes that fit, at least two"),
 	EV_O_FLAG("--json", T, json, "as JSON"),
 	EV_O_END,
 };
