@@ -188,6 +188,11 @@ int ev_bench_kernels_main(const ev_cli *cli, int argc, char **argv)
 	int prc = ev_opt_parse(&bk_spec, &o, argc, argv, NULL, NULL);
 	if (prc)
 		return ev_opt_exit(prc);
+	if ((size_t)o.rows * (size_t)o.cols > ((size_t)1 << 28)) {
+		fprintf(stderr, "evald bench kernels: --rows x --cols is at most 268435456 weights (%d x %d asked)\n", o.rows,
+		        o.cols);
+		return EV_EXIT_USAGE;
+	}
 	if (o.rows % 4 || o.cols % 256) {
 		fprintf(stderr, "evald bench kernels: --rows must be a multiple of 4 and --cols of 256 (%d, %d)\n", o.rows, o.cols);
 		return EV_EXIT_USAGE;

@@ -310,6 +310,10 @@ static void bench_kernels_checks_every_level_against_the_definition(void **state
 	assert_int_equal(tu_run(&out, &err, NULL, shape), 2);
 	assert_non_null(strstr(err, "--cols of 256"));
 	free(out), free(err);
+	const char *huge[] = {ev, "bench", "kernels", "--rows", "4194304", "--cols", "65536", NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, huge), 2);
+	assert_non_null(strstr(err, "at most 268435456 weights"));
+	free(out), free(err);
 }
 
 int main(void)
