@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/base.h"
 #include "engine/backend.h"
@@ -201,19 +202,21 @@ int ev_bench_kernels_main(const ev_cli *cli, int argc, char **argv)
 	if (o.types) {
 		char *list = ev_strdup(o.types), *save = NULL;
 		for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-			char up[16];
-			size_t k = 0;
-			for (; tok[k] && k < sizeof up - 1; k++)
-				up[k] = (char)(tok[k] >= 'a' && tok[k] <= 'z' ? tok[k] - 32 : tok[k]);
-			up[k] = 0;
-			int t = eng_dtype_parse(up);
-			if (t != ENG_BF16 && (t < ENG_Q8_0 || nt >= ENG_DTYPE_COUNT)) {
+			int t = -1;
+			for (int k = 0; k < ENG_DTYPE_COUNT && t < 0; k++)
+				if ((k == ENG_BF16 || k >= ENG_Q8_0) && !strcasecmp(tok, eng_dtype_name((eng_dtype)k)))
+					t = k;
+			if (t < 0) {
 				fprintf(stderr, "evald bench kernels: --types: '%s' is not bf16 or a block type (q8_0 .. q6_k)\n",
 				        tok);
 				free(list);
 				return EV_EXIT_USAGE;
 			}
-			types[nt++] = t;
+			bool seen = false; /* a type named twice is measured once */
+			for (int k = 0; k < nt; k++)
+				seen = seen || types[k] == t;
+			if (!seen)
+				types[nt++] = t;
 		}
 		free(list);
 	} else {

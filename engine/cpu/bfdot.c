@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/backend.h"
 #include "engine/cpu/bfdot.h"
 #include "engine/cpu/qdot.h"
 
@@ -17,14 +18,6 @@
 #include <immintrin.h>
 #define BF_X86 1
 #endif
-
-static inline float bf_f32(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
 
 /* to nearest, ties to even, on the bits (NaN payloads are not kept) */
 static inline uint16_t bf_round1(float x)
@@ -47,9 +40,9 @@ float eng_bfdot_ref(const uint16_t *x, const uint16_t *w, int n)
 	for (int c = 0; c < n; c += 32)
 		for (int l = 0; l < 16; l++) {
 			int e = c + 2 * l;
-			float wo = e + 1 < n ? bf_f32(w[e + 1]) : 0.0f, we = e < n ? bf_f32(w[e]) : 0.0f;
-			lane[l] = fmaf(bf_f32(x[e + 1]), wo, lane[l]);
-			lane[l] = fmaf(bf_f32(x[e]), we, lane[l]);
+			float wo = e + 1 < n ? eng_bf16_to_f32(w[e + 1]) : 0.0f, we = e < n ? eng_bf16_to_f32(w[e]) : 0.0f;
+			lane[l] = fmaf(eng_bf16_to_f32(x[e + 1]), wo, lane[l]);
+			lane[l] = fmaf(eng_bf16_to_f32(x[e]), we, lane[l]);
 		}
 	float f[8];
 	for (int k = 0; k < 8; k++)

@@ -74,7 +74,7 @@ void eng_qx_quantize_ref(eng_qxblk *out, const float *x, int n)
 }
 
 /* block b's integer values, its halves' scales and minimum coefficient */
-static void unpack_ref(const uint8_t *row, int b, int t, int q[32], float sc[2], float *m)
+static void unpack_ref(const uint8_t *row, int b, int t, int16_t q[32], float sc[2], float *m)
 {
 	*m = 0.0f;
 	float d = 0.0f;
@@ -96,7 +96,7 @@ static void unpack_ref(const uint8_t *row, int b, int t, int q[32], float sc[2],
 		for (int e = 0; e < 32; e++) {
 			int v = e < 16 ? qs[e] & 0xF : qs[e - 16] >> 4;
 			v |= (int)((qh >> e) & 1) << 4;
-			q[e] = v - (t == ENG_Q4_0 ? 8 : t == ENG_Q5_0 ? 16 : 0);
+			q[e] = (int16_t)(v - (t == ENG_Q4_0 ? 8 : t == ENG_Q5_0 ? 16 : 0));
 		}
 		return;
 	}
@@ -109,7 +109,7 @@ static void unpack_ref(const uint8_t *row, int b, int t, int q[32], float sc[2],
 		d = qd_h2f(p + 208);
 		sc[0] = d * (float)s8[0], sc[1] = d * (float)s8[1];
 		for (int e = 0; e < 32; e++)
-			q[e] = ((k >= 2 ? ql[e] >> 4 : ql[e] & 0xF) | (((qh[e] >> (2 * k)) & 3) << 4)) - 32;
+			q[e] = (int16_t)(((k >= 2 ? ql[e] >> 4 : ql[e] & 0xF) | (((qh[e] >> (2 * k)) & 3) << 4)) - 32);
 		return;
 	}
 	int five = t == ENG_Q5_K, s, mn;
@@ -122,7 +122,7 @@ static void unpack_ref(const uint8_t *row, int b, int t, int q[32], float sc[2],
 		int v = (qs[e] >> (4 * (j % 2))) & 0xF;
 		if (five)
 			v |= ((p[16 + e] >> j) & 1) << 4;
-		q[e] = v;
+		q[e] = (int16_t)v;
 	}
 }
 
@@ -151,12 +151,9 @@ float eng_qdot_ref(const eng_qxblk *x, const uint8_t *w, int nb, int t)
 {
 	float lane[8] = {0}, mins = 0.0f;
 	for (int b = 0; b < nb; b++) {
-		int qi[32];
 		int16_t q[32];
 		float sc[2], m;
-		unpack_ref(w, b, t, qi, sc, &m);
-		for (int e = 0; e < 32; e++)
-			q[e] = (int16_t)qi[e];
+		unpack_ref(w, b, t, q, sc, &m);
 		lanes_add(lane, q, sc, &x[b], t);
 		if (qd_has_min(t))
 			mins = fmaf(m, x[b].s, mins);
@@ -166,12 +163,8 @@ float eng_qdot_ref(const eng_qxblk *x, const uint8_t *w, int nb, int t)
 
 static void unpack_row_plain(eng_qrow *dst, const uint8_t *w, int nb, int t)
 {
-	for (int b = 0; b < nb; b++) {
-		int q[32];
-		unpack_ref(w, b, t, q, dst->sc + 2 * b, dst->m + b);
-		for (int e = 0; e < 32; e++)
-			dst->q[(size_t)b * 32 + e] = (int16_t)q[e];
-	}
+	for (int b = 0; b < nb; b++)
+		unpack_ref(w, b, t, dst->q + (size_t)b * 32, dst->sc + 2 * b, dst->m + b);
 }
 
 /* the definition on an unpacked row */
