@@ -310,6 +310,16 @@ static void bench_kernels_checks_every_level_against_the_definition(void **state
 	assert_int_equal(tu_run(&out, &err, NULL, shape), 2);
 	assert_non_null(strstr(err, "--cols of 256"));
 	free(out), free(err);
+	/* a type named again (in any case) is measured once, however often */
+	const char *rep[] = {ev, "bench", "kernels", "--types", "bf16,BF16,bf16,bf16,bf16,bf16,bf16,bf16,bf16,bf16,bf16,bf16,bf16",
+	                     "--rows", "4", "--cols", "256", "--seconds", "0.01", "--json", NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, rep), 0);
+	assert_int_equal(ev_json_parse(&j, out, strlen(out), "bench kernels"), 0);
+	for (const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "kernels")->child; k; k = k->next)
+		plain -= !strcmp(ev_json_str(k, "level", ""), "plain");
+	assert_int_equal(plain, 2);
+	cJSON_Delete(j);
+	free(out), free(err);
 	const char *huge[] = {ev, "bench", "kernels", "--rows", "4194304", "--cols", "65536", NULL};
 	assert_int_equal(tu_run(&out, &err, NULL, huge), 2);
 	assert_non_null(strstr(err, "at most 268435456 weights"));
