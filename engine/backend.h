@@ -216,6 +216,12 @@ typedef struct {
 	int refs;
 	int ntok;     /* positions filled */
 	unsigned char *data;
+	/* The version of the page's contents: a new number from the pool each
+	 * time a page is handed out, copied into, or has keys stored on the
+	 * host. A device backend keeps its own copy of the page at `dev` and
+	 * the version it holds at dev_gen: equal, the copy is current. */
+	uint64_t gen, dev_gen;
+	void *dev;
 } eng_page;
 
 typedef struct {
@@ -230,6 +236,10 @@ typedef struct {
 	int nfree, free_cap;
 	long live;        /* pages handed out */
 	uint64_t max_bytes; /* bound on live pages' bytes; 0 = none */
+	uint64_t gen;     /* the last version number handed out */
+	/* frees a page's device copy when the page's memory goes back (set
+	 * by a device backend; NULL: none) */
+	void (*dev_free)(void *dev);
 } eng_kv_pool;
 
 /* Raw K / V row (kvh * hd elements of the pool's dtype) of a slot. */
@@ -439,11 +449,14 @@ int eng_index_select(struct eng_backend *be, const eng_row *rows, int n, int lay
  * be compared with the reference op by op. */
 typedef struct eng_backend {
 	const char *name;
+	/* activations live in device memory (not addressable on the host) */
+	bool device;
 	/* backend memory for activations; NULL when out of memory */
 	void *(*alloc)(struct eng_backend *be, size_t bytes);
 	void (*release)(struct eng_backend *be, void *p);
-	/* copies n floats of backend memory to host memory */
+	/* copies n floats of backend memory to host memory, and back */
 	void (*to_host)(struct eng_backend *be, float *host, const float *src, size_t n);
+	void (*from_host)(struct eng_backend *be, float *dst, const float *host, size_t n);
 	/* x[i] = embedding row tok[i] as f32, i < n */
 	void (*embed)(struct eng_backend *be, float *x, const int32_t *tok, int n);
 	/* dst[i] = src[idx[i]], rows of `width` floats, i < n */
@@ -505,6 +518,36 @@ void eng_cpu_rope(eng_backend *be, float *x, int n, int nh, int hd, int rd, cons
 void eng_cpu_kv_store(eng_backend *be, const eng_row *rows, int n, int layer, const float *k, const float *v);
 void eng_cpu_swiglu(eng_backend *be, float *g, const float *u, size_t n);
 void eng_cpu_swiglu_oai(eng_backend *be, float *g, const float *u, size_t n, float alpha, float limit);
+
+/* ---- attention plans (engine/attn_plan.c) ------------------------------------ */
+
+/* What an attention op reads, worked out on the host for a backend whose
+ * kernels only follow lists (the CUDA one): for each row its first
+ * position lo (the window's start, else 0) and, per (row, KV head), the
+ * blocks it attends, ascending, at blocks + off[i * kvh + g] (off has
+ * n * kvh + 1 entries): every block from lo / block to the row's own for
+ * dense attention; the indexer's list where one is given (nls >= 0); MSA's
+ * block-mean choice (eng_msa_select_fast, as the fast CPU path takes it)
+ * where eng_msa_sparse says so. A block's keys at positions in [lo, pos]
+ * are attended, no other. Buffers grow and are kept between calls. */
+typedef struct {
+	int n, kvh;
+	long *lo;
+	int *off, *blocks;
+	long lo_cap, off_cap, blocks_cap;
+	float *qsum, *top;  /* eng_msa_select_fast's scratch */
+	int *topi, *sel;
+	long sel_cap;
+} eng_attn_plan;
+
+/* Fills pl for n rows of `layer` (q: the rows' queries on the HOST, [n,
+ * nh, hd], read only for MSA's block-mean choice; may be NULL when no row
+ * takes it). 0, or EV_E_NOMEM. */
+int eng_attn_plan_build(eng_attn_plan *pl, eng_model *m, const eng_row *rows, int n, int layer, long window,
+			const int *lists, const int *nls, int nlist, const float *q, int nh);
+/* Whether any of n rows takes MSA's block-mean choice (its query is read). */
+bool eng_attn_plan_needs_q(const eng_model *m, const eng_row *rows, int n, int layer, const int *lists, const int *nls);
+void eng_attn_plan_free(eng_attn_plan *pl);
 
 /* ---- thread pool (engine/cpu/pool.c) -------------------------------------- */
 

@@ -24,6 +24,7 @@ typedef struct {
 	float *nbuf, *lbuf; /* final norm rows, logits rows */
 	float *iq, *ik;    /* the lightning indexer's queries [rows, heads, dim] and keys [rows, dim] */
 	/* host */
+	float *ik_h;       /* the index keys on the host (device backends) */
 	float *router_h;
 	int *sel;          /* [rows, top_k] expert ids */
 	float *selw;       /* [rows, top_k] weights */
@@ -43,7 +44,7 @@ static void scratch_free(scratch *s)
 	for (size_t i = 0; be && i < sizeof(dev) / sizeof(dev[0]); i++)
 		if (*dev[i])
 			be->release(be, *dev[i]);
-	free(s->router_h), free(s->sel), free(s->selw), free(s->erows), free(s->ew), free(s->lrows), free(s->pos);
+	free(s->router_h), free(s->ik_h), free(s->sel), free(s->selw), free(s->erows), free(s->ew), free(s->lrows), free(s->pos);
 	free(s->rows);
 	free(s->lists), free(s->nls);
 }
@@ -70,6 +71,7 @@ static int scratch_alloc(scratch *s, eng_backend *be, const eng_config *c, int n
 	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
 		ok &= (*dev[i].p = be->alloc(be, dev[i].bytes)) != NULL;
 	s->router_h = malloc(N * E * F);
+	s->ik_h = malloc(N * (size_t)(c->sparse_layer ? c->index_dim : 1) * F);
 	s->sel = malloc(N * K * sizeof(int));
 	s->selw = malloc(N * K * F);
 	s->erows = malloc(N * sizeof(int));
@@ -80,7 +82,7 @@ static int scratch_alloc(scratch *s, eng_backend *be, const eng_config *c, int n
 	size_t nl = c->sparse_layer ? (size_t)c->index_topk : 1, kvh = (size_t)c->kv_heads;
 	s->lists = malloc(N * kvh * nl * sizeof(int));
 	s->nls = malloc(N * kvh * sizeof(int));
-	if (!ok || !s->router_h || !s->sel || !s->selw || !s->erows || !s->ew || !s->lrows || !s->pos || !s->rows ||
+	if (!ok || !s->router_h || !s->ik_h || !s->sel || !s->selw || !s->erows || !s->ew || !s->lrows || !s->pos || !s->rows ||
 	    !s->lists || !s->nls) {
 		scratch_free(s);
 		return ev_error_set(EV_E_NOMEM, "out of memory for forward scratch (%d rows)", n);
@@ -213,12 +215,11 @@ static int run_chunk(eng_model *m, scratch *s, const int32_t *tok, int n, float 
 	int H = c->hidden, hd = c->head_dim;
 	float eps = (float)c->rms_eps;
 	be->embed(be, s->x, tok, n);
-	/* image placeholders take their sequence's queued rows, in order (the
-	 * CPU backends' activations are host memory) */
+	/* image placeholders take their sequence's queued rows, in order */
 	for (int i = 0; c->image_token >= 0 && i < n; i++)
 		if (tok[i] == c->image_token || tok[i] == c->video_token) {
 			eng_seq *q = s->rows[i].seq;
-			memcpy(s->x + (size_t)i * H, q->mm_rows + (size_t)q->mm_at++ * H, (size_t)H * sizeof(float));
+			be->from_host(be, s->x + (size_t)i * H, q->mm_rows + (size_t)q->mm_at++ * H, (size_t)H);
 		}
 	for (int l = 0; l < c->layers; l++) {
 		const eng_layer *L = &m->layers[l];
@@ -245,7 +246,14 @@ static int run_chunk(eng_model *m, scratch *s, const int32_t *tok, int n, float 
 			be->rope(be, s->iq, n, ih, id, c->rope_dim, s->pos, m->inv_freq);
 			be->rope(be, s->ik, n, 1, id, c->rope_dim, s->pos, m->inv_freq);
 			double t0 = ev_now();
-			eng_index_store(m, s->rows, n, l, s->ik);
+			/* the index keys live in the host's pages (a device
+			 * backend chooses from there too) */
+			const float *ik = s->ik;
+			if (be->device) {
+				be->to_host(be, s->ik_h, s->ik, (size_t)n * id);
+				ik = s->ik_h;
+			}
+			eng_index_store(m, s->rows, n, l, ik);
 			int rc = be->index_select(be, s->rows, n, l, s->iq, s->lists, s->nls, c->index_topk);
 			m->index_seconds += ev_now() - t0;
 			if (rc)

@@ -39,6 +39,8 @@ int eng_kv_pool_configure(eng_kv_pool *p, eng_dtype dtype, uint64_t max_bytes)
 void eng_kv_pool_clear(eng_kv_pool *p)
 {
 	for (int i = 0; i < p->nfree; i++) {
+		if (p->free[i]->dev && p->dev_free)
+			p->dev_free(p->free[i]->dev);
 		free(p->free[i]->data);
 		free(p->free[i]);
 	}
@@ -69,6 +71,7 @@ eng_page *eng_page_get(eng_kv_pool *p)
 	}
 	pg->refs = 1;
 	pg->ntok = 0;
+	pg->gen = ++p->gen; /* new contents: a device copy is stale */
 	/* only the key sums need zeroing; K and V slots are written before read */
 	for (int l = 0; l < p->layers; l++)
 		memset(eng_page_ksum(p, pg, l), 0, (size_t)p->kvh * p->hd * sizeof(float));
@@ -96,6 +99,8 @@ void eng_page_put(eng_kv_pool *p, eng_page *pg)
 	if (p->nfree < p->free_cap) {
 		p->free[p->nfree++] = pg;
 	} else {
+		if (pg->dev && p->dev_free)
+			p->dev_free(pg->dev);
 		free(pg->data);
 		free(pg);
 	}
@@ -149,6 +154,7 @@ static int make_private(eng_kv_pool *p, eng_page **slot, int ntok)
 	memcpy(pg->data, old->data, p->page_bytes);
 	pg->ntok = ntok;
 	rebuild_sums(p, pg);
+	pg->gen = ++p->gen;
 	eng_page_put(p, old);
 	*slot = pg;
 	return 0;

@@ -96,6 +96,7 @@ void eng_cpu_kv_store(eng_backend *be, const eng_row *rows, int n, int layer, co
 		}
 		if (slot + 1 > pg->ntok)
 			pg->ntok = slot + 1;
+		pg->gen = ++p->gen;
 		if (slot == p->block - 1) /* the block is complete: into the index */
 			eng_msa_index_put(s->kidx[layer], s->kbox[layer], pos / p->block, sum,
 					  p->kvh, p->hd);
@@ -235,6 +236,11 @@ static void cpu_to_host(eng_backend *be, float *host, const float *src, size_t n
 	memcpy(host, src, n * sizeof(float));
 }
 
+static void cpu_from_host(eng_backend *be, float *dst, const float *host, size_t n)
+{
+	memcpy(dst, host, n * sizeof(float));
+}
+
 static void cpu_embed(eng_backend *be, float *x, const int32_t *tok, int n)
 {
 	const eng_weight *e = &be->m->embed;
@@ -265,6 +271,7 @@ void eng_cpu_fill_common(eng_backend *be)
 	be->alloc = cpu_alloc;
 	be->release = cpu_release;
 	be->to_host = cpu_to_host;
+	be->from_host = cpu_from_host;
 	be->embed = cpu_embed;
 	be->gather = cpu_gather;
 	be->rmsnorm = eng_cpu_rmsnorm;

@@ -1,0 +1,107 @@
+/*
+ * engine/attn_plan.c: which blocks each (row, KV head) of an attention op
+ * reads, as lists a device kernel can follow (contract in backend.h). The
+ * choice is the CPU's: dense blocks from the window's start, the
+ * indexer's lists as given, MSA's block-mean choice by the same function
+ * the fast CPU path calls.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend.h"
+
+/* Grows *p to room for n elements of `size` bytes (cap in elements). */
+static int grow(void **p, long *cap, long n, size_t size)
+{
+	if (n <= *cap)
+		return 0;
+	long c = *cap ? *cap : 64;
+	while (c < n)
+		c *= 2;
+	void *q = realloc(*p, (size_t)c * size);
+	if (!q)
+		return ev_error_set(EV_E_NOMEM, "out of memory for an attention plan (%ld entries)", c);
+	*p = q;
+	*cap = c;
+	return 0;
+}
+
+/* A row takes the block-mean choice where it is sparse and has no list
+ * from the indexer (nls < 0: none for that head). */
+static bool row_uses_mean(const eng_model *m, const eng_row *r, int i, int layer, const int *lists, const int *nls)
+{
+	if (lists) {
+		for (int g = 0; g < m->kv.kvh; g++)
+			if (nls[(size_t)i * m->kv.kvh + g] < 0 && eng_msa_sparse(m, layer, r->pos))
+				return true;
+		return false;
+	}
+	return eng_msa_sparse(m, layer, r->pos);
+}
+
+bool eng_attn_plan_needs_q(const eng_model *m, const eng_row *rows, int n, int layer, const int *lists, const int *nls)
+{
+	for (int i = 0; i < n; i++)
+		if (row_uses_mean(m, &rows[i], i, layer, lists, nls))
+			return true;
+	return false;
+}
+
+int eng_attn_plan_build(eng_attn_plan *pl, eng_model *m, const eng_row *rows, int n, int layer, long window,
+			const int *lists, const int *nls, int nlist, const float *q, int nh)
+{
+	eng_kv_pool *p = &m->kv;
+	int kvh = p->kvh, B = p->block, hd = p->hd;
+	int K = m->msa.top_k > 0 ? m->msa.top_k : 1;
+	int room = m->msa.sink + m->msa.local + K + 1;
+	int rc;
+	if ((rc = grow((void **)&pl->lo, &pl->lo_cap, n, sizeof(long))) ||
+	    (rc = grow((void **)&pl->off, &pl->off_cap, (long)n * kvh + 1, sizeof(int))) ||
+	    (rc = grow((void **)&pl->sel, &pl->sel_cap, room, sizeof(int))))
+		return rc;
+	if (!pl->qsum && (!(pl->qsum = malloc((size_t)hd * sizeof(float))) ||
+			  !(pl->top = malloc((size_t)K * sizeof(float))) || !(pl->topi = malloc((size_t)K * sizeof(int)))))
+		return ev_error_set(EV_E_NOMEM, "out of memory for an attention plan");
+	pl->n = n;
+	pl->kvh = kvh;
+	long at = 0;
+	for (int i = 0; i < n; i++) {
+		long pos = rows[i].pos, lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+		long cur = pos / B;
+		pl->lo[i] = lo;
+		for (int g = 0; g < kvh; g++) {
+			size_t task = (size_t)i * kvh + g;
+			const int *src = NULL;
+			long cnt;
+			int nb = lists ? nls[task] : -1;
+			if (nb >= 0) {
+				src = lists + task * (size_t)nlist;
+				cnt = nb;
+			} else if (eng_msa_sparse(m, layer, pos)) {
+				if (!q)
+					return ev_error_set(EV_E_INVALID, "attention plan: MSA's choice needs the queries");
+				cnt = eng_msa_select_fast(m, rows[i].seq, layer, pos, g, q + (size_t)i * nh * hd, pl->sel,
+							  pl->qsum, pl->top, pl->topi);
+				src = pl->sel;
+			} else {
+				cnt = cur + 1 - lo / B;
+			}
+			pl->off[task] = (int)at;
+			if ((rc = grow((void **)&pl->blocks, &pl->blocks_cap, at + cnt, sizeof(int))))
+				return rc;
+			for (long k = 0; k < cnt; k++)
+				pl->blocks[at + k] = src ? src[k] : (int)(lo / B + k);
+			at += cnt;
+		}
+	}
+	pl->off[(size_t)n * kvh] = (int)at;
+	return 0;
+}
+
+void eng_attn_plan_free(eng_attn_plan *pl)
+{
+	if (!pl)
+		return;
+	free(pl->lo), free(pl->off), free(pl->blocks), free(pl->qsum), free(pl->top), free(pl->topi), free(pl->sel);
+	memset(pl, 0, sizeof(*pl));
+}
