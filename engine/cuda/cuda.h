@@ -46,7 +46,9 @@ int eng_cuda_sync(void);
 
 /* y[n, rows] = x[n, cols] . w^T for a weight [rows, cols] in dtype (f32,
  * f16, bf16): the decode GEMV (n small: every row of w read once for all
- * n, 16-byte loads, a warp a row; cols a multiple of 8). */
+ * n in groups of 8, 16-byte loads, a warp a row; rows whose length is not
+ * a multiple of 8 take a plain kernel). A row's arithmetic does not depend
+ * on n: a batch gives each row what it gives alone. */
 int eng_cuda_gemv(float *d_y, const float *d_x, int n, const void *d_w, int dtype, int rows, int cols);
 /* y[n, d] = x / rms(x) * g */
 int eng_cuda_rmsnorm(float *d_y, const float *d_x, const float *d_g, int n, int d, float eps);
@@ -60,6 +62,27 @@ int eng_cuda_swiglu_oai(float *d_g, const float *d_u, size_t n, float alpha, flo
 int eng_cuda_axpy(float *d_y, const float *d_x, float a, size_t n);
 /* x[i] = row tok[i] of table[vocab, width] (dtype), as f32; tok on the host */
 int eng_cuda_embed(float *d_x, const void *d_table, int dtype, int vocab, int width, const int32_t *tok, int n);
+
+/* dst[i] = src[idx[i]], rows of width floats (idx on the host) */
+int eng_cuda_gather(float *d_dst, const float *d_src, const int *idx, int n, int width);
+/* y[i] += b, for each of n rows of width floats */
+int eng_cuda_add_bias(float *d_y, const float *d_b, int n, int width);
+/* n pieces of `piece` bytes, back to back at src (host), each to its own
+ * device address d_dst[i] (the pointer array on the host) */
+int eng_cuda_scatter(void *const *d_dst, const void *src, size_t piece, int n);
+
+/* Attention over the paged KV cache following a plan (engine/attn_plan.c):
+ * out[n, nh, hd] for queries q[n, nh, hd]. Row i's pages are
+ * pages[row_pages[i] + b] (device addresses of page copies laid out as the
+ * host's eng_page: a layer's keys at kbase, values at vbase, [block][kvh]
+ * [hd] of dtype f32/f16/bf16 each); (row i, KV head g) attends the blocks
+ * blocks[boff[i * kvh + g] .. boff[i * kvh + g + 1]) in order, each at its
+ * positions in [lo[i], pos[i]], softmax with the scale. Host arrays; hd at
+ * most 256. A (row, head) with nothing to attend gives zeros. */
+int eng_cuda_paged_attention(float *d_out, const float *d_q, int n, int nh, int kvh, int hd, int dtype,
+                             void *const *pages, const int *row_pages, int npages, size_t kbase, size_t vbase,
+                             int block, const long *pos, const long *lo, const int *boff, const int *blocks,
+                             float scale);
 
 /* ---- MSA: the lightning indexer's choice and sparse decode ------------------
  *

@@ -30,9 +30,9 @@ static int launch_ok(const char *what)
 
 void *eng_cuda_scratch(int which, size_t bytes)
 {
-	static void *buf[4];
-	static size_t cap[4];
-	if (which < 0 || which > 3)
+	static void *buf[ENG_CUDA_SCRATCH_SLOTS];
+	static size_t cap[ENG_CUDA_SCRATCH_SLOTS];
+	if (which < 0 || which >= ENG_CUDA_SCRATCH_SLOTS)
 		return NULL;
 	if (bytes > cap[which]) {
 		if (buf[which])
@@ -125,11 +125,62 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(float *y, const f
 	}
 }
 
+// Rows of any length: a warp a weight row, one element a lane at a time
+// (rows whose length is not a multiple of 8 miss the 16-byte loads).
+template <int DT>
+__global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_any_kernel(float *y, const float *__restrict__ x, int n,
+                                                                  const void *__restrict__ w, int rows, int cols)
+{
+	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	int row = blockIdx.x * GEMV_WARPS + warp;
+	if (row >= rows)
+		return;
+	float acc[GEMV_MAX_N];
+#pragma unroll
+	for (int b = 0; b < GEMV_MAX_N; b++)
+		acc[b] = 0.0f;
+	size_t base = (size_t)row * cols;
+	for (int c = lane; c < cols; c += 32) {
+		float v = DT == DT_F32    ? ((const float *)w)[base + c]
+		          : DT == DT_BF16 ? bf16_to_f32(((const uint16_t *)w)[base + c])
+		                          : f16_to_f32(((const uint16_t *)w)[base + c]);
+#pragma unroll
+		for (int b = 0; b < GEMV_MAX_N; b++) {
+			if (b >= n)
+				break;
+			acc[b] += v * __ldg(x + (size_t)b * cols + c);
+		}
+	}
+#pragma unroll
+	for (int b = 0; b < GEMV_MAX_N; b++) {
+		float s = acc[b];
+		for (int o = 16; o > 0; o /= 2)
+			s += __shfl_xor_sync(0xffffffffu, s, o);
+		if (lane == 0 && b < n)
+			y[(size_t)b * rows + row] = s;
+	}
+}
+
 extern "C" int eng_cuda_gemv(float *d_y, const float *d_x, int n, const void *d_w, int dtype, int rows, int cols)
 {
-	if (n < 1 || rows < 1 || cols < 8 || cols % 8 || (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16))
-		return ev_error_set(EV_E_INVALID, "cuda gemv: n %d, [%d, %d] of dtype %d (cols a multiple of 8; f32, f16, bf16)",
-		                    n, rows, cols, dtype);
+	if (n < 1 || rows < 1 || cols < 1 || (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16))
+		return ev_error_set(EV_E_INVALID, "cuda gemv: n %d, [%d, %d] of dtype %d (f32, f16, bf16)", n, rows, cols,
+		                    dtype);
+	if (cols % 8) {
+		for (int b0 = 0; b0 < n; b0 += GEMV_MAX_N) {
+			int nb = n - b0 < GEMV_MAX_N ? n - b0 : GEMV_MAX_N;
+			dim3 grid((rows + GEMV_WARPS - 1) / GEMV_WARPS), block(GEMV_WARPS * 32);
+			float *y = d_y + (size_t)b0 * rows;
+			const float *x = d_x + (size_t)b0 * cols;
+			if (dtype == DT_F32)
+				gemv_any_kernel<DT_F32><<<grid, block>>>(y, x, nb, d_w, rows, cols);
+			else if (dtype == DT_F16)
+				gemv_any_kernel<DT_F16><<<grid, block>>>(y, x, nb, d_w, rows, cols);
+			else
+				gemv_any_kernel<DT_BF16><<<grid, block>>>(y, x, nb, d_w, rows, cols);
+		}
+		return launch_ok("gemv");
+	}
 	for (int b0 = 0; b0 < n; b0 += GEMV_MAX_N) {
 		int nb = n - b0 < GEMV_MAX_N ? n - b0 : GEMV_MAX_N;
 		dim3 grid((rows + GEMV_WARPS - 1) / GEMV_WARPS), block(GEMV_WARPS * 32);

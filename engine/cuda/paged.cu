@@ -1,0 +1,222 @@
+// engine/cuda/paged.cu: what the CUDA backend (engine/cuda/backend.c) needs
+// beside the ops of ops.cu: row gather, bias rows, a scatter of host bytes
+// into device pages, and attention over the paged KV cache following a
+// host-built plan (engine/attn_plan.c). Contracts in engine/cuda/cuda.h.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "base/base.h"
+#include "engine/cuda/cuda.h"
+}
+
+#include "engine/cuda/cuda_int.h"
+
+enum { PG_F32 = 0, PG_F16 = 1, PG_BF16 = 2 };
+
+#define ATT_MAX_HD 256
+#define ATT_PER_LANE (ATT_MAX_HD / 32)
+
+static int launch_ok(const char *what)
+{
+	return eng_cuda_check(cudaGetLastError(), what);
+}
+
+// ---- gather and bias ----------------------------------------------------------
+
+__global__ void gather_kernel(float *dst, const float *src, const int *idx, int n, int width)
+{
+	size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (k >= (size_t)n * width)
+		return;
+	size_t i = k / width, j = k % width;
+	dst[k] = src[(size_t)idx[i] * width + j];
+}
+
+extern "C" int eng_cuda_gather(float *d_dst, const float *d_src, const int *idx, int n, int width)
+{
+	if (n < 1 || width < 1)
+		return n == 0 ? 0 : ev_error_set(EV_E_INVALID, "cuda gather: n %d, width %d", n, width);
+	int *d_idx = (int *)eng_cuda_scratch(3, (size_t)n * sizeof(int));
+	if (!d_idx)
+		return ev_error_set(EV_E_NOMEM, "cuda gather: out of device memory");
+	int rc = eng_cuda_upload(d_idx, idx, (size_t)n * sizeof(int));
+	if (rc)
+		return rc;
+	size_t total = (size_t)n * width;
+	gather_kernel<<<(unsigned)((total + 255) / 256), 256>>>(d_dst, d_src, d_idx, n, width);
+	return launch_ok("gather");
+}
+
+__global__ void bias_kernel(float *y, const float *b, int n, int width)
+{
+	size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (k < (size_t)n * width)
+		y[k] += b[k % width];
+}
+
+extern "C" int eng_cuda_add_bias(float *d_y, const float *d_b, int n, int width)
+{
+	if (n < 1 || width < 1)
+		return 0;
+	size_t total = (size_t)n * width;
+	bias_kernel<<<(unsigned)((total + 255) / 256), 256>>>(d_y, d_b, n, width);
+	return launch_ok("bias");
+}
+
+// ---- scatter ------------------------------------------------------------------
+
+// Piece i (bytes [i * piece, (i + 1) * piece) of src) to dst[i]; a block a
+// piece, 4 bytes a thread where the piece allows.
+__global__ void scatter_kernel(unsigned char *const *dst, const unsigned char *src, size_t piece)
+{
+	unsigned char *d = dst[blockIdx.x];
+	const unsigned char *s = src + (size_t)blockIdx.x * piece;
+	if (piece % 4 == 0 && ((uintptr_t)d % 4) == 0) {
+		for (size_t k = threadIdx.x; k < piece / 4; k += blockDim.x)
+			((uint32_t *)d)[k] = ((const uint32_t *)s)[k];
+	} else {
+		for (size_t k = threadIdx.x; k < piece; k += blockDim.x)
+			d[k] = s[k];
+	}
+}
+
+extern "C" int eng_cuda_scatter(void *const *d_dst, const void *src, size_t piece, int n)
+{
+	if (n < 1 || !piece)
+		return 0;
+	size_t ptrs = ((size_t)n * sizeof(void *) + 15) / 16 * 16;
+	unsigned char *d = (unsigned char *)eng_cuda_scratch(5, ptrs + (size_t)n * piece);
+	if (!d)
+		return ev_error_set(EV_E_NOMEM, "cuda scatter: out of device memory");
+	int rc = eng_cuda_upload(d, d_dst, (size_t)n * sizeof(void *));
+	if (!rc)
+		rc = eng_cuda_upload(d + ptrs, src, (size_t)n * piece);
+	if (rc)
+		return rc;
+	scatter_kernel<<<n, 128>>>((unsigned char *const *)d, d + ptrs, piece);
+	return launch_ok("scatter");
+}
+
+// ---- attention over pages -------------------------------------------------------
+
+__device__ __forceinline__ float kv_at(const unsigned char *p, int j, int dtype)
+{
+	if (dtype == PG_F32)
+		return ((const float *)p)[j];
+	uint16_t h = ((const uint16_t *)p)[j];
+	return dtype == PG_BF16 ? __uint_as_float((uint32_t)h << 16) : __half2float(__ushort_as_half(h));
+}
+
+// A warp a (row, query head): the plan's blocks in order, each position in
+// [lo, pos] scored (the warp's sum of q . k, times the scale) and folded
+// into an online softmax (running max, sum, and weighted values rescaled
+// as the max grows). A lane holds head channels lane, lane + 32, ...
+__global__ void __launch_bounds__(32) paged_attention_kernel(float *out, const float *q, int nh, int kvh, int hd,
+                                                             int dtype, size_t esize,
+                                                             const unsigned char *const *pages, const int *row_pages,
+                                                             size_t kbase, size_t vbase, int block,
+                                                             const long long *pos, const long long *lo,
+                                                             const int *boff, const int *blocks, float scale)
+{
+	int i = blockIdx.x / nh, h = blockIdx.x % nh, g = h / (nh / kvh), lane = threadIdx.x;
+	size_t task = (size_t)i * kvh + g, rowb = (size_t)kvh * hd * esize, headb = (size_t)g * hd * esize;
+	const float *qh = q + ((size_t)i * nh + h) * hd;
+	float qv[ATT_PER_LANE], acc[ATT_PER_LANE];
+#pragma unroll
+	for (int u = 0; u < ATT_PER_LANE; u++) {
+		int j = lane + 32 * u;
+		qv[u] = j < hd ? qh[j] : 0.0f;
+		acc[u] = 0.0f;
+	}
+	float mx = -INFINITY, sum = 0.0f;
+	long long p = pos[i], l0 = lo[i];
+	const unsigned char *const *pg = pages + row_pages[i];
+	for (int k = boff[task]; k < boff[task + 1]; k++) {
+		long long b = blocks[k], t0 = b * block > l0 ? b * block : l0;
+		long long t1 = b * block + block - 1 < p ? b * block + block - 1 : p;
+		const unsigned char *page = pg[b];
+		for (long long t = t0; t <= t1; t++) {
+			size_t slot = (size_t)(t - b * block);
+			const unsigned char *kp = page + kbase + slot * rowb + headb, *vp = page + vbase + slot * rowb + headb;
+			float d = 0.0f;
+#pragma unroll
+			for (int u = 0; u < ATT_PER_LANE; u++) {
+				int j = lane + 32 * u;
+				if (j < hd)
+					d += qv[u] * kv_at(kp, j, dtype);
+			}
+			for (int o = 16; o > 0; o /= 2)
+				d += __shfl_xor_sync(0xffffffffu, d, o);
+			float s = d * scale, nm = s > mx ? s : mx;
+			float corr = expf(mx - nm), w = expf(s - nm);
+			sum = sum * corr + w;
+#pragma unroll
+			for (int u = 0; u < ATT_PER_LANE; u++) {
+				int j = lane + 32 * u;
+				if (j < hd)
+					acc[u] = acc[u] * corr + w * kv_at(vp, j, dtype);
+			}
+			mx = nm;
+		}
+	}
+	float *oh = out + ((size_t)i * nh + h) * hd;
+#pragma unroll
+	for (int u = 0; u < ATT_PER_LANE; u++) {
+		int j = lane + 32 * u;
+		if (j < hd)
+			oh[j] = sum > 0.0f ? acc[u] / sum : 0.0f;
+	}
+}
+
+static size_t align16(size_t x)
+{
+	return (x + 15) / 16 * 16;
+}
+
+extern "C" int eng_cuda_paged_attention(float *d_out, const float *d_q, int n, int nh, int kvh, int hd, int dtype,
+                                        void *const *pages, const int *row_pages, int npages, size_t kbase,
+                                        size_t vbase, int block, const long *pos, const long *lo, const int *boff,
+                                        const int *blocks, float scale)
+{
+	if (n < 1 || kvh < 1 || nh % kvh || hd < 1 || hd > ATT_MAX_HD || block < 1 ||
+	    (dtype != PG_F32 && dtype != PG_F16 && dtype != PG_BF16))
+		return ev_error_set(EV_E_INVALID, "cuda paged attention: n %d, heads %d/%d, head %d (at most %d), block %d, "
+		                                  "dtype %d", n, nh, kvh, hd, ATT_MAX_HD, block, dtype);
+	size_t nb = (size_t)boff[(size_t)n * kvh];
+	size_t o_pages = 0, o_rows = align16(o_pages + (size_t)npages * sizeof(void *)),
+	       o_pos = align16(o_rows + (size_t)n * sizeof(int)), o_lo = align16(o_pos + (size_t)n * sizeof(long long)),
+	       o_boff = align16(o_lo + (size_t)n * sizeof(long long)),
+	       o_blocks = align16(o_boff + ((size_t)n * kvh + 1) * sizeof(int)), total = o_blocks + (nb ? nb : 1) * sizeof(int);
+	unsigned char *h = (unsigned char *)malloc(total);
+	unsigned char *d = (unsigned char *)eng_cuda_scratch(4, total);
+	if (!h || !d) {
+		free(h);
+		return ev_error_set(EV_E_NOMEM, "cuda paged attention: out of memory for its tables (%zu bytes)", total);
+	}
+	memcpy(h + o_pages, pages, (size_t)npages * sizeof(void *));
+	memcpy(h + o_rows, row_pages, (size_t)n * sizeof(int));
+	for (int i = 0; i < n; i++) {
+		((long long *)(h + o_pos))[i] = pos[i];
+		((long long *)(h + o_lo))[i] = lo[i];
+	}
+	memcpy(h + o_boff, boff, ((size_t)n * kvh + 1) * sizeof(int));
+	memcpy(h + o_blocks, blocks, nb * sizeof(int));
+	int rc = eng_cuda_upload(d, h, total);
+	free(h);
+	if (rc)
+		return rc;
+	size_t esize = dtype == PG_F32 ? 4 : 2;
+	paged_attention_kernel<<<n * nh, 32>>>(d_out, d_q, nh, kvh, hd, dtype, esize,
+	                                       (const unsigned char *const *)(d + o_pages), (const int *)(d + o_rows),
+	                                       kbase, vbase, block, (const long long *)(d + o_pos),
+	                                       (const long long *)(d + o_lo), (const int *)(d + o_boff),
+	                                       (const int *)(d + o_blocks), scale);
+	return launch_ok("paged attention");
+}
