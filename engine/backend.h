@@ -498,6 +498,10 @@ typedef struct eng_backend {
 	void (*axpy)(struct eng_backend *be, float *y, const float *x, float a, size_t n);
 	/* g[i] = silu(g[i]) * u[i], i < n */
 	void (*swiglu)(struct eng_backend *be, float *g, const float *u, size_t n);
+	/* 0, or the first failure of an op since the last call (a device
+	 * backend's ops cannot return one; they stop working after it). NULL:
+	 * the ops cannot fail. */
+	int (*status)(struct eng_backend *be);
 	void *ctx; /* backend state (thread pool, scratch) */
 	eng_model *m;
 } eng_backend;
@@ -506,6 +510,12 @@ int eng_backend_ref_init(eng_backend *be, eng_model *m);
 void eng_backend_ref_free(eng_backend *be);
 int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads);
 void eng_backend_cpu_free(eng_backend *be);
+/* The CUDA backend (engine/cuda/backend.c; built with the toolkit only):
+ * EV_E_UNSUPPORTED naming why when there is no usable device. */
+int eng_backend_cuda_init(eng_backend *be, eng_model *m);
+void eng_backend_cuda_free(eng_backend *be);
+/* Bytes of weights on the device so far. */
+uint64_t eng_backend_cuda_uploaded(const eng_backend *be);
 
 /* 1 when the CPU's dot product (kernels.h) takes the AVX2 order (16 FMA
  * lanes), 0 when it is one running sum: the CUDA indexer follows it. */
@@ -586,6 +596,7 @@ struct eng_model {
 	double index_seconds;
 	long max_context;
 	eng_backend ref, cpu;
+	eng_backend cuda; /* set up when the model is loaded for it (ctx NULL: not) */
 	eng_backend *be; /* the one in use */
 	int threads;
 	char dtypes[64];

@@ -30,6 +30,7 @@ typedef struct eng_model eng_model;
 typedef enum {
 	ENG_BACKEND_CPU = 0, /* blocked, vectorised, threaded CPU path */
 	ENG_BACKEND_REF = 1, /* plain single-threaded loops: the oracle */
+	ENG_BACKEND_CUDA = 2, /* the CUDA device (a build with the toolkit, and a GPU) */
 } eng_backend_kind;
 
 /* ==== MSA and KV options (engine/msa.c, engine/kvcache.c) ================ */

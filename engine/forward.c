@@ -276,14 +276,15 @@ static int run_chunk(eng_model *m, scratch *s, const int32_t *tok, int n, float 
 	for (int i = 0; i < n; i++)
 		if (logit_dst[i])
 			s->lrows[nl++] = i;
-	if (!nl)
-		return 0;
-	be->gather(be, s->nbuf, s->x, s->lrows, nl, H);
-	be->rmsnorm(be, s->nbuf, s->nbuf, m->final_norm, nl, H, eps);
-	be->matmul(be, s->lbuf, s->nbuf, nl, &m->lm_head, NULL);
-	for (int j = 0; j < nl; j++)
-		be->to_host(be, logit_dst[s->lrows[j]], s->lbuf + (size_t)j * c->vocab, (size_t)c->vocab);
-	return 0;
+	if (nl) {
+		be->gather(be, s->nbuf, s->x, s->lrows, nl, H);
+		be->rmsnorm(be, s->nbuf, s->nbuf, m->final_norm, nl, H, eps);
+		be->matmul(be, s->lbuf, s->nbuf, nl, &m->lm_head, NULL);
+		for (int j = 0; j < nl; j++)
+			be->to_host(be, logit_dst[s->lrows[j]], s->lbuf + (size_t)j * c->vocab, (size_t)c->vocab);
+	}
+	/* a device backend's failure (out of device memory, a kernel's error) */
+	return be->status ? be->status(be) : 0;
 }
 
 /* Where every row's logits go for the sequences that want them all. */

@@ -442,6 +442,8 @@ int eng_model_load(eng_model **out, const char *dir, const eng_model_options *op
 	if ((rc = eng_backend_ref_init(&m->ref, m)) || (rc = eng_backend_cpu_init(&m->cpu, m, m->threads)))
 		goto done;
 	m->be = o.backend == ENG_BACKEND_REF ? &m->ref : &m->cpu;
+	if (o.backend == ENG_BACKEND_CUDA && (rc = eng_model_set_backend(m, ENG_BACKEND_CUDA)))
+		goto done;
 	*out = m;
 	m = NULL;
 done:
@@ -455,7 +457,17 @@ int eng_model_set_backend(eng_model *m, eng_backend_kind kind)
 		m->be = &m->ref;
 	else if (kind == ENG_BACKEND_CPU)
 		m->be = &m->cpu;
-	else
+	else if (kind == ENG_BACKEND_CUDA) {
+#ifdef EV_HAVE_CUDA
+		int rc;
+		if (!m->cuda.ctx && (rc = eng_backend_cuda_init(&m->cuda, m)))
+			return rc;
+		m->be = &m->cuda;
+#else
+		return ev_error_set(EV_E_UNSUPPORTED, "--backend cuda: this evald was built without CUDA (no toolkit was "
+						      "found when it was configured)");
+#endif
+	} else
 		return ev_error_set(EV_E_INVALID, "unknown backend %d", (int)kind);
 	return 0;
 }
@@ -466,7 +478,10 @@ void eng_model_free(eng_model *m)
 		return;
 	eng_backend_cpu_free(&m->cpu);
 	eng_backend_ref_free(&m->ref);
-	eng_kv_pool_clear(&m->kv);
+	eng_kv_pool_clear(&m->kv); /* before the device backend: pages free their device copies */
+#ifdef EV_HAVE_CUDA
+	eng_backend_cuda_free(&m->cuda);
+#endif
 	eng_msa_clear(&m->msa);
 	for (int i = 0; m->layers && i < m->c.layers; i++)
 		free(m->layers[i].experts);

@@ -283,6 +283,15 @@ int eng_options_parse_flag(eng_model_options *o, const char *flag, const char *v
 			return ev_error_set(EV_E_INVALID, "--attention needs dense or msa");
 		return 1;
 	}
+	if (!strcmp(flag, "--backend")) {
+		if (v && !strcmp(v, "cpu"))
+			o->backend = ENG_BACKEND_CPU;
+		else if (v && !strcmp(v, "cuda"))
+			o->backend = ENG_BACKEND_CUDA;
+		else
+			return ev_error_set(EV_E_INVALID, "--backend needs cpu or cuda");
+		return 1;
+	}
 	if (!strcmp(flag, "--msa-selector")) {
 		if (v && !strcmp(v, "indexer"))
 			a->selector = ENG_SEL_INDEXER;

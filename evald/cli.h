@@ -83,7 +83,7 @@ typedef struct {
 /* The engine's own settings as given on the command line (--attention,
  * --msa-*, --kv-*; rows: EV_ENGINE_OPTS): validated by the engine's parser
  * as they are read, kept as given for storing with a run. */
-#define EV_ENGINE_MAX_FLAGS 16
+#define EV_ENGINE_MAX_FLAGS 17
 typedef struct {
 	const char *names[EV_ENGINE_MAX_FLAGS]; /* static: the row's name */
 	const char *values[EV_ENGINE_MAX_FLAGS];
@@ -101,6 +101,7 @@ int ev_engine_flags_from_json(ev_engine_flags *f, const cJSON *j);
 #define EV_ENGINE_ROW(nm, T, m, mt, hlp) \
 	{.name = (nm), .kind = EV_OPT_FN, .off = offsetof(T, m), .meta = (mt), .help = (hlp), .fn = ev_engine_flag_fn, .flags = EV_OPT_VALUE}
 #define EV_ENGINE_OPTS(T, m)                                                                                \
+	EV_ENGINE_ROW("--backend", T, m, "cpu|cuda", "where the bundled engine runs (cpu; cuda: the GPU, in a build with the toolkit)"), \
 	EV_ENGINE_ROW("--attention", T, m, "dense|msa", "attention on a checkpoint (default: MSA when its config has msa)"), \
 	EV_ENGINE_ROW("--msa-selector", T, m, "indexer|mean", "MSA's block choice: M3's lightning indexer, or block means (default: the indexer where the checkpoint has one)"), \
 	EV_ENGINE_ROW("--msa-block-size", T, m, "B", "MSA block = KV page, in tokens (64)"),                  \

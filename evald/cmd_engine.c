@@ -221,7 +221,8 @@ static int fail(const char *what)
 static int load(eng_model **m, const opts *o)
 {
 	eng_model_options mo = o->engine.mo;
-	mo.backend = o->reference ? ENG_BACKEND_REF : ENG_BACKEND_CPU;
+	if (o->reference)
+		mo.backend = ENG_BACKEND_REF;
 	mo.threads = (int)o->threads;
 	return eng_model_load(m, o->model, &mo);
 }

@@ -29,7 +29,7 @@ timeout "$(left)" cmake --build "$build" -j"$(nproc)" > "$build/gpu-build.log" 2
 echo "== gpu tests"
 tests_rc=0
 timeout "$(left)" ctest --test-dir "$build" -L gpu -R cuda --output-on-failure -V > "$build/gpu-tests.log" 2>&1 || tests_rc=$?
-grep -E "^[0-9]+: (device|cuda |skipped)|tests passed|Failed|Skipped" "$build/gpu-tests.log" | sed 's/^[0-9]*: //'
+grep -E "^[0-9]+: (device|cuda |backend: |skipped)|tests passed|Failed|Skipped" "$build/gpu-tests.log" | sed 's/^[0-9]*: //'
 if grep -q "skipped: no CUDA device" "$build/gpu-tests.log"; then
 	echo "the gpu tests were skipped: this machine has no usable CUDA device"
 	tests_rc=1
@@ -50,7 +50,7 @@ py=/usr/bin/python3
 import json, sys, re, os
 b, trc, brc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 lines = [re.sub(r"^\d+: ", "", l.rstrip()) for l in open(os.path.join(b, "gpu-tests.log"), errors="replace")
-         if re.match(r"^\d+: (device|cuda |skipped)", l)]
+         if re.match(r"^\d+: (device|cuda |backend: |skipped)", l)]
 try:
     bench = json.load(open(os.path.join(b, "gpu-bench.json")))
 except Exception as e:

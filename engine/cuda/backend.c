@@ -1,0 +1,462 @@
+/*
+ * engine/cuda/backend.c: the CUDA backend, the engine's backend table
+ * (engine/backend.h) filled with the device ops of engine/cuda. forward.c
+ * drives it as it drives the CPU paths.
+ *
+ * - Activations are device memory (be->device).
+ * - Weights are uploaded once, on first use, keyed by their host address:
+ *   f32, f16 and bf16 as stored; the block types (Q8_0 ... Q6_K)
+ *   dequantized to f32 by the format's definition (exact, four to eight
+ *   times their stored bytes: kept quantized on the device is not done
+ *   yet). The f32 vectors (norms, biases, RoPE frequencies) the same way.
+ * - The KV cache: the host's pages stay the truth (the MSA index, forks,
+ *   truncation and the indexer's keys all live there). Each page has a
+ *   device copy (eng_page.dev, page_bytes, the host's layout) whose
+ *   version (dev_gen) says whether it is current; kv_store stores on the
+ *   host and writes the same stored bytes into current device copies;
+ *   attention brings any stale copy up to date whole, then reads device
+ *   pages only.
+ * - Which blocks a row attends is planned on the host (engine/attn_plan.c,
+ *   tested against the reference); the lightning indexer chooses on the
+ *   host from the host's pages (the same function the reference calls).
+ * - The ops of the table return nothing: the first failure is kept, later
+ *   ops do nothing, and forward.c reads it from `status`.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "engine/cuda/cuda.h"
+
+/* One uploaded host array: its device copy and the dtype kept there. */
+typedef struct {
+	const void *host;
+	void *dev;
+	int dtype;
+} cu_map;
+
+typedef struct {
+	cu_map *map; /* open addressing on the host address */
+	size_t map_cap, map_n;
+	int err;
+	char msg[512];
+	eng_attn_plan plan;
+	float *hq, *hk, *hv; /* host copies of queries, keys, values */
+	size_t hq_cap, hk_cap, hv_cap;
+	unsigned char *stage;
+	size_t stage_cap;
+	void **dst;
+	size_t dst_cap;
+	void **pages; /* the device pages of the rows' sequences */
+	size_t pages_cap;
+	int *row_pages;
+	size_t row_pages_cap;
+	long *hpos;
+	size_t hpos_cap;
+	uint64_t weight_bytes; /* uploaded */
+} cu_ctx;
+
+static bool failed(eng_backend *be, int rc)
+{
+	cu_ctx *c = be->ctx;
+	if (rc && !c->err) {
+		c->err = rc;
+		snprintf(c->msg, sizeof c->msg, "%s", ev_error_msg());
+	}
+	return c->err != 0;
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t size)
+{
+	if (need <= *cap)
+		return 0;
+	size_t c = *cap ? *cap : 256;
+	while (c < need)
+		c *= 2;
+	void *q = realloc(*p, c * size);
+	if (!q)
+		return ev_error_set(EV_E_NOMEM, "cuda backend: out of host memory (%zu bytes)", c * size);
+	*p = q;
+	*cap = c;
+	return 0;
+}
+
+static size_t slot_of(const cu_ctx *c, const void *host)
+{
+	size_t h = ((uintptr_t)host >> 4) * 0x9E3779B97F4A7C15ull;
+	return (size_t)(h >> 20) & (c->map_cap - 1);
+}
+
+static cu_map *map_find(cu_ctx *c, const void *host)
+{
+	for (size_t i = slot_of(c, host);; i = (i + 1) & (c->map_cap - 1)) {
+		if (!c->map[i].host || c->map[i].host == host)
+			return &c->map[i];
+	}
+}
+
+static int map_grow(cu_ctx *c)
+{
+	if (c->map_cap && (c->map_n + 1) * 2 <= c->map_cap)
+		return 0;
+	cu_map *old = c->map;
+	size_t oc = c->map_cap;
+	c->map_cap = oc ? oc * 2 : 1024;
+	if (!(c->map = calloc(c->map_cap, sizeof(cu_map)))) {
+		c->map = old;
+		c->map_cap = oc;
+		return ev_error_set(EV_E_NOMEM, "cuda backend: out of host memory");
+	}
+	for (size_t i = 0; i < oc; i++)
+		if (old[i].host)
+			*map_find(c, old[i].host) = old[i];
+	free(old);
+	return 0;
+}
+
+/* The device copy of n elements of `dtype` at host; block types come
+ * back dequantized to f32 (*dt tells which). NULL on failure (kept). */
+static void *upload(eng_backend *be, const void *host, eng_dtype dtype, size_t n, int *dt)
+{
+	cu_ctx *c = be->ctx;
+	if (c->err || !host)
+		return NULL;
+	if (failed(be, map_grow(c)))
+		return NULL;
+	cu_map *e = map_find(c, host);
+	if (e->host) {
+		if (dt)
+			*dt = e->dtype;
+		return e->dev;
+	}
+	bool keep = dtype == ENG_F32 || dtype == ENG_F16 || dtype == ENG_BF16;
+	size_t bytes = keep ? n * eng_dtype_size(dtype) : n * sizeof(float);
+	void *d = eng_cuda_malloc(bytes);
+	if (!d) {
+		failed(be, ev_error_set(EV_E_NOMEM, "cuda backend: out of device memory for a weight of %zu bytes "
+						    "(%.1f MiB uploaded so far)", bytes, c->weight_bytes / 1048576.0));
+		return NULL;
+	}
+	int rc = 0;
+	if (keep) {
+		rc = eng_cuda_upload(d, host, bytes);
+	} else { /* the format's definition, a few rows' worth at a time */
+		size_t B = (size_t)eng_dtype_block(dtype), step = B * 4096;
+		float *tmp = malloc(step * sizeof(float));
+		if (!tmp)
+			rc = ev_error_set(EV_E_NOMEM, "cuda backend: out of host memory");
+		for (size_t at = 0; !rc && at < n; at += step) {
+			size_t k = n - at < step ? n - at : step;
+			eng_to_f32(tmp, (const char *)host + eng_dtype_bytes(dtype, at), dtype, k);
+			rc = eng_cuda_upload((float *)d + at, tmp, k * sizeof(float));
+		}
+		free(tmp);
+	}
+	if (failed(be, rc)) {
+		eng_cuda_free(d);
+		return NULL;
+	}
+	c->weight_bytes += bytes;
+	e->host = host;
+	e->dev = d;
+	e->dtype = keep ? (int)dtype : (int)ENG_F32;
+	c->map_n++;
+	if (dt)
+		*dt = e->dtype;
+	return d;
+}
+
+static const float *vec(eng_backend *be, const float *host, size_t n)
+{
+	return upload(be, host, ENG_F32, n, NULL);
+}
+
+static void *cu_alloc(eng_backend *be, size_t bytes)
+{
+	(void)be;
+	return eng_cuda_malloc(bytes);
+}
+
+static void cu_release(eng_backend *be, void *p)
+{
+	(void)be;
+	eng_cuda_free(p);
+}
+
+static void cu_to_host(eng_backend *be, float *host, const float *src, size_t n)
+{
+	if (!((cu_ctx *)be->ctx)->err)
+		failed(be, eng_cuda_download(host, src, n * sizeof(float)));
+}
+
+static void cu_from_host(eng_backend *be, float *dst, const float *host, size_t n)
+{
+	if (!((cu_ctx *)be->ctx)->err)
+		failed(be, eng_cuda_upload(dst, host, n * sizeof(float)));
+}
+
+static void cu_embed(eng_backend *be, float *x, const int32_t *tok, int n)
+{
+	const eng_weight *e = &be->m->embed;
+	int dt = 0;
+	void *d = upload(be, e->data, e->dtype, (size_t)e->rows * e->cols, &dt);
+	if (d)
+		failed(be, eng_cuda_embed(x, d, dt, e->rows, e->cols, tok, n));
+}
+
+static void cu_gather(eng_backend *be, float *dst, const float *src, const int *idx, int n, int width)
+{
+	if (!((cu_ctx *)be->ctx)->err)
+		failed(be, eng_cuda_gather(dst, src, idx, n, width));
+}
+
+static void cu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_weight *w, const float *bias)
+{
+	int dt = 0;
+	void *d = upload(be, w->data, w->dtype, (size_t)w->rows * w->cols, &dt);
+	if (!d || failed(be, eng_cuda_gemv(y, x, n, d, dt, w->rows, w->cols)))
+		return;
+	if (bias) {
+		const float *b = vec(be, bias, (size_t)w->rows);
+		if (b)
+			failed(be, eng_cuda_add_bias(y, b, n, w->rows));
+	}
+}
+
+static void cu_rmsnorm(eng_backend *be, float *y, const float *x, const float *g, int n, int d, float eps)
+{
+	const float *dg = vec(be, g, (size_t)d);
+	if (dg)
+		failed(be, eng_cuda_rmsnorm(y, x, dg, n, d, eps));
+}
+
+static void cu_rope(eng_backend *be, float *x, int n, int nh, int hd, int rd, const long *pos, const float *inv_freq)
+{
+	const float *f = vec(be, inv_freq, (size_t)be->m->c.head_dim / 2);
+	if (f)
+		failed(be, eng_cuda_rope(x, n, nh, hd, rd, pos, f));
+}
+
+static void cu_swiglu(eng_backend *be, float *g, const float *u, size_t n)
+{
+	if (!((cu_ctx *)be->ctx)->err)
+		failed(be, eng_cuda_swiglu(g, u, n));
+}
+
+static void cu_swiglu_oai(eng_backend *be, float *g, const float *u, size_t n, float alpha, float limit)
+{
+	if (!((cu_ctx *)be->ctx)->err)
+		failed(be, eng_cuda_swiglu_oai(g, u, n, alpha, limit));
+}
+
+static void cu_axpy(eng_backend *be, float *y, const float *x, float a, size_t n)
+{
+	if (!((cu_ctx *)be->ctx)->err)
+		failed(be, eng_cuda_axpy(y, x, a, n));
+}
+
+/* Keys and values to the host pages (the truth: index, forks), then the
+ * same stored bytes into every device copy that was current before. */
+static void cu_kv_store(eng_backend *be, const eng_row *rows, int n, int layer, const float *k, const float *v)
+{
+	cu_ctx *c = be->ctx;
+	eng_kv_pool *p = &be->m->kv;
+	size_t kd = (size_t)p->kvh * p->hd, rowb = kd * p->esize;
+	if (c->err || failed(be, grow((void **)&c->hk, &c->hk_cap, (size_t)n * kd, sizeof(float))) ||
+	    failed(be, grow((void **)&c->hv, &c->hv_cap, (size_t)n * kd, sizeof(float))) ||
+	    failed(be, grow((void **)&c->stage, &c->stage_cap, (size_t)2 * n * rowb, 1)) ||
+	    failed(be, grow((void **)&c->dst, &c->dst_cap, (size_t)2 * n, sizeof(void *))))
+		return;
+	if (failed(be, eng_cuda_download(c->hk, k, (size_t)n * kd * sizeof(float))) ||
+	    failed(be, eng_cuda_download(c->hv, v, (size_t)n * kd * sizeof(float))))
+		return;
+	/* which device copies are current now (a page may take several rows) */
+	bool *cur = malloc((size_t)n * sizeof(bool));
+	if (!cur) {
+		failed(be, ev_error_set(EV_E_NOMEM, "cuda backend: out of host memory"));
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		eng_page *pg = rows[i].seq->pages[rows[i].pos / p->block];
+		cur[i] = pg->dev && pg->dev_gen == pg->gen;
+	}
+	eng_cpu_kv_store(be, rows, n, layer, c->hk, c->hv);
+	int np = 0;
+	for (int i = 0; i < n; i++) {
+		eng_page *pg = rows[i].seq->pages[rows[i].pos / p->block];
+		int slot = (int)(rows[i].pos % p->block);
+		if (!cur[i])
+			continue;
+		unsigned char *hk = eng_page_kraw(p, pg, layer, slot), *hv = eng_page_vraw(p, pg, layer, slot);
+		memcpy(c->stage + (size_t)np * rowb, hk, rowb);
+		c->dst[np++] = (unsigned char *)pg->dev + (hk - pg->data);
+		memcpy(c->stage + (size_t)np * rowb, hv, rowb);
+		c->dst[np++] = (unsigned char *)pg->dev + (hv - pg->data);
+	}
+	/* the copies written here hold what the host holds (for K and V) */
+	for (int i = 0; i < n; i++)
+		if (cur[i]) {
+			eng_page *pg = rows[i].seq->pages[rows[i].pos / p->block];
+			pg->dev_gen = pg->gen;
+		}
+	free(cur);
+	failed(be, eng_cuda_scatter(c->dst, c->stage, rowb, np));
+}
+
+/* A page's device copy, brought up to date whole when stale. */
+static void *page_dev(eng_backend *be, eng_page *pg)
+{
+	eng_kv_pool *p = &be->m->kv;
+	if (!pg->dev && !(pg->dev = eng_cuda_malloc(p->page_bytes))) {
+		failed(be, ev_error_set(EV_E_NOMEM, "cuda backend: out of device memory for a KV page (%zu bytes)",
+					p->page_bytes));
+		return NULL;
+	}
+	if (pg->dev_gen != pg->gen) {
+		if (failed(be, eng_cuda_upload(pg->dev, pg->data, p->page_bytes)))
+			return NULL;
+		pg->dev_gen = pg->gen;
+	}
+	return pg->dev;
+}
+
+static void cu_attention(eng_backend *be, float *out, const float *q, const eng_row *rows, int n, int layer, int nh,
+			 long window, const int *lists, const int *nls, int nlist)
+{
+	cu_ctx *c = be->ctx;
+	eng_model *m = be->m;
+	eng_kv_pool *p = &m->kv;
+	int hd = p->hd;
+	if (c->err)
+		return;
+	const float *hq = NULL;
+	if (eng_attn_plan_needs_q(m, rows, n, layer, lists, nls)) {
+		if (failed(be, grow((void **)&c->hq, &c->hq_cap, (size_t)n * nh * hd, sizeof(float))) ||
+		    failed(be, eng_cuda_download(c->hq, q, (size_t)n * nh * hd * sizeof(float))))
+			return;
+		hq = c->hq;
+	}
+	if (failed(be, eng_attn_plan_build(&c->plan, m, rows, n, layer, window, lists, nls, nlist, hq, nh)) ||
+	    failed(be, grow((void **)&c->row_pages, &c->row_pages_cap, (size_t)n, sizeof(int))) ||
+	    failed(be, grow((void **)&c->hpos, &c->hpos_cap, (size_t)n, sizeof(long))))
+		return;
+	/* the rows' pages: one table a run of rows of the same sequence, as
+	 * long as the run's furthest row needs */
+	size_t np = 0, tstart = 0;
+	long tlen = 0;
+	const eng_seq *ts = NULL;
+	for (int i = 0; i < n; i++) {
+		eng_seq *s = rows[i].seq;
+		long need = rows[i].pos / p->block + 1;
+		if (s != ts) {
+			ts = s;
+			tstart = np;
+			tlen = 0;
+		}
+		if (need > tlen) {
+			if (failed(be, grow((void **)&c->pages, &c->pages_cap, np + (size_t)(need - tlen), sizeof(void *))))
+				return;
+			for (long b = tlen; b < need; b++)
+				if (!(c->pages[np++] = page_dev(be, s->pages[b])))
+					return;
+			tlen = need;
+		}
+		c->row_pages[i] = (int)tstart;
+		c->hpos[i] = rows[i].pos;
+	}
+	size_t kbase = (size_t)layer * p->layer_bytes, vbase = kbase + (size_t)p->block * p->kvh * hd * p->esize;
+	failed(be, eng_cuda_paged_attention(out, q, n, nh, p->kvh, hd, (int)p->dtype, c->pages, c->row_pages, (int)np,
+					    kbase, vbase, p->block, c->hpos, c->plan.lo,
+					    c->plan.off, c->plan.blocks, 1.0f / sqrtf((float)hd)));
+}
+
+static int cu_status(eng_backend *be)
+{
+	cu_ctx *c = be->ctx;
+	if (!c->err && eng_cuda_sync())
+		failed(be, ev_error_code() ? ev_error_code() : EV_E_IO);
+	if (!c->err)
+		return 0;
+	int rc = ev_error_set(c->err, "%s", c->msg);
+	c->err = 0; /* the next forward starts clean (the failed one's sequences are unknown) */
+	return rc;
+}
+
+/* The lightning indexer chooses on the host, from the host's pages (where
+ * eng_index_store put the keys), as the reference does. */
+static int cu_index_select(eng_backend *be, const eng_row *rows, int n, int layer, const float *iq, int *lists,
+			   int *nls, int nlist)
+{
+	cu_ctx *c = be->ctx;
+	size_t len = (size_t)n * be->m->kv.kvh * be->m->kv.idim;
+	if (c->err || failed(be, grow((void **)&c->hq, &c->hq_cap, len, sizeof(float))) ||
+	    failed(be, eng_cuda_download(c->hq, iq, len * sizeof(float))))
+		return cu_status(be);
+	return eng_index_select(be, rows, n, layer, c->hq, lists, nls, nlist);
+}
+
+static void page_dev_free(void *dev)
+{
+	eng_cuda_free(dev);
+}
+
+int eng_backend_cuda_init(eng_backend *be, eng_model *m)
+{
+	memset(be, 0, sizeof(*be));
+	eng_cuda_info ci;
+	int rc = eng_cuda_probe(&ci);
+	if (rc) {
+		char why[400];
+		snprintf(why, sizeof why, "%s", ev_error_msg());
+		return ev_error_set(rc, "--backend cuda: %s", why);
+	}
+	if (m->kv.hd > 256)
+		return ev_error_set(EV_E_UNSUPPORTED, "--backend cuda: head_dim %d (the device attention takes up to 256)",
+				    m->kv.hd);
+	be->name = "cuda";
+	be->device = true;
+	be->m = m;
+	if (!(be->ctx = calloc(1, sizeof(cu_ctx))))
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	be->alloc = cu_alloc;
+	be->release = cu_release;
+	be->to_host = cu_to_host;
+	be->from_host = cu_from_host;
+	be->embed = cu_embed;
+	be->gather = cu_gather;
+	be->matmul = cu_matmul;
+	be->rmsnorm = cu_rmsnorm;
+	be->rope = cu_rope;
+	be->swiglu = cu_swiglu;
+	be->swiglu_oai = cu_swiglu_oai;
+	be->axpy = cu_axpy;
+	be->kv_store = cu_kv_store;
+	be->attention = cu_attention;
+	be->index_select = cu_index_select;
+	be->status = cu_status;
+	m->kv.dev_free = page_dev_free;
+	return 0;
+}
+
+uint64_t eng_backend_cuda_uploaded(const eng_backend *be)
+{
+	const cu_ctx *c = be ? be->ctx : NULL;
+	return c ? c->weight_bytes : 0;
+}
+
+void eng_backend_cuda_free(eng_backend *be)
+{
+	cu_ctx *c = be ? be->ctx : NULL;
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->map_cap; i++)
+		if (c->map[i].host)
+			eng_cuda_free(c->map[i].dev);
+	free(c->map);
+	eng_attn_plan_free(&c->plan);
+	free(c->hq), free(c->hk), free(c->hv), free(c->stage), free(c->dst), free(c->pages), free(c->row_pages);
+	free(c->hpos);
+	free(c);
+	be->ctx = NULL;
+}

@@ -1,0 +1,382 @@
+/*
+ * The CUDA backend's own code (engine/cuda/backend.c, compiled in here)
+ * over host stand-ins of the device ops: everything the backend does on
+ * the host (weights uploaded once and found again, the device copies of
+ * KV pages kept current through stores, forks, copies, truncation and
+ * reuse, the attention plan turned into page tables, the indexer's keys
+ * read back, failures kept and reported) runs here without a GPU, with
+ * the same end-to-end cases the device test runs (cuda_backend_cases.h).
+ *
+ * The stand-ins compute what each op's contract in engine/cuda/cuda.h
+ * says, on "device memory" that is host memory they hand out and track:
+ * every pointer an op is given as device memory must lie inside a block
+ * they handed out, so passing a host pointer where the device's is due
+ * fails the test (that mistake would crash or read garbage on a GPU).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "engine/cuda/cuda.h"
+#include "tests/engine/engine_testutil.h"
+
+/* ---- device memory: tracked host blocks ---------------------------------- */
+
+typedef struct {
+	unsigned char *p;
+	size_t n;
+} blk;
+static blk g_blk[1 << 16];
+static int g_nblk;
+static long g_live_bytes, g_uploads;
+
+static void *h_malloc(size_t bytes)
+{
+	if (g_nblk == (int)(sizeof g_blk / sizeof g_blk[0]))
+		fail_msg("stand-in: more than %d device blocks", g_nblk);
+	unsigned char *p = malloc(bytes ? bytes : 1);
+	assert_non_null(p);
+	memset(p, 0xA5, bytes); /* device memory is not zeroed */
+	g_blk[g_nblk++] = (blk){p, bytes};
+	g_live_bytes += (long)bytes;
+	return p;
+}
+
+static void h_free(void *d)
+{
+	if (!d)
+		return;
+	for (int i = 0; i < g_nblk; i++)
+		if (g_blk[i].p == d) {
+			g_live_bytes -= (long)g_blk[i].n;
+			free(d);
+			g_blk[i] = g_blk[--g_nblk];
+			return;
+		}
+	fail_msg("stand-in: freeing %p, which is not device memory", d);
+}
+
+/* d .. d + bytes inside one device block */
+static void dev(const void *d, size_t bytes, const char *what)
+{
+	const unsigned char *q = d;
+	for (int i = 0; i < g_nblk; i++)
+		if (q >= g_blk[i].p && q + bytes <= g_blk[i].p + g_blk[i].n)
+			return;
+	fail_msg("stand-in: %s: %p (+%zu bytes) is not device memory", what, d, bytes);
+}
+
+static int h_probe(eng_cuda_info *out)
+{
+	memset(out, 0, sizeof *out);
+	out->devices = 1;
+	snprintf(out->name, sizeof out->name, "host stand-in");
+	return 0;
+}
+
+static bool g_fail_upload; /* the next upload fails, as a device's might */
+
+static int h_upload(void *d_dst, const void *src, size_t bytes)
+{
+	if (g_fail_upload) {
+		g_fail_upload = false;
+		return ev_error_set(EV_E_IO, "cuda: upload: an unspecified launch failure (stand-in)");
+	}
+	dev(d_dst, bytes, "upload");
+	memcpy(d_dst, src, bytes);
+	g_uploads++;
+	return 0;
+}
+
+static int h_download(void *dst, const void *d_src, size_t bytes)
+{
+	dev(d_src, bytes, "download");
+	memcpy(dst, d_src, bytes);
+	return 0;
+}
+
+static int h_sync(void)
+{
+	return 0;
+}
+
+static float elem(const void *w, int dtype, size_t i)
+{
+	return dtype == ENG_F32    ? ((const float *)w)[i]
+	       : dtype == ENG_BF16 ? eng_bf16_to_f32(((const uint16_t *)w)[i])
+	                           : eng_f16_to_f32(((const uint16_t *)w)[i]);
+}
+
+static int h_gemv(float *d_y, const float *d_x, int n, const void *d_w, int dtype, int rows, int cols)
+{
+	if (n < 1 || rows < 1 || cols < 1 || (dtype != ENG_F32 && dtype != ENG_F16 && dtype != ENG_BF16))
+		return ev_error_set(EV_E_INVALID, "cuda gemv: n %d, [%d, %d] of dtype %d", n, rows, cols, dtype);
+	dev(d_w, (size_t)rows * cols * eng_dtype_size(dtype), "gemv weight");
+	dev(d_x, (size_t)n * cols * sizeof(float), "gemv x");
+	dev(d_y, (size_t)n * rows * sizeof(float), "gemv y");
+	for (int b = 0; b < n; b++)
+		for (int r = 0; r < rows; r++) {
+			float acc = 0;
+			for (int c = 0; c < cols; c++)
+				acc += elem(d_w, dtype, (size_t)r * cols + c) * d_x[(size_t)b * cols + c];
+			d_y[(size_t)b * rows + r] = acc;
+		}
+	return 0;
+}
+
+static int h_rmsnorm(float *d_y, const float *d_x, const float *d_g, int n, int d, float eps)
+{
+	dev(d_x, (size_t)n * d * sizeof(float), "rmsnorm x");
+	dev(d_y, (size_t)n * d * sizeof(float), "rmsnorm y");
+	dev(d_g, (size_t)d * sizeof(float), "rmsnorm weight");
+	eng_cpu_rmsnorm(NULL, d_y, d_x, d_g, n, d, eps);
+	return 0;
+}
+
+static int h_rope(float *d_x, int n, int nh, int hd, int rd, const long *pos, const float *d_inv_freq)
+{
+	dev(d_x, (size_t)n * nh * hd * sizeof(float), "rope x");
+	dev(d_inv_freq, (size_t)rd / 2 * sizeof(float), "rope frequencies");
+	eng_cpu_rope(NULL, d_x, n, nh, hd, rd, pos, d_inv_freq);
+	return 0;
+}
+
+static int h_swiglu(float *d_g, const float *d_u, size_t n)
+{
+	dev(d_g, n * sizeof(float), "swiglu g");
+	dev(d_u, n * sizeof(float), "swiglu u");
+	eng_cpu_swiglu(NULL, d_g, d_u, n);
+	return 0;
+}
+
+static int h_swiglu_oai(float *d_g, const float *d_u, size_t n, float alpha, float limit)
+{
+	dev(d_g, n * sizeof(float), "swiglu_oai g");
+	dev(d_u, n * sizeof(float), "swiglu_oai u");
+	eng_cpu_swiglu_oai(NULL, d_g, d_u, n, alpha, limit);
+	return 0;
+}
+
+static int h_axpy(float *d_y, const float *d_x, float a, size_t n)
+{
+	dev(d_y, n * sizeof(float), "axpy y");
+	dev(d_x, n * sizeof(float), "axpy x");
+	for (size_t i = 0; i < n; i++)
+		d_y[i] += a * d_x[i];
+	return 0;
+}
+
+static int h_embed(float *d_x, const void *d_table, int dtype, int vocab, int width, const int32_t *tok, int n)
+{
+	dev(d_table, (size_t)vocab * width * eng_dtype_size(dtype), "embedding table");
+	dev(d_x, (size_t)n * width * sizeof(float), "embed x");
+	for (int i = 0; i < n; i++) {
+		assert_true(tok[i] >= 0 && tok[i] < vocab);
+		for (int j = 0; j < width; j++)
+			d_x[(size_t)i * width + j] = elem(d_table, dtype, (size_t)tok[i] * width + j);
+	}
+	return 0;
+}
+
+static int h_gather(float *d_dst, const float *d_src, const int *idx, int n, int width)
+{
+	dev(d_dst, (size_t)n * width * sizeof(float), "gather dst");
+	for (int i = 0; i < n; i++) {
+		dev(d_src + (size_t)idx[i] * width, (size_t)width * sizeof(float), "gather src");
+		memcpy(d_dst + (size_t)i * width, d_src + (size_t)idx[i] * width, (size_t)width * sizeof(float));
+	}
+	return 0;
+}
+
+static int h_add_bias(float *d_y, const float *d_b, int n, int width)
+{
+	dev(d_y, (size_t)n * width * sizeof(float), "bias y");
+	dev(d_b, (size_t)width * sizeof(float), "bias");
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < width; j++)
+			d_y[(size_t)i * width + j] += d_b[j];
+	return 0;
+}
+
+static int h_scatter(void *const *d_dst, const void *src, size_t piece, int n)
+{
+	for (int i = 0; i < n; i++) {
+		dev(d_dst[i], piece, "scatter destination");
+		memcpy(d_dst[i], (const unsigned char *)src + (size_t)i * piece, piece);
+	}
+	return 0;
+}
+
+/* The kernel's walk (engine/cuda/paged.cu), a (row, head) at a time. */
+static int h_paged_attention(float *d_out, const float *d_q, int n, int nh, int kvh, int hd, int dtype,
+			     void *const *pages, const int *row_pages, int npages, size_t kbase, size_t vbase, int block,
+			     const long *pos, const long *lo, const int *boff, const int *blocks, float scale)
+{
+	dev(d_out, (size_t)n * nh * hd * sizeof(float), "attention out");
+	dev(d_q, (size_t)n * nh * hd * sizeof(float), "attention q");
+	size_t es = eng_dtype_size(dtype), rowb = (size_t)kvh * hd * es;
+	for (int i = 0; i < n; i++)
+		for (int h = 0; h < nh; h++) {
+			int g = h / (nh / kvh);
+			size_t task = (size_t)i * kvh + g;
+			const float *qh = d_q + ((size_t)i * nh + h) * hd;
+			float *oh = d_out + ((size_t)i * nh + h) * hd, mx = -INFINITY, sum = 0;
+			float *acc = calloc((size_t)hd, sizeof(float));
+			for (int k = boff[task]; k < boff[task + 1]; k++) {
+				long b = blocks[k], t0 = b * block > lo[i] ? b * block : lo[i];
+				long t1 = b * block + block - 1 < pos[i] ? b * block + block - 1 : pos[i];
+				assert_true(row_pages[i] + b < npages);
+				const unsigned char *pg = pages[row_pages[i] + b];
+				for (long t = t0; t <= t1; t++) {
+					const unsigned char *kp = pg + kbase + (size_t)(t - b * block) * rowb + (size_t)g * hd * es;
+					const unsigned char *vp = pg + vbase + (size_t)(t - b * block) * rowb + (size_t)g * hd * es;
+					dev(kp, (size_t)hd * es, "attention key");
+					dev(vp, (size_t)hd * es, "attention value");
+					float d = 0;
+					for (int j = 0; j < hd; j++)
+						d += qh[j] * elem(kp, dtype, (size_t)j);
+					float s = d * scale, nm = s > mx ? s : mx, corr = expf(mx - nm), w = expf(s - nm);
+					sum = sum * corr + w;
+					for (int j = 0; j < hd; j++)
+						acc[j] = acc[j] * corr + w * elem(vp, dtype, (size_t)j);
+					mx = nm;
+				}
+			}
+			for (int j = 0; j < hd; j++)
+				oh[j] = sum > 0 ? acc[j] / sum : 0.0f;
+			free(acc);
+		}
+	return 0;
+}
+
+/* the backend itself, its calls to the device ops going to the stand-ins */
+#define eng_cuda_probe h_probe
+#define eng_cuda_malloc h_malloc
+#define eng_cuda_free h_free
+#define eng_cuda_upload h_upload
+#define eng_cuda_download h_download
+#define eng_cuda_sync h_sync
+#define eng_cuda_gemv h_gemv
+#define eng_cuda_rmsnorm h_rmsnorm
+#define eng_cuda_rope h_rope
+#define eng_cuda_swiglu h_swiglu
+#define eng_cuda_swiglu_oai h_swiglu_oai
+#define eng_cuda_axpy h_axpy
+#define eng_cuda_embed h_embed
+#define eng_cuda_gather h_gather
+#define eng_cuda_add_bias h_add_bias
+#define eng_cuda_scatter h_scatter
+#define eng_cuda_paged_attention h_paged_attention
+#define eng_backend_cuda_init host_backend_init
+#define eng_backend_cuda_free host_backend_free
+#define eng_backend_cuda_uploaded host_backend_uploaded
+#include "engine/cuda/backend.c"
+
+#include "tests/engine/cuda_backend_cases.h"
+
+static eng_model *load_dev(const char *dir, eng_model_options *o)
+{
+	o->backend = ENG_BACKEND_CPU;
+	eng_model *m = NULL;
+	if (eng_model_load(&m, dir, o) != 0)
+		fail_msg("load %s: %s", dir, ev_error_msg());
+	assert_int_equal(host_backend_init(&m->cuda, m), 0);
+	m->be = &m->cuda;
+	return m;
+}
+
+static void read_dev(void *host, const void *d, size_t bytes)
+{
+	dev(d, bytes, "read back");
+	memcpy(host, d, bytes);
+}
+
+static void free_dev(eng_model *m)
+{
+	uint64_t up = host_backend_uploaded(&m->cuda);
+	assert_true(up > 0);
+	host_backend_free(&m->cuda); /* its weights; the pages go with the pool */
+	eng_model_free(m);
+}
+
+/* Weights go up once: a second forward uploads no weight again, and a
+ * decode step uploads only what changed (no whole page while current). */
+static void weights_go_up_once_and_pages_stay_current(void **state)
+{
+	(void)state;
+	setting st = {"llama", "f32", ENG_KV_F32, ENG_ATTN_AUTO, 16};
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	char *dir = et_mkmodel("cuda_host_once", "llama", &z, "f32", 3);
+	eng_model *m = load(dir, ENG_BACKEND_CUDA, &st);
+	int32_t *t = et_tokens(40, z.vocab, 5);
+	eng_seq *s = NULL;
+	assert_int_equal(eng_seq_new(&s, m), 0);
+	assert_int_equal(eng_forward(s, t, 28, NULL), 0);
+	uint64_t up = host_backend_uploaded(&m->cuda);
+	assert_int_equal(eng_forward(s, t + 28, 1, NULL), 0);
+	assert_int_equal(host_backend_uploaded(&m->cuda), up);
+	/* the two pages of the sequence are current on the device */
+	for (int b = 0; b < 2; b++)
+		assert_true(s->pages[b]->dev && s->pages[b]->dev_gen == s->pages[b]->gen);
+	/* a host-side write (a store by the CPU path) makes the copy stale;
+	 * the next device store into the same page must not mark it current
+	 * without bringing the rest up, and attention brings it up whole */
+	assert_int_equal(eng_model_set_backend(m, ENG_BACKEND_CPU), 0);
+	assert_int_equal(eng_forward(s, t + 29, 1, NULL), 0);
+	assert_true(s->pages[1]->dev_gen != s->pages[1]->gen);
+	m->be = &m->cuda;
+	assert_int_equal(eng_forward(s, t + 30, 1, NULL), 0);
+	assert_true(s->pages[1]->dev_gen == s->pages[1]->gen);
+	assert_int_equal(pages_match(s), 2); /* it holds what the CPU path stored */
+	eng_model *ref = load(dir, ENG_BACKEND_REF, &st);
+	float *a = et_logits(ref, t, 31, 0);
+	assert_true(et_rel_err(eng_seq_logits(s), a + (size_t)30 * z.vocab, (size_t)z.vocab) < 1e-5);
+	free(a);
+	eng_model_free(ref);
+	print_message("weights uploaded: %llu bytes, once\n", (unsigned long long)up);
+	free(t);
+	eng_seq_free(s);
+	free_dev(m);
+	free(dir);
+}
+
+/* A failure of a device op comes back from the forward as its error, and
+ * the backend works again after (the weight that failed goes up then). */
+static void failures_come_back_from_the_forward(void **state)
+{
+	(void)state;
+	setting st = {"llama", "f32", ENG_KV_F32, ENG_ATTN_AUTO, 16};
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	char *dir = et_mkmodel("cuda_host_fail", "llama", &z, "f32", 3);
+	eng_model *m = load(dir, ENG_BACKEND_CUDA, &st), *ref = load(dir, ENG_BACKEND_REF, &st);
+	int32_t *t = et_tokens(8, z.vocab, 5);
+	eng_seq *s = NULL;
+	assert_int_equal(eng_seq_new(&s, m), 0);
+	g_fail_upload = true;
+	int rc = eng_forward(s, t, 8, NULL);
+	assert_int_equal(rc, EV_E_IO);
+	print_message("a failing upload: %s\n", ev_error_msg());
+	assert_non_null(strstr(ev_error_msg(), "launch failure"));
+	eng_seq_free(s);
+	assert_int_equal(eng_seq_new(&s, m), 0);
+	float *a = et_logits(ref, t, 8, 0), *b = malloc((size_t)8 * z.vocab * sizeof(float));
+	assert_int_equal(eng_forward(s, t, 8, b), 0);
+	assert_true(et_rel_err(b, a, (size_t)8 * z.vocab) < 1e-5);
+	free(a), free(b), free(t);
+	eng_seq_free(s);
+	eng_model_free(ref);
+	free_dev(m);
+	free(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		CUDA_BACKEND_TESTS,
+		cmocka_unit_test(weights_go_up_once_and_pages_stay_current),
+		cmocka_unit_test(failures_come_back_from_the_forward),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
