@@ -134,6 +134,7 @@ typedef struct {
 	/* settings config.json leaves out, as transformers' defaults fill
 	 * them ("sliding_window=4096, ..."); "" when it states them all */
 	const char *config_defaults;
+	const char *backend;       /* the path forwards take: "cpu", "ref" or "cuda" */
 } eng_model_info;
 
 void eng_model_get_info(const eng_model *m, eng_model_info *out);

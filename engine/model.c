@@ -562,4 +562,5 @@ void eng_model_get_info(const eng_model *m, eng_model_info *out)
 	out->dtypes = m->dtypes;
 	out->block_size = m->kv.block;
 	out->max_context = m->max_context;
+	out->backend = m->be ? m->be->name : "cpu";
 }

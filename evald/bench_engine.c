@@ -24,6 +24,9 @@
 
 #include "engine/engine.h"
 #include "engine/gguf/gguf.h"
+#ifdef EV_HAVE_CUDA
+#include "engine/cuda/cuda.h"
+#endif
 #include "base/base.h"
 #include "evald/cli.h"
 
@@ -272,13 +275,16 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 		             in.max_context);
 		goto fail;
 	}
+	/* --backend cuda: the fast rows are the device's, and its bound is the
+	 * device's copy bandwidth */
+	bool on_dev = in.backend && !strcmp(in.backend, "cuda");
 	if (!only_ref) {
-		rows[n].path = "fast";
+		rows[n].path = on_dev ? "cuda" : "fast";
 		if (measure(m, in.vocab, 1, prompt, decode, (int)repeats, &rows[n]))
 			goto fail;
 		n++;
 		if (batch > 1) {
-			rows[n].path = "fast";
+			rows[n].path = on_dev ? "cuda" : "fast";
 			if (measure(m, in.vocab, (int)batch, prompt, decode, (int)repeats, &rows[n]))
 				goto fail;
 			n++;
@@ -299,13 +305,27 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 	 * active share of the weights' stored bytes; the KV cache is small at
 	 * these lengths): its ceiling is read bandwidth over those bytes */
 	long nthreads = threads > 0 ? threads : sysconf(_SC_NPROCESSORS_ONLN);
-	double bw = read_bandwidth((int)nthreads);
+	double bw = 0;
+	if (!on_dev) {
+		bw = read_bandwidth((int)nthreads);
+	} else {
+#ifdef EV_HAVE_CUDA
+		double gbps = 0;
+		if (eng_cuda_copy_bandwidth(&gbps, (size_t)1 << 30, 5) == 0)
+			bw = gbps * 1e9;
+		ev_error_clear();
+#endif
+	}
 	double step_bytes = in.params_total ? (double)in.weight_bytes * (double)in.params_active / (double)in.params_total
 	                                    : (double)in.weight_bytes;
 	double bound = bw > 0 && step_bytes > 0 ? bw / step_bytes : 0;
 	double dec1 = !only_ref && n ? rows[0].decode_tok_s : 0;
 	char kernels[200];
-	eng_cpu_kernels(kernels, sizeof kernels);
+	if (on_dev)
+		snprintf(kernels, sizeof kernels, "cuda: f32 activations, the decode GEMV for every row count (f32/f16/bf16 "
+		                                  "weights; block types as f32)");
+	else
+		eng_cpu_kernels(kernels, sizeof kernels);
 	if (json) {
 		cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "results");
 		cJSON_AddStringToObject(o, "model", model);
@@ -314,6 +334,7 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 		cJSON_AddNumberToObject(o, "weight_bytes", (double)in.weight_bytes);
 		cJSON_AddStringToObject(o, "dtypes", in.dtypes);
 		cJSON_AddStringToObject(o, "kernels", kernels);
+		cJSON_AddStringToObject(o, "backend", in.backend ? in.backend : "cpu");
 		cJSON_AddNumberToObject(o, "threads", (double)threads);
 		cJSON_AddNumberToObject(o, "load_s", t_load);
 		cJSON_AddNumberToObject(o, "peak_rss_bytes", rss);
@@ -350,7 +371,11 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 			       rows[i].prompt, rows[i].decode, rows[i].prefill_tok_s, rows[i].prefill_sd,
 			       rows[i].decode_tok_s, rows[i].decode_sd);
 		printf("  peak RSS %.1f MiB\n", rss / 1048576.0);
-		if (bound > 0)
+		if (bound > 0 && on_dev)
+			printf("  memory bound: %.1f MiB a decode step / %.1f GB/s (the device's copy bandwidth) = %.1f tok/s; "
+			       "batch-1 decode at %.0f%% of it\n",
+			       step_bytes / 1048576.0, bw / 1e9, bound, dec1 > 0 ? 100.0 * dec1 / bound : 0.0);
+		else if (bound > 0)
 			printf("  memory bound: %.1f MiB a decode step / %.1f GB/s read (%ld threads) = %.1f tok/s; batch-1 decode "
 			       "at %.0f%% of it\n",
 			       step_bytes / 1048576.0, bw / 1e9, nthreads, bound, dec1 > 0 ? 100.0 * dec1 / bound : 0.0);

@@ -227,19 +227,21 @@ static int load(eng_model **m, const opts *o)
 	return eng_model_load(m, o->model, &mo);
 }
 
-/* What runs the model here: the CPU, and what the CUDA build sees. */
-static void device_line(char *buf, size_t cap)
+/* What runs the model here (the backend in use), and what the CUDA build
+ * sees. */
+static void device_line(char *buf, size_t cap, const char *backend)
 {
 #ifdef EV_HAVE_CUDA
 	eng_cuda_info ci;
 	if (eng_cuda_probe(&ci) == 0)
-		snprintf(buf, cap, "cpu; CUDA device %s (compute %d.%d, %d SMs, %.1f GiB): op checks and benchmarks only",
-		         ci.name, ci.cc_major, ci.cc_minor, ci.sms, (double)ci.mem_bytes / (1 << 30));
+		snprintf(buf, cap, "%s; CUDA device %s (compute %d.%d, %d SMs, %.1f GiB)%s", backend, ci.name, ci.cc_major,
+		         ci.cc_minor, ci.sms, (double)ci.mem_bytes / (1 << 30),
+		         strcmp(backend, "cuda") ? ": --backend cuda runs on it" : "");
 	else
-		snprintf(buf, cap, "cpu; CUDA built, %s", ev_error_msg());
+		snprintf(buf, cap, "%s; CUDA built, %s", backend, ev_error_msg());
 	ev_error_clear();
 #else
-	snprintf(buf, cap, "cpu; CUDA not built (no toolkit when configured)");
+	snprintf(buf, cap, "%s; CUDA not built (no toolkit when configured)", backend);
 #endif
 	for (char *p = buf; *p; p++) /* printed in JSON as is */
 		if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
@@ -266,7 +268,7 @@ static int cmd_info(const opts *o)
 	eng_model_info in;
 	eng_model_get_info(m, &in);
 	char device[400], kernels[200];
-	device_line(device, sizeof device);
+	device_line(device, sizeof device, in.backend);
 	eng_cpu_kernels(kernels, sizeof kernels);
 	long ctx = o->context ? o->context : in.max_context;
 	uint64_t need = in.weight_bytes + in.kv_bytes_per_token * (uint64_t)ctx;
@@ -312,8 +314,6 @@ static int cmd_info(const opts *o)
 	return 0;
 }
 
-/* Encodes each --image with the checkpoint's vision tower and queues its
- * rows for the sequence's image placeholders. */
 /* Encodes each --image with the checkpoint's vision tower and queues its
  * rows for the sequence's image placeholders; counts[i] (when not NULL)
  * the rows of image i. */

@@ -1540,6 +1540,8 @@ static int backend_engine_new(ev_backend **out, const ev_engine_backend_options 
 		mo.attention = opt->engine->attention;
 		mo.kv_dtype = opt->engine->kv_dtype;
 		mo.kv_max_bytes = opt->engine->kv_max_bytes;
+		if (!opt->reference && opt->engine->backend == ENG_BACKEND_CUDA)
+			mo.backend = ENG_BACKEND_CUDA;
 	}
 	if (opt->model_name && *opt->model_name) {
 		e->name = ev_strdup(opt->model_name);

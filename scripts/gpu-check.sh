@@ -6,8 +6,10 @@
 # when it holds a CUDA build), runs every test labelled gpu (each CUDA op
 # against the CPU reference, normalized errors printed) and the spill check,
 # runs `evald bench cuda` (copy bandwidth, decode GEMV bandwidth, MSA vs
-# dense decode), and writes everything to one JSON file (gpu-check.json in
-# the build folder). Bounded to 7 minutes, so it can run twice in one
+# dense decode) and `evald bench engine --backend cuda` on a random ~1.1B
+# bf16 Llama (prefill and decode tokens/s, batch-1 decode against the
+# device's copy bandwidth), and writes everything to one JSON file
+# (gpu-check.json in the build folder). Bounded to 7 minutes, so it can run twice in one
 # lending of the device.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,6 +45,18 @@ timeout "$(left)" "$build/bin/evald" bench cuda --json > "$build/gpu-bench.json"
 cat "$build/gpu-bench.err"
 "$build/bin/evald" bench cuda --repeats 3 --lengths 64k 2>/dev/null | head -40 || true
 
+echo "== bench engine --backend cuda (a random ~1.1B-parameter bf16 Llama: 16 layers, hidden 2048)"
+ck=$build/llama-1b-bf16
+if [ ! -f "$ck/config.json" ]; then
+	timeout "$(left)" "$build/bin/evald" engine mkmodel --arch llama --out "$ck" --dtype bf16 --hidden 2048 --layers 16 \
+		--heads 16 --kv-heads 8 --intermediate 8192 --vocab 32000 --max-position 8192 > /dev/null || bench_rc=1
+fi
+timeout "$(left)" "$build/bin/evald" bench engine --model "$ck" --backend cuda --prompt 128 --decode 128 --batch 8 \
+	--repeats 3 --no-reference --json > "$build/gpu-engine.json" 2> "$build/gpu-engine.err" || bench_rc=1
+cat "$build/gpu-engine.err"
+"$build/bin/evald" bench engine --model "$ck" --backend cuda --prompt 128 --decode 64 --batch 1 --repeats 1 \
+	--no-reference 2>&1 | tail -5 || true
+
 # one JSON: the device, the tests' lines and outcome, the benchmark figures
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
@@ -51,11 +65,13 @@ import json, sys, re, os
 b, trc, brc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 lines = [re.sub(r"^\d+: ", "", l.rstrip()) for l in open(os.path.join(b, "gpu-tests.log"), errors="replace")
          if re.match(r"^\d+: (device|cuda |backend: |skipped)", l)]
-try:
-    bench = json.load(open(os.path.join(b, "gpu-bench.json")))
-except Exception as e:
-    bench = {"error": str(e)}
-out = {"tests_rc": trc, "tests": lines, "bench_rc": brc, "bench": bench}
+def load(name):
+    try:
+        return json.load(open(os.path.join(b, name)))
+    except Exception as e:
+        return {"error": str(e)}
+out = {"tests_rc": trc, "tests": lines, "bench_rc": brc, "bench": load("gpu-bench.json"),
+       "engine": load("gpu-engine.json")}
 json.dump(out, open(os.path.join(b, "gpu-check.json"), "w"), indent=1)
 print("wrote", os.path.join(b, "gpu-check.json"))
 PY

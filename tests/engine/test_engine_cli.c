@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include "tests/engine/engine_testutil.h"
+#ifdef EV_HAVE_CUDA
+#include "engine/cuda/cuda.h"
+#endif
 
 static char *run_ok(const char *const argv[])
 {
@@ -119,6 +122,41 @@ static void mkmodel_info_logits_generate(void **state)
 	free(out), free(err);
 	rc = tu_run(&out, &err, NULL, (const char *const[]){ev, "engine", NULL});
 	assert_int_equal(rc, 2);
+	free(out), free(err);
+
+	/* --backend: an unknown one is refused; cuda runs the model where
+	 * there is a device and names why not where there is none */
+	rc = tu_run(&out, &err, NULL,
+		    (const char *const[]){ev, "engine", "logits", "--model", model, "--tokens", "1,2", "--backend", "tpu", NULL});
+	assert_int_equal(rc, 2);
+	assert_non_null(strstr(err, "--backend needs cpu or cuda"));
+	free(out), free(err);
+	bool device = false;
+#ifdef EV_HAVE_CUDA
+	eng_cuda_info ci;
+	device = eng_cuda_probe(&ci) == 0;
+	ev_error_clear();
+#endif
+	rc = tu_run(&out, &err, NULL,
+		    (const char *const[]){ev, "engine", "logits", "--model", model, "--tokens", "1,2,3", "--backend", "cuda", NULL});
+	if (device) {
+		assert_int_equal(rc, 0);
+		assert_non_null(strstr(out, "[["));
+	} else {
+		assert_int_equal(rc, 1);
+		assert_non_null(strstr(err, "--backend cuda: "));
+		assert_true(strstr(err, "no CUDA device") || strstr(err, "built without CUDA"));
+		print_message("--backend cuda here: %s", err);
+		free(out), free(err);
+		/* evald run takes it as the engine commands do, and fails the same way */
+		char *db = tu_path(dir, "run.db");
+		rc = tu_run(&out, &err, NULL,
+			    (const char *const[]){ev, "--db", db, "run", "--model", model, "--limit", "1", "--backend", "cuda",
+						  NULL});
+		assert_int_equal(rc, 1);
+		assert_non_null(strstr(err, "--backend cuda: "));
+		free(db);
+	}
 	free(out), free(err);
 	free(model);
 	free(dir);
