@@ -3,7 +3,8 @@
  * bound measured in the same run: the device's copy bandwidth (the bound of
  * a decode GEMV, which reads each weight once), the GEMV's read bandwidth
  * on the weight shapes of a ~1B Llama (hidden 2048, MLP 8192, vocabulary
- * 128,256) in bf16, f16 and f32 at batch 1 and 8, and MSA's sparse decode
+ * 128,256) in bf16, f16 and f32 at batch 1 and 8, the prefill GEMM
+ * (cuBLASLt) on the same shapes at 2048 rows in TFLOP/s, and MSA's sparse decode
  * against dense decode over the same cache at each length (one query row,
  * M3-like heads). Without a CUDA device it says so and fails.
  */
@@ -143,6 +144,23 @@ int ev_bench_cuda_main(const ev_cli *cli, int argc, char **argv)
 					printf("%-22s %-5s %3d %10.2f %10.1f %11.1f%%\n", shapes[s].what, dtn[dts[d]], n, us, gbps,
 					       copy > 0 ? 100 * gbps / copy : 0);
 			}
+	/* the prefill GEMM on the same shapes, 2048 rows (a prompt's worth) */
+	ev_buf_puts(&j, "],\"gemm\":[");
+	if (!rc && !o.json)
+		printf("%-22s %-5s %5s %10s %10s\n", "prefill gemm", "dtype", "rows", "us", "TFLOP/s");
+	first = true;
+	for (size_t s = 0; !rc && s < sizeof shapes / sizeof *shapes; s++)
+		for (int d = 0; !rc && d < 3; d++) {
+			double tf = 0, us = 0;
+			rc = eng_cuda_gemm_tflops(&tf, &us, shapes[s].rows, shapes[s].cols, dts[d], 2048, o.reps);
+			if (rc)
+				break;
+			ev_buf_printf(&j, "%s{\"shape\":\"%s\",\"dtype\":\"%s\",\"n\":2048,\"us\":%.2f,\"tflops\":%.1f}",
+			              first ? "" : ",", shapes[s].what, dtn[dts[d]], us, tf);
+			first = false;
+			if (!o.json)
+				printf("%-22s %-5s %5d %10.2f %10.1f\n", shapes[s].what, dtn[dts[d]], 2048, us, tf);
+		}
 	ev_buf_puts(&j, "],\"decode\":[");
 	if (!rc && !o.json)
 		printf("%-12s %14s %14s %8s\n", "decode", "MSA us", "dense us", "ratio");

@@ -215,7 +215,8 @@ static void cu_matmul(eng_backend *be, float *y, const float *x, int n, const en
 {
 	int dt = 0;
 	void *d = upload(be, w->data, w->dtype, (size_t)w->rows * w->cols, &dt);
-	if (!d || failed(be, eng_cuda_gemv(y, x, n, d, dt, w->rows, w->cols)))
+	if (!d || failed(be, n >= ENG_CUDA_GEMM_ROWS ? eng_cuda_gemm(y, x, n, d, dt, w->rows, w->cols)
+						      : eng_cuda_gemv(y, x, n, d, dt, w->rows, w->cols)))
 		return;
 	if (bias) {
 		const float *b = vec(be, bias, (size_t)w->rows);

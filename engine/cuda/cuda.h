@@ -50,6 +50,13 @@ int eng_cuda_sync(void);
  * a multiple of 8 take a plain kernel). A row's arithmetic does not depend
  * on n: a batch gives each row what it gives alone. */
 int eng_cuda_gemv(float *d_y, const float *d_x, int n, const void *d_w, int dtype, int rows, int cols);
+/* The same product for prefill, through cuBLASLt (n rows at once): f32
+ * weights with the rows as they are (f32 products and sums, no TF32);
+ * f16 and bf16 weights with the rows rounded to the weight's type (to
+ * nearest, ties to even) and f32 accumulation. The backend takes it from
+ * ENG_CUDA_GEMM_ROWS rows on. */
+#define ENG_CUDA_GEMM_ROWS 16
+int eng_cuda_gemm(float *d_y, const float *d_x, int n, const void *d_w, int dtype, int rows, int cols);
 /* y[n, d] = x / rms(x) * g */
 int eng_cuda_rmsnorm(float *d_y, const float *d_x, const float *d_g, int n, int d, float eps);
 /* rotate-half RoPE in place on the first rd channels of each head of
@@ -118,6 +125,9 @@ int eng_cuda_sparse_decode(float *d_out, const float *d_q, const float *d_k, con
 
 /* Device-to-device copy bandwidth of `bytes` (best of reps), GB/s. */
 int eng_cuda_copy_bandwidth(double *gbps, size_t bytes, int reps);
+/* The prefill GEMM's rate on a [rows, cols] weight of dtype and n rows
+ * (the rounding of the rows included; best of reps), TFLOP/s. */
+int eng_cuda_gemm_tflops(double *tflops, double *us, int rows, int cols, int dtype, int n, int reps);
 /* The GEMV's read bandwidth on a random [rows, cols] weight of dtype with
  * n rows of x (best of reps), GB/s of weight bytes. */
 int eng_cuda_gemv_bandwidth(double *gbps, double *us, int rows, int cols, int dtype, int n, int reps);

@@ -4,11 +4,13 @@
  * Qwen3-MoE, Qwen2-MoE and MiniMax-M3 shape (its lightning indexer on),
  * f32 and bf16 weights, f32 and f16 KV pages, dense and MSA attention:
  * - a prompt's logits at every position (normalised error printed, bound
- *   1e-4: both sides compute in f32 from the same stored weights);
- * - the same prompt fed token by token on the device: the same logits
- *   within 1e-5 (decode and prefill take the same kernels);
+ *   1e-4 for f32 weights: both sides compute in f32 from the same stored
+ *   weights; 2e-2 for f16 and bf16 weights, whose prefill GEMM takes the
+ *   rows rounded to the weights' type);
+ * - the same prompt fed token by token on the device (the decode GEMV):
+ *   the same logits within 1e-5 for f32 weights, 2e-2 for 16-bit ones;
  * - 256 greedy tokens identical to the reference's on 5 prompts (Llama);
- * - a batch of 8 sequences bit-identical to each alone;
+ * - 8 sequences decoded together bit-identical to each alone;
  * - a fork of a sequence and a truncated sequence continue as the CPU's
  *   do (page versions: shared, copied and reused pages reach the device).
  * Without a device it says why and is skipped (exit 77). The cases are

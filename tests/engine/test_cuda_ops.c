@@ -1,6 +1,8 @@
 /* The CUDA ops (engine/cuda) against the CPU reference, op by op, on
  * random inputs (ctest label gpu): the GEMV in f32, f16 and bf16 at batch
- * 1, 3 and 8 against the dequantized product; RMSNorm, RoPE (full and
+ * 1, 3 and 8 against the dequantized product; the cuBLASLt GEMM at 16, 37
+ * and 256 rows against the product of the rows rounded to the weight's
+ * type; RMSNorm, RoPE (full and
  * partial rotary), SwiGLU, SwiGLU-OAI, axpy, embedding rows; the lightning
  * indexer's choice equal to eng_index_select_one's definition block for
  * block (ties to the lower block included); the split-K sparse decode
@@ -100,6 +102,51 @@ static void gemv_matches_the_dequantized_product(void **st)
 				float *got = down(dy, (size_t)n * rows);
 				char name[64];
 				snprintf(name, sizeof name, "gemv %s [%d,%d] n=%d", eng_dtype_lower(dt), rows, cols, n);
+				report(name, nerr(got, want, (size_t)n * rows), 1e-5);
+				free(got), free(x), free(want), eng_cuda_free(dx), eng_cuda_free(dy);
+			}
+			free(w), free(h), eng_cuda_free(dw);
+		}
+}
+
+/* The prefill GEMM: rows rounded to a 16-bit weight's type, products and
+ * sums in f32, against the same product in double. */
+static void gemm_matches_the_product_of_rounded_rows(void **st)
+{
+	(void)st;
+	static const int shapes[][2] = {{64, 64}, {1000, 512}, {333, 2056}};
+	static const int ns[] = {16, 37, 256};
+	for (size_t s = 0; s < 3; s++)
+		for (int dt = 0; dt < 3; dt++) {
+			int rows = shapes[s][0], cols = shapes[s][1];
+			float *w = rand_vec((size_t)rows * cols, 1.0f);
+			uint16_t *h = malloc((size_t)rows * cols * 2);
+			for (size_t i = 0; i < (size_t)rows * cols; i++) {
+				if (dt == ENG_F16)
+					h[i] = eng_f32_to_f16(w[i]), w[i] = eng_f16_to_f32(h[i]);
+				else if (dt == ENG_BF16)
+					h[i] = eng_f32_to_bf16(w[i]), w[i] = eng_bf16_to_f32(h[i]);
+			}
+			void *dw = up(dt == ENG_F32 ? (const void *)w : (const void *)h, (size_t)rows * cols * (dt ? 2 : 4));
+			for (size_t k = 0; k < 3; k++) {
+				int n = ns[k];
+				float *x = rand_vec((size_t)n * cols, 1.0f), *want = malloc((size_t)n * rows * sizeof *want);
+				float *dx = up(x, (size_t)n * cols * 4), *dy = eng_cuda_malloc((size_t)n * rows * 4);
+				for (size_t i = 0; i < (size_t)n * cols; i++)
+					x[i] = dt == ENG_F16    ? eng_f16_to_f32(eng_f32_to_f16(x[i]))
+					       : dt == ENG_BF16 ? eng_bf16_to_f32(eng_f32_to_bf16(x[i]))
+					                        : x[i];
+				for (int b = 0; b < n; b++)
+					for (int r = 0; r < rows; r++) {
+						double a = 0;
+						for (int c = 0; c < cols; c++)
+							a += (double)w[(size_t)r * cols + c] * x[(size_t)b * cols + c];
+						want[(size_t)b * rows + r] = (float)a;
+					}
+				assert_int_equal(eng_cuda_gemm(dy, dx, n, dw, dt, rows, cols), 0);
+				float *got = down(dy, (size_t)n * rows);
+				char name[64];
+				snprintf(name, sizeof name, "gemm %s [%d,%d] n=%d", eng_dtype_lower(dt), rows, cols, n);
 				report(name, nerr(got, want, (size_t)n * rows), 1e-5);
 				free(got), free(x), free(want), eng_cuda_free(dx), eng_cuda_free(dy);
 			}
@@ -340,6 +387,7 @@ int main(void)
 	       (double)info.mem_bytes / (1 << 30));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(gemv_matches_the_dequantized_product),
+		cmocka_unit_test(gemm_matches_the_product_of_rounded_rows),
 		cmocka_unit_test(elementwise_ops_match_the_cpu),
 		cmocka_unit_test(indexer_choice_equals_the_definition),
 		cmocka_unit_test(split_decode_equals_direct_attention),
