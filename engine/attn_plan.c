@@ -98,10 +98,39 @@ int eng_attn_plan_build(eng_attn_plan *pl, eng_model *m, const eng_row *rows, in
 	return 0;
 }
 
+int eng_attn_plan_split(eng_attn_plan *pl, int part_blocks)
+{
+	long tasks = (long)pl->n * pl->kvh, longest = 1;
+	int rc;
+	if (part_blocks < 1)
+		return ev_error_set(EV_E_INVALID, "attention plan: parts of %d blocks", part_blocks);
+	for (long t = 0; t < tasks; t++)
+		longest = pl->off[t + 1] - pl->off[t] > longest ? pl->off[t + 1] - pl->off[t] : longest;
+	if ((rc = grow((void **)&pl->ifirst, &pl->ifirst_cap, tasks, sizeof(int))) ||
+	    (rc = grow((void **)&pl->icount, &pl->icount_cap, tasks, sizeof(int))) ||
+	    (rc = grow((void **)&pl->parts, &pl->parts_cap, longest, sizeof(eng_split_part))))
+		return rc;
+	int n = 0;
+	for (long t = 0; t < tasks; t++) {
+		int nb = pl->off[t + 1] - pl->off[t];
+		int k = eng_split_plan(nb, nb > 0 ? nb : 1, part_blocks, pl->parts);
+		if ((rc = grow((void **)&pl->items, &pl->items_cap, (long)n + k, sizeof(eng_split_item))))
+			return rc;
+		pl->ifirst[t] = n;
+		pl->icount[t] = k;
+		for (int p = 0; p < k; p++, n++)
+			pl->items[n] = (eng_split_item){(int)(t / pl->kvh), (int)(t % pl->kvh), pl->parts[p].first,
+							pl->parts[p].count, n};
+	}
+	pl->nitems = n;
+	return 0;
+}
+
 void eng_attn_plan_free(eng_attn_plan *pl)
 {
 	if (!pl)
 		return;
 	free(pl->lo), free(pl->off), free(pl->blocks), free(pl->qsum), free(pl->top), free(pl->topi), free(pl->sel);
+	free(pl->items), free(pl->ifirst), free(pl->icount), free(pl->parts);
 	memset(pl, 0, sizeof(*pl));
 }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "engine/engine.h"
+#include "engine/msa_split.h"
 
 /* ---- tensors ------------------------------------------------------------ */
 
@@ -548,6 +549,14 @@ typedef struct {
 	float *qsum, *top;  /* eng_msa_select_fast's scratch */
 	int *topi, *sel;
 	long sel_cap;
+	/* eng_attn_plan_split's work items (engine/msa_split.h), and per
+	 * (row, KV head) its first item and their count */
+	eng_split_item *items;
+	int nitems;
+	int *ifirst, *icount;
+	long items_cap, ifirst_cap, icount_cap;
+	eng_split_part *parts;
+	long parts_cap;
 } eng_attn_plan;
 
 /* Fills pl for n rows of `layer` (q: the rows' queries on the HOST, [n,
@@ -555,6 +564,13 @@ typedef struct {
  * takes it). 0, or EV_E_NOMEM. */
 int eng_attn_plan_build(eng_attn_plan *pl, eng_model *m, const eng_row *rows, int n, int layer, long window,
 			const int *lists, const int *nls, int nlist, const float *q, int nh);
+/* Cuts every (row, KV head)'s list into parts of at least part_blocks
+ * consecutive entries (eng_split_plan with no cap on the parts: as many as
+ * fit, sizes differing by at most one), one work item each, items of a
+ * (row, KV head) consecutive and in list order (its merge order). The cut
+ * of a list depends on its length alone, never on the rest of the batch,
+ * so a row gets the same arithmetic alone or batched. 0 or EV_E_NOMEM. */
+int eng_attn_plan_split(eng_attn_plan *pl, int part_blocks);
 /* Whether any of n rows takes MSA's block-mean choice (its query is read). */
 bool eng_attn_plan_needs_q(const eng_model *m, const eng_row *rows, int n, int layer, const int *lists, const int *nls);
 void eng_attn_plan_free(eng_attn_plan *pl);

@@ -17,8 +17,12 @@
  *   attention brings any stale copy up to date whole, then reads device
  *   pages only.
  * - Which blocks a row attends is planned on the host (engine/attn_plan.c,
- *   tested against the reference); the lightning indexer chooses on the
- *   host from the host's pages (the same function the reference calls).
+ *   tested against the reference), each (row, KV head)'s list cut into
+ *   parts of about ENG_CUDA_ATT_PART_KEYS keys (by its own length only, so
+ *   a row's arithmetic does not depend on its batch) that the device
+ *   attends apart and merges by log-sum-exp; the lightning indexer chooses
+ *   on the host from the host's pages (the same function the reference
+ *   calls).
  * - The ops of the table return nothing: the first failure is kept, later
  *   ops do nothing, and forward.c reads it from `status`.
  */
@@ -55,7 +59,15 @@ typedef struct {
 	long *hpos;
 	size_t hpos_cap;
 	uint64_t weight_bytes; /* uploaded */
+	/* attention parts: blocks a work item (0: ENG_CUDA_ATT_PART_KEYS keys'
+	 * worth) */
+	int part_blocks;
 } cu_ctx;
+
+/* Keys a work item of the paged attention takes: a decode row's list of a
+ * long context is cut into parts of about this many, enough items to fill
+ * the device, each long enough to pay for its merge. */
+#define ENG_CUDA_ATT_PART_KEYS 1024
 
 static bool failed(eng_backend *be, int rc)
 {
@@ -366,10 +378,14 @@ static void cu_attention(eng_backend *be, float *out, const float *q, const eng_
 		c->row_pages[i] = (int)tstart;
 		c->hpos[i] = rows[i].pos;
 	}
+	int part = c->part_blocks > 0 ? c->part_blocks : ENG_CUDA_ATT_PART_KEYS / p->block;
+	if (failed(be, eng_attn_plan_split(&c->plan, part > 0 ? part : 1)))
+		return;
 	size_t kbase = (size_t)layer * p->layer_bytes, vbase = kbase + (size_t)p->block * p->kvh * hd * p->esize;
 	failed(be, eng_cuda_paged_attention(out, q, n, nh, p->kvh, hd, (int)p->dtype, c->pages, c->row_pages, (int)np,
-					    kbase, vbase, p->block, c->hpos, c->plan.lo,
-					    c->plan.off, c->plan.blocks, 1.0f / sqrtf((float)hd)));
+					    kbase, vbase, p->block, c->hpos, c->plan.lo, c->plan.off, c->plan.blocks,
+					    c->plan.items, c->plan.nitems, c->plan.ifirst, c->plan.icount,
+					    1.0f / sqrtf((float)hd)));
 }
 
 static int cu_status(eng_backend *be)
@@ -412,9 +428,9 @@ int eng_backend_cuda_init(eng_backend *be, eng_model *m)
 		snprintf(why, sizeof why, "%s", ev_error_msg());
 		return ev_error_set(rc, "--backend cuda: %s", why);
 	}
-	if (m->kv.hd > 256)
-		return ev_error_set(EV_E_UNSUPPORTED, "--backend cuda: head_dim %d (the device attention takes up to 256)",
-				    m->kv.hd);
+	if (m->kv.hd > 256 || m->c.heads / m->c.kv_heads > 32)
+		return ev_error_set(EV_E_UNSUPPORTED, "--backend cuda: head_dim %d, %d query heads a KV head (the device "
+						      "attention takes up to 256 and 32)", m->kv.hd, m->c.heads / m->c.kv_heads);
 	be->name = "cuda";
 	be->device = true;
 	be->m = m;

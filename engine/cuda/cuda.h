@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/msa_split.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -78,17 +80,21 @@ int eng_cuda_add_bias(float *d_y, const float *d_b, int n, int width);
  * device address d_dst[i] (the pointer array on the host) */
 int eng_cuda_scatter(void *const *d_dst, const void *src, size_t piece, int n);
 
-/* Attention over the paged KV cache following a plan (engine/attn_plan.c):
- * out[n, nh, hd] for queries q[n, nh, hd]. Row i's pages are
+/* Attention over the paged KV cache following a split plan (engine/
+ * attn_plan.c): out[n, nh, hd] for queries q[n, nh, hd]. Row i's pages are
  * pages[row_pages[i] + b] (device addresses of page copies laid out as the
  * host's eng_page: a layer's keys at kbase, values at vbase, [block][kvh]
  * [hd] of dtype f32/f16/bf16 each); (row i, KV head g) attends the blocks
- * blocks[boff[i * kvh + g] .. boff[i * kvh + g + 1]) in order, each at its
- * positions in [lo[i], pos[i]], softmax with the scale. Host arrays; hd at
- * most 256. A (row, head) with nothing to attend gives zeros. */
+ * blocks[boff[i * kvh + g] ..] of its list, each at its positions in
+ * [lo[i], pos[i]], in the parts `items` cut it into (its items at
+ * ifirst[i * kvh + g], icount of them, in list order): each part with its
+ * own online softmax, then the parts merged in order by log-sum-exp
+ * (eng_split_merge). Host arrays; hd at most 256, at most 32 query heads a
+ * KV head. A (row, head) with nothing to attend gives zeros. */
 int eng_cuda_paged_attention(float *d_out, const float *d_q, int n, int nh, int kvh, int hd, int dtype,
                              void *const *pages, const int *row_pages, int npages, size_t kbase, size_t vbase,
                              int block, const long *pos, const long *lo, const int *boff, const int *blocks,
+                             const eng_split_item *items, int nitems, const int *ifirst, const int *icount,
                              float scale);
 
 /* ---- MSA: the lightning indexer's choice and sparse decode ------------------

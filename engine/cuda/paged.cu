@@ -14,6 +14,7 @@
 extern "C" {
 #include "base/base.h"
 #include "engine/cuda/cuda.h"
+#include "engine/msa_split.h"
 }
 
 #include "engine/cuda/cuda_int.h"
@@ -114,18 +115,23 @@ __device__ __forceinline__ float kv_at(const unsigned char *p, int j, int dtype)
 	return dtype == PG_BF16 ? __uint_as_float((uint32_t)h << 16) : __half2float(__ushort_as_half(h));
 }
 
-// A warp a (row, query head): the plan's blocks in order, each position in
-// [lo, pos] scored (the warp's sum of q . k, times the scale) and folded
-// into an online softmax (running max, sum, and weighted values rescaled
-// as the max grows). A lane holds head channels lane, lane + 32, ...
-__global__ void __launch_bounds__(32) paged_attention_kernel(float *out, const float *q, int nh, int kvh, int hd,
-                                                             int dtype, size_t esize,
-                                                             const unsigned char *const *pages, const int *row_pages,
-                                                             size_t kbase, size_t vbase, int block,
-                                                             const long long *pos, const long long *lo,
-                                                             const int *boff, const int *blocks, float scale)
+// One work item (a part of one (row, KV head)'s block list, engine/
+// attn_plan.c): a warp a query head of the group, each position of the
+// part's blocks in [lo, pos] scored (the warp's sum of q . k, times the
+// scale) and folded into an online softmax (running max, sum, weighted
+// values rescaled as the max grows); the partial state goes to the item's
+// slot. A lane holds head channels lane, lane + 32, ...
+__global__ void paged_part_kernel(float *part_m, float *part_l, float *part_acc, const float *q, int nh, int kvh,
+                                  int hd, int dtype, size_t esize, const unsigned char *const *pages,
+                                  const int *row_pages, size_t kbase, size_t vbase, int block, const long long *pos,
+                                  const long long *lo, const int *boff, const int *blocks, const eng_split_item *items,
+                                  float scale)
 {
-	int i = blockIdx.x / nh, h = blockIdx.x % nh, g = h / (nh / kvh), lane = threadIdx.x;
+	const eng_split_item it = items[blockIdx.x];
+	int group = nh / kvh, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	if (warp >= group)
+		return;
+	int i = it.row, g = it.kv_head, h = g * group + warp;
 	size_t task = (size_t)i * kvh + g, rowb = (size_t)kvh * hd * esize, headb = (size_t)g * hd * esize;
 	const float *qh = q + ((size_t)i * nh + h) * hd;
 	float qv[ATT_PER_LANE], acc[ATT_PER_LANE];
@@ -138,8 +144,9 @@ __global__ void __launch_bounds__(32) paged_attention_kernel(float *out, const f
 	float mx = -INFINITY, sum = 0.0f;
 	long long p = pos[i], l0 = lo[i];
 	const unsigned char *const *pg = pages + row_pages[i];
-	for (int k = boff[task]; k < boff[task + 1]; k++) {
-		long long b = blocks[k], t0 = b * block > l0 ? b * block : l0;
+	const int *list = blocks + boff[task];
+	for (int k = it.first; k < it.first + it.count; k++) {
+		long long b = list[k], t0 = b * block > l0 ? b * block : l0;
 		long long t1 = b * block + block - 1 < p ? b * block + block - 1 : p;
 		const unsigned char *page = pg[b];
 		for (long long t = t0; t <= t1; t++) {
@@ -166,12 +173,54 @@ __global__ void __launch_bounds__(32) paged_attention_kernel(float *out, const f
 			mx = nm;
 		}
 	}
-	float *oh = out + ((size_t)i * nh + h) * hd;
+	size_t at = (size_t)it.slot * group + warp;
+	if (lane == 0) {
+		part_m[at] = mx;
+		part_l[at] = sum;
+	}
 #pragma unroll
 	for (int u = 0; u < ATT_PER_LANE; u++) {
 		int j = lane + 32 * u;
 		if (j < hd)
-			oh[j] = sum > 0.0f ? acc[u] / sum : 0.0f;
+			part_acc[at * hd + j] = acc[u];
+	}
+}
+
+// A (row, KV head)'s parts merged in item order by log-sum-exp (eng_split_
+// merge's arithmetic), then divided by the sum; zeros where nothing was
+// attended. A warp a query head of the group.
+__global__ void paged_merge_kernel(float *out, const float *part_m, const float *part_l, const float *part_acc,
+                                   const int *ifirst, const int *icount, int nh, int kvh, int hd)
+{
+	int task = blockIdx.x, group = nh / kvh, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	if (warp >= group)
+		return;
+	int i = task / kvh, g = task % kvh;
+	float m = -INFINITY, l = 0.0f, acc[ATT_PER_LANE];
+#pragma unroll
+	for (int u = 0; u < ATT_PER_LANE; u++)
+		acc[u] = 0.0f;
+	for (int it = ifirst[task]; it < ifirst[task] + icount[task]; it++) {
+		size_t at = (size_t)it * group + warp;
+		float mb = part_m[at];
+		if (mb == -INFINITY)
+			continue;
+		float nm = m > mb ? m : mb, ca = m == -INFINITY ? 0.0f : expf(m - nm), cb = expf(mb - nm);
+		l = l * ca + part_l[at] * cb;
+#pragma unroll
+		for (int u = 0; u < ATT_PER_LANE; u++) {
+			int j = lane + 32 * u;
+			if (j < hd)
+				acc[u] = acc[u] * ca + part_acc[at * hd + j] * cb;
+		}
+		m = nm;
+	}
+	float *oh = out + ((size_t)i * nh + (size_t)g * group + warp) * hd;
+#pragma unroll
+	for (int u = 0; u < ATT_PER_LANE; u++) {
+		int j = lane + 32 * u;
+		if (j < hd)
+			oh[j] = l > 0.0f ? acc[u] / l : 0.0f;
 	}
 }
 
@@ -183,22 +232,28 @@ static size_t align16(size_t x)
 extern "C" int eng_cuda_paged_attention(float *d_out, const float *d_q, int n, int nh, int kvh, int hd, int dtype,
                                         void *const *pages, const int *row_pages, int npages, size_t kbase,
                                         size_t vbase, int block, const long *pos, const long *lo, const int *boff,
-                                        const int *blocks, float scale)
+                                        const int *blocks, const eng_split_item *items, int nitems, const int *ifirst,
+                                        const int *icount, float scale)
 {
-	if (n < 1 || kvh < 1 || nh % kvh || hd < 1 || hd > ATT_MAX_HD || block < 1 ||
+	if (n < 1 || kvh < 1 || nh % kvh || nh / kvh > 32 || hd < 1 || hd > ATT_MAX_HD || block < 1 || nitems < 0 ||
 	    (dtype != PG_F32 && dtype != PG_F16 && dtype != PG_BF16))
-		return ev_error_set(EV_E_INVALID, "cuda paged attention: n %d, heads %d/%d, head %d (at most %d), block %d, "
-		                                  "dtype %d", n, nh, kvh, hd, ATT_MAX_HD, block, dtype);
-	size_t nb = (size_t)boff[(size_t)n * kvh];
+		return ev_error_set(EV_E_INVALID, "cuda paged attention: n %d, heads %d/%d (at most 32 a KV head), head %d "
+		                                  "(at most %d), block %d, dtype %d", n, nh, kvh, hd, ATT_MAX_HD, block, dtype);
+	size_t tasks = (size_t)n * kvh, nb = (size_t)boff[tasks], group = (size_t)(nh / kvh);
 	size_t o_pages = 0, o_rows = align16(o_pages + (size_t)npages * sizeof(void *)),
 	       o_pos = align16(o_rows + (size_t)n * sizeof(int)), o_lo = align16(o_pos + (size_t)n * sizeof(long long)),
-	       o_boff = align16(o_lo + (size_t)n * sizeof(long long)),
-	       o_blocks = align16(o_boff + ((size_t)n * kvh + 1) * sizeof(int)), total = o_blocks + (nb ? nb : 1) * sizeof(int);
+	       o_boff = align16(o_lo + (size_t)n * sizeof(long long)), o_blocks = align16(o_boff + (tasks + 1) * sizeof(int)),
+	       o_items = align16(o_blocks + (nb ? nb : 1) * sizeof(int)),
+	       o_first = align16(o_items + (size_t)(nitems ? nitems : 1) * sizeof(eng_split_item)),
+	       o_count = align16(o_first + tasks * sizeof(int)), total = o_count + tasks * sizeof(int);
+	size_t parts = (size_t)(nitems ? nitems : 1) * group;
 	unsigned char *h = (unsigned char *)malloc(total);
 	unsigned char *d = (unsigned char *)eng_cuda_scratch(4, total);
-	if (!h || !d) {
+	float *part = (float *)eng_cuda_scratch(7, parts * (2 + (size_t)hd) * sizeof(float));
+	if (!h || !d || !part) {
 		free(h);
-		return ev_error_set(EV_E_NOMEM, "cuda paged attention: out of memory for its tables (%zu bytes)", total);
+		return ev_error_set(EV_E_NOMEM, "cuda paged attention: out of memory for its tables (%zu bytes) and %d parts",
+		                    total, nitems);
 	}
 	memcpy(h + o_pages, pages, (size_t)npages * sizeof(void *));
 	memcpy(h + o_rows, row_pages, (size_t)n * sizeof(int));
@@ -206,17 +261,27 @@ extern "C" int eng_cuda_paged_attention(float *d_out, const float *d_q, int n, i
 		((long long *)(h + o_pos))[i] = pos[i];
 		((long long *)(h + o_lo))[i] = lo[i];
 	}
-	memcpy(h + o_boff, boff, ((size_t)n * kvh + 1) * sizeof(int));
+	memcpy(h + o_boff, boff, (tasks + 1) * sizeof(int));
 	memcpy(h + o_blocks, blocks, nb * sizeof(int));
+	memcpy(h + o_items, items, (size_t)nitems * sizeof(eng_split_item));
+	memcpy(h + o_first, ifirst, tasks * sizeof(int));
+	memcpy(h + o_count, icount, tasks * sizeof(int));
 	int rc = eng_cuda_upload(d, h, total);
 	free(h);
 	if (rc)
 		return rc;
 	size_t esize = dtype == PG_F32 ? 4 : 2;
-	paged_attention_kernel<<<n * nh, 32>>>(d_out, d_q, nh, kvh, hd, dtype, esize,
-	                                       (const unsigned char *const *)(d + o_pages), (const int *)(d + o_rows),
-	                                       kbase, vbase, block, (const long long *)(d + o_pos),
-	                                       (const long long *)(d + o_lo), (const int *)(d + o_boff),
-	                                       (const int *)(d + o_blocks), scale);
-	return launch_ok("paged attention");
+	float *pm = part, *pl = pm + parts, *pacc = pl + parts;
+	unsigned threads = (unsigned)group * 32;
+	if (nitems > 0)
+		paged_part_kernel<<<nitems, threads>>>(pm, pl, pacc, d_q, nh, kvh, hd, dtype, esize,
+		                                       (const unsigned char *const *)(d + o_pages), (const int *)(d + o_rows),
+		                                       kbase, vbase, block, (const long long *)(d + o_pos),
+		                                       (const long long *)(d + o_lo), (const int *)(d + o_boff),
+		                                       (const int *)(d + o_blocks), (const eng_split_item *)(d + o_items), scale);
+	if ((rc = launch_ok("paged attention parts")))
+		return rc;
+	paged_merge_kernel<<<(unsigned)tasks, threads>>>(d_out, pm, pl, pacc, (const int *)(d + o_first),
+	                                                 (const int *)(d + o_count), nh, kvh, hd);
+	return launch_ok("paged attention merge");
 }

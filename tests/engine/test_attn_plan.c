@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "engine/backend.h"
+#include "tests/engine/attn_walk.h"
 #include "tests/engine/engine_testutil.h"
 
 #define BLK 16
@@ -81,6 +82,12 @@ static void plan_attend(eng_model *m, const eng_attn_plan *pl, const eng_row *ro
 	free(sc);
 }
 
+static const unsigned char *host_page(void *ctx, int row, long block)
+{
+	const eng_row *rows = ctx;
+	return rows[row].seq->pages[block]->data;
+}
+
 /* One model setting: a 300-token sequence, 12 query rows at random
  * positions (one at the last), each case's plan walked and compared. */
 static void check(eng_attention_kind kind, eng_kv_dtype kvd, long window, bool with_lists)
@@ -146,6 +153,34 @@ static void check(eng_attention_kind kind, eng_kv_dtype kvd, long window, bool w
 		      kind == ENG_ATTN_MSA ? "msa" : "dense", kvd == ENG_KV_F16 ? "f16" : "f32", window,
 		      with_lists ? "yes" : "no", listed, err);
 	assert_true(err == 0.0);
+	/* split into parts and merged (what the device kernel does): the
+	 * reference's answer up to the online softmax's rounding, for parts of
+	 * one block, three, and more than any list holds; every list covered
+	 * once, in order */
+	int parts_of[] = {1, 3, 1000};
+	for (int k = 0; k < 3; k++) {
+		assert_int_equal(eng_attn_plan_split(&pl, parts_of[k]), 0);
+		for (int task = 0; task < n * kvh; task++) {
+			int at = 0;
+			for (int it = pl.ifirst[task]; it < pl.ifirst[task] + pl.icount[task]; it++) {
+				assert_int_equal(pl.items[it].first, at);
+				assert_true(pl.items[it].count >= (parts_of[k] < pl.off[task + 1] - pl.off[task]
+									   ? parts_of[k] : 1));
+				at += pl.items[it].count;
+			}
+			assert_int_equal(at, pl.off[task + 1] - pl.off[task]);
+		}
+		long posv[12];
+		for (int i = 0; i < n; i++)
+			posv[i] = rows[i].pos;
+		memset(got, 0, (size_t)n * nh * hd * sizeof(float));
+		attn_walk(got, q, n, nh, kvh, hd, (int)m->kv.dtype, (size_t)layer * m->kv.layer_bytes,
+			  (size_t)layer * m->kv.layer_bytes + (size_t)BLK * kvh * hd * m->kv.esize, BLK, posv, pl.lo, pl.off,
+			  pl.blocks, pl.items, pl.ifirst, pl.icount, 1.0f / sqrtf((float)hd), host_page, rows);
+		double es = et_rel_err(got, ref, (size_t)n * nh * hd);
+		print_message("  split into parts of %d blocks: %d items, error %.3g\n", parts_of[k], pl.nitems, es);
+		assert_true(es < 1e-6);
+	}
 	/* the plan lists no block that is not read: each holds a position in
 	 * [lo, pos] */
 	for (int i = 0; i < n; i++)
