@@ -4,11 +4,12 @@
  * drives it as it drives the CPU paths.
  *
  * - Activations are device memory (be->device).
- * - Weights are uploaded once, on first use, keyed by their host address:
- *   f32, f16 and bf16 as stored; the block types (Q8_0 ... Q6_K)
- *   dequantized to f32 by the format's definition (exact, four to eight
- *   times their stored bytes: kept quantized on the device is not done
- *   yet). The f32 vectors (norms, biases, RoPE frequencies) the same way.
+ * - Weights are uploaded once, on first use, keyed by their host address,
+ *   as stored: f32, f16, bf16 and the block types (Q8_0 ... Q6_K), which
+ *   the device reads in place (eng_cuda_gemv_q; for a prefill GEMM
+ *   dequantized to f32 into one reused buffer first). The f32 vectors
+ *   (norms, biases, RoPE frequencies) the same way. A block-type
+ *   embedding table is read on the host, its rows decoded and sent up.
  * - The KV cache: the host's pages stay the truth (the MSA index, forks,
  *   truncation and the indexer's keys all live there). Each page has a
  *   device copy (eng_page.dev, page_bytes, the host's layout) whose
@@ -62,6 +63,8 @@ typedef struct {
 	/* attention parts: blocks a work item (0: ENG_CUDA_ATT_PART_KEYS keys'
 	 * worth) */
 	int part_blocks;
+	float *deq; /* a block-type weight dequantized for a prefill GEMM */
+	size_t deq_cap;
 } cu_ctx;
 
 /* Keys a work item of the paged attention takes: a decode row's list of a
@@ -127,8 +130,8 @@ static int map_grow(cu_ctx *c)
 	return 0;
 }
 
-/* The device copy of n elements of `dtype` at host; block types come
- * back dequantized to f32 (*dt tells which). NULL on failure (kept). */
+/* The device copy of n elements of `dtype` at host, as stored (*dt: its
+ * dtype). NULL on failure (kept). */
 static void *upload(eng_backend *be, const void *host, eng_dtype dtype, size_t n, int *dt)
 {
 	cu_ctx *c = be->ctx;
@@ -142,37 +145,21 @@ static void *upload(eng_backend *be, const void *host, eng_dtype dtype, size_t n
 			*dt = e->dtype;
 		return e->dev;
 	}
-	bool keep = dtype == ENG_F32 || dtype == ENG_F16 || dtype == ENG_BF16;
-	size_t bytes = keep ? n * eng_dtype_size(dtype) : n * sizeof(float);
+	size_t bytes = eng_dtype_bytes(dtype, n);
 	void *d = eng_cuda_malloc(bytes);
 	if (!d) {
 		failed(be, ev_error_set(EV_E_NOMEM, "cuda backend: out of device memory for a weight of %zu bytes "
 						    "(%.1f MiB uploaded so far)", bytes, c->weight_bytes / 1048576.0));
 		return NULL;
 	}
-	int rc = 0;
-	if (keep) {
-		rc = eng_cuda_upload(d, host, bytes);
-	} else { /* the format's definition, a few rows' worth at a time */
-		size_t B = (size_t)eng_dtype_block(dtype), step = B * 4096;
-		float *tmp = malloc(step * sizeof(float));
-		if (!tmp)
-			rc = ev_error_set(EV_E_NOMEM, "cuda backend: out of host memory");
-		for (size_t at = 0; !rc && at < n; at += step) {
-			size_t k = n - at < step ? n - at : step;
-			eng_to_f32(tmp, (const char *)host + eng_dtype_bytes(dtype, at), dtype, k);
-			rc = eng_cuda_upload((float *)d + at, tmp, k * sizeof(float));
-		}
-		free(tmp);
-	}
-	if (failed(be, rc)) {
+	if (failed(be, eng_cuda_upload(d, host, bytes))) {
 		eng_cuda_free(d);
 		return NULL;
 	}
 	c->weight_bytes += bytes;
 	e->host = host;
 	e->dev = d;
-	e->dtype = keep ? (int)dtype : (int)ENG_F32;
+	e->dtype = (int)dtype;
 	c->map_n++;
 	if (dt)
 		*dt = e->dtype;
@@ -210,7 +197,19 @@ static void cu_from_host(eng_backend *be, float *dst, const float *host, size_t 
 
 static void cu_embed(eng_backend *be, float *x, const int32_t *tok, int n)
 {
+	cu_ctx *c = be->ctx;
 	const eng_weight *e = &be->m->embed;
+	if (c->err)
+		return;
+	if (eng_dtype_block(e->dtype) > 1) { /* a block-type table: the rows decoded here, then up */
+		size_t rb = eng_dtype_bytes(e->dtype, (size_t)e->cols), w = (size_t)e->cols;
+		if (failed(be, grow((void **)&c->hq, &c->hq_cap, (size_t)n * w, sizeof(float))))
+			return;
+		for (int i = 0; i < n; i++)
+			eng_to_f32(c->hq + (size_t)i * w, (const char *)e->data + (size_t)tok[i] * rb, e->dtype, w);
+		failed(be, eng_cuda_upload(x, c->hq, (size_t)n * w * sizeof(float)));
+		return;
+	}
 	int dt = 0;
 	void *d = upload(be, e->data, e->dtype, (size_t)e->rows * e->cols, &dt);
 	if (d)
@@ -225,10 +224,34 @@ static void cu_gather(eng_backend *be, float *dst, const float *src, const int *
 
 static void cu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_weight *w, const float *bias)
 {
+	cu_ctx *c = be->ctx;
 	int dt = 0;
-	void *d = upload(be, w->data, w->dtype, (size_t)w->rows * w->cols, &dt);
-	if (!d || failed(be, n >= ENG_CUDA_GEMM_ROWS ? eng_cuda_gemm(y, x, n, d, dt, w->rows, w->cols)
-						      : eng_cuda_gemv(y, x, n, d, dt, w->rows, w->cols)))
+	size_t count = (size_t)w->rows * w->cols;
+	void *d = upload(be, w->data, w->dtype, count, &dt);
+	if (!d)
+		return;
+	bool block = eng_dtype_block((eng_dtype)dt) > 1;
+	int rc;
+	if (n < ENG_CUDA_GEMM_ROWS) {
+		rc = block ? eng_cuda_gemv_q(y, x, n, d, dt, w->rows, w->cols) : eng_cuda_gemv(y, x, n, d, dt, w->rows, w->cols);
+	} else if (block) { /* prefill: the weight's values in f32, then the f32 GEMM */
+		if (count > c->deq_cap) {
+			eng_cuda_free(c->deq);
+			c->deq_cap = 0;
+			if (!(c->deq = eng_cuda_malloc(count * sizeof(float)))) {
+				failed(be, ev_error_set(EV_E_NOMEM, "cuda backend: out of device memory to dequantize a [%d, %d] "
+								    "weight", w->rows, w->cols));
+				return;
+			}
+			c->deq_cap = count;
+		}
+		rc = eng_cuda_dequantize(c->deq, d, dt, count);
+		if (!rc)
+			rc = eng_cuda_gemm(y, x, n, c->deq, ENG_F32, w->rows, w->cols);
+	} else {
+		rc = eng_cuda_gemm(y, x, n, d, dt, w->rows, w->cols);
+	}
+	if (failed(be, rc))
 		return;
 	if (bias) {
 		const float *b = vec(be, bias, (size_t)w->rows);
@@ -471,6 +494,7 @@ void eng_backend_cuda_free(eng_backend *be)
 		if (c->map[i].host)
 			eng_cuda_free(c->map[i].dev);
 	free(c->map);
+	eng_cuda_free(c->deq);
 	eng_attn_plan_free(&c->plan);
 	free(c->hq), free(c->hk), free(c->hv), free(c->stage), free(c->dst), free(c->pages), free(c->row_pages);
 	free(c->hpos);

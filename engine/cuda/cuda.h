@@ -52,6 +52,13 @@ int eng_cuda_sync(void);
  * a multiple of 8 take a plain kernel). A row's arithmetic does not depend
  * on n: a batch gives each row what it gives alone. */
 int eng_cuda_gemv(float *d_y, const float *d_x, int n, const void *d_w, int dtype, int rows, int cols);
+/* The GEMV over a weight of a block type (eng_dtype Q8_0 ... Q6_K, kept
+ * as stored; cols a multiple of its block): every element the value the
+ * format's definition gives (engine/gguf/quant.c), then as eng_cuda_gemv. */
+int eng_cuda_gemv_q(float *d_y, const float *d_x, int n, const void *d_w, int dtype, int rows, int cols);
+/* n elements of a block type to f32 (the definition's values; for the
+ * prefill GEMM of a block-type weight). */
+int eng_cuda_dequantize(float *d_out, const void *d_w, int dtype, size_t n);
 /* The same product for prefill, through cuBLASLt (n rows at once): f32
  * weights with the rows as they are (f32 products and sums, no TF32);
  * f16 and bf16 weights with the rows rounded to the weight's type (to

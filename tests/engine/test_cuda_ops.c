@@ -2,7 +2,8 @@
  * random inputs (ctest label gpu): the GEMV in f32, f16 and bf16 at batch
  * 1, 3 and 8 against the dequantized product; the cuBLASLt GEMM at 16, 37
  * and 256 rows against the product of the rows rounded to the weight's
- * type; RMSNorm, RoPE (full and
+ * type; every block type's decoding bit for bit against the definition and
+ * its GEMV against the product of the decoded weights; RMSNorm, RoPE (full and
  * partial rotary), SwiGLU, SwiGLU-OAI, axpy, embedding rows; the lightning
  * indexer's choice equal to eng_index_select_one's definition block for
  * block (ties to the lower block included); the split-K sparse decode
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include "engine/cuda/cuda.h"
+#include "engine/gguf/quant.h"
 
 static uint64_t rng = 88172645463325252ull;
 
@@ -152,6 +154,55 @@ static void gemm_matches_the_product_of_rounded_rows(void **st)
 			}
 			free(w), free(h), eng_cuda_free(dw);
 		}
+}
+
+/* Block-type weights read in place: the device's decoding of every type
+ * is the definition's, bit for bit, and the GEMV over them is the product
+ * of the decoded weights. */
+static void block_types_match_the_definition(void **st)
+{
+	(void)st;
+	static const int types[] = {ENG_Q8_0, ENG_Q4_0, ENG_Q4_1, ENG_Q5_0, ENG_Q5_1, ENG_Q4_K, ENG_Q5_K, ENG_Q6_K};
+	static const int ns[] = {1, 3, 8, 11};
+	int rows = 96, cols = 512;
+	size_t count = (size_t)rows * cols;
+	for (size_t k = 0; k < sizeof types / sizeof *types; k++) {
+		eng_dtype t = (eng_dtype)types[k];
+		float *src = rand_vec(count, 2.0f), *w = malloc(count * sizeof *w), *got = NULL;
+		size_t bytes = eng_dtype_bytes(t, count);
+		void *q = malloc(bytes);
+		eng_ggml_quantize(q, src, eng_dtype_ggml(t), count);
+		eng_to_f32(w, q, t, count);
+		void *dq = up(q, bytes);
+		float *dd = eng_cuda_malloc(count * sizeof(float));
+		assert_int_equal(eng_cuda_dequantize(dd, dq, t, count), 0);
+		got = down(dd, count);
+		size_t differ = 0;
+		for (size_t i = 0; i < count; i++)
+			differ += memcmp(&got[i], &w[i], sizeof(float)) != 0;
+		printf("cuda dequantize %-5s: %zu of %zu values differ from the definition\n", eng_dtype_lower(t), differ, count);
+		assert_int_equal(differ, 0);
+		free(got);
+		for (size_t j = 0; j < 4; j++) {
+			int n = ns[j];
+			float *x = rand_vec((size_t)n * cols, 1.0f), *want = malloc((size_t)n * rows * sizeof *want);
+			for (int b = 0; b < n; b++)
+				for (int r = 0; r < rows; r++) {
+					double a = 0;
+					for (int c = 0; c < cols; c++)
+						a += (double)w[(size_t)r * cols + c] * x[(size_t)b * cols + c];
+					want[(size_t)b * rows + r] = (float)a;
+				}
+			float *dx = up(x, (size_t)n * cols * 4), *dy = eng_cuda_malloc((size_t)n * rows * 4);
+			assert_int_equal(eng_cuda_gemv_q(dy, dx, n, dq, t, rows, cols), 0);
+			float *y = down(dy, (size_t)n * rows);
+			char name[64];
+			snprintf(name, sizeof name, "gemv %s [%d,%d] n=%d", eng_dtype_lower(t), rows, cols, n);
+			report(name, nerr(y, want, (size_t)n * rows), 1e-5);
+			free(y), free(x), free(want), eng_cuda_free(dx), eng_cuda_free(dy);
+		}
+		free(src), free(w), free(q), eng_cuda_free(dq), eng_cuda_free(dd);
+	}
 }
 
 static void elementwise_ops_match_the_cpu(void **st)
@@ -388,6 +439,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(gemv_matches_the_dequantized_product),
 		cmocka_unit_test(gemm_matches_the_product_of_rounded_rows),
+		cmocka_unit_test(block_types_match_the_definition),
 		cmocka_unit_test(elementwise_ops_match_the_cpu),
 		cmocka_unit_test(indexer_choice_equals_the_definition),
 		cmocka_unit_test(split_decode_equals_direct_attention),

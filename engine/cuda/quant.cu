@@ -1,0 +1,223 @@
+// engine/cuda/quant.cu: weights of ggml's block types (Q8_0, Q4_0, Q4_1,
+// Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; layouts in engine/gguf/README.md) read in
+// place on the device: the decode GEMV over them, and their dequantization
+// to f32 for the prefill GEMM. Every element is the value the format's
+// definition gives (engine/gguf/quant.c's eng_ggml_dequantize), computed
+// with the same roundings in the same order (no fused multiply-add), so a
+// weight means the same on the device as on the host.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <stdint.h>
+
+extern "C" {
+#include "base/base.h"
+#include "engine/cuda/cuda.h"
+}
+
+#include "engine/cuda/cuda_int.h"
+
+// eng_dtype's numbers (engine/backend.h)
+enum { QT_Q8_0 = 3, QT_Q4_0 = 4, QT_Q4_1 = 5, QT_Q5_0 = 6, QT_Q5_1 = 7, QT_Q4_K = 8, QT_Q5_K = 9, QT_Q6_K = 10 };
+
+#define QG_WARPS 8
+#define QG_MAX_N 8
+
+template <int DT> struct qt;
+template <> struct qt<QT_Q8_0> { enum { elems = 32, bytes = 34 }; };
+template <> struct qt<QT_Q4_0> { enum { elems = 32, bytes = 18 }; };
+template <> struct qt<QT_Q4_1> { enum { elems = 32, bytes = 20 }; };
+template <> struct qt<QT_Q5_0> { enum { elems = 32, bytes = 22 }; };
+template <> struct qt<QT_Q5_1> { enum { elems = 32, bytes = 24 }; };
+template <> struct qt<QT_Q4_K> { enum { elems = 256, bytes = 144 }; };
+template <> struct qt<QT_Q5_K> { enum { elems = 256, bytes = 176 }; };
+template <> struct qt<QT_Q6_K> { enum { elems = 256, bytes = 210 }; };
+
+__device__ __forceinline__ float h2f(const uint8_t *p)
+{
+	return __half2float(__ushort_as_half((uint16_t)(p[0] | (p[1] << 8))));
+}
+
+// The 6-bit scale and min j of a Q4_K / Q5_K super-block (scale_min).
+__device__ __forceinline__ void scale_min(int j, const uint8_t *q, int *sc, int *m)
+{
+	if (j < 4) {
+		*sc = q[j] & 63;
+		*m = q[j + 4] & 63;
+	} else {
+		*sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+	}
+}
+
+// A unit is 32 consecutive elements: a whole block of the 32-element
+// types, an eighth of a K-quant super-block. unit<DT>(b, j, v) writes the
+// 32 values of unit j of the block at b.
+template <int DT> __device__ __forceinline__ void unit(const uint8_t *b, int j, float v[32])
+{
+	if (DT == QT_Q8_0) {
+		float d = h2f(b);
+#pragma unroll
+		for (int e = 0; e < 32; e++)
+			v[e] = __fmul_rn((float)(int8_t)b[2 + e], d);
+	} else if (DT == QT_Q4_0) {
+		float d = h2f(b);
+#pragma unroll
+		for (int e = 0; e < 16; e++) {
+			v[e] = __fmul_rn((float)((b[2 + e] & 0xF) - 8), d);
+			v[e + 16] = __fmul_rn((float)((b[2 + e] >> 4) - 8), d);
+		}
+	} else if (DT == QT_Q4_1) {
+		float d = h2f(b), m = h2f(b + 2);
+#pragma unroll
+		for (int e = 0; e < 16; e++) {
+			v[e] = __fadd_rn(__fmul_rn((float)(b[4 + e] & 0xF), d), m);
+			v[e + 16] = __fadd_rn(__fmul_rn((float)(b[4 + e] >> 4), d), m);
+		}
+	} else if (DT == QT_Q5_0 || DT == QT_Q5_1) {
+		const bool one = DT == QT_Q5_1;
+		float d = h2f(b), m = one ? h2f(b + 2) : 0.0f;
+		const uint8_t *h = b + (one ? 4 : 2), *qs = b + (one ? 8 : 6);
+		uint32_t qh = (uint32_t)h[0] | ((uint32_t)h[1] << 8) | ((uint32_t)h[2] << 16) | ((uint32_t)h[3] << 24);
+#pragma unroll
+		for (int e = 0; e < 16; e++) {
+			int lo = (qs[e] & 0xF) | (int)(((qh >> e) & 1) << 4);
+			int hi = (qs[e] >> 4) | (int)(((qh >> (e + 16)) & 1) << 4);
+			v[e] = one ? __fadd_rn(__fmul_rn((float)lo, d), m) : __fmul_rn((float)(lo - 16), d);
+			v[e + 16] = one ? __fadd_rn(__fmul_rn((float)hi, d), m) : __fmul_rn((float)(hi - 16), d);
+		}
+	} else if (DT == QT_Q4_K || DT == QT_Q5_K) {
+		const bool five = DT == QT_Q5_K;
+		float d = h2f(b), dmin = h2f(b + 2);
+		const uint8_t *sc = b + 4, *qh = b + 16, *q = b + (five ? 48 : 16) + 32 * (j >> 1);
+		int s, m;
+		scale_min(j, sc, &s, &m);
+		float ds = __fmul_rn(d, (float)s), dm = __fmul_rn(dmin, (float)m);
+#pragma unroll
+		for (int e = 0; e < 32; e++) {
+			int nib = (j & 1) ? q[e] >> 4 : q[e] & 0xF;
+			if (five)
+				nib += ((qh[e] >> j) & 1) << 4;
+			v[e] = __fsub_rn(__fmul_rn(ds, (float)nib), dm);
+		}
+	} else { // Q6_K: unit j is quarter j % 4 of half j / 4
+		int h = j >> 2, r = j & 3;
+		const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
+		const int8_t *sc = (const int8_t *)(b + 192 + 8 * h);
+		float d = h2f(b + 208);
+#pragma unroll
+		for (int e = 0; e < 32; e++) {
+			int lo = r & 1 ? ql[e + 32] : ql[e];
+			int q = ((r & 2 ? lo >> 4 : lo & 0xF) | (((qh[e] >> (2 * r)) & 3) << 4)) - 32;
+			v[e] = __fmul_rn(__fmul_rn(d, (float)sc[e / 16 + 2 * r]), (float)q);
+		}
+	}
+}
+
+// One warp a weight row; lane k takes units k, k + 32, ...: each unit's 32
+// values against every x row.
+template <int DT>
+__global__ void __launch_bounds__(QG_WARPS * 32) gemv_q_kernel(float *y, const float *__restrict__ x, int n,
+                                                              const uint8_t *__restrict__ w, int rows, int cols)
+{
+	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	int row = blockIdx.x * QG_WARPS + warp;
+	if (row >= rows)
+		return;
+	const int per = qt<DT>::elems / 32; // units a block
+	size_t row_bytes = (size_t)(cols / qt<DT>::elems) * qt<DT>::bytes;
+	const uint8_t *wr = w + (size_t)row * row_bytes;
+	float acc[QG_MAX_N];
+#pragma unroll
+	for (int b = 0; b < QG_MAX_N; b++)
+		acc[b] = 0.0f;
+	for (int u = lane; u < cols / 32; u += 32) {
+		float v[32];
+		unit<DT>(wr + (size_t)(u / per) * qt<DT>::bytes, u % per, v);
+#pragma unroll
+		for (int b = 0; b < QG_MAX_N; b++) {
+			if (b >= n)
+				break;
+			const float *xb = x + (size_t)b * cols + (size_t)u * 32;
+			float s = 0.0f;
+#pragma unroll
+			for (int e = 0; e < 32; e++)
+				s += v[e] * __ldg(xb + e);
+			acc[b] += s;
+		}
+	}
+#pragma unroll
+	for (int b = 0; b < QG_MAX_N; b++) {
+		float s = acc[b];
+		for (int o = 16; o > 0; o /= 2)
+			s += __shfl_xor_sync(0xffffffffu, s, o);
+		if (lane == 0 && b < n)
+			y[(size_t)b * rows + row] = s;
+	}
+}
+
+// A thread a unit: its 32 values to f32.
+template <int DT> __global__ void dequant_kernel(float *out, const uint8_t *w, size_t units)
+{
+	size_t u = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (u >= units)
+		return;
+	const int per = qt<DT>::elems / 32;
+	float v[32];
+	unit<DT>(w + (u / per) * qt<DT>::bytes, (int)(u % per), v);
+#pragma unroll
+	for (int e = 0; e < 32; e++)
+		out[u * 32 + e] = v[e];
+}
+
+static int block_of(int dtype)
+{
+	return dtype >= QT_Q8_0 && dtype <= QT_Q5_1 ? 32 : dtype >= QT_Q4_K && dtype <= QT_Q6_K ? 256 : 0;
+}
+
+extern "C" int eng_cuda_gemv_q(float *d_y, const float *d_x, int n, const void *d_w, int dtype, int rows, int cols)
+{
+	int B = block_of(dtype);
+	if (!B || n < 1 || rows < 1 || cols < B || cols % B)
+		return ev_error_set(EV_E_INVALID, "cuda gemv: n %d, [%d, %d] of block type %d (cols a multiple of its block)",
+		                    n, rows, cols, dtype);
+	const uint8_t *w = (const uint8_t *)d_w;
+	for (int b0 = 0; b0 < n; b0 += QG_MAX_N) {
+		int nb = n - b0 < QG_MAX_N ? n - b0 : QG_MAX_N;
+		dim3 grid((rows + QG_WARPS - 1) / QG_WARPS), block(QG_WARPS * 32);
+		float *y = d_y + (size_t)b0 * rows;
+		const float *x = d_x + (size_t)b0 * cols;
+		switch (dtype) {
+		case QT_Q8_0: gemv_q_kernel<QT_Q8_0><<<grid, block>>>(y, x, nb, w, rows, cols); break;
+		case QT_Q4_0: gemv_q_kernel<QT_Q4_0><<<grid, block>>>(y, x, nb, w, rows, cols); break;
+		case QT_Q4_1: gemv_q_kernel<QT_Q4_1><<<grid, block>>>(y, x, nb, w, rows, cols); break;
+		case QT_Q5_0: gemv_q_kernel<QT_Q5_0><<<grid, block>>>(y, x, nb, w, rows, cols); break;
+		case QT_Q5_1: gemv_q_kernel<QT_Q5_1><<<grid, block>>>(y, x, nb, w, rows, cols); break;
+		case QT_Q4_K: gemv_q_kernel<QT_Q4_K><<<grid, block>>>(y, x, nb, w, rows, cols); break;
+		case QT_Q5_K: gemv_q_kernel<QT_Q5_K><<<grid, block>>>(y, x, nb, w, rows, cols); break;
+		default: gemv_q_kernel<QT_Q6_K><<<grid, block>>>(y, x, nb, w, rows, cols); break;
+		}
+	}
+	return eng_cuda_check(cudaGetLastError(), "gemv (block type)");
+}
+
+extern "C" int eng_cuda_dequantize(float *d_out, const void *d_w, int dtype, size_t n)
+{
+	int B = block_of(dtype);
+	if (!B || !n || n % B)
+		return ev_error_set(EV_E_INVALID, "cuda dequantize: %zu elements of block type %d", n, dtype);
+	size_t units = n / 32;
+	unsigned grid = (unsigned)((units + 127) / 128);
+	const uint8_t *w = (const uint8_t *)d_w;
+	switch (dtype) {
+	case QT_Q8_0: dequant_kernel<QT_Q8_0><<<grid, 128>>>(d_out, w, units); break;
+	case QT_Q4_0: dequant_kernel<QT_Q4_0><<<grid, 128>>>(d_out, w, units); break;
+	case QT_Q4_1: dequant_kernel<QT_Q4_1><<<grid, 128>>>(d_out, w, units); break;
+	case QT_Q5_0: dequant_kernel<QT_Q5_0><<<grid, 128>>>(d_out, w, units); break;
+	case QT_Q5_1: dequant_kernel<QT_Q5_1><<<grid, 128>>>(d_out, w, units); break;
+	case QT_Q4_K: dequant_kernel<QT_Q4_K><<<grid, 128>>>(d_out, w, units); break;
+	case QT_Q5_K: dequant_kernel<QT_Q5_K><<<grid, 128>>>(d_out, w, units); break;
+	default: dequant_kernel<QT_Q6_K><<<grid, 128>>>(d_out, w, units); break;
+	}
+	return eng_cuda_check(cudaGetLastError(), "dequantize");
+}
