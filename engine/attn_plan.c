@@ -57,6 +57,8 @@ int eng_attn_plan_build(eng_attn_plan *pl, eng_model *m, const eng_row *rows, in
 	int rc;
 	if ((rc = grow((void **)&pl->lo, &pl->lo_cap, n, sizeof(long))) ||
 	    (rc = grow((void **)&pl->off, &pl->off_cap, (long)n * kvh + 1, sizeof(int))) ||
+	    (rc = grow((void **)&pl->cnt, &pl->cnt_cap, (long)n * kvh, sizeof(int))) ||
+	    (rc = grow((void **)&pl->first, &pl->first_cap, (long)n * kvh, sizeof(int))) ||
 	    (rc = grow((void **)&pl->sel, &pl->sel_cap, room, sizeof(int))))
 		return rc;
 	if (!pl->qsum && (!(pl->qsum = malloc((size_t)hd * sizeof(float))) ||
@@ -87,10 +89,13 @@ int eng_attn_plan_build(eng_attn_plan *pl, eng_model *m, const eng_row *rows, in
 				cnt = cur + 1 - lo / B;
 			}
 			pl->off[task] = (int)at;
+			pl->cnt[task] = (int)cnt;
+			pl->first[task] = src ? -1 : (int)(lo / B);
+			if (!src)
+				continue; /* a range: nothing stored */
 			if ((rc = grow((void **)&pl->blocks, &pl->blocks_cap, at + cnt, sizeof(int))))
 				return rc;
-			for (long k = 0; k < cnt; k++)
-				pl->blocks[at + k] = src ? src[k] : (int)(lo / B + k);
+			memcpy(pl->blocks + at, src, (size_t)cnt * sizeof(int));
 			at += cnt;
 		}
 	}
@@ -105,14 +110,14 @@ int eng_attn_plan_split(eng_attn_plan *pl, int part_blocks)
 	if (part_blocks < 1)
 		return ev_error_set(EV_E_INVALID, "attention plan: parts of %d blocks", part_blocks);
 	for (long t = 0; t < tasks; t++)
-		longest = pl->off[t + 1] - pl->off[t] > longest ? pl->off[t + 1] - pl->off[t] : longest;
+		longest = pl->cnt[t] > longest ? pl->cnt[t] : longest;
 	if ((rc = grow((void **)&pl->ifirst, &pl->ifirst_cap, tasks, sizeof(int))) ||
 	    (rc = grow((void **)&pl->icount, &pl->icount_cap, tasks, sizeof(int))) ||
 	    (rc = grow((void **)&pl->parts, &pl->parts_cap, longest, sizeof(eng_split_part))))
 		return rc;
 	int n = 0;
 	for (long t = 0; t < tasks; t++) {
-		int nb = pl->off[t + 1] - pl->off[t];
+		int nb = pl->cnt[t];
 		int k = eng_split_plan(nb, nb > 0 ? nb : 1, part_blocks, pl->parts);
 		if ((rc = grow((void **)&pl->items, &pl->items_cap, (long)n + k, sizeof(eng_split_item))))
 			return rc;
@@ -130,7 +135,7 @@ void eng_attn_plan_free(eng_attn_plan *pl)
 {
 	if (!pl)
 		return;
-	free(pl->lo), free(pl->off), free(pl->blocks), free(pl->qsum), free(pl->top), free(pl->topi), free(pl->sel);
+	free(pl->lo), free(pl->off), free(pl->blocks), free(pl->cnt), free(pl->first), free(pl->qsum), free(pl->top), free(pl->topi), free(pl->sel);
 	free(pl->items), free(pl->ifirst), free(pl->icount), free(pl->parts);
 	memset(pl, 0, sizeof(*pl));
 }

@@ -534,18 +534,21 @@ void eng_cpu_swiglu_oai(eng_backend *be, float *g, const float *u, size_t n, flo
 
 /* What an attention op reads, worked out on the host for a backend whose
  * kernels only follow lists (the CUDA one): for each row its first
- * position lo (the window's start, else 0) and, per (row, KV head), the
- * blocks it attends, ascending, at blocks + off[i * kvh + g] (off has
- * n * kvh + 1 entries): every block from lo / block to the row's own for
- * dense attention; the indexer's list where one is given (nls >= 0); MSA's
- * block-mean choice (eng_msa_select_fast, as the fast CPU path takes it)
- * where eng_msa_sparse says so. A block's keys at positions in [lo, pos]
- * are attended, no other. Buffers grow and are kept between calls. */
+ * position lo (the window's start, else 0) and, per (row, KV head) task t,
+ * the cnt[t] blocks it attends, ascending: every block from lo / block to
+ * the row's own for dense attention, kept as a range (first[t], the first
+ * block; nothing stored, so a long context's prefill lists cost nothing);
+ * the indexer's list where one is given (nls >= 0), or MSA's block-mean
+ * choice (eng_msa_select_fast, as the fast CPU path takes it) where
+ * eng_msa_sparse says so, stored at blocks + off[t] (first[t] = -1; off
+ * has n * kvh + 1 entries). eng_attn_plan_block reads block k of task t.
+ * A block's keys at positions in [lo, pos] are attended, no other.
+ * Buffers grow and are kept between calls. */
 typedef struct {
 	int n, kvh;
 	long *lo;
-	int *off, *blocks;
-	long lo_cap, off_cap, blocks_cap;
+	int *off, *blocks, *cnt, *first;
+	long lo_cap, off_cap, blocks_cap, cnt_cap, first_cap;
 	float *qsum, *top;  /* eng_msa_select_fast's scratch */
 	int *topi, *sel;
 	long sel_cap;
@@ -558,6 +561,11 @@ typedef struct {
 	eng_split_part *parts;
 	long parts_cap;
 } eng_attn_plan;
+
+static inline int eng_attn_plan_block(const eng_attn_plan *pl, long t, int k)
+{
+	return pl->first[t] >= 0 ? pl->first[t] + k : pl->blocks[pl->off[t] + k];
+}
 
 /* Fills pl for n rows of `layer` (q: the rows' queries on the HOST, [n,
  * nh, hd], read only for MSA's block-mean choice; may be NULL when no row

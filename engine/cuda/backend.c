@@ -406,7 +406,7 @@ static void cu_attention(eng_backend *be, float *out, const float *q, const eng_
 		return;
 	size_t kbase = (size_t)layer * p->layer_bytes, vbase = kbase + (size_t)p->block * p->kvh * hd * p->esize;
 	failed(be, eng_cuda_paged_attention(out, q, n, nh, p->kvh, hd, (int)p->dtype, c->pages, c->row_pages, (int)np,
-					    kbase, vbase, p->block, c->hpos, c->plan.lo, c->plan.off, c->plan.blocks,
+					    kbase, vbase, p->block, c->hpos, c->plan.lo, c->plan.first, c->plan.off, c->plan.blocks,
 					    c->plan.items, c->plan.nitems, c->plan.ifirst, c->plan.icount,
 					    1.0f / sqrtf((float)hd)));
 }

@@ -91,18 +91,19 @@ int eng_cuda_scatter(void *const *d_dst, const void *src, size_t piece, int n);
  * attn_plan.c): out[n, nh, hd] for queries q[n, nh, hd]. Row i's pages are
  * pages[row_pages[i] + b] (device addresses of page copies laid out as the
  * host's eng_page: a layer's keys at kbase, values at vbase, [block][kvh]
- * [hd] of dtype f32/f16/bf16 each); (row i, KV head g) attends the blocks
- * blocks[boff[i * kvh + g] ..] of its list, each at its positions in
- * [lo[i], pos[i]], in the parts `items` cut it into (its items at
- * ifirst[i * kvh + g], icount of them, in list order): each part with its
- * own online softmax, then the parts merged in order by log-sum-exp
- * (eng_split_merge). Host arrays; hd at most 256, at most 32 query heads a
- * KV head. A (row, head) with nothing to attend gives zeros. */
+ * [hd] of dtype f32/f16/bf16 each); task t = (row i, KV head g) attends
+ * its list's blocks (block k: first[t] + k where first[t] >= 0, else
+ * blocks[boff[t] + k]), each at its positions in [lo[i], pos[i]], in the
+ * parts `items` cut the list into (its items at ifirst[t], icount[t] of
+ * them, in list order): each part with its own online softmax, then the
+ * parts merged in order by log-sum-exp (eng_split_merge). Host arrays
+ * (boff: n * kvh + 1 entries); hd at most 256, at most 32 query heads a KV
+ * head. A (row, head) with nothing to attend gives zeros. */
 int eng_cuda_paged_attention(float *d_out, const float *d_q, int n, int nh, int kvh, int hd, int dtype,
                              void *const *pages, const int *row_pages, int npages, size_t kbase, size_t vbase,
-                             int block, const long *pos, const long *lo, const int *boff, const int *blocks,
-                             const eng_split_item *items, int nitems, const int *ifirst, const int *icount,
-                             float scale);
+                             int block, const long *pos, const long *lo, const int *first, const int *boff,
+                             const int *blocks, const eng_split_item *items, int nitems, const int *ifirst,
+                             const int *icount, float scale);
 
 /* ---- MSA: the lightning indexer's choice and sparse decode ------------------
  *

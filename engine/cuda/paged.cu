@@ -124,8 +124,8 @@ __device__ __forceinline__ float kv_at(const unsigned char *p, int j, int dtype)
 __global__ void paged_part_kernel(float *part_m, float *part_l, float *part_acc, const float *q, int nh, int kvh,
                                   int hd, int dtype, size_t esize, const unsigned char *const *pages,
                                   const int *row_pages, size_t kbase, size_t vbase, int block, const long long *pos,
-                                  const long long *lo, const int *boff, const int *blocks, const eng_split_item *items,
-                                  float scale)
+                                  const long long *lo, const int *first, const int *boff, const int *blocks,
+                                  const eng_split_item *items, float scale)
 {
 	const eng_split_item it = items[blockIdx.x];
 	int group = nh / kvh, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -144,9 +144,9 @@ __global__ void paged_part_kernel(float *part_m, float *part_l, float *part_acc,
 	float mx = -INFINITY, sum = 0.0f;
 	long long p = pos[i], l0 = lo[i];
 	const unsigned char *const *pg = pages + row_pages[i];
-	const int *list = blocks + boff[task];
+	const int *list = blocks + boff[task], f = first[task];
 	for (int k = it.first; k < it.first + it.count; k++) {
-		long long b = list[k], t0 = b * block > l0 ? b * block : l0;
+		long long b = f >= 0 ? f + k : list[k], t0 = b * block > l0 ? b * block : l0;
 		long long t1 = b * block + block - 1 < p ? b * block + block - 1 : p;
 		const unsigned char *page = pg[b];
 		for (long long t = t0; t <= t1; t++) {
@@ -231,9 +231,9 @@ static size_t align16(size_t x)
 
 extern "C" int eng_cuda_paged_attention(float *d_out, const float *d_q, int n, int nh, int kvh, int hd, int dtype,
                                         void *const *pages, const int *row_pages, int npages, size_t kbase,
-                                        size_t vbase, int block, const long *pos, const long *lo, const int *boff,
-                                        const int *blocks, const eng_split_item *items, int nitems, const int *ifirst,
-                                        const int *icount, float scale)
+                                        size_t vbase, int block, const long *pos, const long *lo, const int *first,
+                                        const int *boff, const int *blocks, const eng_split_item *items, int nitems,
+                                        const int *ifirst, const int *icount, float scale)
 {
 	if (n < 1 || kvh < 1 || nh % kvh || nh / kvh > 32 || hd < 1 || hd > ATT_MAX_HD || block < 1 || nitems < 0 ||
 	    (dtype != PG_F32 && dtype != PG_F16 && dtype != PG_BF16))
@@ -245,7 +245,8 @@ extern "C" int eng_cuda_paged_attention(float *d_out, const float *d_q, int n, i
 	       o_boff = align16(o_lo + (size_t)n * sizeof(long long)), o_blocks = align16(o_boff + (tasks + 1) * sizeof(int)),
 	       o_items = align16(o_blocks + (nb ? nb : 1) * sizeof(int)),
 	       o_first = align16(o_items + (size_t)(nitems ? nitems : 1) * sizeof(eng_split_item)),
-	       o_count = align16(o_first + tasks * sizeof(int)), total = o_count + tasks * sizeof(int);
+	       o_count = align16(o_first + tasks * sizeof(int)), o_range = align16(o_count + tasks * sizeof(int)),
+	       total = o_range + tasks * sizeof(int);
 	size_t parts = (size_t)(nitems ? nitems : 1) * group;
 	unsigned char *h = (unsigned char *)malloc(total);
 	unsigned char *d = (unsigned char *)eng_cuda_scratch(4, total);
@@ -266,6 +267,7 @@ extern "C" int eng_cuda_paged_attention(float *d_out, const float *d_q, int n, i
 	memcpy(h + o_items, items, (size_t)nitems * sizeof(eng_split_item));
 	memcpy(h + o_first, ifirst, tasks * sizeof(int));
 	memcpy(h + o_count, icount, tasks * sizeof(int));
+	memcpy(h + o_range, first, tasks * sizeof(int));
 	int rc = eng_cuda_upload(d, h, total);
 	free(h);
 	if (rc)
@@ -277,7 +279,8 @@ extern "C" int eng_cuda_paged_attention(float *d_out, const float *d_q, int n, i
 		paged_part_kernel<<<nitems, threads>>>(pm, pl, pacc, d_q, nh, kvh, hd, dtype, esize,
 		                                       (const unsigned char *const *)(d + o_pages), (const int *)(d + o_rows),
 		                                       kbase, vbase, block, (const long long *)(d + o_pos),
-		                                       (const long long *)(d + o_lo), (const int *)(d + o_boff),
+		                                       (const long long *)(d + o_lo), (const int *)(d + o_range),
+		                                       (const int *)(d + o_boff),
 		                                       (const int *)(d + o_blocks), (const eng_split_item *)(d + o_items), scale);
 	if ((rc = launch_ok("paged attention parts")))
 		return rc;

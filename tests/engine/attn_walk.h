@@ -29,7 +29,7 @@ static inline float walk_elem(const unsigned char *p, int dtype, int j)
 
 /* out[n, nh, hd] for q[n, nh, hd] */
 static inline void attn_walk(float *out, const float *q, int n, int nh, int kvh, int hd, int dtype, size_t kbase,
-			     size_t vbase, int block, const long *pos, const long *lo, const int *boff, const int *blocks,
+			     size_t vbase, int block, const long *pos, const long *lo, const eng_attn_plan *pl,
 			     const eng_split_item *items, const int *ifirst, const int *icount, float scale,
 			     walk_page_fn page, void *ctx)
 {
@@ -51,7 +51,7 @@ static inline void attn_walk(float *out, const float *q, int n, int nh, int kvh,
 					float mx = -INFINITY, sum = 0, *a = part.acc + (size_t)h * hd;
 					memset(a, 0, (size_t)hd * sizeof(float));
 					for (int k = e->first; k < e->first + e->count; k++) {
-						long b = blocks[boff[task] + k], t0 = b * block > lo[i] ? b * block : lo[i];
+						long b = eng_attn_plan_block(pl, (long)task, k), t0 = b * block > lo[i] ? b * block : lo[i];
 						long t1 = b * block + block - 1 < pos[i] ? b * block + block - 1 : pos[i];
 						const unsigned char *pg = page(ctx, i, b);
 						for (long t = t0; t <= t1; t++) {

@@ -43,8 +43,10 @@ static void plan_attend(eng_model *m, const eng_attn_plan *pl, const eng_row *ro
 	for (int h = 0; h < nh; h++) {
 		int g = h / group;
 		size_t task = (size_t)i * p->kvh + g;
-		const int *bl = pl->blocks + pl->off[task];
-		int nb = pl->off[task + 1] - pl->off[task];
+		int nb = pl->cnt[task], bl[4096];
+		assert_true(nb <= 4096);
+		for (int k = 0; k < nb; k++)
+			bl[k] = eng_attn_plan_block(pl, (long)task, k);
 		const float *qh = q + ((size_t)i * nh + h) * hd;
 		float *oh = out + ((size_t)i * nh + h) * hd, mx = -INFINITY, sum = 0;
 		for (int k = 0; k < nb; k++)
@@ -146,7 +148,7 @@ static void check(eng_attention_kind kind, eng_kv_dtype kvd, long window, bool w
 	for (int i = 0; i < n; i++) {
 		plan_attend(m, &pl, rows, i, layer, nh, q, got);
 		for (int g = 0; g < kvh; g++)
-			listed += pl.off[(size_t)i * kvh + g + 1] - pl.off[(size_t)i * kvh + g];
+			listed += pl.cnt[(size_t)i * kvh + g];
 	}
 	double err = et_rel_err(got, ref, (size_t)n * nh * hd);
 	print_message("attention %s, kv %s, window %ld, lists %s: %ld blocks listed, error %.3g\n",
@@ -164,19 +166,18 @@ static void check(eng_attention_kind kind, eng_kv_dtype kvd, long window, bool w
 			int at = 0;
 			for (int it = pl.ifirst[task]; it < pl.ifirst[task] + pl.icount[task]; it++) {
 				assert_int_equal(pl.items[it].first, at);
-				assert_true(pl.items[it].count >= (parts_of[k] < pl.off[task + 1] - pl.off[task]
-									   ? parts_of[k] : 1));
+				assert_true(pl.items[it].count >= (parts_of[k] < pl.cnt[task] ? parts_of[k] : 1));
 				at += pl.items[it].count;
 			}
-			assert_int_equal(at, pl.off[task + 1] - pl.off[task]);
+			assert_int_equal(at, pl.cnt[task]);
 		}
 		long posv[12];
 		for (int i = 0; i < n; i++)
 			posv[i] = rows[i].pos;
 		memset(got, 0, (size_t)n * nh * hd * sizeof(float));
 		attn_walk(got, q, n, nh, kvh, hd, (int)m->kv.dtype, (size_t)layer * m->kv.layer_bytes,
-			  (size_t)layer * m->kv.layer_bytes + (size_t)BLK * kvh * hd * m->kv.esize, BLK, posv, pl.lo, pl.off,
-			  pl.blocks, pl.items, pl.ifirst, pl.icount, 1.0f / sqrtf((float)hd), host_page, rows);
+			  (size_t)layer * m->kv.layer_bytes + (size_t)BLK * kvh * hd * m->kv.esize, BLK, posv, pl.lo, &pl,
+			  pl.items, pl.ifirst, pl.icount, 1.0f / sqrtf((float)hd), host_page, rows);
 		double es = et_rel_err(got, ref, (size_t)n * nh * hd);
 		print_message("  split into parts of %d blocks: %d items, error %.3g\n", parts_of[k], pl.nitems, es);
 		assert_true(es < 1e-6);
@@ -184,11 +185,19 @@ static void check(eng_attention_kind kind, eng_kv_dtype kvd, long window, bool w
 	/* the plan lists no block that is not read: each holds a position in
 	 * [lo, pos] */
 	for (int i = 0; i < n; i++)
-		for (int k = pl.off[(size_t)i * kvh]; k < pl.off[(size_t)(i + 1) * kvh]; k++) {
-			long b = pl.blocks[k];
-			assert_true(b * BLK + BLK - 1 >= pl.lo[i] || with_lists);
-			assert_true(b * BLK <= rows[i].pos);
+		for (int g = 0; g < kvh; g++) {
+			long task = (long)i * kvh + g;
+			for (int k = 0; k < pl.cnt[task]; k++) {
+				long b = eng_attn_plan_block(&pl, task, k);
+				assert_true(b * BLK + BLK - 1 >= pl.lo[i] || with_lists);
+				assert_true(b * BLK <= rows[i].pos);
+			}
+			/* dense lists are ranges: nothing stored for them */
+			if (kind == ENG_ATTN_DENSE && !with_lists)
+				assert_int_equal(pl.first[task], pl.lo[i] / BLK);
 		}
+	if (kind == ENG_ATTN_DENSE && !with_lists)
+		assert_int_equal(pl.off[(size_t)n * kvh], 0);
 	eng_attn_plan_free(&pl);
 	free(q), free(ref), free(got), free(lists), free(nls), free(t);
 	eng_seq_free(s);

@@ -299,7 +299,7 @@ static long g_items_merged;
 
 static int h_paged_attention(float *d_out, const float *d_q, int n, int nh, int kvh, int hd, int dtype,
 			     void *const *pages, const int *row_pages, int npages, size_t kbase, size_t vbase, int block,
-			     const long *pos, const long *lo, const int *boff, const int *blocks,
+			     const long *pos, const long *lo, const int *first, const int *boff, const int *blocks,
 			     const eng_split_item *items, int nitems, const int *ifirst, const int *icount, float scale)
 {
 	dev(d_out, (size_t)n * nh * hd * sizeof(float), "attention out");
@@ -308,8 +308,10 @@ static int h_paged_attention(float *d_out, const float *d_q, int n, int nh, int 
 	for (int t = 0; t < n * kvh; t++)
 		g_items_merged += icount[t] > 1 ? icount[t] : 0;
 	page_table pt = {pages, row_pages, npages, g_page_bytes};
-	attn_walk(d_out, d_q, n, nh, kvh, hd, dtype, kbase, vbase, block, pos, lo, boff, blocks, items, ifirst, icount,
-		  scale, table_page, &pt);
+	/* the lists as the device gets them: ranges and stored entries */
+	eng_attn_plan pl = {.n = n, .kvh = kvh, .off = (int *)boff, .blocks = (int *)blocks, .first = (int *)first};
+	attn_walk(d_out, d_q, n, nh, kvh, hd, dtype, kbase, vbase, block, pos, lo, &pl, items, ifirst, icount, scale,
+		  table_page, &pt);
 	return 0;
 }
 
