@@ -1,9 +1,12 @@
 /*
  * Optional: the engine's logits against Hugging Face transformers on the
- * same random checkpoints. Runs only where /usr/bin/python3 can import
- * torch and transformers (nothing is installed for it); skips otherwise.
+ * same random checkpoints. Runs where an interpreter can import torch and
+ * transformers: $EVALD_REFERENCE_PYTHON, else the reference environment
+ * (scripts/reference-env.sh: .venv-reference in the checkout), else
+ * /usr/bin/python3 (nothing is installed for it); skips otherwise.
  */
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/engine/engine_testutil.h"
 
@@ -16,12 +19,26 @@ static const char *script =
 	"    out = m(torch.tensor([toks])).logits[0]\n"
 	"json.dump(out.tolist(), sys.stdout)\n";
 
+/* The interpreter to ask (malloc'd). */
+static char *reference_python(void)
+{
+	const char *env = getenv("EVALD_REFERENCE_PYTHON"), *src = getenv("EV_SOURCE_DIR");
+	if (env && *env)
+		return ev_strdup(env);
+	char *venv = src ? ev_asprintf("%s/.venv-reference/bin/python", src) : NULL;
+	if (venv && access(venv, X_OK) == 0)
+		return venv;
+	free(venv);
+	return ev_strdup("/usr/bin/python3");
+}
+
 static void logits_match_transformers(void **state)
 {
-	char *out = NULL, *err = NULL;
-	if (tu_sh(&out, &err, "/usr/bin/python3 -c 'import torch, transformers' 2>/dev/null") != 0) {
+	char *out = NULL, *err = NULL, *python = reference_python();
+	if (tu_sh(&out, &err, "'%s' -c 'import torch, transformers' 2>/dev/null", python) != 0) {
 		free(out), free(err);
-		print_message("skipped: /usr/bin/python3 cannot import torch and transformers\n");
+		print_message("skipped: %s cannot import torch and transformers\n", python);
+		free(python);
 		skip();
 	}
 	free(out), free(err);
@@ -36,7 +53,7 @@ static void logits_match_transformers(void **state)
 		eng_model *m = et_load(md, ENG_BACKEND_CPU, 0);
 		float *ours = et_logits(m, t, 9, 0);
 		out = err = NULL;
-		int rc = tu_sh(&out, &err, "/usr/bin/python3 '%s' '%s' 1,5,300,7,7,42,99,3,511", py, md);
+		int rc = tu_sh(&out, &err, "'%s' '%s' '%s' 1,5,300,7,7,42,99,3,511", python, py, md);
 		if (rc != 0)
 			fail_msg("%s: transformers failed: %s", archs[a], err ? err : "");
 		cJSON *j = NULL;
@@ -54,6 +71,7 @@ static void logits_match_transformers(void **state)
 	}
 	free(py);
 	free(dir);
+	free(python);
 }
 
 int main(void)
