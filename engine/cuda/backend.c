@@ -135,8 +135,12 @@ static int map_grow(cu_ctx *c)
 static void *upload(eng_backend *be, const void *host, eng_dtype dtype, size_t n, int *dt)
 {
 	cu_ctx *c = be->ctx;
-	if (c->err || !host)
+	if (c->err)
 		return NULL;
+	if (!host) { /* never skip an op quietly */
+		failed(be, ev_error_set(EV_E_INVALID, "cuda backend: a weight of %zu elements without data", n));
+		return NULL;
+	}
 	if (failed(be, map_grow(c)))
 		return NULL;
 	cu_map *e = map_find(c, host);
