@@ -8,8 +8,10 @@
 # runs `evald bench cuda` (copy bandwidth, decode GEMV bandwidth, MSA vs
 # dense decode) and `evald bench engine --backend cuda` on a random ~1.1B
 # bf16 Llama (prefill and decode tokens/s, batch-1 decode against the
-# device's copy bandwidth), and writes everything to one JSON file
-# (gpu-check.json in the build folder). Bounded to 7 minutes, so it can run twice in one
+# device's copy bandwidth) and `evald bench attention --backend cuda` on the
+# M3-shaped recall checkpoint (MSA against dense at 32k and 128k tokens),
+# and writes everything to one JSON file (gpu-check.json in the build
+# folder). Bounded to 7 minutes, so it can run twice in one
 # lending of the device.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -68,6 +70,13 @@ cat "$build/gpu-engine.err"
 "$build/bin/evald" bench engine --model "$ck" --backend cuda --prompt 128 --decode 64 --batch 1 --repeats 1 \
 	--no-reference 2>&1 | tail -5 || true
 
+echo "== bench attention --backend cuda (the MiniMax-M3-shaped recall checkpoint: MSA against dense, needle answered)"
+rk=$build/recall-m3
+[ -f "$rk/config.json" ] || "$build/bin/evald" engine mkmodel --arch recall_m3 --out "$rk" > /dev/null || bench_rc=1
+timeout "$(left)" "$build/bin/evald" bench attention --model "$rk" --backend cuda --lengths 32k,128k --decode 16 \
+	--repeats 1 --json > "$build/gpu-attention.json" 2> "$build/gpu-attention.err" || bench_rc=1
+tail -3 "$build/gpu-attention.err"
+
 # one JSON: the device, the tests' lines and outcome, the benchmark figures
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
@@ -82,7 +91,7 @@ def load(name):
     except Exception as e:
         return {"error": str(e)}
 out = {"tests_rc": trc, "tests": lines, "bench_rc": brc, "bench": load("gpu-bench.json"),
-       "engine": load("gpu-engine.json")}
+       "engine": load("gpu-engine.json"), "attention": load("gpu-attention.json")}
 json.dump(out, open(os.path.join(b, "gpu-check.json"), "w"), indent=1)
 print("wrote", os.path.join(b, "gpu-check.json"))
 PY
