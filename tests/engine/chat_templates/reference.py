@@ -48,15 +48,17 @@ class Generation(Extension):
         return caller()
 
 
+def strftime_now(fmt):
+    """The clock pinned at NOW (EVALD_TEMPLATE_NOW), as evald's renderer pins it."""
+    return datetime.fromtimestamp(int(os.environ.get("EVALD_TEMPLATE_NOW", NOW))).strftime(fmt)
+
+
 def environment():
     def raise_exception(message):
         raise jinja2.exceptions.TemplateError(message)
 
     def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-    def strftime_now(fmt):
-        return datetime.fromtimestamp(int(os.environ.get("EVALD_TEMPLATE_NOW", NOW))).strftime(fmt)
 
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[Generation, loopcontrols])
     env.filters["tojson"] = tojson
@@ -98,6 +100,9 @@ def render_all():
                 tl = tools[conv["tools"]]
             kwargs = dict(specials)
             kwargs["date_string"] = DATE
+            # transformers' environment reads the real clock: the render's own
+            # variable shadows its global, so every path sees the pinned one
+            kwargs["strftime_now"] = strftime_now
             kwargs.update(conv.get("vars", {}))
             try:
                 text = compiled.render(messages=conv["messages"], tools=tl, documents=None,
