@@ -12,7 +12,18 @@ lists no longer than the sparse layers' top-k x block (16 x 4 = 64 here),
 where the lightning indexer keeps every past block, so that every layer
 attends all keys in both. Prints the largest relative logit difference and
 the argmax agreement per checkpoint; exits 1 past 1e-4 (f32) or on an argmax
-difference (f32). Exit 77 (skip) without torch or transformers' minimax_m3_vl.
+difference (f32). A bf16 checkpoint is checked three ways: the reference
+path (`--reference`: the stored bf16 weights, f32 arithmetic, as
+transformers runs them upcast) and the fast path on its f32 kernels
+(EVALD_QUANT_DOT=f32) to the same 1e-4 and argmax; the fast path as it
+runs by default, which rounds activations to bf16 for its vdpbf16ps
+kernels, position by position: at least 90% of positions within 5e-2 (on
+these random weights a router's top-k, or the indexer's, is often near a
+tie, and that rounding flips it; the position's logits then come from
+another expert mix or other keys; counted and printed). Token ids stay below 590, clear
+of the wrapper's image and video placeholders (596, 599), which the engine
+refuses without queued image rows. Exit 77 (skip) without torch or
+transformers' minimax_m3_vl.
 """
 import json
 import os
@@ -49,30 +60,45 @@ def main():
         model = cls.from_pretrained(d, torch_dtype=torch.float32)  # the wrapper's vision tower: random, unused
         model.eval()
         rnd = random.Random(k)
-        worst, agree, total = 0.0, 0, 0
+        worst, agree, total, fast_close, fast_worst = 0.0, 0, 0, 0, 0.0
         for n in (1, 7, 33, 64, 100, 200):
-            toks = [rnd.randrange(600) for _ in range(n)]
+            toks = [rnd.randrange(590) for _ in range(n)]
             with torch.no_grad():
                 want = model(torch.tensor([toks])).logits[0]
-            out = subprocess.run([EVALD, "engine", "logits", "--model", d, "--tokens", ",".join(map(str, toks)),
-                                  "--json"], check=True, capture_output=True, text=True).stdout
-            got = torch.tensor(json.loads(out))
             scale = want.abs().max().item()
-            worst = max(worst, (got - want).abs().max().item() / scale)
-            agree += int((got.argmax(-1) == want.argmax(-1)).sum())
+            # f32: the fast path is the definition's arithmetic; bf16: the
+            # reference path is, and the fast path is checked apart
+            paths = [([], None)] if dtype == "f32" else [(["--reference"], None), ([], "f32"), ([], None)]
+            for extra, qdot in paths:
+                env = dict(os.environ, EVALD_QUANT_DOT=qdot) if qdot else None
+                out = subprocess.run([EVALD, "engine", "logits", "--model", d, "--tokens", ",".join(map(str, toks)),
+                                      "--json"] + extra, check=True, capture_output=True, text=True, env=env).stdout
+                got = torch.tensor(json.loads(out))
+                if extra or qdot or dtype == "f32":
+                    worst = max(worst, (got - want).abs().max().item() / scale)
+                    agree += int((got.argmax(-1) == want.argmax(-1)).sum())
+                else:
+                    per = (got - want).abs().max(-1).values / scale
+                    fast_close += int((per < 5e-2).sum())
+                    fast_worst = max(fast_worst, per.max().item())
             total += n
         # the indexer matters past top-k x block: attending every key is another model there
-        toks = [rnd.randrange(600) for _ in range(200)]
+        toks = [rnd.randrange(590) for _ in range(200)]
         with torch.no_grad():
             want = model(torch.tensor([toks])).logits[0]
         out = subprocess.run([EVALD, "engine", "logits", "--model", d, "--tokens", ",".join(map(str, toks)),
                               "--json", "--attention", "dense"], check=True, capture_output=True, text=True).stdout
         dense = (torch.tensor(json.loads(out)) - want).abs().max().item() / want.abs().max().item()
         print("%-34s attending every key instead, at 200 tokens: %.2e" % ("", dense))
-        ok = worst < (1e-4 if dtype == "f32" else 5e-2) and (agree == total or dtype != "f32") and dense > 1e-3
+        ok = worst < 1e-4 and agree == (total if dtype == "f32" else 2 * total) and dense > 1e-3
+        if dtype != "f32":
+            ok = ok and fast_close >= 0.9 * total
+            print("%-34s fast path (bf16 activations): %d/%d positions within 5e-2, worst %.2e" % (
+                "", fast_close, total, fast_worst))
         bad += not ok
-        print("%-34s max relative logit difference %.2e, argmax %d/%d%s" % (name, worst, agree, total,
-                                                                           "" if ok else "  FAIL"))
+        print("%-34s max relative logit difference %.2e, argmax %d/%d%s%s" % (
+            name, worst, agree, 2 * total if dtype != "f32" else total,
+            " (reference path; fast path on f32 kernels)" if dtype != "f32" else "", "" if ok else "  FAIL"))
     bad += recall_m3()
     return 1 if bad else 0
 
