@@ -22,8 +22,8 @@
  *   parts of about ENG_CUDA_ATT_PART_KEYS keys (by its own length only, so
  *   a row's arithmetic does not depend on its batch) that the device
  *   attends apart and merges by log-sum-exp; the lightning indexer chooses
- *   on the host from the host's pages (the same function the reference
- *   calls).
+ *   on the host from the host's pages (the fast CPU path's scan, whose
+ *   choice is the definition's).
  * - The ops of the table return nothing: the first failure is kept, later
  *   ops do nothing, and forward.c reads it from `status`.
  */
@@ -428,7 +428,9 @@ static int cu_status(eng_backend *be)
 }
 
 /* The lightning indexer chooses on the host, from the host's pages (where
- * eng_index_store put the keys), as the reference does. */
+ * eng_index_store put the keys), by the fast CPU path's own op (its
+ * bounded tile scan over the pool's threads: the definition's choice, bit
+ * for bit, at a long context's speed). */
 static int cu_index_select(eng_backend *be, const eng_row *rows, int n, int layer, const float *iq, int *lists,
 			   int *nls, int nlist)
 {
@@ -437,7 +439,8 @@ static int cu_index_select(eng_backend *be, const eng_row *rows, int n, int laye
 	if (c->err || failed(be, grow((void **)&c->hq, &c->hq_cap, len, sizeof(float))) ||
 	    failed(be, eng_cuda_download(c->hq, iq, len * sizeof(float))))
 		return cu_status(be);
-	return eng_index_select(be, rows, n, layer, c->hq, lists, nls, nlist);
+	eng_backend *cpu = &be->m->cpu;
+	return cpu->index_select(cpu, rows, n, layer, c->hq, lists, nls, nlist);
 }
 
 static void page_dev_free(void *dev)
