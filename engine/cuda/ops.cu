@@ -100,8 +100,29 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(float *y, const f
 			}
 		}
 	} else {
+		// four 16-byte loads a lane in flight before any is used (a row of
+		// a ~1B model is only 8 such loads a lane: one at a time leaves the
+		// memory system idle between them); the sums in the same order
 		const uint4 *wr = (const uint4 *)((const uint16_t *)w + (size_t)row * cols);
-		for (int c = lane; c < cols / 8; c += 32) {
+		int nc = cols / 8, c = lane;
+		for (; c + 96 < nc; c += 128) {
+			uint4 v[4] = {__ldg(wr + c), __ldg(wr + c + 32), __ldg(wr + c + 64), __ldg(wr + c + 96)};
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				float wv[8];
+				unpack8<DT>(wv, v[k]);
+#pragma unroll
+				for (int b = 0; b < GEMV_MAX_N; b++) {
+					if (b >= n)
+						break;
+					const float4 *xr = (const float4 *)(x + (size_t)b * cols) + 2 * (c + 32 * k);
+					float4 x0 = __ldg(xr), x1 = __ldg(xr + 1);
+					acc[b] += wv[0] * x0.x + wv[1] * x0.y + wv[2] * x0.z + wv[3] * x0.w + wv[4] * x1.x +
+					          wv[5] * x1.y + wv[6] * x1.z + wv[7] * x1.w;
+				}
+			}
+		}
+		for (; c < nc; c += 32) {
 			float wv[8];
 			unpack8<DT>(wv, __ldg(wr + c));
 #pragma unroll
