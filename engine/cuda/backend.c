@@ -22,8 +22,7 @@
  *   parts of about ENG_CUDA_ATT_PART_KEYS keys (by its own length only, so
  *   a row's arithmetic does not depend on its batch) that the device
  *   attends apart and merges by log-sum-exp; the lightning indexer chooses
- *   on the host from the host's pages (the fast CPU path's scan, whose
- *   choice is the definition's).
+ *   on the device from the pages' index keys (cu_index_select).
  * - The ops of the table return nothing: the first failure is kept, later
  *   ops do nothing, and forward.c reads it from `status`.
  */
@@ -65,6 +64,8 @@ typedef struct {
 	int part_blocks;
 	float *deq; /* a block-type weight dequantized for a prefill GEMM */
 	size_t deq_cap;
+	float *ik; /* a sequence's index keys laid out flat for the indexer */
+	size_t ik_cap;
 } cu_ctx;
 
 /* Keys a work item of the paged attention takes: a decode row's list of a
@@ -427,20 +428,69 @@ static int cu_status(eng_backend *be)
 	return rc;
 }
 
-/* The lightning indexer chooses on the host, from the host's pages (where
- * eng_index_store put the keys), by the fast CPU path's own op (its
- * bounded tile scan over the pool's threads: the definition's choice, bit
- * for bit, at a long context's speed). */
+/* The lightning indexer on the device. eng_index_store has put the rows'
+ * index keys (flushed) in the host's pages; the same bytes go into the
+ * current device copies, then for each run of rows of one sequence its
+ * pages' keys are laid out flat on the device and eng_cuda_index_select
+ * scores every block (the CPU's dot product order: the same scores) and
+ * takes the same top-k, ties to the lower block, as eng_index_select_one. */
 static int cu_index_select(eng_backend *be, const eng_row *rows, int n, int layer, const float *iq, int *lists,
 			   int *nls, int nlist)
 {
 	cu_ctx *c = be->ctx;
-	size_t len = (size_t)n * be->m->kv.kvh * be->m->kv.idim;
-	if (c->err || failed(be, grow((void **)&c->hq, &c->hq_cap, len, sizeof(float))) ||
-	    failed(be, eng_cuda_download(c->hq, iq, len * sizeof(float))))
+	eng_model *m = be->m;
+	eng_kv_pool *p = &m->kv;
+	size_t D = (size_t)p->idim, kb = D * sizeof(float);
+	if (c->err || failed(be, grow((void **)&c->stage, &c->stage_cap, (size_t)n * kb, 1)) ||
+	    failed(be, grow((void **)&c->dst, &c->dst_cap, (size_t)n, sizeof(void *))) ||
+	    failed(be, grow((void **)&c->hpos, &c->hpos_cap, (size_t)n, sizeof(long))))
 		return cu_status(be);
-	eng_backend *cpu = &be->m->cpu;
-	return cpu->index_select(cpu, rows, n, layer, c->hq, lists, nls, nlist);
+	int np = 0;
+	for (int i = 0; i < n; i++) {
+		eng_page *pg = rows[i].seq->pages[rows[i].pos / p->block];
+		c->hpos[i] = rows[i].pos;
+		if (!pg->dev || pg->dev_gen != pg->gen)
+			continue; /* brought up whole below */
+		float *k = eng_page_ikey(p, pg, layer, (int)(rows[i].pos % p->block));
+		memcpy(c->stage + (size_t)np * kb, k, kb);
+		c->dst[np++] = (unsigned char *)pg->dev + ((unsigned char *)k - pg->data);
+	}
+	if (failed(be, eng_cuda_scatter(c->dst, c->stage, kb, np)))
+		return cu_status(be);
+	size_t ik_off = (unsigned char *)eng_page_ikey(p, rows[0].seq->pages[0], layer, 0) - rows[0].seq->pages[0]->data;
+	for (int i0 = 0, i1; i0 < n; i0 = i1) {
+		eng_seq *s = rows[i0].seq;
+		long last = rows[i0].pos;
+		for (i1 = i0 + 1; i1 < n && rows[i1].seq == s; i1++)
+			last = rows[i1].pos > last ? rows[i1].pos : last;
+		long npg = last / p->block + 1;
+		size_t need = (size_t)npg * p->block * D;
+		if (need > c->ik_cap) {
+			eng_cuda_free(c->ik);
+			c->ik_cap = 0;
+			if (!(c->ik = eng_cuda_malloc(need * sizeof(float)))) {
+				failed(be, ev_error_set(EV_E_NOMEM, "cuda backend: out of device memory for %ld positions' "
+								    "index keys", npg * p->block));
+				return cu_status(be);
+			}
+			c->ik_cap = need;
+		}
+		if (failed(be, grow((void **)&c->pages, &c->pages_cap, (size_t)npg, sizeof(void *))))
+			return cu_status(be);
+		for (long b = 0; b < npg; b++) {
+			unsigned char *d = page_dev(be, s->pages[b]);
+			if (!d)
+				return cu_status(be);
+			c->pages[b] = d + ik_off;
+		}
+		size_t kvh = (size_t)p->kvh;
+		if (failed(be, eng_cuda_gather_pieces(c->ik, c->pages, (size_t)p->block * kb, (int)npg)) ||
+		    failed(be, eng_cuda_index_select(lists + (size_t)i0 * kvh * nlist, nls + (size_t)i0 * kvh, nlist,
+						     iq + (size_t)i0 * kvh * D, c->ik, i1 - i0, (int)kvh, (int)D,
+						     c->hpos + i0, p->block, m->c.index_topk, m->c.index_local)))
+			return cu_status(be);
+	}
+	return 0;
 }
 
 static void page_dev_free(void *dev)
@@ -502,6 +552,7 @@ void eng_backend_cuda_free(eng_backend *be)
 			eng_cuda_free(c->map[i].dev);
 	free(c->map);
 	eng_cuda_free(c->deq);
+	eng_cuda_free(c->ik);
 	eng_attn_plan_free(&c->plan);
 	free(c->hq), free(c->hk), free(c->hv), free(c->stage), free(c->dst), free(c->pages), free(c->row_pages);
 	free(c->hpos);

@@ -87,6 +87,10 @@ int eng_cuda_add_bias(float *d_y, const float *d_b, int n, int width);
  * device address d_dst[i] (the pointer array on the host) */
 int eng_cuda_scatter(void *const *d_dst, const void *src, size_t piece, int n);
 
+/* n pieces of `piece` bytes from device addresses d_src[i] (the pointer
+ * array on the host) to d_dst, back to back */
+int eng_cuda_gather_pieces(void *d_dst, void *const *d_src, size_t piece, int n);
+
 /* Attention over the paged KV cache following a split plan (engine/
  * attn_plan.c): out[n, nh, hd] for queries q[n, nh, hd]. Row i's pages are
  * pages[row_pages[i] + b] (device addresses of page copies laid out as the

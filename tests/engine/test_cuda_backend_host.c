@@ -23,6 +23,7 @@
 #include "engine/cuda/cuda.h"
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/quant.h"
+#include "engine/cpu/kernels.h"
 #include "tests/engine/attn_walk.h"
 #include "tests/engine/engine_testutil.h"
 
@@ -34,7 +35,7 @@ typedef struct {
 } blk;
 static blk g_blk[1 << 16];
 static int g_nblk;
-static long g_live_bytes, g_uploads, g_gemms;
+static long g_live_bytes, g_uploads, g_gemms, g_index_calls;
 
 static void *h_malloc(size_t bytes)
 {
@@ -277,6 +278,71 @@ static int h_scatter(void *const *d_dst, const void *src, size_t piece, int n)
 	return 0;
 }
 
+static int h_gather_pieces(void *d_dst, void *const *d_src, size_t piece, int n)
+{
+	dev(d_dst, piece * (size_t)n, "gather destination");
+	for (int i = 0; i < n; i++) {
+		dev(d_src[i], piece, "gather piece");
+		memcpy((unsigned char *)d_dst + (size_t)i * piece, d_src[i], piece);
+	}
+	return 0;
+}
+
+/* The indexer's choice on flat keys, as eng_cuda_index_select's contract
+ * states it: eng_index_select_one's definition (flushed query, the CPU's
+ * dot product, a block's score the max over its keys <= pos, the local
+ * blocks first, then the best, ties to the lower block, ascending). */
+static int h_index_select(int *lists, int *nls, int nlist, const float *d_iq, const float *d_ik, int n, int kvh,
+			  int idim, const long *pos, int block, int topk, int local)
+{
+	long last = 0;
+	for (int i = 0; i < n; i++)
+		last = pos[i] > last ? pos[i] : last;
+	dev(d_iq, (size_t)n * kvh * idim * sizeof(float), "indexer queries");
+	dev(d_ik, ((size_t)last + 1) * idim * sizeof(float), "indexer keys");
+	float *sc = malloc(((size_t)last / block + 1) * sizeof(float)), *q = malloc((size_t)idim * sizeof(float));
+	for (int i = 0; i < n; i++)
+		for (int g = 0; g < kvh; g++) {
+			const float *qv = d_iq + ((size_t)i * kvh + g) * idim;
+			for (int j = 0; j < idim; j++)
+				q[j] = fabsf(qv[j]) < 0x1p-60f ? 0.0f : qv[j];
+			long cur = pos[i] / block;
+			for (long b = 0; b <= cur; b++) {
+				float best = -INFINITY;
+				for (long t = b * block; t <= b * block + block - 1 && t <= pos[i]; t++) {
+					float d = dot(q, d_ik + (size_t)t * idim, idim);
+					best = d > best ? d : best;
+				}
+				sc[b] = best;
+			}
+			for (int j = 0; j < local; j++)
+				sc[cur - j > 0 ? cur - j : 0] = INFINITY;
+			long want = topk < cur + 1 ? topk : cur + 1;
+			want = want < nlist ? want : nlist;
+			int *out = lists + ((size_t)i * kvh + g) * nlist, k = 0;
+			for (; k < want; k++) {
+				long pick = -1;
+				for (long b = 0; b <= cur; b++)
+					if (sc[b] != -INFINITY && (pick < 0 || sc[b] > sc[pick]))
+						pick = b;
+				if (pick < 0)
+					break;
+				out[k] = (int)pick;
+				sc[pick] = -INFINITY;
+			}
+			for (int a = 1; a < k; a++)
+				for (int c = a; c > 0 && out[c - 1] > out[c]; c--) {
+					int x = out[c];
+					out[c] = out[c - 1];
+					out[c - 1] = x;
+				}
+			nls[(size_t)i * kvh + g] = k;
+			g_index_calls++;
+		}
+	free(sc), free(q);
+	return 0;
+}
+
 /* The kernels' walk (engine/cuda/paged.cu): parts, then their merge. */
 typedef struct {
 	void *const *pages;
@@ -336,6 +402,8 @@ static int h_paged_attention(float *d_out, const float *d_q, int n, int nh, int 
 #define eng_cuda_add_bias h_add_bias
 #define eng_cuda_scatter h_scatter
 #define eng_cuda_paged_attention h_paged_attention
+#define eng_cuda_gather_pieces h_gather_pieces
+#define eng_cuda_index_select h_index_select
 #define eng_backend_cuda_init host_backend_init
 #define eng_backend_cuda_free host_backend_free
 #define eng_backend_cuda_uploaded host_backend_uploaded
@@ -511,9 +579,10 @@ int main(void)
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	/* every model freed: no device memory is left behind (weights, page
 	 * copies, forward scratch, the dequantization buffer) */
-	printf("%ld prefill GEMMs ran; %ld attention lists were cut into parts and merged; %ld uploads; %ld device bytes "
-	       "in %d blocks left at the end\n", g_gemms, g_items_merged, g_uploads, g_live_bytes, g_nblk);
-	if (!rc && (g_gemms == 0 || g_items_merged == 0 || g_live_bytes != 0 || g_nblk != 0))
+	printf("%ld prefill GEMMs ran; %ld attention lists were cut into parts and merged; %ld indexer choices made on "
+	       "the device; %ld uploads; %ld device bytes in %d blocks left at the end\n", g_gemms, g_items_merged,
+	       g_index_calls, g_uploads, g_live_bytes, g_nblk);
+	if (!rc && (g_gemms == 0 || g_items_merged == 0 || g_index_calls == 0 || g_live_bytes != 0 || g_nblk != 0))
 		return 1;
 	return rc;
 }
