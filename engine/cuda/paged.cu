@@ -22,6 +22,7 @@ extern "C" {
 enum { PG_F32 = 0, PG_F16 = 1, PG_BF16 = 2 };
 
 #define ATT_MAX_HD 256
+#define ATT_WARPS 16
 #define ATT_PER_LANE (ATT_MAX_HD / 32)
 
 static int launch_ok(const char *what)
@@ -148,17 +149,19 @@ __device__ __forceinline__ float kv_at(const unsigned char *p, int j, int dtype)
 // part's blocks in [lo, pos] scored (the warp's sum of q . k, times the
 // scale) and folded into an online softmax (running max, sum, weighted
 // values rescaled as the max grows); the partial state goes to the item's
-// slot. A lane holds head channels lane, lane + 32, ...
-__global__ void paged_part_kernel(float *part_m, float *part_l, float *part_acc, const float *q, int nh, int kvh,
+// slot. A lane holds head channels lane, lane + 32, ... At most ATT_WARPS
+// warps a block, each taking heads warp, warp + ATT_WARPS, ... of the group
+// (the launch bounds hold registers to what that many threads may have;
+// the spill check keeps it honest).
+__global__ void __launch_bounds__(ATT_WARPS * 32, 1) paged_part_kernel(float *part_m, float *part_l, float *part_acc, const float *q, int nh, int kvh,
                                   int hd, int dtype, size_t esize, const unsigned char *const *pages,
                                   const int *row_pages, size_t kbase, size_t vbase, int block, const long long *pos,
                                   const long long *lo, const int *first, const int *boff, const int *blocks,
                                   const eng_split_item *items, float scale)
 {
 	const eng_split_item it = items[blockIdx.x];
-	int group = nh / kvh, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-	if (warp >= group)
-		return;
+	int group = nh / kvh, lane = threadIdx.x % 32;
+	for (int warp = threadIdx.x / 32; warp < group; warp += blockDim.x / 32) {
 	int i = it.row, g = it.kv_head, h = g * group + warp;
 	size_t task = (size_t)i * kvh + g, rowb = (size_t)kvh * hd * esize, headb = (size_t)g * hd * esize;
 	const float *qh = q + ((size_t)i * nh + h) * hd;
@@ -212,17 +215,17 @@ __global__ void paged_part_kernel(float *part_m, float *part_l, float *part_acc,
 		if (j < hd)
 			part_acc[at * hd + j] = acc[u];
 	}
+	}
 }
 
 // A (row, KV head)'s parts merged in item order by log-sum-exp (eng_split_
 // merge's arithmetic), then divided by the sum; zeros where nothing was
 // attended. A warp a query head of the group.
-__global__ void paged_merge_kernel(float *out, const float *part_m, const float *part_l, const float *part_acc,
+__global__ void __launch_bounds__(ATT_WARPS * 32, 1) paged_merge_kernel(float *out, const float *part_m, const float *part_l, const float *part_acc,
                                    const int *ifirst, const int *icount, int nh, int kvh, int hd)
 {
-	int task = blockIdx.x, group = nh / kvh, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-	if (warp >= group)
-		return;
+	int task = blockIdx.x, group = nh / kvh, lane = threadIdx.x % 32;
+	for (int warp = threadIdx.x / 32; warp < group; warp += blockDim.x / 32) {
 	int i = task / kvh, g = task % kvh;
 	float m = -INFINITY, l = 0.0f, acc[ATT_PER_LANE];
 #pragma unroll
@@ -249,6 +252,7 @@ __global__ void paged_merge_kernel(float *out, const float *part_m, const float 
 		int j = lane + 32 * u;
 		if (j < hd)
 			oh[j] = l > 0.0f ? acc[u] / l : 0.0f;
+	}
 	}
 }
 
@@ -302,7 +306,7 @@ extern "C" int eng_cuda_paged_attention(float *d_out, const float *d_q, int n, i
 		return rc;
 	size_t esize = dtype == PG_F32 ? 4 : 2;
 	float *pm = part, *pl = pm + parts, *pacc = pl + parts;
-	unsigned threads = (unsigned)group * 32;
+	unsigned threads = (unsigned)(group < ATT_WARPS ? group : ATT_WARPS) * 32;
 	if (nitems > 0)
 		paged_part_kernel<<<nitems, threads>>>(pm, pl, pacc, d_q, nh, kvh, hd, dtype, esize,
 		                                       (const unsigned char *const *)(d + o_pages), (const int *)(d + o_rows),
