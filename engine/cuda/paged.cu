@@ -162,59 +162,59 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, 1) paged_part_kernel(float *pa
 	const eng_split_item it = items[blockIdx.x];
 	int group = nh / kvh, lane = threadIdx.x % 32;
 	for (int warp = threadIdx.x / 32; warp < group; warp += blockDim.x / 32) {
-	int i = it.row, g = it.kv_head, h = g * group + warp;
-	size_t task = (size_t)i * kvh + g, rowb = (size_t)kvh * hd * esize, headb = (size_t)g * hd * esize;
-	const float *qh = q + ((size_t)i * nh + h) * hd;
-	float qv[ATT_PER_LANE], acc[ATT_PER_LANE];
+		int i = it.row, g = it.kv_head, h = g * group + warp;
+		size_t task = (size_t)i * kvh + g, rowb = (size_t)kvh * hd * esize, headb = (size_t)g * hd * esize;
+		const float *qh = q + ((size_t)i * nh + h) * hd;
+		float qv[ATT_PER_LANE], acc[ATT_PER_LANE];
 #pragma unroll
-	for (int u = 0; u < ATT_PER_LANE; u++) {
-		int j = lane + 32 * u;
-		qv[u] = j < hd ? qh[j] : 0.0f;
-		acc[u] = 0.0f;
-	}
-	float mx = -INFINITY, sum = 0.0f;
-	long long p = pos[i], l0 = lo[i];
-	const unsigned char *const *pg = pages + row_pages[i];
-	const int *list = blocks + boff[task], f = first[task];
-	for (int k = it.first; k < it.first + it.count; k++) {
-		long long b = f >= 0 ? f + k : list[k], t0 = b * block > l0 ? b * block : l0;
-		long long t1 = b * block + block - 1 < p ? b * block + block - 1 : p;
-		const unsigned char *page = pg[b];
-		for (long long t = t0; t <= t1; t++) {
-			size_t slot = (size_t)(t - b * block);
-			const unsigned char *kp = page + kbase + slot * rowb + headb, *vp = page + vbase + slot * rowb + headb;
-			float d = 0.0f;
-#pragma unroll
-			for (int u = 0; u < ATT_PER_LANE; u++) {
-				int j = lane + 32 * u;
-				if (j < hd)
-					d += qv[u] * kv_at(kp, j, dtype);
-			}
-			for (int o = 16; o > 0; o /= 2)
-				d += __shfl_xor_sync(0xffffffffu, d, o);
-			float s = d * scale, nm = s > mx ? s : mx;
-			float corr = expf(mx - nm), w = expf(s - nm);
-			sum = sum * corr + w;
-#pragma unroll
-			for (int u = 0; u < ATT_PER_LANE; u++) {
-				int j = lane + 32 * u;
-				if (j < hd)
-					acc[u] = acc[u] * corr + w * kv_at(vp, j, dtype);
-			}
-			mx = nm;
+		for (int u = 0; u < ATT_PER_LANE; u++) {
+			int j = lane + 32 * u;
+			qv[u] = j < hd ? qh[j] : 0.0f;
+			acc[u] = 0.0f;
 		}
-	}
-	size_t at = (size_t)it.slot * group + warp;
-	if (lane == 0) {
-		part_m[at] = mx;
-		part_l[at] = sum;
-	}
+		float mx = -INFINITY, sum = 0.0f;
+		long long p = pos[i], l0 = lo[i];
+		const unsigned char *const *pg = pages + row_pages[i];
+		const int *list = blocks + boff[task], f = first[task];
+		for (int k = it.first; k < it.first + it.count; k++) {
+			long long b = f >= 0 ? f + k : list[k], t0 = b * block > l0 ? b * block : l0;
+			long long t1 = b * block + block - 1 < p ? b * block + block - 1 : p;
+			const unsigned char *page = pg[b];
+			for (long long t = t0; t <= t1; t++) {
+				size_t slot = (size_t)(t - b * block);
+				const unsigned char *kp = page + kbase + slot * rowb + headb, *vp = page + vbase + slot * rowb + headb;
+				float d = 0.0f;
 #pragma unroll
-	for (int u = 0; u < ATT_PER_LANE; u++) {
-		int j = lane + 32 * u;
-		if (j < hd)
-			part_acc[at * hd + j] = acc[u];
-	}
+				for (int u = 0; u < ATT_PER_LANE; u++) {
+					int j = lane + 32 * u;
+					if (j < hd)
+						d += qv[u] * kv_at(kp, j, dtype);
+				}
+				for (int o = 16; o > 0; o /= 2)
+					d += __shfl_xor_sync(0xffffffffu, d, o);
+				float s = d * scale, nm = s > mx ? s : mx;
+				float corr = expf(mx - nm), w = expf(s - nm);
+				sum = sum * corr + w;
+#pragma unroll
+				for (int u = 0; u < ATT_PER_LANE; u++) {
+					int j = lane + 32 * u;
+					if (j < hd)
+						acc[u] = acc[u] * corr + w * kv_at(vp, j, dtype);
+				}
+				mx = nm;
+			}
+		}
+		size_t at = (size_t)it.slot * group + warp;
+		if (lane == 0) {
+			part_m[at] = mx;
+			part_l[at] = sum;
+		}
+#pragma unroll
+		for (int u = 0; u < ATT_PER_LANE; u++) {
+			int j = lane + 32 * u;
+			if (j < hd)
+				part_acc[at * hd + j] = acc[u];
+		}
 	}
 }
 
@@ -226,33 +226,33 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, 1) paged_merge_kernel(float *o
 {
 	int task = blockIdx.x, group = nh / kvh, lane = threadIdx.x % 32;
 	for (int warp = threadIdx.x / 32; warp < group; warp += blockDim.x / 32) {
-	int i = task / kvh, g = task % kvh;
-	float m = -INFINITY, l = 0.0f, acc[ATT_PER_LANE];
+		int i = task / kvh, g = task % kvh;
+		float m = -INFINITY, l = 0.0f, acc[ATT_PER_LANE];
 #pragma unroll
-	for (int u = 0; u < ATT_PER_LANE; u++)
-		acc[u] = 0.0f;
-	for (int it = ifirst[task]; it < ifirst[task] + icount[task]; it++) {
-		size_t at = (size_t)it * group + warp;
-		float mb = part_m[at];
-		if (mb == -INFINITY)
-			continue;
-		float nm = m > mb ? m : mb, ca = m == -INFINITY ? 0.0f : expf(m - nm), cb = expf(mb - nm);
-		l = l * ca + part_l[at] * cb;
+		for (int u = 0; u < ATT_PER_LANE; u++)
+			acc[u] = 0.0f;
+		for (int it = ifirst[task]; it < ifirst[task] + icount[task]; it++) {
+			size_t at = (size_t)it * group + warp;
+			float mb = part_m[at];
+			if (mb == -INFINITY)
+				continue;
+			float nm = m > mb ? m : mb, ca = m == -INFINITY ? 0.0f : expf(m - nm), cb = expf(mb - nm);
+			l = l * ca + part_l[at] * cb;
+#pragma unroll
+			for (int u = 0; u < ATT_PER_LANE; u++) {
+				int j = lane + 32 * u;
+				if (j < hd)
+					acc[u] = acc[u] * ca + part_acc[at * hd + j] * cb;
+			}
+			m = nm;
+		}
+		float *oh = out + ((size_t)i * nh + (size_t)g * group + warp) * hd;
 #pragma unroll
 		for (int u = 0; u < ATT_PER_LANE; u++) {
 			int j = lane + 32 * u;
 			if (j < hd)
-				acc[u] = acc[u] * ca + part_acc[at * hd + j] * cb;
+				oh[j] = l > 0.0f ? acc[u] / l : 0.0f;
 		}
-		m = nm;
-	}
-	float *oh = out + ((size_t)i * nh + (size_t)g * group + warp) * hd;
-#pragma unroll
-	for (int u = 0; u < ATT_PER_LANE; u++) {
-		int j = lane + 32 * u;
-		if (j < hd)
-			oh[j] = l > 0.0f ? acc[u] / l : 0.0f;
-	}
 	}
 }
 
