@@ -105,7 +105,10 @@ const char *eng_options_usage(void);
 int eng_model_load(eng_model **out, const char *dir, const eng_model_options *opts);
 void eng_model_free(eng_model *m);
 
-/* Switches the compute path of a loaded model (for comparisons). */
+/* Switches the compute path of a loaded model (for comparisons). The
+ * CUDA backend is set up on first use (EV_E_UNSUPPORTED naming why when
+ * the build has no CUDA or there is no device); sequences carry over, their
+ * pages brought to the device as they are read. */
 int eng_model_set_backend(eng_model *m, eng_backend_kind kind);
 
 /* What a loaded model is; all fields borrowed from the model. */
