@@ -497,6 +497,12 @@ typedef struct eng_backend {
 			    int *nls, int nlist);
 	/* y[i] += a * x[i], i < n (residuals, MoE expert mixing) */
 	void (*axpy)(struct eng_backend *be, float *y, const float *x, float a, size_t n);
+	/* for each j < n: row rows[j] of y += a[j] * row j of x (rows of width
+	 * floats, rows[] distinct; rows and a on the host): an expert's
+	 * outputs into the residual rows routed to it, in one call; each row
+	 * as `axpy` computes it */
+	void (*axpy_rows)(struct eng_backend *be, float *y, const float *x, const int *rows, const float *a, int n,
+			  int width);
 	/* g[i] = silu(g[i]) * u[i], i < n */
 	void (*swiglu)(struct eng_backend *be, float *g, const float *u, size_t n);
 	/* 0, or the first failure of an op since the last call (a device
@@ -529,6 +535,8 @@ void eng_cpu_rope(eng_backend *be, float *x, int n, int nh, int hd, int rd, cons
 void eng_cpu_kv_store(eng_backend *be, const eng_row *rows, int n, int layer, const float *k, const float *v);
 void eng_cpu_swiglu(eng_backend *be, float *g, const float *u, size_t n);
 void eng_cpu_swiglu_oai(eng_backend *be, float *g, const float *u, size_t n, float alpha, float limit);
+/* axpy_rows as a loop of the backend's own axpy (the same bits) */
+void eng_cpu_axpy_rows(eng_backend *be, float *y, const float *x, const int *rows, const float *a, int n, int width);
 
 /* ---- attention plans (engine/attn_plan.c) ------------------------------------ */
 

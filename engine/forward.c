@@ -178,9 +178,11 @@ static void moe(eng_backend *be, const eng_config *c, const eng_layer *L, scratc
 		if (L->shared_gate.data) {
 			be->matmul(be, s->router, s->xb, n, &L->shared_gate, NULL);
 			be->to_host(be, s->router_h, s->router, (size_t)n);
-			for (int i = 0; i < n; i++)
-				be->axpy(be, s->x + (size_t)i * H, s->eo + (size_t)i * H,
-					 (float)(1.0 / (1.0 + exp(-(double)s->router_h[i]))), (size_t)H);
+			for (int i = 0; i < n; i++) {
+				s->erows[i] = i;
+				s->ew[i] = (float)(1.0 / (1.0 + exp(-(double)s->router_h[i])));
+			}
+			be->axpy_rows(be, s->x, s->eo, s->erows, s->ew, n, H);
 		} else {
 			be->axpy(be, s->x, s->eo, 1.0f, (size_t)n * H);
 		}
@@ -200,7 +202,8 @@ static void moe(eng_backend *be, const eng_config *c, const eng_layer *L, scratc
 		be->gather(be, s->eb, s->xb, s->erows, ne, H);
 		ffn(be, c, s, &L->experts[e], s->eo, s->eb, ne);
 		for (int j = 0; j < ne; j++)
-			be->axpy(be, s->x + (size_t)s->erows[j] * H, s->eo + (size_t)j * H, s->ew[j] * scale, (size_t)H);
+			s->ew[j] *= scale;
+		be->axpy_rows(be, s->x, s->eo, s->erows, s->ew, ne, H);
 	}
 }
 

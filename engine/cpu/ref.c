@@ -255,6 +255,12 @@ static void cpu_gather(eng_backend *be, float *dst, const float *src, const int 
 		memmove(dst + (size_t)i * width, src + (size_t)idx[i] * width, (size_t)width * sizeof(float));
 }
 
+void eng_cpu_axpy_rows(eng_backend *be, float *y, const float *x, const int *rows, const float *a, int n, int width)
+{
+	for (int j = 0; j < n; j++)
+		be->axpy(be, y + (size_t)rows[j] * width, x + (size_t)j * width, a[j], (size_t)width);
+}
+
 /* The ops both CPU paths take as they are. */
 void eng_cpu_swiglu_oai(eng_backend *be, float *g, const float *u, size_t n, float alpha, float limit)
 {
@@ -280,6 +286,7 @@ void eng_cpu_fill_common(eng_backend *be)
 	be->swiglu = eng_cpu_swiglu;
 	be->swiglu_oai = eng_cpu_swiglu_oai;
 	be->index_select = eng_index_select;
+	be->axpy_rows = eng_cpu_axpy_rows;
 }
 
 int eng_backend_ref_init(eng_backend *be, eng_model *m)

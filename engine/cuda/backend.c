@@ -297,6 +297,12 @@ static void cu_axpy(eng_backend *be, float *y, const float *x, float a, size_t n
 		failed(be, eng_cuda_axpy(y, x, a, n));
 }
 
+static void cu_axpy_rows(eng_backend *be, float *y, const float *x, const int *rows, const float *a, int n, int width)
+{
+	if (!((cu_ctx *)be->ctx)->err)
+		failed(be, eng_cuda_axpy_rows(y, x, rows, a, n, width));
+}
+
 /* Keys and values to the host pages (the truth: index, forks), then the
  * same stored bytes into every device copy that was current before. */
 static void cu_kv_store(eng_backend *be, const eng_row *rows, int n, int layer, const float *k, const float *v)
@@ -528,6 +534,7 @@ int eng_backend_cuda_init(eng_backend *be, eng_model *m)
 	be->swiglu = cu_swiglu;
 	be->swiglu_oai = cu_swiglu_oai;
 	be->axpy = cu_axpy;
+	be->axpy_rows = cu_axpy_rows;
 	be->kv_store = cu_kv_store;
 	be->attention = cu_attention;
 	be->index_select = cu_index_select;

@@ -81,6 +81,9 @@ int eng_cuda_embed(float *d_x, const void *d_table, int dtype, int vocab, int wi
 
 /* dst[i] = src[idx[i]], rows of width floats (idx on the host) */
 int eng_cuda_gather(float *d_dst, const float *d_src, const int *idx, int n, int width);
+/* for j < n: row rows[j] of y += a[j] * row j of x (rows of width floats;
+ * rows and a on the host; rows distinct), each element as eng_cuda_axpy */
+int eng_cuda_axpy_rows(float *d_y, const float *d_x, const int *rows, const float *a, int n, int width);
 /* y[i] += b, for each of n rows of width floats */
 int eng_cuda_add_bias(float *d_y, const float *d_b, int n, int width);
 /* n pieces of `piece` bytes, back to back at src (host), each to its own

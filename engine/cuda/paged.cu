@@ -72,6 +72,35 @@ extern "C" int eng_cuda_add_bias(float *d_y, const float *d_b, int n, int width)
 	return launch_ok("bias");
 }
 
+// y[rows[j], :] += a[j] * x[j, :], a thread an element (as axpy_kernel
+// computes each one)
+__global__ void axpy_rows_kernel(float *y, const float *x, const int *rows, const float *a, int n, int width)
+{
+	size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (k >= (size_t)n * width)
+		return;
+	size_t j = k / width, c = k % width;
+	y[(size_t)rows[j] * width + c] += a[j] * x[k];
+}
+
+extern "C" int eng_cuda_axpy_rows(float *d_y, const float *d_x, const int *rows, const float *a, int n, int width)
+{
+	if (n < 1 || width < 1)
+		return 0;
+	unsigned char *d = (unsigned char *)eng_cuda_scratch(3, (size_t)n * (sizeof(int) + sizeof(float)));
+	if (!d)
+		return ev_error_set(EV_E_NOMEM, "cuda axpy_rows: out of device memory");
+	int rc = eng_cuda_upload(d, rows, (size_t)n * sizeof(int));
+	if (!rc)
+		rc = eng_cuda_upload(d + (size_t)n * sizeof(int), a, (size_t)n * sizeof(float));
+	if (rc)
+		return rc;
+	size_t total = (size_t)n * width;
+	axpy_rows_kernel<<<(unsigned)((total + 255) / 256), 256>>>(d_y, d_x, (const int *)d,
+	                                                           (const float *)(d + (size_t)n * sizeof(int)), n, width);
+	return launch_ok("axpy_rows");
+}
+
 // ---- scatter ------------------------------------------------------------------
 
 // Piece i (bytes [i * piece, (i + 1) * piece) of src) to dst[i]; a block a

@@ -35,7 +35,7 @@ typedef struct {
 } blk;
 static blk g_blk[1 << 16];
 static int g_nblk;
-static long g_live_bytes, g_uploads, g_gemms, g_index_calls;
+static long g_live_bytes, g_uploads, g_gemms, g_index_calls, g_axpy_rows;
 
 static void *h_malloc(size_t bytes)
 {
@@ -237,6 +237,18 @@ static int h_axpy(float *d_y, const float *d_x, float a, size_t n)
 	return 0;
 }
 
+static int h_axpy_rows(float *d_y, const float *d_x, const int *rows, const float *a, int n, int width)
+{
+	dev(d_x, (size_t)n * width * sizeof(float), "axpy_rows x");
+	for (int j = 0; j < n; j++) {
+		dev(d_y + (size_t)rows[j] * width, (size_t)width * sizeof(float), "axpy_rows y");
+		for (int c = 0; c < width; c++)
+			d_y[(size_t)rows[j] * width + c] += a[j] * d_x[(size_t)j * width + c];
+	}
+	g_axpy_rows++;
+	return 0;
+}
+
 static int h_embed(float *d_x, const void *d_table, int dtype, int vocab, int width, const int32_t *tok, int n)
 {
 	dev(d_table, (size_t)vocab * width * eng_dtype_size(dtype), "embedding table");
@@ -397,6 +409,7 @@ static int h_paged_attention(float *d_out, const float *d_q, int n, int nh, int 
 #define eng_cuda_swiglu h_swiglu
 #define eng_cuda_swiglu_oai h_swiglu_oai
 #define eng_cuda_axpy h_axpy
+#define eng_cuda_axpy_rows h_axpy_rows
 #define eng_cuda_embed h_embed
 #define eng_cuda_gather h_gather
 #define eng_cuda_add_bias h_add_bias
@@ -580,9 +593,10 @@ int main(void)
 	/* every model freed: no device memory is left behind (weights, page
 	 * copies, forward scratch, the dequantization buffer) */
 	printf("%ld prefill GEMMs ran; %ld attention lists were cut into parts and merged; %ld indexer choices made on "
-	       "the device; %ld uploads; %ld device bytes in %d blocks left at the end\n", g_gemms, g_items_merged,
-	       g_index_calls, g_uploads, g_live_bytes, g_nblk);
-	if (!rc && (g_gemms == 0 || g_items_merged == 0 || g_index_calls == 0 || g_live_bytes != 0 || g_nblk != 0))
+	       "the device; %ld experts' rows mixed in one call each; %ld uploads; %ld device bytes in %d blocks left at "
+	       "the end\n", g_gemms, g_items_merged, g_index_calls, g_axpy_rows, g_uploads, g_live_bytes, g_nblk);
+	if (!rc && (g_gemms == 0 || g_items_merged == 0 || g_index_calls == 0 || g_axpy_rows == 0 || g_live_bytes != 0 ||
+		    g_nblk != 0))
 		return 1;
 	return rc;
 }
