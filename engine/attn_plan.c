@@ -10,21 +10,11 @@
 
 #include "engine/backend.h"
 
-/* Grows *p to room for n elements of `size` bytes (cap in elements). */
-static int grow(void **p, long *cap, long n, size_t size)
-{
-	if (n <= *cap)
-		return 0;
-	long c = *cap ? *cap : 64;
-	while (c < n)
-		c *= 2;
-	void *q = realloc(*p, (size_t)c * size);
-	if (!q)
-		return ev_error_set(EV_E_NOMEM, "out of memory for an attention plan (%ld entries)", c);
-	*p = q;
-	*cap = c;
-	return 0;
-}
+/* EV_GROW (base/vec.h), out of memory named */
+#define PLAN_GROW(ptr, cap, need)                                                                              \
+	(EV_GROW(ptr, cap, (size_t)(need))                                                                     \
+		 ? ev_error_set(EV_E_NOMEM, "out of memory for an attention plan (%zu entries)", (size_t)(need)) \
+		 : 0)
 
 /* A row takes the block-mean choice where it is sparse and has no list
  * from the indexer (nls < 0: none for that head). */
@@ -55,11 +45,11 @@ int eng_attn_plan_build(eng_attn_plan *pl, eng_model *m, const eng_row *rows, in
 	int K = m->msa.top_k > 0 ? m->msa.top_k : 1;
 	int room = m->msa.sink + m->msa.local + K + 1;
 	int rc;
-	if ((rc = grow((void **)&pl->lo, &pl->lo_cap, n, sizeof(long))) ||
-	    (rc = grow((void **)&pl->off, &pl->off_cap, (long)n * kvh + 1, sizeof(int))) ||
-	    (rc = grow((void **)&pl->cnt, &pl->cnt_cap, (long)n * kvh, sizeof(int))) ||
-	    (rc = grow((void **)&pl->first, &pl->first_cap, (long)n * kvh, sizeof(int))) ||
-	    (rc = grow((void **)&pl->sel, &pl->sel_cap, room, sizeof(int))))
+	if ((rc = PLAN_GROW(pl->lo, pl->lo_cap, n)) ||
+	    (rc = PLAN_GROW(pl->off, pl->off_cap, (long)n * kvh + 1)) ||
+	    (rc = PLAN_GROW(pl->cnt, pl->cnt_cap, (long)n * kvh)) ||
+	    (rc = PLAN_GROW(pl->first, pl->first_cap, (long)n * kvh)) ||
+	    (rc = PLAN_GROW(pl->sel, pl->sel_cap, room)))
 		return rc;
 	if (!pl->qsum && (!(pl->qsum = malloc((size_t)hd * sizeof(float))) ||
 			  !(pl->top = malloc((size_t)K * sizeof(float))) || !(pl->topi = malloc((size_t)K * sizeof(int)))))
@@ -93,7 +83,7 @@ int eng_attn_plan_build(eng_attn_plan *pl, eng_model *m, const eng_row *rows, in
 			pl->first[task] = src ? -1 : (int)(lo / B);
 			if (!src)
 				continue; /* a range: nothing stored */
-			if ((rc = grow((void **)&pl->blocks, &pl->blocks_cap, at + cnt, sizeof(int))))
+			if ((rc = PLAN_GROW(pl->blocks, pl->blocks_cap, at + cnt)))
 				return rc;
 			memcpy(pl->blocks + at, src, (size_t)cnt * sizeof(int));
 			at += cnt;
@@ -111,15 +101,15 @@ int eng_attn_plan_split(eng_attn_plan *pl, int part_blocks)
 		return ev_error_set(EV_E_INVALID, "attention plan: parts of %d blocks", part_blocks);
 	for (long t = 0; t < tasks; t++)
 		longest = pl->cnt[t] > longest ? pl->cnt[t] : longest;
-	if ((rc = grow((void **)&pl->ifirst, &pl->ifirst_cap, tasks, sizeof(int))) ||
-	    (rc = grow((void **)&pl->icount, &pl->icount_cap, tasks, sizeof(int))) ||
-	    (rc = grow((void **)&pl->parts, &pl->parts_cap, longest, sizeof(eng_split_part))))
+	if ((rc = PLAN_GROW(pl->ifirst, pl->ifirst_cap, tasks)) ||
+	    (rc = PLAN_GROW(pl->icount, pl->icount_cap, tasks)) ||
+	    (rc = PLAN_GROW(pl->parts, pl->parts_cap, longest)))
 		return rc;
 	int n = 0;
 	for (long t = 0; t < tasks; t++) {
 		int nb = pl->cnt[t];
 		int k = eng_split_plan(nb, nb > 0 ? nb : 1, part_blocks, pl->parts);
-		if ((rc = grow((void **)&pl->items, &pl->items_cap, (long)n + k, sizeof(eng_split_item))))
+		if ((rc = PLAN_GROW(pl->items, pl->items_cap, (long)n + k)))
 			return rc;
 		pl->ifirst[t] = n;
 		pl->icount[t] = k;

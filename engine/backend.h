@@ -556,18 +556,18 @@ typedef struct {
 	int n, kvh;
 	long *lo;
 	int *off, *blocks, *cnt, *first;
-	long lo_cap, off_cap, blocks_cap, cnt_cap, first_cap;
+	size_t lo_cap, off_cap, blocks_cap, cnt_cap, first_cap;
 	float *qsum, *top;  /* eng_msa_select_fast's scratch */
 	int *topi, *sel;
-	long sel_cap;
+	size_t sel_cap;
 	/* eng_attn_plan_split's work items (engine/msa_split.h), and per
 	 * (row, KV head) its first item and their count */
 	eng_split_item *items;
 	int nitems;
 	int *ifirst, *icount;
-	long items_cap, ifirst_cap, icount_cap;
+	size_t items_cap, ifirst_cap, icount_cap;
 	eng_split_part *parts;
-	long parts_cap;
+	size_t parts_cap;
 } eng_attn_plan;
 
 static inline int eng_attn_plan_block(const eng_attn_plan *pl, long t, int k)

@@ -58,6 +58,8 @@ typedef struct {
 	size_t row_pages_cap;
 	long *hpos;
 	size_t hpos_cap;
+	bool *cur; /* kv_store: which rows' page copies were current */
+	size_t cur_cap;
 	uint64_t weight_bytes; /* uploaded */
 	/* attention parts: blocks a work item (0: ENG_CUDA_ATT_PART_KEYS keys'
 	 * worth) */
@@ -83,20 +85,11 @@ static bool failed(eng_backend *be, int rc)
 	return c->err != 0;
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t size)
-{
-	if (need <= *cap)
-		return 0;
-	size_t c = *cap ? *cap : 256;
-	while (c < need)
-		c *= 2;
-	void *q = realloc(*p, c * size);
-	if (!q)
-		return ev_error_set(EV_E_NOMEM, "cuda backend: out of host memory (%zu bytes)", c * size);
-	*p = q;
-	*cap = c;
-	return 0;
-}
+/* EV_GROW (base/vec.h), out of memory named */
+#define GROW(ptr, cap, need)                                                                                   \
+	(EV_GROW(ptr, cap, (size_t)(need))                                                                     \
+		 ? ev_error_set(EV_E_NOMEM, "cuda backend: out of host memory (%zu elements)", (size_t)(need))  \
+		 : 0)
 
 static size_t slot_of(const cu_ctx *c, const void *host)
 {
@@ -208,7 +201,7 @@ static void cu_embed(eng_backend *be, float *x, const int32_t *tok, int n)
 		return;
 	if (eng_dtype_block(e->dtype) > 1) { /* a block-type table: the rows decoded here, then up */
 		size_t rb = eng_dtype_bytes(e->dtype, (size_t)e->cols), w = (size_t)e->cols;
-		if (failed(be, grow((void **)&c->hq, &c->hq_cap, (size_t)n * w, sizeof(float))))
+		if (failed(be, GROW(c->hq, c->hq_cap, (size_t)n * w)))
 			return;
 		for (int i = 0; i < n; i++)
 			eng_to_f32(c->hq + (size_t)i * w, (const char *)e->data + (size_t)tok[i] * rb, e->dtype, w);
@@ -310,20 +303,18 @@ static void cu_kv_store(eng_backend *be, const eng_row *rows, int n, int layer, 
 	cu_ctx *c = be->ctx;
 	eng_kv_pool *p = &be->m->kv;
 	size_t kd = (size_t)p->kvh * p->hd, rowb = kd * p->esize;
-	if (c->err || failed(be, grow((void **)&c->hk, &c->hk_cap, (size_t)n * kd, sizeof(float))) ||
-	    failed(be, grow((void **)&c->hv, &c->hv_cap, (size_t)n * kd, sizeof(float))) ||
-	    failed(be, grow((void **)&c->stage, &c->stage_cap, (size_t)2 * n * rowb, 1)) ||
-	    failed(be, grow((void **)&c->dst, &c->dst_cap, (size_t)2 * n, sizeof(void *))))
+	if (c->err || failed(be, GROW(c->hk, c->hk_cap, (size_t)n * kd)) ||
+	    failed(be, GROW(c->hv, c->hv_cap, (size_t)n * kd)) ||
+	    failed(be, GROW(c->stage, c->stage_cap, (size_t)2 * n * rowb)) ||
+	    failed(be, GROW(c->dst, c->dst_cap, (size_t)2 * n)))
 		return;
 	if (failed(be, eng_cuda_download(c->hk, k, (size_t)n * kd * sizeof(float))) ||
 	    failed(be, eng_cuda_download(c->hv, v, (size_t)n * kd * sizeof(float))))
 		return;
 	/* which device copies are current now (a page may take several rows) */
-	bool *cur = malloc((size_t)n * sizeof(bool));
-	if (!cur) {
-		failed(be, ev_error_set(EV_E_NOMEM, "cuda backend: out of host memory"));
+	if (failed(be, GROW(c->cur, c->cur_cap, (size_t)n)))
 		return;
-	}
+	bool *cur = c->cur;
 	for (int i = 0; i < n; i++) {
 		eng_page *pg = rows[i].seq->pages[rows[i].pos / p->block];
 		cur[i] = pg->dev && pg->dev_gen == pg->gen;
@@ -347,7 +338,6 @@ static void cu_kv_store(eng_backend *be, const eng_row *rows, int n, int layer, 
 			eng_page *pg = rows[i].seq->pages[rows[i].pos / p->block];
 			pg->dev_gen = pg->gen;
 		}
-	free(cur);
 	failed(be, eng_cuda_scatter(c->dst, c->stage, rowb, np));
 }
 
@@ -379,14 +369,14 @@ static void cu_attention(eng_backend *be, float *out, const float *q, const eng_
 		return;
 	const float *hq = NULL;
 	if (eng_attn_plan_needs_q(m, rows, n, layer, lists, nls)) {
-		if (failed(be, grow((void **)&c->hq, &c->hq_cap, (size_t)n * nh * hd, sizeof(float))) ||
+		if (failed(be, GROW(c->hq, c->hq_cap, (size_t)n * nh * hd)) ||
 		    failed(be, eng_cuda_download(c->hq, q, (size_t)n * nh * hd * sizeof(float))))
 			return;
 		hq = c->hq;
 	}
 	if (failed(be, eng_attn_plan_build(&c->plan, m, rows, n, layer, window, lists, nls, nlist, hq, nh)) ||
-	    failed(be, grow((void **)&c->row_pages, &c->row_pages_cap, (size_t)n, sizeof(int))) ||
-	    failed(be, grow((void **)&c->hpos, &c->hpos_cap, (size_t)n, sizeof(long))))
+	    failed(be, GROW(c->row_pages, c->row_pages_cap, (size_t)n)) ||
+	    failed(be, GROW(c->hpos, c->hpos_cap, (size_t)n)))
 		return;
 	/* the rows' pages: one table a run of rows of the same sequence, as
 	 * long as the run's furthest row needs */
@@ -402,7 +392,7 @@ static void cu_attention(eng_backend *be, float *out, const float *q, const eng_
 			tlen = 0;
 		}
 		if (need > tlen) {
-			if (failed(be, grow((void **)&c->pages, &c->pages_cap, np + (size_t)(need - tlen), sizeof(void *))))
+			if (failed(be, GROW(c->pages, c->pages_cap, np + (size_t)(need - tlen))))
 				return;
 			for (long b = tlen; b < need; b++)
 				if (!(c->pages[np++] = page_dev(be, s->pages[b])))
@@ -447,9 +437,9 @@ static int cu_index_select(eng_backend *be, const eng_row *rows, int n, int laye
 	eng_model *m = be->m;
 	eng_kv_pool *p = &m->kv;
 	size_t D = (size_t)p->idim, kb = D * sizeof(float);
-	if (c->err || failed(be, grow((void **)&c->stage, &c->stage_cap, (size_t)n * kb, 1)) ||
-	    failed(be, grow((void **)&c->dst, &c->dst_cap, (size_t)n, sizeof(void *))) ||
-	    failed(be, grow((void **)&c->hpos, &c->hpos_cap, (size_t)n, sizeof(long))))
+	if (c->err || failed(be, GROW(c->stage, c->stage_cap, (size_t)n * kb)) ||
+	    failed(be, GROW(c->dst, c->dst_cap, (size_t)n)) ||
+	    failed(be, GROW(c->hpos, c->hpos_cap, (size_t)n)))
 		return cu_status(be);
 	int np = 0;
 	for (int i = 0; i < n; i++) {
@@ -481,7 +471,7 @@ static int cu_index_select(eng_backend *be, const eng_row *rows, int n, int laye
 			}
 			c->ik_cap = need;
 		}
-		if (failed(be, grow((void **)&c->pages, &c->pages_cap, (size_t)npg, sizeof(void *))))
+		if (failed(be, GROW(c->pages, c->pages_cap, (size_t)npg)))
 			return cu_status(be);
 		for (long b = 0; b < npg; b++) {
 			unsigned char *d = page_dev(be, s->pages[b]);
@@ -562,7 +552,7 @@ void eng_backend_cuda_free(eng_backend *be)
 	eng_cuda_free(c->ik);
 	eng_attn_plan_free(&c->plan);
 	free(c->hq), free(c->hk), free(c->hv), free(c->stage), free(c->dst), free(c->pages), free(c->row_pages);
-	free(c->hpos);
+	free(c->hpos), free(c->cur);
 	free(c);
 	be->ctx = NULL;
 }

@@ -20,7 +20,8 @@
 
 typedef const unsigned char *(*walk_page_fn)(void *ctx, int row, long block);
 
-static inline float walk_elem(const unsigned char *p, int dtype, int j)
+/* element j of an f32, f16 or bf16 array */
+static inline float walk_elem(const void *p, int dtype, size_t j)
 {
 	return dtype == ENG_F32    ? ((const float *)p)[j]
 	       : dtype == ENG_BF16 ? eng_bf16_to_f32(((const uint16_t *)p)[j])

@@ -107,12 +107,6 @@ static int h_sync(void)
 	return 0;
 }
 
-static float elem(const void *w, int dtype, size_t i)
-{
-	return dtype == ENG_F32    ? ((const float *)w)[i]
-	       : dtype == ENG_BF16 ? eng_bf16_to_f32(((const uint16_t *)w)[i])
-	                           : eng_f16_to_f32(((const uint16_t *)w)[i]);
-}
 
 static int h_gemv(float *d_y, const float *d_x, int n, const void *d_w, int dtype, int rows, int cols)
 {
@@ -126,7 +120,7 @@ static int h_gemv(float *d_y, const float *d_x, int n, const void *d_w, int dtyp
 		for (int r = 0; r < rows; r++) {
 			float acc = 0;
 			for (int c = 0; c < cols; c++)
-				acc += elem(d_w, dtype, (size_t)r * cols + c) * d_x[(size_t)b * cols + c];
+				acc += walk_elem(d_w, dtype, (size_t)r * cols + c) * d_x[(size_t)b * cols + c];
 			d_y[(size_t)b * rows + r] = acc;
 		}
 	return 0;
@@ -188,7 +182,7 @@ static int h_gemm(float *d_y, const float *d_x, int n, const void *d_w, int dtyp
 					x = eng_bf16_to_f32(eng_f32_to_bf16(x));
 				else if (dtype == ENG_F16)
 					x = eng_f16_to_f32(eng_f32_to_f16(x));
-				acc += elem(d_w, dtype, (size_t)r * cols + c) * x;
+				acc += walk_elem(d_w, dtype, (size_t)r * cols + c) * x;
 			}
 			d_y[(size_t)b * rows + r] = acc;
 		}
@@ -256,7 +250,7 @@ static int h_embed(float *d_x, const void *d_table, int dtype, int vocab, int wi
 	for (int i = 0; i < n; i++) {
 		assert_true(tok[i] >= 0 && tok[i] < vocab);
 		for (int j = 0; j < width; j++)
-			d_x[(size_t)i * width + j] = elem(d_table, dtype, (size_t)tok[i] * width + j);
+			d_x[(size_t)i * width + j] = walk_elem(d_table, dtype, (size_t)tok[i] * width + j);
 	}
 	return 0;
 }
