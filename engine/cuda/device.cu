@@ -82,3 +82,30 @@ extern "C" int eng_cuda_sync(void)
 		return rc;
 	return eng_cuda_check(cudaDeviceSynchronize(), "kernel");
 }
+
+int eng_cuda_time_best(float *best_ms, int reps, int (*run)(void *ctx), void *ctx)
+{
+	cudaEvent_t e0 = NULL, e1 = NULL;
+	int rc = eng_cuda_check(cudaEventCreate(&e0), "event");
+	if (!rc)
+		rc = eng_cuda_check(cudaEventCreate(&e1), "event");
+	float best = 1e30f;
+	for (int r = 0; !rc && r < reps + 1; r++) {
+		cudaEventRecord(e0);
+		rc = run(ctx);
+		cudaEventRecord(e1);
+		cudaEventSynchronize(e1);
+		float ms = 0;
+		cudaEventElapsedTime(&ms, e0, e1);
+		if (r > 0 && ms < best) // the first is a warm-up
+			best = ms;
+	}
+	if (!rc)
+		rc = eng_cuda_sync();
+	if (e0)
+		cudaEventDestroy(e0);
+	if (e1)
+		cudaEventDestroy(e1);
+	*best_ms = best;
+	return rc;
+}

@@ -21,8 +21,6 @@ extern "C" {
 
 #include "engine/cuda/cuda_int.h"
 
-enum { GM_F32 = 0, GM_F16 = 1, GM_BF16 = 2 };
-
 #define GEMM_WORKSPACE (32u << 20)
 
 static cublasLtHandle_t g_lt;
@@ -75,7 +73,7 @@ __global__ void round_rows_kernel(void *dst, const float *x, size_t n, int dtype
 	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
 	if (i >= n)
 		return;
-	if (dtype == GM_BF16)
+	if (dtype == DT_BF16)
 		((__nv_bfloat16 *)dst)[i] = __float2bfloat16_rn(x[i]);
 	else
 		((__half *)dst)[i] = __float2half_rn(x[i]);
@@ -83,7 +81,7 @@ __global__ void round_rows_kernel(void *dst, const float *x, size_t n, int dtype
 
 extern "C" int eng_cuda_gemm(float *d_y, const float *d_x, int n, const void *d_w, int dtype, int rows, int cols)
 {
-	if (n < 1 || rows < 1 || cols < 1 || (dtype != GM_F32 && dtype != GM_F16 && dtype != GM_BF16))
+	if (n < 1 || rows < 1 || cols < 1 || (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16))
 		return ev_error_set(EV_E_INVALID, "cuda gemm: n %d, [%d, %d] of dtype %d (f32, f16, bf16)", n, rows, cols,
 		                    dtype);
 	int rc = lt_open();
@@ -93,9 +91,9 @@ extern "C" int eng_cuda_gemm(float *d_y, const float *d_x, int n, const void *d_
 		return rc;
 	if (!g_ws && !(g_ws = eng_cuda_malloc(GEMM_WORKSPACE)))
 		return ev_error_set(EV_E_NOMEM, "cuda gemm: out of device memory for the workspace");
-	cudaDataType_t t = dtype == GM_F32 ? CUDA_R_32F : dtype == GM_F16 ? CUDA_R_16F : CUDA_R_16BF;
+	cudaDataType_t t = dtype == DT_F32 ? CUDA_R_32F : dtype == DT_F16 ? CUDA_R_16F : CUDA_R_16BF;
 	const void *b = d_x;
-	if (dtype != GM_F32) { // the rows in the weight's type
+	if (dtype != DT_F32) { // the rows in the weight's type
 		size_t total = (size_t)n * cols;
 		void *xs = eng_cuda_scratch(6, total * 2);
 		if (!xs)
@@ -149,40 +147,33 @@ extern "C" int eng_cuda_gemm(float *d_y, const float *d_x, int n, const void *d_
 	return rc;
 }
 
+typedef struct {
+	float *y, *x;
+	void *w;
+	int n, dtype, rows, cols;
+} gemm_job;
+
+static int gemm_once(void *ctx)
+{
+	gemm_job *j = (gemm_job *)ctx;
+	return eng_cuda_gemm(j->y, j->x, j->n, j->w, j->dtype, j->rows, j->cols);
+}
+
 extern "C" int eng_cuda_gemm_tflops(double *tflops, double *us, int rows, int cols, int dtype, int n, int reps)
 {
-	size_t esz = dtype == GM_F32 ? 4 : 2, wbytes = (size_t)rows * cols * esz;
-	void *w = eng_cuda_malloc(wbytes);
-	float *x = (float *)eng_cuda_malloc((size_t)n * cols * sizeof(float));
-	float *y = (float *)eng_cuda_malloc((size_t)n * rows * sizeof(float));
-	int rc = w && x && y ? 0 : ev_error_set(EV_E_NOMEM, "cuda: a [%d, %d] weight and %d rows", rows, cols, n);
-	cudaEvent_t e0 = NULL, e1 = NULL;
+	size_t esz = dtype == DT_F32 ? 4 : 2, wbytes = (size_t)rows * cols * esz;
+	gemm_job j = {(float *)eng_cuda_malloc((size_t)n * rows * sizeof(float)),
+	              (float *)eng_cuda_malloc((size_t)n * cols * sizeof(float)), eng_cuda_malloc(wbytes), n, dtype, rows,
+	              cols};
+	int rc = j.w && j.x && j.y ? 0 : ev_error_set(EV_E_NOMEM, "cuda: a [%d, %d] weight and %d rows", rows, cols, n);
+	float best = 0;
 	if (!rc) { // small non-zero values: 0x3c3c is about 0.0115 in bf16, 1.06 in f16
-		cudaMemset(w, 0x3c, wbytes);
-		cudaMemset(x, 0x3c, (size_t)n * cols * sizeof(float));
-		rc = eng_cuda_check(cudaEventCreate(&e0), "event");
+		cudaMemset(j.w, 0x3c, wbytes);
+		cudaMemset(j.x, 0x3c, (size_t)n * cols * sizeof(float));
+		rc = eng_cuda_time_best(&best, reps, gemm_once, &j);
 	}
-	if (!rc)
-		rc = eng_cuda_check(cudaEventCreate(&e1), "event");
-	float best = 1e30f;
-	for (int r = 0; !rc && r < reps + 1; r++) {
-		cudaEventRecord(e0);
-		rc = eng_cuda_gemm(y, x, n, w, dtype, rows, cols);
-		cudaEventRecord(e1);
-		cudaEventSynchronize(e1);
-		float ms = 0;
-		cudaEventElapsedTime(&ms, e0, e1);
-		if (r > 0 && ms < best)
-			best = ms;
-	}
-	if (!rc)
-		rc = eng_cuda_sync();
 	*tflops = rc ? 0 : 2.0 * rows * cols * (double)n / (best * 1e-3) / 1e12;
 	*us = rc ? 0 : best * 1e3;
-	if (e0)
-		cudaEventDestroy(e0);
-	if (e1)
-		cudaEventDestroy(e1);
-	eng_cuda_free(w), eng_cuda_free(x), eng_cuda_free(y);
+	eng_cuda_free(j.w), eng_cuda_free(j.x), eng_cuda_free(j.y);
 	return rc;
 }

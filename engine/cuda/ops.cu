@@ -17,9 +17,6 @@ extern "C" {
 
 #include "engine/cuda/cuda_int.h"
 
-// eng_dtype's numbers (engine/backend.h)
-enum { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2 };
-
 #define GEMV_MAX_N 8
 #define GEMV_WARPS 8
 
@@ -49,16 +46,6 @@ void *eng_cuda_scratch(int which, size_t bytes)
 }
 
 // ---- the decode GEMV ---------------------------------------------------------
-
-__device__ __forceinline__ float bf16_to_f32(uint16_t h)
-{
-	return __uint_as_float((uint32_t)h << 16);
-}
-
-__device__ __forceinline__ float f16_to_f32(uint16_t h)
-{
-	return __half2float(__ushort_as_half(h));
-}
 
 // 8 weights from 16 bytes of a 16-bit type.
 template <int DT> __device__ __forceinline__ void unpack8(float w[8], uint4 v)
@@ -136,14 +123,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(float *y, const f
 			}
 		}
 	}
-#pragma unroll
-	for (int b = 0; b < GEMV_MAX_N; b++) {
-		float s = acc[b];
-		for (int o = 16; o > 0; o /= 2)
-			s += __shfl_xor_sync(0xffffffffu, s, o);
-		if (lane == 0 && b < n)
-			y[(size_t)b * rows + row] = s;
-	}
+	warp_store_rows(y, acc, n, rows, row, lane);
 }
 
 // Rows of any length: a warp a weight row, one element a lane at a time
@@ -162,9 +142,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_any_kernel(float *y, con
 		acc[b] = 0.0f;
 	size_t base = (size_t)row * cols;
 	for (int c = lane; c < cols; c += 32) {
-		float v = DT == DT_F32    ? ((const float *)w)[base + c]
-		          : DT == DT_BF16 ? bf16_to_f32(((const uint16_t *)w)[base + c])
-		                          : f16_to_f32(((const uint16_t *)w)[base + c]);
+		float v = dev_elem(w, base + c, DT);
 #pragma unroll
 		for (int b = 0; b < GEMV_MAX_N; b++) {
 			if (b >= n)
@@ -172,14 +150,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_any_kernel(float *y, con
 			acc[b] += v * __ldg(x + (size_t)b * cols + c);
 		}
 	}
-#pragma unroll
-	for (int b = 0; b < GEMV_MAX_N; b++) {
-		float s = acc[b];
-		for (int o = 16; o > 0; o /= 2)
-			s += __shfl_xor_sync(0xffffffffu, s, o);
-		if (lane == 0 && b < n)
-			y[(size_t)b * rows + row] = s;
-	}
+	warp_store_rows(y, acc, n, rows, row, lane);
 }
 
 extern "C" int eng_cuda_gemv(float *d_y, const float *d_x, int n, const void *d_w, int dtype, int rows, int cols)
@@ -187,32 +158,16 @@ extern "C" int eng_cuda_gemv(float *d_y, const float *d_x, int n, const void *d_
 	if (n < 1 || rows < 1 || cols < 1 || (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16))
 		return ev_error_set(EV_E_INVALID, "cuda gemv: n %d, [%d, %d] of dtype %d (f32, f16, bf16)", n, rows, cols,
 		                    dtype);
-	if (cols % 8) {
-		for (int b0 = 0; b0 < n; b0 += GEMV_MAX_N) {
-			int nb = n - b0 < GEMV_MAX_N ? n - b0 : GEMV_MAX_N;
-			dim3 grid((rows + GEMV_WARPS - 1) / GEMV_WARPS), block(GEMV_WARPS * 32);
-			float *y = d_y + (size_t)b0 * rows;
-			const float *x = d_x + (size_t)b0 * cols;
-			if (dtype == DT_F32)
-				gemv_any_kernel<DT_F32><<<grid, block>>>(y, x, nb, d_w, rows, cols);
-			else if (dtype == DT_F16)
-				gemv_any_kernel<DT_F16><<<grid, block>>>(y, x, nb, d_w, rows, cols);
-			else
-				gemv_any_kernel<DT_BF16><<<grid, block>>>(y, x, nb, d_w, rows, cols);
-		}
-		return launch_ok("gemv");
-	}
+	// 16-byte loads where every row starts on one (cols a multiple of 8),
+	// one element at a time otherwise
+	typedef void (*kernel)(float *, const float *, int, const void *, int, int);
+	static const kernel vec[3] = {gemv_kernel<DT_F32>, gemv_kernel<DT_F16>, gemv_kernel<DT_BF16>};
+	static const kernel any[3] = {gemv_any_kernel<DT_F32>, gemv_any_kernel<DT_F16>, gemv_any_kernel<DT_BF16>};
+	kernel k = (cols % 8 ? any : vec)[dtype];
 	for (int b0 = 0; b0 < n; b0 += GEMV_MAX_N) {
 		int nb = n - b0 < GEMV_MAX_N ? n - b0 : GEMV_MAX_N;
-		dim3 grid((rows + GEMV_WARPS - 1) / GEMV_WARPS), block(GEMV_WARPS * 32);
-		const float *x = d_x + (size_t)b0 * cols;
-		float *y = d_y + (size_t)b0 * rows;
-		if (dtype == DT_F32)
-			gemv_kernel<DT_F32><<<grid, block>>>(y, x, nb, d_w, rows, cols);
-		else if (dtype == DT_F16)
-			gemv_kernel<DT_F16><<<grid, block>>>(y, x, nb, d_w, rows, cols);
-		else
-			gemv_kernel<DT_BF16><<<grid, block>>>(y, x, nb, d_w, rows, cols);
+		k<<<(rows + GEMV_WARPS - 1) / GEMV_WARPS, GEMV_WARPS * 32>>>(d_y + (size_t)b0 * rows, d_x + (size_t)b0 * cols,
+		                                                             nb, d_w, rows, cols);
 	}
 	return launch_ok("gemv");
 }
@@ -227,15 +182,13 @@ __global__ void rmsnorm_kernel(float *y, const float *x, const float *g, int d, 
 	float s = 0.0f;
 	for (int j = threadIdx.x; j < d; j += blockDim.x)
 		s += xi[j] * xi[j];
-	for (int o = 16; o > 0; o /= 2)
-		s += __shfl_xor_sync(0xffffffffu, s, o);
+	s = warp_sum(s);
 	if (threadIdx.x % 32 == 0)
 		part[threadIdx.x / 32] = s;
 	__syncthreads();
 	if (threadIdx.x < 32) {
 		s = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.0f;
-		for (int o = 16; o > 0; o /= 2)
-			s += __shfl_xor_sync(0xffffffffu, s, o);
+		s = warp_sum(s);
 		if (threadIdx.x == 0)
 			part[0] = s;
 	}
@@ -352,9 +305,7 @@ __global__ void embed_kernel(float *x, const void *table, int dtype, int width, 
 		return;
 	int i = (int)(k / width), j = (int)(k % width);
 	size_t at = (size_t)tok[i] * width + j;
-	x[k] = dtype == DT_F32    ? ((const float *)table)[at]
-	       : dtype == DT_BF16 ? bf16_to_f32(((const uint16_t *)table)[at])
-	                          : f16_to_f32(((const uint16_t *)table)[at]);
+	x[k] = dev_elem(table, at, dtype);
 }
 
 extern "C" int eng_cuda_embed(float *d_x, const void *d_table, int dtype, int vocab, int width, const int32_t *tok,
@@ -596,9 +547,7 @@ __global__ void decode_part_kernel(float *part_m, float *part_l, float *part_acc
 				if (d < hd)
 					s += qr[c] * kt[d];
 			}
-			for (int o = 16; o > 0; o /= 2)
-				s += __shfl_xor_sync(0xffffffffu, s, o);
-			s *= scale;
+			s = warp_sum(s) * scale;
 			float mn = s > m ? s : m, corr = expf(m - mn), pw = expf(s - mn);
 			l = l * corr + pw;
 			const float *vt = v + ((size_t)t * kvh + it.kv_head) * hd;
@@ -734,29 +683,27 @@ extern "C" int eng_cuda_sparse_decode(float *d_out, const float *d_q, const floa
 
 // ---- measuring ----------------------------------------------------------------------
 
+typedef struct {
+	void *a, *b;
+	size_t bytes;
+} copy_job;
+
+static int copy_once(void *ctx)
+{
+	copy_job *j = (copy_job *)ctx;
+	cudaMemcpy(j->b, j->a, j->bytes, cudaMemcpyDeviceToDevice);
+	return eng_cuda_check(cudaGetLastError(), "copy");
+}
+
 extern "C" int eng_cuda_copy_bandwidth(double *gbps, size_t bytes, int reps)
 {
-	void *a = eng_cuda_malloc(bytes), *b = eng_cuda_malloc(bytes);
-	cudaEvent_t e0, e1;
-	int rc = a && b ? 0 : ev_error_set(EV_E_NOMEM, "cuda: %zu bytes twice", bytes);
+	copy_job j = {eng_cuda_malloc(bytes), eng_cuda_malloc(bytes), bytes};
+	int rc = j.a && j.b ? 0 : ev_error_set(EV_E_NOMEM, "cuda: %zu bytes twice", bytes);
+	float best = 0;
 	if (!rc)
-		rc = eng_cuda_check(cudaEventCreate(&e0), "event");
-	if (!rc)
-		rc = eng_cuda_check(cudaEventCreate(&e1), "event");
-	float best = 1e30f;
-	for (int r = 0; !rc && r < reps + 1; r++) {
-		cudaEventRecord(e0);
-		cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
-		cudaEventRecord(e1);
-		cudaEventSynchronize(e1);
-		float ms = 0;
-		cudaEventElapsedTime(&ms, e0, e1);
-		if (r > 0 && ms < best) // the first is a warm-up
-			best = ms;
-		rc = eng_cuda_check(cudaGetLastError(), "copy");
-	}
+		rc = eng_cuda_time_best(&best, reps, copy_once, &j);
 	*gbps = rc ? 0 : 2.0 * (double)bytes / (best * 1e-3) / 1e9; // read + write
-	eng_cuda_free(a), eng_cuda_free(b);
+	eng_cuda_free(j.a), eng_cuda_free(j.b);
 	return rc;
 }
 
@@ -769,35 +716,33 @@ __global__ void fill_kernel(uint16_t *w, size_t n, uint32_t seed)
 	}
 }
 
+typedef struct {
+	float *y, *x;
+	void *w;
+	int n, dtype, rows, cols;
+} gemv_job;
+
+static int gemv_once(void *ctx)
+{
+	gemv_job *j = (gemv_job *)ctx;
+	return eng_cuda_gemv(j->y, j->x, j->n, j->w, j->dtype, j->rows, j->cols);
+}
+
 extern "C" int eng_cuda_gemv_bandwidth(double *gbps, double *us, int rows, int cols, int dtype, int n, int reps)
 {
 	size_t esz = dtype == DT_F32 ? 4 : 2, wbytes = (size_t)rows * cols * esz;
-	void *w = eng_cuda_malloc(wbytes);
-	float *x = (float *)eng_cuda_malloc((size_t)n * cols * sizeof(float)), *y = (float *)eng_cuda_malloc((size_t)n * rows * sizeof(float));
-	int rc = w && x && y ? 0 : ev_error_set(EV_E_NOMEM, "cuda: a [%d, %d] weight", rows, cols);
-	cudaEvent_t e0, e1;
+	gemv_job j = {(float *)eng_cuda_malloc((size_t)n * rows * sizeof(float)),
+	              (float *)eng_cuda_malloc((size_t)n * cols * sizeof(float)), eng_cuda_malloc(wbytes), n, dtype, rows,
+	              cols};
+	int rc = j.w && j.x && j.y ? 0 : ev_error_set(EV_E_NOMEM, "cuda: a [%d, %d] weight", rows, cols);
+	float best = 0;
 	if (!rc) {
-		fill_kernel<<<blocks_for(wbytes / 2), 256>>>((uint16_t *)w, wbytes / 2, 7u);
-		cudaMemset(x, 0, (size_t)n * cols * sizeof(float));
-		rc = eng_cuda_check(cudaEventCreate(&e0), "event");
+		fill_kernel<<<blocks_for(wbytes / 2), 256>>>((uint16_t *)j.w, wbytes / 2, 7u);
+		cudaMemset(j.x, 0, (size_t)n * cols * sizeof(float));
+		rc = eng_cuda_time_best(&best, reps, gemv_once, &j);
 	}
-	if (!rc)
-		rc = eng_cuda_check(cudaEventCreate(&e1), "event");
-	float best = 1e30f;
-	for (int r = 0; !rc && r < reps + 1; r++) {
-		cudaEventRecord(e0);
-		rc = eng_cuda_gemv(y, x, n, w, dtype, rows, cols);
-		cudaEventRecord(e1);
-		cudaEventSynchronize(e1);
-		float ms = 0;
-		cudaEventElapsedTime(&ms, e0, e1);
-		if (r > 0 && ms < best)
-			best = ms;
-	}
-	if (!rc)
-		rc = eng_cuda_sync();
 	*gbps = rc ? 0 : (double)wbytes / (best * 1e-3) / 1e9;
 	*us = rc ? 0 : best * 1e3;
-	eng_cuda_free(w), eng_cuda_free(x), eng_cuda_free(y);
+	eng_cuda_free(j.w), eng_cuda_free(j.x), eng_cuda_free(j.y);
 	return rc;
 }

@@ -19,8 +19,6 @@ extern "C" {
 
 #include "engine/cuda/cuda_int.h"
 
-enum { PG_F32 = 0, PG_F16 = 1, PG_BF16 = 2 };
-
 #define ATT_MAX_HD 256
 #define ATT_WARPS 16
 #define ATT_PER_LANE (ATT_MAX_HD / 32)
@@ -165,13 +163,6 @@ extern "C" int eng_cuda_gather_pieces(void *d_dst, void *const *d_src, size_t pi
 
 // ---- attention over pages -------------------------------------------------------
 
-__device__ __forceinline__ float kv_at(const unsigned char *p, int j, int dtype)
-{
-	if (dtype == PG_F32)
-		return ((const float *)p)[j];
-	uint16_t h = ((const uint16_t *)p)[j];
-	return dtype == PG_BF16 ? __uint_as_float((uint32_t)h << 16) : __half2float(__ushort_as_half(h));
-}
 
 // One work item (a part of one (row, KV head)'s block list, engine/
 // attn_plan.c): a warp a query head of the group, each position of the
@@ -217,18 +208,16 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, 1) paged_part_kernel(float *pa
 				for (int u = 0; u < ATT_PER_LANE; u++) {
 					int j = lane + 32 * u;
 					if (j < hd)
-						d += qv[u] * kv_at(kp, j, dtype);
+						d += qv[u] * dev_elem(kp, j, dtype);
 				}
-				for (int o = 16; o > 0; o /= 2)
-					d += __shfl_xor_sync(0xffffffffu, d, o);
-				float s = d * scale, nm = s > mx ? s : mx;
+				float s = warp_sum(d) * scale, nm = s > mx ? s : mx;
 				float corr = expf(mx - nm), w = expf(s - nm);
 				sum = sum * corr + w;
 #pragma unroll
 				for (int u = 0; u < ATT_PER_LANE; u++) {
 					int j = lane + 32 * u;
 					if (j < hd)
-						acc[u] = acc[u] * corr + w * kv_at(vp, j, dtype);
+						acc[u] = acc[u] * corr + w * dev_elem(vp, j, dtype);
 				}
 				mx = nm;
 			}
@@ -297,7 +286,7 @@ extern "C" int eng_cuda_paged_attention(float *d_out, const float *d_q, int n, i
                                         const int *ifirst, const int *icount, float scale)
 {
 	if (n < 1 || kvh < 1 || nh % kvh || nh / kvh > 32 || hd < 1 || hd > ATT_MAX_HD || block < 1 || nitems < 0 ||
-	    (dtype != PG_F32 && dtype != PG_F16 && dtype != PG_BF16))
+	    (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16))
 		return ev_error_set(EV_E_INVALID, "cuda paged attention: n %d, heads %d/%d (at most 32 a KV head), head %d "
 		                                  "(at most %d), block %d, dtype %d", n, nh, kvh, hd, ATT_MAX_HD, block, dtype);
 	size_t tasks = (size_t)n * kvh, nb = (size_t)boff[tasks], group = (size_t)(nh / kvh);
@@ -333,7 +322,7 @@ extern "C" int eng_cuda_paged_attention(float *d_out, const float *d_q, int n, i
 	free(h);
 	if (rc)
 		return rc;
-	size_t esize = dtype == PG_F32 ? 4 : 2;
+	size_t esize = dtype == DT_F32 ? 4 : 2;
 	float *pm = part, *pl = pm + parts, *pacc = pl + parts;
 	unsigned threads = (unsigned)(group < ATT_WARPS ? group : ATT_WARPS) * 32;
 	if (nitems > 0)

@@ -146,14 +146,7 @@ __global__ void __launch_bounds__(QG_WARPS * 32) gemv_q_kernel(float *y, const f
 			acc[b] += s;
 		}
 	}
-#pragma unroll
-	for (int b = 0; b < QG_MAX_N; b++) {
-		float s = acc[b];
-		for (int o = 16; o > 0; o /= 2)
-			s += __shfl_xor_sync(0xffffffffu, s, o);
-		if (lane == 0 && b < n)
-			y[(size_t)b * rows + row] = s;
-	}
+	warp_store_rows(y, acc, n, rows, row, lane);
 }
 
 // A thread a unit: its 32 values to f32.
@@ -181,22 +174,14 @@ extern "C" int eng_cuda_gemv_q(float *d_y, const float *d_x, int n, const void *
 	if (!B || n < 1 || rows < 1 || cols < B || cols % B)
 		return ev_error_set(EV_E_INVALID, "cuda gemv: n %d, [%d, %d] of block type %d (cols a multiple of its block)",
 		                    n, rows, cols, dtype);
-	const uint8_t *w = (const uint8_t *)d_w;
+	typedef void (*kernel)(float *, const float *, int, const uint8_t *, int, int);
+	static const kernel ks[] = {gemv_q_kernel<QT_Q8_0>, gemv_q_kernel<QT_Q4_0>, gemv_q_kernel<QT_Q4_1>,
+	                            gemv_q_kernel<QT_Q5_0>, gemv_q_kernel<QT_Q5_1>, gemv_q_kernel<QT_Q4_K>,
+	                            gemv_q_kernel<QT_Q5_K>, gemv_q_kernel<QT_Q6_K>};
 	for (int b0 = 0; b0 < n; b0 += QG_MAX_N) {
 		int nb = n - b0 < QG_MAX_N ? n - b0 : QG_MAX_N;
-		dim3 grid((rows + QG_WARPS - 1) / QG_WARPS), block(QG_WARPS * 32);
-		float *y = d_y + (size_t)b0 * rows;
-		const float *x = d_x + (size_t)b0 * cols;
-		switch (dtype) {
-		case QT_Q8_0: gemv_q_kernel<QT_Q8_0><<<grid, block>>>(y, x, nb, w, rows, cols); break;
-		case QT_Q4_0: gemv_q_kernel<QT_Q4_0><<<grid, block>>>(y, x, nb, w, rows, cols); break;
-		case QT_Q4_1: gemv_q_kernel<QT_Q4_1><<<grid, block>>>(y, x, nb, w, rows, cols); break;
-		case QT_Q5_0: gemv_q_kernel<QT_Q5_0><<<grid, block>>>(y, x, nb, w, rows, cols); break;
-		case QT_Q5_1: gemv_q_kernel<QT_Q5_1><<<grid, block>>>(y, x, nb, w, rows, cols); break;
-		case QT_Q4_K: gemv_q_kernel<QT_Q4_K><<<grid, block>>>(y, x, nb, w, rows, cols); break;
-		case QT_Q5_K: gemv_q_kernel<QT_Q5_K><<<grid, block>>>(y, x, nb, w, rows, cols); break;
-		default: gemv_q_kernel<QT_Q6_K><<<grid, block>>>(y, x, nb, w, rows, cols); break;
-		}
+		ks[dtype - QT_Q8_0]<<<(rows + QG_WARPS - 1) / QG_WARPS, QG_WARPS * 32>>>(
+			d_y + (size_t)b0 * rows, d_x + (size_t)b0 * cols, nb, (const uint8_t *)d_w, rows, cols);
 	}
 	return eng_cuda_check(cudaGetLastError(), "gemv (block type)");
 }
@@ -207,17 +192,10 @@ extern "C" int eng_cuda_dequantize(float *d_out, const void *d_w, int dtype, siz
 	if (!B || !n || n % B)
 		return ev_error_set(EV_E_INVALID, "cuda dequantize: %zu elements of block type %d", n, dtype);
 	size_t units = n / 32;
-	unsigned grid = (unsigned)((units + 127) / 128);
-	const uint8_t *w = (const uint8_t *)d_w;
-	switch (dtype) {
-	case QT_Q8_0: dequant_kernel<QT_Q8_0><<<grid, 128>>>(d_out, w, units); break;
-	case QT_Q4_0: dequant_kernel<QT_Q4_0><<<grid, 128>>>(d_out, w, units); break;
-	case QT_Q4_1: dequant_kernel<QT_Q4_1><<<grid, 128>>>(d_out, w, units); break;
-	case QT_Q5_0: dequant_kernel<QT_Q5_0><<<grid, 128>>>(d_out, w, units); break;
-	case QT_Q5_1: dequant_kernel<QT_Q5_1><<<grid, 128>>>(d_out, w, units); break;
-	case QT_Q4_K: dequant_kernel<QT_Q4_K><<<grid, 128>>>(d_out, w, units); break;
-	case QT_Q5_K: dequant_kernel<QT_Q5_K><<<grid, 128>>>(d_out, w, units); break;
-	default: dequant_kernel<QT_Q6_K><<<grid, 128>>>(d_out, w, units); break;
-	}
+	typedef void (*kernel)(float *, const uint8_t *, size_t);
+	static const kernel ks[] = {dequant_kernel<QT_Q8_0>, dequant_kernel<QT_Q4_0>, dequant_kernel<QT_Q4_1>,
+	                            dequant_kernel<QT_Q5_0>, dequant_kernel<QT_Q5_1>, dequant_kernel<QT_Q4_K>,
+	                            dequant_kernel<QT_Q5_K>, dequant_kernel<QT_Q6_K>};
+	ks[dtype - QT_Q8_0]<<<(unsigned)((units + 127) / 128), 128>>>(d_out, (const uint8_t *)d_w, units);
 	return eng_cuda_check(cudaGetLastError(), "dequantize");
 }
