@@ -72,6 +72,56 @@ static void report(const char *op, double e, double tol)
 		fail_msg("%s: error %.3g over %.1g", op, e, tol);
 }
 
+/* Random weights [rows, cols] as dtype holds them: *w gets their values,
+ * the return is the device copy of the stored form. */
+static void *weights_up(int dt, int rows, int cols, float **w)
+{
+	size_t count = (size_t)rows * cols;
+	*w = rand_vec(count, 1.0f);
+	uint16_t *h = malloc(count * 2);
+	for (size_t i = 0; i < count; i++) {
+		if (dt == ENG_F16)
+			h[i] = eng_f32_to_f16((*w)[i]), (*w)[i] = eng_f16_to_f32(h[i]);
+		else if (dt == ENG_BF16)
+			h[i] = eng_f32_to_bf16((*w)[i]), (*w)[i] = eng_bf16_to_f32(h[i]);
+	}
+	void *d = up(dt == ENG_F32 ? (const void *)*w : (const void *)h, count * (dt ? 2 : 4));
+	free(h);
+	return d;
+}
+
+typedef int (*matmul_op)(float *d_y, const float *d_x, int n, const void *d_w, int dtype, int rows, int cols);
+
+/* op(y, x, n, dw) for each n of ns against the product of w (its values)
+ * with random rows in double; with round_rows, the rows as the weight's
+ * 16-bit type holds them (what the GEMM multiplies). */
+static void check_matmul(const char *what, matmul_op op, const void *dw, int dt, const float *w, int rows, int cols,
+                         const int *ns, int nn, bool round_rows)
+{
+	for (int k = 0; k < nn; k++) {
+		int n = ns[k];
+		float *x = rand_vec((size_t)n * cols, 1.0f), *want = malloc((size_t)n * rows * sizeof *want);
+		float *dx = up(x, (size_t)n * cols * 4), *dy = eng_cuda_malloc((size_t)n * rows * 4);
+		for (size_t i = 0; round_rows && i < (size_t)n * cols; i++)
+			x[i] = dt == ENG_F16    ? eng_f16_to_f32(eng_f32_to_f16(x[i]))
+			       : dt == ENG_BF16 ? eng_bf16_to_f32(eng_f32_to_bf16(x[i]))
+			                        : x[i];
+		for (int b = 0; b < n; b++)
+			for (int r = 0; r < rows; r++) {
+				double a = 0;
+				for (int c = 0; c < cols; c++)
+					a += (double)w[(size_t)r * cols + c] * x[(size_t)b * cols + c];
+				want[(size_t)b * rows + r] = (float)a;
+			}
+		assert_int_equal(op(dy, dx, n, dw, dt, rows, cols), 0);
+		float *got = down(dy, (size_t)n * rows);
+		char name[64];
+		snprintf(name, sizeof name, "%s %s [%d,%d] n=%d", what, eng_dtype_lower((eng_dtype)dt), rows, cols, n);
+		report(name, nerr(got, want, (size_t)n * rows), 1e-5);
+		free(got), free(x), free(want), eng_cuda_free(dx), eng_cuda_free(dy);
+	}
+}
+
 static void gemv_matches_the_dequantized_product(void **st)
 {
 	(void)st;
@@ -79,35 +129,10 @@ static void gemv_matches_the_dequantized_product(void **st)
 	static const int ns[] = {1, 3, 8, 11};
 	for (size_t s = 0; s < 3; s++)
 		for (int dt = 0; dt < 3; dt++) {
-			int rows = shapes[s][0], cols = shapes[s][1];
-			float *w = rand_vec((size_t)rows * cols, 1.0f);
-			uint16_t *h = malloc((size_t)rows * cols * 2);
-			for (size_t i = 0; i < (size_t)rows * cols; i++) { /* the weights as the dtype holds them */
-				if (dt == ENG_F16)
-					h[i] = eng_f32_to_f16(w[i]), w[i] = eng_f16_to_f32(h[i]);
-				else if (dt == ENG_BF16)
-					h[i] = eng_f32_to_bf16(w[i]), w[i] = eng_bf16_to_f32(h[i]);
-			}
-			void *dw = up(dt == ENG_F32 ? (const void *)w : (const void *)h, (size_t)rows * cols * (dt ? 2 : 4));
-			for (size_t k = 0; k < 4; k++) {
-				int n = ns[k];
-				float *x = rand_vec((size_t)n * cols, 1.0f), *want = malloc((size_t)n * rows * sizeof *want);
-				for (int b = 0; b < n; b++)
-					for (int r = 0; r < rows; r++) {
-						double a = 0;
-						for (int c = 0; c < cols; c++)
-							a += (double)w[(size_t)r * cols + c] * x[(size_t)b * cols + c];
-						want[(size_t)b * rows + r] = (float)a;
-					}
-				float *dx = up(x, (size_t)n * cols * 4), *dy = eng_cuda_malloc((size_t)n * rows * 4);
-				assert_int_equal(eng_cuda_gemv(dy, dx, n, dw, dt, rows, cols), 0);
-				float *got = down(dy, (size_t)n * rows);
-				char name[64];
-				snprintf(name, sizeof name, "gemv %s [%d,%d] n=%d", eng_dtype_lower(dt), rows, cols, n);
-				report(name, nerr(got, want, (size_t)n * rows), 1e-5);
-				free(got), free(x), free(want), eng_cuda_free(dx), eng_cuda_free(dy);
-			}
-			free(w), free(h), eng_cuda_free(dw);
+			float *w = NULL;
+			void *dw = weights_up(dt, shapes[s][0], shapes[s][1], &w);
+			check_matmul("gemv", eng_cuda_gemv, dw, dt, w, shapes[s][0], shapes[s][1], ns, 4, false);
+			free(w), eng_cuda_free(dw);
 		}
 }
 
@@ -120,39 +145,10 @@ static void gemm_matches_the_product_of_rounded_rows(void **st)
 	static const int ns[] = {16, 37, 256};
 	for (size_t s = 0; s < 3; s++)
 		for (int dt = 0; dt < 3; dt++) {
-			int rows = shapes[s][0], cols = shapes[s][1];
-			float *w = rand_vec((size_t)rows * cols, 1.0f);
-			uint16_t *h = malloc((size_t)rows * cols * 2);
-			for (size_t i = 0; i < (size_t)rows * cols; i++) {
-				if (dt == ENG_F16)
-					h[i] = eng_f32_to_f16(w[i]), w[i] = eng_f16_to_f32(h[i]);
-				else if (dt == ENG_BF16)
-					h[i] = eng_f32_to_bf16(w[i]), w[i] = eng_bf16_to_f32(h[i]);
-			}
-			void *dw = up(dt == ENG_F32 ? (const void *)w : (const void *)h, (size_t)rows * cols * (dt ? 2 : 4));
-			for (size_t k = 0; k < 3; k++) {
-				int n = ns[k];
-				float *x = rand_vec((size_t)n * cols, 1.0f), *want = malloc((size_t)n * rows * sizeof *want);
-				float *dx = up(x, (size_t)n * cols * 4), *dy = eng_cuda_malloc((size_t)n * rows * 4);
-				for (size_t i = 0; i < (size_t)n * cols; i++)
-					x[i] = dt == ENG_F16    ? eng_f16_to_f32(eng_f32_to_f16(x[i]))
-					       : dt == ENG_BF16 ? eng_bf16_to_f32(eng_f32_to_bf16(x[i]))
-					                        : x[i];
-				for (int b = 0; b < n; b++)
-					for (int r = 0; r < rows; r++) {
-						double a = 0;
-						for (int c = 0; c < cols; c++)
-							a += (double)w[(size_t)r * cols + c] * x[(size_t)b * cols + c];
-						want[(size_t)b * rows + r] = (float)a;
-					}
-				assert_int_equal(eng_cuda_gemm(dy, dx, n, dw, dt, rows, cols), 0);
-				float *got = down(dy, (size_t)n * rows);
-				char name[64];
-				snprintf(name, sizeof name, "gemm %s [%d,%d] n=%d", eng_dtype_lower(dt), rows, cols, n);
-				report(name, nerr(got, want, (size_t)n * rows), 1e-5);
-				free(got), free(x), free(want), eng_cuda_free(dx), eng_cuda_free(dy);
-			}
-			free(w), free(h), eng_cuda_free(dw);
+			float *w = NULL;
+			void *dw = weights_up(dt, shapes[s][0], shapes[s][1], &w);
+			check_matmul("gemm", eng_cuda_gemm, dw, dt, w, shapes[s][0], shapes[s][1], ns, 3, true);
+			free(w), eng_cuda_free(dw);
 		}
 }
 
@@ -182,26 +178,8 @@ static void block_types_match_the_definition(void **st)
 			differ += memcmp(&got[i], &w[i], sizeof(float)) != 0;
 		printf("cuda dequantize %-5s: %zu of %zu values differ from the definition\n", eng_dtype_lower(t), differ, count);
 		assert_int_equal(differ, 0);
-		free(got);
-		for (size_t j = 0; j < 4; j++) {
-			int n = ns[j];
-			float *x = rand_vec((size_t)n * cols, 1.0f), *want = malloc((size_t)n * rows * sizeof *want);
-			for (int b = 0; b < n; b++)
-				for (int r = 0; r < rows; r++) {
-					double a = 0;
-					for (int c = 0; c < cols; c++)
-						a += (double)w[(size_t)r * cols + c] * x[(size_t)b * cols + c];
-					want[(size_t)b * rows + r] = (float)a;
-				}
-			float *dx = up(x, (size_t)n * cols * 4), *dy = eng_cuda_malloc((size_t)n * rows * 4);
-			assert_int_equal(eng_cuda_gemv_q(dy, dx, n, dq, t, rows, cols), 0);
-			float *y = down(dy, (size_t)n * rows);
-			char name[64];
-			snprintf(name, sizeof name, "gemv %s [%d,%d] n=%d", eng_dtype_lower(t), rows, cols, n);
-			report(name, nerr(y, want, (size_t)n * rows), 1e-5);
-			free(y), free(x), free(want), eng_cuda_free(dx), eng_cuda_free(dy);
-		}
-		free(src), free(w), free(q), eng_cuda_free(dq), eng_cuda_free(dd);
+		check_matmul("gemv", eng_cuda_gemv_q, dq, t, w, rows, cols, ns, 4, false);
+		free(got), free(src), free(w), free(q), eng_cuda_free(dq), eng_cuda_free(dd);
 	}
 }
 
