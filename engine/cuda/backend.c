@@ -296,6 +296,14 @@ static void cu_axpy_rows(eng_backend *be, float *y, const float *x, const int *r
 		failed(be, eng_cuda_axpy_rows(y, x, rows, a, n, width));
 }
 
+/* Piece i of a scatter into device copies: `bytes` at src (inside the
+ * host page pg) staged, bound for the same place in pg's device copy. */
+static void stage_piece(cu_ctx *c, int i, const eng_page *pg, const void *src, size_t bytes)
+{
+	memcpy(c->stage + (size_t)i * bytes, src, bytes);
+	c->dst[i] = (unsigned char *)pg->dev + ((const unsigned char *)src - pg->data);
+}
+
 /* Keys and values to the host pages (the truth: index, forks), then the
  * same stored bytes into every device copy that was current before. */
 static void cu_kv_store(eng_backend *be, const eng_row *rows, int n, int layer, const float *k, const float *v)
@@ -327,10 +335,8 @@ static void cu_kv_store(eng_backend *be, const eng_row *rows, int n, int layer, 
 		if (!cur[i])
 			continue;
 		unsigned char *hk = eng_page_kraw(p, pg, layer, slot), *hv = eng_page_vraw(p, pg, layer, slot);
-		memcpy(c->stage + (size_t)np * rowb, hk, rowb);
-		c->dst[np++] = (unsigned char *)pg->dev + (hk - pg->data);
-		memcpy(c->stage + (size_t)np * rowb, hv, rowb);
-		c->dst[np++] = (unsigned char *)pg->dev + (hv - pg->data);
+		stage_piece(c, np++, pg, hk, rowb);
+		stage_piece(c, np++, pg, hv, rowb);
 	}
 	/* the copies written here hold what the host holds (for K and V) */
 	for (int i = 0; i < n; i++)
@@ -448,8 +454,7 @@ static int cu_index_select(eng_backend *be, const eng_row *rows, int n, int laye
 		if (!pg->dev || pg->dev_gen != pg->gen)
 			continue; /* brought up whole below */
 		float *k = eng_page_ikey(p, pg, layer, (int)(rows[i].pos % p->block));
-		memcpy(c->stage + (size_t)np * kb, k, kb);
-		c->dst[np++] = (unsigned char *)pg->dev + ((unsigned char *)k - pg->data);
+		stage_piece(c, np++, pg, k, kb);
 	}
 	if (failed(be, eng_cuda_scatter(c->dst, c->stage, kb, np)))
 		return cu_status(be);
