@@ -27,7 +27,7 @@ typedef struct {
 
 static const ev_opt cuda_table[] = {
 	EV_O_FLAG("--json", cuda_opts, json, "one JSON object of figures"),
-	EV_O_INT("--repeats", cuda_opts, reps, 1, 1000, "R", "best of R timed runs (10)"),
+	EV_O_INT("--repeats", cuda_opts, reps, 1, 1000, "R", "best of R timed runs"),
 	EV_O_STR("--lengths", cuda_opts, lengths, "LIST", "context lengths for the decode (64k,1m)"),
 	EV_O_END,
 };
@@ -36,7 +36,8 @@ static const ev_cmd_spec cuda_spec = {
 	.name = "bench cuda",
 	.synopsis = "[--repeats R] [--lengths 64k,1m] [--json]",
 	.about = "The CUDA ops on the device beside their bounds: copy bandwidth, decode GEMV read bandwidth\n"
-	         "(bf16, f16, f32; batch 1 and 8), MSA sparse decode vs dense decode by context length.",
+	         "(bf16, f16, f32; batch 1 and 8), the prefill GEMM's TFLOP/s at 2,048 rows, MSA sparse decode\n"
+	         "vs dense decode by context length.",
 	.opts = cuda_table,
 };
 
