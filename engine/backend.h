@@ -220,12 +220,18 @@ typedef struct {
 	/* The version of the page's contents: a new number from the pool each
 	 * time a page is handed out, copied into, or has keys stored on the
 	 * host. A device backend keeps its own copy of the page at `dev` and
-	 * the version it holds at dev_gen: equal, the copy is current. */
+	 * the version it holds at dev_gen: equal, the copy is current.
+	 * dev_ahead: keys and values (and their sums) were stored into the
+	 * device copy and not yet into `data`; the copy is then current and
+	 * holds the truth of those parts (index keys and boxes stay the
+	 * host's), and whatever reads or writes them on the host first calls
+	 * eng_page_pull. */
 	uint64_t gen, dev_gen;
 	void *dev;
+	bool dev_ahead;
 } eng_page;
 
-typedef struct {
+typedef struct eng_kv_pool_s {
 	int block;        /* positions per page */
 	int idim;         /* MiniMax-M3's index key per position and layer (f32; 0: none) */
 	eng_dtype dtype;  /* of K and V */
@@ -241,6 +247,9 @@ typedef struct {
 	/* frees a page's device copy when the page's memory goes back (set
 	 * by a device backend; NULL: none) */
 	void (*dev_free)(void *dev);
+	/* brings a dev_ahead page's keys, values and key sums down into its
+	 * data (set by a device backend; 0 or an error) */
+	int (*dev_pull)(const struct eng_kv_pool_s *p, eng_page *pg);
 } eng_kv_pool;
 
 /* Raw K / V row (kvh * hd elements of the pool's dtype) of a slot. */
@@ -293,6 +302,10 @@ void eng_kv_pool_clear(eng_kv_pool *p);
  * (out of memory, or the byte bound reached: EV_E_LIMIT). */
 eng_page *eng_page_get(eng_kv_pool *p);
 void eng_page_put(eng_kv_pool *p, eng_page *pg);
+/* Makes a page's host data hold its keys, values and key sums (a no-op
+ * unless a device backend stored them there alone: dev_ahead). 0 or the
+ * device's error. */
+int eng_page_pull(eng_kv_pool *p, eng_page *pg);
 
 struct eng_seq {
 	eng_model *m;
@@ -327,6 +340,8 @@ struct eng_seq {
  * needed; the page that position len falls in is made private (copied)
  * when shared. */
 int eng_seq_reserve(eng_seq *s, long n);
+/* eng_page_pull on every page of s (before a host backend reads them). */
+int eng_seq_pull(eng_seq *s);
 
 /* ---- MSA ------------------------------------------------------------------ */
 

@@ -340,6 +340,10 @@ static int forward(eng_model *m, eng_seq *const *seqs, const int32_t *const *tok
 	for (int i = 0; i < nseq; i++) {
 		if ((rc = eng_seq_reserve(seqs[i], ntok[i])))
 			return rc;
+		/* a host backend reads and writes the pages' data: keys a device
+		 * backend stored there alone come down first */
+		if (!m->be->device && (rc = eng_seq_pull(seqs[i])))
+			return rc;
 		longest = seqs[i]->len + ntok[i] > longest ? seqs[i]->len + ntok[i] : longest;
 	}
 	if (m->be->reserve && (rc = m->be->reserve(m->be, longest)))

@@ -72,6 +72,7 @@ eng_page *eng_page_get(eng_kv_pool *p)
 	pg->refs = 1;
 	pg->ntok = 0;
 	pg->gen = ++p->gen; /* new contents: a device copy is stale */
+	pg->dev_ahead = false;
 	/* only the key sums need zeroing; K and V slots are written before read */
 	for (int l = 0; l < p->layers; l++)
 		memset(eng_page_ksum(p, pg, l), 0, (size_t)p->kvh * p->hd * sizeof(float));
@@ -104,6 +105,26 @@ void eng_page_put(eng_kv_pool *p, eng_page *pg)
 		free(pg->data);
 		free(pg);
 	}
+}
+
+int eng_page_pull(eng_kv_pool *p, eng_page *pg)
+{
+	if (!pg->dev_ahead)
+		return 0;
+	if (!p->dev_pull)
+		return ev_error_set(EV_E_INTERNAL, "KV page: its keys are on a device no backend reads back");
+	int rc = p->dev_pull(p, pg);
+	if (!rc)
+		pg->dev_ahead = false;
+	return rc;
+}
+
+int eng_seq_pull(eng_seq *s)
+{
+	int rc = 0;
+	for (int i = 0; !rc && i < s->npages; i++)
+		rc = eng_page_pull(&s->m->kv, s->pages[i]);
+	return rc;
 }
 
 uint64_t eng_model_kv_bytes(const eng_model *m)
@@ -148,8 +169,11 @@ static void rebuild_sums(eng_kv_pool *p, eng_page *pg)
  * replacing the shared page in the table. */
 static int make_private(eng_kv_pool *p, eng_page **slot, int ntok)
 {
-	eng_page *old = *slot, *pg = eng_page_get(p);
-	if (!pg)
+	eng_page *old = *slot, *pg;
+	int rc = eng_page_pull(p, old);
+	if (rc)
+		return rc;
+	if (!(pg = eng_page_get(p)))
 		return ev_error_code() ? ev_error_code() : EV_E_NOMEM;
 	memcpy(pg->data, old->data, p->page_bytes);
 	pg->ntok = ntok;
@@ -392,7 +416,11 @@ static int truncate_locked(eng_seq *s, long n)
 	eng_page *pg = s->pages[keep - 1];
 	if (pg->refs > 1)
 		return make_private(p, &s->pages[keep - 1], (int)(n - (long)(keep - 1) * p->block));
+	int rc = eng_page_pull(p, pg);
+	if (rc)
+		return rc;
 	pg->ntok = (int)(n - (long)(keep - 1) * p->block);
 	rebuild_sums(p, pg);
+	pg->gen = ++p->gen; /* the sums changed on the host */
 	return 0;
 }

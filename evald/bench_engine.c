@@ -41,6 +41,9 @@ typedef struct {
 	int repeats;
 	double prefill_tok_s, decode_tok_s; /* means over the repeats */
 	double prefill_sd, decode_sd;       /* their standard deviations */
+	/* --backend cuda: synchronous copies between host and device a decode
+	 * step, and table uploads left out because the device held them */
+	double step_up, step_down, step_skipped;
 } row;
 
 /* B sequences, each fed `prompt` random tokens in one batched forward,
@@ -71,6 +74,10 @@ static int measure_once(eng_model *m, int vocab, int batch, long prompt, long de
 	if ((rc = eng_forward_batch(m, seqs, tp, nt, batch)))
 		goto done;
 	double t_prefill = ev_now() - t0;
+#ifdef EV_HAVE_CUDA
+	eng_cuda_counts c0, c1;
+	eng_cuda_counts_get(&c0);
+#endif
 	t0 = ev_now();
 	for (long i = 0; i < decode; i++) {
 		for (int b = 0; b < batch; b++) {
@@ -81,6 +88,15 @@ static int measure_once(eng_model *m, int vocab, int batch, long prompt, long de
 			goto done;
 	}
 	double t_decode = ev_now() - t0;
+	out->step_up = out->step_down = out->step_skipped = 0;
+#ifdef EV_HAVE_CUDA
+	eng_cuda_counts_get(&c1);
+	if (decode) {
+		out->step_up = (double)(c1.uploads - c0.uploads) / (double)decode;
+		out->step_down = (double)(c1.downloads - c0.downloads) / (double)decode;
+		out->step_skipped = (double)(c1.skipped - c0.skipped) / (double)decode;
+	}
+#endif
 	out->batch = batch;
 	out->prompt = prompt;
 	out->decode = decode;
@@ -354,6 +370,11 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 			cJSON_AddNumberToObject(r, "prefill_tok_s_sd", rows[i].prefill_sd);
 			cJSON_AddNumberToObject(r, "decode_tok_s_sd", rows[i].decode_sd);
 			cJSON_AddNumberToObject(r, "repeats", rows[i].repeats);
+			if (on_dev) {
+				cJSON_AddNumberToObject(r, "decode_step_uploads", rows[i].step_up);
+				cJSON_AddNumberToObject(r, "decode_step_downloads", rows[i].step_down);
+				cJSON_AddNumberToObject(r, "decode_step_uploads_skipped", rows[i].step_skipped);
+			}
 			cJSON_AddItemToArray(arr, r);
 		}
 		char *s = ev_json_print(o);
@@ -370,6 +391,10 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 			printf("  %-10s %5d %7ld %7ld %9.2f +- %6.2f %9.2f +- %6.2f\n", rows[i].path, rows[i].batch,
 			       rows[i].prompt, rows[i].decode, rows[i].prefill_tok_s, rows[i].prefill_sd,
 			       rows[i].decode_tok_s, rows[i].decode_sd);
+		for (int i = 0; on_dev && i < n; i++)
+			if (!strcmp(rows[i].path, "cuda"))
+				printf("  batch %d: %.1f uploads and %.1f downloads a decode step (%.1f table uploads the device "
+				       "held already)\n", rows[i].batch, rows[i].step_up, rows[i].step_down, rows[i].step_skipped);
 		printf("  peak RSS %.1f MiB\n", rss / 1048576.0);
 		if (bound > 0 && on_dev)
 			printf("  memory bound: %.1f MiB a decode step / %.1f GB/s (the device's copy bandwidth) = %.1f tok/s; "

@@ -10,13 +10,13 @@
  *   dequantized to f32 into one reused buffer first). The f32 vectors
  *   (norms, biases, RoPE frequencies) the same way. A block-type
  *   embedding table is read on the host, its rows decoded and sent up.
- * - The KV cache: the host's pages stay the truth (the MSA index, forks,
- *   truncation and the indexer's keys all live there). Each page has a
- *   device copy (eng_page.dev, page_bytes, the host's layout) whose
- *   version (dev_gen) says whether it is current; kv_store stores on the
- *   host and writes the same stored bytes into current device copies;
- *   attention brings any stale copy up to date whole, then reads device
- *   pages only.
+ * - The KV cache: each page has a device copy (eng_page.dev, page_bytes,
+ *   the host's layout) whose version (dev_gen) says whether it is current.
+ *   kv_store stores keys and values on the device alone and marks the
+ *   page ahead of its host data (dev_ahead), which the host pulls down
+ *   when it reads it; index keys stay the host's truth and go up into
+ *   current copies; attention brings any stale copy up whole, then reads
+ *   device pages only.
  * - Which blocks a row attends is planned on the host (engine/attn_plan.c,
  *   tested against the reference), each (row, KV head)'s list cut into
  *   parts of about ENG_CUDA_ATT_PART_KEYS keys (by its own length only, so
@@ -46,8 +46,8 @@ typedef struct {
 	int err;
 	char msg[512];
 	eng_attn_plan plan;
-	float *hq, *hk, *hv; /* host copies of queries, keys, values */
-	size_t hq_cap, hk_cap, hv_cap;
+	float *hq, *hk; /* host copies of queries (and embedding rows), a block's key sums */
+	size_t hq_cap, hk_cap;
 	unsigned char *stage;
 	size_t stage_cap;
 	void **dst;
@@ -58,8 +58,8 @@ typedef struct {
 	size_t row_pages_cap;
 	long *hpos;
 	size_t hpos_cap;
-	bool *cur; /* kv_store: which rows' page copies were current */
-	size_t cur_cap;
+	int *slot; /* kv_store: each row's slot in its page */
+	size_t slot_cap;
 	uint64_t weight_bytes; /* uploaded */
 	/* attention parts: blocks a work item (0: ENG_CUDA_ATT_PART_KEYS keys'
 	 * worth) */
@@ -304,49 +304,6 @@ static void stage_piece(cu_ctx *c, int i, const eng_page *pg, const void *src, s
 	c->dst[i] = (unsigned char *)pg->dev + ((const unsigned char *)src - pg->data);
 }
 
-/* Keys and values to the host pages (the truth: index, forks), then the
- * same stored bytes into every device copy that was current before. */
-static void cu_kv_store(eng_backend *be, const eng_row *rows, int n, int layer, const float *k, const float *v)
-{
-	cu_ctx *c = be->ctx;
-	eng_kv_pool *p = &be->m->kv;
-	size_t kd = (size_t)p->kvh * p->hd, rowb = kd * p->esize;
-	if (c->err || failed(be, GROW(c->hk, c->hk_cap, (size_t)n * kd)) ||
-	    failed(be, GROW(c->hv, c->hv_cap, (size_t)n * kd)) ||
-	    failed(be, GROW(c->stage, c->stage_cap, (size_t)2 * n * rowb)) ||
-	    failed(be, GROW(c->dst, c->dst_cap, (size_t)2 * n)))
-		return;
-	if (failed(be, eng_cuda_download(c->hk, k, (size_t)n * kd * sizeof(float))) ||
-	    failed(be, eng_cuda_download(c->hv, v, (size_t)n * kd * sizeof(float))))
-		return;
-	/* which device copies are current now (a page may take several rows) */
-	if (failed(be, GROW(c->cur, c->cur_cap, (size_t)n)))
-		return;
-	bool *cur = c->cur;
-	for (int i = 0; i < n; i++) {
-		eng_page *pg = rows[i].seq->pages[rows[i].pos / p->block];
-		cur[i] = pg->dev && pg->dev_gen == pg->gen;
-	}
-	eng_cpu_kv_store(be, rows, n, layer, c->hk, c->hv);
-	int np = 0;
-	for (int i = 0; i < n; i++) {
-		eng_page *pg = rows[i].seq->pages[rows[i].pos / p->block];
-		int slot = (int)(rows[i].pos % p->block);
-		if (!cur[i])
-			continue;
-		unsigned char *hk = eng_page_kraw(p, pg, layer, slot), *hv = eng_page_vraw(p, pg, layer, slot);
-		stage_piece(c, np++, pg, hk, rowb);
-		stage_piece(c, np++, pg, hv, rowb);
-	}
-	/* the copies written here hold what the host holds (for K and V) */
-	for (int i = 0; i < n; i++)
-		if (cur[i]) {
-			eng_page *pg = rows[i].seq->pages[rows[i].pos / p->block];
-			pg->dev_gen = pg->gen;
-		}
-	failed(be, eng_cuda_scatter(c->dst, c->stage, rowb, np));
-}
-
 /* A page's device copy, brought up to date whole when stale. */
 static void *page_dev(eng_backend *be, eng_page *pg)
 {
@@ -362,6 +319,64 @@ static void *page_dev(eng_backend *be, eng_page *pg)
 		pg->dev_gen = pg->gen;
 	}
 	return pg->dev;
+}
+
+/* Keys and values go into the device copies alone: each row's page copy
+ * is made current first (a fresh or stale page goes up whole), the device
+ * stores them as the host would (eng_cuda_kv_store: the same conversions
+ * and key sums), and the page is marked ahead of its host data, which
+ * eng_page_pull brings down when the host reads it (a fork's copy, a
+ * truncation, a host backend). The host keeps what it reads itself: the
+ * slots filled, the versions, and at a block's last slot that layer's key
+ * sums for the MSA index. */
+static void cu_kv_store(eng_backend *be, const eng_row *rows, int n, int layer, const float *k, const float *v)
+{
+	cu_ctx *c = be->ctx;
+	eng_kv_pool *p = &be->m->kv;
+	size_t kd = (size_t)p->kvh * p->hd;
+	if (c->err || failed(be, GROW(c->dst, c->dst_cap, (size_t)n)) || failed(be, GROW(c->slot, c->slot_cap, (size_t)n)) ||
+	    failed(be, GROW(c->hk, c->hk_cap, kd)))
+		return;
+	for (int i = 0; i < n; i++) {
+		eng_page *pg = rows[i].seq->pages[rows[i].pos / p->block];
+		if (!(c->dst[i] = page_dev(be, pg)))
+			return;
+		c->slot[i] = (int)(rows[i].pos % p->block);
+	}
+	size_t kbase = (size_t)layer * p->layer_bytes, vbase = kbase + (size_t)p->block * kd * p->esize,
+	       sbase = vbase + (size_t)p->block * kd * p->esize;
+	if (failed(be, eng_cuda_kv_store(c->dst, c->slot, n, k, v, (int)kd, (int)p->dtype, kbase, vbase, sbase)))
+		return;
+	for (int i = 0; i < n; i++) {
+		eng_seq *s = rows[i].seq;
+		eng_page *pg = s->pages[rows[i].pos / p->block];
+		int slot = c->slot[i];
+		if (slot + 1 > pg->ntok)
+			pg->ntok = slot + 1;
+		pg->gen = ++p->gen;
+		pg->dev_gen = pg->gen;
+		pg->dev_ahead = true;
+		if (slot == p->block - 1) { /* the block is complete: its sums into the index */
+			if (failed(be, eng_cuda_download(c->hk, (unsigned char *)pg->dev + sbase, kd * sizeof(float))))
+				return;
+			eng_msa_index_put(s->kidx[layer], s->kbox[layer], rows[i].pos / p->block, c->hk, p->kvh, p->hd);
+		}
+	}
+}
+
+/* The pool's dev_pull: every layer's keys, values and key sums of the
+ * device copy down into the host page (index keys and boxes stay the
+ * host's). */
+static int page_pull(const eng_kv_pool *p, eng_page *pg)
+{
+	size_t kv = (size_t)2 * p->block * p->kvh * p->hd * p->esize + (size_t)p->kvh * p->hd * sizeof(float);
+	for (int l = 0; l < p->layers; l++) {
+		size_t at = (size_t)l * p->layer_bytes;
+		int rc = eng_cuda_download(pg->data + at, (unsigned char *)pg->dev + at, kv);
+		if (rc)
+			return rc;
+	}
+	return 0;
 }
 
 static void cu_attention(eng_backend *be, float *out, const float *q, const eng_row *rows, int n, int layer, int nh,
@@ -535,6 +550,7 @@ int eng_backend_cuda_init(eng_backend *be, eng_model *m)
 	be->index_select = cu_index_select;
 	be->status = cu_status;
 	m->kv.dev_free = page_dev_free;
+	m->kv.dev_pull = page_pull;
 	return 0;
 }
 
@@ -556,8 +572,8 @@ void eng_backend_cuda_free(eng_backend *be)
 	eng_cuda_free(c->deq);
 	eng_cuda_free(c->ik);
 	eng_attn_plan_free(&c->plan);
-	free(c->hq), free(c->hk), free(c->hv), free(c->stage), free(c->dst), free(c->pages), free(c->row_pages);
-	free(c->hpos), free(c->cur);
+	free(c->hq), free(c->hk), free(c->stage), free(c->dst), free(c->pages), free(c->row_pages);
+	free(c->hpos), free(c->slot);
 	free(c);
 	be->ctx = NULL;
 }

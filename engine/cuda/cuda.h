@@ -37,6 +37,14 @@ typedef struct {
  * device), out->devices 0. */
 int eng_cuda_probe(eng_cuda_info *out);
 
+/* Copies between host and device since the process started: uploads and
+ * downloads made (each a synchronous copy), and uploads of a table that
+ * the device held already and so were not made. */
+typedef struct {
+	long uploads, downloads, skipped;
+} eng_cuda_counts;
+void eng_cuda_counts_get(eng_cuda_counts *out);
+
 void *eng_cuda_malloc(size_t bytes); /* NULL when out of device memory */
 void eng_cuda_free(void *d);
 int eng_cuda_upload(void *d_dst, const void *src, size_t bytes);
@@ -89,6 +97,17 @@ int eng_cuda_add_bias(float *d_y, const float *d_b, int n, int width);
 /* n pieces of `piece` bytes, back to back at src (host), each to its own
  * device address d_dst[i] (the pointer array on the host) */
 int eng_cuda_scatter(void *const *d_dst, const void *src, size_t piece, int n);
+
+/* Keys and values of n rows into device page copies, as eng_cpu_kv_store
+ * stores them into host pages: row i (k, v: [n, kd] f32 on the device)
+ * goes to slot slot[i] of the page at device address page[i] (host
+ * arrays), converted to dtype (f32, or f16/bf16 rounded as eng_f32_to_f16
+ * and eng_f32_to_bf16 round, NaN and overflow alike), keys at kbase +
+ * slot * kd * esize, values at vbase + ..., and each stored key (as
+ * stored, read back as f32) added to the page's f32 sums at sbase, the
+ * rows of one page in their order. */
+int eng_cuda_kv_store(void *const *page, const int *slot, int n, const float *d_k, const float *d_v, int kd,
+                      int dtype, size_t kbase, size_t vbase, size_t sbase);
 
 /* n pieces of `piece` bytes from device addresses d_src[i] (the pointer
  * array on the host) to d_dst, back to back */

@@ -19,6 +19,33 @@ __device__ __forceinline__ float f16_to_f32(uint16_t h)
 	return __half2float(__ushort_as_half(h));
 }
 
+// f32 to bf16 and f16 bits exactly as engine/dtype.c rounds them (to
+// nearest even; NaN kept quiet, overflow to infinity), so a store on the
+// device holds the host's bytes.
+__device__ __forceinline__ uint16_t f32_to_bf16_bits(float f)
+{
+	uint32_t u = __float_as_uint(f);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x40);
+	u += 0x7fffu + ((u >> 16) & 1);
+	return (uint16_t)(u >> 16);
+}
+
+__device__ __forceinline__ uint16_t f32_to_f16_bits(float f)
+{
+	uint32_t u = __float_as_uint(f);
+	uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
+	uint32_t a = u & 0x7fffffffu;
+	if (a >= 0x7f800000u)
+		return sign | 0x7c00 | (a > 0x7f800000u ? 0x200 : 0);
+	if (a >= 0x477ff000u)
+		return sign | 0x7c00;
+	if (a < 0x38800000u) // subnormal or zero: a / 2^-24, nearest even
+		return sign | (uint16_t)__float2int_rn(__uint_as_float(a) * 16777216.0f);
+	uint32_t r = a + 0xfffu + ((a >> 13) & 1);
+	return sign | (uint16_t)((r - 0x38000000u) >> 13);
+}
+
 // Element i of an f32, f16 or bf16 array.
 __device__ __forceinline__ float dev_elem(const void *p, size_t i, int dtype)
 {
@@ -53,9 +80,21 @@ int eng_cuda_check(cudaError_t e, const char *what);
 
 // A scratch device buffer that grows (freed at exit by the driver). Slots:
 // 0-2 the ops of ops.cu, 3 gather, 4 the paged attention's tables, 5 scatter,
-// 6 the GEMM's rounded rows, 7 the paged attention's partial states.
-#define ENG_CUDA_SCRATCH_SLOTS 8
+// 6 the GEMM's rounded rows, 7 the paged attention's partial states, 8 the
+// KV store's table, 9 RoPE's positions.
+#define ENG_CUDA_SCRATCH_SLOTS 10
 void *eng_cuda_scratch(int which, size_t bytes);
+
+// The device copy of `bytes` host bytes in scratch slot `which`, uploaded
+// only when they differ from what the slot last took (a decode step's
+// layers hand the same positions and tables to their ops again and again;
+// the default stream orders an upload after the kernels before it, so a
+// slot is never rewritten under a kernel that reads it). A slot used here
+// is used only here. NULL with *rc set on failure.
+void *eng_cuda_scratch_upload(int which, const void *host, size_t bytes, int *rc);
+
+// The copies counted by eng_cuda_counts (device.cu)
+extern eng_cuda_counts eng_cuda_counters;
 
 // The fastest of reps timed runs of run(ctx) after one untimed warm-up, in
 // milliseconds between events on the default stream (0 or run's error).

@@ -66,13 +66,22 @@ extern "C" void eng_cuda_free(void *d)
 		cudaFree(d);
 }
 
+eng_cuda_counts eng_cuda_counters;
+
+extern "C" void eng_cuda_counts_get(eng_cuda_counts *out)
+{
+	*out = eng_cuda_counters;
+}
+
 extern "C" int eng_cuda_upload(void *d_dst, const void *src, size_t bytes)
 {
+	eng_cuda_counters.uploads++;
 	return eng_cuda_check(cudaMemcpy(d_dst, src, bytes, cudaMemcpyHostToDevice), "upload");
 }
 
 extern "C" int eng_cuda_download(void *dst, const void *d_src, size_t bytes)
 {
+	eng_cuda_counters.downloads++;
 	return eng_cuda_check(cudaMemcpy(dst, d_src, bytes, cudaMemcpyDeviceToHost), "download");
 }
 

@@ -28,6 +28,11 @@ static int launch_ok(const char *what)
 	return eng_cuda_check(cudaGetLastError(), what);
 }
 
+static size_t align16(size_t x)
+{
+	return (x + 15) / 16 * 16;
+}
+
 // ---- gather and bias ----------------------------------------------------------
 
 __global__ void gather_kernel(float *dst, const float *src, const int *idx, int n, int width)
@@ -131,6 +136,92 @@ extern "C" int eng_cuda_scatter(void *const *d_dst, const void *src, size_t piec
 		return rc;
 	scatter_kernel<<<n, 128>>>((unsigned char *const *)d, d + ptrs, piece);
 	return launch_ok("scatter");
+}
+
+// ---- the KV store -------------------------------------------------------------
+
+// A block a page (group g): its rows rows[goff[g] .. goff[g + 1]) in the
+// batch's order, each row's key and value converted and stored in its
+// slot, the stored key added to the page's sum (a thread a channel, the
+// sum kept in a register between rows: the host's order of additions).
+__global__ void kv_store_kernel(unsigned char *const *page, const int *goff, const int *rows, const int *slot,
+                                const float *k, const float *v, int kd, int dtype, size_t kbase, size_t vbase,
+                                size_t sbase)
+{
+	unsigned char *pg = page[blockIdx.x];
+	int r0 = goff[blockIdx.x], r1 = goff[blockIdx.x + 1];
+	float *sum = (float *)(pg + sbase);
+	for (int j = threadIdx.x; j < kd; j += blockDim.x) {
+		float acc = sum[j];
+		for (int r = r0; r < r1; r++) {
+			int i = rows[r];
+			size_t at = (size_t)slot[i] * kd + j;
+			float kx = k[(size_t)i * kd + j], vx = v[(size_t)i * kd + j];
+			if (dtype == DT_F32) {
+				((float *)(pg + kbase))[at] = kx;
+				((float *)(pg + vbase))[at] = vx;
+				acc += kx;
+			} else {
+				uint16_t kq = dtype == DT_BF16 ? f32_to_bf16_bits(kx) : f32_to_f16_bits(kx);
+				uint16_t vq = dtype == DT_BF16 ? f32_to_bf16_bits(vx) : f32_to_f16_bits(vx);
+				((uint16_t *)(pg + kbase))[at] = kq;
+				((uint16_t *)(pg + vbase))[at] = vq;
+				acc += dtype == DT_BF16 ? bf16_to_f32(kq) : f16_to_f32(kq);
+			}
+		}
+		sum[j] = acc;
+	}
+}
+
+extern "C" int eng_cuda_kv_store(void *const *page, const int *slot, int n, const float *d_k, const float *d_v, int kd,
+                                 int dtype, size_t kbase, size_t vbase, size_t sbase)
+{
+	if (n < 1)
+		return 0;
+	if (kd < 1 || (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16))
+		return ev_error_set(EV_E_INVALID, "cuda kv store: %d channels of dtype %d", kd, dtype);
+	// the rows grouped by page, each group in the rows' order
+	size_t o_goff = align16((size_t)n * sizeof(void *)), o_rows = align16(o_goff + (size_t)(n + 1) * sizeof(int)),
+	       o_slot = align16(o_rows + (size_t)n * sizeof(int)), total = o_slot + (size_t)n * sizeof(int);
+	unsigned char *h = (unsigned char *)calloc(1, total); // padding zeroed: tables compare whole
+	int *gof = (int *)malloc((size_t)n * sizeof(int)); // a row's group
+	if (!h || !gof) {
+		free(h), free(gof);
+		return ev_error_set(EV_E_NOMEM, "cuda kv store: out of memory for its table of %d rows", n);
+	}
+	void **gp = (void **)h;
+	int *goff = (int *)(h + o_goff), *grows = (int *)(h + o_rows), G = 0;
+	for (int i = 0; i < n; i++) {
+		int g = 0;
+		while (g < G && gp[g] != page[i])
+			g++;
+		if (g == G)
+			gp[G++] = page[i];
+		gof[i] = g;
+	}
+	memset(goff, 0, (size_t)(G + 1) * sizeof(int)); // counts, then offsets
+	for (int i = 0; i < n; i++)
+		goff[gof[i] + 1]++;
+	for (int g = 0; g < G; g++)
+		goff[g + 1] += goff[g];
+	int *fill = (int *)calloc((size_t)G, sizeof(int));
+	if (!fill) {
+		free(h), free(gof);
+		return ev_error_set(EV_E_NOMEM, "cuda kv store: out of memory");
+	}
+	for (int i = 0; i < n; i++)
+		grows[goff[gof[i]] + fill[gof[i]]++] = i;
+	memcpy(h + o_slot, slot, (size_t)n * sizeof(int));
+	free(fill), free(gof);
+	int rc;
+	unsigned char *d = (unsigned char *)eng_cuda_scratch_upload(8, h, total, &rc); // a step's layers: the same table
+	free(h);
+	if (!d)
+		return rc;
+	kv_store_kernel<<<(unsigned)G, 128>>>((unsigned char *const *)d, (const int *)(d + o_goff),
+	                                      (const int *)(d + o_rows), (const int *)(d + o_slot), d_k, d_v, kd, dtype,
+	                                      kbase, vbase, sbase);
+	return launch_ok("kv store");
 }
 
 // Piece i from its device address src[i] to dst + i * piece.
@@ -274,10 +365,6 @@ __global__ void __launch_bounds__(ATT_WARPS * 32, 1) paged_merge_kernel(float *o
 	}
 }
 
-static size_t align16(size_t x)
-{
-	return (x + 15) / 16 * 16;
-}
 
 extern "C" int eng_cuda_paged_attention(float *d_out, const float *d_q, int n, int nh, int kvh, int hd, int dtype,
                                         void *const *pages, const int *row_pages, int npages, size_t kbase,
@@ -298,10 +385,9 @@ extern "C" int eng_cuda_paged_attention(float *d_out, const float *d_q, int n, i
 	       o_count = align16(o_first + tasks * sizeof(int)), o_range = align16(o_count + tasks * sizeof(int)),
 	       total = o_range + tasks * sizeof(int);
 	size_t parts = (size_t)(nitems ? nitems : 1) * group;
-	unsigned char *h = (unsigned char *)malloc(total);
-	unsigned char *d = (unsigned char *)eng_cuda_scratch(4, total);
+	unsigned char *h = (unsigned char *)calloc(1, total); // padding zeroed: tables compare whole
 	float *part = (float *)eng_cuda_scratch(7, parts * (2 + (size_t)hd) * sizeof(float));
-	if (!h || !d || !part) {
+	if (!h || !part) {
 		free(h);
 		return ev_error_set(EV_E_NOMEM, "cuda paged attention: out of memory for its tables (%zu bytes) and %d parts",
 		                    total, nitems);
@@ -318,9 +404,11 @@ extern "C" int eng_cuda_paged_attention(float *d_out, const float *d_q, int n, i
 	memcpy(h + o_first, ifirst, tasks * sizeof(int));
 	memcpy(h + o_count, icount, tasks * sizeof(int));
 	memcpy(h + o_range, first, tasks * sizeof(int));
-	int rc = eng_cuda_upload(d, h, total);
+	int rc;
+	// a decode step's dense layers plan the same pages and lists: one upload
+	unsigned char *d = (unsigned char *)eng_cuda_scratch_upload(4, h, total, &rc);
 	free(h);
-	if (rc)
+	if (!d)
 		return rc;
 	size_t esize = dtype == DT_F32 ? 4 : 2;
 	float *pm = part, *pl = pm + parts, *pacc = pl + parts;

@@ -25,6 +25,7 @@
 #include "engine/gguf/quant.h"
 #include "engine/cpu/kernels.h"
 #include "tests/engine/attn_walk.h"
+#include "tests/engine/kv_store_def.h"
 #include "tests/engine/engine_testutil.h"
 
 /* ---- device memory: tracked host blocks ---------------------------------- */
@@ -95,10 +96,12 @@ static int h_upload(void *d_dst, const void *src, size_t bytes)
 	return 0;
 }
 
+static long g_downloads;
 static int h_download(void *dst, const void *d_src, size_t bytes)
 {
 	dev(d_src, bytes, "download");
 	memcpy(dst, d_src, bytes);
+	g_downloads++;
 	return 0;
 }
 
@@ -284,6 +287,27 @@ static int h_scatter(void *const *d_dst, const void *src, size_t piece, int n)
 	return 0;
 }
 
+/* The contract (kv_store_def.h) on tracked blocks. */
+static long g_kv_stores;
+static int h_kv_store(void *const *page, const int *slot, int n, const float *d_k, const float *d_v, int kd, int dtype,
+		      size_t kbase, size_t vbase, size_t sbase)
+{
+	if (kd < 1 || (dtype != ENG_F32 && dtype != ENG_F16 && dtype != ENG_BF16))
+		return ev_error_set(EV_E_INVALID, "cuda kv store: %d channels of dtype %d", kd, dtype);
+	size_t es = eng_dtype_size(dtype);
+	dev(d_k, (size_t)n * kd * sizeof(float), "kv store keys");
+	dev(d_v, (size_t)n * kd * sizeof(float), "kv store values");
+	for (int i = 0; i < n; i++) {
+		unsigned char *pg = page[i];
+		dev(pg + kbase + (size_t)slot[i] * kd * es, kd * es, "kv store key slot");
+		dev(pg + vbase + (size_t)slot[i] * kd * es, kd * es, "kv store value slot");
+		dev(pg + sbase, kd * sizeof(float), "kv store key sums");
+	}
+	kv_store_def(page, slot, n, d_k, d_v, kd, dtype, kbase, vbase, sbase);
+	g_kv_stores++;
+	return 0;
+}
+
 static int h_gather_pieces(void *d_dst, void *const *d_src, size_t piece, int n)
 {
 	dev(d_dst, piece * (size_t)n, "gather destination");
@@ -408,6 +432,7 @@ static int h_paged_attention(float *d_out, const float *d_q, int n, int nh, int 
 #define eng_cuda_gather h_gather
 #define eng_cuda_add_bias h_add_bias
 #define eng_cuda_scatter h_scatter
+#define eng_cuda_kv_store h_kv_store
 #define eng_cuda_paged_attention h_paged_attention
 #define eng_cuda_gather_pieces h_gather_pieces
 #define eng_cuda_index_select h_index_select
@@ -460,11 +485,40 @@ static void weights_go_up_once_and_pages_stay_current(void **state)
 	assert_int_equal(eng_seq_new(&s, m), 0);
 	assert_int_equal(eng_forward(s, t, 28, NULL), 0);
 	uint64_t up = host_backend_uploaded(&m->cuda);
+	long up0 = g_uploads, down0 = g_downloads, st0 = g_kv_stores;
 	assert_int_equal(eng_forward(s, t + 28, 1, NULL), 0);
 	assert_int_equal(host_backend_uploaded(&m->cuda), up);
-	/* the two pages of the sequence are current on the device */
+	/* a decode step's copies between host and device: keys and values
+	 * are stored on the device (one table up a layer), nothing comes
+	 * down but the logits (no block completes at position 28) */
+	long ups = g_uploads - up0, downs = g_downloads - down0;
+	print_message("a decode step of %d layers: %ld uploads, %ld downloads, %ld device KV stores\n", m->c.layers, ups,
+		      downs, g_kv_stores - st0);
+	assert_int_equal(g_kv_stores - st0, m->c.layers);
+	assert_int_equal(downs, 1);
+	/* the two pages of the sequence are current on the device, the
+	 * second one ahead of the host's data (keys stored there alone) */
 	for (int b = 0; b < 2; b++)
 		assert_true(s->pages[b]->dev && s->pages[b]->dev_gen == s->pages[b]->gen);
+	assert_true(s->pages[1]->dev_ahead);
+	assert_int_equal(pages_match(s), 2);
+	/* pulled down, the host holds the device's keys, values and sums,
+	 * and the copy stays current */
+	{
+		eng_kv_pool *p = &m->kv;
+		eng_page *pg = s->pages[1];
+		unsigned char *buf = malloc(p->page_bytes);
+		assert_non_null(buf);
+		read_dev(buf, pg->dev, p->page_bytes);
+		assert_int_equal(eng_page_pull(p, pg), 0);
+		assert_false(pg->dev_ahead);
+		assert_true(pg->dev_gen == pg->gen);
+		size_t kv = (size_t)2 * p->block * p->kvh * p->hd * p->esize + (size_t)p->kvh * p->hd * sizeof(float);
+		for (int l = 0; l < p->layers; l++)
+			assert_memory_equal(pg->data + (size_t)l * p->layer_bytes, buf + (size_t)l * p->layer_bytes, kv);
+		free(buf);
+		assert_int_equal(pages_match(s), 2);
+	}
 	/* a host-side write (a store by the CPU path) makes the copy stale;
 	 * the next device store into the same page must not mark it current
 	 * without bringing the rest up, and attention brings it up whole */

@@ -8,7 +8,8 @@
  * indexer's choice equal to eng_index_select_one's definition block for
  * block (ties to the lower block included); the split-K sparse decode
  * against direct attention over the chosen blocks, for several split
- * targets (the same answer however it is cut). Each op prints its largest
+ * targets (the same answer however it is cut); the KV store byte for byte
+ * against the host's store. Each op prints its largest
  * normalized error. Without a device the test says so and is skipped
  * (exit 77). */
 #include "engine_testutil.h"
@@ -20,6 +21,7 @@
 
 #include "engine/cuda/cuda.h"
 #include "engine/gguf/quant.h"
+#include "tests/engine/kv_store_def.h"
 
 static uint64_t rng = 88172645463325252ull;
 
@@ -206,6 +208,14 @@ static void elementwise_ops_match_the_cpu(void **st)
 		assert_int_equal(eng_cuda_rope(dq, n, nh, hd, rd, pos, dinv), 0);
 		got = down(dq, (size_t)n * nh * hd);
 		report(rd == hd ? "rope" : "rope partial", nerr(got, q, (size_t)n * nh * hd), 1e-6);
+		free(got);
+		/* as many rows at other positions: the op must not keep the last ones */
+		long pos2[5] = {3, 2, 1, 0, 77};
+		assert_int_equal(eng_cuda_upload(dq, q, (size_t)n * nh * hd * 4), 0);
+		eng_cpu_rope(NULL, q, n, nh, hd, rd, pos2, inv);
+		assert_int_equal(eng_cuda_rope(dq, n, nh, hd, rd, pos2, dinv), 0);
+		got = down(dq, (size_t)n * nh * hd);
+		report("rope, new positions", nerr(got, q, (size_t)n * nh * hd), 1e-6);
 		free(got), free(q), free(inv), eng_cuda_free(dq), eng_cuda_free(dinv);
 	}
 	/* swiglu, swiglu-oai, axpy */
@@ -404,6 +414,75 @@ static void split_decode_equals_direct_attention(void **st)
 	eng_cuda_free(dk), eng_cuda_free(dv), eng_cuda_free(dq), eng_cuda_free(dout);
 }
 
+/* Keys and values into device page copies, byte for byte what the host
+ * stores (kv_store_def.h, eng_cpu_kv_store's conversions and sums) in
+ * f32, f16 and bf16: rows of three pages in an interleaved order (a
+ * page's sums take its rows in the batch's order), values that round to
+ * a tie, overflow a half, fall to a subnormal or are NaN and infinity;
+ * then the same table again (its upload skipped) and other slots (its
+ * upload made). */
+static void kv_store_equals_the_host_store(void **st)
+{
+	(void)st;
+	const int kd = 80, block = 8, n = 9;
+	const size_t page_bytes = 4096 * 4;
+	const float special[] = {NAN, INFINITY, -INFINITY, 70000.0f, 65519.0f, 1e-6f, -3e-8f, 1.0f + 1.0f / 512,
+				 1.0f + 3.0f / 512, 0.0f, -0.0f};
+	for (int dt = ENG_F32; dt <= ENG_BF16; dt++) {
+		size_t es = eng_dtype_size((eng_dtype)dt), kbase = 256, vbase = kbase + (size_t)block * kd * es,
+		       sbase = vbase + (size_t)block * kd * es;
+		unsigned char *host[3], *dpage[3];
+		void *hp[9], *dp[9];
+		for (int g = 0; g < 3; g++) {
+			host[g] = malloc(page_bytes);
+			for (size_t b = 0; b < page_bytes; b++)
+				host[g][b] = (unsigned char)(b * 131 + (size_t)g);
+			float *sum = (float *)(host[g] + sbase);
+			for (int j = 0; j < kd; j++)
+				sum[j] = rnd();
+			dpage[g] = up(host[g], page_bytes);
+		}
+		int which[9] = {0, 1, 0, 2, 0, 1, 2, 2, 0}, slot[9] = {0, 0, 1, 0, 2, 1, 1, 2, 3};
+		for (int round = 0; round < 3; round++) {
+			if (round == 2)
+				for (int i = 0; i < n; i++)
+					slot[i] += 4; /* other slots: a new table */
+			for (int i = 0; i < n; i++)
+				hp[i] = host[which[i]], dp[i] = dpage[which[i]];
+			float *k = rand_vec((size_t)n * kd, 4.0f), *v = rand_vec((size_t)n * kd, 4.0f);
+			for (size_t e = 0; e < sizeof special / sizeof special[0]; e++)
+				k[e * 7] = special[e], v[e * 5 + 3] = special[e];
+			float *dk = up(k, (size_t)n * kd * 4), *dv = up(v, (size_t)n * kd * 4);
+			eng_cuda_counts c0, c1;
+			eng_cuda_counts_get(&c0);
+			assert_int_equal(eng_cuda_kv_store(dp, slot, n, dk, dv, kd, dt, kbase, vbase, sbase), 0);
+			eng_cuda_counts_get(&c1);
+			kv_store_def(hp, slot, n, k, v, kd, dt, kbase, vbase, sbase);
+			assert_int_equal(c1.skipped - c0.skipped, round == 1 ? 1 : 0);
+			assert_int_equal(eng_cuda_sync(), 0);
+			for (int g = 0; g < 3; g++) {
+				unsigned char *got = malloc(page_bytes);
+				assert_int_equal(eng_cuda_download(got, dpage[g], page_bytes), 0);
+				/* sums: bit for bit, but a NaN is any NaN (a GPU's add gives
+				 * the canonical one, x86 keeps the operand's payload) */
+				const float *gs = (const float *)(got + sbase), *hs = (const float *)(host[g] + sbase);
+				for (int j = 0; j < kd; j++)
+					if (!(isnan(gs[j]) && isnan(hs[j])) && memcmp(&gs[j], &hs[j], 4))
+						fail_msg("kv store, dtype %d, round %d: page %d, sum %d: %g, the host's %g", dt, round,
+							 g, j, gs[j], hs[j]);
+				if (memcmp(got, host[g], sbase) ||
+				    memcmp(got + sbase + kd * 4, host[g] + sbase + kd * 4, page_bytes - sbase - kd * 4))
+					fail_msg("kv store, dtype %d, round %d: page %d differs from the host's store", dt, round, g);
+				free(got);
+			}
+			free(k), free(v), eng_cuda_free(dk), eng_cuda_free(dv);
+		}
+		for (int g = 0; g < 3; g++)
+			free(host[g]), eng_cuda_free(dpage[g]);
+		report(dt == ENG_F32 ? "kv store f32" : dt == ENG_F16 ? "kv store f16" : "kv store bf16", 0, 0);
+	}
+}
+
 int main(void)
 {
 	eng_cuda_info info;
@@ -421,6 +500,7 @@ int main(void)
 		cmocka_unit_test(elementwise_ops_match_the_cpu),
 		cmocka_unit_test(indexer_choice_equals_the_definition),
 		cmocka_unit_test(split_decode_equals_direct_attention),
+		cmocka_unit_test(kv_store_equals_the_host_store),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
