@@ -66,8 +66,6 @@ typedef struct {
 	int part_blocks;
 	float *deq; /* a block-type weight dequantized for a prefill GEMM */
 	size_t deq_cap;
-	float *ik; /* a sequence's index keys laid out flat for the indexer */
-	size_t ik_cap;
 } cu_ctx;
 
 /* Keys a work item of the paged attention takes: a decode row's list of a
@@ -447,10 +445,11 @@ static int cu_status(eng_backend *be)
 
 /* The lightning indexer on the device. eng_index_store has put the rows'
  * index keys (flushed) in the host's pages; the same bytes go into the
- * current device copies, then for each run of rows of one sequence its
- * pages' keys are laid out flat on the device and eng_cuda_index_select
- * scores every block (the CPU's dot product order: the same scores) and
- * takes the same top-k, ties to the lower block, as eng_index_select_one. */
+ * current device copies, then for each run of rows of one sequence
+ * eng_cuda_index_select scores every block where its keys lie, in the
+ * sequence's device pages (the CPU's dot product order: the same scores),
+ * and takes the same top-k, ties to the lower block, as
+ * eng_index_select_one. */
 static int cu_index_select(eng_backend *be, const eng_row *rows, int n, int layer, const float *iq, int *lists,
 			   int *nls, int nlist)
 {
@@ -480,30 +479,15 @@ static int cu_index_select(eng_backend *be, const eng_row *rows, int n, int laye
 		for (i1 = i0 + 1; i1 < n && rows[i1].seq == s; i1++)
 			last = rows[i1].pos > last ? rows[i1].pos : last;
 		long npg = last / p->block + 1;
-		size_t need = (size_t)npg * p->block * D;
-		if (need > c->ik_cap) {
-			eng_cuda_free(c->ik);
-			c->ik_cap = 0;
-			if (!(c->ik = eng_cuda_malloc(need * sizeof(float)))) {
-				failed(be, ev_error_set(EV_E_NOMEM, "cuda backend: out of device memory for %ld positions' "
-								    "index keys", npg * p->block));
-				return cu_status(be);
-			}
-			c->ik_cap = need;
-		}
 		if (failed(be, GROW(c->pages, c->pages_cap, (size_t)npg)))
 			return cu_status(be);
-		for (long b = 0; b < npg; b++) {
-			unsigned char *d = page_dev(be, s->pages[b]);
-			if (!d)
+		for (long b = 0; b < npg; b++)
+			if (!(c->pages[b] = page_dev(be, s->pages[b])))
 				return cu_status(be);
-			c->pages[b] = d + ik_off;
-		}
 		size_t kvh = (size_t)p->kvh;
-		if (failed(be, eng_cuda_gather_pieces(c->ik, c->pages, (size_t)p->block * kb, (int)npg)) ||
-		    failed(be, eng_cuda_index_select(lists + (size_t)i0 * kvh * nlist, nls + (size_t)i0 * kvh, nlist,
-						     iq + (size_t)i0 * kvh * D, c->ik, i1 - i0, (int)kvh, (int)D,
-						     c->hpos + i0, p->block, m->c.index_topk, m->c.index_local)))
+		if (failed(be, eng_cuda_index_select(lists + (size_t)i0 * kvh * nlist, nls + (size_t)i0 * kvh, nlist,
+						     iq + (size_t)i0 * kvh * D, c->pages, (int)npg, ik_off, i1 - i0, (int)kvh,
+						     (int)D, c->hpos + i0, p->block, m->c.index_topk, m->c.index_local)))
 			return cu_status(be);
 	}
 	return 0;
@@ -570,7 +554,6 @@ void eng_backend_cuda_free(eng_backend *be)
 			eng_cuda_free(c->map[i].dev);
 	free(c->map);
 	eng_cuda_free(c->deq);
-	eng_cuda_free(c->ik);
 	eng_attn_plan_free(&c->plan);
 	free(c->hq), free(c->hk), free(c->stage), free(c->dst), free(c->pages), free(c->row_pages);
 	free(c->hpos), free(c->slot);

@@ -109,10 +109,6 @@ int eng_cuda_scatter(void *const *d_dst, const void *src, size_t piece, int n);
 int eng_cuda_kv_store(void *const *page, const int *slot, int n, const float *d_k, const float *d_v, int kd,
                       int dtype, size_t kbase, size_t vbase, size_t sbase);
 
-/* n pieces of `piece` bytes from device addresses d_src[i] (the pointer
- * array on the host) to d_dst, back to back */
-int eng_cuda_gather_pieces(void *d_dst, void *const *d_src, size_t piece, int n);
-
 /* Attention over the paged KV cache following a split plan (engine/
  * attn_plan.c): out[n, nh, hd] for queries q[n, nh, hd]. Row i's pages are
  * pages[row_pages[i] + b] (device addresses of page copies laid out as the
@@ -139,16 +135,19 @@ int eng_cuda_paged_attention(float *d_out, const float *d_q, int n, int nh, int 
  * them) for positions t < len, in blocks of `block` positions (the KV
  * page). */
 
-/* For each query row i (position pos[i], host) and KV head g: the scores
- * of blocks 0 .. pos[i] / block, a block's the max over its keys <= pos of
- * iq[i, g] . ik[t] (in the CPU's order of operations: the same bits);
- * then the index_local blocks ending at the query's
- * own always kept, then the best (higher score, lower block on ties) up to
- * min(topk, blocks so far); written ascending to lists + (i * kvh + g) *
- * nlist, their count at nls[i * kvh + g] (host arrays). Exactly
- * eng_index_select_one's choice. */
-int eng_cuda_index_select(int *lists, int *nls, int nlist, const float *d_iq, const float *d_ik, int n, int kvh,
-                          int idim, const long *pos, int block, int topk, int local);
+/* For query rows of one sequence, each row i (position pos[i], host) and
+ * KV head g: the scores of blocks 0 .. pos[i] / block, a block's the max
+ * over its keys <= pos of iq[i, g] . ik[t] (in the CPU's order of
+ * operations: the same bits); then the index_local blocks ending at the
+ * query's own always kept, then the best (higher score, lower block on
+ * ties) up to min(topk, blocks so far); written ascending to lists + (i *
+ * kvh + g) * nlist, their count at nls[i * kvh + g] (host arrays). Exactly
+ * eng_index_select_one's choice. The keys are read where they lie, in the
+ * sequence's pages: ik[t] is idim floats at pages[t / block] + ik_off +
+ * (t % block) * idim * 4 bytes (pages: npages device addresses on the host,
+ * at least the last row's block + 1). */
+int eng_cuda_index_select(int *lists, int *nls, int nlist, const float *d_iq, void *const *pages, int npages,
+                          size_t ik_off, int n, int kvh, int idim, const long *pos, int block, int topk, int local);
 
 /* Decode attention over chosen blocks, split-K: out[n, nh, hd] for query
  * rows q[n, nh, hd] (GQA: nh / kvh query heads a KV head), row i and KV

@@ -413,8 +413,8 @@ __device__ float dot_cpu_order(const float *q, const float *k, int n, int avx2)
 // scores[(i * kvh + g) * nb + b]: block b's score for row i, head g (the
 // max over its keys <= pos), -inf past the row's own block. One thread a
 // key position: each block of keys is one CUDA block's reduction.
-__global__ void index_scores_kernel(float *scores, const float *iq, const float *ik, int kvh, int idim,
-                                    const long long *pos, int block, long nb, int avx2)
+__global__ void index_scores_kernel(float *scores, const float *iq, const unsigned char *const *pages, size_t ik_off,
+                                    int kvh, int idim, const long long *pos, int block, long nb, int avx2)
 {
 	extern __shared__ float sh[]; // idim (the flushed query), then blockDim.x maxima
 	int i = blockIdx.z, g = blockIdx.y;
@@ -424,9 +424,10 @@ __global__ void index_scores_kernel(float *scores, const float *iq, const float 
 		q[j] = flush(iq[((size_t)i * kvh + g) * idim + j]);
 	__syncthreads();
 	long p = pos[i], t0 = b * block, t1 = t0 + block - 1 < p ? t0 + block - 1 : p;
+	const float *ik = t1 >= t0 ? (const float *)(pages[b] + ik_off) : NULL; // the block's page: its keys
 	float m = -INFINITY;
 	for (long t = t0 + threadIdx.x; t <= t1; t += blockDim.x) {
-		float d = dot_cpu_order(q, ik + (size_t)t * idim, idim, avx2);
+		float d = dot_cpu_order(q, ik + (size_t)(t - t0) * idim, idim, avx2);
 		m = d > m ? d : m;
 	}
 	best[threadIdx.x] = m;
@@ -505,8 +506,9 @@ __global__ void index_topk_kernel(int *lists, int *nls, float *scores, int kvh, 
 
 extern "C" int eng_cpu_dot_avx2(void); // engine/cpu: which order the CPU's dot product takes
 
-extern "C" int eng_cuda_index_select(int *lists, int *nls, int nlist, const float *d_iq, const float *d_ik, int n,
-                                     int kvh, int idim, const long *pos, int block, int topk, int local)
+extern "C" int eng_cuda_index_select(int *lists, int *nls, int nlist, const float *d_iq, void *const *pages, int npages,
+                                     size_t ik_off, int n, int kvh, int idim, const long *pos, int block, int topk,
+                                     int local)
 {
 	if (n < 1 || kvh < 1 || idim < 1 || idim > 4096 || block < 1 || topk < 1 || nlist < 1 || local < 0 || local > 64)
 		return ev_error_set(EV_E_INVALID, "cuda index_select: n %d, kvh %d, idim %d, block %d, topk %d, nlist %d", n, kvh,
@@ -515,23 +517,31 @@ extern "C" int eng_cuda_index_select(int *lists, int *nls, int nlist, const floa
 	for (int i = 0; i < n; i++)
 		maxpos = pos[i] > maxpos ? pos[i] : maxpos;
 	long nb = maxpos / block + 1;
+	if (npages < nb)
+		return ev_error_set(EV_E_INVALID, "cuda index_select: %d pages for positions up to %ld (blocks of %d)", npages,
+		                    maxpos, block);
 	size_t ns = (size_t)n * kvh * nb;
-	float *d_sc = (float *)eng_cuda_scratch(0, ns * sizeof(float) + (size_t)n * sizeof(long long));
+	float *d_sc = (float *)eng_cuda_scratch(0, ns * sizeof(float));
 	int *d_lists = (int *)eng_cuda_scratch(1, (size_t)n * kvh * (nlist + 1) * sizeof(int));
-	long long *h = (long long *)malloc((size_t)n * sizeof *h);
+	// the table: positions, then the pages (a step's layers: the same table)
+	size_t o_pages = ((size_t)n * sizeof(long long) + 15) / 16 * 16, total = o_pages + (size_t)nb * sizeof(void *);
+	unsigned char *h = (unsigned char *)calloc(1, total);
 	if (!d_sc || !d_lists || !h) {
 		free(h);
 		return ev_error_set(EV_E_NOMEM, "cuda index_select: out of memory");
 	}
-	long long *d_pos = (long long *)(d_sc + ns);
 	for (int i = 0; i < n; i++)
-		h[i] = pos[i];
-	int rc = eng_cuda_upload(d_pos, h, (size_t)n * sizeof *h);
+		((long long *)h)[i] = pos[i];
+	memcpy(h + o_pages, pages, (size_t)nb * sizeof(void *));
+	int rc;
+	unsigned char *d = (unsigned char *)eng_cuda_scratch_upload(10, h, total, &rc);
 	free(h);
-	if (rc)
+	if (!d)
 		return rc;
+	const long long *d_pos = (const long long *)d;
 	dim3 g1((unsigned)nb, (unsigned)kvh, (unsigned)n);
-	index_scores_kernel<<<g1, 128, (idim + 128) * sizeof(float)>>>(d_sc, d_iq, d_ik, kvh, idim, d_pos, block, nb,
+	index_scores_kernel<<<g1, 128, (idim + 128) * sizeof(float)>>>(d_sc, d_iq, (const unsigned char *const *)(d + o_pages),
+	                                                                ik_off, kvh, idim, d_pos, block, nb,
 	                                                                eng_cpu_dot_avx2());
 	if ((rc = launch_ok("index scores")))
 		return rc;

@@ -224,34 +224,6 @@ extern "C" int eng_cuda_kv_store(void *const *page, const int *slot, int n, cons
 	return launch_ok("kv store");
 }
 
-// Piece i from its device address src[i] to dst + i * piece.
-__global__ void gather_pieces_kernel(unsigned char *dst, const unsigned char *const *src, size_t piece)
-{
-	const unsigned char *s = src[blockIdx.x];
-	unsigned char *d = dst + (size_t)blockIdx.x * piece;
-	if (piece % 4 == 0 && ((uintptr_t)s % 4) == 0 && ((uintptr_t)d % 4) == 0) {
-		for (size_t k = threadIdx.x; k < piece / 4; k += blockDim.x)
-			((uint32_t *)d)[k] = ((const uint32_t *)s)[k];
-	} else {
-		for (size_t k = threadIdx.x; k < piece; k += blockDim.x)
-			d[k] = s[k];
-	}
-}
-
-extern "C" int eng_cuda_gather_pieces(void *d_dst, void *const *d_src, size_t piece, int n)
-{
-	if (n < 1 || !piece)
-		return 0;
-	void **d = (void **)eng_cuda_scratch(3, (size_t)n * sizeof(void *));
-	if (!d)
-		return ev_error_set(EV_E_NOMEM, "cuda gather: out of device memory");
-	int rc = eng_cuda_upload(d, d_src, (size_t)n * sizeof(void *));
-	if (rc)
-		return rc;
-	gather_pieces_kernel<<<n, 128>>>((unsigned char *)d_dst, (const unsigned char *const *)d, piece);
-	return launch_ok("gather pieces");
-}
-
 // ---- attention over pages -------------------------------------------------------
 
 

@@ -308,28 +308,21 @@ static int h_kv_store(void *const *page, const int *slot, int n, const float *d_
 	return 0;
 }
 
-static int h_gather_pieces(void *d_dst, void *const *d_src, size_t piece, int n)
-{
-	dev(d_dst, piece * (size_t)n, "gather destination");
-	for (int i = 0; i < n; i++) {
-		dev(d_src[i], piece, "gather piece");
-		memcpy((unsigned char *)d_dst + (size_t)i * piece, d_src[i], piece);
-	}
-	return 0;
-}
 
-/* The indexer's choice on flat keys, as eng_cuda_index_select's contract
- * states it: eng_index_select_one's definition (flushed query, the CPU's
- * dot product, a block's score the max over its keys <= pos, the local
- * blocks first, then the best, ties to the lower block, ascending). */
-static int h_index_select(int *lists, int *nls, int nlist, const float *d_iq, const float *d_ik, int n, int kvh,
-			  int idim, const long *pos, int block, int topk, int local)
+/* The indexer's choice on keys in pages, as eng_cuda_index_select's
+ * contract states it: eng_index_select_one's definition (flushed query,
+ * the CPU's dot product, a block's score the max over its keys <= pos, the
+ * local blocks first, then the best, ties to the lower block, ascending). */
+static int h_index_select(int *lists, int *nls, int nlist, const float *d_iq, void *const *pages, int npages,
+			  size_t ik_off, int n, int kvh, int idim, const long *pos, int block, int topk, int local)
 {
 	long last = 0;
 	for (int i = 0; i < n; i++)
 		last = pos[i] > last ? pos[i] : last;
 	dev(d_iq, (size_t)n * kvh * idim * sizeof(float), "indexer queries");
-	dev(d_ik, ((size_t)last + 1) * idim * sizeof(float), "indexer keys");
+	assert_true(npages >= last / block + 1);
+	for (long b = 0; b <= last / block; b++)
+		dev((unsigned char *)pages[b] + ik_off, (size_t)block * idim * sizeof(float), "indexer keys of a page");
 	float *sc = malloc(((size_t)last / block + 1) * sizeof(float)), *q = malloc((size_t)idim * sizeof(float));
 	for (int i = 0; i < n; i++)
 		for (int g = 0; g < kvh; g++) {
@@ -340,7 +333,8 @@ static int h_index_select(int *lists, int *nls, int nlist, const float *d_iq, co
 			for (long b = 0; b <= cur; b++) {
 				float best = -INFINITY;
 				for (long t = b * block; t <= b * block + block - 1 && t <= pos[i]; t++) {
-					float d = dot(q, d_ik + (size_t)t * idim, idim);
+					const float *k = (const float *)((unsigned char *)pages[b] + ik_off) + (size_t)(t - b * block) * idim;
+					float d = dot(q, k, idim);
 					best = d > best ? d : best;
 				}
 				sc[b] = best;
@@ -434,7 +428,6 @@ static int h_paged_attention(float *d_out, const float *d_q, int n, int nh, int 
 #define eng_cuda_scatter h_scatter
 #define eng_cuda_kv_store h_kv_store
 #define eng_cuda_paged_attention h_paged_attention
-#define eng_cuda_gather_pieces h_gather_pieces
 #define eng_cuda_index_select h_index_select
 #define eng_backend_cuda_init host_backend_init
 #define eng_backend_cuda_free host_backend_free

@@ -342,9 +342,20 @@ static void indexer_choice_equals_the_definition(void **st)
 	memcpy(ik + (size_t)(3 * block) * idim, ik + (size_t)(40 * block + 2) * idim, (size_t)idim * 4);
 	for (size_t i = 0; i < (size_t)len * idim; i++)
 		ik[i] = fabsf(ik[i]) < 0x1p-60f ? 0.0f : ik[i];
-	float *dik = up(ik, (size_t)len * idim * 4), *diq = up(iq, (size_t)n * kvh * idim * 4);
+	/* the keys in "pages" laid out in reverse order, a block's keys 48
+	 * bytes into its page: the op reads them where they lie */
+	size_t pb = (size_t)block * idim * 4 + 48, nb = (size_t)len / block;
+	unsigned char *hp = malloc(nb * pb), *dpg;
+	void **pages = malloc(nb * sizeof(void *));
+	for (size_t b = 0; b < nb; b++)
+		memcpy(hp + (nb - 1 - b) * pb + 48, ik + b * block * idim, (size_t)block * idim * 4);
+	dpg = up(hp, nb * pb);
+	for (size_t b = 0; b < nb; b++)
+		pages[b] = dpg + (nb - 1 - b) * pb;
+	float *diq = up(iq, (size_t)n * kvh * idim * 4);
 	int lists[4 * 2 * 8], nls[8], want[8];
-	assert_int_equal(eng_cuda_index_select(lists, nls, nlist, diq, dik, n, kvh, idim, pos, block, topk, local), 0);
+	assert_int_equal(eng_cuda_index_select(lists, nls, nlist, diq, pages, (int)nb, 48, n, kvh, idim, pos, block, topk,
+					       local), 0);
 	for (int i = 0; i < n; i++)
 		for (int g = 0; g < kvh; g++) {
 			int k = choose(iq + ((size_t)i * kvh + g) * idim, ik, idim, pos[i], block, topk, local, nlist, want);
@@ -352,7 +363,7 @@ static void indexer_choice_equals_the_definition(void **st)
 			assert_memory_equal(lists + (i * kvh + g) * nlist, want, (size_t)k * sizeof(int));
 		}
 	printf("cuda index_select: %d rows x %d heads, lists equal to the definition\n", n, kvh);
-	free(ik), free(iq), eng_cuda_free(dik), eng_cuda_free(diq);
+	free(ik), free(iq), free(hp), free(pages), eng_cuda_free(dpg), eng_cuda_free(diq);
 }
 
 static void split_decode_equals_direct_attention(void **st)
