@@ -520,6 +520,15 @@ typedef struct eng_backend {
 			  int width);
 	/* g[i] = silu(g[i]) * u[i], i < n */
 	void (*swiglu)(struct eng_backend *be, float *g, const float *u, size_t n);
+	/* The routed experts of `layer` for n rows, without the host (may be
+	 * NULL): row i routed from its router logits router[n, experts] as
+	 * eng_moe_route routes it (the device's exp may round differently in
+	 * the last place), each chosen expert's FFN run on its row of xb, and
+	 * the outputs, times weight * scale, added into row i of x in
+	 * ascending expert order, as the forward's host loop adds them. 0, or
+	 * 1 to leave these rows to that loop (too many rows for the backend's
+	 * way, or experts it does not take). */
+	int (*moe)(struct eng_backend *be, float *x, const float *xb, const float *router, int n, int layer, float scale);
 	/* 0, or the first failure of an op since the last call (a device
 	 * backend's ops cannot return one; they stop working after it). NULL:
 	 * the ops cannot fail. */
@@ -542,6 +551,13 @@ uint64_t eng_backend_cuda_uploaded(const eng_backend *be);
 /* 1 when the CPU's dot product (kernels.h) takes the AVX2 order (16 FMA
  * lanes), 0 when it is one running sum: the CUDA indexer follows it. */
 int eng_cpu_dot_avx2(void);
+
+/* A row's K experts (ascending by choice: score, then the lower id on
+ * ties) and their weights from its router logits, as the config routes:
+ * softmax (renormalised over the chosen when norm_topk), or MiniMax-M3's
+ * sigmoid scores chosen on score + bias and renormalised (engine/
+ * forward.c). */
+void eng_moe_route(const eng_config *c, const float *logits, const float *bias, int *sel, float *w);
 
 /* Ops the reference and fast CPU paths share (engine/cpu/ref.c). */
 void eng_cpu_fill_common(eng_backend *be);

@@ -20,6 +20,7 @@ typedef struct {
 	eng_backend *be;
 	float *x, *xb, *q, *k, *v, *att, *g, *u;
 	float *router;     /* [rows, experts] */
+	float *sgate;      /* [rows] the shared expert's gate */
 	float *eb, *eo;    /* expert input / output [rows, hidden] */
 	float *nbuf, *lbuf; /* final norm rows, logits rows */
 	float *iq, *ik;    /* the lightning indexer's queries [rows, heads, dim] and keys [rows, dim] */
@@ -39,7 +40,7 @@ typedef struct {
 static void scratch_free(scratch *s)
 {
 	eng_backend *be = s->be;
-	float **dev[] = {&s->x, &s->xb, &s->q, &s->k, &s->v, &s->att, &s->g, &s->u, &s->router, &s->eb, &s->eo,
+	float **dev[] = {&s->x, &s->xb, &s->q, &s->k, &s->v, &s->att, &s->g, &s->u, &s->router, &s->sgate, &s->eb, &s->eo,
 			 &s->nbuf, &s->lbuf, &s->iq, &s->ik};
 	for (size_t i = 0; be && i < sizeof(dev) / sizeof(dev[0]); i++)
 		if (*dev[i])
@@ -63,7 +64,7 @@ static int scratch_alloc(scratch *s, eng_backend *be, const eng_config *c, int n
 		size_t bytes;
 	} dev[] = {{&s->x, N * H * F}, {&s->xb, N * H * F}, {&s->q, N * qd * F}, {&s->k, N * kd * F},
 		   {&s->v, N * kd * F}, {&s->att, N * qd * F}, {&s->g, N * inter * F}, {&s->u, N * inter * F},
-		   {&s->router, N * E * F}, {&s->eb, N * H * F}, {&s->eo, N * H * F},
+		   {&s->router, N * E * F}, {&s->sgate, N * F}, {&s->eb, N * H * F}, {&s->eo, N * H * F},
 		   {&s->nbuf, (size_t)nlog * H * F}, {&s->lbuf, (size_t)nlog * (size_t)c->vocab * F},
 		   {&s->iq, N * (size_t)(c->sparse_layer ? c->index_heads * c->index_dim : 1) * F},
 		   {&s->ik, N * (size_t)(c->sparse_layer ? c->index_dim : 1) * F}};
@@ -158,26 +159,26 @@ static void ffn(eng_backend *be, const eng_config *c, scratch *s, const eng_ffn 
 	be->matmul(be, out, s->g, n, &f->down, NULL);
 }
 
-static void moe(eng_backend *be, const eng_config *c, const eng_layer *L, scratch *s, int n)
+void eng_moe_route(const eng_config *c, const float *logits, const float *bias, int *sel, float *w)
+{
+	if (c->sigmoid_router)
+		route_sigmoid(c, logits, bias, sel, w);
+	else
+		route(c, logits, sel, w);
+}
+
+static void moe(eng_backend *be, const eng_config *c, const eng_layer *L, int layer, scratch *s, int n)
 {
 	int H = c->hidden, K = c->top_k;
+	float scale = c->sigmoid_router ? (float)c->routed_scale : 1.0f;
 	be->matmul(be, s->router, s->xb, n, &L->router, NULL);
-	be->to_host(be, s->router_h, s->router, (size_t)n * c->experts);
-	for (int i = 0; i < n; i++) {
-		if (c->sigmoid_router)
-			route_sigmoid(c, s->router_h + (size_t)i * c->experts, L->router_bias, s->sel + (size_t)i * K,
-				      s->selw + (size_t)i * K);
-		else
-			route(c, s->router_h + (size_t)i * c->experts, s->sel + (size_t)i * K, s->selw + (size_t)i * K);
-	}
 	/* the shared expert first, into the residual: as it is (M3), or scaled
-	 * a row by sigmoid(shared_expert_gate . x) (Qwen2-MoE; the router's
-	 * buffers are free again once the rows are routed) */
+	 * a row by sigmoid(shared_expert_gate . x) (Qwen2-MoE) */
 	if (L->shared.down.data) {
 		ffn(be, c, s, &L->shared, s->eo, s->xb, n);
 		if (L->shared_gate.data) {
-			be->matmul(be, s->router, s->xb, n, &L->shared_gate, NULL);
-			be->to_host(be, s->router_h, s->router, (size_t)n);
+			be->matmul(be, s->sgate, s->xb, n, &L->shared_gate, NULL);
+			be->to_host(be, s->router_h, s->sgate, (size_t)n);
 			for (int i = 0; i < n; i++) {
 				s->erows[i] = i;
 				s->ew[i] = (float)(1.0 / (1.0 + exp(-(double)s->router_h[i])));
@@ -187,8 +188,15 @@ static void moe(eng_backend *be, const eng_config *c, const eng_layer *L, scratc
 			be->axpy(be, s->x, s->eo, 1.0f, (size_t)n * H);
 		}
 	}
-	float scale = c->sigmoid_router ? (float)c->routed_scale : 1.0f;
-	/* each expert runs once over the rows routed to it (a small GEMM) */
+	/* a device backend may route and run the experts itself (decode) */
+	if (be->moe && be->moe(be, s->x, s->xb, s->router, n, layer, scale) == 0)
+		return;
+	be->to_host(be, s->router_h, s->router, (size_t)n * c->experts);
+	for (int i = 0; i < n; i++)
+		eng_moe_route(c, s->router_h + (size_t)i * c->experts, L->router_bias, s->sel + (size_t)i * K,
+			      s->selw + (size_t)i * K);
+	/* each expert runs once over the rows routed to it (a small GEMM),
+	 * its outputs added in ascending expert order */
 	for (int e = 0; e < c->experts; e++) {
 		int ne = 0;
 		for (int i = 0; i < n; i++)
@@ -268,7 +276,7 @@ static int run_chunk(eng_model *m, scratch *s, const int32_t *tok, int n, float 
 		be->axpy(be, s->x, s->xb, 1.0f, (size_t)n * H);
 		be->rmsnorm(be, s->xb, s->x, L->ffn_norm, n, H, eps);
 		if (L->moe) {
-			moe(be, c, L, s, n);
+			moe(be, c, L, l, s, n);
 		} else {
 			ffn(be, c, s, &L->ffn, s->xb, s->xb, n);
 			be->axpy(be, s->x, s->xb, 1.0f, (size_t)n * H);

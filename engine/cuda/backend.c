@@ -66,6 +66,12 @@ typedef struct {
 	int part_blocks;
 	float *deq; /* a block-type weight dequantized for a prefill GEMM */
 	size_t deq_cap;
+	/* MoE decode: per layer and projection (gate, up, down) the device
+	 * array of its experts' device weights; the rows' routing and the
+	 * experts' activations */
+	void **moe_tab;
+	unsigned char *moe_buf;
+	size_t moe_cap;
 } cu_ctx;
 
 /* Keys a work item of the paged attention takes: a decode row's list of a
@@ -233,6 +239,10 @@ static void cu_matmul(eng_backend *be, float *y, const float *x, int n, const en
 	} else if (block) { /* prefill: the weight's values in f32, then the f32 GEMM */
 		if (count > c->deq_cap) {
 			eng_cuda_free(c->deq);
+	eng_cuda_free(c->moe_buf);
+	for (size_t i = 0; c->moe_tab && i < (size_t)be->m->c.layers * 3; i++)
+		eng_cuda_free(c->moe_tab[i]);
+	free(c->moe_tab);
 			c->deq_cap = 0;
 			if (!(c->deq = eng_cuda_malloc(count * sizeof(float)))) {
 				failed(be, ev_error_set(EV_E_NOMEM, "cuda backend: out of device memory to dequantize a [%d, %d] "
@@ -493,6 +503,99 @@ static int cu_index_select(eng_backend *be, const eng_row *rows, int n, int laye
 	return 0;
 }
 
+/* Layer l's experts' weights of one projection (0 gate, 1 up, 2 down) as
+ * a device array of device pointers, made on first use; NULL when they do
+ * not share one dtype and shape (the host loop takes them), or on failure
+ * (kept). */
+static void *const *moe_table(eng_backend *be, int l, int proj, int *dt)
+{
+	cu_ctx *c = be->ctx;
+	eng_model *m = be->m;
+	int E = m->c.experts;
+	if (!c->moe_tab && !(c->moe_tab = calloc((size_t)m->c.layers * 3, sizeof(void *)))) {
+		failed(be, ev_error_set(EV_E_NOMEM, "cuda backend: out of host memory"));
+		return NULL;
+	}
+	const eng_ffn *ex = m->layers[l].experts;
+	const eng_weight *w0 = proj == 0 ? &ex[0].gate : proj == 1 ? &ex[0].up : &ex[0].down;
+	void **slot = &c->moe_tab[(size_t)l * 3 + proj];
+	if (*slot) /* made before: the dtype kept with the first expert's weight */
+		return upload(be, w0->data, w0->dtype, (size_t)w0->rows * w0->cols, dt) ? *slot : NULL;
+	void **host = malloc((size_t)E * sizeof(void *));
+	if (!host) {
+		failed(be, ev_error_set(EV_E_NOMEM, "cuda backend: out of host memory"));
+		return NULL;
+	}
+	for (int e = 0; e < E; e++) {
+		const eng_weight *w = proj == 0 ? &ex[e].gate : proj == 1 ? &ex[e].up : &ex[e].down;
+		if (w->dtype != w0->dtype || w->rows != w0->rows || w->cols != w0->cols ||
+		    !(host[e] = upload(be, w->data, w->dtype, (size_t)w->rows * w->cols, dt))) {
+			free(host);
+			return NULL;
+		}
+	}
+	if (!(*slot = eng_cuda_malloc((size_t)E * sizeof(void *)))) {
+		failed(be, ev_error_set(EV_E_NOMEM, "cuda backend: out of device memory for an expert table"));
+	} else if (failed(be, eng_cuda_upload(*slot, host, (size_t)E * sizeof(void *)))) {
+		eng_cuda_free(*slot);
+		*slot = NULL;
+	}
+	free(host);
+	return *slot;
+}
+
+/* The routed experts of a decode step on the device: routed there
+ * (eng_cuda_moe_route), each row's experts' gate and up projections as
+ * GEMVs over (row, expert) pairs picking their weights from the layer's
+ * tables, the activation, the down projection likewise, and the outputs
+ * added into the residual in ascending expert order (eng_cuda_moe_mix):
+ * no copy to or from the host. Prefill chunks (GEMM rows) stay with the
+ * forward's host loop. */
+static int cu_moe(eng_backend *be, float *x, const float *xb, const float *router, int n, int layer, float scale)
+{
+	cu_ctx *c = be->ctx;
+	eng_model *m = be->m;
+	const eng_config *cf = &m->c;
+	const eng_layer *L = &m->layers[layer];
+	int E = cf->experts, K = cf->top_k, H = cf->hidden;
+	if (c->err)
+		return 0; /* the forward reads the failure at the chunk's end */
+	if (n >= ENG_CUDA_GEMM_ROWS || K > 64 || E > 4096)
+		return 1;
+	int dg = 0, du = 0, dd = 0;
+	void *const *tg = moe_table(be, layer, 0, &dg), *const *tu = moe_table(be, layer, 1, &du),
+		    *const *td = moe_table(be, layer, 2, &dd);
+	if (c->err)
+		return 0;
+	if (!tg || !tu || !td)
+		return 1;
+	const float *bias = L->router_bias ? vec(be, L->router_bias, (size_t)E) : NULL;
+	size_t P = (size_t)n * K, I = (size_t)L->experts[0].gate.rows;
+	size_t need = P * (sizeof(int) + sizeof(float)) + P * (2 * I + (size_t)H) * sizeof(float);
+	if (need > c->moe_cap) {
+		eng_cuda_free(c->moe_buf);
+		c->moe_cap = 0;
+		if (!(c->moe_buf = eng_cuda_malloc(need))) {
+			failed(be, ev_error_set(EV_E_NOMEM, "cuda backend: out of device memory for %zu experts' rows", P));
+			return 0;
+		}
+		c->moe_cap = need;
+	}
+	int *sel = (int *)c->moe_buf;
+	float *w = (float *)(sel + P), *g = w + P, *u = g + P * I, *o = u + P * I;
+	int kind = cf->sigmoid_router ? 2 : cf->norm_topk ? 1 : 0;
+	if (failed(be, eng_cuda_moe_route(sel, w, router, n, E, K, kind, bias, scale)) ||
+	    failed(be, eng_cuda_gemv_sel(g, xb, K, sel, (int)P, tg, dg, (int)I, H)) ||
+	    failed(be, eng_cuda_gemv_sel(u, xb, K, sel, (int)P, tu, du, (int)I, H)))
+		return 0;
+	int rc = cf->oai_swiglu ? eng_cuda_swiglu_oai(g, u, P * I, (float)cf->swiglu_alpha, (float)cf->swiglu_limit)
+				: eng_cuda_swiglu(g, u, P * I);
+	if (failed(be, rc) || failed(be, eng_cuda_gemv_sel(o, g, 1, sel, (int)P, td, dd, H, (int)I)))
+		return 0;
+	failed(be, eng_cuda_moe_mix(x, o, w, n, K, H));
+	return 0;
+}
+
 static void page_dev_free(void *dev)
 {
 	eng_cuda_free(dev);
@@ -532,6 +635,7 @@ int eng_backend_cuda_init(eng_backend *be, eng_model *m)
 	be->kv_store = cu_kv_store;
 	be->attention = cu_attention;
 	be->index_select = cu_index_select;
+	be->moe = cu_moe;
 	be->status = cu_status;
 	m->kv.dev_free = page_dev_free;
 	m->kv.dev_pull = page_pull;
@@ -554,6 +658,10 @@ void eng_backend_cuda_free(eng_backend *be)
 			eng_cuda_free(c->map[i].dev);
 	free(c->map);
 	eng_cuda_free(c->deq);
+	eng_cuda_free(c->moe_buf);
+	for (size_t i = 0; c->moe_tab && i < (size_t)be->m->c.layers * 3; i++)
+		eng_cuda_free(c->moe_tab[i]);
+	free(c->moe_tab);
 	eng_attn_plan_free(&c->plan);
 	free(c->hq), free(c->hk), free(c->stage), free(c->dst), free(c->pages), free(c->row_pages);
 	free(c->hpos), free(c->slot);

@@ -74,6 +74,26 @@ int eng_cuda_dequantize(float *d_out, const void *d_w, int dtype, size_t n);
  * ENG_CUDA_GEMM_ROWS rows on. */
 #define ENG_CUDA_GEMM_ROWS 16
 int eng_cuda_gemm(float *d_y, const float *d_x, int n, const void *d_w, int dtype, int rows, int cols);
+/* The GEMV of pairs: y[j] = W_{sel[j]} . x[j / xdiv] for j < pairs, the
+ * weight picked from d_wtab (a device array of device weight pointers,
+ * each [rows, cols] of dtype: f32, f16, bf16 or a block type) by the pair's
+ * entry of d_sel (device); each row's arithmetic that of eng_cuda_gemv /
+ * eng_cuda_gemv_q for one row (an MoE decode's experts: no host between
+ * the router and them). */
+int eng_cuda_gemv_sel(float *d_y, const float *d_x, int xdiv, const int *d_sel, int pairs, void *const *d_wtab,
+                      int dtype, int rows, int cols);
+/* MoE routing of n rows on the device, eng_moe_route's arithmetic (the
+ * device's exp): from logits[i, E], kind 0 softmax, 1 softmax renormalised
+ * over the chosen, 2 sigmoid scores chosen on score + bias (d_bias, E
+ * floats, or NULL) and renormalised; the K chosen (ties to the lower
+ * expert) written in ascending expert order to sel[i, K] (device), their
+ * weights times scale (a float product) beside them in w[i, K]. E <= 4096,
+ * K <= 64. */
+int eng_cuda_moe_route(int *d_sel, float *d_w, const float *d_logits, int n, int E, int K, int kind, const float *d_bias,
+                       float scale);
+/* x[i] += w[i, k] * eo[i * K + k] for k = 0 .. K - 1 in that order, rows
+ * of width floats, each addition as eng_cuda_axpy makes it. */
+int eng_cuda_moe_mix(float *d_x, const float *d_eo, const float *d_w, int n, int K, int width);
 /* y[n, d] = x / rms(x) * g */
 int eng_cuda_rmsnorm(float *d_y, const float *d_x, const float *d_g, int n, int d, float eps);
 /* rotate-half RoPE in place on the first rd channels of each head of

@@ -75,6 +75,35 @@ __device__ __forceinline__ void warp_store_rows(float *y, const float (&acc)[N],
 	}
 }
 
+// A GEMV launched over pairs: grid (row blocks, pairs / xdiv, xdiv), pair
+// j = blockIdx.y * xdiv + blockIdx.z takes the weight wtab[sel[j]], x row
+// blockIdx.y and y row j, one row (eng_cuda_gemv_sel; the grid carries the
+// x row, a division in the kernel cost a stack frame).
+struct gemv_pick {
+	const void *const *wtab;
+	const int *sel;
+};
+
+// Moves a GEMV block of a launch over pairs to its pair: its weight, x
+// row, y row and one row. (Fields set one by one: a struct returned from
+// a branch cost the kernels a stack frame.)
+#define GEMV_PICK(pick, w, x, y, n, rows, cols)                                                                        \
+	do {                                                                                                           \
+		int j_ = blockIdx.y * gridDim.z + blockIdx.z;                                                          \
+		w = (decltype(w))(pick).wtab[(pick).sel[j_]];                                                          \
+		x += (size_t)blockIdx.y * (cols);                                                                      \
+		y += (size_t)j_ * (rows);                                                                              \
+		n = 1;                                                                                                 \
+	} while (0)
+
+// (grid as the GEMV's launch over pairs makes it: row blocks of
+// GEMV_PICK_WARPS rows)
+#define GEMV_PICK_WARPS 8
+int eng_cuda_gemv_q_pick(float *d_y, const float *d_x, int rows, int cols, int dtype, dim3 grid, gemv_pick pick);
+
+// eng_dtype's number of the first block type (Q8_0)
+enum { QT_FIRST = 3 };
+
 // 0, or the project's error for a failed CUDA call (what names the call).
 int eng_cuda_check(cudaError_t e, const char *what);
 

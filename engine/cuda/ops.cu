@@ -98,24 +98,29 @@ template <int DT> __device__ __forceinline__ void unpack8(float w[8], uint4 v)
 // One warp a weight row: each lane reads 16 bytes at a time along the row
 // (coalesced: the warp reads 512 contiguous bytes), multiplies them with
 // every x row, and the warp sums at the end. x is read through the cache.
-template <int DT>
+// NX: the most x rows a launch takes (GEMV_MAX_N; 1 for a launch over
+// pairs, whose blocks each pick their weight and rows).
+template <int DT, int NX>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(float *y, const float *__restrict__ x, int n,
-                                                              const void *__restrict__ w, int rows, int cols)
+                                                              const void *__restrict__ w, int rows, int cols,
+                                                              gemv_pick pick)
 {
 	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	int row = blockIdx.x * GEMV_WARPS + warp;
 	if (row >= rows)
 		return;
-	float acc[GEMV_MAX_N];
+	if (NX == 1) // a launch over pairs (eng_cuda_gemv_sel)
+		GEMV_PICK(pick, w, x, y, n, rows, cols);
+	float acc[NX];
 #pragma unroll
-	for (int b = 0; b < GEMV_MAX_N; b++)
+	for (int b = 0; b < NX; b++)
 		acc[b] = 0.0f;
 	if (DT == DT_F32) {
 		const float4 *wr = (const float4 *)((const float *)w + (size_t)row * cols);
 		for (int c = lane; c < cols / 4; c += 32) {
 			float4 v = __ldg(wr + c);
 #pragma unroll
-			for (int b = 0; b < GEMV_MAX_N; b++) {
+			for (int b = 0; b < NX; b++) {
 				if (b >= n)
 					break;
 				float4 xv = __ldg((const float4 *)(x + (size_t)b * cols) + c);
@@ -135,7 +140,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(float *y, const f
 				float wv[8];
 				unpack8<DT>(wv, v[k]);
 #pragma unroll
-				for (int b = 0; b < GEMV_MAX_N; b++) {
+				for (int b = 0; b < NX; b++) {
 					if (b >= n)
 						break;
 					const float4 *xr = (const float4 *)(x + (size_t)b * cols) + 2 * (c + 32 * k);
@@ -149,7 +154,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(float *y, const f
 			float wv[8];
 			unpack8<DT>(wv, __ldg(wr + c));
 #pragma unroll
-			for (int b = 0; b < GEMV_MAX_N; b++) {
+			for (int b = 0; b < NX; b++) {
 				if (b >= n)
 					break;
 				const float4 *xr = (const float4 *)(x + (size_t)b * cols) + 2 * c;
@@ -164,23 +169,26 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(float *y, const f
 
 // Rows of any length: a warp a weight row, one element a lane at a time
 // (rows whose length is not a multiple of 8 miss the 16-byte loads).
-template <int DT>
+template <int DT, int NX>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_any_kernel(float *y, const float *__restrict__ x, int n,
-                                                                  const void *__restrict__ w, int rows, int cols)
+                                                                  const void *__restrict__ w, int rows, int cols,
+                                                                  gemv_pick pick)
 {
 	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	int row = blockIdx.x * GEMV_WARPS + warp;
 	if (row >= rows)
 		return;
-	float acc[GEMV_MAX_N];
+	if (NX == 1) // a launch over pairs (eng_cuda_gemv_sel)
+		GEMV_PICK(pick, w, x, y, n, rows, cols);
+	float acc[NX];
 #pragma unroll
-	for (int b = 0; b < GEMV_MAX_N; b++)
+	for (int b = 0; b < NX; b++)
 		acc[b] = 0.0f;
 	size_t base = (size_t)row * cols;
 	for (int c = lane; c < cols; c += 32) {
 		float v = dev_elem(w, base + c, DT);
 #pragma unroll
-		for (int b = 0; b < GEMV_MAX_N; b++) {
+		for (int b = 0; b < NX; b++) {
 			if (b >= n)
 				break;
 			acc[b] += v * __ldg(x + (size_t)b * cols + c);
@@ -189,23 +197,50 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_any_kernel(float *y, con
 	warp_store_rows(y, acc, n, rows, row, lane);
 }
 
+typedef void (*kernel)(float *, const float *, int, const void *, int, int, gemv_pick);
+
+// 16-byte loads where every row starts on one (cols a multiple of 8),
+// one element at a time otherwise; pairs 1: the launch over pairs
+static kernel gemv_for(int dtype, int cols, int pairs)
+{
+	static const kernel vec[2][3] = {
+		{gemv_kernel<DT_F32, GEMV_MAX_N>, gemv_kernel<DT_F16, GEMV_MAX_N>, gemv_kernel<DT_BF16, GEMV_MAX_N>},
+		{gemv_kernel<DT_F32, 1>, gemv_kernel<DT_F16, 1>, gemv_kernel<DT_BF16, 1>}};
+	static const kernel any[2][3] = {
+		{gemv_any_kernel<DT_F32, GEMV_MAX_N>, gemv_any_kernel<DT_F16, GEMV_MAX_N>, gemv_any_kernel<DT_BF16, GEMV_MAX_N>},
+		{gemv_any_kernel<DT_F32, 1>, gemv_any_kernel<DT_F16, 1>, gemv_any_kernel<DT_BF16, 1>}};
+	return (cols % 8 ? any : vec)[pairs][dtype];
+}
+
 extern "C" int eng_cuda_gemv(float *d_y, const float *d_x, int n, const void *d_w, int dtype, int rows, int cols)
 {
 	if (n < 1 || rows < 1 || cols < 1 || (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16))
 		return ev_error_set(EV_E_INVALID, "cuda gemv: n %d, [%d, %d] of dtype %d (f32, f16, bf16)", n, rows, cols,
 		                    dtype);
-	// 16-byte loads where every row starts on one (cols a multiple of 8),
-	// one element at a time otherwise
-	typedef void (*kernel)(float *, const float *, int, const void *, int, int);
-	static const kernel vec[3] = {gemv_kernel<DT_F32>, gemv_kernel<DT_F16>, gemv_kernel<DT_BF16>};
-	static const kernel any[3] = {gemv_any_kernel<DT_F32>, gemv_any_kernel<DT_F16>, gemv_any_kernel<DT_BF16>};
-	kernel k = (cols % 8 ? any : vec)[dtype];
+	kernel k = gemv_for(dtype, cols, 0);
 	for (int b0 = 0; b0 < n; b0 += GEMV_MAX_N) {
 		int nb = n - b0 < GEMV_MAX_N ? n - b0 : GEMV_MAX_N;
 		k<<<(rows + GEMV_WARPS - 1) / GEMV_WARPS, GEMV_WARPS * 32>>>(d_y + (size_t)b0 * rows, d_x + (size_t)b0 * cols,
-		                                                             nb, d_w, rows, cols);
+		                                                             nb, d_w, rows, cols, gemv_pick{});
 	}
 	return launch_ok("gemv");
+}
+
+extern "C" int eng_cuda_gemv_sel(float *d_y, const float *d_x, int xdiv, const int *d_sel, int pairs,
+                                 void *const *d_wtab, int dtype, int rows, int cols)
+{
+	if (pairs < 1)
+		return 0;
+	if (xdiv < 1 || xdiv > 64 || pairs % xdiv || rows < 1 || cols < 1 || pairs / xdiv > 65535)
+		return ev_error_set(EV_E_INVALID, "cuda gemv_sel: %d pairs (x a row each %d), [%d, %d]", pairs, xdiv, rows, cols);
+	gemv_pick pick = {(const void *const *)d_wtab, d_sel};
+	dim3 grid((unsigned)((rows + GEMV_WARPS - 1) / GEMV_WARPS), (unsigned)(pairs / xdiv), (unsigned)xdiv);
+	if (dtype >= QT_FIRST)
+		return eng_cuda_gemv_q_pick(d_y, d_x, rows, cols, dtype, grid, pick);
+	if (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16)
+		return ev_error_set(EV_E_INVALID, "cuda gemv_sel: dtype %d", dtype);
+	gemv_for(dtype, cols, 1)<<<grid, GEMV_WARPS * 32>>>(d_y, d_x, 1, NULL, rows, cols, pick);
+	return launch_ok("gemv_sel");
 }
 
 // ---- norms, RoPE, activations ----------------------------------------------------
@@ -301,6 +336,127 @@ __global__ void axpy_kernel(float *y, const float *x, float a, size_t n)
 	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
 	if (i < n)
 		y[i] += a * x[i];
+}
+
+// ---- MoE on the device (decode) ----------------------------------------------------
+
+// The K experts of one row with the greatest v(e) (ties to the lower id),
+// as engine/forward.c's top_experts.
+template <typename V>
+__device__ void top_experts_dev(V v, int E, int K, int *sel)
+{
+	for (int k = 0; k < K; k++) {
+		int best = -1;
+		float bv = 0.0f;
+		for (int e = 0; e < E; e++) {
+			bool taken = false;
+			for (int j = 0; j < k; j++)
+				taken |= sel[j] == e;
+			float ve = v(e);
+			if (!taken && (best < 0 || ve > bv))
+				best = e, bv = ve;
+		}
+		sel[k] = best;
+	}
+}
+
+struct logit_of {
+	const float *l;
+	__device__ float operator()(int e) const { return l[e]; }
+};
+
+__device__ __forceinline__ float sigmoid_score(float l)
+{
+	return 1.0f / (1.0f + expf(-l));
+}
+
+struct sigmoid_choice {
+	const float *l, *bias;
+	__device__ float operator()(int e) const { return sigmoid_score(l[e]) + (bias ? bias[e] : 0.0f); }
+};
+
+// A thread a row: eng_moe_route's arithmetic (softmax in double; sigmoid
+// in float), then the chosen put in ascending expert order with their
+// weights, each times scale.
+__global__ void moe_route_kernel(int *sel, float *w, const float *logits, int n, int E, int K, int kind,
+                                 const float *bias, float scale)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n)
+		return;
+	const float *l = logits + (size_t)i * E;
+	int *s = sel + (size_t)i * K;
+	float *wi = w + (size_t)i * K;
+	if (kind == 2) {
+		top_experts_dev(sigmoid_choice{l, bias}, E, K, s);
+		double t = 0;
+		for (int k = 0; k < K; k++)
+			t += wi[k] = sigmoid_score(l[s[k]]);
+		for (int k = 0; k < K; k++)
+			wi[k] = (float)(wi[k] / t);
+	} else {
+		float mx = l[0];
+		for (int e = 1; e < E; e++)
+			mx = l[e] > mx ? l[e] : mx;
+		double sum = 0;
+		for (int e = 0; e < E; e++)
+			sum += exp((double)l[e] - mx);
+		top_experts_dev(logit_of{l}, E, K, s);
+		for (int k = 0; k < K; k++)
+			wi[k] = (float)(exp((double)l[s[k]] - mx) / sum);
+		if (kind == 1) {
+			double t = 0;
+			for (int k = 0; k < K; k++)
+				t += wi[k];
+			for (int k = 0; k < K; k++)
+				wi[k] = (float)(wi[k] / t);
+		}
+	}
+	for (int a = 1; a < K; a++) // ascending expert order: the host's order of adding
+		for (int c = a; c > 0 && s[c - 1] > s[c]; c--) {
+			int te = s[c];
+			float tw = wi[c];
+			s[c] = s[c - 1], wi[c] = wi[c - 1];
+			s[c - 1] = te, wi[c - 1] = tw;
+		}
+	for (int k = 0; k < K; k++)
+		wi[k] = __fmul_rn(wi[k], scale);
+}
+
+extern "C" int eng_cuda_moe_route(int *d_sel, float *d_w, const float *d_logits, int n, int E, int K, int kind,
+                                  const float *d_bias, float scale)
+{
+	if (n < 1)
+		return 0;
+	if (E < 1 || E > 4096 || K < 1 || K > E || K > 64 || kind < 0 || kind > 2)
+		return ev_error_set(EV_E_INVALID, "cuda moe_route: %d experts, top %d, kind %d", E, K, kind);
+	moe_route_kernel<<<(unsigned)((n + 63) / 64), 64>>>(d_sel, d_w, d_logits, n, E, K, kind, d_bias, scale);
+	return launch_ok("moe route");
+}
+
+// x[i] += w[i, k] * eo[i * K + k], k in order: a thread an element of x
+// (each addition as axpy_kernel's)
+__global__ void moe_mix_kernel(float *x, const float *eo, const float *w, int n, int K, int width)
+{
+	size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (t >= (size_t)n * width)
+		return;
+	size_t i = t / width, c = t % width;
+	float y = x[t];
+	for (int k = 0; k < K; k++) {
+		float a = w[i * K + k];
+		y += a * eo[(i * K + k) * width + c];
+	}
+	x[t] = y;
+}
+
+extern "C" int eng_cuda_moe_mix(float *d_x, const float *d_eo, const float *d_w, int n, int K, int width)
+{
+	if (n < 1 || K < 1 || width < 1)
+		return n == 0 ? 0 : ev_error_set(EV_E_INVALID, "cuda moe_mix: n %d, K %d, width %d", n, K, width);
+	size_t total = (size_t)n * width;
+	moe_mix_kernel<<<(unsigned)((total + 255) / 256), 256>>>(d_x, d_eo, d_w, n, K, width);
+	return launch_ok("moe mix");
 }
 
 static unsigned blocks_for(size_t n)

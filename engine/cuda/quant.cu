@@ -116,26 +116,29 @@ template <int DT> __device__ __forceinline__ void unit(const uint8_t *b, int j, 
 
 // One warp a weight row; lane k takes units k, k + 32, ...: each unit's 32
 // values against every x row.
-template <int DT>
+template <int DT, int NX>
 __global__ void __launch_bounds__(QG_WARPS * 32) gemv_q_kernel(float *y, const float *__restrict__ x, int n,
-                                                              const uint8_t *__restrict__ w, int rows, int cols)
+                                                              const uint8_t *__restrict__ w, int rows, int cols,
+                                                              gemv_pick pick)
 {
 	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	int row = blockIdx.x * QG_WARPS + warp;
 	if (row >= rows)
 		return;
+	if (NX == 1) // a launch over pairs (eng_cuda_gemv_sel)
+		GEMV_PICK(pick, w, x, y, n, rows, cols);
 	const int per = qt<DT>::elems / 32; // units a block
 	size_t row_bytes = (size_t)(cols / qt<DT>::elems) * qt<DT>::bytes;
 	const uint8_t *wr = w + (size_t)row * row_bytes;
-	float acc[QG_MAX_N];
+	float acc[NX];
 #pragma unroll
-	for (int b = 0; b < QG_MAX_N; b++)
+	for (int b = 0; b < NX; b++)
 		acc[b] = 0.0f;
 	for (int u = lane; u < cols / 32; u += 32) {
 		float v[32];
 		unit<DT>(wr + (size_t)(u / per) * qt<DT>::bytes, u % per, v);
 #pragma unroll
-		for (int b = 0; b < QG_MAX_N; b++) {
+		for (int b = 0; b < NX; b++) {
 			if (b >= n)
 				break;
 			const float *xb = x + (size_t)b * cols + (size_t)u * 32;
@@ -163,6 +166,14 @@ template <int DT> __global__ void dequant_kernel(float *out, const uint8_t *w, s
 		out[u * 32 + e] = v[e];
 }
 
+typedef void (*qkernel)(float *, const float *, int, const uint8_t *, int, int, gemv_pick);
+#define QK(N)                                                                                                          \
+	{gemv_q_kernel<QT_Q8_0, N>, gemv_q_kernel<QT_Q4_0, N>, gemv_q_kernel<QT_Q4_1, N>, gemv_q_kernel<QT_Q5_0, N>,   \
+	 gemv_q_kernel<QT_Q5_1, N>, gemv_q_kernel<QT_Q4_K, N>, gemv_q_kernel<QT_Q5_K, N>, gemv_q_kernel<QT_Q6_K, N>}
+// [0]: up to QG_MAX_N x rows a launch; [1]: a launch over pairs
+static const qkernel qkernels[2][8] = {QK(QG_MAX_N), QK(1)};
+#undef QK
+
 static int block_of(int dtype)
 {
 	return dtype >= QT_Q8_0 && dtype <= QT_Q5_1 ? 32 : dtype >= QT_Q4_K && dtype <= QT_Q6_K ? 256 : 0;
@@ -174,16 +185,22 @@ extern "C" int eng_cuda_gemv_q(float *d_y, const float *d_x, int n, const void *
 	if (!B || n < 1 || rows < 1 || cols < B || cols % B)
 		return ev_error_set(EV_E_INVALID, "cuda gemv: n %d, [%d, %d] of block type %d (cols a multiple of its block)",
 		                    n, rows, cols, dtype);
-	typedef void (*kernel)(float *, const float *, int, const uint8_t *, int, int);
-	static const kernel ks[] = {gemv_q_kernel<QT_Q8_0>, gemv_q_kernel<QT_Q4_0>, gemv_q_kernel<QT_Q4_1>,
-	                            gemv_q_kernel<QT_Q5_0>, gemv_q_kernel<QT_Q5_1>, gemv_q_kernel<QT_Q4_K>,
-	                            gemv_q_kernel<QT_Q5_K>, gemv_q_kernel<QT_Q6_K>};
 	for (int b0 = 0; b0 < n; b0 += QG_MAX_N) {
 		int nb = n - b0 < QG_MAX_N ? n - b0 : QG_MAX_N;
-		ks[dtype - QT_Q8_0]<<<(rows + QG_WARPS - 1) / QG_WARPS, QG_WARPS * 32>>>(
-			d_y + (size_t)b0 * rows, d_x + (size_t)b0 * cols, nb, (const uint8_t *)d_w, rows, cols);
+		qkernels[0][dtype - QT_Q8_0]<<<(rows + QG_WARPS - 1) / QG_WARPS, QG_WARPS * 32>>>(
+			d_y + (size_t)b0 * rows, d_x + (size_t)b0 * cols, nb, (const uint8_t *)d_w, rows, cols, gemv_pick{});
 	}
 	return eng_cuda_check(cudaGetLastError(), "gemv (block type)");
+}
+
+int eng_cuda_gemv_q_pick(float *d_y, const float *d_x, int rows, int cols, int dtype, dim3 grid, gemv_pick pick)
+{
+	int B = block_of(dtype);
+	if (!B || cols < B || cols % B || QG_WARPS != GEMV_PICK_WARPS)
+		return ev_error_set(EV_E_INVALID, "cuda gemv_sel: [%d, %d] of block type %d (cols a multiple of its block)", rows,
+		                    cols, dtype);
+	qkernels[1][dtype - QT_Q8_0]<<<grid, QG_WARPS * 32>>>(d_y, d_x, 1, NULL, rows, cols, pick);
+	return eng_cuda_check(cudaGetLastError(), "gemv_sel (block type)");
 }
 
 extern "C" int eng_cuda_dequantize(float *d_out, const void *d_w, int dtype, size_t n)

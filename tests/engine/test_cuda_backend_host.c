@@ -246,6 +246,70 @@ static int h_axpy_rows(float *d_y, const float *d_x, const int *rows, const floa
 	return 0;
 }
 
+/* The routing as eng_moe_route gives it (the host's exp: the stand-in is
+ * the contract), then ascending expert order and the weights times scale. */
+static long g_moe_routes;
+static int h_moe_route(int *d_sel, float *d_w, const float *d_logits, int n, int E, int K, int kind, const float *d_bias,
+		       float scale)
+{
+	if (E < 1 || E > 4096 || K < 1 || K > E || K > 64 || kind < 0 || kind > 2)
+		return ev_error_set(EV_E_INVALID, "cuda moe_route: %d experts, top %d, kind %d", E, K, kind);
+	dev(d_logits, (size_t)n * E * sizeof(float), "moe router logits");
+	dev(d_sel, (size_t)n * K * sizeof(int), "moe choice");
+	dev(d_w, (size_t)n * K * sizeof(float), "moe weights");
+	if (d_bias)
+		dev(d_bias, (size_t)E * sizeof(float), "moe router bias");
+	eng_config c;
+	memset(&c, 0, sizeof c);
+	c.experts = E, c.top_k = K, c.sigmoid_router = kind == 2, c.norm_topk = kind == 1;
+	for (int i = 0; i < n; i++) {
+		int *s = d_sel + (size_t)i * K;
+		float *w = d_w + (size_t)i * K;
+		eng_moe_route(&c, d_logits + (size_t)i * E, d_bias, s, w);
+		for (int a = 1; a < K; a++)
+			for (int b = a; b > 0 && s[b - 1] > s[b]; b--) {
+				int te = s[b];
+				float tw = w[b];
+				s[b] = s[b - 1], w[b] = w[b - 1];
+				s[b - 1] = te, w[b - 1] = tw;
+			}
+		for (int k = 0; k < K; k++)
+			w[k] *= scale;
+	}
+	g_moe_routes++;
+	return 0;
+}
+
+static int h_gemv_sel(float *d_y, const float *d_x, int xdiv, const int *d_sel, int pairs, void *const *d_wtab,
+		      int dtype, int rows, int cols)
+{
+	if (xdiv < 1 || pairs % xdiv)
+		return ev_error_set(EV_E_INVALID, "cuda gemv_sel: %d pairs (x a row each %d)", pairs, xdiv);
+	dev(d_sel, (size_t)pairs * sizeof(int), "gemv_sel choice");
+	for (int j = 0; j < pairs; j++) {
+		dev(d_wtab + d_sel[j], sizeof(void *), "gemv_sel weight table");
+		const float *x = d_x + (size_t)(j / xdiv) * cols;
+		float *y = d_y + (size_t)j * rows;
+		int rc = dtype > ENG_BF16 ? h_gemv_q(y, x, 1, d_wtab[d_sel[j]], dtype, rows, cols)
+					  : h_gemv(y, x, 1, d_wtab[d_sel[j]], dtype, rows, cols);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int h_moe_mix(float *d_x, const float *d_eo, const float *d_w, int n, int K, int width)
+{
+	dev(d_x, (size_t)n * width * sizeof(float), "moe_mix x");
+	dev(d_eo, (size_t)n * K * width * sizeof(float), "moe_mix outputs");
+	dev(d_w, (size_t)n * K * sizeof(float), "moe_mix weights");
+	for (int i = 0; i < n; i++)
+		for (int k = 0; k < K; k++)
+			for (int c = 0; c < width; c++)
+				d_x[(size_t)i * width + c] += d_w[i * K + k] * d_eo[((size_t)i * K + k) * width + c];
+	return 0;
+}
+
 static int h_embed(float *d_x, const void *d_table, int dtype, int vocab, int width, const int32_t *tok, int n)
 {
 	dev(d_table, (size_t)vocab * width * eng_dtype_size(dtype), "embedding table");
@@ -427,6 +491,9 @@ static int h_paged_attention(float *d_out, const float *d_q, int n, int nh, int 
 #define eng_cuda_add_bias h_add_bias
 #define eng_cuda_scatter h_scatter
 #define eng_cuda_kv_store h_kv_store
+#define eng_cuda_moe_route h_moe_route
+#define eng_cuda_gemv_sel h_gemv_sel
+#define eng_cuda_moe_mix h_moe_mix
 #define eng_cuda_paged_attention h_paged_attention
 #define eng_cuda_index_select h_index_select
 #define eng_backend_cuda_init host_backend_init
@@ -622,6 +689,58 @@ static void block_weights_go_up_as_stored(void **state)
 	free(dir);
 }
 
+/* Decode steps' experts routed and run on the device (the backend's moe
+ * op) give the bits of the host-routed loop over the same device ops, for
+ * softmax routers with and without a shared expert's gate (Qwen3-MoE,
+ * Qwen2-MoE) and MiniMax-M3's sigmoid router with its bias; and every
+ * step takes the device's way (no router logits come down). */
+static void moe_decode_on_the_device_equals_host_routing(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *arch, *dtype;
+	} ms[] = {{"qwen3_moe", "f32"}, {"qwen2_moe", "bf16"}, {"minimax_m3", "f32"}};
+	for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++) {
+		setting st = {ms[a].arch, ms[a].dtype, ENG_KV_F32, ENG_ATTN_AUTO, 16};
+		eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+		z.vocab = 384;
+		char *dir = et_mkmodel("cuda_host_moe", ms[a].arch, &z, ms[a].dtype, 41 + a);
+		eng_model *m = load(dir, ENG_BACKEND_CUDA, &st);
+		int32_t *t = et_tokens(30, z.vocab, 43);
+		float *lg[2];
+		long routes = 0, downs = 0;
+		for (int way = 0; way < 2; way++) { /* 0: the device's moe op; 1: the host's loop */
+			m->cuda.moe = way ? NULL : cu_moe;
+			eng_seq *s = NULL;
+			assert_int_equal(eng_seq_new(&s, m), 0);
+			assert_int_equal(eng_forward(s, t, 24, NULL), 0);
+			lg[way] = malloc((size_t)6 * z.vocab * sizeof(float));
+			long r0 = g_moe_routes, d0 = g_downloads;
+			for (int i = 0; i < 6; i++) {
+				assert_int_equal(eng_forward(s, t + 24 + i, 1, NULL), 0);
+				memcpy(lg[way] + (size_t)i * z.vocab, eng_seq_logits(s), (size_t)z.vocab * sizeof(float));
+			}
+			if (!way)
+				routes = g_moe_routes - r0, downs = g_downloads - d0;
+			eng_seq_free(s);
+		}
+		print_message("moe decode on the device: %s %s, 6 steps: %ld routings on the device, %ld downloads; logits %s "
+			      "the host loop's\n", ms[a].arch, ms[a].dtype, routes, downs,
+			      memcmp(lg[0], lg[1], (size_t)6 * z.vocab * sizeof(float)) ? "DIFFER from" : "equal to");
+		long moe_layers = 0;
+		for (int l = 0; l < m->c.layers; l++)
+			moe_layers += m->layers[l].moe;
+		assert_true(moe_layers > 0);
+		assert_int_equal(routes, 6 * moe_layers);
+		if (!strcmp(ms[a].arch, "qwen3_moe"))
+			assert_int_equal(downs, 6); /* the logits alone */
+		assert_memory_equal(lg[0], lg[1], (size_t)6 * z.vocab * sizeof(float));
+		free(lg[0]), free(lg[1]), free(t);
+		free_dev(m);
+		free(dir);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -629,6 +748,7 @@ int main(void)
 		cmocka_unit_test(weights_go_up_once_and_pages_stay_current),
 		cmocka_unit_test(failures_come_back_from_the_forward),
 		cmocka_unit_test(block_weights_go_up_as_stored),
+		cmocka_unit_test(moe_decode_on_the_device_equals_host_routing),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	/* every model freed: no device memory is left behind (weights, page

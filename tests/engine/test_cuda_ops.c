@@ -9,7 +9,8 @@
  * block (ties to the lower block included); the split-K sparse decode
  * against direct attention over the chosen blocks, for several split
  * targets (the same answer however it is cut); the KV store byte for byte
- * against the host's store. Each op prints its largest
+ * against the host's store; an MoE decode's routing, GEMV over (row,
+ * expert) pairs and mixing. Each op prints its largest
  * normalized error. Without a device the test says so and is skipped
  * (exit 77). */
 #include "engine_testutil.h"
@@ -494,6 +495,110 @@ static void kv_store_equals_the_host_store(void **st)
 	}
 }
 
+/* An MoE decode's ops: the routing's choice equal to eng_moe_route's in
+ * ascending expert order (its weights within the device's exp), the GEMV
+ * over (row, expert) pairs giving each pair the bits of the plain GEMV of
+ * its expert's weight on its row (f32, bf16 and Q8_0 experts, rows of any
+ * length), and the mixing as the host's loop of additions. */
+static void moe_ops_match_the_host(void **st)
+{
+	(void)st;
+	enum { N = 3, E = 40, K = 6 };
+	float *lg = rand_vec((size_t)N * E, 4.0f), *bias = rand_vec(E, 0.5f);
+	lg[3] = lg[5]; /* a tie: the lower expert first */
+	float *dlg = up(lg, sizeof(float) * N * E), *dbias = up(bias, sizeof(float) * E);
+	int *dsel = eng_cuda_malloc(sizeof(int) * N * K);
+	float *dw = eng_cuda_malloc(sizeof(float) * N * K);
+	eng_config c;
+	memset(&c, 0, sizeof c);
+	c.experts = E, c.top_k = K;
+	for (int kind = 0; kind < 3; kind++) {
+		c.sigmoid_router = kind == 2, c.norm_topk = kind == 1;
+		assert_int_equal(eng_cuda_moe_route(dsel, dw, dlg, N, E, K, kind, kind == 2 ? dbias : NULL, 0.75f), 0);
+		int sel[N * K], want[K];
+		float w[N * K], ww[K];
+		assert_int_equal(eng_cuda_sync(), 0);
+		assert_int_equal(eng_cuda_download(sel, dsel, sizeof sel), 0);
+		assert_int_equal(eng_cuda_download(w, dw, sizeof w), 0);
+		double worst = 0;
+		for (int i = 0; i < N; i++) {
+			eng_moe_route(&c, lg + (size_t)i * E, kind == 2 ? bias : NULL, want, ww);
+			for (int k = 0; k < K; k++) { /* the host's choice, found in the device's ascending list */
+				int at = -1;
+				for (int j = 0; j < K; j++)
+					at = sel[i * K + j] == want[k] ? j : at;
+				if (at < 0)
+					fail_msg("moe route kind %d, row %d: expert %d not chosen on the device", kind, i, want[k]);
+				double e = fabs(w[i * K + at] - ww[k] * 0.75f) / fabs(ww[k] * 0.75f);
+				worst = e > worst ? e : worst;
+			}
+			for (int k = 1; k < K; k++)
+				assert_true(sel[i * K + k - 1] < sel[i * K + k]);
+		}
+		report(kind == 0 ? "moe route softmax" : kind == 1 ? "moe route softmax, renormalised" : "moe route sigmoid",
+		       worst, 1e-6);
+	}
+	/* the pairs' GEMV: expert e = sel[j], x row j / K */
+	const int dts[3] = {ENG_F32, ENG_BF16, ENG_Q8_0}, rows = 72, colss[3] = {128, 100, 256};
+	int hsel[N * K];
+	for (int j = 0; j < N * K; j++)
+		hsel[j] = (j * 7 + 3) % 5;
+	int *dps = up(hsel, sizeof hsel);
+	for (int d = 0; d < 3; d++) {
+		int dt = dts[d], cols = colss[d];
+		void *wdev[5], **dtab;
+		for (int e = 0; e < 5; e++) {
+			float *w = NULL;
+			if (dt == ENG_Q8_0) {
+				w = rand_vec((size_t)rows * cols, 1.0f);
+				size_t b = eng_dtype_bytes(ENG_Q8_0, (size_t)rows * cols);
+				void *q = malloc(b);
+				eng_ggml_quantize(q, w, eng_dtype_ggml(ENG_Q8_0), (size_t)rows * cols);
+				wdev[e] = up(q, b);
+				free(q);
+			} else {
+				wdev[e] = weights_up(dt, rows, cols, &w);
+			}
+			free(w);
+		}
+		dtab = up(wdev, sizeof wdev);
+		float *x = rand_vec((size_t)N * cols, 1.0f), *dx = up(x, sizeof(float) * N * cols);
+		float *dy = eng_cuda_malloc(sizeof(float) * N * K * rows), *d1 = eng_cuda_malloc(sizeof(float) * rows);
+		assert_int_equal(eng_cuda_gemv_sel(dy, dx, K, dps, N * K, dtab, dt, rows, cols), 0);
+		float *got = down(dy, (size_t)N * K * rows);
+		for (int j = 0; j < N * K; j++) {
+			int rc = dt == ENG_Q8_0 ? eng_cuda_gemv_q(d1, dx + (size_t)(j / K) * cols, 1, wdev[hsel[j]], dt, rows, cols)
+						: eng_cuda_gemv(d1, dx + (size_t)(j / K) * cols, 1, wdev[hsel[j]], dt, rows, cols);
+			assert_int_equal(rc, 0);
+			float *one = down(d1, rows);
+			if (memcmp(one, got + (size_t)j * rows, sizeof(float) * rows))
+				fail_msg("gemv_sel dtype %d, pair %d: not the GEMV's bits of its expert (%g vs %g)", dt, j,
+					 got[(size_t)j * rows], one[0]);
+			free(one);
+		}
+		report(dt == ENG_F32 ? "gemv over pairs f32" : dt == ENG_BF16 ? "gemv over pairs bf16, rows of 100"
+									    : "gemv over pairs q8_0", 0, 0);
+		free(got), free(x);
+		eng_cuda_free(dx), eng_cuda_free(dy), eng_cuda_free(d1), eng_cuda_free(dtab);
+		for (int e = 0; e < 5; e++)
+			eng_cuda_free(wdev[e]);
+	}
+	/* mixing: x[i] += w[i, k] * eo[i * K + k], k in order */
+	int H = 96;
+	float *x = rand_vec((size_t)N * H, 1.0f), *eo = rand_vec((size_t)N * K * H, 1.0f), *w = rand_vec(N * K, 1.0f);
+	float *dx = up(x, sizeof(float) * N * H), *deo = up(eo, sizeof(float) * N * K * H), *dmw = up(w, sizeof(float) * N * K);
+	assert_int_equal(eng_cuda_moe_mix(dx, deo, dmw, N, K, H), 0);
+	for (int i = 0; i < N; i++)
+		for (int k = 0; k < K; k++)
+			for (int j = 0; j < H; j++)
+				x[i * H + j] += w[i * K + k] * eo[((size_t)i * K + k) * H + j];
+	float *got = down(dx, (size_t)N * H);
+	report("moe mix", nerr(got, x, (size_t)N * H), 1e-6);
+	free(got), free(x), free(eo), free(w), free(lg), free(bias);
+	eng_cuda_free(dx), eng_cuda_free(deo), eng_cuda_free(dmw), eng_cuda_free(dlg), eng_cuda_free(dbias);
+	eng_cuda_free(dsel), eng_cuda_free(dw), eng_cuda_free(dps);
+}
+
 int main(void)
 {
 	eng_cuda_info info;
@@ -512,6 +617,7 @@ int main(void)
 		cmocka_unit_test(indexer_choice_equals_the_definition),
 		cmocka_unit_test(split_decode_equals_direct_attention),
 		cmocka_unit_test(kv_store_equals_the_host_store),
+		cmocka_unit_test(moe_ops_match_the_host),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
