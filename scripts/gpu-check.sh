@@ -8,7 +8,9 @@
 # runs `evald bench cuda` (copy bandwidth, decode GEMV bandwidth, MSA vs
 # dense decode) and `evald bench engine --backend cuda` on a random ~1.1B
 # bf16 Llama (prefill and decode tokens/s, batch-1 decode against the
-# device's copy bandwidth) and `evald bench attention --backend cuda` on the
+# device's copy bandwidth, host-device copies a decode step) and on a random
+# bf16 Qwen3-MoE (the decode's experts routed and run on the device), and
+# `evald bench attention --backend cuda` on the
 # M3-shaped recall checkpoint (MSA against dense at 32k and 128k tokens),
 # and writes everything to one JSON file (gpu-check.json in the build
 # folder). Bounded to 7 minutes, so it can run twice in one
@@ -70,6 +72,17 @@ cat "$build/gpu-engine.err"
 "$build/bin/evald" bench engine --model "$ck" --backend cuda --prompt 128 --decode 64 --batch 1 --repeats 1 \
 	--no-reference 2>&1 | tail -5 || true
 
+echo "== bench engine --backend cuda (a random bf16 Qwen3-MoE: 8 layers, hidden 1024, 32 experts, top 8: decode's experts on the device)"
+mk=$build/qwen3-moe-bf16
+if [ ! -f "$mk/config.json" ]; then
+	timeout "$(left)" "$build/bin/evald" engine mkmodel --arch qwen3_moe --out "$mk" --dtype bf16 --hidden 1024 --layers 8 \
+		--heads 16 --kv-heads 4 --intermediate 512 --experts 32 --top-k 8 --vocab 32000 --max-position 8192 \
+		> /dev/null || bench_rc=1
+fi
+timeout "$(left)" "$build/bin/evald" bench engine --model "$mk" --backend cuda --prompt 128 --decode 64 --batch 8 \
+	--repeats 3 --no-reference --json > "$build/gpu-engine-moe.json" 2> "$build/gpu-engine-moe.err" || bench_rc=1
+cat "$build/gpu-engine-moe.err"
+
 echo "== bench attention --backend cuda (the MiniMax-M3-shaped recall checkpoint: MSA against dense, needle answered)"
 rk=$build/recall-m3
 [ -f "$rk/config.json" ] || "$build/bin/evald" engine mkmodel --arch recall_m3 --out "$rk" > /dev/null || bench_rc=1
@@ -89,7 +102,8 @@ def load(name):
     except Exception as e:
         return {"error": str(e)}
 out = {"tests_rc": trc, "tests": lines, "bench_rc": brc, "bench": load("gpu-bench.json"),
-       "engine": load("gpu-engine.json"), "attention": load("gpu-attention.json")}
+       "engine": load("gpu-engine.json"), "engine_moe": load("gpu-engine-moe.json"),
+       "attention": load("gpu-attention.json")}
 json.dump(out, open(os.path.join(b, "gpu-check.json"), "w"), indent=1)
 print("wrote", os.path.join(b, "gpu-check.json"))
 PY
