@@ -506,6 +506,11 @@ typedef struct eng_backend {
 	 * ascending (nls < 0: every block). */
 	void (*attention)(struct eng_backend *be, float *out, const float *q, const eng_row *rows, int n,
 			  int layer, int nh, long window, const int *lists, const int *nls, int nlist);
+	/* The rows' index keys ik[n, idim] (backend memory) into a device
+	 * backend's own copies of their pages, flushed as eng_index_store
+	 * stores them in the host's (may be NULL: the host's pages are all
+	 * there is). */
+	void (*index_store)(struct eng_backend *be, const eng_row *rows, int n, int layer, const float *ik);
 	/* MiniMax-M3's lightning indexer: the blocks of n rows (iq[n, kvh,
 	 * idim], their index keys already stored), as eng_index_select */
 	int (*index_select)(struct eng_backend *be, const eng_row *rows, int n, int layer, const float *iq, int *lists,

@@ -265,6 +265,8 @@ static int run_chunk(eng_model *m, scratch *s, const int32_t *tok, int n, float 
 				ik = s->ik_h;
 			}
 			eng_index_store(m, s->rows, n, l, ik);
+			if (be->index_store)
+				be->index_store(be, s->rows, n, l, s->ik);
 			int rc = be->index_select(be, s->rows, n, l, s->iq, s->lists, s->nls, c->index_topk);
 			m->index_seconds += ev_now() - t0;
 			if (rc)

@@ -48,8 +48,6 @@ typedef struct {
 	eng_attn_plan plan;
 	float *hq, *hk; /* host copies of queries (and embedding rows), a block's key sums */
 	size_t hq_cap, hk_cap;
-	unsigned char *stage;
-	size_t stage_cap;
 	void **dst;
 	size_t dst_cap;
 	void **pages; /* the device pages of the rows' sequences */
@@ -304,14 +302,6 @@ static void cu_axpy_rows(eng_backend *be, float *y, const float *x, const int *r
 		failed(be, eng_cuda_axpy_rows(y, x, rows, a, n, width));
 }
 
-/* Piece i of a scatter into device copies: `bytes` at src (inside the
- * host page pg) staged, bound for the same place in pg's device copy. */
-static void stage_piece(cu_ctx *c, int i, const eng_page *pg, const void *src, size_t bytes)
-{
-	memcpy(c->stage + (size_t)i * bytes, src, bytes);
-	c->dst[i] = (unsigned char *)pg->dev + ((const unsigned char *)src - pg->data);
-}
-
 /* A page's device copy, brought up to date whole when stale. */
 static void *page_dev(eng_backend *be, eng_page *pg)
 {
@@ -453,9 +443,27 @@ static int cu_status(eng_backend *be)
 	return rc;
 }
 
-/* The lightning indexer on the device. eng_index_store has put the rows'
- * index keys (flushed) in the host's pages; the same bytes go into the
- * current device copies, then for each run of rows of one sequence
+/* The rows' index keys into their pages' device copies, from the device's
+ * own rows (eng_index_store has stored the same flushed keys in the
+ * host's pages): each page's copy made current first, then the device
+ * flushes and stores them (eng_cuda_index_store), one table a step. */
+static void cu_index_store(eng_backend *be, const eng_row *rows, int n, int layer, const float *ik)
+{
+	cu_ctx *c = be->ctx;
+	eng_kv_pool *p = &be->m->kv;
+	if (c->err || failed(be, GROW(c->dst, c->dst_cap, (size_t)n)) || failed(be, GROW(c->slot, c->slot_cap, (size_t)n)))
+		return;
+	for (int i = 0; i < n; i++) {
+		if (!(c->dst[i] = page_dev(be, rows[i].seq->pages[rows[i].pos / p->block])))
+			return;
+		c->slot[i] = (int)(rows[i].pos % p->block);
+	}
+	size_t ik_off = (size_t)((unsigned char *)eng_page_ikey(p, rows[0].seq->pages[0], layer, 0) - rows[0].seq->pages[0]->data);
+	failed(be, eng_cuda_index_store(c->dst, c->slot, n, ik, p->idim, ik_off));
+}
+
+/* The lightning indexer on the device: its keys are in the pages' device
+ * copies (cu_index_store); for each run of rows of one sequence
  * eng_cuda_index_select scores every block where its keys lie, in the
  * sequence's device pages (the CPU's dot product order: the same scores),
  * and takes the same top-k, ties to the lower block, as
@@ -466,22 +474,11 @@ static int cu_index_select(eng_backend *be, const eng_row *rows, int n, int laye
 	cu_ctx *c = be->ctx;
 	eng_model *m = be->m;
 	eng_kv_pool *p = &m->kv;
-	size_t D = (size_t)p->idim, kb = D * sizeof(float);
-	if (c->err || failed(be, GROW(c->stage, c->stage_cap, (size_t)n * kb)) ||
-	    failed(be, GROW(c->dst, c->dst_cap, (size_t)n)) ||
-	    failed(be, GROW(c->hpos, c->hpos_cap, (size_t)n)))
+	size_t D = (size_t)p->idim;
+	if (c->err || failed(be, GROW(c->hpos, c->hpos_cap, (size_t)n)))
 		return cu_status(be);
-	int np = 0;
-	for (int i = 0; i < n; i++) {
-		eng_page *pg = rows[i].seq->pages[rows[i].pos / p->block];
+	for (int i = 0; i < n; i++)
 		c->hpos[i] = rows[i].pos;
-		if (!pg->dev || pg->dev_gen != pg->gen)
-			continue; /* brought up whole below */
-		float *k = eng_page_ikey(p, pg, layer, (int)(rows[i].pos % p->block));
-		stage_piece(c, np++, pg, k, kb);
-	}
-	if (failed(be, eng_cuda_scatter(c->dst, c->stage, kb, np)))
-		return cu_status(be);
 	size_t ik_off = (unsigned char *)eng_page_ikey(p, rows[0].seq->pages[0], layer, 0) - rows[0].seq->pages[0]->data;
 	for (int i0 = 0, i1; i0 < n; i0 = i1) {
 		eng_seq *s = rows[i0].seq;
@@ -634,6 +631,7 @@ int eng_backend_cuda_init(eng_backend *be, eng_model *m)
 	be->axpy_rows = cu_axpy_rows;
 	be->kv_store = cu_kv_store;
 	be->attention = cu_attention;
+	be->index_store = cu_index_store;
 	be->index_select = cu_index_select;
 	be->moe = cu_moe;
 	be->status = cu_status;
@@ -663,7 +661,7 @@ void eng_backend_cuda_free(eng_backend *be)
 		eng_cuda_free(c->moe_tab[i]);
 	free(c->moe_tab);
 	eng_attn_plan_free(&c->plan);
-	free(c->hq), free(c->hk), free(c->stage), free(c->dst), free(c->pages), free(c->row_pages);
+	free(c->hq), free(c->hk), free(c->dst), free(c->pages), free(c->row_pages);
 	free(c->hpos), free(c->slot);
 	free(c);
 	be->ctx = NULL;

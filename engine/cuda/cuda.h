@@ -114,9 +114,12 @@ int eng_cuda_gather(float *d_dst, const float *d_src, const int *idx, int n, int
 int eng_cuda_axpy_rows(float *d_y, const float *d_x, const int *rows, const float *a, int n, int width);
 /* y[i] += b, for each of n rows of width floats */
 int eng_cuda_add_bias(float *d_y, const float *d_b, int n, int width);
-/* n pieces of `piece` bytes, back to back at src (host), each to its own
- * device address d_dst[i] (the pointer array on the host) */
-int eng_cuda_scatter(void *const *d_dst, const void *src, size_t piece, int n);
+
+/* Index keys of n rows (ik: [n, idim] f32 on the device) into device page
+ * copies, each flushed as eng_index_store flushes it (|x| < 2^-60 to 0):
+ * row i to the idim floats at page[i] + ik_off + slot[i] * idim * 4
+ * (host arrays). */
+int eng_cuda_index_store(void *const *page, const int *slot, int n, const float *d_ik, int idim, size_t ik_off);
 
 /* Keys and values of n rows into device page copies, as eng_cpu_kv_store
  * stores them into host pages: row i (k, v: [n, kd] f32 on the device)

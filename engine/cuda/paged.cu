@@ -104,40 +104,6 @@ extern "C" int eng_cuda_axpy_rows(float *d_y, const float *d_x, const int *rows,
 	return launch_ok("axpy_rows");
 }
 
-// ---- scatter ------------------------------------------------------------------
-
-// Piece i (bytes [i * piece, (i + 1) * piece) of src) to dst[i]; a block a
-// piece, 4 bytes a thread where the piece allows.
-__global__ void scatter_kernel(unsigned char *const *dst, const unsigned char *src, size_t piece)
-{
-	unsigned char *d = dst[blockIdx.x];
-	const unsigned char *s = src + (size_t)blockIdx.x * piece;
-	if (piece % 4 == 0 && ((uintptr_t)d % 4) == 0) {
-		for (size_t k = threadIdx.x; k < piece / 4; k += blockDim.x)
-			((uint32_t *)d)[k] = ((const uint32_t *)s)[k];
-	} else {
-		for (size_t k = threadIdx.x; k < piece; k += blockDim.x)
-			d[k] = s[k];
-	}
-}
-
-extern "C" int eng_cuda_scatter(void *const *d_dst, const void *src, size_t piece, int n)
-{
-	if (n < 1 || !piece)
-		return 0;
-	size_t ptrs = ((size_t)n * sizeof(void *) + 15) / 16 * 16;
-	unsigned char *d = (unsigned char *)eng_cuda_scratch(5, ptrs + (size_t)n * piece);
-	if (!d)
-		return ev_error_set(EV_E_NOMEM, "cuda scatter: out of device memory");
-	int rc = eng_cuda_upload(d, d_dst, (size_t)n * sizeof(void *));
-	if (!rc)
-		rc = eng_cuda_upload(d + ptrs, src, (size_t)n * piece);
-	if (rc)
-		return rc;
-	scatter_kernel<<<n, 128>>>((unsigned char *const *)d, d + ptrs, piece);
-	return launch_ok("scatter");
-}
-
 // ---- the KV store -------------------------------------------------------------
 
 // A block a page (group g): its rows rows[goff[g] .. goff[g + 1]) in the
@@ -222,6 +188,41 @@ extern "C" int eng_cuda_kv_store(void *const *page, const int *slot, int n, cons
 	                                      (const int *)(d + o_rows), (const int *)(d + o_slot), d_k, d_v, kd, dtype,
 	                                      kbase, vbase, sbase);
 	return launch_ok("kv store");
+}
+
+// ---- index keys ------------------------------------------------------------------
+
+// A block a row: its index key flushed into its page's slot.
+__global__ void index_store_kernel(unsigned char *const *page, const int *slot, const float *ik, int idim, size_t ik_off)
+{
+	int i = blockIdx.x;
+	float *dst = (float *)(page[i] + ik_off) + (size_t)slot[i] * idim;
+	for (int j = threadIdx.x; j < idim; j += blockDim.x) {
+		float x = ik[(size_t)i * idim + j];
+		dst[j] = fabsf(x) < 0x1p-60f ? 0.0f : x;
+	}
+}
+
+extern "C" int eng_cuda_index_store(void *const *page, const int *slot, int n, const float *d_ik, int idim,
+                                    size_t ik_off)
+{
+	if (n < 1)
+		return 0;
+	if (idim < 1 || n > 65535)
+		return ev_error_set(EV_E_INVALID, "cuda index store: %d rows of %d", n, idim);
+	size_t o_slot = align16((size_t)n * sizeof(void *)), total = o_slot + (size_t)n * sizeof(int);
+	unsigned char *h = (unsigned char *)calloc(1, total);
+	if (!h)
+		return ev_error_set(EV_E_NOMEM, "cuda index store: out of memory");
+	memcpy(h, page, (size_t)n * sizeof(void *));
+	memcpy(h + o_slot, slot, (size_t)n * sizeof(int));
+	int rc;
+	unsigned char *d = (unsigned char *)eng_cuda_scratch_upload(11, h, total, &rc); // a step's layers: one table
+	free(h);
+	if (!d)
+		return rc;
+	index_store_kernel<<<(unsigned)n, 128>>>((unsigned char *const *)d, (const int *)(d + o_slot), d_ik, idim, ik_off);
+	return launch_ok("index store");
 }
 
 // ---- attention over pages -------------------------------------------------------

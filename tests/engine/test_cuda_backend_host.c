@@ -342,12 +342,19 @@ static int h_add_bias(float *d_y, const float *d_b, int n, int width)
 	return 0;
 }
 
-static int h_scatter(void *const *d_dst, const void *src, size_t piece, int n)
+static long g_index_stores;
+static int h_index_store(void *const *page, const int *slot, int n, const float *d_ik, int idim, size_t ik_off)
 {
+	dev(d_ik, (size_t)n * idim * sizeof(float), "index store keys");
 	for (int i = 0; i < n; i++) {
-		dev(d_dst[i], piece, "scatter destination");
-		memcpy(d_dst[i], (const unsigned char *)src + (size_t)i * piece, piece);
+		float *dst = (float *)((unsigned char *)page[i] + ik_off) + (size_t)slot[i] * idim;
+		dev(dst, (size_t)idim * sizeof(float), "index store slot");
+		for (int j = 0; j < idim; j++) {
+			float x = d_ik[(size_t)i * idim + j];
+			dst[j] = fabsf(x) < 0x1p-60f ? 0.0f : x;
+		}
 	}
+	g_index_stores++;
 	return 0;
 }
 
@@ -489,7 +496,7 @@ static int h_paged_attention(float *d_out, const float *d_q, int n, int nh, int 
 #define eng_cuda_embed h_embed
 #define eng_cuda_gather h_gather
 #define eng_cuda_add_bias h_add_bias
-#define eng_cuda_scatter h_scatter
+#define eng_cuda_index_store h_index_store
 #define eng_cuda_kv_store h_kv_store
 #define eng_cuda_moe_route h_moe_route
 #define eng_cuda_gemv_sel h_gemv_sel

@@ -493,6 +493,35 @@ static void kv_store_equals_the_host_store(void **st)
 			free(host[g]), eng_cuda_free(dpage[g]);
 		report(dt == ENG_F32 ? "kv store f32" : dt == ENG_F16 ? "kv store f16" : "kv store bf16", 0, 0);
 	}
+	/* index keys: flushed below 2^-60 as eng_index_store flushes them,
+	 * each into its page's slot at the layer's offset, nothing else */
+	{
+		const int idim = 40, rows = 4;
+		const size_t pb = 8192, off = 1040;
+		unsigned char *host = malloc(2 * pb), *got = malloc(2 * pb);
+		for (size_t b = 0; b < 2 * pb; b++)
+			host[b] = (unsigned char)(b * 7);
+		unsigned char *dp = up(host, 2 * pb);
+		void *page[4] = {dp, dp + pb, dp, dp + pb};
+		int slot[4] = {0, 3, 5, 1};
+		float *ik = rand_vec((size_t)rows * idim, 2.0f);
+		ik[1] = 0x1p-61f, ik[2] = -0x1p-61f, ik[3] = 0x1p-60f, ik[4] = -0x1p-60f, ik[5] = 1e-30f, ik[6] = 0x1p-126f;
+		float *dik = up(ik, sizeof(float) * rows * idim);
+		assert_int_equal(eng_cuda_index_store(page, slot, rows, dik, idim, off), 0);
+		for (int i = 0; i < rows; i++) {
+			float *dst = (float *)(host + (i % 2) * pb + off) + (size_t)slot[i] * idim;
+			for (int j = 0; j < idim; j++) {
+				float x = ik[i * idim + j];
+				dst[j] = fabsf(x) < 0x1p-60f ? 0.0f : x;
+			}
+		}
+		assert_int_equal(eng_cuda_sync(), 0);
+		assert_int_equal(eng_cuda_download(got, dp, 2 * pb), 0);
+		if (memcmp(got, host, 2 * pb))
+			fail_msg("index store: the pages differ from the host's store");
+		report("index store (flushed)", 0, 0);
+		free(host), free(got), free(ik), eng_cuda_free(dp), eng_cuda_free(dik);
+	}
 }
 
 /* An MoE decode's ops: the routing's choice equal to eng_moe_route's in
