@@ -237,10 +237,6 @@ static void cu_matmul(eng_backend *be, float *y, const float *x, int n, const en
 	} else if (block) { /* prefill: the weight's values in f32, then the f32 GEMM */
 		if (count > c->deq_cap) {
 			eng_cuda_free(c->deq);
-	eng_cuda_free(c->moe_buf);
-	for (size_t i = 0; c->moe_tab && i < (size_t)be->m->c.layers * 3; i++)
-		eng_cuda_free(c->moe_tab[i]);
-	free(c->moe_tab);
 			c->deq_cap = 0;
 			if (!(c->deq = eng_cuda_malloc(count * sizeof(float)))) {
 				failed(be, ev_error_set(EV_E_NOMEM, "cuda backend: out of device memory to dequantize a [%d, %d] "

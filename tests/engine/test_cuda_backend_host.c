@@ -706,13 +706,30 @@ static void moe_decode_on_the_device_equals_host_routing(void **state)
 	(void)state;
 	static const struct {
 		const char *arch, *dtype;
-	} ms[] = {{"qwen3_moe", "f32"}, {"qwen2_moe", "bf16"}, {"minimax_m3", "f32"}};
+		bool q8; /* the experts' weights made Q8_0 */
+	} ms[] = {{"qwen3_moe", "f32", false}, {"qwen2_moe", "bf16", false}, {"minimax_m3", "f32", false},
+		  {"qwen3_moe", "f32", true}};
 	for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++) {
 		setting st = {ms[a].arch, ms[a].dtype, ENG_KV_F32, ENG_ATTN_AUTO, 16};
 		eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
 		z.vocab = 384;
 		char *dir = et_mkmodel("cuda_host_moe", ms[a].arch, &z, ms[a].dtype, 41 + a);
 		eng_model *m = load(dir, ENG_BACKEND_CUDA, &st);
+		void *q8[256];
+		int nq = 0;
+		for (int l = 0; ms[a].q8 && l < m->c.layers; l++)
+			for (int e = 0; m->layers[l].moe && e < m->c.experts; e++) {
+				eng_weight *ws[] = {&m->layers[l].experts[e].gate, &m->layers[l].experts[e].up,
+						    &m->layers[l].experts[e].down};
+				for (int k = 0; k < 3; k++) {
+					size_t cnt = (size_t)ws[k]->rows * ws[k]->cols;
+					assert_true(nq < 256 && ws[k]->dtype == ENG_F32 && ws[k]->cols % 32 == 0);
+					q8[nq] = malloc(eng_dtype_bytes(ENG_Q8_0, cnt));
+					eng_ggml_quantize(q8[nq], ws[k]->data, eng_dtype_ggml(ENG_Q8_0), cnt);
+					ws[k]->data = q8[nq++];
+					ws[k]->dtype = ENG_Q8_0;
+				}
+			}
 		int32_t *t = et_tokens(30, z.vocab, 43);
 		float *lg[2];
 		long routes = 0, downs = 0;
@@ -720,7 +737,10 @@ static void moe_decode_on_the_device_equals_host_routing(void **state)
 			m->cuda.moe = way ? NULL : cu_moe;
 			eng_seq *s = NULL;
 			assert_int_equal(eng_seq_new(&s, m), 0);
-			assert_int_equal(eng_forward(s, t, 24, NULL), 0);
+			/* one token first (the experts' tables made), then a prefill
+			 * (block-type weights dequantized for GEMMs), then decode */
+			assert_int_equal(eng_forward(s, t, 1, NULL), 0);
+			assert_int_equal(eng_forward(s, t + 1, 23, NULL), 0);
 			lg[way] = malloc((size_t)6 * z.vocab * sizeof(float));
 			long r0 = g_moe_routes, d0 = g_downloads;
 			for (int i = 0; i < 6; i++) {
@@ -731,19 +751,22 @@ static void moe_decode_on_the_device_equals_host_routing(void **state)
 				routes = g_moe_routes - r0, downs = g_downloads - d0;
 			eng_seq_free(s);
 		}
-		print_message("moe decode on the device: %s %s, 6 steps: %ld routings on the device, %ld downloads; logits %s "
-			      "the host loop's\n", ms[a].arch, ms[a].dtype, routes, downs,
+		print_message("moe decode on the device: %s %s%s, 6 steps: %ld routings on the device, %ld downloads; logits %s "
+			      "the host loop's\n", ms[a].arch, ms[a].dtype, ms[a].q8 ? " (Q8_0 experts)" : "", routes, downs,
 			      memcmp(lg[0], lg[1], (size_t)6 * z.vocab * sizeof(float)) ? "DIFFER from" : "equal to");
 		long moe_layers = 0;
 		for (int l = 0; l < m->c.layers; l++)
 			moe_layers += m->layers[l].moe;
 		assert_true(moe_layers > 0);
 		assert_int_equal(routes, 6 * moe_layers);
+		free_dev(m);
+		for (int i = 0; i < nq; i++)
+			free(q8[i]);
+		m = NULL;
 		if (!strcmp(ms[a].arch, "qwen3_moe"))
 			assert_int_equal(downs, 6); /* the logits alone */
 		assert_memory_equal(lg[0], lg[1], (size_t)6 * z.vocab * sizeof(float));
 		free(lg[0]), free(lg[1]), free(t);
-		free_dev(m);
 		free(dir);
 	}
 }
