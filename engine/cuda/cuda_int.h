@@ -108,7 +108,7 @@ enum { QT_FIRST = 3 };
 int eng_cuda_check(cudaError_t e, const char *what);
 
 // A scratch device buffer that grows (freed at exit by the driver). Slots:
-// 0-2 the ops of ops.cu, 3 gather, 4 the paged attention's tables, 5 scatter,
+// 0-2 the ops of ops.cu, 3 gather, 4 the paged attention's tables, 5 unused,
 // 6 the GEMM's rounded rows, 7 the paged attention's partial states, 8 the
 // KV store's table, 9 RoPE's positions, 10 the indexer's positions and pages,
 // 11 the index-key store's table.

@@ -234,7 +234,8 @@ extern "C" int eng_cuda_gemv_sel(float *d_y, const float *d_x, int xdiv, const i
 	if (xdiv < 1 || xdiv > 64 || pairs % xdiv || rows < 1 || cols < 1 || pairs / xdiv > 65535)
 		return ev_error_set(EV_E_INVALID, "cuda gemv_sel: %d pairs (x a row each %d), [%d, %d]", pairs, xdiv, rows, cols);
 	gemv_pick pick = {(const void *const *)d_wtab, d_sel};
-	dim3 grid((unsigned)((rows + GEMV_WARPS - 1) / GEMV_WARPS), (unsigned)(pairs / xdiv), (unsigned)xdiv);
+	static_assert(GEMV_WARPS == GEMV_PICK_WARPS, "a launch over pairs has blocks of GEMV_PICK_WARPS rows");
+	dim3 grid((unsigned)((rows + GEMV_PICK_WARPS - 1) / GEMV_PICK_WARPS), (unsigned)(pairs / xdiv), (unsigned)xdiv);
 	if (dtype >= QT_FIRST)
 		return eng_cuda_gemv_q_pick(d_y, d_x, rows, cols, dtype, grid, pick);
 	if (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16)

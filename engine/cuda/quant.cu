@@ -166,6 +166,7 @@ template <int DT> __global__ void dequant_kernel(float *out, const uint8_t *w, s
 		out[u * 32 + e] = v[e];
 }
 
+static_assert(QG_WARPS == GEMV_PICK_WARPS, "a launch over pairs has blocks of GEMV_PICK_WARPS rows");
 typedef void (*qkernel)(float *, const float *, int, const uint8_t *, int, int, gemv_pick);
 #define QK(N)                                                                                                          \
 	{gemv_q_kernel<QT_Q8_0, N>, gemv_q_kernel<QT_Q4_0, N>, gemv_q_kernel<QT_Q4_1, N>, gemv_q_kernel<QT_Q5_0, N>,   \
@@ -196,7 +197,7 @@ extern "C" int eng_cuda_gemv_q(float *d_y, const float *d_x, int n, const void *
 int eng_cuda_gemv_q_pick(float *d_y, const float *d_x, int rows, int cols, int dtype, dim3 grid, gemv_pick pick)
 {
 	int B = block_of(dtype);
-	if (!B || cols < B || cols % B || QG_WARPS != GEMV_PICK_WARPS)
+	if (!B || cols < B || cols % B)
 		return ev_error_set(EV_E_INVALID, "cuda gemv_sel: [%d, %d] of block type %d (cols a multiple of its block)", rows,
 		                    cols, dtype);
 	qkernels[1][dtype - QT_Q8_0]<<<grid, QG_WARPS * 32>>>(d_y, d_x, 1, NULL, rows, cols, pick);
