@@ -221,11 +221,11 @@ typedef struct {
 	 * time a page is handed out, copied into, or has keys stored on the
 	 * host. A device backend keeps its own copy of the page at `dev` and
 	 * the version it holds at dev_gen: equal, the copy is current.
-	 * dev_ahead: keys and values (and their sums) were stored into the
-	 * device copy and not yet into `data`; the copy is then current and
-	 * holds the truth of those parts (index keys and boxes stay the
-	 * host's), and whatever reads or writes them on the host first calls
-	 * eng_page_pull. */
+	 * dev_ahead: keys and values (and their sums) or index keys were
+	 * stored into the device copy and not yet into `data`; the copy is
+	 * then current and holds the truth of those parts (the index keys'
+	 * boxes are the host's, rebuilt when pulled), and whatever reads or
+	 * writes them on the host first calls eng_page_pull. */
 	uint64_t gen, dev_gen;
 	void *dev;
 	bool dev_ahead;
@@ -247,8 +247,8 @@ typedef struct eng_kv_pool_s {
 	/* frees a page's device copy when the page's memory goes back (set
 	 * by a device backend; NULL: none) */
 	void (*dev_free)(void *dev);
-	/* brings a dev_ahead page's keys, values and key sums down into its
-	 * data (set by a device backend; 0 or an error) */
+	/* brings a dev_ahead page's keys, values, key sums and index keys
+	 * down into its data (set by a device backend; 0 or an error) */
 	int (*dev_pull)(const struct eng_kv_pool_s *p, eng_page *pg);
 } eng_kv_pool;
 
@@ -302,9 +302,9 @@ void eng_kv_pool_clear(eng_kv_pool *p);
  * (out of memory, or the byte bound reached: EV_E_LIMIT). */
 eng_page *eng_page_get(eng_kv_pool *p);
 void eng_page_put(eng_kv_pool *p, eng_page *pg);
-/* Makes a page's host data hold its keys, values and key sums (a no-op
- * unless a device backend stored them there alone: dev_ahead). 0 or the
- * device's error. */
+/* Makes a page's host data hold its keys, values, key sums and index keys
+ * (a no-op unless a device backend stored them there alone: dev_ahead),
+ * the index keys' boxes rebuilt from them. 0 or the device's error. */
 int eng_page_pull(eng_kv_pool *p, eng_page *pg);
 
 struct eng_seq {
@@ -326,6 +326,10 @@ struct eng_seq {
 	 * was written ([superblock][2][idim]: max, then min): a bound on its
 	 * current keys, even after a truncation or a fork (NULL without idim) */
 	float **ibox;
+	/* a device backend stored index keys of this sequence in its page
+	 * copies alone: ibox (and the pages' boxes) are rebuilt from the keys
+	 * when eng_seq_pull brings them down */
+	bool ibox_stale;
 	long kidx_cap; /* blocks */
 	long len;
 	float *logits; /* [vocab] */
@@ -340,7 +344,9 @@ struct eng_seq {
  * needed; the page that position len falls in is made private (copied)
  * when shared. */
 int eng_seq_reserve(eng_seq *s, long n);
-/* eng_page_pull on every page of s (before a host backend reads them). */
+/* eng_page_pull on every page of s (before a host backend reads them),
+ * then, where a device backend stored index keys alone (ibox_stale), the
+ * indexer's superblock boxes rebuilt from the pages'. */
 int eng_seq_pull(eng_seq *s);
 
 /* ---- MSA ------------------------------------------------------------------ */
@@ -456,6 +462,11 @@ int eng_index_select_one(const eng_model *m, const eng_row *row, int layer, cons
  * and head after the other (the reference path's index_select op). */
 int eng_index_select(struct eng_backend *be, const eng_row *rows, int n, int layer, const float *iq, int *lists,
 		     int *nls, int nlist);
+/* The boxes eng_index_store keeps, rebuilt from the keys themselves: a
+ * page's (every layer, over its ntok slots), and a sequence's superblock
+ * boxes from its pages' (pages with no slot filled left out). */
+void eng_index_page_boxes(const eng_kv_pool *p, eng_page *pg);
+void eng_index_seq_boxes(eng_seq *s);
 
 /* Activations are f32 row-major [n rows, width] buffers in the backend's
  * own memory (from `alloc`; host memory for the CPU paths, device memory

@@ -257,16 +257,18 @@ static int run_chunk(eng_model *m, scratch *s, const int32_t *tok, int n, float 
 			be->rope(be, s->iq, n, ih, id, c->rope_dim, s->pos, m->inv_freq);
 			be->rope(be, s->ik, n, 1, id, c->rope_dim, s->pos, m->inv_freq);
 			double t0 = ev_now();
-			/* the index keys live in the host's pages (a device
-			 * backend chooses from there too) */
-			const float *ik = s->ik;
-			if (be->device) {
-				be->to_host(be, s->ik_h, s->ik, (size_t)n * id);
-				ik = s->ik_h;
-			}
-			eng_index_store(m, s->rows, n, l, ik);
-			if (be->index_store)
+			if (be->index_store) { /* a device backend keeps them in its page copies */
 				be->index_store(be, s->rows, n, l, s->ik);
+				for (int i = 0; i < n; i++)
+					s->rows[i].seq->ibox_stale = true;
+			} else {
+				const float *ik = s->ik;
+				if (be->device) {
+					be->to_host(be, s->ik_h, s->ik, (size_t)n * id);
+					ik = s->ik_h;
+				}
+				eng_index_store(m, s->rows, n, l, ik);
+			}
 			int rc = be->index_select(be, s->rows, n, l, s->iq, s->lists, s->nls, c->index_topk);
 			m->index_seconds += ev_now() - t0;
 			if (rc)

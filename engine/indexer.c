@@ -61,6 +61,40 @@ void eng_index_store(eng_model *m, const eng_row *rows, int n, int layer, const 
 	}
 }
 
+void eng_index_page_boxes(const eng_kv_pool *p, eng_page *pg)
+{
+	int D = p->idim;
+	for (int l = 0; D && pg->ntok > 0 && l < p->layers; l++) {
+		float *mx = eng_page_ibox(p, pg, l), *mn = mx + D;
+		for (int t = 0; t < pg->ntok; t++) {
+			const float *k = eng_page_ikey(p, pg, l, t);
+			for (int j = 0; j < D; j++) {
+				mx[j] = t == 0 || k[j] > mx[j] ? k[j] : mx[j];
+				mn[j] = t == 0 || k[j] < mn[j] ? k[j] : mn[j];
+			}
+		}
+	}
+}
+
+void eng_index_seq_boxes(eng_seq *s)
+{
+	const eng_kv_pool *p = &s->m->kv;
+	int D = p->idim;
+	for (int l = 0; D && s->ibox && l < p->layers; l++)
+		for (int b = 0; b < s->npages; b++) {
+			eng_page *pg = s->pages[b];
+			if (pg->ntok <= 0)
+				continue;
+			const float *px = eng_page_ibox(p, pg, l), *pn = px + D;
+			float *sx = s->ibox[l] + (size_t)(b / ENG_MSA_SUPER) * 2 * D, *sn = sx + D;
+			bool first = b % ENG_MSA_SUPER == 0;
+			for (int j = 0; j < D; j++) {
+				sx[j] = first || px[j] > sx[j] ? px[j] : sx[j];
+				sn[j] = first || pn[j] < sn[j] ? pn[j] : sn[j];
+			}
+		}
+}
+
 /* A block's exact score as every path computes it: the max over the
  * block's keys up to pos of dot(q, key), q already flushed. */
 static float block_score(const eng_kv_pool *p, const eng_seq *s, int layer, long b, long pos, const float *qv)

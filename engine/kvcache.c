@@ -114,9 +114,11 @@ int eng_page_pull(eng_kv_pool *p, eng_page *pg)
 	if (!p->dev_pull)
 		return ev_error_set(EV_E_INTERNAL, "KV page: its keys are on a device no backend reads back");
 	int rc = p->dev_pull(p, pg);
-	if (!rc)
-		pg->dev_ahead = false;
-	return rc;
+	if (rc)
+		return rc;
+	pg->dev_ahead = false;
+	eng_index_page_boxes(p, pg);
+	return 0;
 }
 
 int eng_seq_pull(eng_seq *s)
@@ -124,6 +126,10 @@ int eng_seq_pull(eng_seq *s)
 	int rc = 0;
 	for (int i = 0; !rc && i < s->npages; i++)
 		rc = eng_page_pull(&s->m->kv, s->pages[i]);
+	if (!rc && s->ibox_stale) {
+		eng_index_seq_boxes(s);
+		s->ibox_stale = false;
+	}
 	return rc;
 }
 
@@ -353,6 +359,7 @@ int eng_seq_fork(eng_seq **out, eng_seq *src, long n_prefix)
 			return ev_error_set(EV_E_NOMEM, "out of memory");
 		}
 	}
+	s->ibox_stale = src->ibox_stale; /* the boxes copied are as stale as src's */
 	long full = n_prefix / p->block;
 	if (full) { /* the index rows of the shared full pages */
 		size_t kd = (size_t)p->kvh * p->hd;

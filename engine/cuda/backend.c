@@ -358,12 +358,13 @@ static void cu_kv_store(eng_backend *be, const eng_row *rows, int n, int layer, 
 	}
 }
 
-/* The pool's dev_pull: every layer's keys, values and key sums of the
- * device copy down into the host page (index keys and boxes stay the
- * host's). */
+/* The pool's dev_pull: every layer's keys, values, key sums and index
+ * keys of the device copy down into the host page (the index keys' boxes
+ * are the host's: eng_page_pull rebuilds them). */
 static int page_pull(const eng_kv_pool *p, eng_page *pg)
 {
-	size_t kv = (size_t)2 * p->block * p->kvh * p->hd * p->esize + (size_t)p->kvh * p->hd * sizeof(float);
+	size_t kv = (size_t)2 * p->block * p->kvh * p->hd * p->esize + (size_t)p->kvh * p->hd * sizeof(float) +
+		    (size_t)p->block * p->idim * sizeof(float);
 	for (int l = 0; l < p->layers; l++) {
 		size_t at = (size_t)l * p->layer_bytes;
 		int rc = eng_cuda_download(pg->data + at, (unsigned char *)pg->dev + at, kv);
@@ -439,10 +440,12 @@ static int cu_status(eng_backend *be)
 	return rc;
 }
 
-/* The rows' index keys into their pages' device copies, from the device's
- * own rows (eng_index_store has stored the same flushed keys in the
- * host's pages): each page's copy made current first, then the device
- * flushes and stores them (eng_cuda_index_store), one table a step. */
+/* The rows' index keys into their pages' device copies alone: each page's
+ * copy made current first, then the device flushes and stores them
+ * (eng_cuda_index_store, one table a step) and the page is marked ahead
+ * of its host data, as after a KV store; the host rebuilds the keys'
+ * boxes when it pulls them (the forward marks the sequences' boxes
+ * stale). */
 static void cu_index_store(eng_backend *be, const eng_row *rows, int n, int layer, const float *ik)
 {
 	cu_ctx *c = be->ctx;
@@ -455,7 +458,16 @@ static void cu_index_store(eng_backend *be, const eng_row *rows, int n, int laye
 		c->slot[i] = (int)(rows[i].pos % p->block);
 	}
 	size_t ik_off = (size_t)((unsigned char *)eng_page_ikey(p, rows[0].seq->pages[0], layer, 0) - rows[0].seq->pages[0]->data);
-	failed(be, eng_cuda_index_store(c->dst, c->slot, n, ik, p->idim, ik_off));
+	if (failed(be, eng_cuda_index_store(c->dst, c->slot, n, ik, p->idim, ik_off)))
+		return;
+	for (int i = 0; i < n; i++) {
+		eng_page *pg = rows[i].seq->pages[rows[i].pos / p->block];
+		if (c->slot[i] + 1 > pg->ntok)
+			pg->ntok = c->slot[i] + 1;
+		pg->gen = ++p->gen;
+		pg->dev_gen = pg->gen;
+		pg->dev_ahead = true;
+	}
 }
 
 /* The lightning indexer on the device: its keys are in the pages' device

@@ -696,6 +696,65 @@ static void block_weights_go_up_as_stored(void **state)
 	free(dir);
 }
 
+/* MiniMax-M3's index keys stored on the device alone come down when the
+ * host needs them: after device prefill and decode steps, a fork mid-page
+ * and a switch to the CPU path, the CPU's fast indexer (which prunes by
+ * the keys' boxes, rebuilt from the pulled keys) gives the reference's
+ * logits, for the sequence and its fork; no index key is downloaded on
+ * the device's steps. */
+static void m3_index_keys_come_down_for_the_cpu(void **state)
+{
+	(void)state;
+	setting st = {"minimax_m3", "f32", ENG_KV_F32, ENG_ATTN_AUTO, 16};
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.vocab = 384;
+	char *dir = et_mkmodel("cuda_host_m3", "minimax_m3", &z, "f32", 61);
+	eng_model *ref = load(dir, ENG_BACKEND_REF, &st), *dev = load(dir, ENG_BACKEND_CUDA, &st);
+	int32_t *t = et_tokens(700, z.vocab, 62);
+	eng_seq *r = NULL, *d = NULL, *rf = NULL, *df = NULL;
+	assert_int_equal(eng_seq_new(&r, ref), 0);
+	assert_int_equal(eng_seq_new(&d, dev), 0);
+	long d0 = g_downloads;
+	assert_int_equal(eng_forward(r, t, 600, NULL), 0);
+	assert_int_equal(eng_forward(d, t, 600, NULL), 0);
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(eng_forward(r, t + 600 + i, 1, NULL), 0);
+		assert_int_equal(eng_forward(d, t + 600 + i, 1, NULL), 0);
+	}
+	/* what comes down on the device's 6 forwards: each one's logits, the
+	 * prefill's router logits for the host's MoE loop (a chunk of up to
+	 * 256 rows at a time), a completed block's key sums a layer; no index
+	 * keys (they would add one a sparse layer a forward) */
+	long downs = g_downloads - d0, moe_layers = 0, sparse = 0;
+	for (int l = 0; l < dev->c.layers; l++)
+		moe_layers += dev->layers[l].moe, sparse += dev->c.sparse_layer[l] != 0;
+	long want = 6 + 3 * moe_layers + 605 / dev->kv.block * dev->c.layers;
+	assert_true(sparse > 0);
+	double worst = et_rel_err(eng_seq_logits(d), eng_seq_logits(r), (size_t)z.vocab);
+	assert_int_equal(eng_seq_fork(&rf, r, 300), 0);
+	assert_int_equal(eng_seq_fork(&df, d, 300), 0);
+	assert_int_equal(eng_model_set_backend(dev, ENG_BACKEND_CPU), 0);
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(eng_forward(r, t + 605 + i, 1, NULL), 0);
+		assert_int_equal(eng_forward(d, t + 605 + i, 1, NULL), 0);
+		double e = et_rel_err(eng_seq_logits(d), eng_seq_logits(r), (size_t)z.vocab);
+		worst = e > worst ? e : worst;
+	}
+	assert_int_equal(eng_forward(rf, t + 650, 12, NULL), 0);
+	assert_int_equal(eng_forward(df, t + 650, 12, NULL), 0);
+	double ef = et_rel_err(eng_seq_logits(df), eng_seq_logits(rf), (size_t)z.vocab);
+	worst = ef > worst ? ef : worst;
+	print_message("m3: device steps, then a fork and the CPU path: worst error against the reference %.3g; %ld downloads "
+		      "on the device's 6 forwards (%ld expected; the index keys would add %ld)\n", worst, downs, want, 6 * sparse);
+	assert_true(worst < 1e-5);
+	assert_int_equal(downs, want);
+	eng_seq_free(r), eng_seq_free(d), eng_seq_free(rf), eng_seq_free(df);
+	free(t);
+	eng_model_free(ref);
+	free_dev(dev);
+	free(dir);
+}
+
 /* Decode steps' experts routed and run on the device (the backend's moe
  * op) give the bits of the host-routed loop over the same device ops, for
  * softmax routers with and without a shared expert's gate (Qwen3-MoE,
@@ -779,6 +838,7 @@ int main(void)
 		cmocka_unit_test(failures_come_back_from_the_forward),
 		cmocka_unit_test(block_weights_go_up_as_stored),
 		cmocka_unit_test(moe_decode_on_the_device_equals_host_routing),
+		cmocka_unit_test(m3_index_keys_come_down_for_the_cpu),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	/* every model freed: no device memory is left behind (weights, page
