@@ -315,6 +315,38 @@ static void *page_dev(eng_backend *be, eng_page *pg)
 	return pg->dev;
 }
 
+/* c->dst[i], c->slot[i]: row i's page copy (made current) and its slot
+ * there. 0, or -1 on failure (kept). */
+static int rows_pages(eng_backend *be, const eng_row *rows, int n)
+{
+	cu_ctx *c = be->ctx;
+	eng_kv_pool *p = &be->m->kv;
+	if (c->err || failed(be, GROW(c->dst, c->dst_cap, (size_t)n)) || failed(be, GROW(c->slot, c->slot_cap, (size_t)n)))
+		return -1;
+	for (int i = 0; i < n; i++) {
+		if (!(c->dst[i] = page_dev(be, rows[i].seq->pages[rows[i].pos / p->block])))
+			return -1;
+		c->slot[i] = (int)(rows[i].pos % p->block);
+	}
+	return 0;
+}
+
+/* The pages of rows just stored into on the device: their slots filled,
+ * a new version the copy holds, ahead of the host's data. */
+static void rows_stored(eng_backend *be, const eng_row *rows, int n)
+{
+	cu_ctx *c = be->ctx;
+	eng_kv_pool *p = &be->m->kv;
+	for (int i = 0; i < n; i++) {
+		eng_page *pg = rows[i].seq->pages[rows[i].pos / p->block];
+		if (c->slot[i] + 1 > pg->ntok)
+			pg->ntok = c->slot[i] + 1;
+		pg->gen = ++p->gen;
+		pg->dev_gen = pg->gen;
+		pg->dev_ahead = true;
+	}
+}
+
 /* Keys and values go into the device copies alone: each row's page copy
  * is made current first (a fresh or stale page goes up whole), the device
  * stores them as the host would (eng_cuda_kv_store: the same conversions
@@ -328,29 +360,17 @@ static void cu_kv_store(eng_backend *be, const eng_row *rows, int n, int layer, 
 	cu_ctx *c = be->ctx;
 	eng_kv_pool *p = &be->m->kv;
 	size_t kd = (size_t)p->kvh * p->hd;
-	if (c->err || failed(be, GROW(c->dst, c->dst_cap, (size_t)n)) || failed(be, GROW(c->slot, c->slot_cap, (size_t)n)) ||
-	    failed(be, GROW(c->hk, c->hk_cap, kd)))
+	if (rows_pages(be, rows, n) || failed(be, GROW(c->hk, c->hk_cap, kd)))
 		return;
-	for (int i = 0; i < n; i++) {
-		eng_page *pg = rows[i].seq->pages[rows[i].pos / p->block];
-		if (!(c->dst[i] = page_dev(be, pg)))
-			return;
-		c->slot[i] = (int)(rows[i].pos % p->block);
-	}
 	size_t kbase = (size_t)layer * p->layer_bytes, vbase = kbase + (size_t)p->block * kd * p->esize,
 	       sbase = vbase + (size_t)p->block * kd * p->esize;
 	if (failed(be, eng_cuda_kv_store(c->dst, c->slot, n, k, v, (int)kd, (int)p->dtype, kbase, vbase, sbase)))
 		return;
+	rows_stored(be, rows, n);
 	for (int i = 0; i < n; i++) {
 		eng_seq *s = rows[i].seq;
 		eng_page *pg = s->pages[rows[i].pos / p->block];
-		int slot = c->slot[i];
-		if (slot + 1 > pg->ntok)
-			pg->ntok = slot + 1;
-		pg->gen = ++p->gen;
-		pg->dev_gen = pg->gen;
-		pg->dev_ahead = true;
-		if (slot == p->block - 1) { /* the block is complete: its sums into the index */
+		if (c->slot[i] == p->block - 1) { /* the block is complete: its sums into the index */
 			if (failed(be, eng_cuda_download(c->hk, (unsigned char *)pg->dev + sbase, kd * sizeof(float))))
 				return;
 			eng_msa_index_put(s->kidx[layer], s->kbox[layer], rows[i].pos / p->block, c->hk, p->kvh, p->hd);
@@ -450,24 +470,11 @@ static void cu_index_store(eng_backend *be, const eng_row *rows, int n, int laye
 {
 	cu_ctx *c = be->ctx;
 	eng_kv_pool *p = &be->m->kv;
-	if (c->err || failed(be, GROW(c->dst, c->dst_cap, (size_t)n)) || failed(be, GROW(c->slot, c->slot_cap, (size_t)n)))
+	if (rows_pages(be, rows, n))
 		return;
-	for (int i = 0; i < n; i++) {
-		if (!(c->dst[i] = page_dev(be, rows[i].seq->pages[rows[i].pos / p->block])))
-			return;
-		c->slot[i] = (int)(rows[i].pos % p->block);
-	}
 	size_t ik_off = (size_t)((unsigned char *)eng_page_ikey(p, rows[0].seq->pages[0], layer, 0) - rows[0].seq->pages[0]->data);
-	if (failed(be, eng_cuda_index_store(c->dst, c->slot, n, ik, p->idim, ik_off)))
-		return;
-	for (int i = 0; i < n; i++) {
-		eng_page *pg = rows[i].seq->pages[rows[i].pos / p->block];
-		if (c->slot[i] + 1 > pg->ntok)
-			pg->ntok = c->slot[i] + 1;
-		pg->gen = ++p->gen;
-		pg->dev_gen = pg->gen;
-		pg->dev_ahead = true;
-	}
+	if (!failed(be, eng_cuda_index_store(c->dst, c->slot, n, ik, p->idim, ik_off)))
+		rows_stored(be, rows, n);
 }
 
 /* The lightning indexer on the device: its keys are in the pages' device
