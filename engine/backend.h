@@ -536,14 +536,16 @@ typedef struct eng_backend {
 			  int width);
 	/* g[i] = silu(g[i]) * u[i], i < n */
 	void (*swiglu)(struct eng_backend *be, float *g, const float *u, size_t n);
-	/* The routed experts of `layer` for n rows, without the host (may be
-	 * NULL): row i routed from its router logits router[n, experts] as
-	 * eng_moe_route routes it (the device's exp may round differently in
-	 * the last place), each chosen expert's FFN run on its row of xb, and
-	 * the outputs, times weight * scale, added into row i of x in
-	 * ascending expert order, as the forward's host loop adds them. 0, or
-	 * 1 to leave these rows to that loop (too many rows for the backend's
-	 * way, or experts it does not take). */
+	/* The MoE block of `layer` for n rows, without the host (may be
+	 * NULL), as the forward's host loop computes it: the shared expert's
+	 * output (if any) added into x first (times sigmoid of its gate a row
+	 * where there is one), then row i routed from its router logits
+	 * router[n, experts] as eng_moe_route routes it, each chosen expert's
+	 * FFN run on its row of xb, and the outputs, times weight * scale,
+	 * added into row i of x in ascending expert order (the device's exp
+	 * may round differently in the last place). 0, or 1 to leave these
+	 * rows to the host loop (too many rows for the backend's way, or
+	 * experts it does not take). */
 	int (*moe)(struct eng_backend *be, float *x, const float *xb, const float *router, int n, int layer, float scale);
 	/* 0, or the first failure of an op since the last call (a device
 	 * backend's ops cannot return one; they stop working after it). NULL:

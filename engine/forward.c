@@ -172,6 +172,10 @@ static void moe(eng_backend *be, const eng_config *c, const eng_layer *L, int la
 	int H = c->hidden, K = c->top_k;
 	float scale = c->sigmoid_router ? (float)c->routed_scale : 1.0f;
 	be->matmul(be, s->router, s->xb, n, &L->router, NULL);
+	/* a device backend may run the whole layer itself (decode), in the
+	 * order below */
+	if (be->moe && be->moe(be, s->x, s->xb, s->router, n, layer, scale) == 0)
+		return;
 	/* the shared expert first, into the residual: as it is (M3), or scaled
 	 * a row by sigmoid(shared_expert_gate . x) (Qwen2-MoE) */
 	if (L->shared.down.data) {
@@ -188,9 +192,6 @@ static void moe(eng_backend *be, const eng_config *c, const eng_layer *L, int la
 			be->axpy(be, s->x, s->eo, 1.0f, (size_t)n * H);
 		}
 	}
-	/* a device backend may route and run the experts itself (decode) */
-	if (be->moe && be->moe(be, s->x, s->xb, s->router, n, layer, scale) == 0)
-		return;
 	be->to_host(be, s->router_h, s->router, (size_t)n * c->experts);
 	for (int i = 0; i < n; i++)
 		eng_moe_route(c, s->router_h + (size_t)i * c->experts, L->router_bias, s->sel + (size_t)i * K,

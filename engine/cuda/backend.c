@@ -556,7 +556,9 @@ static void *const *moe_table(eng_backend *be, int l, int proj, int *dt)
 	return *slot;
 }
 
-/* The routed experts of a decode step on the device: routed there
+/* The MoE block of a decode step on the device: the shared expert first
+ * (its FFN by the table's own ops, its output added as it is or times
+ * sigmoid of its gate: eng_cuda_gate_add), then the rows routed there
  * (eng_cuda_moe_route), each row's experts' gate and up projections as
  * GEMVs over (row, expert) pairs picking their weights from the layer's
  * tables, the activation, the down projection likewise, and the outputs
@@ -583,7 +585,9 @@ static int cu_moe(eng_backend *be, float *x, const float *xb, const float *route
 		return 1;
 	const float *bias = L->router_bias ? vec(be, L->router_bias, (size_t)E) : NULL;
 	size_t P = (size_t)n * K, I = (size_t)L->experts[0].gate.rows;
-	size_t need = P * (sizeof(int) + sizeof(float)) + P * (2 * I + (size_t)H) * sizeof(float);
+	size_t SI = L->shared.down.data ? (size_t)L->shared.gate.rows : 0; /* the shared expert's width */
+	size_t need = P * (sizeof(int) + sizeof(float)) + P * (2 * I + (size_t)H) * sizeof(float) +
+		      (size_t)n * (2 * SI + (size_t)H + 1) * sizeof(float);
 	if (need > c->moe_cap) {
 		eng_cuda_free(c->moe_buf);
 		c->moe_cap = 0;
@@ -595,6 +599,26 @@ static int cu_moe(eng_backend *be, float *x, const float *xb, const float *route
 	}
 	int *sel = (int *)c->moe_buf;
 	float *w = (float *)(sel + P), *g = w + P, *u = g + P * I, *o = u + P * I;
+	if (SI) { /* the shared expert, as the forward's ffn() and its mixing */
+		float *sg = o + P * H, *su = sg + (size_t)n * SI, *so = su + (size_t)n * SI, *gate = so + (size_t)n * H;
+		size_t N = (size_t)n * SI;
+		cu_matmul(be, sg, xb, n, &L->shared.gate, NULL);
+		cu_matmul(be, su, xb, n, &L->shared.up, NULL);
+		if (cf->oai_swiglu)
+			cu_swiglu_oai(be, sg, su, N, (float)cf->swiglu_alpha, (float)cf->swiglu_limit);
+		else
+			cu_swiglu(be, sg, su, N);
+		cu_matmul(be, so, sg, n, &L->shared.down, NULL);
+		if (L->shared_gate.data) {
+			cu_matmul(be, gate, xb, n, &L->shared_gate, NULL);
+			if (!c->err)
+				failed(be, eng_cuda_gate_add(x, so, gate, n, H));
+		} else {
+			cu_axpy(be, x, so, 1.0f, (size_t)n * H);
+		}
+		if (c->err)
+			return 0;
+	}
 	int kind = cf->sigmoid_router ? 2 : cf->norm_topk ? 1 : 0;
 	if (failed(be, eng_cuda_moe_route(sel, w, router, n, E, K, kind, bias, scale)) ||
 	    failed(be, eng_cuda_gemv_sel(g, xb, K, sel, (int)P, tg, dg, (int)I, H)) ||

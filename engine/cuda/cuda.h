@@ -91,6 +91,10 @@ int eng_cuda_gemv_sel(float *d_y, const float *d_x, int xdiv, const int *d_sel, 
  * K <= 64. */
 int eng_cuda_moe_route(int *d_sel, float *d_w, const float *d_logits, int n, int E, int K, int kind, const float *d_bias,
                        float scale);
+/* x[i] += a_i * eo[i] for rows of width floats, a_i = (float)(1 / (1 +
+ * exp(-(double)g[i]))) (Qwen2-MoE's shared expert gate, as the forward
+ * takes it on the host), each addition as eng_cuda_axpy makes it. */
+int eng_cuda_gate_add(float *d_x, const float *d_eo, const float *d_g, int n, int width);
 /* x[i] += w[i, k] * eo[i * K + k] for k = 0 .. K - 1 in that order, rows
  * of width floats, each addition as eng_cuda_axpy makes it. */
 int eng_cuda_moe_mix(float *d_x, const float *d_eo, const float *d_w, int n, int K, int width);

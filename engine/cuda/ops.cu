@@ -451,6 +451,24 @@ __global__ void moe_mix_kernel(float *x, const float *eo, const float *w, int n,
 	x[t] = y;
 }
 
+__global__ void gate_add_kernel(float *x, const float *eo, const float *g, int n, int width)
+{
+	size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (t >= (size_t)n * width)
+		return;
+	float a = (float)(1.0 / (1.0 + exp(-(double)g[t / width])));
+	x[t] += a * eo[t];
+}
+
+extern "C" int eng_cuda_gate_add(float *d_x, const float *d_eo, const float *d_g, int n, int width)
+{
+	if (n < 1 || width < 1)
+		return n == 0 ? 0 : ev_error_set(EV_E_INVALID, "cuda gate_add: n %d, width %d", n, width);
+	size_t total = (size_t)n * width;
+	gate_add_kernel<<<(unsigned)((total + 255) / 256), 256>>>(d_x, d_eo, d_g, n, width);
+	return launch_ok("gate add");
+}
+
 extern "C" int eng_cuda_moe_mix(float *d_x, const float *d_eo, const float *d_w, int n, int K, int width)
 {
 	if (n < 1 || K < 1 || width < 1)

@@ -528,7 +528,8 @@ static void kv_store_equals_the_host_store(void **st)
  * ascending expert order (its weights within the device's exp), the GEMV
  * over (row, expert) pairs giving each pair the bits of the plain GEMV of
  * its expert's weight on its row (f32, bf16 and Q8_0 experts, rows of any
- * length), and the mixing as the host's loop of additions. */
+ * length), the mixing as the host's loop of additions, and the shared
+ * expert's gated add. */
 static void moe_ops_match_the_host(void **st)
 {
 	(void)st;
@@ -623,7 +624,19 @@ static void moe_ops_match_the_host(void **st)
 				x[i * H + j] += w[i * K + k] * eo[((size_t)i * K + k) * H + j];
 	float *got = down(dx, (size_t)N * H);
 	report("moe mix", nerr(got, x, (size_t)N * H), 1e-6);
-	free(got), free(x), free(eo), free(w), free(lg), free(bias);
+	free(got);
+	/* the shared expert's gated add: x[i] += sigmoid(g[i]) * eo[i] */
+	float *gv = rand_vec(N, 6.0f), *dg = up(gv, sizeof(float) * N);
+	assert_int_equal(eng_cuda_gate_add(dx, deo, dg, N, H), 0);
+	for (int i = 0; i < N; i++) {
+		float a = (float)(1.0 / (1.0 + exp(-(double)gv[i])));
+		for (int j = 0; j < H; j++)
+			x[i * H + j] += a * eo[(size_t)i * H + j];
+	}
+	got = down(dx, (size_t)N * H);
+	report("shared expert gate add", nerr(got, x, (size_t)N * H), 1e-6);
+	free(got), free(gv), eng_cuda_free(dg);
+	free(x), free(eo), free(w), free(lg), free(bias);
 	eng_cuda_free(dx), eng_cuda_free(deo), eng_cuda_free(dmw), eng_cuda_free(dlg), eng_cuda_free(dbias);
 	eng_cuda_free(dsel), eng_cuda_free(dw), eng_cuda_free(dps);
 }
