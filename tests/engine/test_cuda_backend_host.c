@@ -714,8 +714,8 @@ static void block_weights_go_up_as_stored(void **state)
  * host needs them: after device prefill and decode steps, a fork mid-page
  * and a switch to the CPU path, the CPU's fast indexer (which prunes by
  * the keys' boxes, rebuilt from the pulled keys) gives the reference's
- * logits, for the sequence and its fork; no index key is downloaded on
- * the device's steps. */
+ * logits, for the sequence and its fork; the backend downloads no index
+ * key on the device's steps. */
 static void m3_index_keys_come_down_for_the_cpu(void **state)
 {
 	(void)state;
@@ -735,10 +735,12 @@ static void m3_index_keys_come_down_for_the_cpu(void **state)
 		assert_int_equal(eng_forward(r, t + 600 + i, 1, NULL), 0);
 		assert_int_equal(eng_forward(d, t + 600 + i, 1, NULL), 0);
 	}
-	/* what comes down on the device's 6 forwards: each one's logits, the
-	 * prefill's router logits for the host's MoE loop (a chunk of up to
-	 * 256 rows at a time), a completed block's key sums a layer; no index
-	 * keys (they would add one a sparse layer a forward) */
+	/* what the backend brings down on the device's 6 forwards: each one's
+	 * logits, the prefill's router logits for the host's MoE loop (a
+	 * chunk of up to 256 rows at a time), a completed block's key sums a
+	 * layer; no index keys (they would add one a sparse layer a forward).
+	 * (The indexer op's own copy of its lists is inside the op, not
+	 * counted here.) */
 	long downs = g_downloads - d0, moe_layers = 0, sparse = 0;
 	for (int l = 0; l < dev->c.layers; l++)
 		moe_layers += dev->layers[l].moe, sparse += dev->c.sparse_layer[l] != 0;
