@@ -36,6 +36,16 @@ static void flush_tiny(float *dst, const float *src, int n)
 		dst[j] = fabsf(src[j]) < INDEX_FLUSH ? 0.0f : src[j];
 }
 
+/* A box (max, min of D floats) joined with the box [hi, lo] (a key: the
+ * key twice); restart: that box alone */
+static void box_join(float *mx, float *mn, const float *hi, const float *lo, int D, bool restart)
+{
+	for (int j = 0; j < D; j++) {
+		mx[j] = restart || hi[j] > mx[j] ? hi[j] : mx[j];
+		mn[j] = restart || lo[j] < mn[j] ? lo[j] : mn[j];
+	}
+}
+
 void eng_index_store(eng_model *m, const eng_row *rows, int n, int layer, const float *ik)
 {
 	const eng_kv_pool *p = &m->kv;
@@ -46,18 +56,11 @@ void eng_index_store(eng_model *m, const eng_row *rows, int n, int layer, const 
 		int slot = (int)(pos % p->block);
 		float *k = eng_page_ikey(p, pg, layer, slot);
 		flush_tiny(k, ik + (size_t)i * D, D);
-		float *mx = eng_page_ibox(p, pg, layer), *mn = mx + D;
-		for (int j = 0; j < D; j++) { /* the page's first slot restarts the box */
-			mx[j] = slot == 0 || k[j] > mx[j] ? k[j] : mx[j];
-			mn[j] = slot == 0 || k[j] < mn[j] ? k[j] : mn[j];
-		}
+		float *mx = eng_page_ibox(p, pg, layer);
+		box_join(mx, mx + D, k, k, D, slot == 0); /* the page's first slot restarts the box */
 		/* and the superblock's box, restarted by its first slot */
-		bool first = pos % ((long)ENG_MSA_SUPER * p->block) == 0;
-		float *sx = rows[i].seq->ibox[layer] + (size_t)(pos / p->block / ENG_MSA_SUPER) * 2 * D, *sn = sx + D;
-		for (int j = 0; j < D; j++) {
-			sx[j] = first || k[j] > sx[j] ? k[j] : sx[j];
-			sn[j] = first || k[j] < sn[j] ? k[j] : sn[j];
-		}
+		float *sx = rows[i].seq->ibox[layer] + (size_t)(pos / p->block / ENG_MSA_SUPER) * 2 * D;
+		box_join(sx, sx + D, k, k, D, pos % ((long)ENG_MSA_SUPER * p->block) == 0);
 	}
 }
 
@@ -65,13 +68,10 @@ void eng_index_page_boxes(const eng_kv_pool *p, eng_page *pg)
 {
 	int D = p->idim;
 	for (int l = 0; D && pg->ntok > 0 && l < p->layers; l++) {
-		float *mx = eng_page_ibox(p, pg, l), *mn = mx + D;
+		float *mx = eng_page_ibox(p, pg, l);
 		for (int t = 0; t < pg->ntok; t++) {
 			const float *k = eng_page_ikey(p, pg, l, t);
-			for (int j = 0; j < D; j++) {
-				mx[j] = t == 0 || k[j] > mx[j] ? k[j] : mx[j];
-				mn[j] = t == 0 || k[j] < mn[j] ? k[j] : mn[j];
-			}
+			box_join(mx, mx + D, k, k, D, t == 0);
 		}
 	}
 }
@@ -85,13 +85,9 @@ void eng_index_seq_boxes(eng_seq *s)
 			eng_page *pg = s->pages[b];
 			if (pg->ntok <= 0)
 				continue;
-			const float *px = eng_page_ibox(p, pg, l), *pn = px + D;
-			float *sx = s->ibox[l] + (size_t)(b / ENG_MSA_SUPER) * 2 * D, *sn = sx + D;
-			bool first = b % ENG_MSA_SUPER == 0;
-			for (int j = 0; j < D; j++) {
-				sx[j] = first || px[j] > sx[j] ? px[j] : sx[j];
-				sn[j] = first || pn[j] < sn[j] ? pn[j] : sn[j];
-			}
+			const float *px = eng_page_ibox(p, pg, l);
+			float *sx = s->ibox[l] + (size_t)(b / ENG_MSA_SUPER) * 2 * D;
+			box_join(sx, sx + D, px, px + D, D, b % ENG_MSA_SUPER == 0);
 		}
 }
 

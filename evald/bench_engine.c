@@ -337,11 +337,13 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 	double bound = bw > 0 && step_bytes > 0 ? bw / step_bytes : 0;
 	double dec1 = !only_ref && n ? rows[0].decode_tok_s : 0;
 	char kernels[200];
+	eng_cpu_kernels(kernels, sizeof kernels);
+#ifdef EV_HAVE_CUDA
 	if (on_dev)
-		snprintf(kernels, sizeof kernels, "cuda: f32 activations, the decode GEMV for every row count (f32/f16/bf16 "
-		                                  "weights; block types as f32)");
-	else
-		eng_cpu_kernels(kernels, sizeof kernels);
+		snprintf(kernels, sizeof kernels, "cuda: f32 activations; GEMV below %d rows (block types read in place), "
+		                                  "cuBLASLt GEMM from %d (block types decoded to f32)",
+		         ENG_CUDA_GEMM_ROWS, ENG_CUDA_GEMM_ROWS);
+#endif
 	if (json) {
 		cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "results");
 		cJSON_AddStringToObject(o, "model", model);
