@@ -6,8 +6,10 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-// eng_dtype's numbers (engine/backend.h) of the types kept as floats
+// eng_dtype's numbers (engine/backend.h) of the types kept as floats, and
+// of the block types (quant.cu)
 enum { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2 };
+enum { QT_Q8_0 = 3, QT_Q4_0 = 4, QT_Q4_1 = 5, QT_Q5_0 = 6, QT_Q5_1 = 7, QT_Q4_K = 8, QT_Q5_K = 9, QT_Q6_K = 10 };
 
 __device__ __forceinline__ float bf16_to_f32(uint16_t h)
 {
@@ -101,11 +103,21 @@ struct gemv_pick {
 #define GEMV_PICK_WARPS 8
 int eng_cuda_gemv_q_pick(float *d_y, const float *d_x, int rows, int cols, int dtype, dim3 grid, gemv_pick pick);
 
-// eng_dtype's number of the first block type (Q8_0)
-enum { QT_FIRST = 3 };
 
 // 0, or the project's error for a failed CUDA call (what names the call).
 int eng_cuda_check(cudaError_t e, const char *what);
+
+// 0, or the error of the kernel launch just made (what names it)
+static inline int launch_ok(const char *what)
+{
+	return eng_cuda_check(cudaGetLastError(), what);
+}
+
+// x rounded up to 16 (the offsets of a host table packed for one upload)
+static inline size_t align16(size_t x)
+{
+	return (x + 15) / 16 * 16;
+}
 
 // A scratch device buffer that grows (freed at exit by the driver). Slots:
 // 0-2 the ops of ops.cu, 3 gather, 4 the paged attention's tables, 5 unused,

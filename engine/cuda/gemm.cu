@@ -73,10 +73,8 @@ __global__ void round_rows_kernel(void *dst, const float *x, size_t n, int dtype
 	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
 	if (i >= n)
 		return;
-	if (dtype == DT_BF16)
-		((__nv_bfloat16 *)dst)[i] = __float2bfloat16_rn(x[i]);
-	else
-		((__half *)dst)[i] = __float2half_rn(x[i]);
+	// the host's roundings (engine/dtype.c), as the KV store takes them
+	((uint16_t *)dst)[i] = dtype == DT_BF16 ? f32_to_bf16_bits(x[i]) : f32_to_f16_bits(x[i]);
 }
 
 extern "C" int eng_cuda_gemm(float *d_y, const float *d_x, int n, const void *d_w, int dtype, int rows, int cols)
@@ -99,7 +97,7 @@ extern "C" int eng_cuda_gemm(float *d_y, const float *d_x, int n, const void *d_
 		if (!xs)
 			return ev_error_set(EV_E_NOMEM, "cuda gemm: out of device memory for %d rows", n);
 		round_rows_kernel<<<(unsigned)((total + 255) / 256), 256>>>(xs, d_x, total, dtype);
-		if ((rc = eng_cuda_check(cudaGetLastError(), "gemm: rounding the rows")))
+		if ((rc = launch_ok("gemm: rounding the rows")))
 			return rc;
 		b = xs;
 	}

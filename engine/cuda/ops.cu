@@ -20,11 +20,6 @@ extern "C" {
 #define GEMV_MAX_N 8
 #define GEMV_WARPS 8
 
-static int launch_ok(const char *what)
-{
-	return eng_cuda_check(cudaGetLastError(), what);
-}
-
 // The scratch slots; a slot's shadow (what eng_cuda_scratch_upload last
 // put there) counts only while `held` says the buffer has not been
 // replaced since (a new buffer may come back at the old address).
@@ -236,7 +231,7 @@ extern "C" int eng_cuda_gemv_sel(float *d_y, const float *d_x, int xdiv, const i
 	gemv_pick pick = {(const void *const *)d_wtab, d_sel};
 	static_assert(GEMV_WARPS == GEMV_PICK_WARPS, "a launch over pairs has blocks of GEMV_PICK_WARPS rows");
 	dim3 grid((unsigned)((rows + GEMV_PICK_WARPS - 1) / GEMV_PICK_WARPS), (unsigned)(pairs / xdiv), (unsigned)xdiv);
-	if (dtype >= QT_FIRST)
+	if (dtype >= QT_Q8_0)
 		return eng_cuda_gemv_q_pick(d_y, d_x, rows, cols, dtype, grid, pick);
 	if (dtype != DT_F32 && dtype != DT_F16 && dtype != DT_BF16)
 		return ev_error_set(EV_E_INVALID, "cuda gemv_sel: dtype %d", dtype);
@@ -699,7 +694,7 @@ extern "C" int eng_cuda_index_select(int *lists, int *nls, int nlist, const floa
 	float *d_sc = (float *)eng_cuda_scratch(0, ns * sizeof(float));
 	int *d_lists = (int *)eng_cuda_scratch(1, (size_t)n * kvh * (nlist + 1) * sizeof(int));
 	// the table: positions, then the pages (a step's layers: the same table)
-	size_t o_pages = ((size_t)n * sizeof(long long) + 15) / 16 * 16, total = o_pages + (size_t)nb * sizeof(void *);
+	size_t o_pages = align16((size_t)n * sizeof(long long)), total = o_pages + (size_t)nb * sizeof(void *);
 	unsigned char *h = (unsigned char *)calloc(1, total);
 	if (!d_sc || !d_lists || !h) {
 		free(h);

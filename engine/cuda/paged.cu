@@ -1,6 +1,6 @@
 // engine/cuda/paged.cu: what the CUDA backend (engine/cuda/backend.c) needs
-// beside the ops of ops.cu: row gather, bias rows, a scatter of host bytes
-// into device pages, and attention over the paged KV cache following a
+// beside the ops of ops.cu: row gather, bias rows, the KV and index-key
+// stores into device pages, and attention over the paged KV cache following a
 // host-built plan (engine/attn_plan.c). Contracts in engine/cuda/cuda.h.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -22,16 +22,6 @@ extern "C" {
 #define ATT_MAX_HD 256
 #define ATT_WARPS 16
 #define ATT_PER_LANE (ATT_MAX_HD / 32)
-
-static int launch_ok(const char *what)
-{
-	return eng_cuda_check(cudaGetLastError(), what);
-}
-
-static size_t align16(size_t x)
-{
-	return (x + 15) / 16 * 16;
-}
 
 // ---- gather and bias ----------------------------------------------------------
 

@@ -17,9 +17,6 @@ extern "C" {
 
 #include "engine/cuda/cuda_int.h"
 
-// eng_dtype's numbers (engine/backend.h)
-enum { QT_Q8_0 = 3, QT_Q4_0 = 4, QT_Q4_1 = 5, QT_Q5_0 = 6, QT_Q5_1 = 7, QT_Q4_K = 8, QT_Q5_K = 9, QT_Q6_K = 10 };
-
 #define QG_WARPS 8
 #define QG_MAX_N 8
 
@@ -191,7 +188,7 @@ extern "C" int eng_cuda_gemv_q(float *d_y, const float *d_x, int n, const void *
 		qkernels[0][dtype - QT_Q8_0]<<<(rows + QG_WARPS - 1) / QG_WARPS, QG_WARPS * 32>>>(
 			d_y + (size_t)b0 * rows, d_x + (size_t)b0 * cols, nb, (const uint8_t *)d_w, rows, cols, gemv_pick{});
 	}
-	return eng_cuda_check(cudaGetLastError(), "gemv (block type)");
+	return launch_ok("gemv (block type)");
 }
 
 int eng_cuda_gemv_q_pick(float *d_y, const float *d_x, int rows, int cols, int dtype, dim3 grid, gemv_pick pick)
@@ -201,7 +198,7 @@ int eng_cuda_gemv_q_pick(float *d_y, const float *d_x, int rows, int cols, int d
 		return ev_error_set(EV_E_INVALID, "cuda gemv_sel: [%d, %d] of block type %d (cols a multiple of its block)", rows,
 		                    cols, dtype);
 	qkernels[1][dtype - QT_Q8_0]<<<grid, QG_WARPS * 32>>>(d_y, d_x, 1, NULL, rows, cols, pick);
-	return eng_cuda_check(cudaGetLastError(), "gemv_sel (block type)");
+	return launch_ok("gemv_sel (block type)");
 }
 
 extern "C" int eng_cuda_dequantize(float *d_out, const void *d_w, int dtype, size_t n)
@@ -215,5 +212,5 @@ extern "C" int eng_cuda_dequantize(float *d_out, const void *d_w, int dtype, siz
 	                            dequant_kernel<QT_Q5_0>, dequant_kernel<QT_Q5_1>, dequant_kernel<QT_Q4_K>,
 	                            dequant_kernel<QT_Q5_K>, dequant_kernel<QT_Q6_K>};
 	ks[dtype - QT_Q8_0]<<<(unsigned)((units + 127) / 128), 128>>>(d_out, (const uint8_t *)d_w, units);
-	return eng_cuda_check(cudaGetLastError(), "dequantize");
+	return launch_ok("dequantize");
 }
