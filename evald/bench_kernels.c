@@ -6,8 +6,8 @@
  *   decode:  one activation row against raw weight rows, four at a time
  *            a quarter of the matrix apart (as batch-1 decode reads them)
  *   prefill: 48 activation rows (a prompt's chunk) against each group of
- *            four weight rows, unpacked once, six rows a call (BF16: the
- *            rows read as they are)
+ *            16 weight rows, unpacked once, six rows a call (BF16: four
+ *            weight rows read as they are, six activation rows a call)
  * One thread, random weights written by the project's own quantizer.
  * Rows past the caches (--rows 65536 and up) show the kernels as they meet
  * memory; the default fits in the L2 cache and shows the instructions.
@@ -37,7 +37,7 @@ typedef struct {
 #define T bk_opts
 static const ev_opt bk_table[] = {
 	EV_O_STR("--types", T, types, "LIST", "weight types (all kept block types and bf16)"),
-	EV_O_INT("--rows", T, rows, 4, 1 << 22, "N", "weight rows, a multiple of 4"),
+	EV_O_INT("--rows", T, rows, 16, 1 << 22, "N", "weight rows, a multiple of 16"),
 	EV_O_INT("--cols", T, cols, 256, 1 << 16, "N", "weight columns, a multiple of 256"),
 	EV_O_NUM("--seconds", T, seconds, 0.01, 60, "S", "seconds on each figure: the best of the passes that fit, at least two"),
 	EV_O_FLAG("--json", T, json, "as JSON"),
@@ -62,7 +62,8 @@ typedef struct {
 	uint8_t *w;        /* rows x rb */
 	eng_qxblk *xq;     /* BK_X activation rows, quantized */
 	uint16_t *xbf;     /* BK_X activation rows, BF16, padded */
-	eng_qrow ur[4];    /* a group's rows unpacked */
+	eng_qgroup grp;    /* a group's rows unpacked */
+	void *gmem;        /* its storage */
 	float *out;        /* rows x BK_X */
 } bk_case;
 
@@ -78,17 +79,32 @@ static void group_rows(const bk_case *c, int g, const uint8_t *wr[4])
  * every weight row; out[row * BK_X + i]. */
 static void pass(bk_case *c, bool prefill)
 {
+	if (prefill && c->t != ENG_BF16) {
+		for (int g = 0; g < c->rows / ENG_QGROUP_ROWS; g++) {
+			const uint8_t *wr[ENG_QGROUP_ROWS];
+			for (int u = 0; u < ENG_QGROUP_ROWS; u++)
+				wr[u] = c->w + (size_t)(g * ENG_QGROUP_ROWS + u) * c->rb;
+			eng_qgroup_unpack(&c->grp, wr, c->nb, c->t);
+			for (int i0 = 0; i0 < BK_X; i0 += ENG_QGROUP_X) {
+				const eng_qxblk *xr[ENG_QGROUP_X];
+				float o[ENG_QGROUP_X * ENG_QGROUP_ROWS];
+				for (int k = 0; k < ENG_QGROUP_X; k++)
+					xr[k] = c->xq + (size_t)(i0 + k) * c->nb;
+				eng_qdot_group(o, xr, ENG_QGROUP_X, &c->grp, c->nb, c->t);
+				for (int i = 0; i < ENG_QGROUP_X; i++)
+					for (int k = 0; k < ENG_QGROUP_ROWS; k++)
+						c->out[(size_t)(g * ENG_QGROUP_ROWS + k) * BK_X + i0 + i] = o[i * ENG_QGROUP_ROWS + k];
+			}
+		}
+		return;
+	}
 	int q4 = c->rows / 4, stride = (c->cols + 31) / 32 * 32;
 	for (int g = 0; g < q4; g++) {
 		const uint8_t *wr[4];
 		group_rows(c, g, wr);
-		const eng_qrow *u[4] = {&c->ur[0], &c->ur[1], &c->ur[2], &c->ur[3]};
-		if (prefill && c->t != ENG_BF16)
-			for (int k = 0; k < 4; k++)
-				eng_qrow_unpack(&c->ur[k], wr[k], c->nb, c->t);
-		int step = !prefill ? 1 : c->t == ENG_BF16 ? ENG_BFDOT_X : ENG_QDOT_UNPACKED_X, n = prefill ? BK_X : 1;
+		int step = prefill ? ENG_BFDOT_X : 1, n = prefill ? BK_X : 1;
 		for (int i0 = 0; i0 < n; i0 += step) {
-			float o[ENG_QDOT_UNPACKED_X * 4];
+			float o[ENG_BFDOT_X * 4];
 			if (c->t == ENG_BF16) {
 				const uint16_t *xr[ENG_BFDOT_X], *wb[4];
 				for (int k = 0; k < step; k++)
@@ -97,13 +113,8 @@ static void pass(bk_case *c, bool prefill)
 					wb[k] = (const uint16_t *)wr[k];
 				eng_bfdot(o, xr, step, wb, c->cols);
 			} else {
-				const eng_qxblk *xr[ENG_QDOT_UNPACKED_X];
-				for (int k = 0; k < ENG_QDOT_UNPACKED_X; k++)
-					xr[k] = c->xq + (size_t)(i0 + k) * c->nb;
-				if (prefill)
-					eng_qdot_unpacked(o, xr, step, u, c->nb, c->t);
-				else
-					eng_qdot(o, xr, 1, wr, c->nb, c->t);
+				const eng_qxblk *xr[1] = {c->xq + (size_t)i0 * c->nb};
+				eng_qdot(o, xr, 1, wr, c->nb, c->t);
 			}
 			for (int i = 0; i < step; i++)
 				for (int k = 0; k < 4; k++)
@@ -152,9 +163,11 @@ static int case_init(bk_case *c, int t, int rows, int cols, ev_rng *r)
 	c->xbf = malloc((size_t)BK_X * ((cols + 31) / 32 * 32) * sizeof *c->xbf);
 	c->out = malloc((size_t)rows * BK_X * sizeof *c->out);
 	bool ok = wf && x && c->w && c->xq && c->xbf && c->out;
-	for (int k = 0; ok && k < 4; k++)
-		ok = (c->ur[k].q = malloc((size_t)cols * sizeof(int16_t))) && (c->ur[k].sc = malloc((size_t)c->nb * 8)) &&
-		     (c->ur[k].m = malloc((size_t)c->nb * 4));
+	if (ok && (ok = (c->gmem = malloc(ENG_QGROUP_BYTES(c->nb))) != NULL)) {
+		c->grp.q = c->gmem;
+		c->grp.sc = (float *)((char *)c->gmem + (size_t)c->nb * 512 * sizeof(int16_t));
+		c->grp.m = c->grp.sc + 32 * c->nb;
+	}
 	if (ok) {
 		for (size_t i = 0; i < n; i++)
 			wf[i] = (float)(ev_rng_uniform(r) * 2 - 1);
@@ -178,9 +191,7 @@ static int case_init(bk_case *c, int t, int rows, int cols, ev_rng *r)
 
 static void case_free(bk_case *c)
 {
-	for (int k = 0; k < 4; k++)
-		free(c->ur[k].q), free(c->ur[k].sc), free(c->ur[k].m);
-	free(c->w), free(c->xq), free(c->xbf), free(c->out);
+	free(c->gmem), free(c->w), free(c->xq), free(c->xbf), free(c->out);
 }
 
 int ev_bench_kernels_main(const ev_cli *cli, int argc, char **argv)
@@ -194,8 +205,8 @@ int ev_bench_kernels_main(const ev_cli *cli, int argc, char **argv)
 		        o.cols);
 		return EV_EXIT_USAGE;
 	}
-	if (o.rows % 4 || o.cols % 256) {
-		fprintf(stderr, "evald bench kernels: --rows must be a multiple of 4 and --cols of 256 (%d, %d)\n", o.rows, o.cols);
+	if (o.rows % 16 || o.cols % 256) {
+		fprintf(stderr, "evald bench kernels: --rows must be a multiple of 16 and --cols of 256 (%d, %d)\n", o.rows, o.cols);
 		return EV_EXIT_USAGE;
 	}
 	int types[ENG_DTYPE_COUNT], nt = 0;

@@ -240,18 +240,16 @@ int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads)
 	if (!(cc->xq = malloc((size_t)ENG_CPU_QROWS * ((mc + 31) / 32) * sizeof *cc->xq)) ||
 	    !(cc->xbf = malloc((size_t)ENG_CPU_QROWS * ((mc + 31) / 32 * 32) * sizeof *cc->xbf)))
 		return ev_error_set(EV_E_NOMEM, "out of memory for quantized activations");
-	size_t nbm = (mc + 31) / 32, rowb = nbm * (32 * sizeof(int16_t) + 3 * sizeof(float));
-	if (!(cc->qrow = calloc((size_t)cc->nw, sizeof *cc->qrow)) || !(cc->qmem = calloc((size_t)cc->nw, sizeof(void *))))
+	size_t nbm = (mc + 31) / 32;
+	if (!(cc->qgrp = calloc((size_t)cc->nw, sizeof *cc->qgrp)) || !(cc->qmem = calloc((size_t)cc->nw, sizeof(void *))))
 		return ev_error_set(EV_E_NOMEM, "out of memory");
 	for (int i = 0; i < cc->nw; i++) {
-		char *p = malloc(4 * rowb);
+		char *p = malloc(ENG_QGROUP_BYTES(nbm));
 		if (!(cc->qmem[i] = p))
 			return ev_error_set(EV_E_NOMEM, "out of memory for worker scratch");
-		for (int r = 0; r < 4; r++, p += rowb) {
-			cc->qrow[i][r].q = (int16_t *)p;
-			cc->qrow[i][r].sc = (float *)(p + nbm * 32 * sizeof(int16_t));
-			cc->qrow[i][r].m = cc->qrow[i][r].sc + 2 * nbm;
-		}
+		cc->qgrp[i].q = (int16_t *)p;
+		cc->qgrp[i].sc = (float *)(p + nbm * 512 * sizeof(int16_t));
+		cc->qgrp[i].m = cc->qgrp[i].sc + 32 * nbm;
 	}
 	size_t B = (size_t)m->kv.block, hd = (size_t)c->head_dim, group = (size_t)(c->heads / c->kv_heads);
 	size_t K = (size_t)(m->msa.top_k > 0 ? m->msa.top_k : 1);
@@ -309,7 +307,7 @@ void eng_backend_cpu_free(eng_backend *be)
 	for (int i = 0; cc->qmem && i < cc->nw; i++)
 		free(cc->qmem[i]);
 	free(cc->qmem);
-	free(cc->qrow);
+	free(cc->qgrp);
 	free(cc);
 	be->ctx = NULL;
 }

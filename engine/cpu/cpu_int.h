@@ -32,8 +32,8 @@ typedef struct {
 	int qdot;
 	uint16_t *xbf;  /* a call's activations rounded to BF16 (ENG_CPU_QROWS rows of the widest, padded) */
 	eng_qxblk *xq; /* a call's activations, quantized (ENG_CPU_QROWS rows of the widest) */
-	eng_qrow (*qrow)[4]; /* per worker: 4 weight rows unpacked (prefill) */
-	void **qmem;         /* their storage */
+	eng_qgroup *qgrp; /* per worker: a group of 16 weight rows unpacked (prefill) */
+	void **qmem;      /* their storage */
 } cpu_ctx;
 
 /* Rows of one sequence whose index branch one prefill task scans together. */

@@ -97,22 +97,54 @@ static void mm_task_tiles(mm_job *j, int r0, int r1, int worker)
  * against 443-485). */
 #define ENG_CPU_UNPACK_ROWS 32
 
-/* Block-quantized weights against 16-bit activations (qdot.h), or BF16
- * weights against BF16 activations (bfdot.h): four weight rows a quarter
- * of the task apart (as decode below), each group against the batch rows
- * three at a time (BF16: six); the rows left over as a group of fewer.
- * With ENG_CPU_UNPACK_ROWS or more batch rows a group of blocks is
- * unpacked once into the worker's buffer first and meets the batch rows
- * six at a time. Every output is the same sum whatever the group or
- * width. */
-static void mm_task_q(mm_job *j, int r0, int r1, int worker)
+/* With ENG_CPU_UNPACK_ROWS batch rows or more: block-quantized rows a
+ * group of 16 at a time, unpacked once into the worker's buffer
+ * (eng_qgroup) and met by the batch rows six at a time; the rows left
+ * over as a group of fewer (its lanes repeat the first row). */
+static void mm_task_group(mm_job *j, int r0, int r1, int worker)
 {
 	const eng_weight *w = j->w;
 	int K = w->cols, R = w->rows, nb = K / 32, t = (int)w->dtype;
 	size_t rb = eng_dtype_bytes(w->dtype, (size_t)K);
+	eng_qgroup *g = &j->cc->qgrp[worker];
+	for (int r = r0; r < r1; r += ENG_QGROUP_ROWS) {
+		int nr = r1 - r < ENG_QGROUP_ROWS ? r1 - r : ENG_QGROUP_ROWS;
+		const uint8_t *wr[ENG_QGROUP_ROWS];
+		for (int u = 0; u < ENG_QGROUP_ROWS; u++)
+			wr[u] = (const uint8_t *)w->data + (size_t)(r + (u < nr ? u : 0)) * rb;
+		eng_qgroup_unpack(g, wr, nb, t);
+		for (int i = 0; i < j->n; i += ENG_QGROUP_X) {
+			int nx = j->n - i < ENG_QGROUP_X ? j->n - i : ENG_QGROUP_X;
+			const eng_qxblk *xr[ENG_QGROUP_X];
+			float o[ENG_QGROUP_X * ENG_QGROUP_ROWS];
+			for (int k = 0; k < nx; k++)
+				xr[k] = j->xq + (size_t)(i + k) * (size_t)nb;
+			eng_qdot_group(o, xr, nx, g, nb, t);
+			for (int k = 0; k < nx; k++)
+				for (int u = 0; u < nr; u++)
+					j->y[(size_t)(i + k) * R + r + u] =
+					        o[k * ENG_QGROUP_ROWS + u] + (j->bias ? j->bias[r + u] : 0.0f);
+		}
+	}
+}
+
+/* Block-quantized weights against 16-bit activations (qdot.h), or BF16
+ * weights against BF16 activations (bfdot.h): four weight rows a quarter
+ * of the task apart (as decode below), each group against the batch rows
+ * three at a time (BF16: six); the rows left over as a group of fewer.
+ * Every output is the same sum whatever the group or width, and the
+ * same as mm_task_group's. */
+static void mm_task_q(mm_job *j, int r0, int r1, int worker)
+{
+	if (!j->xbf && j->n >= ENG_CPU_UNPACK_ROWS) {
+		mm_task_group(j, r0, r1, worker);
+		return;
+	}
+	const eng_weight *w = j->w;
+	int K = w->cols, R = w->rows, nb = K / 32, t = (int)w->dtype;
+	size_t rb = eng_dtype_bytes(w->dtype, (size_t)K);
 	const uint8_t *W = w->data;
-	eng_qrow *ur = j->cc->qrow[worker];
-	int q4 = (r1 - r0) / 4, unpack = j->n >= ENG_CPU_UNPACK_ROWS && !j->xbf;
+	int q4 = (r1 - r0) / 4;
 	for (int r = r0; r < r1;) {
 		int rr[4], nr;
 		if (r < r0 + q4) {
@@ -129,19 +161,10 @@ static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 		}
 		const uint8_t *wr[4] = {W + (size_t)rr[0] * rb, W + (size_t)rr[1] * rb, W + (size_t)rr[2] * rb,
 		                        W + (size_t)rr[3] * rb};
-		const eng_qrow *wu[4] = {&ur[0], &ur[1], &ur[2], &ur[3]};
-		if (unpack) {
-			for (int u = 0; u < 4; u++) {
-				if (u < nr)
-					eng_qrow_unpack(&ur[u], wr[u], nb, t);
-				else
-					wu[u] = &ur[0];
-			}
-		}
-		int step = unpack ? ENG_QDOT_UNPACKED_X : j->xbf && j->n >= ENG_BFDOT_X ? ENG_BFDOT_X : 3;
+		int step = j->xbf && j->n >= ENG_BFDOT_X ? ENG_BFDOT_X : 3;
 		for (int i = 0; i < j->n; i += step) {
 			int nx = j->n - i < step ? j->n - i : step;
-			float o[ENG_QDOT_UNPACKED_X * 4];
+			float o[ENG_BFDOT_X * 4];
 			if (j->xbf) { /* BF16 rows, read as they are */
 				const uint16_t *xr[ENG_BFDOT_X], *wb[4] = {(const uint16_t *)wr[0], (const uint16_t *)wr[1],
 				                                           (const uint16_t *)wr[2], (const uint16_t *)wr[3]};
@@ -149,13 +172,10 @@ static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 					xr[k] = j->xbf + (size_t)(i + (k < nx ? k : 0)) * (size_t)j->xbf_stride;
 				eng_bfdot(o, xr, nx, wb, K);
 			} else {
-				const eng_qxblk *xr[ENG_QDOT_UNPACKED_X];
+				const eng_qxblk *xr[3];
 				for (int k = 0; k < step; k++)
 					xr[k] = j->xq + (size_t)(i + (k < nx ? k : 0)) * (size_t)nb;
-				if (unpack)
-					eng_qdot_unpacked(o, xr, nx, wu, nb, t);
-				else
-					eng_qdot(o, xr, nx, wr, nb, t);
+				eng_qdot(o, xr, nx, wr, nb, t);
 			}
 			for (int k = 0; k < nx; k++)
 				for (int u = 0; u < nr; u++)
@@ -308,9 +328,11 @@ void eng_cpu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_
 				else
 					eng_qx_quantize(cc->xq + (size_t)i * (size_t)nb, xi, w->cols);
 			}
-			mm_job sj = {cc, y + (size_t)i0 * w->rows, NULL, m, w, bias, per, bf ? NULL : cc->xq, bf ? cc->xbf : NULL,
+			/* unpacked groups: tasks of whole groups of 16 rows */
+			int qper = !bf && m >= ENG_CPU_UNPACK_ROWS ? (per + ENG_QGROUP_ROWS - 1) / ENG_QGROUP_ROWS * ENG_QGROUP_ROWS : per;
+			mm_job sj = {cc, y + (size_t)i0 * w->rows, NULL, m, w, bias, qper, bf ? NULL : cc->xq, bf ? cc->xbf : NULL,
 			             stride};
-			eng_pool_run(cc->pool, mm_task, &sj, (w->rows + per - 1) / per);
+			eng_pool_run(cc->pool, mm_task, &sj, (w->rows + qper - 1) / qper);
 		}
 		return;
 	}

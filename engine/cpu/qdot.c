@@ -126,65 +126,80 @@ static void unpack_ref(const uint8_t *row, int b, int t, int16_t q[32], float sc
 	}
 }
 
-/* one block of the definition (qdot.h) into an output's lanes */
-static void lanes_add(float lane[8], const int16_t *q, const float sc[2], const eng_qxblk *xb, int t)
+/* one block of the definition (qdot.h): its halves' integer sums into
+ * the chain acc */
+static float block_add(float acc, const int16_t *q, const float sc[2], const eng_qxblk *xb, int t)
 {
-	for (int k = 0; k < 8; k++) {
-		int lo = q[2 * k] * xb->q[2 * k] + q[2 * k + 1] * xb->q[2 * k + 1];
-		int hi = q[16 + 2 * k] * xb->q[16 + 2 * k] + q[17 + 2 * k] * xb->q[17 + 2 * k];
-		if (t == ENG_Q6_K) {
-			lane[k] = fmaf((float)lo, sc[0] * xb->d, lane[k]);
-			lane[k] = fmaf((float)hi, sc[1] * xb->d, lane[k]);
-		} else {
-			lane[k] = fmaf((float)(lo + hi), sc[0] * xb->d, lane[k]);
-		}
+	int lo = 0, hi = 0;
+	for (int e = 0; e < 16; e++) {
+		lo += q[e] * xb->q[e];
+		hi += q[16 + e] * xb->q[16 + e];
 	}
-}
-
-/* the lanes summed in hsum8's order (engine/cpu/kernels.h), then the minimum terms */
-static float lanes_finish(const float lane[8], float mins)
-{
-	return (((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]))) + mins;
+	if (t == ENG_Q6_K)
+		return fmaf((float)hi, sc[1] * xb->d, fmaf((float)lo, sc[0] * xb->d, acc));
+	return fmaf((float)(lo + hi), sc[0] * xb->d, acc);
 }
 
 float eng_qdot_ref(const eng_qxblk *x, const uint8_t *w, int nb, int t)
 {
-	float lane[8] = {0}, mins = 0.0f;
+	float acc = 0.0f, mins = 0.0f;
 	for (int b = 0; b < nb; b++) {
 		int16_t q[32];
 		float sc[2], m;
 		unpack_ref(w, b, t, q, sc, &m);
-		lanes_add(lane, q, sc, &x[b], t);
+		acc = block_add(acc, q, sc, &x[b], t);
 		if (qd_has_min(t))
 			mins = fmaf(m, x[b].s, mins);
 	}
-	return lanes_finish(lane, mins);
+	return acc + mins;
 }
 
-static void unpack_row_plain(eng_qrow *dst, const uint8_t *w, int nb, int t)
-{
-	for (int b = 0; b < nb; b++)
-		unpack_ref(w, b, t, dst->q + (size_t)b * 32, dst->sc + 2 * b, dst->m + b);
-}
-
-/* the definition on an unpacked row */
-static float qdot_unpacked_ref(const eng_qxblk *x, const eng_qrow *w, int nb, int t)
-{
-	float lane[8] = {0}, mins = 0.0f;
-	for (int b = 0; b < nb; b++) {
-		lanes_add(lane, w->q + (size_t)b * 32, w->sc + 2 * b, &x[b], t);
-		if (qd_has_min(t))
-			mins = fmaf(w->m[b], x[b].s, mins);
-	}
-	return lanes_finish(lane, mins);
-}
-
-static void qdot_plain(float *o, const eng_qxblk *const *x, int nx, const void *const w[4], int unpacked, int nb,
-                       int t)
+static void qdot_plain(float *o, const eng_qxblk *const *x, int nx, const uint8_t *const w[4], int nb, int t)
 {
 	for (int i = 0; i < nx; i++)
 		for (int r = 0; r < 4; r++)
-			o[i * 4 + r] = unpacked ? qdot_unpacked_ref(x[i], w[r], nb, t) : eng_qdot_ref(x[i], w[r], nb, t);
+			o[i * 4 + r] = eng_qdot_ref(x[i], w[r], nb, t);
+}
+
+static void group_unpack_plain(eng_qgroup *g, const uint8_t *const w[ENG_QGROUP_ROWS], int nb, int t)
+{
+	for (int r = 0; r < ENG_QGROUP_ROWS; r++)
+		for (int b = 0; b < nb; b++) {
+			int16_t q[32];
+			float sc[2];
+			unpack_ref(w[r], b, t, q, sc, &g->m[b * 16 + r]);
+			for (int k = 0; k < 16; k++) {
+				g->q[((size_t)(b * 16 + k) * 16 + r) * 2] = q[2 * k];
+				g->q[((size_t)(b * 16 + k) * 16 + r) * 2 + 1] = q[2 * k + 1];
+			}
+			g->sc[(b * 2) * 16 + r] = sc[0];
+			g->sc[(b * 2 + 1) * 16 + r] = sc[1];
+		}
+}
+
+/* the definition on a group's row r */
+static float qdot_group_ref(const eng_qxblk *x, const eng_qgroup *g, int r, int nb, int t)
+{
+	float acc = 0.0f, mins = 0.0f;
+	for (int b = 0; b < nb; b++) {
+		int16_t q[32];
+		for (int k = 0; k < 16; k++) {
+			q[2 * k] = g->q[((size_t)(b * 16 + k) * 16 + r) * 2];
+			q[2 * k + 1] = g->q[((size_t)(b * 16 + k) * 16 + r) * 2 + 1];
+		}
+		float sc[2] = {g->sc[(b * 2) * 16 + r], g->sc[(b * 2 + 1) * 16 + r]};
+		acc = block_add(acc, q, sc, &x[b], t);
+		if (qd_has_min(t))
+			mins = fmaf(g->m[b * 16 + r], x[b].s, mins);
+	}
+	return acc + mins;
+}
+
+static void qdot_group_plain(float *o, const eng_qxblk *const *x, int nx, const eng_qgroup *g, int nb, int t)
+{
+	for (int i = 0; i < nx; i++)
+		for (int r = 0; r < ENG_QGROUP_ROWS; r++)
+			o[i * 16 + r] = qdot_group_ref(x[i], g, r, nb, t);
 }
 
 /* ---- vector kernels, chosen at run time ------------------------------------ */
@@ -309,55 +324,35 @@ void eng_qx_quantize(eng_qxblk *out, const float *x, int n)
 	eng_qx_quantize_ref(out, x, n);
 }
 
-/* nx activation rows against four raw (unpacked 0) or unpacked rows, at
- * the level chosen: VNNI's kernels take all of them at once, the others
- * three at a time */
-static void qdot_any(float *o, const eng_qxblk *const *x, int nx, const void *const w[4], int unpacked, int nb, int t)
-{
-	int l = eng_qdot_level();
-#ifdef QD_X86
-	if (l == 2) {
-		if (unpacked) {
-			const eng_qrow *const u[4] = {w[0], w[1], w[2], w[3]};
-			qdot_pairs_vnni(o, x, nx, u, nb, t);
-		} else {
-			const uint8_t *const r[4] = {w[0], w[1], w[2], w[3]};
-			qdotr_vnni(o, x, nx, r, nb, t);
-		}
-		return;
-	}
-#endif
-	for (int i = 0; i < nx; i += 3) {
-		int k = nx - i < 3 ? nx - i : 3;
-#ifdef QD_X86
-		if (l == 1) {
-			qdot_avx2(o + i * 4, x + i, k, w, unpacked, nb, t);
-			continue;
-		}
-#endif
-		qdot_plain(o + i * 4, x + i, k, w, unpacked, nb, t);
-	}
-}
-
 void eng_qdot(float *o, const eng_qxblk *const *x, int nx, const uint8_t *const w[4], int nb, int t)
-{
-	const void *const v[4] = {w[0], w[1], w[2], w[3]};
-	qdot_any(o, x, nx, v, 0, nb, t);
-}
-
-void eng_qdot_unpacked(float *o, const eng_qxblk *const *x, int nx, const eng_qrow *const w[4], int nb, int t)
-{
-	const void *const v[4] = {w[0], w[1], w[2], w[3]};
-	qdot_any(o, x, nx, v, 1, nb, t);
-}
-
-void eng_qrow_unpack(eng_qrow *dst, const uint8_t *w, int nb, int t)
 {
 	switch (eng_qdot_level()) {
 #ifdef QD_X86
-	case 2: unpack_row_vnni(dst, w, nb, t); return;
-	case 1: unpack_row_avx2(dst, w, nb, t); return;
+	case 2: qdotr_vnni(o, x, nx, w, nb, t); return;
+	case 1: qdot_avx2(o, x, nx, w, nb, t); return;
 #endif
-	default: unpack_row_plain(dst, w, nb, t); return;
+	default: qdot_plain(o, x, nx, w, nb, t); return;
+	}
+}
+
+void eng_qdot_group(float *o, const eng_qxblk *const *x, int nx, const eng_qgroup *g, int nb, int t)
+{
+	switch (eng_qdot_level()) {
+#ifdef QD_X86
+	case 2: group_vnni(o, x, nx, g, nb, t); return;
+	case 1: group_avx2(o, x, nx, g, nb, t); return;
+#endif
+	default: qdot_group_plain(o, x, nx, g, nb, t); return;
+	}
+}
+
+void eng_qgroup_unpack(eng_qgroup *dst, const uint8_t *const w[ENG_QGROUP_ROWS], int nb, int t)
+{
+	switch (eng_qdot_level()) {
+#ifdef QD_X86
+	case 2: group_unpack_vnni(dst, w, nb, t); return;
+	case 1: group_unpack_avx2(dst, w, nb, t); return;
+#endif
+	default: group_unpack_plain(dst, w, nb, t); return;
 	}
 }

@@ -11,17 +11,20 @@
  * (offsets folded in: Q4_0 - 8, Q5_0 - 16, Q6_K - 32), a scale for its
  * first 16 elements and one for the last 16 (equal but for Q6_K) and a
  * minimum coefficient m (Q4_1, Q5_1: +m; Q4_K, Q5_K: -dmin * min). With
- * lo_k = q_w[2k] q_x[2k] + q_w[2k+1] q_x[2k+1] and hi_k the same 16
- * elements on, an output is, over the row's blocks in order, per lane k < 8
- *   one scale:  lane[k] = fma((float)(lo_k + hi_k), sc * d, lane[k])
- *   Q6_K:       lane[k] = fma((float)lo_k, sc_lo * d, lane[k]);
- *               lane[k] = fma((float)hi_k, sc_hi * d, lane[k])
+ * lo = sum of q_w[e] q_x[e] over e < 16 and hi the same over the last 16
+ * (exact integers), an output is, over the row's blocks in order,
+ *   one scale:  acc = fma((float)(lo + hi), sc * d, acc)
+ *   Q6_K:       acc = fma((float)lo, sc_lo * d, acc);
+ *               acc = fma((float)hi, sc_hi * d, acc)
  *   mins = fma(m, s, mins)
- * then the 8 lanes summed in the order of hsum8 (engine/cpu/kernels.h)
- * plus mins. Integer sums are exact (below 2^24, so their floats too),
- * so the vector kernels (AVX2's madd, AVX512-VNNI's dpwssd, chosen at
- * run time) give the plain definition's bits (eng_qdot_ref), and a batch
- * row gives the same bits whichever rows share its call.
+ * and then acc + mins. A block's integer sum is one number however it is
+ * formed (its conversion to float rounds to nearest, as every kernel's
+ * does), so the vector kernels (AVX2's madd, AVX512-VNNI's dpwssd, chosen
+ * at run time) give the plain definition's bits (eng_qdot_ref), on raw
+ * rows (decode) as on rows unpacked a group of 16 at a time (prefill),
+ * and a batch row gets the same bits whichever rows share its call.
+ * (One integer sum a block, not partial sums kept in lanes, is what lets
+ * prefill hold 16 weight rows in a register, one a lane.)
  */
 #ifndef ENG_CPU_QDOT_H
 #define ENG_CPU_QDOT_H
@@ -34,13 +37,20 @@ typedef struct {
 	int16_t q[32];
 } eng_qxblk;
 
-/* A weight row unpacked for many activation rows (prefill): nb blocks'
- * integer values, their two scales and minimum coefficients. */
+/* Weight rows unpacked a group of ENG_QGROUP_ROWS for many activation
+ * rows (prefill), one row a lane: for block b, pair k < 16 (elements 2k,
+ * 2k + 1) and row r, q[((b * 16 + k) * 16 + r) * 2 + {0, 1}]; the
+ * halves' scales sc[(b * 2 + h) * 16 + r]; minimum coefficients
+ * m[b * 16 + r]. */
+#define ENG_QGROUP_ROWS 16
 typedef struct {
-	int16_t *q;   /* nb * 32 */
-	float *sc;    /* nb * 2 */
-	float *m;     /* nb */
-} eng_qrow;
+	int16_t *q;   /* nb * 512 */
+	float *sc;    /* nb * 32 */
+	float *m;     /* nb * 16 */
+} eng_qgroup;
+
+/* Bytes eng_qgroup needs for nb blocks (q, then sc, then m). */
+#define ENG_QGROUP_BYTES(nb) ((size_t)(nb) * (512 * sizeof(int16_t) + 48 * sizeof(float)))
 
 /* Quantizes x[0..n) (n a multiple of 32) into n/32 blocks. */
 void eng_qx_quantize(eng_qxblk *out, const float *x, int n);
@@ -50,12 +60,12 @@ void eng_qx_quantize_ref(eng_qxblk *out, const float *x, int n);
 /* o[i*4 + r] = weight row w[r] . activation row x[i], i < nx (at most 3),
  * r < 4, over nb blocks of 32; t an eng_dtype block type. */
 void eng_qdot(float *o, const eng_qxblk *const *x, int nx, const uint8_t *const w[4], int nb, int t);
-/* Unpacks a row's nb blocks into dst (whose arrays have room). */
-void eng_qrow_unpack(eng_qrow *dst, const uint8_t *w, int nb, int t);
-/* eng_qdot on unpacked rows, for up to ENG_QDOT_UNPACKED_X activation
- * rows (o[i*4 + r], i < nx): the same bits. */
-#define ENG_QDOT_UNPACKED_X 6
-void eng_qdot_unpacked(float *o, const eng_qxblk *const *x, int nx, const eng_qrow *const w[4], int nb, int t);
+/* Unpacks the rows w[0..16) (repeat a row to fill a group) into dst. */
+void eng_qgroup_unpack(eng_qgroup *dst, const uint8_t *const w[ENG_QGROUP_ROWS], int nb, int t);
+/* o[i * 16 + r] = row r of the group . activation row x[i], i < nx (at
+ * most ENG_QGROUP_X): the bits of eng_qdot. */
+#define ENG_QGROUP_X 6
+void eng_qdot_group(float *o, const eng_qxblk *const *x, int nx, const eng_qgroup *g, int nb, int t);
 /* One output by the definition, scalar (the oracle). */
 float eng_qdot_ref(const eng_qxblk *x, const uint8_t *w, int nb, int t);
 

@@ -1,12 +1,11 @@
 /*
  * engine/cpu/qdot_body.h: the vector kernels of engine/cpu/qdot.c, included
  * once for each instruction set (QD_SFX names the copy, QD_TARGET is its
- * target attribute, QD_VNNI 1 in the AVX512-VNNI copy). The AVX2 copy has
- * the 8-lane kernel (kern) for raw and unpacked rows; the VNNI copy has
- * kernr (raw rows, 1-3 activation rows) and kern_pairs (unpacked rows, up
- * to 6), which hold two 8-lane sets side by side in 512-bit registers.
- * Both copies unpack rows for prefill (unpack_row). The sums are those of
- * qdot.h's definition; only how the exact integer lane sums are formed
+ * target attribute, QD_VNNI 1 in the AVX512-VNNI copy). Decode reads raw
+ * rows four at a time: the AVX2 copy's kern, the VNNI copy's kernr (two
+ * rows to a 512-bit register). Prefill unpacks 16 rows into a group
+ * (group_unpack) and runs gkern on it, one row a lane. The sums are
+ * qdot.h's definition; only how a block's exact integer sum is formed
  * differs between the kernels, so all give the same bits.
  */
 #define QD_CAT2(a, b) a##b
@@ -115,91 +114,94 @@ QD_FN void QD(unpack)(const uint8_t *row, int b, int t, __m256i *q, float *sc, f
 	}
 }
 
-QD_FN float QD(hsum8)(__m256 a)
+/* Four rows' 8-lane integer sums (a, b, c, d) as one 4-lane vector of
+ * their totals, row r in lane r. */
+QD_FN __m128i QD(isum4)(__m256i a, __m256i b, __m256i c, __m256i d)
 {
-	__m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a, a), _mm256_hadd_ps(a, a));
-	return _mm_cvtss_f32(_mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+	__m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+	return _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
 }
 
-/* One block of one weight row (lo, hi: its 16-bit values; s0, s1 its
- * halves' scales broadcast) against one activation block (xlo, xhi, its
- * scale xd broadcast) into the row's lanes, as qdot.h defines. */
 #if !QD_VNNI
-QD_FN __m256 QD(block)(__m256 acc, __m256i lo, __m256i hi, __m256 s0, __m256 s1, __m256i xlo, __m256i xhi, __m256 xd,
-                       int two)
-{
-	__m256i plo = _mm256_madd_epi16(lo, xlo), phi = _mm256_madd_epi16(hi, xhi);
-	if (!two)
-		return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(plo, phi)), _mm256_mul_ps(s0, xd), acc);
-	acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(plo), _mm256_mul_ps(s0, xd), acc);
-	return _mm256_fmadd_ps(_mm256_cvtepi32_ps(phi), _mm256_mul_ps(s1, xd), acc);
-}
-
-/* the kernel on rows of blocks, for one type and batch width known at
- * compile time (unpacked tells the rows come unpacked, eng_qrow). The
- * four rows' minimum terms go in the lanes of one 4-lane vector an
- * activation row: lane r is row r's chain of fma(m, s, mins). */
-QD_FN void QD(kern)(float *o, const eng_qxblk *const *x, int nx, const void *const w[4], int unpacked, int nb, int t)
+/* The kernel on four raw rows for one type and batch width known at
+ * compile time: a block's integer sums of the four rows against one
+ * activation row (madd, then isum4) meet their scale products four rows
+ * at once; lane r of acc and mn is row r's chain of qdot.h. */
+QD_FN void QD(kern)(float *o, const eng_qxblk *const *x, int nx, const uint8_t *const w[4], int nb, int t)
 {
 	const int two = t == 10, mins = qd_has_min(t);
-	__m256 acc[3][4];
-	__m128 mn[3];
+	__m128 acc[3], mn[3];
 #pragma GCC unroll 3
-	for (int i = 0; i < 3; i++) {
-		mn[i] = _mm_setzero_ps();
-#pragma GCC unroll 4
-		for (int r = 0; r < 4; r++)
-			acc[i][r] = _mm256_setzero_ps();
-	}
+	for (int i = 0; i < 3; i++)
+		acc[i] = mn[i] = _mm_setzero_ps();
 	for (int b = 0; b < nb; b++) {
 		__m256i lo[4], hi[4];
-		__m256 s0[4], s1[4];
-		float m[4];
+		float s0[4], s1[4], m[4];
 #pragma GCC unroll 4
 		for (int r = 0; r < 4; r++) {
+			__m256i q;
 			float sc[2];
-			if (unpacked) {
-				const eng_qrow *u = w[r];
-				lo[r] = _mm256_loadu_si256((const __m256i *)(u->q + (size_t)b * 32));
-				hi[r] = _mm256_loadu_si256((const __m256i *)(u->q + (size_t)b * 32 + 16));
-				sc[0] = u->sc[2 * b], sc[1] = u->sc[2 * b + 1], m[r] = u->m[b];
-			} else {
-				__m256i q;
-				QD(unpack)(w[r], b, t, &q, sc, &m[r]);
-				lo[r] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
-				hi[r] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
-			}
-			s0[r] = _mm256_set1_ps(sc[0]);
-			s1[r] = two ? _mm256_set1_ps(sc[1]) : s0[r];
-			/* kept as vectors: else GCC multiplies the scalars and broadcasts each product */
-			__asm__("" : "+" QD_VREG(s0[r]));
-			__asm__("" : "+" QD_VREG(s1[r]));
+			QD(unpack)(w[r], b, t, &q, sc, &m[r]);
+			lo[r] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
+			hi[r] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
+			s0[r] = sc[0], s1[r] = sc[1];
 		}
-		__m128 mw = _mm_setr_ps(m[0], m[1], m[2], m[3]);
+		__m128 vs0 = _mm_loadu_ps(s0), vs1 = _mm_loadu_ps(s1), vm = _mm_loadu_ps(m);
 #pragma GCC unroll 3
 		for (int i = 0; i < nx; i++) {
 			const eng_qxblk *xb = x[i] + b;
 			__m256i xlo = _mm256_loadu_si256((const __m256i *)xb->q);
 			__m256i xhi = _mm256_loadu_si256((const __m256i *)(xb->q + 16));
-			__m256 xd = _mm256_set1_ps(xb->d);
-			__asm__("" : "+" QD_VREG(xd));
+			__m128 xd = _mm_set1_ps(xb->d);
+			__m256i pl[4], ph[4];
 #pragma GCC unroll 4
 			for (int r = 0; r < 4; r++)
-				acc[i][r] = QD(block)(acc[i][r], lo[r], hi[r], s0[r], s1[r], xlo, xhi, xd, two);
+				pl[r] = _mm256_madd_epi16(lo[r], xlo), ph[r] = _mm256_madd_epi16(hi[r], xhi);
+			if (!two) {
+#pragma GCC unroll 4
+				for (int r = 0; r < 4; r++)
+					pl[r] = _mm256_add_epi32(pl[r], ph[r]);
+				__m128i s = QD(isum4)(pl[0], pl[1], pl[2], pl[3]);
+				acc[i] = _mm_fmadd_ps(_mm_cvtepi32_ps(s), _mm_mul_ps(vs0, xd), acc[i]);
+			} else {
+				__m128i sl = QD(isum4)(pl[0], pl[1], pl[2], pl[3]), sh = QD(isum4)(ph[0], ph[1], ph[2], ph[3]);
+				acc[i] = _mm_fmadd_ps(_mm_cvtepi32_ps(sl), _mm_mul_ps(vs0, xd), acc[i]);
+				acc[i] = _mm_fmadd_ps(_mm_cvtepi32_ps(sh), _mm_mul_ps(vs1, xd), acc[i]);
+			}
 			if (mins)
-				mn[i] = _mm_fmadd_ps(mw, _mm_set1_ps(xb->s), mn[i]);
+				mn[i] = _mm_fmadd_ps(vm, _mm_set1_ps(xb->s), mn[i]);
 		}
 	}
 #pragma GCC unroll 3
-	for (int i = 0; i < nx; i++) {
-		float mv[4];
-		_mm_storeu_ps(mv, mn[i]);
-#pragma GCC unroll 4
-		for (int r = 0; r < 4; r++)
-			o[i * 4 + r] = QD(hsum8)(acc[i][r]) + mv[r];
-	}
+	for (int i = 0; i < nx; i++)
+		_mm_storeu_ps(o + i * 4, _mm_add_ps(acc[i], mn[i]));
 }
 
+__attribute__((target(QD_TARGET))) static void QD(qdot)(float *o, const eng_qxblk *const *x, int nx,
+                                                         const uint8_t *const w[4], int nb, int t)
+{
+#define QD_CASE(T)                                                                                                     \
+	case T:                                                                                                        \
+		if (nx == 1)                                                                                           \
+			QD(kern)(o, x, 1, w, nb, T);                                                                   \
+		else if (nx == 2)                                                                                      \
+			QD(kern)(o, x, 2, w, nb, T);                                                                   \
+		else                                                                                                   \
+			QD(kern)(o, x, 3, w, nb, T);                                                                   \
+		break;
+	switch (t) {
+		QD_CASE(3)
+		QD_CASE(4)
+		QD_CASE(5)
+		QD_CASE(6)
+		QD_CASE(7)
+		QD_CASE(8)
+		QD_CASE(9)
+	default:
+		QD_CASE(10)
+	}
+#undef QD_CASE
+}
 #endif /* !QD_VNNI */
 
 #if QD_VNNI
@@ -392,22 +394,31 @@ QD_FN void QD(kscales)(const uint8_t *const w[4], int sb, int t, float *s0, floa
 	}
 }
 
-/* Decode on raw rows (1-3 activation rows), weight rows 0 and 1 in one register's two halves
- * and rows 2 and 3 in another's: lane k of a half gets the pairs 2k, 2k+1
- * of the block's first half from madd and of its second from dpwssd
- * (lo_k + hi_k, the same exact integers as the 8-lane kernel), then the
- * definition's fma, its products sc * d formed four rows at once: the
- * same bits as qdot.h says, in about half the instructions a block. */
+/* Rows 0 and 1's 8-lane integer sums in a's halves and rows 2 and 3's in
+ * b's, as one 4-lane vector of their totals (row r in lane r). */
+QD_FN __m128i QD(isum4v)(__m512i a, __m512i b)
+{
+	const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+	const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+	/* four partial sums a row, row r in the r-th 128 bits */
+	__m512i s = _mm512_add_epi32(_mm512_permutex2var_epi32(a, ev, b), _mm512_permutex2var_epi32(a, od, b));
+	s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_BADC));
+	s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_CDAB));
+	return _mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), s));
+}
+
+/* Decode on raw rows (1-3 activation rows), weight rows 0 and 1 in one
+ * register's two halves and rows 2 and 3 in another's: madd and dpwssd
+ * form a block's integer sums in 8 lanes a row, isum4v totals the four
+ * rows, and the definition's fma runs on the four rows at once, their
+ * products sc * d formed together. */
 QD_FN void QD(kernr)(float *o, const eng_qxblk *const *x, int nx, const uint8_t *const w[4], int nb, int t)
 {
 	const int two = t == 10, mins = qd_has_min(t);
-	const __m512i lanes01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-	const __m512i lanes23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-	__m512 acc[2][3];
-	__m128 mn[3];
+	__m128 acc[3], mn[3];
 #pragma GCC unroll 3
 	for (int i = 0; i < 3; i++)
-		acc[0][i] = acc[1][i] = _mm512_setzero_ps(), mn[i] = _mm_setzero_ps();
+		acc[i] = mn[i] = _mm_setzero_ps();
 	float ks0[32], ks1[32], km[32]; /* a K-quant super-block's scales (kscales) */
 	for (int b = 0; b < nb; b++) {
 		__m128 s0, s1, m = _mm_setzero_ps();
@@ -418,49 +429,41 @@ QD_FN void QD(kernr)(float *o, const eng_qxblk *const *x, int nx, const uint8_t 
 		} else {
 			QD(scales4)(w, b, t, &s0, &s1, &m);
 		}
-		__m512i x1[3], x2[3];
-		__m512 sx0[3], sx1[3];
+		__m512i x1[3], x2[3], lo[2][3], hi[2][3];
 #pragma GCC unroll 3
 		for (int i = 0; i < nx; i++) {
 			const eng_qxblk *xb = x[i] + b;
 			x1[i] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)xb->q));
 			x2[i] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xb->q + 16)));
-			__m128 xd = _mm_set1_ps(xb->d);
-			sx0[i] = _mm512_castps128_ps512(_mm_mul_ps(s0, xd));
-			sx1[i] = two ? _mm512_castps128_ps512(_mm_mul_ps(s1, xd)) : sx0[i];
-			if (mins)
-				mn[i] = _mm_fmadd_ps(m, _mm_set1_ps(xb->s), mn[i]);
 		}
 #pragma GCC unroll 2
 		for (int h = 0; h < 2; h++) {
-			__m512i idx = h ? lanes23 : lanes01, r1, r2;
+			__m512i r1, r2;
 			QD(words2)(w[2 * h], w[2 * h + 1], b, t, &r1, &r2);
 #pragma GCC unroll 3
 			for (int i = 0; i < nx; i++) {
 				if (!two) {
-					__m512i sum = _mm512_dpwssd_epi32(_mm512_madd_epi16(r1, x1[i]), r2, x2[i]);
-					acc[h][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_permutexvar_ps(idx, sx0[i]),
-					                            acc[h][i]);
+					lo[h][i] = _mm512_dpwssd_epi32(_mm512_madd_epi16(r1, x1[i]), r2, x2[i]);
 				} else {
-					acc[h][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(r1, x1[i])),
-					                            _mm512_permutexvar_ps(idx, sx0[i]), acc[h][i]);
-					acc[h][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(r2, x2[i])),
-					                            _mm512_permutexvar_ps(idx, sx1[i]), acc[h][i]);
+					lo[h][i] = _mm512_madd_epi16(r1, x1[i]);
+					hi[h][i] = _mm512_madd_epi16(r2, x2[i]);
 				}
 			}
 		}
-	}
 #pragma GCC unroll 3
-	for (int i = 0; i < nx; i++) {
-		float mv[4];
-		_mm_storeu_ps(mv, mn[i]);
-#pragma GCC unroll 2
-		for (int h = 0; h < 2; h++) {
-			o[i * 4 + 2 * h] = QD(hsum8)(_mm512_castps512_ps256(acc[h][i])) + mv[2 * h];
-			o[i * 4 + 2 * h + 1] =
-			        QD(hsum8)(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[h][i]), 1))) + mv[2 * h + 1];
+		for (int i = 0; i < nx; i++) {
+			const eng_qxblk *xb = x[i] + b;
+			__m128 xd = _mm_set1_ps(xb->d);
+			acc[i] = _mm_fmadd_ps(_mm_cvtepi32_ps(QD(isum4v)(lo[0][i], lo[1][i])), _mm_mul_ps(s0, xd), acc[i]);
+			if (two)
+				acc[i] = _mm_fmadd_ps(_mm_cvtepi32_ps(QD(isum4v)(hi[0][i], hi[1][i])), _mm_mul_ps(s1, xd), acc[i]);
+			if (mins)
+				mn[i] = _mm_fmadd_ps(m, _mm_set1_ps(xb->s), mn[i]);
 		}
 	}
+#pragma GCC unroll 3
+	for (int i = 0; i < nx; i++)
+		_mm_storeu_ps(o + i * 4, _mm_add_ps(acc[i], mn[i]));
 }
 
 __attribute__((target(QD_TARGET))) static void QD(qdotr)(float *o, const eng_qxblk *const *x, int nx,
@@ -489,164 +492,228 @@ __attribute__((target(QD_TARGET))) static void QD(qdotr)(float *o, const eng_qxb
 #undef QD_R
 }
 
-/* Unpacked rows against up to 6 activation rows, two to a 512-bit
- * register: a pair's lanes are two copies of the 8 lanes of qdot.h side
- * by side (the weight row broadcast to both halves, activation row 2p in
- * the low half and 2p+1 in the high), each half doing exactly the
- * definition's operations in its order, so every output has the bits of
- * the 8-lane kernel above with half the instructions a multiply. An odd
- * last row is paired with itself. */
-QD_FN __m512i QD(pair16)(const int16_t *a, const int16_t *b)
+#endif
+
+/* Rows w[0..16) unpacked into a group (qdot.h's eng_qgroup): each block
+ * widened to 16 bits as unpack gives it, its pairs put in place (VNNI:
+ * the 16 rows' pairs, 16 x 16 32-bit values, transposed in registers;
+ * AVX2: stored one by one). */
+#if QD_VNNI
+/* rows v[0..16) of 16 32-bit values into columns: v[k] lane r = v[r] lane k */
+QD_FN void QD(transpose16)(__m512i v[16])
 {
-	return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
-	                          _mm256_loadu_si256((const __m256i *)b), 1);
+	__m512i t[16], u[16];
+#pragma GCC unroll 8
+	for (int i = 0; i < 8; i++) {
+		t[2 * i] = _mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
+		t[2 * i + 1] = _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
+	}
+	/* u[4g + c], 128-bit lane L: rows 4g..4g+3, element 4L + c */
+#pragma GCC unroll 4
+	for (int g = 0; g < 4; g++) {
+		u[4 * g] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+		u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+		u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+		u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+	}
+	/* a 4 x 4 transpose of 128-bit lanes for each c */
+#pragma GCC unroll 4
+	for (int c = 0; c < 4; c++) {
+		__m512i s0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44), s1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xEE);
+		__m512i s2 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44), s3 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xEE);
+		v[c] = _mm512_shuffle_i32x4(s0, s2, 0x88);
+		v[4 + c] = _mm512_shuffle_i32x4(s0, s2, 0xDD);
+		v[8 + c] = _mm512_shuffle_i32x4(s1, s3, 0x88);
+		v[12 + c] = _mm512_shuffle_i32x4(s1, s3, 0xDD);
+	}
 }
 
-QD_FN void QD(kern_pairs)(float *o, const eng_qxblk *const *x, int nx, const eng_qrow *const w[4], int nb, int t,
-                          int np)
+__attribute__((target(QD_TARGET))) static void QD(group_unpack)(eng_qgroup *g, const uint8_t *const w[ENG_QGROUP_ROWS],
+                                                                 int nb, int t)
+{
+	for (int b = 0; b < nb; b++) {
+		__m512i v[16];
+		float sc[2][16];
+#pragma GCC unroll 16
+		for (int r = 0; r < ENG_QGROUP_ROWS; r++) {
+			__m256i q;
+			float s2[2];
+			QD(unpack)(w[r], b, t, &q, s2, &g->m[b * 16 + r]);
+			v[r] = _mm512_cvtepi8_epi16(q);
+			sc[0][r] = s2[0], sc[1][r] = s2[1];
+		}
+		QD(transpose16)(v);
+#pragma GCC unroll 16
+		for (int k = 0; k < 16; k++)
+			_mm512_storeu_si512((void *)(g->q + ((size_t)b * 16 + (size_t)k) * 32), v[k]);
+		memcpy(g->sc + b * 32, sc, sizeof sc);
+	}
+}
+#else
+__attribute__((target(QD_TARGET))) static void QD(group_unpack)(eng_qgroup *g, const uint8_t *const w[ENG_QGROUP_ROWS],
+                                                                 int nb, int t)
+{
+	for (int r = 0; r < ENG_QGROUP_ROWS; r++)
+		for (int b = 0; b < nb; b++) {
+			__m256i q;
+			float sc[2];
+			int16_t v[32];
+			QD(unpack)(w[r], b, t, &q, sc, &g->m[b * 16 + r]);
+			_mm256_storeu_si256((__m256i *)v, _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)));
+			_mm256_storeu_si256((__m256i *)(v + 16), _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)));
+			int16_t *d = g->q + ((size_t)b * 256 + (size_t)r) * 2;
+			for (int k = 0; k < 16; k++)
+				memcpy(d + k * 32, v + 2 * k, 4);
+			g->sc[b * 32 + r] = sc[0], g->sc[b * 32 + 16 + r] = sc[1];
+		}
+}
+#endif
+
+/* an activation block's elements 2k, 2k + 1 as one 32-bit value */
+QD_FN int32_t QD(pair_at)(const int16_t *q, int k)
+{
+	int32_t v;
+	memcpy(&v, q + 2 * k, 4);
+	return v;
+}
+
+/* A group against NX activation rows (nx of them real, the rest repeat
+ * the last), one weight row a lane: pair k of every row meets pair k of
+ * an activation row, broadcast, in one dpwssd (AVX2: madd and add, the
+ * group's two halves one after the other), so a lane ends a block with
+ * the row's integer sum (Q6_K: its halves' in lo and hi) and the
+ * definition's fma follows, sixteen (eight) rows at once. */
+#if QD_VNNI
+QD_FN void QD(gkern)(float *o, const eng_qxblk *const *x, int nx, const eng_qgroup *g, int nb, int t, int NX)
 {
 	const int two = t == 10, mins = qd_has_min(t);
-	__m512 acc[3][4];
-	__m128 mn[6];
+	__m512 acc[6], mn[6];
 	const eng_qxblk *xr[6];
 #pragma GCC unroll 6
-	for (int i = 0; i < 6; i++) {
-		mn[i] = _mm_setzero_ps();
-		xr[i] = x[i < nx ? i : nx - 1];
-	}
-#pragma GCC unroll 3
-	for (int p = 0; p < 3; p++)
-#pragma GCC unroll 4
-		for (int r = 0; r < 4; r++)
-			acc[p][r] = _mm512_setzero_ps();
+	for (int i = 0; i < NX; i++)
+		acc[i] = mn[i] = _mm512_setzero_ps(), xr[i] = x[i < nx ? i : nx - 1];
 	for (int b = 0; b < nb; b++) {
-		__m512i xlo[3], xhi[3];
-		__m512 xd[3];
-#pragma GCC unroll 3
-		for (int p = 0; p < np; p++) {
-			const eng_qxblk *a = xr[2 * p] + b, *c = xr[2 * p + 1] + b;
-			xlo[p] = QD(pair16)(a->q, c->q);
-			xhi[p] = QD(pair16)(a->q + 16, c->q + 16);
-			xd[p] = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_set1_ps(a->d)),
-			                                            _mm256_castps_pd(_mm256_set1_ps(c->d)), 1));
-		}
-		float m[4];
-#pragma GCC unroll 4
-		for (int r = 0; r < 4; r++) {
-			const eng_qrow *u = w[r];
-			__m512i lo = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(u->q + (size_t)b * 32)));
-			__m512i hi = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(u->q + (size_t)b * 32 + 16)));
-			__m512 s0 = _mm512_set1_ps(u->sc[2 * b]);
-			m[r] = u->m[b];
-#pragma GCC unroll 3
-			for (int p = 0; p < np; p++) {
-				if (!two) {
-					__m512i sum = _mm512_dpwssd_epi32(_mm512_madd_epi16(lo, xlo[p]), hi, xhi[p]);
-					acc[p][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(s0, xd[p]), acc[p][r]);
-				} else {
-					__m512 s1 = _mm512_set1_ps(u->sc[2 * b + 1]);
-					acc[p][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(lo, xlo[p])),
-					                            _mm512_mul_ps(s0, xd[p]), acc[p][r]);
-					acc[p][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(hi, xhi[p])),
-					                            _mm512_mul_ps(s1, xd[p]), acc[p][r]);
-				}
+		__m512i lo[6], hi[6];
+#pragma GCC unroll 6
+		for (int i = 0; i < NX; i++)
+			lo[i] = hi[i] = _mm512_setzero_si512();
+		const int16_t *wq = g->q + (size_t)b * 512;
+#pragma GCC unroll 16
+		for (int k = 0; k < 16; k++) {
+			__m512i wv = _mm512_loadu_si512((const void *)(wq + k * 32));
+#pragma GCC unroll 6
+			for (int i = 0; i < NX; i++) {
+				__m512i xv = _mm512_set1_epi32(QD(pair_at)(xr[i][b].q, k));
+				if (two && k >= 8)
+					hi[i] = _mm512_dpwssd_epi32(hi[i], wv, xv);
+				else
+					lo[i] = _mm512_dpwssd_epi32(lo[i], wv, xv);
 			}
 		}
-		if (mins) {
-			__m128 mw = _mm_setr_ps(m[0], m[1], m[2], m[3]);
+		__m512 sc0 = _mm512_loadu_ps(g->sc + b * 32), sc1 = _mm512_loadu_ps(g->sc + b * 32 + 16);
+		__m512 vm = _mm512_loadu_ps(g->m + b * 16);
 #pragma GCC unroll 6
-			for (int i = 0; i < 2 * np; i++)
-				mn[i] = _mm_fmadd_ps(mw, _mm_set1_ps(xr[i][b].s), mn[i]);
+		for (int i = 0; i < NX; i++) {
+			__m512 xd = _mm512_set1_ps(xr[i][b].d);
+			acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo[i]), _mm512_mul_ps(sc0, xd), acc[i]);
+			if (two)
+				acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi[i]), _mm512_mul_ps(sc1, xd), acc[i]);
+			if (mins)
+				mn[i] = _mm512_fmadd_ps(vm, _mm512_set1_ps(xr[i][b].s), mn[i]);
 		}
 	}
+#pragma GCC unroll 6
+	for (int i = 0; i < NX; i++)
+		if (i < nx)
+			_mm512_storeu_ps(o + i * 16, _mm512_add_ps(acc[i], mn[i]));
+}
+#else
+QD_FN void QD(gkern)(float *o, const eng_qxblk *const *x, int nx, const eng_qgroup *g, int nb, int t, int NX)
+{
+	const int two = t == 10, mins = qd_has_min(t);
+	const eng_qxblk *xr[3];
 #pragma GCC unroll 3
-	for (int p = 0; p < np; p++) {
-		float mv[2][4];
-		_mm_storeu_ps(mv[0], mn[2 * p]);
-		_mm_storeu_ps(mv[1], mn[2 * p + 1]);
-#pragma GCC unroll 4
-		for (int r = 0; r < 4; r++) {
-			o[2 * p * 4 + r] = QD(hsum8)(_mm512_castps512_ps256(acc[p][r])) + mv[0][r];
-			if (2 * p + 1 < nx)
-				o[(2 * p + 1) * 4 + r] = QD(hsum8)(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p][r]), 1))) + mv[1][r];
+	for (int i = 0; i < NX; i++)
+		xr[i] = x[i < nx ? i : nx - 1];
+#pragma GCC unroll 1
+	for (int h = 0; h < 2; h++) {
+		__m256 acc[3], mn[3];
+#pragma GCC unroll 3
+		for (int i = 0; i < NX; i++)
+			acc[i] = mn[i] = _mm256_setzero_ps();
+		for (int b = 0; b < nb; b++) {
+			__m256i lo[3], hi[3];
+#pragma GCC unroll 3
+			for (int i = 0; i < NX; i++)
+				lo[i] = hi[i] = _mm256_setzero_si256();
+			const int16_t *wq = g->q + (size_t)b * 512 + h * 16;
+#pragma GCC unroll 16
+			for (int k = 0; k < 16; k++) {
+				__m256i wv = _mm256_loadu_si256((const __m256i *)(wq + k * 32));
+#pragma GCC unroll 3
+				for (int i = 0; i < NX; i++) {
+					__m256i p = _mm256_madd_epi16(wv, _mm256_set1_epi32(QD(pair_at)(xr[i][b].q, k)));
+					if (two && k >= 8)
+						hi[i] = _mm256_add_epi32(hi[i], p);
+					else
+						lo[i] = _mm256_add_epi32(lo[i], p);
+				}
+			}
+			__m256 sc0 = _mm256_loadu_ps(g->sc + b * 32 + h * 8), sc1 = _mm256_loadu_ps(g->sc + b * 32 + 16 + h * 8);
+			__m256 vm = _mm256_loadu_ps(g->m + b * 16 + h * 8);
+#pragma GCC unroll 3
+			for (int i = 0; i < NX; i++) {
+				__m256 xd = _mm256_set1_ps(xr[i][b].d);
+				acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo[i]), _mm256_mul_ps(sc0, xd), acc[i]);
+				if (two)
+					acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi[i]), _mm256_mul_ps(sc1, xd), acc[i]);
+				if (mins)
+					mn[i] = _mm256_fmadd_ps(vm, _mm256_set1_ps(xr[i][b].s), mn[i]);
+			}
 		}
+#pragma GCC unroll 3
+		for (int i = 0; i < NX; i++)
+			if (i < nx)
+				_mm256_storeu_ps(o + i * 16 + h * 8, _mm256_add_ps(acc[i], mn[i]));
 	}
-}
-
-__attribute__((target(QD_TARGET))) static void QD(qdot_pairs)(float *o, const eng_qxblk *const *x, int nx,
-                                                               const eng_qrow *const w[4], int nb, int t)
-{
-	int np = (nx + 1) / 2;
-#define QD_P(T)                                                                                                        \
-	case T:                                                                                                        \
-		if (np == 1)                                                                                           \
-			QD(kern_pairs)(o, x, nx, w, nb, T, 1);                                                         \
-		else if (np == 2)                                                                                      \
-			QD(kern_pairs)(o, x, nx, w, nb, T, 2);                                                         \
-		else                                                                                                   \
-			QD(kern_pairs)(o, x, nx, w, nb, T, 3);                                                         \
-		break;
-	switch (t) {
-		QD_P(3)
-		QD_P(4)
-		QD_P(5)
-		QD_P(6)
-		QD_P(7)
-		QD_P(8)
-		QD_P(9)
-	default:
-		QD_P(10)
-	}
-#undef QD_P
 }
 #endif
 
-__attribute__((target(QD_TARGET))) static void QD(unpack_row)(eng_qrow *dst, const uint8_t *w, int nb, int t)
+/* eng_qdot_group at this level: VNNI takes up to 6 activation rows in
+ * one pass (compiled for 2, 4 and 6), AVX2 three at a time. */
+__attribute__((target(QD_TARGET))) static void QD(group)(float *o, const eng_qxblk *const *x, int nx,
+                                                          const eng_qgroup *g, int nb, int t)
 {
-	for (int b = 0; b < nb; b++) {
-		__m256i q;
-		QD(unpack)(w, b, t, &q, dst->sc + 2 * b, dst->m + b);
-		_mm256_storeu_si256((__m256i *)(dst->q + (size_t)b * 32), _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)));
-		_mm256_storeu_si256((__m256i *)(dst->q + (size_t)b * 32 + 16),
-		                    _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)));
-	}
-}
-
-#if !QD_VNNI
-__attribute__((target(QD_TARGET))) static void QD(qdot)(float *o, const eng_qxblk *const *x, int nx,
-                                                         const void *const w[4], int unpacked, int nb, int t)
-{
-#define QD_W(T, NX)                                                                                                    \
-	do {                                                                                                           \
-		if (unpacked)                                                                                          \
-			QD(kern)(o, x, NX, w, 1, nb, T);                                                               \
-		else                                                                                                   \
-			QD(kern)(o, x, NX, w, 0, nb, T);                                                               \
-	} while (0)
-#define QD_CASE(T)                                                                                                     \
+#if QD_VNNI
+#define QD_G(T)                                                                                                        \
 	case T:                                                                                                        \
-		if (nx == 1)                                                                                           \
-			QD_W(T, 1);                                                                                    \
-		else if (nx == 2)                                                                                      \
-			QD_W(T, 2);                                                                                    \
+		if (nx <= 2)                                                                                           \
+			QD(gkern)(o, x, nx, g, nb, T, 2);                                                              \
+		else if (nx <= 4)                                                                                      \
+			QD(gkern)(o, x, nx, g, nb, T, 4);                                                              \
 		else                                                                                                   \
-			QD_W(T, 3);                                                                                    \
+			QD(gkern)(o, x, nx, g, nb, T, 6);                                                              \
 		break;
-	switch (t) {
-		QD_CASE(3)
-		QD_CASE(4)
-		QD_CASE(5)
-		QD_CASE(6)
-		QD_CASE(7)
-		QD_CASE(8)
-		QD_CASE(9)
-	default:
-		QD_CASE(10)
-	}
-#undef QD_CASE
-#undef QD_W
-}
+#else
+#define QD_G(T)                                                                                                        \
+	case T:                                                                                                        \
+		for (int i = 0; i < nx; i += 3)                                                                        \
+			QD(gkern)(o + i * 16, x + i, nx - i < 3 ? nx - i : 3, g, nb, T, 3);                            \
+		break;
 #endif
+	switch (t) {
+		QD_G(3)
+		QD_G(4)
+		QD_G(5)
+		QD_G(6)
+		QD_G(7)
+		QD_G(8)
+		QD_G(9)
+	default:
+		QD_G(10)
+	}
+#undef QD_G
+}
 
 #undef QD_FN
 #undef QD

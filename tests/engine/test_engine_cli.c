@@ -320,7 +320,7 @@ static void bench_kernels_checks_every_level_against_the_definition(void **state
 	(void)state;
 	const char *ev = tu_evald();
 	char *out = NULL, *err = NULL;
-	const char *argv[] = {ev, "bench", "kernels", "--types", "q4_1,q6_k,bf16", "--rows", "8", "--cols", "256",
+	const char *argv[] = {ev, "bench", "kernels", "--types", "q4_1,q6_k,bf16", "--rows", "16", "--cols", "256",
 	                      "--seconds", "0.01", "--json", NULL};
 	assert_int_equal(tu_run(&out, &err, NULL, argv), 0);
 	cJSON *j = NULL;
@@ -348,9 +348,13 @@ static void bench_kernels_checks_every_level_against_the_definition(void **state
 	assert_int_equal(tu_run(&out, &err, NULL, shape), 2);
 	assert_non_null(strstr(err, "--cols of 256"));
 	free(out), free(err);
+	const char *rows[] = {ev, "bench", "kernels", "--rows", "24", NULL}; /* prefill unpacks groups of 16 */
+	assert_int_equal(tu_run(&out, &err, NULL, rows), 2);
+	assert_non_null(strstr(err, "--rows must be a multiple of 16"));
+	free(out), free(err);
 	/* a type named again (in any case) is measured once, however often */
 	const char *rep[] = {ev, "bench", "kernels", "--types", "bf16,BF16,bf16,bf16,bf16,bf16,bf16,bf16,bf16,bf16,bf16,bf16,bf16",
-	                     "--rows", "4", "--cols", "256", "--seconds", "0.01", "--json", NULL};
+	                     "--rows", "16", "--cols", "256", "--seconds", "0.01", "--json", NULL};
 	assert_int_equal(tu_run(&out, &err, NULL, rep), 0);
 	assert_int_equal(ev_json_parse(&j, out, strlen(out), "bench kernels"), 0);
 	for (const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "kernels")->child; k; k = k->next)

@@ -65,9 +65,12 @@ static void activations_quantize_by_definition(void **st)
 }
 
 /* every block type: the kernel at each level, at batch widths 1..3 on raw
- * rows and 1..6 on unpacked ones, equals the definition bit for bit, and the definition is within the error of
- * 16-bit activations of the exact dot of the dequantized row */
-#define NXU ENG_QDOT_UNPACKED_X
+ * rows (four at a time) and 1..6 on a group of 16 unpacked rows (whole,
+ * and a partial group whose lanes repeat a row), equals the definition
+ * bit for bit, and the definition is within the error of 16-bit
+ * activations of the exact dot of the dequantized row */
+#define NR ENG_QGROUP_ROWS
+#define NXU ENG_QGROUP_X
 static void block_types_dot_by_definition(void **st)
 {
 	(void)st;
@@ -77,28 +80,32 @@ static void block_types_dot_by_definition(void **st)
 	print_message("vector level on this CPU: %s\n", eng_qdot_level_name(top));
 	for (int dt = ENG_Q8_0; dt < ENG_DTYPE_COUNT; dt++) {
 		int cols = 512, nb = cols / 32;
-		float *wf = malloc((size_t)4 * cols * 4), *x = malloc((size_t)NXU * cols * 4), *wd = malloc((size_t)4 * cols * 4);
+		float *wf = malloc((size_t)NR * cols * 4), *x = malloc((size_t)NXU * cols * 4), *wd = malloc((size_t)NR * cols * 4);
 		size_t rb = eng_dtype_bytes((eng_dtype)dt, (size_t)cols);
-		uint8_t *wq = malloc(4 * rb);
+		uint8_t *wq = malloc(NR * rb);
 		eng_qxblk *xq = malloc((size_t)NXU * nb * sizeof *xq);
+		char *gmem = malloc(ENG_QGROUP_BYTES(nb));
+		eng_qgroup g = {(int16_t *)gmem, (float *)(gmem + (size_t)nb * 1024), (float *)(gmem + (size_t)nb * 1024) + 32 * nb};
 		double worst = 0;
-		for (int trial = 0; trial < 20; trial++) {
-			fill(wf, (size_t)4 * cols, &r, 1.0);
+		for (int trial = 0; trial < 12; trial++) {
+			fill(wf, (size_t)NR * cols, &r, 1.0);
 			fill(x, (size_t)NXU * cols, &r, trial % 2 ? 10.0 : 0.1);
 			for (int i = 0; i < cols; i += 37) /* outliers in some blocks */
 				x[i] *= 20.0f;
-			eng_ggml_quantize(wq, wf, eng_dtype_ggml((eng_dtype)dt), (size_t)4 * cols);
-			eng_to_f32(wd, wq, (eng_dtype)dt, (size_t)4 * cols);
+			eng_ggml_quantize(wq, wf, eng_dtype_ggml((eng_dtype)dt), (size_t)NR * cols);
+			eng_to_f32(wd, wq, (eng_dtype)dt, (size_t)NR * cols);
 			for (int i = 0; i < NXU; i++)
 				eng_qx_quantize_ref(xq + (size_t)i * nb, x + (size_t)i * cols, cols);
-			const uint8_t *w[4] = {wq, wq + rb, wq + 2 * rb, wq + 3 * rb};
+			const uint8_t *w[NR];
+			for (int k = 0; k < NR; k++)
+				w[k] = wq + (size_t)k * rb;
 			const eng_qxblk *xs[NXU];
 			for (int i = 0; i < NXU; i++)
 				xs[i] = xq + (size_t)i * nb;
-			float want[NXU * 4];
+			float want[NXU * NR];
 			for (int i = 0; i < NXU; i++)
-				for (int k = 0; k < 4; k++) {
-					want[i * 4 + k] = eng_qdot_ref(xs[i], w[k], nb, dt);
+				for (int k = 0; k < NR; k++) {
+					want[i * NR + k] = eng_qdot_ref(xs[i], w[k], nb, dt);
 					/* against the exact dot of the dequantized values: the
 					 * activations' rounding is at most d/2 an element */
 					double exact = 0, bound = 0;
@@ -106,45 +113,53 @@ static void block_types_dot_by_definition(void **st)
 						exact += (double)x[i * cols + e] * wd[k * cols + e];
 						bound += 0.5 * xq[i * nb + e / 32].d * fabs(wd[k * cols + e]);
 					}
-					double err = fabs(want[i * 4 + k] - exact);
+					double err = fabs(want[i * NR + k] - exact);
 					if (err > bound * 1.01 + 1e-4 * fabs(exact))
-						fail_msg("%s: q8 dot %.6g vs exact %.6g, beyond the rounding bound %.3g",
-						         eng_dtype_name((eng_dtype)dt), want[i * 4 + k], exact, bound);
+						fail_msg("%s: q16 dot %.6g vs exact %.6g, beyond the rounding bound %.3g",
+						         eng_dtype_name((eng_dtype)dt), want[i * NR + k], exact, bound);
 					double rel = err / (fabs(exact) + bound + 1e-30);
 					worst = rel > worst ? rel : worst;
 				}
 			for (int l = 0; l <= top; l++) {
 				eng_qdot_set_level(l);
-				eng_qrow ur[4];
-				for (int k = 0; k < 4; k++) {
-					ur[k].q = malloc((size_t)cols * 2), ur[k].sc = malloc((size_t)nb * 8), ur[k].m = malloc((size_t)nb * 4);
-					eng_qrow_unpack(&ur[k], w[k], nb, dt);
-				}
-				const eng_qrow *u[4] = {&ur[0], &ur[1], &ur[2], &ur[3]};
-				for (int nx = 1; nx <= NXU; nx++)
-					for (int unpacked = nx > 3; unpacked < 2; unpacked++) {
-						float got[NXU * 4];
-						if (unpacked)
-							eng_qdot_unpacked(got, xs, nx, u, nb, dt);
-						else
-							eng_qdot(got, xs, nx, w, nb, dt);
+				const char *ln = eng_qdot_level_name(l), *tn = eng_dtype_name((eng_dtype)dt);
+				for (int nx = 1; nx <= 3; nx++)
+					for (int q = 0; q < NR / 4; q++) {
+						float got[12];
+						eng_qdot(got, xs, nx, w + 4 * q, nb, dt);
 						for (int i = 0; i < nx; i++)
 							for (int k = 0; k < 4; k++)
-								if (memcmp(&got[i * 4 + k], &want[i * 4 + k], 4))
-									fail_msg("%s at level %s, width %d%s: row %d, weight row %d "
-									         "differs from the definition (%.9g vs %.9g)",
-									         eng_dtype_name((eng_dtype)dt), eng_qdot_level_name(l), nx,
-									         unpacked ? ", unpacked" : "", i, k, got[i * 4 + k],
-									         want[i * 4 + k]);
+								if (memcmp(&got[i * 4 + k], &want[i * NR + 4 * q + k], 4))
+									fail_msg("%s at level %s, width %d: row %d, weight row %d differs "
+									         "from the definition (%.9g vs %.9g)",
+									         tn, ln, nx, i, 4 * q + k, got[i * 4 + k], want[i * NR + 4 * q + k]);
 					}
-				for (int k = 0; k < 4; k++)
-					free(ur[k].q), free(ur[k].sc), free(ur[k].m);
+				/* a whole group, then one of 5 rows (the rest repeat row 3) */
+				for (int part = 0; part < 2; part++) {
+					const uint8_t *gw[NR];
+					for (int k = 0; k < NR; k++)
+						gw[k] = w[part && k >= 5 ? 3 : k];
+					memset(gmem, 0x55, ENG_QGROUP_BYTES(nb));
+					eng_qgroup_unpack(&g, gw, nb, dt);
+					for (int nx = 1; nx <= NXU; nx++) {
+						float got[NXU * NR];
+						memset(got, 0x55, sizeof got);
+						eng_qdot_group(got, xs, nx, &g, nb, dt);
+						for (int i = 0; i < nx; i++)
+							for (int k = 0; k < (part ? 5 : NR); k++)
+								if (memcmp(&got[i * NR + k], &want[i * NR + k], 4))
+									fail_msg("%s at level %s, group%s, width %d: row %d, weight row %d "
+									         "differs from the definition (%.9g vs %.9g)",
+									         tn, ln, part ? " of 5" : "", nx, i, k, got[i * NR + k],
+									         want[i * NR + k]);
+					}
+				}
 			}
 			eng_qdot_set_level(top);
 		}
 		print_message("%-5s error against the dequantized dot, relative to |exact| + bound: at most %.3g\n",
 		              eng_dtype_name((eng_dtype)dt), worst);
-		free(wf), free(x), free(wd), free(wq), free(xq);
+		free(wf), free(x), free(wd), free(wq), free(xq), free(gmem);
 	}
 }
 
