@@ -87,15 +87,13 @@ static void mm_task_tiles(mm_job *j, int r0, int r1, int worker)
 	}
 }
 
-/* Batch rows from which unpacking a group of weight rows once pays: below
- * it the raw-row kernel, which widens each block in registers for every
- * three batch rows, was faster (SmolLM2 Q4_K_M, 2 threads: decode of 8
- * sequences 333-364 tok/s raw against 238-258 unpacked, 12 sequences
- * 386-392 against 312-323, 16 sequences 374-379 against 275-345; at the
- * AVX2 level 8 sequences 307-311 against 238-239), above it unpacking
- * (prefill of 64 rows 565-568 against 510-522, of 128 rows 538-597
- * against 443-485). */
-#define ENG_CPU_UNPACK_ROWS 32
+/* Batch rows from which unpacking a group of weight rows once pays:
+ * below it the raw-row kernel, which widens each block in registers for
+ * every three batch rows. Measured on SmolLM2 Q4_1, 2 threads, two
+ * interleaved rounds (bench engine --prompt 64 --decode 32): decode of 8
+ * sequences 331-339 tok/s raw against 312-336 unpacked from 16 rows and
+ * 256-291 from 8; of 16 sequences 404-421 unpacked against 317-330 raw. */
+#define ENG_CPU_UNPACK_ROWS 16
 
 /* With ENG_CPU_UNPACK_ROWS batch rows or more: block-quantized rows a
  * group of 16 at a time, unpacked once into the worker's buffer
