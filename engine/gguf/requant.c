@@ -58,6 +58,26 @@ int eng_gguf_quant_target(const char *name, uint32_t *type, int *mix)
 	                    name);
 }
 
+/* general.file_type for a target: llama.cpp's llama_ftype numbers
+ * (include/llama.h); a K-quant that is not a mix takes its "_S" value
+ * (mostly that type), as llama.cpp has no all-Q4_K or all-Q5_K file type. */
+static uint32_t file_type_of(uint32_t target, int mix)
+{
+	switch (target) {
+	case ENG_GGML_F32: return 0;
+	case ENG_GGML_F16: return 1;
+	case ENG_GGML_Q4_0: return 2;
+	case ENG_GGML_Q4_1: return 3;
+	case ENG_GGML_Q8_0: return 7;
+	case ENG_GGML_Q5_0: return 8;
+	case ENG_GGML_Q5_1: return 9;
+	case ENG_GGML_Q4_K: return mix ? 15 : 14;
+	case ENG_GGML_Q5_K: return mix ? 17 : 16;
+	case ENG_GGML_Q6_K: return 18;
+	default: return 32; /* BF16 */
+	}
+}
+
 /* The type one tensor gets: 2-D weights the target (or the mix's choice,
  * or the fallback when rows are not whole blocks), everything else
  * (norms, biases, 1-D or 3-D tensors) as stored. */
@@ -102,15 +122,24 @@ int eng_gguf_requantize(const char *in, const char *out, const char *type_name, 
 	}
 	eng_gguf_writer *w = NULL;
 	rc = eng_gguf_writer_new(&w);
-	/* metadata copied as stored, but for the alignment (the writer's own) */
+	/* metadata copied as stored, but for the alignment (the writer's own)
+	 * and the file type, which names the new one (added if it was absent) */
+	bool typed = false;
 	for (size_t i = 0; i < g->n_kv && !rc; i++) {
 		const eng_gguf_value *v = &g->kv[i];
 		if (v->key.n == 17 && !memcmp(v->key.p, "general.alignment", 17))
 			continue;
+		if (v->key.n == 17 && !memcmp(v->key.p, "general.file_type", 17)) {
+			rc = eng_gguf_put_u32(w, "general.file_type", file_type_of(target, mix));
+			typed = true;
+			continue;
+		}
 		char *k = ev_strndup(v->key.p, v->key.n);
 		rc = k ? eng_gguf_put_raw(w, k, v->type, v->raw, v->raw_len) : ev_error_set(EV_E_NOMEM, "out of memory");
 		free(k);
 	}
+	if (!rc && !typed)
+		rc = eng_gguf_put_u32(w, "general.file_type", file_type_of(target, mix));
 	float *f = NULL;
 	void *q = NULL;
 	size_t cap = 0;

@@ -788,7 +788,7 @@ static size_t raw_value(const eng_gguf_value *v, const uint8_t **at)
 }
 
 /* `evald engine gguf FILE --quantize TYPE`: metadata copied value for
- * value, each 2-D weight the quantization of its dequantized values in the
+ * value (general.file_type added, naming the new type), each 2-D weight the quantization of its dequantized values in the
  * type the rules give (Q4_K_M: Q6_K for the output matrix (the tied
  * embedding here) and for attn_v / ffn_down in the layers that use more
  * bits), norms as stored; the result loads and runs; unknown types refused. */
@@ -803,8 +803,8 @@ static void requantized_files_follow_the_rules(void **st)
 	char *src = write_gguf(dir, "llama", ENG_GGML_F16, "src");
 	struct {
 		const char *type;
-		uint32_t base;
-	} cases[] = {{"Q4_K_M", ENG_GGML_Q4_K}, {"Q8_0", ENG_GGML_Q8_0}, {"Q5_K", ENG_GGML_Q5_K}};
+		uint32_t base, file_type;
+	} cases[] = {{"Q4_K_M", ENG_GGML_Q4_K, 15}, {"Q8_0", ENG_GGML_Q8_0, 7}, {"Q5_K", ENG_GGML_Q5_K, 16}};
 	eng_gguf *a = NULL;
 	assert_int_equal(eng_gguf_open(&a, src), 0);
 	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -814,7 +814,12 @@ static void requantized_files_follow_the_rules(void **st)
 			fail_msg("%s: %s", cases[c].type, ev_error_msg());
 		eng_gguf *b = NULL;
 		assert_int_equal(eng_gguf_open(&b, out), 0);
-		assert_int_equal(a->n_kv, b->n_kv);
+		/* the source has no file type: the copy adds llama.cpp's number for its type */
+		assert_null(eng_gguf_find_key(a, "general.file_type"));
+		assert_int_equal(a->n_kv + 1, b->n_kv);
+		uint64_t ft = 99;
+		assert_int_equal(eng_gguf_get_u64(b, "general.file_type", &ft), 0);
+		assert_int_equal(ft, cases[c].file_type);
 		for (size_t i = 0; i < a->n_kv; i++) {
 			const eng_gguf_value *x = &a->kv[i], *y = &b->kv[i];
 			assert_int_equal(x->key.n, y->key.n);
@@ -825,6 +830,18 @@ static void requantized_files_follow_the_rules(void **st)
 			assert_int_equal(nx, ny);
 			if (memcmp(px, py, nx))
 				fail_msg("%s: metadata '%.*s' differs", cases[c].type, (int)x->key.n, x->key.p);
+		}
+		if (c == 1) { /* a file that has a type, written again: the type replaced in place */
+			char *again = ev_asprintf("%s/again-Q5_0.gguf", dir);
+			eng_gguf_requant_stats rs2;
+			assert_int_equal(eng_gguf_requantize(out, again, "Q5_0", &rs2), 0);
+			eng_gguf *d = NULL;
+			assert_int_equal(eng_gguf_open(&d, again), 0);
+			assert_int_equal(d->n_kv, b->n_kv);
+			assert_int_equal(eng_gguf_get_u64(d, "general.file_type", &ft), 0);
+			assert_int_equal(ft, 8);
+			eng_gguf_close(d);
+			free(again);
 		}
 		assert_int_equal(a->n_t, b->n_t);
 		size_t q6 = 0;
