@@ -146,7 +146,9 @@ QD_FN void QD(kern)(float *o, const eng_qxblk *const *x, int nx, const uint8_t *
 			hi[r] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
 			s0[r] = sc[0], s1[r] = sc[1];
 		}
-		__m128 vs0 = _mm_loadu_ps(s0), vs1 = _mm_loadu_ps(s1), vm = _mm_loadu_ps(m);
+		/* set from registers: four stores and a 16-byte load of them would stall on forwarding */
+		__m128 vs0 = _mm_setr_ps(s0[0], s0[1], s0[2], s0[3]), vs1 = _mm_setr_ps(s1[0], s1[1], s1[2], s1[3]);
+		__m128 vm = _mm_setr_ps(m[0], m[1], m[2], m[3]);
 #pragma GCC unroll 3
 		for (int i = 0; i < nx; i++) {
 			const eng_qxblk *xb = x[i] + b;
