@@ -277,23 +277,23 @@ QD_FN void QD(words2)(const uint8_t *ra, const uint8_t *rc, int b, int t, __m512
 		return;
 	}
 	default: {
+		/* Q6_K: both rows' 32 bytes of low bits and of high bits side by
+		 * side in one register, the 6-bit values formed bytewise, then
+		 * each half widened (its 128-bit pieces chosen by shuffle_i64x2) */
 		int j = b % 8, h = j / 4, k = j % 4;
 		size_t at = (size_t)(b / 8) * 210;
 		const uint8_t *la = ra + at + h * 64 + (k & 1) * 32, *lc = rc + at + h * 64 + (k & 1) * 32;
 		const uint8_t *qa = ra + at + 128 + h * 32, *qc = rc + at + 128 + h * 32;
-		__m128i s4 = _mm_cvtsi32_si128(k >= 2 ? 4 : 0), s2 = _mm_cvtsi32_si128(2 * k);
-		const __m512i three = _mm512_set1_epi16(3), w32 = _mm512_set1_epi16(32);
-#pragma GCC unroll 2
-		for (int half = 0; half < 2; half++) {
-			__m512i lo = _mm512_and_si512(_mm512_srl_epi16(_mm512_cvtepu8_epi16(QD(bytes2)(la + 16 * half, lc + 16 * half)), s4), f);
-			__m512i hi = _mm512_and_si512(_mm512_srl_epi16(_mm512_cvtepu8_epi16(QD(bytes2)(qa + 16 * half, qc + 16 * half)), s2),
-			                              three);
-			__m512i v = _mm512_sub_epi16(_mm512_or_si512(lo, _mm512_slli_epi16(hi, 4)), w32);
-			if (half)
-				*r2 = v;
-			else
-				*r1 = v;
-		}
+		__m512i l = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)la)),
+		                               _mm256_loadu_si256((const __m256i *)lc), 1);
+		__m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)qa)),
+		                               _mm256_loadu_si256((const __m256i *)qc), 1);
+		l = _mm512_and_si512(_mm512_srl_epi16(l, _mm_cvtsi32_si128(k >= 2 ? 4 : 0)), _mm512_set1_epi8(0x0F));
+		q = _mm512_and_si512(_mm512_srl_epi16(q, _mm_cvtsi32_si128(2 * k)), _mm512_set1_epi8(3));
+		__m512i v = _mm512_sub_epi8(_mm512_or_si512(l, _mm512_slli_epi16(q, 4)), _mm512_set1_epi8(32));
+		/* v's 128-bit pieces: a's elements 0-15, a's 16-31, c's 0-15, c's 16-31 */
+		*r1 = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(_mm512_shuffle_i64x2(v, v, 0x08)));
+		*r2 = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(_mm512_shuffle_i64x2(v, v, 0x0D)));
 		return;
 	}
 	}
