@@ -208,22 +208,18 @@ static void qdot_group_plain(float *o, const eng_qxblk *const *x, int nx, const 
 #define QD_SFX _avx2
 #define QD_TARGET "avx2,fma,f16c"
 #define QD_VNNI 0
-#define QD_VREG(v) "x"(v)
 #include "engine/cpu/qdot_body.h"
 #undef QD_SFX
 #undef QD_TARGET
 #undef QD_VNNI
-#undef QD_VREG
 
 #define QD_SFX _vnni
 #define QD_TARGET "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni"
 #define QD_VNNI 1
-#define QD_VREG(v) "v"(v) /* the EVEX registers too */
 #include "engine/cpu/qdot_body.h"
 #undef QD_SFX
 #undef QD_TARGET
 #undef QD_VNNI
-#undef QD_VREG
 
 __attribute__((target("avx2,fma"))) static void qx_quantize_avx2(eng_qxblk *out, const float *x, int n)
 {
