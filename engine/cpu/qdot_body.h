@@ -534,21 +534,42 @@ __attribute__((target(QD_TARGET))) static void QD(group_unpack)(eng_qgroup *g, c
                                                                  int nb, int t)
 {
 	for (int b = 0; b < nb; b++) {
+		/* the scales four rows at once, as decode takes them (K-quants a
+		 * super-block's 8 blocks at a time), the same bits as unpack's */
+		if (t >= 8 && b % 8 == 0) {
+#pragma GCC unroll 4
+			for (int q = 0; q < 4; q++) {
+				float s0[32], s1[32], m[32];
+				QD(kscales)(w + 4 * q, b / 8, t, s0, s1, m);
+				for (int j = 0; j < 8; j++) {
+					_mm_storeu_ps(g->sc + (b + j) * 32 + 4 * q, _mm_loadu_ps(s0 + 4 * j));
+					_mm_storeu_ps(g->sc + (b + j) * 32 + 16 + 4 * q, _mm_loadu_ps(s1 + 4 * j));
+					if (t != 10) /* Q6_K has no minima */
+						_mm_storeu_ps(g->m + (b + j) * 16 + 4 * q, _mm_loadu_ps(m + 4 * j));
+				}
+			}
+		} else if (t < 8) {
+#pragma GCC unroll 4
+			for (int q = 0; q < 4; q++) {
+				__m128 s0, s1, m = _mm_setzero_ps();
+				QD(scales4)(w + 4 * q, b, t, &s0, &s1, &m);
+				_mm_storeu_ps(g->sc + b * 32 + 4 * q, s0);
+				_mm_storeu_ps(g->sc + b * 32 + 16 + 4 * q, s1);
+				_mm_storeu_ps(g->m + b * 16 + 4 * q, m);
+			}
+		}
 		__m512i v[16];
-		float sc[2][16];
 #pragma GCC unroll 16
 		for (int r = 0; r < ENG_QGROUP_ROWS; r++) {
 			__m256i q;
-			float s2[2];
-			QD(unpack)(w[r], b, t, &q, s2, &g->m[b * 16 + r]);
+			float s2[2], m; /* unread: the scales came above */
+			QD(unpack)(w[r], b, t, &q, s2, &m);
 			v[r] = _mm512_cvtepi8_epi16(q);
-			sc[0][r] = s2[0], sc[1][r] = s2[1];
 		}
 		QD(transpose16)(v);
 #pragma GCC unroll 16
 		for (int k = 0; k < 16; k++)
 			_mm512_storeu_si512((void *)(g->q + ((size_t)b * 16 + (size_t)k) * 32), v[k]);
-		memcpy(g->sc + b * 32, sc, sizeof sc);
 	}
 }
 #else
