@@ -98,6 +98,7 @@ typedef struct {
 	int nt;
 	void **copies;   /* aligned copies of misaligned tensors */
 	int ncopies;
+	int nhuge;       /* files read into anonymous memory advised for huge pages (EVALD_WEIGHT_PAGES) */
 } eng_tensor_set;
 
 /* Opens model.safetensors, or the shards of model.safetensors.index.json,

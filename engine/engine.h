@@ -128,6 +128,8 @@ typedef struct {
 	uint64_t params_total;     /* every weight element */
 	uint64_t params_active;    /* used per token (MoE: top-k experts only) */
 	uint64_t weight_bytes;     /* bytes of weights as stored */
+	bool weights_huge;         /* the weight files read into memory advised for transparent huge
+	                            * pages, not mmapped (EVALD_WEIGHT_PAGES, engine/README.md) */
 	uint64_t kv_bytes_per_token; /* KV cache in its dtype, all layers, key sums included */
 	const char *dtypes;        /* "bf16", "f32,bf16", ... */
 	int block_size;

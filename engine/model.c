@@ -557,6 +557,7 @@ void eng_model_get_info(const eng_model *m, eng_model_info *out)
 	out->params_total = total;
 	out->params_active = total - inactive;
 	out->weight_bytes = m->weight_bytes;
+	out->weights_huge = m->ts.nfiles > 0 && m->ts.nhuge == m->ts.nfiles;
 	/* pages as allocated (KV dtype, key sums, padding) over their tokens */
 	out->kv_bytes_per_token = (uint64_t)m->kv.page_bytes / (uint64_t)m->kv.block;
 	out->dtypes = m->dtypes;

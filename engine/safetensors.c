@@ -1,6 +1,7 @@
 /*
  * engine/safetensors.c: opening a checkpoint's weights. Each file is
- * mmapped read-only and its header validated strictly before any tensor is
+ * mmapped read-only (or read into memory advised for huge pages: see
+ * weight_pages below) and its header validated strictly before any tensor is
  * used: the 8-byte length bounded and inside the file, the JSON parsed,
  * dtype known, shape x dtype size equal to the byte length, offsets inside
  * the data region, no two tensors overlapping, no name twice. Sharded
@@ -9,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -21,6 +23,87 @@
 #define ST_MAX_TENSORS 1000000
 #define ST_MAX_SHARDS 4096
 #define ST_INDEX_MAX (64u << 20)
+
+/* Where a weight file's bytes live, by EVALD_WEIGHT_PAGES:
+ *   file  the file mmapped (4 KiB pages shared with the page cache: on
+ *         this project's machines the kernel maps no file pages huge);
+ *   huge  the file read into anonymous memory advised for transparent
+ *         huge pages (madvise MADV_HUGEPAGE), then made read-only;
+ *   auto  (unset) huge for files of WP_MIN_BYTES or more when the kernel
+ *         offers transparent huge pages and MemAvailable holds the copy
+ *         with WP_SPARE_BYTES to spare, else file.
+ * Decode streams every weight once a token, and 2 MiB pages spare the
+ * TLB: SmolLM2's BF16 file decoded at 97-103 tok/s from huge pages against
+ * 90-94 mmapped (three interleaved rounds; a plain read of 256 MiB drew
+ * 32-34 against 30-31 GB/s). The bytes are the same either way. */
+#define WP_MIN_BYTES ((size_t)32 << 20)
+#define WP_SPARE_BYTES ((uint64_t)1 << 30)
+
+static bool thp_offered(void)
+{
+	char buf[128] = {0};
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+	if (!f)
+		return false;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	return strstr(buf, "[always]") || strstr(buf, "[madvise]");
+}
+
+static uint64_t mem_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[256];
+	unsigned long long kb = 0;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return (uint64_t)kb * 1024;
+}
+
+static bool want_huge(size_t size)
+{
+	const char *e = getenv("EVALD_WEIGHT_PAGES");
+	if (e && !strcmp(e, "huge"))
+		return true;
+	if (e && !strcmp(e, "file"))
+		return false;
+	if (e && *e && strcmp(e, "auto"))
+		ev_log_warn("EVALD_WEIGHT_PAGES=%s is not one of file, huge, auto; auto is used", e);
+	return size >= WP_MIN_BYTES && thp_offered() && mem_available() >= (uint64_t)size + WP_SPARE_BYTES;
+}
+
+/* The file's size bytes read into fresh anonymous memory advised for huge
+ * pages, made read-only; NULL (errno set) when that fails. */
+static void *read_huge(int fd, size_t size)
+{
+	void *a = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (a == MAP_FAILED)
+		return NULL;
+	(void)madvise(a, size, MADV_HUGEPAGE); /* advice: without it the copy still serves */
+	for (size_t at = 0; at < size;) {
+		ssize_t got = pread(fd, (char *)a + at, size - at, (off_t)at);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0) {
+			int e = got < 0 ? errno : EIO; /* the file shrank under us */
+			munmap(a, size);
+			errno = e;
+			return NULL;
+		}
+		at += (size_t)got;
+	}
+	if (mprotect(a, size, PROT_READ)) {
+		int e = errno;
+		munmap(a, size);
+		errno = e;
+		return NULL;
+	}
+	return a;
+}
 
 static int by_offset(const void *a, const void *b)
 {
@@ -212,7 +295,15 @@ static int map_file(eng_tensor_set *ts, const char *path)
 				  (long long)st.st_size);
 		goto done;
 	}
-	m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	bool huge = false;
+	if (want_huge((size_t)st.st_size)) {
+		if ((m = read_huge(fd, (size_t)st.st_size)))
+			huge = true;
+		else
+			ev_log_warn("%s: reading into huge pages failed (%s); mmapped instead", path, strerror(errno));
+	}
+	if (!huge)
+		m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	if (m == MAP_FAILED) {
 		rc = ev_error_set(EV_E_IO, "%s: mmap: %s", path, strerror(errno));
 		goto done;
@@ -238,6 +329,7 @@ static int map_file(eng_tensor_set *ts, const char *path)
 	ts->map_len[fi] = (size_t)st.st_size;
 	ts->paths[fi] = pcopy;
 	ts->nfiles++;
+	ts->nhuge += huge;
 	rc = eng_st_parse(ts, fi, path, m, (size_t)st.st_size);
 done:
 	close(fd);

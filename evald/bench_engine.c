@@ -350,6 +350,7 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 		cJSON_AddStringToObject(o, "architecture", in.architecture);
 		cJSON_AddNumberToObject(o, "params", (double)in.params_total);
 		cJSON_AddNumberToObject(o, "weight_bytes", (double)in.weight_bytes);
+		cJSON_AddStringToObject(o, "weight_pages", in.weights_huge ? "huge" : "file");
 		cJSON_AddStringToObject(o, "dtypes", in.dtypes);
 		cJSON_AddStringToObject(o, "kernels", kernels);
 		cJSON_AddStringToObject(o, "backend", in.backend ? in.backend : "cpu");
@@ -384,8 +385,9 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 		free(s);
 		cJSON_Delete(o);
 	} else {
-		printf("%s (%s, %.1f M params, %.1f MiB weights, %s), loaded in %.3f s\n", model, in.architecture,
-		       in.params_total / 1e6, in.weight_bytes / 1048576.0, in.dtypes, t_load);
+		printf("%s (%s, %.1f M params, %.1f MiB weights, %s, %s), loaded in %.3f s\n", model, in.architecture,
+		       in.params_total / 1e6, in.weight_bytes / 1048576.0, in.dtypes,
+		       in.weights_huge ? "read into huge pages" : "mmapped", t_load);
 		printf("  kernels: %s\n", kernels);
 		printf("  %-10s %5s %7s %7s %18s %18s  (mean +- sd of %lld runs after a warm-up)\n", "path", "batch",
 		       "prompt", "decode", "prefill tok/s", "decode tok/s", (long long)repeats);

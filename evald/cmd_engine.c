@@ -284,11 +284,11 @@ static int cmd_info(const opts *o)
 			printf("%s%d", i ? "," : "", in.eos_ids[i]);
 		printf("],\"params_total\":%llu,\"params_active\":%llu,\"dtypes\":\"%s\",\"weight_bytes\":%llu,"
 		       "\"kv_bytes_per_token\":%llu,\"context\":%ld,\"memory_bytes\":%llu,\"sliding_window\":%ld,"
-		       "\"config_defaults\":\"%s\",\"device\":\"%s\",\"kernels\":\"%s\"}\n",
+		       "\"config_defaults\":\"%s\",\"device\":\"%s\",\"kernels\":\"%s\",\"weight_pages\":\"%s\"}\n",
 		       (unsigned long long)in.params_total, (unsigned long long)in.params_active, in.dtypes,
 		       (unsigned long long)in.weight_bytes, (unsigned long long)in.kv_bytes_per_token, ctx,
 		       (unsigned long long)need, in.sliding_window, in.config_defaults ? in.config_defaults : "", device,
-		       kernels);
+		       kernels, in.weights_huge ? "huge" : "file");
 	} else {
 		printf("architecture      %s (%s)\n", in.architecture, in.family);
 		printf("layers            %d\nhidden            %d\nheads             %d (kv %d, head_dim %d)\n",
@@ -299,7 +299,8 @@ static int cmd_info(const opts *o)
 			       in.moe_layers);
 		printf("parameters        %.3f M total, %.3f M active per token\n", in.params_total / 1e6,
 		       in.params_active / 1e6);
-		printf("weights           %s, %.2f MiB\n", in.dtypes, in.weight_bytes / 1048576.0);
+		printf("weights           %s, %.2f MiB, %s\n", in.dtypes, in.weight_bytes / 1048576.0,
+		       in.weights_huge ? "read into huge pages" : "mmapped");
 		printf("KV cache          %llu bytes per token\n", (unsigned long long)in.kv_bytes_per_token);
 		printf("memory at %ld tokens: %.2f MiB\n", ctx, need / 1048576.0);
 		printf("device            %s\n", device);
