@@ -1,7 +1,7 @@
 /*
  * engine/safetensors.c: opening a checkpoint's weights. Each file is
  * mmapped read-only (or read into memory advised for huge pages: see
- * weight_pages below) and its header validated strictly before any tensor is
+ * want_huge below) and its header validated strictly before any tensor is
  * used: the 8-byte length bounded and inside the file, the JSON parsed,
  * dtype known, shape x dtype size equal to the byte length, offsets inside
  * the data region, no two tensors overlapping, no name twice. Sharded
