@@ -129,7 +129,8 @@ static void mm_task_group(mm_job *j, int r0, int r1, int worker)
 /* Block-quantized weights against 16-bit activations (qdot.h), or BF16
  * weights against BF16 activations (bfdot.h): four weight rows a quarter
  * of the task apart (as decode below), each group against the batch rows
- * three at a time (BF16: six); the rows left over as a group of fewer.
+ * six at a time (BF16: six, or three below six rows); the rows left over
+ * as a group of fewer.
  * Every output is the same sum whatever the group or width, and the
  * same as mm_task_group's. */
 static void mm_task_q(mm_job *j, int r0, int r1, int worker)
@@ -159,10 +160,10 @@ static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 		}
 		const uint8_t *wr[4] = {W + (size_t)rr[0] * rb, W + (size_t)rr[1] * rb, W + (size_t)rr[2] * rb,
 		                        W + (size_t)rr[3] * rb};
-		int step = j->xbf && j->n >= ENG_BFDOT_X ? ENG_BFDOT_X : 3;
+		int step = !j->xbf ? ENG_QDOT_X : j->n >= ENG_BFDOT_X ? ENG_BFDOT_X : 3;
 		for (int i = 0; i < j->n; i += step) {
 			int nx = j->n - i < step ? j->n - i : step;
-			float o[ENG_BFDOT_X * 4];
+			float o[(ENG_BFDOT_X > ENG_QDOT_X ? ENG_BFDOT_X : ENG_QDOT_X) * 4];
 			if (j->xbf) { /* BF16 rows, read as they are */
 				const uint16_t *xr[ENG_BFDOT_X], *wb[4] = {(const uint16_t *)wr[0], (const uint16_t *)wr[1],
 				                                           (const uint16_t *)wr[2], (const uint16_t *)wr[3]};
@@ -170,7 +171,7 @@ static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 					xr[k] = j->xbf + (size_t)(i + (k < nx ? k : 0)) * (size_t)j->xbf_stride;
 				eng_bfdot(o, xr, nx, wb, K);
 			} else {
-				const eng_qxblk *xr[3];
+				const eng_qxblk *xr[ENG_QDOT_X];
 				for (int k = 0; k < step; k++)
 					xr[k] = j->xq + (size_t)(i + (k < nx ? k : 0)) * (size_t)nb;
 				eng_qdot(o, xr, nx, wr, nb, t);

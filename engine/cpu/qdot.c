@@ -325,7 +325,10 @@ void eng_qdot(float *o, const eng_qxblk *const *x, int nx, const uint8_t *const 
 	switch (eng_qdot_level()) {
 #ifdef QD_X86
 	case 2: qdotr_vnni(o, x, nx, w, nb, t); return;
-	case 1: qdot_avx2(o, x, nx, w, nb, t); return;
+	case 1: /* three activation rows at a time */
+		for (int i = 0; i < nx; i += 3)
+			qdot_avx2(o + i * 4, x + i, nx - i < 3 ? nx - i : 3, w, nb, t);
+		return;
 #endif
 	default: qdot_plain(o, x, nx, w, nb, t); return;
 	}

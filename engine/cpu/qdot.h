@@ -57,8 +57,9 @@ void eng_qx_quantize(eng_qxblk *out, const float *x, int n);
 /* The same by the definition, one element at a time (the oracle). */
 void eng_qx_quantize_ref(eng_qxblk *out, const float *x, int n);
 
-/* o[i*4 + r] = weight row w[r] . activation row x[i], i < nx (at most 3),
- * r < 4, over nb blocks of 32; t an eng_dtype block type. */
+/* o[i*4 + r] = weight row w[r] . activation row x[i], i < nx (at most
+ * ENG_QDOT_X), r < 4, over nb blocks of 32; t an eng_dtype block type. */
+#define ENG_QDOT_X 6
 void eng_qdot(float *o, const eng_qxblk *const *x, int nx, const uint8_t *const w[4], int nb, int t);
 /* Unpacks the rows w[0..16) (repeat a row to fill a group) into dst. */
 void eng_qgroup_unpack(eng_qgroup *dst, const uint8_t *const w[ENG_QGROUP_ROWS], int nb, int t);

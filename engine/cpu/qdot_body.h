@@ -409,7 +409,7 @@ QD_FN __m128i QD(isum4v)(__m512i a, __m512i b)
 	return _mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), s));
 }
 
-/* Decode on raw rows (1-3 activation rows), weight rows 0 and 1 in one
+/* Decode on raw rows (1-6 activation rows), weight rows 0 and 1 in one
  * register's two halves and rows 2 and 3 in another's: madd and dpwssd
  * form a block's integer sums in 8 lanes a row, isum4v totals the four
  * rows, and the definition's fma runs on the four rows at once, their
@@ -417,9 +417,9 @@ QD_FN __m128i QD(isum4v)(__m512i a, __m512i b)
 QD_FN void QD(kernr)(float *o, const eng_qxblk *const *x, int nx, const uint8_t *const w[4], int nb, int t)
 {
 	const int two = t == 10, mins = qd_has_min(t);
-	__m128 acc[3], mn[3];
-#pragma GCC unroll 3
-	for (int i = 0; i < 3; i++)
+	__m128 acc[ENG_QDOT_X], mn[ENG_QDOT_X];
+#pragma GCC unroll 6
+	for (int i = 0; i < ENG_QDOT_X; i++)
 		acc[i] = mn[i] = _mm_setzero_ps();
 	float ks0[32], ks1[32], km[32]; /* a K-quant super-block's scales (kscales) */
 	for (int b = 0; b < nb; b++) {
@@ -431,8 +431,8 @@ QD_FN void QD(kernr)(float *o, const eng_qxblk *const *x, int nx, const uint8_t 
 		} else {
 			QD(scales4)(w, b, t, &s0, &s1, &m);
 		}
-		__m512i x1[3], x2[3], lo[2][3], hi[2][3];
-#pragma GCC unroll 3
+		__m512i x1[ENG_QDOT_X], x2[ENG_QDOT_X], lo[2][ENG_QDOT_X], hi[2][ENG_QDOT_X];
+#pragma GCC unroll 6
 		for (int i = 0; i < nx; i++) {
 			const eng_qxblk *xb = x[i] + b;
 			x1[i] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)xb->q));
@@ -442,7 +442,7 @@ QD_FN void QD(kernr)(float *o, const eng_qxblk *const *x, int nx, const uint8_t 
 		for (int h = 0; h < 2; h++) {
 			__m512i r1, r2;
 			QD(words2)(w[2 * h], w[2 * h + 1], b, t, &r1, &r2);
-#pragma GCC unroll 3
+#pragma GCC unroll 6
 			for (int i = 0; i < nx; i++) {
 				if (!two) {
 					lo[h][i] = _mm512_dpwssd_epi32(_mm512_madd_epi16(r1, x1[i]), r2, x2[i]);
@@ -452,7 +452,7 @@ QD_FN void QD(kernr)(float *o, const eng_qxblk *const *x, int nx, const uint8_t 
 				}
 			}
 		}
-#pragma GCC unroll 3
+#pragma GCC unroll 6
 		for (int i = 0; i < nx; i++) {
 			const eng_qxblk *xb = x[i] + b;
 			__m128 xd = _mm_set1_ps(xb->d);
@@ -463,7 +463,7 @@ QD_FN void QD(kernr)(float *o, const eng_qxblk *const *x, int nx, const uint8_t 
 				mn[i] = _mm_fmadd_ps(m, _mm_set1_ps(xb->s), mn[i]);
 		}
 	}
-#pragma GCC unroll 3
+#pragma GCC unroll 6
 	for (int i = 0; i < nx; i++)
 		_mm_storeu_ps(o + i * 4, _mm_add_ps(acc[i], mn[i]));
 }
@@ -473,12 +473,14 @@ __attribute__((target(QD_TARGET))) static void QD(qdotr)(float *o, const eng_qxb
 {
 #define QD_R(T)                                                                                                        \
 	case T:                                                                                                        \
-		if (nx == 1)                                                                                           \
-			QD(kernr)(o, x, 1, w, nb, T);                                                                  \
-		else if (nx == 2)                                                                                      \
-			QD(kernr)(o, x, 2, w, nb, T);                                                                  \
-		else                                                                                                   \
-			QD(kernr)(o, x, 3, w, nb, T);                                                                  \
+		switch (nx) {                                                                                          \
+		case 1: QD(kernr)(o, x, 1, w, nb, T); break;                                                           \
+		case 2: QD(kernr)(o, x, 2, w, nb, T); break;                                                           \
+		case 3: QD(kernr)(o, x, 3, w, nb, T); break;                                                           \
+		case 4: QD(kernr)(o, x, 4, w, nb, T); break;                                                           \
+		case 5: QD(kernr)(o, x, 5, w, nb, T); break;                                                           \
+		default: QD(kernr)(o, x, 6, w, nb, T); break;                                                          \
+		}                                                                                                      \
 		break;
 	switch (t) {
 		QD_R(3)

@@ -64,7 +64,7 @@ static void activations_quantize_by_definition(void **st)
 	free(x), free(a), free(b);
 }
 
-/* every block type: the kernel at each level, at batch widths 1..3 on raw
+/* every block type: the kernel at each level, at batch widths 1..6 on raw
  * rows (four at a time) and 1..6 on a group of 16 unpacked rows (whole,
  * and a partial group whose lanes repeat a row), equals the definition
  * bit for bit, and the definition is within the error of 16-bit
@@ -123,9 +123,9 @@ static void block_types_dot_by_definition(void **st)
 			for (int l = 0; l <= top; l++) {
 				eng_qdot_set_level(l);
 				const char *ln = eng_qdot_level_name(l), *tn = eng_dtype_name((eng_dtype)dt);
-				for (int nx = 1; nx <= 3; nx++)
+				for (int nx = 1; nx <= ENG_QDOT_X; nx++)
 					for (int q = 0; q < NR / 4; q++) {
-						float got[12];
+						float got[ENG_QDOT_X * 4];
 						eng_qdot(got, xs, nx, w + 4 * q, nb, dt);
 						for (int i = 0; i < nx; i++)
 							for (int k = 0; k < 4; k++)
