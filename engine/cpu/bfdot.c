@@ -157,12 +157,19 @@ BF_512 static inline __attribute__((always_inline)) void bf_kern_512(float *o, c
 		for (int r = 0; r < 4; r++)
 			acc[i][r] = _mm512_setzero_ps();
 	for (int c = 0; c < n; c += 32) {
-		/* the last partial chunk read under a mask: zeros past the row */
-		__mmask32 mk = n - c >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << (n - c)) - 1u);
+		/* plain loads while whole chunks last; the last partial chunk read
+		 * under a mask: zeros past the row */
 		__m512i wv[4];
+		if (n - c >= 32) {
 #pragma GCC unroll 4
-		for (int r = 0; r < 4; r++)
-			wv[r] = _mm512_maskz_loadu_epi16(mk, w[r] + c);
+			for (int r = 0; r < 4; r++)
+				wv[r] = _mm512_loadu_si512((const void *)(w[r] + c));
+		} else {
+			__mmask32 mk = (__mmask32)((1u << (n - c)) - 1u);
+#pragma GCC unroll 4
+			for (int r = 0; r < 4; r++)
+				wv[r] = _mm512_maskz_loadu_epi16(mk, w[r] + c);
+		}
 #pragma GCC unroll 6
 		for (int i = 0; i < nx; i++) {
 			__m512i xv = _mm512_loadu_si512((const void *)(x[i] + c));
