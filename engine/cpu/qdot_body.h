@@ -330,47 +330,45 @@ QD_FN void QD(scales4)(const uint8_t *const w[4], int b, int t, __m128 *s0, __m1
 
 /* A K-quant super-block's scales for its 8 blocks and four rows, the
  * products unpack forms one block at a time (the same bits): s0[j*4 + r],
- * s1[..] (Q6_K's second halves), m[..] (Q4_K, Q5_K). The 6-bit scales
- * and minima of each row are taken apart four at a time in a general
- * register, then turned to block-major order with byte shuffles. */
-QD_FN __m128i QD(u64x2)(uint64_t lo, uint64_t hi)
-{
-	return _mm_set_epi64x((long long)hi, (long long)lo);
-}
+ * s1[..] (Q6_K's second halves), m[..] (Q4_K, Q5_K). The four rows' 6-bit
+ * scales and minima are taken apart together in one vector, then turned
+ * to block-major order with a byte shuffle. */
 
 QD_FN void QD(kscales)(const uint8_t *const w[4], int sb, int t, float *s0, float *s1, float *m)
 {
 	if (t == 8 || t == 9) {
+		/* each row's 16-byte head {f16 d, dmin; scales[12]} in one load, the
+		 * four heads transposed to dwords: H0 lane r = row r's d | dmin,
+		 * Q0..Q2 its three dwords of packed 6-bit scales and minima */
 		size_t at = (size_t)sb * (t == 9 ? 176 : 144);
-		uint64_t sc[4], mn[4];
+		__m128i h[4];
 #pragma GCC unroll 4
-		for (int r = 0; r < 4; r++) {
-			uint32_t q0, q1, q2;
-			memcpy(&q0, w[r] + at + 4, 4), memcpy(&q1, w[r] + at + 8, 4), memcpy(&q2, w[r] + at + 12, 4);
-			uint32_t slo = q0 & 0x3F3F3F3Fu, mlo = q1 & 0x3F3F3F3Fu;
-			uint32_t shi = (q2 & 0x0F0F0F0Fu) | ((q0 >> 2) & 0x30303030u);
-			uint32_t mhi = ((q2 >> 4) & 0x0F0F0F0Fu) | ((q1 >> 2) & 0x30303030u);
-			sc[r] = slo | (uint64_t)shi << 32, mn[r] = mlo | (uint64_t)mhi << 32;
-		}
-		const __m128i il = _mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
-		__m512 d = _mm512_broadcast_f32x4(QD(f16x4)(w, at)), dm = _mm512_broadcast_f32x4(QD(f16x4)(w, at + 2));
-		const uint64_t *src[2] = {sc, mn};
-#pragma GCC unroll 2
-		for (int k = 0; k < 2; k++) {
-			const uint64_t *v = src[k];
-			__m128i a = _mm_shuffle_epi8(QD(u64x2)(v[0], v[1]), il), c = _mm_shuffle_epi8(QD(u64x2)(v[2], v[3]), il);
-			__m512 f0 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi16(a, c)));
-			__m512 f1 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpackhi_epi16(a, c)));
-			if (k == 0) {
-				_mm512_storeu_ps(s0, _mm512_mul_ps(d, f0)), _mm512_storeu_ps(s0 + 16, _mm512_mul_ps(d, f1));
-			} else {
-				const __m512 neg = _mm512_set1_ps(-0.0f);
-				_mm512_storeu_ps(m, _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_mul_ps(dm, f0)),
-				                                                         _mm512_castps_si512(neg))));
-				_mm512_storeu_ps(m + 16, _mm512_castsi512_ps(_mm512_xor_si512(
-				                                 _mm512_castps_si512(_mm512_mul_ps(dm, f1)), _mm512_castps_si512(neg))));
-			}
-		}
+		for (int r = 0; r < 4; r++)
+			h[r] = _mm_loadu_si128((const __m128i *)(w[r] + at));
+		__m128i t0 = _mm_unpacklo_epi32(h[0], h[1]), t1 = _mm_unpacklo_epi32(h[2], h[3]);
+		__m128i t2 = _mm_unpackhi_epi32(h[0], h[1]), t3 = _mm_unpackhi_epi32(h[2], h[3]);
+		__m128i H0 = _mm_unpacklo_epi64(t0, t1), Q0 = _mm_unpackhi_epi64(t0, t1);
+		__m128i Q1 = _mm_unpacklo_epi64(t2, t3), Q2 = _mm_unpackhi_epi64(t2, t3);
+		/* the d's (even halves) and dmin's (odd) of the four rows, as floats */
+		const __m128i ev = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
+		const __m128i od = _mm_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1);
+		__m512 d = _mm512_broadcast_f32x4(_mm_cvtph_ps(_mm_shuffle_epi8(H0, ev)));
+		__m512 dm = _mm512_broadcast_f32x4(_mm_cvtph_ps(_mm_shuffle_epi8(H0, od)));
+		const __m128i m6 = _mm_set1_epi8(0x3F), m4 = _mm_set1_epi8(0x0F), m2 = _mm_set1_epi8(0x30);
+		/* byte j of lane r: block j's (slo, mlo: j < 4; shi, mhi: j - 4) scale or minimum of row r */
+		__m128i slo = _mm_and_si128(Q0, m6), mlo = _mm_and_si128(Q1, m6);
+		__m128i shi = _mm_or_si128(_mm_and_si128(Q2, m4), _mm_and_si128(_mm_srli_epi32(Q0, 2), m2));
+		__m128i mhi = _mm_or_si128(_mm_and_si128(_mm_srli_epi32(Q2, 4), m4), _mm_and_si128(_mm_srli_epi32(Q1, 2), m2));
+		/* to block-major order: byte j * 4 + r */
+		const __m128i tr = _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+		__m512 f0 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_shuffle_epi8(slo, tr)));
+		__m512 f1 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_shuffle_epi8(shi, tr)));
+		__m512 g0 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_shuffle_epi8(mlo, tr)));
+		__m512 g1 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_shuffle_epi8(mhi, tr)));
+		const __m512i neg = _mm512_castps_si512(_mm512_set1_ps(-0.0f));
+		_mm512_storeu_ps(s0, _mm512_mul_ps(d, f0)), _mm512_storeu_ps(s0 + 16, _mm512_mul_ps(d, f1));
+		_mm512_storeu_ps(m, _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_mul_ps(dm, g0)), neg)));
+		_mm512_storeu_ps(m + 16, _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_mul_ps(dm, g1)), neg)));
 		return;
 	}
 	/* Q6_K: 16 int8 scales a row; block j's halves take scales 2j and 2j + 1 */
