@@ -5,6 +5,7 @@
 #define EV_BASE_FS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Reads a whole file, at most `max` bytes (EV_E_LIMIT past that). *out is
  * NUL-terminated and freed with free(). */
@@ -27,5 +28,9 @@ enum {
  * An absent path is fine (0); NULL is fine. EV_E_IO naming the path when
  * something is left. */
 int ev_rmtree(const char *path, unsigned flags);
+
+/* Memory the system could give without swapping, in bytes: /proc/meminfo's
+ * MemAvailable, else the free pages sysconf counts; 0 when neither says. */
+uint64_t ev_mem_available(void);
 
 #endif

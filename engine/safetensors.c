@@ -51,19 +51,6 @@ static bool thp_offered(void)
 	return strstr(buf, "[always]") || strstr(buf, "[madvise]");
 }
 
-static uint64_t mem_available(void)
-{
-	FILE *f = fopen("/proc/meminfo", "r");
-	char line[256];
-	unsigned long long kb = 0;
-	while (f && fgets(line, sizeof line, f))
-		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return (uint64_t)kb * 1024;
-}
-
 static bool want_huge(size_t size)
 {
 	const char *e = getenv("EVALD_WEIGHT_PAGES");
@@ -73,7 +60,7 @@ static bool want_huge(size_t size)
 		return false;
 	if (e && *e && strcmp(e, "auto"))
 		ev_log_warn("EVALD_WEIGHT_PAGES=%s is not one of file, huge, auto; auto is used", e);
-	return size >= WP_MIN_BYTES && thp_offered() && mem_available() >= (uint64_t)size + WP_SPARE_BYTES;
+	return size >= WP_MIN_BYTES && thp_offered() && ev_mem_available() >= (uint64_t)size + WP_SPARE_BYTES;
 }
 
 /* The file's size bytes read into fresh anonymous memory advised for huge

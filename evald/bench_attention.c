@@ -42,22 +42,6 @@ typedef struct {
 	double dense_prefill_est_s; /* extrapolated when not measured, else -1 */
 } len_fig;
 
-static uint64_t mem_available(void)
-{
-	FILE *f = fopen("/proc/meminfo", "r");
-	char line[256];
-	unsigned long long kb = 0;
-	while (f && fgets(line, sizeof line, f))
-		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-			break;
-	if (f)
-		fclose(f);
-	if (kb)
-		return (uint64_t)kb * 1024;
-	long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-	return pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
-}
-
 static int argmax(const float *v, int n)
 {
 	int b = 0;
@@ -391,7 +375,7 @@ int ev_bench_attention_main(const ev_cli *cli, int argc, char **argv)
 	mo.threads = ao.threads;
 	if (mo.attention.kind == ENG_ATTN_AUTO || mo.attention.kind == ENG_ATTN_DENSE)
 		mo.attention.kind = ENG_ATTN_MSA; /* both are run; MSA settings from flags/config */
-	bench_state b = {.o = &ao, .avail = mem_available()};
+	bench_state b = {.o = &ao, .avail = ev_mem_available()};
 	len_fig fig[MAX_LENGTHS];
 	eng_attention_options at;
 	int rc = eng_model_load(&b.m, ao.model, &mo);
