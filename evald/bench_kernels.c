@@ -163,11 +163,8 @@ static int case_init(bk_case *c, int t, int rows, int cols, ev_rng *r)
 	c->xbf = malloc((size_t)BK_X * ((cols + 31) / 32 * 32) * sizeof *c->xbf);
 	c->out = malloc((size_t)rows * BK_X * sizeof *c->out);
 	bool ok = wf && x && c->w && c->xq && c->xbf && c->out;
-	if (ok && (ok = (c->gmem = malloc(ENG_QGROUP_BYTES(c->nb))) != NULL)) {
-		c->grp.q = c->gmem;
-		c->grp.sc = (float *)((char *)c->gmem + (size_t)c->nb * 512 * sizeof(int16_t));
-		c->grp.m = c->grp.sc + 32 * c->nb;
-	}
+	if (ok && (ok = (c->gmem = malloc(ENG_QGROUP_BYTES(c->nb))) != NULL))
+		eng_qgroup_place(&c->grp, c->gmem, c->nb);
 	if (ok) {
 		for (size_t i = 0; i < n; i++)
 			wf[i] = (float)(ev_rng_uniform(r) * 2 - 1);

@@ -247,9 +247,7 @@ int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads)
 		char *p = malloc(ENG_QGROUP_BYTES(nbm));
 		if (!(cc->qmem[i] = p))
 			return ev_error_set(EV_E_NOMEM, "out of memory for worker scratch");
-		cc->qgrp[i].q = (int16_t *)p;
-		cc->qgrp[i].sc = (float *)(p + nbm * 512 * sizeof(int16_t));
-		cc->qgrp[i].m = cc->qgrp[i].sc + 32 * nbm;
+		eng_qgroup_place(&cc->qgrp[i], p, (int)nbm);
 	}
 	size_t B = (size_t)m->kv.block, hd = (size_t)c->head_dim, group = (size_t)(c->heads / c->kv_heads);
 	size_t K = (size_t)(m->msa.top_k > 0 ? m->msa.top_k : 1);

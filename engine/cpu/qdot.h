@@ -51,6 +51,13 @@ typedef struct {
 
 /* Bytes eng_qgroup needs for nb blocks (q, then sc, then m). */
 #define ENG_QGROUP_BYTES(nb) ((size_t)(nb) * (512 * sizeof(int16_t) + 48 * sizeof(float)))
+/* Lays a group for nb blocks out in mem (ENG_QGROUP_BYTES(nb) of them). */
+static inline void eng_qgroup_place(eng_qgroup *g, void *mem, int nb)
+{
+	g->q = (int16_t *)mem;
+	g->sc = (float *)((char *)mem + (size_t)nb * 512 * sizeof(int16_t));
+	g->m = g->sc + (size_t)nb * 32;
+}
 
 /* Quantizes x[0..n) (n a multiple of 32) into n/32 blocks. */
 void eng_qx_quantize(eng_qxblk *out, const float *x, int n);

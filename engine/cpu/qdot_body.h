@@ -330,7 +330,8 @@ QD_FN void QD(scales4)(const uint8_t *const w[4], int b, int t, __m128 *s0, __m1
 
 /* A K-quant super-block's scales for its 8 blocks and four rows, the
  * products unpack forms one block at a time (the same bits): s0[j*4 + r],
- * s1[..] (Q6_K's second halves), m[..] (Q4_K, Q5_K). The four rows' 6-bit
+ * s1[..] (Q6_K's second halves), m[..] (Q4_K, Q5_K; zero for Q6_K, as
+ * unpack gives it). The four rows' 6-bit
  * scales and minima are taken apart together in one vector, then turned
  * to block-major order with a byte shuffle. */
 
@@ -381,6 +382,7 @@ QD_FN void QD(kscales)(const uint8_t *const w[4], int sb, int t, float *s0, floa
 	__m128i g[4] = {_mm_unpacklo_epi16(a0, c0), _mm_unpackhi_epi16(a0, c0), _mm_unpacklo_epi16(a1, c1),
 	                _mm_unpackhi_epi16(a1, c1)};
 	__m512 d = _mm512_broadcast_f32x4(QD(f16x4)(w, at + 208));
+	_mm512_storeu_ps(m, _mm512_setzero_ps()), _mm512_storeu_ps(m + 16, _mm512_setzero_ps());
 	/* scale i = 2j + half: g's 32-bit groups in order are i = 0..15; split
 	 * even (first halves) and odd (second halves) */
 	float all[64];
@@ -544,8 +546,7 @@ __attribute__((target(QD_TARGET))) static void QD(group_unpack)(eng_qgroup *g, c
 				for (int j = 0; j < 8; j++) {
 					_mm_storeu_ps(g->sc + (b + j) * 32 + 4 * q, _mm_loadu_ps(s0 + 4 * j));
 					_mm_storeu_ps(g->sc + (b + j) * 32 + 16 + 4 * q, _mm_loadu_ps(s1 + 4 * j));
-					if (t != 10) /* Q6_K has no minima */
-						_mm_storeu_ps(g->m + (b + j) * 16 + 4 * q, _mm_loadu_ps(m + 4 * j));
+					_mm_storeu_ps(g->m + (b + j) * 16 + 4 * q, _mm_loadu_ps(m + 4 * j));
 				}
 			}
 		} else if (t < 8) {

@@ -85,7 +85,8 @@ static void block_types_dot_by_definition(void **st)
 		uint8_t *wq = malloc(NR * rb);
 		eng_qxblk *xq = malloc((size_t)NXU * nb * sizeof *xq);
 		char *gmem = malloc(ENG_QGROUP_BYTES(nb));
-		eng_qgroup g = {(int16_t *)gmem, (float *)(gmem + (size_t)nb * 1024), (float *)(gmem + (size_t)nb * 1024) + 32 * nb};
+		eng_qgroup g;
+		eng_qgroup_place(&g, gmem, nb);
 		double worst = 0;
 		for (int trial = 0; trial < 12; trial++) {
 			fill(wf, (size_t)NR * cols, &r, 1.0);
