@@ -354,8 +354,10 @@ static int forward(eng_model *m, eng_seq *const *seqs, const int32_t *const *tok
 		if ((rc = eng_seq_reserve(seqs[i], ntok[i])))
 			return rc;
 		/* a host backend reads and writes the pages' data: keys a device
-		 * backend stored there alone come down first */
-		if (!m->be->device && (rc = eng_seq_pull(seqs[i])))
+		 * backend stored there alone come down first (only a device
+		 * backend's pool has the hook, so a CPU-only model never walks
+		 * its pages here) */
+		if (!m->be->device && m->kv.dev_pull && (rc = eng_seq_pull(seqs[i])))
 			return rc;
 		longest = seqs[i]->len + ntok[i] > longest ? seqs[i]->len + ntok[i] : longest;
 	}
