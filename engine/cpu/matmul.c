@@ -87,6 +87,13 @@ static void mm_task_tiles(mm_job *j, int r0, int r1, int worker)
 	}
 }
 
+/* Tasks a worker for decode's matmuls. Measured on SmolLM2-135M-Instruct
+ * (bench engine --batch 1, 2 threads, three interleaved rounds): decode
+ * tok/s with 2 tasks a worker against 8: BF16 116-117 against 108-113,
+ * Q4_K_M 169-193 against 158-165, Q8_0 158-208 against 148-173; 4 was
+ * between them, 1 no better than 2. */
+#define ENG_CPU_DECODE_TASKS 2
+
 /* Batch rows from which unpacking a group of weight rows once pays:
  * below it the raw-row kernel, which widens each block in registers for
  * every three batch rows. Measured on SmolLM2 Q4_1, 2 threads, two
@@ -306,7 +313,12 @@ void eng_cpu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_
 	if (blas_gemm(cc, y, x, n, w, bias))
 		return;
 #endif
-	int tasks_wanted = cc->nw * 8;
+	/* tasks a worker: decode (fewer than 4 batch rows) reads each weight
+	 * byte for one or two outputs and is bound by memory, and fewer, longer
+	 * tasks give each of a worker's four streams longer runs of memory
+	 * (measured: ENG_CPU_DECODE_TASKS below); more batch rows take 8 a
+	 * worker, so that uneven workers even out */
+	int tasks_wanted = cc->nw * (n < 4 ? ENG_CPU_DECODE_TASKS : 8);
 	int per = (w->rows + tasks_wanted - 1) / tasks_wanted;
 	per = (per + 3) / 4 * 4; /* whole tiles of 4 rows, and quarters for decode */
 	if (per < 8)
