@@ -224,7 +224,7 @@ QD_FN __mmask32 QD(half_bits)(uint32_t a, uint32_t c, int second)
 /* Block b of rows a and c of type t as two registers of 16-bit values:
  * r1 = [a's elements 0-15 | c's 0-15], r2 = [a's 16-31 | c's 16-31]
  * (unpack above, widened as read; the scales come from scales4 below):
- * decode's kernel. */
+ * decode's kernel. Q4_K and Q5_K take two blocks at once (kpair). */
 QD_FN void QD(words2)(const uint8_t *ra, const uint8_t *rc, int b, int t, __m512i *r1, __m512i *r2)
 {
 	const __m512i w16 = _mm512_set1_epi16(16), f = _mm512_set1_epi16(0x0F);
@@ -257,25 +257,6 @@ QD_FN void QD(words2)(const uint8_t *ra, const uint8_t *rc, int b, int t, __m512
 		}
 		return;
 	}
-	case 8:
-	case 9: {
-		int five = t == 9, j = b % 8;
-		size_t at = (size_t)(b / 8) * (five ? 176 : 144);
-		const uint8_t *a = ra + at + (five ? 48 : 16) + (j / 2) * 32, *c = rc + at + (five ? 48 : 16) + (j / 2) * 32;
-		__m512i v1 = _mm512_cvtepu8_epi16(QD(bytes2)(a, c)), v2 = _mm512_cvtepu8_epi16(QD(bytes2)(a + 16, c + 16));
-		if (j % 2)
-			*r1 = _mm512_srli_epi16(v1, 4), *r2 = _mm512_srli_epi16(v2, 4);
-		else
-			*r1 = _mm512_and_si512(v1, f), *r2 = _mm512_and_si512(v2, f);
-		if (five) {
-			const __m256i bit = _mm256_set1_epi8((char)(1 << j));
-			uint32_t ka = (uint32_t)_mm256_test_epi8_mask(_mm256_loadu_si256((const __m256i *)(ra + at + 16)), bit);
-			uint32_t kc = (uint32_t)_mm256_test_epi8_mask(_mm256_loadu_si256((const __m256i *)(rc + at + 16)), bit);
-			*r1 = _mm512_mask_add_epi16(*r1, QD(half_bits)(ka, kc, 0), *r1, w16);
-			*r2 = _mm512_mask_add_epi16(*r2, QD(half_bits)(ka, kc, 1), *r2, w16);
-		}
-		return;
-	}
 	default: {
 		/* Q6_K: both rows' 32 bytes of low bits and of high bits side by
 		 * side in one register, the 6-bit values formed bytewise, then
@@ -296,6 +277,33 @@ QD_FN void QD(words2)(const uint8_t *ra, const uint8_t *rc, int b, int t, __m512
 		*r2 = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(_mm512_shuffle_i64x2(v, v, 0x0D)));
 		return;
 	}
+	}
+}
+
+/* Q4_K/Q5_K blocks b (even) and b + 1 of rows a and c, as words2 gives
+ * each (r1, r2 block b; n1, n2 block b + 1): their nibbles share bytes,
+ * so one load and widening serves both */
+QD_FN void QD(kpair)(const uint8_t *ra, const uint8_t *rc, int b, int t, __m512i *r1, __m512i *r2, __m512i *n1,
+                     __m512i *n2)
+{
+	int five = t == 9, j = b % 8;
+	size_t sb = (size_t)(b / 8) * (five ? 176 : 144), at = sb + (five ? 48 : 16) + (size_t)(j / 2) * 32;
+	__m512i v1 = _mm512_cvtepu8_epi16(QD(bytes2)(ra + at, rc + at));
+	__m512i v2 = _mm512_cvtepu8_epi16(QD(bytes2)(ra + at + 16, rc + at + 16));
+	const __m512i f = _mm512_set1_epi16(0x0F);
+	*r1 = _mm512_and_si512(v1, f), *r2 = _mm512_and_si512(v2, f);
+	*n1 = _mm512_srli_epi16(v1, 4), *n2 = _mm512_srli_epi16(v2, 4);
+	if (five) {
+		const __m512i w16 = _mm512_set1_epi16(16);
+		__m256i ha = _mm256_loadu_si256((const __m256i *)(ra + sb + 16));
+		__m256i hc = _mm256_loadu_si256((const __m256i *)(rc + sb + 16));
+		const __m256i be = _mm256_set1_epi8((char)(1 << j)), bo = _mm256_set1_epi8((char)(1 << (j + 1)));
+		uint32_t ea = (uint32_t)_mm256_test_epi8_mask(ha, be), ec = (uint32_t)_mm256_test_epi8_mask(hc, be);
+		uint32_t oa = (uint32_t)_mm256_test_epi8_mask(ha, bo), oc = (uint32_t)_mm256_test_epi8_mask(hc, bo);
+		*r1 = _mm512_mask_add_epi16(*r1, QD(half_bits)(ea, ec, 0), *r1, w16);
+		*r2 = _mm512_mask_add_epi16(*r2, QD(half_bits)(ea, ec, 1), *r2, w16);
+		*n1 = _mm512_mask_add_epi16(*n1, QD(half_bits)(oa, oc, 0), *n1, w16);
+		*n2 = _mm512_mask_add_epi16(*n2, QD(half_bits)(oa, oc, 1), *n2, w16);
 	}
 }
 
@@ -422,6 +430,8 @@ QD_FN void QD(kernr)(float *o, const eng_qxblk *const *x, int nx, const uint8_t 
 	for (int i = 0; i < ENG_QDOT_X; i++)
 		acc[i] = mn[i] = _mm_setzero_ps();
 	float ks0[32], ks1[32], km[32]; /* a K-quant super-block's scales (kscales) */
+	/* Q4_K, Q5_K: the next (odd) block's values, read with the even one's */
+	__m512i odd[2][2] = {{_mm512_setzero_si512(), _mm512_setzero_si512()}, {_mm512_setzero_si512(), _mm512_setzero_si512()}};
 	for (int b = 0; b < nb; b++) {
 		__m128 s0, s1, m = _mm_setzero_ps();
 		if (t >= 8) {
@@ -441,7 +451,12 @@ QD_FN void QD(kernr)(float *o, const eng_qxblk *const *x, int nx, const uint8_t 
 #pragma GCC unroll 2
 		for (int h = 0; h < 2; h++) {
 			__m512i r1, r2;
-			QD(words2)(w[2 * h], w[2 * h + 1], b, t, &r1, &r2);
+			if ((t == 8 || t == 9) && b % 2)
+				r1 = odd[h][0], r2 = odd[h][1];
+			else if (t == 8 || t == 9)
+				QD(kpair)(w[2 * h], w[2 * h + 1], b, t, &r1, &r2, &odd[h][0], &odd[h][1]);
+			else
+				QD(words2)(w[2 * h], w[2 * h + 1], b, t, &r1, &r2);
 #pragma GCC unroll 6
 			for (int i = 0; i < nx; i++) {
 				if (!two) {
