@@ -224,7 +224,8 @@ QD_FN __mmask32 QD(half_bits)(uint32_t a, uint32_t c, int second)
 /* Block b of rows a and c of type t as two registers of 16-bit values:
  * r1 = [a's elements 0-15 | c's 0-15], r2 = [a's 16-31 | c's 16-31]
  * (unpack above, widened as read; the scales come from scales4 below):
- * decode's kernel. Q4_K and Q5_K take two blocks at once (kpair). */
+ * decode's kernel, for the 32-element types. Q4_K and Q5_K take two
+ * blocks at once (kpair), Q6_K four (q6quad). */
 QD_FN void QD(words2)(const uint8_t *ra, const uint8_t *rc, int b, int t, __m512i *r1, __m512i *r2)
 {
 	const __m512i w16 = _mm512_set1_epi16(16), f = _mm512_set1_epi16(0x0F);
@@ -257,26 +258,6 @@ QD_FN void QD(words2)(const uint8_t *ra, const uint8_t *rc, int b, int t, __m512
 		}
 		return;
 	}
-	default: {
-		/* Q6_K: both rows' 32 bytes of low bits and of high bits side by
-		 * side in one register, the 6-bit values formed bytewise, then
-		 * each half widened (its 128-bit pieces chosen by shuffle_i64x2) */
-		int j = b % 8, h = j / 4, k = j % 4;
-		size_t at = (size_t)(b / 8) * 210;
-		const uint8_t *la = ra + at + h * 64 + (k & 1) * 32, *lc = rc + at + h * 64 + (k & 1) * 32;
-		const uint8_t *qa = ra + at + 128 + h * 32, *qc = rc + at + 128 + h * 32;
-		__m512i l = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)la)),
-		                               _mm256_loadu_si256((const __m256i *)lc), 1);
-		__m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)qa)),
-		                               _mm256_loadu_si256((const __m256i *)qc), 1);
-		l = _mm512_and_si512(_mm512_srl_epi16(l, _mm_cvtsi32_si128(k >= 2 ? 4 : 0)), _mm512_set1_epi8(0x0F));
-		q = _mm512_and_si512(_mm512_srl_epi16(q, _mm_cvtsi32_si128(2 * k)), _mm512_set1_epi8(3));
-		__m512i v = _mm512_sub_epi8(_mm512_or_si512(l, _mm512_slli_epi16(q, 4)), _mm512_set1_epi8(32));
-		/* v's 128-bit pieces: a's elements 0-15, a's 16-31, c's 0-15, c's 16-31 */
-		*r1 = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(_mm512_shuffle_i64x2(v, v, 0x08)));
-		*r2 = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(_mm512_shuffle_i64x2(v, v, 0x0D)));
-		return;
-	}
 	}
 }
 
@@ -305,6 +286,42 @@ QD_FN void QD(kpair)(const uint8_t *ra, const uint8_t *rc, int b, int t, __m512i
 		*n1 = _mm512_mask_add_epi16(*n1, QD(half_bits)(oa, oc, 0), *n1, w16);
 		*n2 = _mm512_mask_add_epi16(*n2, QD(half_bits)(oa, oc, 1), *n2, w16);
 	}
+}
+
+/* Q6_K blocks b .. b + 3 (one half of a super-block, b % 4 == 0) of rows
+ * a and c, each as bytes: v[k] = [a's 32 values - 32 | c's 32], formed as
+ * words2 forms one (its low bits k % 2's 32 bytes, low or high nibble;
+ * its high bits the half's 32 bytes shifted by 2k) from three loads a
+ * row instead of eight */
+QD_FN void QD(q6quad)(const uint8_t *ra, const uint8_t *rc, int b, __m512i v[4])
+{
+	int h = b % 8 / 4;
+	size_t at = (size_t)(b / 8) * 210;
+	const uint8_t *la = ra + at + h * 64, *lc = rc + at + h * 64, *qa = ra + at + 128 + h * 32, *qc = rc + at + 128 + h * 32;
+	__m512i l0 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)la)),
+	                                _mm256_loadu_si256((const __m256i *)lc), 1);
+	__m512i l1 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(la + 32))),
+	                                _mm256_loadu_si256((const __m256i *)(lc + 32)), 1);
+	__m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)qa)),
+	                               _mm256_loadu_si256((const __m256i *)qc), 1);
+	const __m512i f = _mm512_set1_epi8(0x0F), m = _mm512_set1_epi8(0x30), o = _mm512_set1_epi8(32);
+	/* bits 4-5 of each byte from its own bits 2k, 2k + 1 (the 16-bit shifts
+	 * carry nothing across a byte into them) */
+	v[0] = _mm512_or_si512(_mm512_and_si512(l0, f), _mm512_and_si512(_mm512_slli_epi16(q, 4), m));
+	v[1] = _mm512_or_si512(_mm512_and_si512(l1, f), _mm512_and_si512(_mm512_slli_epi16(q, 2), m));
+	v[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), f), _mm512_and_si512(q, m));
+	v[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), f), _mm512_and_si512(_mm512_srli_epi16(q, 2), m));
+#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++)
+		v[k] = _mm512_sub_epi8(v[k], o);
+}
+
+/* q6quad's bytes of a block as words2's two registers */
+QD_FN void QD(q6words)(__m512i v, __m512i *r1, __m512i *r2)
+{
+	/* v's 128-bit pieces: a's elements 0-15, a's 16-31, c's 0-15, c's 16-31 */
+	*r1 = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(_mm512_shuffle_i64x2(v, v, 0x08)));
+	*r2 = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(_mm512_shuffle_i64x2(v, v, 0x0D)));
 }
 
 QD_FN uint64_t QD(u16at)(const uint8_t *p)
@@ -432,6 +449,10 @@ QD_FN void QD(kernr)(float *o, const eng_qxblk *const *x, int nx, const uint8_t 
 	float ks0[32], ks1[32], km[32]; /* a K-quant super-block's scales (kscales) */
 	/* Q4_K, Q5_K: the next (odd) block's values, read with the even one's */
 	__m512i odd[2][2] = {{_mm512_setzero_si512(), _mm512_setzero_si512()}, {_mm512_setzero_si512(), _mm512_setzero_si512()}};
+	__m512i six[2][4]; /* Q6_K: a half's four blocks as bytes (q6quad) */
+#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++)
+		six[0][k] = six[1][k] = _mm512_setzero_si512();
 	for (int b = 0; b < nb; b++) {
 		__m128 s0, s1, m = _mm_setzero_ps();
 		if (t >= 8) {
@@ -451,7 +472,11 @@ QD_FN void QD(kernr)(float *o, const eng_qxblk *const *x, int nx, const uint8_t 
 #pragma GCC unroll 2
 		for (int h = 0; h < 2; h++) {
 			__m512i r1, r2;
-			if ((t == 8 || t == 9) && b % 2)
+			if (t == 10) {
+				if (b % 4 == 0)
+					QD(q6quad)(w[2 * h], w[2 * h + 1], b, six[h]);
+				QD(q6words)(six[h][b % 4], &r1, &r2);
+			} else if ((t == 8 || t == 9) && b % 2)
 				r1 = odd[h][0], r2 = odd[h][1];
 			else if (t == 8 || t == 9)
 				QD(kpair)(w[2 * h], w[2 * h + 1], b, t, &r1, &r2, &odd[h][0], &odd[h][1]);
