@@ -408,16 +408,18 @@ QD_FN void QD(kscales)(const uint8_t *const w[4], int sb, int t, float *s0, floa
 	                _mm_unpackhi_epi16(a1, c1)};
 	__m512 d = _mm512_broadcast_f32x4(QD(f16x4)(w, at + 208));
 	_mm512_storeu_ps(m, _mm512_setzero_ps()), _mm512_storeu_ps(m + 16, _mm512_setzero_ps());
-	/* scale i = 2j + half: g's 32-bit groups in order are i = 0..15; split
-	 * even (first halves) and odd (second halves) */
-	float all[64];
+	/* scale i = 2j + half: g[q]'s 32-bit groups are i = 4q .. 4q + 3; the
+	 * even ones (first halves) to s0, the odd ones to s1, four blocks a store */
+	__m512 f[4];
 #pragma GCC unroll 4
 	for (int q = 0; q < 4; q++)
-		_mm512_storeu_ps(all + 16 * q, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(g[q]))));
-#pragma GCC unroll 8
-	for (int j = 0; j < 8; j++) {
-		_mm_storeu_ps(s0 + 4 * j, _mm_loadu_ps(all + 8 * j));
-		_mm_storeu_ps(s1 + 4 * j, _mm_loadu_ps(all + 8 * j + 4));
+		f[q] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(g[q])));
+	const __m512i ev = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
+	const __m512i od = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+#pragma GCC unroll 2
+	for (int q = 0; q < 4; q += 2) {
+		_mm512_storeu_ps(s0 + 8 * q, _mm512_permutex2var_ps(f[q], ev, f[q + 1]));
+		_mm512_storeu_ps(s1 + 8 * q, _mm512_permutex2var_ps(f[q], od, f[q + 1]));
 	}
 }
 
@@ -432,6 +434,20 @@ QD_FN __m128i QD(isum4v)(__m512i a, __m512i b)
 	s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_BADC));
 	s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_CDAB));
 	return _mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), s));
+}
+
+/* isum4v of (a, b) and of (c, d) at once: [a,b's four totals | c,d's] */
+QD_FN __m256i QD(isum8v)(__m512i a, __m512i b, __m512i c, __m512i d)
+{
+	const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+	const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+	/* four partial sums a row, row r in the r-th 128 bits; then two, rows
+	 * of (a, b) in the low 256 bits; then one, in lanes 2r and 2r + 1 */
+	__m512i s = _mm512_add_epi32(_mm512_permutex2var_epi32(a, ev, b), _mm512_permutex2var_epi32(a, od, b));
+	__m512i u = _mm512_add_epi32(_mm512_permutex2var_epi32(c, ev, d), _mm512_permutex2var_epi32(c, od, d));
+	__m512i t = _mm512_add_epi32(_mm512_permutex2var_epi32(s, ev, u), _mm512_permutex2var_epi32(s, od, u));
+	t = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, _MM_PERM_CDAB));
+	return _mm512_castsi512_si256(_mm512_permutexvar_epi32(ev, t));
 }
 
 /* Decode on raw rows (1-6 activation rows), weight rows 0 and 1 in one
@@ -496,9 +512,14 @@ QD_FN void QD(kernr)(float *o, const eng_qxblk *const *x, int nx, const uint8_t 
 		for (int i = 0; i < nx; i++) {
 			const eng_qxblk *xb = x[i] + b;
 			__m128 xd = _mm_set1_ps(xb->d);
-			acc[i] = _mm_fmadd_ps(_mm_cvtepi32_ps(QD(isum4v)(lo[0][i], lo[1][i])), _mm_mul_ps(s0, xd), acc[i]);
-			if (two)
-				acc[i] = _mm_fmadd_ps(_mm_cvtepi32_ps(QD(isum4v)(hi[0][i], hi[1][i])), _mm_mul_ps(s1, xd), acc[i]);
+			if (!two) {
+				acc[i] = _mm_fmadd_ps(_mm_cvtepi32_ps(QD(isum4v)(lo[0][i], lo[1][i])), _mm_mul_ps(s0, xd), acc[i]);
+			} else { /* both halves' totals at once, then the halves' fmas in order */
+				__m256 f = _mm256_cvtepi32_ps(QD(isum8v)(lo[0][i], lo[1][i], hi[0][i], hi[1][i]));
+				__m256 sd = _mm256_mul_ps(_mm256_set_m128(s1, s0), _mm256_set1_ps(xb->d));
+				acc[i] = _mm_fmadd_ps(_mm256_castps256_ps128(f), _mm256_castps256_ps128(sd), acc[i]);
+				acc[i] = _mm_fmadd_ps(_mm256_extractf128_ps(f, 1), _mm256_extractf128_ps(sd, 1), acc[i]);
+			}
 			if (mins)
 				mn[i] = _mm_fmadd_ps(m, _mm_set1_ps(xb->s), mn[i]);
 		}
