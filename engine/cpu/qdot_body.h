@@ -114,6 +114,129 @@ QD_FN void QD(unpack)(const uint8_t *row, int b, int t, __m256i *q, float *sc, f
 	}
 }
 
+QD_FN uint64_t QD(u16at)(const uint8_t *p)
+{
+	uint16_t h;
+	memcpy(&h, p, 2);
+	return h;
+}
+
+/* The four rows' f16 values at byte offset `at`, as floats: the bits
+ * gathered in a general register, converted in one instruction (each the
+ * same float as h2f of it). */
+QD_FN __m128 QD(f16x4)(const uint8_t *const w[4], size_t at)
+{
+	uint64_t v = QD(u16at)(w[0] + at) | QD(u16at)(w[1] + at) << 16 | QD(u16at)(w[2] + at) << 32 |
+	             QD(u16at)(w[3] + at) << 48;
+	return _mm_cvtph_ps(_mm_cvtsi64_si128((long long)v));
+}
+
+/* Block b's scales of four rows of a 32-element type (lane r row r), s0
+ * and s1 the same, and their minimum coefficients (m; Q4_1, Q5_1): the
+ * values unpack reads one row at a time, the same bits. K-quants take
+ * theirs a super-block at a time (kscales below). */
+QD_FN void QD(scales4)(const uint8_t *const w[4], int b, int t, __m128 *s0, __m128 *s1, __m128 *m)
+{
+	size_t at = (size_t)b * (size_t)qd_bsz[t];
+	*s0 = *s1 = QD(f16x4)(w, at);
+	if (t == 5 || t == 7)
+		*m = QD(f16x4)(w, at + 2);
+}
+
+/* A K-quant super-block's scales for its 8 blocks and four rows, the
+ * products unpack forms one block at a time (the same bits): s0[j*4 + r],
+ * s1[..] (Q6_K's second halves), m[..] (Q4_K, Q5_K; zero for Q6_K, as
+ * unpack gives it). The four rows' 6-bit
+ * scales and minima are taken apart together in one vector, then turned
+ * to block-major order with a byte shuffle. */
+
+/* dst[0..16) = d4[k % 4] * (float)bytes[k] (unsigned), negated if neg:
+ * the products kscales forms (negation is exact) */
+QD_FN void QD(put16)(float *dst, __m128i bytes, __m128 d4, int neg)
+{
+#if QD_VNNI
+	__m512 v = _mm512_mul_ps(_mm512_broadcast_f32x4(d4), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes)));
+	if (neg)
+		v = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(v), _mm512_castps_si512(_mm512_set1_ps(-0.0f))));
+	_mm512_storeu_ps(dst, v);
+#else
+	__m256 d8 = _mm256_set_m128(d4, d4);
+	__m256 lo = _mm256_mul_ps(d8, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)));
+	__m256 hi = _mm256_mul_ps(d8, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(bytes, 8))));
+	if (neg)
+		lo = _mm256_xor_ps(lo, _mm256_set1_ps(-0.0f)), hi = _mm256_xor_ps(hi, _mm256_set1_ps(-0.0f));
+	_mm256_storeu_ps(dst, lo), _mm256_storeu_ps(dst + 8, hi);
+#endif
+}
+
+QD_FN void QD(kscales)(const uint8_t *const w[4], int sb, int t, float *s0, float *s1, float *m)
+{
+	if (t == 8 || t == 9) {
+		/* each row's 16-byte head {f16 d, dmin; scales[12]} in one load, the
+		 * four heads transposed to dwords: H0 lane r = row r's d | dmin,
+		 * Q0..Q2 its three dwords of packed 6-bit scales and minima */
+		size_t at = (size_t)sb * (t == 9 ? 176 : 144);
+		__m128i h[4];
+#pragma GCC unroll 4
+		for (int r = 0; r < 4; r++)
+			h[r] = _mm_loadu_si128((const __m128i *)(w[r] + at));
+		__m128i t0 = _mm_unpacklo_epi32(h[0], h[1]), t1 = _mm_unpacklo_epi32(h[2], h[3]);
+		__m128i t2 = _mm_unpackhi_epi32(h[0], h[1]), t3 = _mm_unpackhi_epi32(h[2], h[3]);
+		__m128i H0 = _mm_unpacklo_epi64(t0, t1), Q0 = _mm_unpackhi_epi64(t0, t1);
+		__m128i Q1 = _mm_unpacklo_epi64(t2, t3), Q2 = _mm_unpackhi_epi64(t2, t3);
+		/* the d's (even halves) and dmin's (odd) of the four rows, as floats */
+		const __m128i ev = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
+		const __m128i od = _mm_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1);
+		__m128 d = _mm_cvtph_ps(_mm_shuffle_epi8(H0, ev)), dm = _mm_cvtph_ps(_mm_shuffle_epi8(H0, od));
+		const __m128i m6 = _mm_set1_epi8(0x3F), m4 = _mm_set1_epi8(0x0F), m2 = _mm_set1_epi8(0x30);
+		/* byte j of lane r: block j's (slo, mlo: j < 4; shi, mhi: j - 4) scale or minimum of row r */
+		__m128i slo = _mm_and_si128(Q0, m6), mlo = _mm_and_si128(Q1, m6);
+		__m128i shi = _mm_or_si128(_mm_and_si128(Q2, m4), _mm_and_si128(_mm_srli_epi32(Q0, 2), m2));
+		__m128i mhi = _mm_or_si128(_mm_and_si128(_mm_srli_epi32(Q2, 4), m4), _mm_and_si128(_mm_srli_epi32(Q1, 2), m2));
+		/* to block-major order: byte j * 4 + r */
+		const __m128i tr = _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+		QD(put16)(s0, _mm_shuffle_epi8(slo, tr), d, 0), QD(put16)(s0 + 16, _mm_shuffle_epi8(shi, tr), d, 0);
+		QD(put16)(m, _mm_shuffle_epi8(mlo, tr), dm, 1), QD(put16)(m + 16, _mm_shuffle_epi8(mhi, tr), dm, 1);
+		return;
+	}
+	/* Q6_K: 16 int8 scales a row; block j's halves take scales 2j and 2j + 1 */
+	size_t at = (size_t)sb * 210;
+	__m128i r0 = _mm_loadu_si128((const __m128i *)(w[0] + at + 192)), r1 = _mm_loadu_si128((const __m128i *)(w[1] + at + 192));
+	__m128i r2 = _mm_loadu_si128((const __m128i *)(w[2] + at + 192)), r3 = _mm_loadu_si128((const __m128i *)(w[3] + at + 192));
+	__m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
+	__m128i c0 = _mm_unpacklo_epi8(r2, r3), c1 = _mm_unpackhi_epi8(r2, r3);
+	/* [i: r0 r1 r2 r3] for i = 0-3, 4-7, 8-11, 12-15 */
+	__m128i g[4] = {_mm_unpacklo_epi16(a0, c0), _mm_unpackhi_epi16(a0, c0), _mm_unpacklo_epi16(a1, c1),
+	                _mm_unpackhi_epi16(a1, c1)};
+	__m128 d = QD(f16x4)(w, at + 208);
+	memset(m, 0, 32 * sizeof(float));
+	/* scale i = 2j + half: g[q]'s 32-bit groups are i = 4q .. 4q + 3 (blocks
+	 * 2q, 2q + 1); the even ones (first halves) to s0, the odd ones to s1 */
+#if QD_VNNI
+	__m512 f[4];
+	__m512 d16 = _mm512_broadcast_f32x4(d);
+#pragma GCC unroll 4
+	for (int q = 0; q < 4; q++)
+		f[q] = _mm512_mul_ps(d16, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(g[q])));
+	const __m512i ev = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
+	const __m512i od = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+#pragma GCC unroll 2
+	for (int q = 0; q < 4; q += 2) {
+		_mm512_storeu_ps(s0 + 8 * q, _mm512_permutex2var_ps(f[q], ev, f[q + 1]));
+		_mm512_storeu_ps(s1 + 8 * q, _mm512_permutex2var_ps(f[q], od, f[q + 1]));
+	}
+#else
+	__m256 d8 = _mm256_set_m128(d, d);
+#pragma GCC unroll 4
+	for (int q = 0; q < 4; q++) {
+		__m256 lo = _mm256_mul_ps(d8, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(g[q])));
+		__m256 hi = _mm256_mul_ps(d8, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(g[q], 8))));
+		_mm_storeu_ps(s0 + 8 * q, _mm256_castps256_ps128(lo)), _mm_storeu_ps(s1 + 8 * q, _mm256_extractf128_ps(lo, 1));
+		_mm_storeu_ps(s0 + 8 * q + 4, _mm256_castps256_ps128(hi)), _mm_storeu_ps(s1 + 8 * q + 4, _mm256_extractf128_ps(hi, 1));
+	}
+#endif
+}
+
 /* Four rows' 8-lane integer sums (a, b, c, d) as one 4-lane vector of
  * their totals, row r in lane r. */
 QD_FN __m128i QD(isum4)(__m256i a, __m256i b, __m256i c, __m256i d)
@@ -134,21 +257,26 @@ QD_FN void QD(kern)(float *o, const eng_qxblk *const *x, int nx, const uint8_t *
 #pragma GCC unroll 3
 	for (int i = 0; i < 3; i++)
 		acc[i] = mn[i] = _mm_setzero_ps();
+	float ks0[32], ks1[32], km[32]; /* a K-quant super-block's scales (kscales) */
 	for (int b = 0; b < nb; b++) {
+		/* the four rows' scales at once (unpack's values, the same bits) */
+		__m128 vs0, vs1, vm = _mm_setzero_ps();
+		if (t >= 8) {
+			if (b % 8 == 0)
+				QD(kscales)(w, b / 8, t, ks0, ks1, km);
+			vs0 = _mm_loadu_ps(ks0 + 4 * (b % 8)), vs1 = _mm_loadu_ps(ks1 + 4 * (b % 8)), vm = _mm_loadu_ps(km + 4 * (b % 8));
+		} else {
+			QD(scales4)(w, b, t, &vs0, &vs1, &vm);
+		}
 		__m256i lo[4], hi[4];
-		float s0[4], s1[4], m[4];
 #pragma GCC unroll 4
 		for (int r = 0; r < 4; r++) {
 			__m256i q;
-			float sc[2];
-			QD(unpack)(w[r], b, t, &q, sc, &m[r]);
+			float sc[2], m; /* unread: the scales came above */
+			QD(unpack)(w[r], b, t, &q, sc, &m);
 			lo[r] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
 			hi[r] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
-			s0[r] = sc[0], s1[r] = sc[1];
 		}
-		/* set from registers: four stores and a 16-byte load of them would stall on forwarding */
-		__m128 vs0 = _mm_setr_ps(s0[0], s0[1], s0[2], s0[3]), vs1 = _mm_setr_ps(s1[0], s1[1], s1[2], s1[3]);
-		__m128 vm = _mm_setr_ps(m[0], m[1], m[2], m[3]);
 #pragma GCC unroll 3
 		for (int i = 0; i < nx; i++) {
 			const eng_qxblk *xb = x[i] + b;
@@ -324,105 +452,6 @@ QD_FN void QD(q6words)(__m512i v, __m512i *r1, __m512i *r2)
 	*r2 = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(_mm512_shuffle_i64x2(v, v, 0x0D)));
 }
 
-QD_FN uint64_t QD(u16at)(const uint8_t *p)
-{
-	uint16_t h;
-	memcpy(&h, p, 2);
-	return h;
-}
-
-/* The four rows' f16 values at byte offset `at`, as floats: the bits
- * gathered in a general register, converted in one instruction (each the
- * same float as h2f of it). */
-QD_FN __m128 QD(f16x4)(const uint8_t *const w[4], size_t at)
-{
-	uint64_t v = QD(u16at)(w[0] + at) | QD(u16at)(w[1] + at) << 16 | QD(u16at)(w[2] + at) << 32 |
-	             QD(u16at)(w[3] + at) << 48;
-	return _mm_cvtph_ps(_mm_cvtsi64_si128((long long)v));
-}
-
-/* Block b's scales of four rows of a 32-element type (lane r row r), s0
- * and s1 the same, and their minimum coefficients (m; Q4_1, Q5_1): the
- * values unpack reads one row at a time, the same bits. K-quants take
- * theirs a super-block at a time (kscales below). */
-QD_FN void QD(scales4)(const uint8_t *const w[4], int b, int t, __m128 *s0, __m128 *s1, __m128 *m)
-{
-	size_t at = (size_t)b * (size_t)qd_bsz[t];
-	*s0 = *s1 = QD(f16x4)(w, at);
-	if (t == 5 || t == 7)
-		*m = QD(f16x4)(w, at + 2);
-}
-
-/* A K-quant super-block's scales for its 8 blocks and four rows, the
- * products unpack forms one block at a time (the same bits): s0[j*4 + r],
- * s1[..] (Q6_K's second halves), m[..] (Q4_K, Q5_K; zero for Q6_K, as
- * unpack gives it). The four rows' 6-bit
- * scales and minima are taken apart together in one vector, then turned
- * to block-major order with a byte shuffle. */
-
-QD_FN void QD(kscales)(const uint8_t *const w[4], int sb, int t, float *s0, float *s1, float *m)
-{
-	if (t == 8 || t == 9) {
-		/* each row's 16-byte head {f16 d, dmin; scales[12]} in one load, the
-		 * four heads transposed to dwords: H0 lane r = row r's d | dmin,
-		 * Q0..Q2 its three dwords of packed 6-bit scales and minima */
-		size_t at = (size_t)sb * (t == 9 ? 176 : 144);
-		__m128i h[4];
-#pragma GCC unroll 4
-		for (int r = 0; r < 4; r++)
-			h[r] = _mm_loadu_si128((const __m128i *)(w[r] + at));
-		__m128i t0 = _mm_unpacklo_epi32(h[0], h[1]), t1 = _mm_unpacklo_epi32(h[2], h[3]);
-		__m128i t2 = _mm_unpackhi_epi32(h[0], h[1]), t3 = _mm_unpackhi_epi32(h[2], h[3]);
-		__m128i H0 = _mm_unpacklo_epi64(t0, t1), Q0 = _mm_unpackhi_epi64(t0, t1);
-		__m128i Q1 = _mm_unpacklo_epi64(t2, t3), Q2 = _mm_unpackhi_epi64(t2, t3);
-		/* the d's (even halves) and dmin's (odd) of the four rows, as floats */
-		const __m128i ev = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
-		const __m128i od = _mm_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1);
-		__m512 d = _mm512_broadcast_f32x4(_mm_cvtph_ps(_mm_shuffle_epi8(H0, ev)));
-		__m512 dm = _mm512_broadcast_f32x4(_mm_cvtph_ps(_mm_shuffle_epi8(H0, od)));
-		const __m128i m6 = _mm_set1_epi8(0x3F), m4 = _mm_set1_epi8(0x0F), m2 = _mm_set1_epi8(0x30);
-		/* byte j of lane r: block j's (slo, mlo: j < 4; shi, mhi: j - 4) scale or minimum of row r */
-		__m128i slo = _mm_and_si128(Q0, m6), mlo = _mm_and_si128(Q1, m6);
-		__m128i shi = _mm_or_si128(_mm_and_si128(Q2, m4), _mm_and_si128(_mm_srli_epi32(Q0, 2), m2));
-		__m128i mhi = _mm_or_si128(_mm_and_si128(_mm_srli_epi32(Q2, 4), m4), _mm_and_si128(_mm_srli_epi32(Q1, 2), m2));
-		/* to block-major order: byte j * 4 + r */
-		const __m128i tr = _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-		__m512 f0 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_shuffle_epi8(slo, tr)));
-		__m512 f1 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_shuffle_epi8(shi, tr)));
-		__m512 g0 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_shuffle_epi8(mlo, tr)));
-		__m512 g1 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_shuffle_epi8(mhi, tr)));
-		const __m512i neg = _mm512_castps_si512(_mm512_set1_ps(-0.0f));
-		_mm512_storeu_ps(s0, _mm512_mul_ps(d, f0)), _mm512_storeu_ps(s0 + 16, _mm512_mul_ps(d, f1));
-		_mm512_storeu_ps(m, _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_mul_ps(dm, g0)), neg)));
-		_mm512_storeu_ps(m + 16, _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_mul_ps(dm, g1)), neg)));
-		return;
-	}
-	/* Q6_K: 16 int8 scales a row; block j's halves take scales 2j and 2j + 1 */
-	size_t at = (size_t)sb * 210;
-	__m128i r0 = _mm_loadu_si128((const __m128i *)(w[0] + at + 192)), r1 = _mm_loadu_si128((const __m128i *)(w[1] + at + 192));
-	__m128i r2 = _mm_loadu_si128((const __m128i *)(w[2] + at + 192)), r3 = _mm_loadu_si128((const __m128i *)(w[3] + at + 192));
-	__m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
-	__m128i c0 = _mm_unpacklo_epi8(r2, r3), c1 = _mm_unpackhi_epi8(r2, r3);
-	/* [i: r0 r1 r2 r3] for i = 0-3, 4-7, 8-11, 12-15 */
-	__m128i g[4] = {_mm_unpacklo_epi16(a0, c0), _mm_unpackhi_epi16(a0, c0), _mm_unpacklo_epi16(a1, c1),
-	                _mm_unpackhi_epi16(a1, c1)};
-	__m512 d = _mm512_broadcast_f32x4(QD(f16x4)(w, at + 208));
-	_mm512_storeu_ps(m, _mm512_setzero_ps()), _mm512_storeu_ps(m + 16, _mm512_setzero_ps());
-	/* scale i = 2j + half: g[q]'s 32-bit groups are i = 4q .. 4q + 3; the
-	 * even ones (first halves) to s0, the odd ones to s1, four blocks a store */
-	__m512 f[4];
-#pragma GCC unroll 4
-	for (int q = 0; q < 4; q++)
-		f[q] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(g[q])));
-	const __m512i ev = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
-	const __m512i od = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
-#pragma GCC unroll 2
-	for (int q = 0; q < 4; q += 2) {
-		_mm512_storeu_ps(s0 + 8 * q, _mm512_permutex2var_ps(f[q], ev, f[q + 1]));
-		_mm512_storeu_ps(s1 + 8 * q, _mm512_permutex2var_ps(f[q], od, f[q + 1]));
-	}
-}
-
 /* Rows 0 and 1's 8-lane integer sums in a's halves and rows 2 and 3's in
  * b's, as one 4-lane vector of their totals (row r in lane r). */
 QD_FN __m128i QD(isum4v)(__m512i a, __m512i b)
@@ -559,6 +588,36 @@ __attribute__((target(QD_TARGET))) static void QD(qdotr)(float *o, const eng_qxb
 
 #endif
 
+/* A group's scales and minimum coefficients, four rows at once as decode
+ * takes them (K-quants a super-block's 8 blocks at a time): the same bits
+ * as unpack's, row by row. */
+QD_FN void QD(group_scales)(eng_qgroup *g, const uint8_t *const w[ENG_QGROUP_ROWS], int nb, int t)
+{
+	for (int b = 0; b < nb; b++) {
+		if (t >= 8 && b % 8 == 0) {
+#pragma GCC unroll 4
+			for (int q = 0; q < 4; q++) {
+				float s0[32], s1[32], m[32];
+				QD(kscales)(w + 4 * q, b / 8, t, s0, s1, m);
+				for (int j = 0; j < 8; j++) {
+					_mm_storeu_ps(g->sc + (b + j) * 32 + 4 * q, _mm_loadu_ps(s0 + 4 * j));
+					_mm_storeu_ps(g->sc + (b + j) * 32 + 16 + 4 * q, _mm_loadu_ps(s1 + 4 * j));
+					_mm_storeu_ps(g->m + (b + j) * 16 + 4 * q, _mm_loadu_ps(m + 4 * j));
+				}
+			}
+		} else if (t < 8) {
+#pragma GCC unroll 4
+			for (int q = 0; q < 4; q++) {
+				__m128 s0, s1, m = _mm_setzero_ps();
+				QD(scales4)(w + 4 * q, b, t, &s0, &s1, &m);
+				_mm_storeu_ps(g->sc + b * 32 + 4 * q, s0);
+				_mm_storeu_ps(g->sc + b * 32 + 16 + 4 * q, s1);
+				_mm_storeu_ps(g->m + b * 16 + 4 * q, m);
+			}
+		}
+	}
+}
+
 /* Rows w[0..16) unpacked into a group (qdot.h's eng_qgroup): each block
  * widened to 16 bits as unpack gives it, its pairs put in place (VNNI:
  * the 16 rows' pairs, 16 x 16 32-bit values, transposed in registers;
@@ -596,30 +655,8 @@ QD_FN void QD(transpose16)(__m512i v[16])
 __attribute__((target(QD_TARGET))) static void QD(group_unpack)(eng_qgroup *g, const uint8_t *const w[ENG_QGROUP_ROWS],
                                                                  int nb, int t)
 {
+	QD(group_scales)(g, w, nb, t);
 	for (int b = 0; b < nb; b++) {
-		/* the scales four rows at once, as decode takes them (K-quants a
-		 * super-block's 8 blocks at a time), the same bits as unpack's */
-		if (t >= 8 && b % 8 == 0) {
-#pragma GCC unroll 4
-			for (int q = 0; q < 4; q++) {
-				float s0[32], s1[32], m[32];
-				QD(kscales)(w + 4 * q, b / 8, t, s0, s1, m);
-				for (int j = 0; j < 8; j++) {
-					_mm_storeu_ps(g->sc + (b + j) * 32 + 4 * q, _mm_loadu_ps(s0 + 4 * j));
-					_mm_storeu_ps(g->sc + (b + j) * 32 + 16 + 4 * q, _mm_loadu_ps(s1 + 4 * j));
-					_mm_storeu_ps(g->m + (b + j) * 16 + 4 * q, _mm_loadu_ps(m + 4 * j));
-				}
-			}
-		} else if (t < 8) {
-#pragma GCC unroll 4
-			for (int q = 0; q < 4; q++) {
-				__m128 s0, s1, m = _mm_setzero_ps();
-				QD(scales4)(w + 4 * q, b, t, &s0, &s1, &m);
-				_mm_storeu_ps(g->sc + b * 32 + 4 * q, s0);
-				_mm_storeu_ps(g->sc + b * 32 + 16 + 4 * q, s1);
-				_mm_storeu_ps(g->m + b * 16 + 4 * q, m);
-			}
-		}
 		__m512i v[16];
 #pragma GCC unroll 16
 		for (int r = 0; r < ENG_QGROUP_ROWS; r++) {
@@ -638,18 +675,18 @@ __attribute__((target(QD_TARGET))) static void QD(group_unpack)(eng_qgroup *g, c
 __attribute__((target(QD_TARGET))) static void QD(group_unpack)(eng_qgroup *g, const uint8_t *const w[ENG_QGROUP_ROWS],
                                                                  int nb, int t)
 {
+	QD(group_scales)(g, w, nb, t);
 	for (int r = 0; r < ENG_QGROUP_ROWS; r++)
 		for (int b = 0; b < nb; b++) {
 			__m256i q;
-			float sc[2];
+			float sc[2], m; /* unread: the scales came above */
 			int16_t v[32];
-			QD(unpack)(w[r], b, t, &q, sc, &g->m[b * 16 + r]);
+			QD(unpack)(w[r], b, t, &q, sc, &m);
 			_mm256_storeu_si256((__m256i *)v, _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)));
 			_mm256_storeu_si256((__m256i *)(v + 16), _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)));
 			int16_t *d = g->q + ((size_t)b * 256 + (size_t)r) * 2;
 			for (int k = 0; k < 16; k++)
 				memcpy(d + k * 32, v + 2 * k, 4);
-			g->sc[b * 32 + r] = sc[0], g->sc[b * 32 + 16 + r] = sc[1];
 		}
 }
 #endif
