@@ -351,7 +351,7 @@ QD_FN __mmask32 QD(half_bits)(uint32_t a, uint32_t c, int second)
 
 /* Block b of rows a and c of type t as two registers of 16-bit values:
  * r1 = [a's elements 0-15 | c's 0-15], r2 = [a's 16-31 | c's 16-31]
- * (unpack above, widened as read; the scales come from scales4 below):
+ * (unpack above, widened as read; the scales come from scales4):
  * decode's kernel, for the 32-element types. Q4_K and Q5_K take two
  * blocks at once (kpair), Q6_K four (q6quad). */
 QD_FN void QD(words2)(const uint8_t *ra, const uint8_t *rc, int b, int t, __m512i *r1, __m512i *r2)
