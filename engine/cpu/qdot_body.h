@@ -676,17 +676,44 @@ __attribute__((target(QD_TARGET))) static void QD(group_unpack)(eng_qgroup *g, c
                                                                  int nb, int t)
 {
 	QD(group_scales)(g, w, nb, t);
-	for (int r = 0; r < ENG_QGROUP_ROWS; r++)
-		for (int b = 0; b < nb; b++) {
-			__m256i q;
-			float sc[2], m; /* unread: the scales came above */
-			int16_t v[32];
-			QD(unpack)(w[r], b, t, &q, sc, &m);
-			_mm256_storeu_si256((__m256i *)v, _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)));
-			_mm256_storeu_si256((__m256i *)(v + 16), _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)));
-			int16_t *d = g->q + ((size_t)b * 256 + (size_t)r) * 2;
-			for (int k = 0; k < 16; k++)
-				memcpy(d + k * 32, v + 2 * k, 4);
+	for (int b = 0; b < nb; b++)
+#pragma GCC unroll 2
+		for (int r0 = 0; r0 < ENG_QGROUP_ROWS; r0 += 8) {
+			/* v[h][r]: row r0 + r's pairs 8h .. 8h + 7 as 32-bit values */
+			__m256i v[2][8];
+#pragma GCC unroll 8
+			for (int r = 0; r < 8; r++) {
+				__m256i q;
+				float sc[2], m; /* unread: the scales came above */
+				QD(unpack)(w[r0 + r], b, t, &q, sc, &m);
+				v[0][r] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
+				v[1][r] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
+			}
+#pragma GCC unroll 2
+			for (int h = 0; h < 2; h++) {
+				/* an 8 x 8 transpose of 32-bit values: pair 8h + k of the 8
+				 * rows into one register, stored where the group keeps it */
+				__m256i p[8], u[8], *x = v[h];
+#pragma GCC unroll 4
+				for (int i = 0; i < 4; i++) {
+					p[2 * i] = _mm256_unpacklo_epi32(x[2 * i], x[2 * i + 1]);
+					p[2 * i + 1] = _mm256_unpackhi_epi32(x[2 * i], x[2 * i + 1]);
+				}
+				/* u[4c + j]: rows 4c .. 4c + 3 of pair j (low half) and j + 4 (high) */
+#pragma GCC unroll 2
+				for (int c = 0; c < 2; c++) {
+					u[4 * c] = _mm256_unpacklo_epi64(p[4 * c], p[4 * c + 2]);
+					u[4 * c + 1] = _mm256_unpackhi_epi64(p[4 * c], p[4 * c + 2]);
+					u[4 * c + 2] = _mm256_unpacklo_epi64(p[4 * c + 1], p[4 * c + 3]);
+					u[4 * c + 3] = _mm256_unpackhi_epi64(p[4 * c + 1], p[4 * c + 3]);
+				}
+#pragma GCC unroll 4
+				for (int j = 0; j < 4; j++) {
+					int16_t *d = g->q + (((size_t)b * 16 + (size_t)(8 * h + j)) * 16 + (size_t)r0) * 2;
+					_mm256_storeu_si256((__m256i *)d, _mm256_permute2x128_si256(u[j], u[4 + j], 0x20));
+					_mm256_storeu_si256((__m256i *)(d + 4 * 16 * 2), _mm256_permute2x128_si256(u[j], u[4 + j], 0x31));
+				}
+			}
 		}
 }
 #endif
