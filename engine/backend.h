@@ -683,6 +683,7 @@ struct eng_model {
 	int threads;
 	char dtypes[64];
 	uint64_t weight_bytes;
+	uint64_t type_bytes[ENG_DTYPE_COUNT], type_elems[ENG_DTYPE_COUNT]; /* of weight_bytes, by dtype */
 	/* f32 copies of 1-D tensors, freed with the model */
 	float **owned;
 	int nowned, owned_cap;

@@ -132,6 +132,13 @@ typedef struct {
 	                            * pages, not mmapped (EVALD_WEIGHT_PAGES, engine/README.md) */
 	uint64_t kv_bytes_per_token; /* KV cache in its dtype, all layers, key sums included */
 	const char *dtypes;        /* "bf16", "f32,bf16", ... */
+	/* weight_bytes by stored type, the most bytes first: what a GGUF mix
+	 * such as Q4_K_M holds (rows that are not whole super-blocks fall back) */
+	int n_weight_types;
+	struct {
+		const char *dtype; /* as in dtypes */
+		uint64_t bytes, elems;
+	} weight_types[16];
 	int block_size;
 	long max_context;
 	uint64_t kv_max_bytes;     /* the KV byte bound, 0 = none */

@@ -379,6 +379,11 @@ int eng_model_load(eng_model **out, const char *dir, const eng_model_options *op
 		if (m->ts.t[i].used) {
 			m->weight_bytes += m->ts.t[i].nbytes;
 			note_dtype(m, m->ts.t[i].dtype);
+			m->type_bytes[m->ts.t[i].dtype] += m->ts.t[i].nbytes;
+			uint64_t elems = 1;
+			for (int d = 0; d < m->ts.t[i].ndim; d++)
+				elems *= (uint64_t)m->ts.t[i].shape[d];
+			m->type_elems[m->ts.t[i].dtype] += elems;
 		}
 	int block = 0;
 	if (o.block_size && (o.block_size < 1 || o.block_size > 4096)) {
@@ -561,6 +566,16 @@ void eng_model_get_info(const eng_model *m, eng_model_info *out)
 	/* pages as allocated (KV dtype, key sums, padding) over their tokens */
 	out->kv_bytes_per_token = (uint64_t)m->kv.page_bytes / (uint64_t)m->kv.block;
 	out->dtypes = m->dtypes;
+	out->n_weight_types = 0;
+	for (int t = 0; t < ENG_DTYPE_COUNT; t++) /* insertion by bytes, the most first */
+		if (m->type_bytes[t]) {
+			int k = out->n_weight_types++;
+			for (; k > 0 && out->weight_types[k - 1].bytes < m->type_bytes[t]; k--)
+				out->weight_types[k] = out->weight_types[k - 1];
+			out->weight_types[k].dtype = eng_dtype_lower((eng_dtype)t);
+			out->weight_types[k].bytes = m->type_bytes[t];
+			out->weight_types[k].elems = m->type_elems[t];
+		}
 	out->block_size = m->kv.block;
 	out->max_context = m->max_context;
 	out->backend = m->be ? m->be->name : "cpu";

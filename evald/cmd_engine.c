@@ -284,11 +284,16 @@ static int cmd_info(const opts *o)
 			printf("%s%d", i ? "," : "", in.eos_ids[i]);
 		printf("],\"params_total\":%llu,\"params_active\":%llu,\"dtypes\":\"%s\",\"weight_bytes\":%llu,"
 		       "\"kv_bytes_per_token\":%llu,\"context\":%ld,\"memory_bytes\":%llu,\"sliding_window\":%ld,"
-		       "\"config_defaults\":\"%s\",\"device\":\"%s\",\"kernels\":\"%s\",\"weight_pages\":\"%s\"}\n",
+		       "\"config_defaults\":\"%s\",\"device\":\"%s\",\"kernels\":\"%s\",\"weight_pages\":\"%s\","
+		       "\"weight_types\":[",
 		       (unsigned long long)in.params_total, (unsigned long long)in.params_active, in.dtypes,
 		       (unsigned long long)in.weight_bytes, (unsigned long long)in.kv_bytes_per_token, ctx,
 		       (unsigned long long)need, in.sliding_window, in.config_defaults ? in.config_defaults : "", device,
 		       kernels, in.weights_huge ? "huge" : "file");
+		for (int i = 0; i < in.n_weight_types; i++)
+			printf("%s{\"dtype\":\"%s\",\"bytes\":%llu,\"elements\":%llu}", i ? "," : "", in.weight_types[i].dtype,
+			       (unsigned long long)in.weight_types[i].bytes, (unsigned long long)in.weight_types[i].elems);
+		printf("]}\n");
 	} else {
 		printf("architecture      %s (%s)\n", in.architecture, in.family);
 		printf("layers            %d\nhidden            %d\nheads             %d (kv %d, head_dim %d)\n",
@@ -301,6 +306,13 @@ static int cmd_info(const opts *o)
 		       in.params_active / 1e6);
 		printf("weights           %s, %.2f MiB, %s\n", in.dtypes, in.weight_bytes / 1048576.0,
 		       in.weights_huge ? "read into huge pages" : "mmapped");
+		if (in.n_weight_types > 1) {
+			printf("  by type        ");
+			for (int i = 0; i < in.n_weight_types; i++)
+				printf("%s %s %.2f MiB (%.3f M)", i ? "," : "", in.weight_types[i].dtype,
+				       in.weight_types[i].bytes / 1048576.0, in.weight_types[i].elems / 1e6);
+			printf("\n");
+		}
 		printf("KV cache          %llu bytes per token\n", (unsigned long long)in.kv_bytes_per_token);
 		printf("memory at %ld tokens: %.2f MiB\n", ctx, need / 1048576.0);
 		printf("device            %s\n", device);

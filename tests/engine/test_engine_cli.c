@@ -41,6 +41,12 @@ static void mkmodel_info_logits_generate(void **state)
 	/* 2 layers x 2 inactive experts x 3 x 128 x 64 */
 	assert_true(total - active == 2.0 * 2 * 3 * 128 * 64);
 	assert_true(ev_json_num(j, "weight_bytes", 0) == 2 * total);
+	/* by type: every weight bf16 here */
+	const cJSON *wt = cJSON_GetObjectItemCaseSensitive(j, "weight_types");
+	assert_int_equal(cJSON_GetArraySize(wt), 1);
+	assert_string_equal(ev_json_str(cJSON_GetArrayItem(wt, 0), "dtype", ""), "bf16");
+	assert_true(ev_json_num(cJSON_GetArrayItem(wt, 0), "bytes", 0) == 2 * total);
+	assert_true(ev_json_num(cJSON_GetArrayItem(wt, 0), "elements", 0) == total);
 	cJSON_Delete(j);
 	free(info);
 

@@ -9,6 +9,7 @@
  * architectures and tokenizers are refused by name. */
 #include "testutil.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -443,6 +444,20 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch, bool
 			eng_model_get_info(m, &mi), eng_model_get_info(mf, &fi);
 			print_message("%s %s kept: %.2f MiB of weights against %.2f MiB dequantized; the same logits\n", arch,
 			              eng_ggml_type_name(types[k]), mi.weight_bytes / 1048576.0, fi.weight_bytes / 1048576.0);
+			/* by type: the kept type holds the most bytes, the norms stay f32,
+			 * and the types add up to the whole */
+			uint64_t sum = 0, elems = 0;
+			for (int i = 0; i < mi.n_weight_types; i++)
+				sum += mi.weight_types[i].bytes, elems += mi.weight_types[i].elems;
+			assert_true(sum == mi.weight_bytes);
+			assert_true(elems == fi.params_total);
+			char lower[16];
+			snprintf(lower, sizeof lower, "%s", eng_ggml_type_name(types[k]));
+			for (char *c = lower; *c; c++)
+				*c = (char)tolower((unsigned char)*c);
+			assert_string_equal(mi.weight_types[0].dtype, lower);
+			if (types[k] != ENG_GGML_F32)
+				assert_string_equal(mi.weight_types[mi.n_weight_types - 1].dtype, "f32");
 			if (eng_ggml_type_block(types[k]) > 1)
 				assert_true(mi.weight_bytes * 3 < fi.weight_bytes);
 			else
