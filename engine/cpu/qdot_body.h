@@ -403,16 +403,15 @@ QD_FN void QD(kpair)(const uint8_t *ra, const uint8_t *rc, int b, int t, __m512i
 	*r1 = _mm512_and_si512(v1, f), *r2 = _mm512_and_si512(v2, f);
 	*n1 = _mm512_srli_epi16(v1, 4), *n2 = _mm512_srli_epi16(v2, 4);
 	if (five) {
+		/* qh's bytes laid out as r1's and r2's elements ([a's 0-15 | c's
+		 * 0-15], then 16-31), so that a byte test is the lane mask */
 		const __m512i w16 = _mm512_set1_epi16(16);
-		__m256i ha = _mm256_loadu_si256((const __m256i *)(ra + sb + 16));
-		__m256i hc = _mm256_loadu_si256((const __m256i *)(rc + sb + 16));
+		__m256i h1 = QD(bytes2)(ra + sb + 16, rc + sb + 16), h2 = QD(bytes2)(ra + sb + 32, rc + sb + 32);
 		const __m256i be = _mm256_set1_epi8((char)(1 << j)), bo = _mm256_set1_epi8((char)(1 << (j + 1)));
-		uint32_t ea = (uint32_t)_mm256_test_epi8_mask(ha, be), ec = (uint32_t)_mm256_test_epi8_mask(hc, be);
-		uint32_t oa = (uint32_t)_mm256_test_epi8_mask(ha, bo), oc = (uint32_t)_mm256_test_epi8_mask(hc, bo);
-		*r1 = _mm512_mask_add_epi16(*r1, QD(half_bits)(ea, ec, 0), *r1, w16);
-		*r2 = _mm512_mask_add_epi16(*r2, QD(half_bits)(ea, ec, 1), *r2, w16);
-		*n1 = _mm512_mask_add_epi16(*n1, QD(half_bits)(oa, oc, 0), *n1, w16);
-		*n2 = _mm512_mask_add_epi16(*n2, QD(half_bits)(oa, oc, 1), *n2, w16);
+		*r1 = _mm512_mask_add_epi16(*r1, _mm256_test_epi8_mask(h1, be), *r1, w16);
+		*r2 = _mm512_mask_add_epi16(*r2, _mm256_test_epi8_mask(h2, be), *r2, w16);
+		*n1 = _mm512_mask_add_epi16(*n1, _mm256_test_epi8_mask(h1, bo), *n1, w16);
+		*n2 = _mm512_mask_add_epi16(*n2, _mm256_test_epi8_mask(h2, bo), *n2, w16);
 	}
 }
 
