@@ -566,6 +566,8 @@ void eng_model_get_info(const eng_model *m, eng_model_info *out)
 	/* pages as allocated (KV dtype, key sums, padding) over their tokens */
 	out->kv_bytes_per_token = (uint64_t)m->kv.page_bytes / (uint64_t)m->kv.block;
 	out->dtypes = m->dtypes;
+	_Static_assert(ENG_DTYPE_COUNT <= (int)(sizeof out->weight_types / sizeof out->weight_types[0]),
+	               "eng_model_info.weight_types holds every dtype");
 	out->n_weight_types = 0;
 	for (int t = 0; t < ENG_DTYPE_COUNT; t++) /* insertion by bytes, the most first */
 		if (m->type_bytes[t]) {

@@ -316,7 +316,7 @@ void eng_cpu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_
 	/* tasks a worker: decode (fewer than 4 batch rows) reads each weight
 	 * byte for one or two outputs and is bound by memory, and fewer, longer
 	 * tasks give each of a worker's four streams longer runs of memory
-	 * (measured: ENG_CPU_DECODE_TASKS below); more batch rows take 8 a
+	 * (measured: ENG_CPU_DECODE_TASKS above); more batch rows take 8 a
 	 * worker, so that uneven workers even out */
 	int tasks_wanted = cc->nw * (n < 4 ? ENG_CPU_DECODE_TASKS : 8);
 	int per = (w->rows + tasks_wanted - 1) / tasks_wanted;
