@@ -519,7 +519,9 @@ QD_FN void QD(kernr)(float *o, const eng_qxblk *const *x, int nx, const uint8_t 
 			if (t == 10) {
 				if (b % 4 == 0)
 					QD(q6quad)(w[2 * h], w[2 * h + 1], b, six[h]);
-				QD(q6words)(six[h][b % 4], &r1, &r2);
+				/* constant indices, so that six stays in registers */
+				__m512i v6 = b % 4 == 0 ? six[h][0] : b % 4 == 1 ? six[h][1] : b % 4 == 2 ? six[h][2] : six[h][3];
+				QD(q6words)(v6, &r1, &r2);
 			} else if ((t == 8 || t == 9) && b % 2)
 				r1 = odd[h][0], r2 = odd[h][1];
 			else if (t == 8 || t == 9)
