@@ -13,13 +13,6 @@
 #define QD(name) QD_CAT(name, QD_SFX)
 #define QD_FN static inline __attribute__((always_inline, target(QD_TARGET)))
 
-QD_FN float QD(h2f)(const uint8_t *p)
-{
-	uint16_t h;
-	memcpy(&h, p, 2);
-	return _cvtsh_ss(h);
-}
-
 /* element e's low (hi 0) or high nibble of 16 bytes as bytes 0..15, the
  * other half's as bytes 16..31: a 32-block's nibbles in element order */
 QD_FN __m256i QD(nib16)(const uint8_t *qs)
@@ -45,28 +38,24 @@ QD_FN __m256i QD(bytes_shr)(const uint8_t *p, int sh, int mask)
 	return _mm256_and_si256(_mm256_srl_epi16(x, _mm_cvtsi32_si128(sh)), _mm256_set1_epi8((char)mask));
 }
 
-/* Block b of a row of type t: its 32 integer values as bytes (in element
- * order), the scales of its halves and the minimum coefficient (qdot.h). */
-QD_FN void QD(unpack)(const uint8_t *row, int b, int t, __m256i *q, float *sc, float *m)
+/* Block b of a row of type t: its 32 integer values as bytes, in element
+ * order (qdot.h; the scales come four rows at once from scales4 and
+ * kscales below). */
+QD_FN void QD(unpack)(const uint8_t *row, int b, int t, __m256i *q)
 {
-	*m = 0.0f;
 	switch (t) {
 	case 3: { /* Q8_0 {f16 d; i8 qs[32]} */
 		const uint8_t *p = row + (size_t)b * 34;
-		sc[0] = sc[1] = QD(h2f)(p);
 		*q = _mm256_loadu_si256((const __m256i *)(p + 2));
 		return;
 	}
 	case 4: { /* Q4_0 {f16 d; qs[16]}: nibble - 8 */
 		const uint8_t *p = row + (size_t)b * 18;
-		sc[0] = sc[1] = QD(h2f)(p);
 		*q = _mm256_sub_epi8(QD(nib16)(p + 2), _mm256_set1_epi8(8));
 		return;
 	}
 	case 5: { /* Q4_1 {f16 d, m; qs[16]} */
 		const uint8_t *p = row + (size_t)b * 20;
-		sc[0] = sc[1] = QD(h2f)(p);
-		*m = QD(h2f)(p + 2);
 		*q = QD(nib16)(p + 4);
 		return;
 	}
@@ -74,7 +63,6 @@ QD_FN void QD(unpack)(const uint8_t *row, int b, int t, __m256i *q, float *sc, f
 		const uint8_t *p = row + (size_t)b * 22;
 		uint32_t qh;
 		memcpy(&qh, p + 2, 4);
-		sc[0] = sc[1] = QD(h2f)(p);
 		*q = _mm256_sub_epi8(_mm256_or_si256(QD(nib16)(p + 6), QD(bits16)(qh)), _mm256_set1_epi8(16));
 		return;
 	}
@@ -82,18 +70,13 @@ QD_FN void QD(unpack)(const uint8_t *row, int b, int t, __m256i *q, float *sc, f
 		const uint8_t *p = row + (size_t)b * 24;
 		uint32_t qh;
 		memcpy(&qh, p + 4, 4);
-		sc[0] = sc[1] = QD(h2f)(p);
-		*m = QD(h2f)(p + 2);
 		*q = _mm256_or_si256(QD(nib16)(p + 8), QD(bits16)(qh));
 		return;
 	}
 	case 8:
 	case 9: { /* Q4_K {f16 d, dmin; scales[12]; qs[128]}, Q5_K {..., qh[32], qs[128]} */
-		int five = t == 9, j = b % 8, s, mn;
+		int five = t == 9, j = b % 8;
 		const uint8_t *p = row + (size_t)(b / 8) * (five ? 176 : 144);
-		qd_scale_min(j, p + 4, &s, &mn);
-		sc[0] = sc[1] = QD(h2f)(p) * (float)s;
-		*m = -(QD(h2f)(p + 2) * (float)mn);
 		__m256i v = QD(bytes_shr)(p + (five ? 48 : 16) + (j / 2) * 32, 4 * (j % 2), 0x0F);
 		if (five)
 			v = _mm256_or_si256(v, _mm256_slli_epi16(QD(bytes_shr)(p + 16, j, 1), 4));
@@ -103,9 +86,6 @@ QD_FN void QD(unpack)(const uint8_t *row, int b, int t, __m256i *q, float *sc, f
 	default: { /* Q6_K {ql[128], qh[64], i8 scales[16], f16 d}: (6 bits) - 32 */
 		int j = b % 8, h = j / 4, k = j % 4;
 		const uint8_t *p = row + (size_t)(b / 8) * 210;
-		float d = QD(h2f)(p + 208);
-		const int8_t *s8 = (const int8_t *)(p + 192 + h * 8 + 2 * k);
-		sc[0] = d * (float)s8[0], sc[1] = d * (float)s8[1];
 		__m256i lo = QD(bytes_shr)(p + h * 64 + (k & 1) * 32, k >= 2 ? 4 : 0, 0x0F);
 		__m256i hi = _mm256_slli_epi16(QD(bytes_shr)(p + 128 + h * 32, 2 * k, 3), 4);
 		*q = _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
@@ -133,7 +113,7 @@ QD_FN __m128 QD(f16x4)(const uint8_t *const w[4], size_t at)
 
 /* Block b's scales of four rows of a 32-element type (lane r row r), s0
  * and s1 the same, and their minimum coefficients (m; Q4_1, Q5_1): the
- * values unpack reads one row at a time, the same bits. K-quants take
+ * definition's values (qdot.c's unpack_ref), the same bits. K-quants take
  * theirs a super-block at a time (kscales below). */
 QD_FN void QD(scales4)(const uint8_t *const w[4], int b, int t, __m128 *s0, __m128 *s1, __m128 *m)
 {
@@ -142,13 +122,6 @@ QD_FN void QD(scales4)(const uint8_t *const w[4], int b, int t, __m128 *s0, __m1
 	if (t == 5 || t == 7)
 		*m = QD(f16x4)(w, at + 2);
 }
-
-/* A K-quant super-block's scales for its 8 blocks and four rows, the
- * products unpack forms one block at a time (the same bits): s0[j*4 + r],
- * s1[..] (Q6_K's second halves), m[..] (Q4_K, Q5_K; zero for Q6_K, as
- * unpack gives it). The four rows' 6-bit
- * scales and minima are taken apart together in one vector, then turned
- * to block-major order with a byte shuffle. */
 
 /* dst[0..16) = d4[k % 4] * (float)bytes[k] (unsigned), negated if neg:
  * the products kscales forms (negation is exact) */
@@ -169,6 +142,12 @@ QD_FN void QD(put16)(float *dst, __m128i bytes, __m128 d4, int neg)
 #endif
 }
 
+/* A K-quant super-block's scales for its 8 blocks and four rows, the
+ * products the definition forms one block at a time (qdot.c's unpack_ref;
+ * the same bits): s0[j*4 + r], s1[..] (Q6_K's second halves), m[..]
+ * (Q4_K, Q5_K; zero for Q6_K). The four rows' 6-bit scales and minima are
+ * taken apart together in one vector, then turned to block-major order
+ * with a byte shuffle. */
 QD_FN void QD(kscales)(const uint8_t *const w[4], int sb, int t, float *s0, float *s1, float *m)
 {
 	if (t == 8 || t == 9) {
@@ -259,7 +238,7 @@ QD_FN void QD(kern)(float *o, const eng_qxblk *const *x, int nx, const uint8_t *
 		acc[i] = mn[i] = _mm_setzero_ps();
 	float ks0[32], ks1[32], km[32]; /* a K-quant super-block's scales (kscales) */
 	for (int b = 0; b < nb; b++) {
-		/* the four rows' scales at once (unpack's values, the same bits) */
+		/* the four rows' scales at once (scales4, kscales) */
 		__m128 vs0, vs1, vm = _mm_setzero_ps();
 		if (t >= 8) {
 			if (b % 8 == 0)
@@ -272,8 +251,7 @@ QD_FN void QD(kern)(float *o, const eng_qxblk *const *x, int nx, const uint8_t *
 #pragma GCC unroll 4
 		for (int r = 0; r < 4; r++) {
 			__m256i q;
-			float sc[2], m; /* unread: the scales came above */
-			QD(unpack)(w[r], b, t, &q, sc, &m);
+			QD(unpack)(w[r], b, t, &q);
 			lo[r] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
 			hi[r] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
 		}
@@ -590,8 +568,8 @@ __attribute__((target(QD_TARGET))) static void QD(qdotr)(float *o, const eng_qxb
 #endif
 
 /* A group's scales and minimum coefficients, four rows at once as decode
- * takes them (K-quants a super-block's 8 blocks at a time): the same bits
- * as unpack's, row by row. */
+ * takes them (scales4; K-quants a super-block's 8 blocks at a time,
+ * kscales). */
 QD_FN void QD(group_scales)(eng_qgroup *g, const uint8_t *const w[ENG_QGROUP_ROWS], int nb, int t)
 {
 	for (int b = 0; b < nb; b++) {
@@ -662,8 +640,7 @@ __attribute__((target(QD_TARGET))) static void QD(group_unpack)(eng_qgroup *g, c
 #pragma GCC unroll 16
 		for (int r = 0; r < ENG_QGROUP_ROWS; r++) {
 			__m256i q;
-			float s2[2], m; /* unread: the scales came above */
-			QD(unpack)(w[r], b, t, &q, s2, &m);
+			QD(unpack)(w[r], b, t, &q);
 			v[r] = _mm512_cvtepi8_epi16(q);
 		}
 		QD(transpose16)(v);
@@ -685,8 +662,7 @@ __attribute__((target(QD_TARGET))) static void QD(group_unpack)(eng_qgroup *g, c
 #pragma GCC unroll 8
 			for (int r = 0; r < 8; r++) {
 				__m256i q;
-				float sc[2], m; /* unread: the scales came above */
-				QD(unpack)(w[r0 + r], b, t, &q, sc, &m);
+				QD(unpack)(w[r0 + r], b, t, &q);
 				v[0][r] = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
 				v[1][r] = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
 			}
