@@ -146,7 +146,7 @@ static const ev_opt mkmodel_opts[] = {
 static const ev_cmd_spec info_spec = {
 	.name = "engine info", .synopsis = "(--model DIR [--context N] | --config FILE) [--json]",
 	.about = "What a checkpoint is: architecture, sizes, parameters in total and active per token,\n"
-	         "weight and KV bytes, memory at a context.",
+	         "weight bytes (by stored type) and KV bytes, memory at a context.",
 	.opts = info_opts};
 static const ev_cmd_spec logits_spec = {
 	.name = "engine logits", .synopsis = "--model DIR --tokens 1,2,3 [--last] [--reference]",

@@ -786,8 +786,12 @@ int eng_model_path_resolve(const char *path, char **dir)
 {
 	size_t n = path ? strlen(path) : 0;
 	struct stat st;
-	if (n > 5 && !strcmp(path + n - 5, ".gguf") && stat(path, &st) == 0 && S_ISREG(st.st_mode))
-		return eng_gguf_resolve(path, dir);
+	if (n > 5 && !strcmp(path + n - 5, ".gguf")) {
+		if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+			return eng_gguf_resolve(path, dir);
+		if (stat(path, &st) != 0) /* named as a GGUF file: say it is missing, not that a folder lacks config.json */
+			return ev_error_set(EV_E_NOTFOUND, "%s: %s", path, strerror(errno));
+	}
 	*dir = ev_strdup(path ? path : "");
 	return *dir ? 0 : ev_error_set(EV_E_NOMEM, "out of memory");
 }

@@ -115,6 +115,12 @@ static void mkmodel_info_logits_generate(void **state)
 	assert_int_equal(rc, 1);
 	assert_non_null(strstr(err, "config.json"));
 	free(out), free(err);
+	char *gone = tu_path(dir, "absent.gguf"); /* a GGUF file that is not there is named as missing */
+	rc = tu_run(&out, &err, NULL, (const char *const[]){ev, "engine", "info", "--model", gone, NULL});
+	assert_int_equal(rc, 1);
+	assert_non_null(strstr(err, "absent.gguf: No such file"));
+	assert_null(strstr(err, "config.json"));
+	free(out), free(err), free(gone);
 	rc = tu_run(&out, &err, NULL, (const char *const[]){ev, "engine", "logits", "--model", model, "--tokens", "1,x", NULL});
 	assert_int_equal(rc, 1);
 	assert_non_null(strstr(err, "--tokens"));
