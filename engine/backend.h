@@ -681,6 +681,7 @@ struct eng_model {
 	eng_backend cuda; /* set up when the model is loaded for it (ctx NULL: not) */
 	eng_backend *be; /* the one in use */
 	int threads;
+	int activation_bits; /* K-quant weights' activations: 16 (qdot.h) or 8 (q8k.h) */
 	char dtypes[64];
 	uint64_t weight_bytes;
 	uint64_t type_bytes[ENG_DTYPE_COUNT], type_elems[ENG_DTYPE_COUNT]; /* of weight_bytes, by dtype */

@@ -82,6 +82,10 @@ typedef struct {
 	                      ENG_DEFAULT_MAX_CONTEXT */
 	eng_attention_options attention;
 	eng_kv_dtype kv_dtype;  /* how K and V are stored (key sums stay f32) */
+	int activation_bits;    /* CPU: what K-quant weights (Q4_K, Q5_K, Q6_K) meet: activations
+	                           quantized to 16 bits a block of 32 (0 or 16, the default,
+	                           engine/cpu/qdot.h) or to 8 bits a super-block of 256 as
+	                           llama.cpp does (8, engine/cpu/q8k.h): faster, less precise */
 	uint64_t kv_max_bytes;  /* bound on all KV pages of the model; 0 = none */
 } eng_model_options;
 
@@ -93,6 +97,7 @@ typedef struct {
  *   --attention dense|msa  --msa-selector indexer|mean  --msa-block-size B  --msa-top-k K
  *   --msa-sink-blocks S  --msa-local-blocks L  --msa-dense-below N
  *   --msa-dense-layers 0,1  --kv-dtype f32|f16|bf16  --kv-max-bytes N[k|m|g]
+ *   --activation-bits 16|8
  * Returns 1 when `flag` is one of them (its value consumed), 0 when it is
  * not, or a negative status (the message names the flag) for a bad value.
  * evald's engine, run and serve commands share it. */
@@ -128,6 +133,7 @@ typedef struct {
 	uint64_t params_total;     /* every weight element */
 	uint64_t params_active;    /* used per token (MoE: top-k experts only) */
 	uint64_t weight_bytes;     /* bytes of weights as stored */
+	int activation_bits;       /* K-quant weights' activations on the CPU: 16 or 8 */
 	bool weights_huge;         /* the weight files read into memory advised for transparent huge
 	                            * pages, not mmapped (EVALD_WEIGHT_PAGES, engine/README.md) */
 	uint64_t kv_bytes_per_token; /* KV cache in its dtype, all layers, key sums included */
@@ -154,7 +160,7 @@ void eng_model_get_info(const eng_model *m, eng_model_info *out);
 /* Which CPU kernels quantized and BF16 weights take in this process (the
  * arithmetic and the instruction set chosen at run time, engine/README.md
  * "Quantized and BF16 weights"), as one line into buf. */
-void eng_cpu_kernels(char *buf, size_t cap);
+void eng_cpu_kernels(char *buf, size_t cap, int activation_bits);
 
 /* The parameters a checkpoint of this config.json holds, in total and used
  * per token (MoE: the chosen experts only), from the config alone: what

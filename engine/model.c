@@ -441,6 +441,11 @@ int eng_model_load(eng_model **out, const char *dir, const eng_model_options *op
 	}
 	if ((rc = eng_kv_pool_configure(&m->kv, kvt[o.kv_dtype], o.kv_max_bytes)))
 		goto done;
+	if (o.activation_bits != 0 && o.activation_bits != 16 && o.activation_bits != 8) {
+		rc = ev_error_set(EV_E_INVALID, "activation_bits %d: 16 or 8", o.activation_bits);
+		goto done;
+	}
+	m->activation_bits = o.activation_bits == 8 ? 8 : 16;
 	m->threads = o.threads > 0 ? o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (m->threads < 1)
 		m->threads = 1;
@@ -563,6 +568,7 @@ void eng_model_get_info(const eng_model *m, eng_model_info *out)
 	out->params_active = total - inactive;
 	out->weight_bytes = m->weight_bytes;
 	out->weights_huge = m->ts.nfiles > 0 && m->ts.nhuge == m->ts.nfiles;
+	out->activation_bits = m->activation_bits;
 	/* pages as allocated (KV dtype, key sums, padding) over their tokens */
 	out->kv_bytes_per_token = (uint64_t)m->kv.page_bytes / (uint64_t)m->kv.block;
 	out->dtypes = m->dtypes;

@@ -312,6 +312,15 @@ int eng_options_parse_flag(eng_model_options *o, const char *flag, const char *v
 			return ev_error_set(EV_E_INVALID, "--kv-dtype needs f32, f16 or bf16");
 		return 1;
 	}
+	if (!strcmp(flag, "--activation-bits")) {
+		if (v && !strcmp(v, "16"))
+			o->activation_bits = 16;
+		else if (v && !strcmp(v, "8"))
+			o->activation_bits = 8;
+		else
+			return ev_error_set(EV_E_INVALID, "--activation-bits needs 16 or 8");
+		return 1;
+	}
 	if (!strcmp(flag, "--kv-max-bytes"))
 		return (rc = parse_bytes(&o->kv_max_bytes, flag, v)) ? rc : 1;
 	if (!strcmp(flag, "--msa-dense-layers"))
@@ -343,5 +352,7 @@ const char *eng_options_usage(void)
 {
 	return "attention: [--attention dense|msa] [--msa-selector indexer|mean] [--msa-block-size B] [--msa-top-k K] [--msa-sink-blocks S]\n"
 	       "           [--msa-local-blocks L] [--msa-dense-below N] [--msa-dense-layers 0,1]\n"
-	       "KV cache:  [--kv-dtype f32|f16|bf16] [--kv-max-bytes N[k|m|g]]\n";
+	       "KV cache:  [--kv-dtype f32|f16|bf16] [--kv-max-bytes N[k|m|g]]\n"
+	       "CPU:       [--activation-bits 16|8] (K-quant weights against 16-bit activations, or 8-bit ones\n"
+	       "           as llama.cpp: faster, less precise)\n";
 }

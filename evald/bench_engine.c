@@ -343,7 +343,7 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 	double bound = bw > 0 && step_bytes > 0 ? bw / step_bytes : 0;
 	double dec1 = !only_ref && n ? rows[0].decode_tok_s : 0;
 	char kernels[200];
-	eng_cpu_kernels(kernels, sizeof kernels);
+	eng_cpu_kernels(kernels, sizeof kernels, in.activation_bits);
 #ifdef EV_HAVE_CUDA
 	if (on_dev)
 		snprintf(kernels, sizeof kernels, "cuda: f32 activations; GEMV below %d rows (block types read in place), "

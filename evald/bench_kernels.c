@@ -8,6 +8,9 @@
  *   prefill: 48 activation rows (a prompt's chunk) against each group of
  *            16 weight rows, unpacked once, six rows a call (BF16: four
  *            weight rows read as they are, six activation rows a call)
+ * K-quant types are measured twice: against 16-bit activations (qdot.h,
+ * the default) and against 8-bit super-block ones (q8k.h, --activation-
+ * bits 8; prefill there reads raw rows, four activation rows a call).
  * One thread, random weights written by the project's own quantizer.
  * Rows past the caches (--rows 65536 and up) show the kernels as they meet
  * memory; the default fits in the L2 cache and shows the instructions.
@@ -21,6 +24,7 @@
 #include "base/base.h"
 #include "engine/backend.h"
 #include "engine/cpu/bfdot.h"
+#include "engine/cpu/q8k.h"
 #include "engine/cpu/qdot.h"
 #include "engine/gguf/quant.h"
 #include "evald/cli.h"
@@ -50,7 +54,8 @@ static const ev_cmd_spec bk_spec = {
 	.synopsis = "[--types q8_0,q4_k,...] [--rows N] [--cols N] [--seconds S] [--json]",
 	.about = "The dot-product kernels for quantized and BF16 weights at each instruction-set level this\n"
 	         "CPU has, beside the plain C definition (whose bits every level must equal), one thread:\n"
-	         "batch-1 decode (one activation row) and prefill (48 rows against unpacked weights).",
+	         "batch-1 decode (one activation row) and prefill (48 rows against unpacked weights);\n"
+	         "K-quants also against 8-bit activations (--activation-bits 8, engine/cpu/q8k.h).",
 	.opts = bk_table,
 };
 
@@ -61,6 +66,8 @@ typedef struct {
 	size_t rb;         /* bytes a weight row */
 	uint8_t *w;        /* rows x rb */
 	eng_qxblk *xq;     /* BK_X activation rows, quantized */
+	eng_q8kblk *xk;    /* the same rows, 8 bits a super-block (K-quants) */
+	int act8;          /* this pass measures the 8-bit kernels */
 	uint16_t *xbf;     /* BK_X activation rows, BF16, padded */
 	eng_qgroup grp;    /* a group's rows unpacked */
 	void *gmem;        /* its storage */
@@ -79,6 +86,25 @@ static void group_rows(const bk_case *c, int g, const uint8_t *wr[4])
  * every weight row; out[row * BK_X + i]. */
 static void pass(bk_case *c, bool prefill)
 {
+	if (c->act8) {
+		int q4 = c->rows / 4, nsb = c->cols / 256, n = prefill ? BK_X : 1;
+		for (int g = 0; g < q4; g++) {
+			const uint8_t *wr[4];
+			group_rows(c, g, wr);
+			for (int i0 = 0; i0 < n; i0 += ENG_Q8K_X) {
+				int nx = n - i0 < ENG_Q8K_X ? n - i0 : ENG_Q8K_X;
+				const eng_q8kblk *xr[ENG_Q8K_X];
+				float o[ENG_Q8K_X * 4];
+				for (int k = 0; k < nx; k++)
+					xr[k] = c->xk + (size_t)(i0 + k) * nsb;
+				eng_q8k_dot(o, xr, nx, wr, nsb, c->t);
+				for (int i = 0; i < nx; i++)
+					for (int k = 0; k < 4; k++)
+						c->out[(size_t)(g + k * q4) * BK_X + i0 + i] = o[i * 4 + k];
+			}
+		}
+		return;
+	}
 	if (prefill && c->t != ENG_BF16) {
 		for (int g = 0; g < c->rows / ENG_QGROUP_ROWS; g++) {
 			const uint8_t *wr[ENG_QGROUP_ROWS];
@@ -160,9 +186,10 @@ static int case_init(bk_case *c, int t, int rows, int cols, ev_rng *r)
 	float *wf = malloc(n * sizeof *wf), *x = malloc((size_t)BK_X * cols * sizeof *x);
 	c->w = malloc((size_t)rows * c->rb);
 	c->xq = malloc((size_t)BK_X * c->nb * sizeof *c->xq);
+	c->xk = malloc((size_t)BK_X * (cols / 256) * sizeof *c->xk);
 	c->xbf = malloc((size_t)BK_X * ((cols + 31) / 32 * 32) * sizeof *c->xbf);
 	c->out = malloc((size_t)rows * BK_X * sizeof *c->out);
-	bool ok = wf && x && c->w && c->xq && c->xbf && c->out;
+	bool ok = wf && x && c->w && c->xq && c->xk && c->xbf && c->out;
 	if (ok && (ok = (c->gmem = malloc(ENG_QGROUP_BYTES(c->nb))) != NULL))
 		eng_qgroup_place(&c->grp, c->gmem, c->nb);
 	if (ok) {
@@ -179,6 +206,7 @@ static int case_init(bk_case *c, int t, int rows, int cols, ev_rng *r)
 		}
 		for (int i = 0; i < BK_X; i++) {
 			eng_qx_quantize_ref(c->xq + (size_t)i * c->nb, x + (size_t)i * cols, cols);
+			eng_q8k_quantize(c->xk + (size_t)i * (cols / 256), x + (size_t)i * cols, cols);
 			eng_bf_round_ref(c->xbf + (size_t)i * ((cols + 31) / 32 * 32), x + (size_t)i * cols, cols);
 		}
 	}
@@ -188,7 +216,7 @@ static int case_init(bk_case *c, int t, int rows, int cols, ev_rng *r)
 
 static void case_free(bk_case *c)
 {
-	free(c->gmem), free(c->w), free(c->xq), free(c->xbf), free(c->out);
+	free(c->gmem), free(c->w), free(c->xq), free(c->xk), free(c->xbf), free(c->out);
 }
 
 int ev_bench_kernels_main(const ev_cli *cli, int argc, char **argv)
@@ -239,8 +267,8 @@ int ev_bench_kernels_main(const ev_cli *cli, int argc, char **argv)
 		printf("{\"rows\":%d,\"cols\":%d,\"threads\":1,\"kernels\":[", o.rows, o.cols);
 	else
 		printf("%d x %d weights, one thread; GMAC/s (x the plain definition); every level's outputs against "
-		       "the definition's bits\n%-6s %-12s %12s %16s %20s %10s\n",
-		       o.rows, o.cols, "type", "level", "weight MiB", "decode GMAC/s", "prefill GMAC/s", "same bits");
+		       "the definition's bits\n%-6s %-12s %4s %12s %16s %20s %10s\n",
+		       o.rows, o.cols, "type", "level", "acts", "weight MiB", "decode GMAC/s", "prefill GMAC/s", "same bits");
 	int rc = 0, first = 1;
 	for (int i = 0; i < nt && !rc; i++) {
 		int t = types[i], top = t == ENG_BF16 ? btop : qtop;
@@ -252,14 +280,18 @@ int ev_bench_kernels_main(const ev_cli *cli, int argc, char **argv)
 		size_t nout = (size_t)o.rows * BK_X;
 		float *ref[2] = {malloc(nout * sizeof(float)), malloc(nout * sizeof(float))};
 		double base[2] = {0, 0};
-		for (int l = 0; ref[0] && ref[1] && l <= top; l++) {
+		/* K-quants: every level against 16-bit activations, then against 8-bit ones */
+		int runs = eng_q8k_type(t) ? 2 * (top + 1) : top + 1;
+		for (int run = 0; ref[0] && ref[1] && run < runs; run++) {
+			int l = run % (top + 1);
+			c.act8 = run > top;
 			set_level(t, l);
 			double s[2];
 			bool same = true;
 			for (int p = 0; p < 2; p++) {
 				memset(c.out, 0, nout * sizeof(float));
 				s[p] = time_pass(&c, p, o.seconds);
-				if (l == 0) {
+				if (l == 0) { /* each kind of activation against its own definition */
 					base[p] = s[p];
 					memcpy(ref[p], c.out, nout * sizeof(float));
 				}
@@ -269,15 +301,15 @@ int ev_bench_kernels_main(const ev_cli *cli, int argc, char **argv)
 			       gp = macs * BK_X / s[1] * 1e-9;
 			double mib = (double)o.rows * (double)c.rb / 1048576.0;
 			if (o.json)
-				printf("%s{\"type\":\"%s\",\"level\":\"%s\",\"weight_mib\":%.2f,\"decode_gmacs\":%.3f,"
+				printf("%s{\"type\":\"%s\",\"level\":\"%s\",\"activation_bits\":%d,\"weight_mib\":%.2f,\"decode_gmacs\":%.3f,"
 				       "\"decode_gbs\":%.3f,\"prefill_gmacs\":%.3f,\"decode_vs_plain\":%.2f,"
 				       "\"prefill_vs_plain\":%.2f,\"same_bits\":%s}",
-				       first ? "" : ",", eng_dtype_lower((eng_dtype)t), level_name(t, l), mib, gd,
+				       first ? "" : ",", eng_dtype_lower((eng_dtype)t), level_name(t, l), c.act8 ? 8 : 16, mib, gd,
 				       (double)o.rows * (double)c.rb / s[0] * 1e-9, gp, base[0] / s[0], base[1] / s[1],
 				       same ? "true" : "false");
 			else
-				printf("%-6s %-12s %12.2f %9.2f (%4.1fx) %13.2f (%4.1fx) %10s\n", eng_dtype_lower((eng_dtype)t),
-				       level_name(t, l), mib, gd, base[0] / s[0], gp, base[1] / s[1], same ? "yes" : "NO");
+				printf("%-6s %-12s %4s %12.2f %9.2f (%4.1fx) %13.2f (%4.1fx) %10s\n", eng_dtype_lower((eng_dtype)t),
+				       level_name(t, l), t == ENG_BF16 ? "bf16" : c.act8 ? "8" : "16", mib, gd, base[0] / s[0], gp, base[1] / s[1], same ? "yes" : "NO");
 			first = 0;
 			if (!same)
 				rc = 1;

@@ -269,7 +269,7 @@ static int cmd_info(const opts *o)
 	eng_model_get_info(m, &in);
 	char device[400], kernels[200];
 	device_line(device, sizeof device, in.backend);
-	eng_cpu_kernels(kernels, sizeof kernels);
+	eng_cpu_kernels(kernels, sizeof kernels, in.activation_bits);
 	long ctx = o->context ? o->context : in.max_context;
 	uint64_t need = in.weight_bytes + in.kv_bytes_per_token * (uint64_t)ctx;
 	if (o->json) {

@@ -237,6 +237,9 @@ int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads)
 	cc->maxcols = mc;
 	cc->nw = eng_pool_threads(cc->pool);
 	cc->qdot = quant_dot();
+	cc->act8 = m->activation_bits == 8;
+	if (cc->act8 && !(cc->xk = malloc((size_t)ENG_CPU_QROWS * (mc / 256 + 1) * sizeof *cc->xk)))
+		return ev_error_set(EV_E_NOMEM, "out of memory for 8-bit activations");
 	if (!(cc->xq = malloc((size_t)ENG_CPU_QROWS * ((mc + 31) / 32) * sizeof *cc->xq)) ||
 	    !(cc->xbf = malloc((size_t)ENG_CPU_QROWS * ((mc + 31) / 32 * 32) * sizeof *cc->xbf)))
 		return ev_error_set(EV_E_NOMEM, "out of memory for quantized activations");
@@ -301,6 +304,7 @@ void eng_backend_cpu_free(eng_backend *be)
 	free(cc->blocks);
 	free(cc->ttopi);
 	free(cc->xq);
+	free(cc->xk);
 	free(cc->xbf);
 	for (int i = 0; cc->qmem && i < cc->nw; i++)
 		free(cc->qmem[i]);
@@ -310,14 +314,15 @@ void eng_backend_cpu_free(eng_backend *be)
 	be->ctx = NULL;
 }
 
-void eng_cpu_kernels(char *buf, size_t cap)
+void eng_cpu_kernels(char *buf, size_t cap, int activation_bits)
 {
 	if (!quant_dot()) {
 		snprintf(buf, cap, "block and bf16 weights: f32 kernels on exactly converted values (EVALD_QUANT_DOT=f32)");
 		return;
 	}
 	int bl = eng_bfdot_level();
-	snprintf(buf, cap, "block weights: 16-bit activations, integer dot (%s); bf16 weights: bf16 activations, %s",
+	snprintf(buf, cap, "block weights: %s integer dot (%s); bf16 weights: bf16 activations, %s",
+	         activation_bits == 8 ? "16-bit activations (Q4_K, Q5_K, Q6_K: 8-bit a super-block)," : "16-bit activations,",
 	         eng_qdot_level_name(eng_qdot_level()), bl == 2 ? "vdpbf16ps (avx512-bf16)" : bl == 1 ? "fma (avx2)" : "plain");
 }
 

@@ -8,6 +8,7 @@
 
 #include "engine/backend.h"
 #include "engine/cpu/bfdot.h"
+#include "engine/cpu/q8k.h"
 #include "engine/cpu/qdot.h"
 
 typedef struct {
@@ -32,6 +33,8 @@ typedef struct {
 	int qdot;
 	uint16_t *xbf;  /* a call's activations rounded to BF16 (ENG_CPU_QROWS rows of the widest, padded) */
 	eng_qxblk *xq; /* a call's activations, quantized (ENG_CPU_QROWS rows of the widest) */
+	int act8;       /* K-quant weights meet 8-bit super-block activations (q8k.h) */
+	eng_q8kblk *xk; /* then a call's activations for them (ENG_CPU_QROWS rows of the widest) */
 	eng_qgroup *qgrp; /* per worker: a group of 16 weight rows unpacked (prefill) */
 	void **qmem;      /* their storage */
 } cpu_ctx;

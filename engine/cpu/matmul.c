@@ -27,6 +27,7 @@ typedef struct {
 	const eng_qxblk *xq; /* the activations quantized, for the integer path */
 	const uint16_t *xbf; /* or rounded to BF16 (rows of xbf_stride), for the BF16 path */
 	int xbf_stride;
+	const eng_q8kblk *xk; /* or to 8 bits a super-block, for K-quants with --activation-bits 8 */
 } mm_job;
 
 static const float *wrow(const mm_job *j, int r, float *buf)
@@ -133,16 +134,17 @@ static void mm_task_group(mm_job *j, int r0, int r1, int worker)
 	}
 }
 
-/* Block-quantized weights against 16-bit activations (qdot.h), or BF16
- * weights against BF16 activations (bfdot.h): four weight rows a quarter
- * of the task apart (as decode below), each group against the batch rows
- * six at a time (BF16: six, or three below six rows); the rows left over
- * as a group of fewer.
+/* Block-quantized weights against 16-bit activations (qdot.h), K-quants
+ * against 8-bit ones (q8k.h), or BF16 weights against BF16 activations
+ * (bfdot.h): four weight rows a quarter of the task apart (as decode
+ * below), each group against the batch rows six at a time (8-bit: four;
+ * BF16: six, or three below six rows); the rows left over as a group of
+ * fewer.
  * Every output is the same sum whatever the group or width, and the
  * same as mm_task_group's. */
 static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 {
-	if (!j->xbf && j->n >= ENG_CPU_UNPACK_ROWS) {
+	if (j->xq && j->n >= ENG_CPU_UNPACK_ROWS) {
 		mm_task_group(j, r0, r1, worker);
 		return;
 	}
@@ -167,7 +169,7 @@ static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 		}
 		const uint8_t *wr[4] = {W + (size_t)rr[0] * rb, W + (size_t)rr[1] * rb, W + (size_t)rr[2] * rb,
 		                        W + (size_t)rr[3] * rb};
-		int step = !j->xbf ? ENG_QDOT_X : j->n >= ENG_BFDOT_X ? ENG_BFDOT_X : 3;
+		int step = j->xk ? ENG_Q8K_X : !j->xbf ? ENG_QDOT_X : j->n >= ENG_BFDOT_X ? ENG_BFDOT_X : 3;
 		for (int i = 0; i < j->n; i += step) {
 			int nx = j->n - i < step ? j->n - i : step;
 			float o[(ENG_BFDOT_X > ENG_QDOT_X ? ENG_BFDOT_X : ENG_QDOT_X) * 4];
@@ -177,6 +179,11 @@ static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 				for (int k = 0; k < step; k++)
 					xr[k] = j->xbf + (size_t)(i + (k < nx ? k : 0)) * (size_t)j->xbf_stride;
 				eng_bfdot(o, xr, nx, wb, K);
+			} else if (j->xk) {
+				const eng_q8kblk *xr[ENG_Q8K_X];
+				for (int k = 0; k < step; k++)
+					xr[k] = j->xk + (size_t)(i + (k < nx ? k : 0)) * (size_t)(K / 256);
+				eng_q8k_dot(o, xr, nx, wr, K / 256, t);
 			} else {
 				const eng_qxblk *xr[ENG_QDOT_X];
 				for (int k = 0; k < step; k++)
@@ -193,7 +200,7 @@ static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 static void mm_task(void *ctx, int task, int worker)
 {
 	mm_job *j = ctx;
-	if (j->xq || j->xbf) {
+	if (j->xq || j->xbf || j->xk) {
 		int r0 = task * j->rows_per_task, r1 = r0 + j->rows_per_task;
 		mm_task_q(j, r0, r1 < j->w->rows ? r1 : j->w->rows, worker);
 		return;
@@ -323,12 +330,14 @@ void eng_cpu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_
 	per = (per + 3) / 4 * 4; /* whole tiles of 4 rows, and quarters for decode */
 	if (per < 8)
 		per = 8;
-	mm_job j = {cc, y, x, n, w, bias, per, NULL, NULL, 0};
+	mm_job j = {cc, y, x, n, w, bias, per, NULL, NULL, 0, NULL};
 	/* block and BF16 weights: the activations quantized (or rounded to BF16)
 	 * once a call, ENG_CPU_QROWS rows at a time; a row wider than the
 	 * buffers were made for takes the f32 kernels below */
 	bool bf = w->dtype == ENG_BF16, blocks = eng_dtype_block(w->dtype) > 1;
 	int stride = (w->cols + 31) / 32 * 32, nb = w->cols / 32;
+	/* K-quants with --activation-bits 8: 8-bit super-blocks (q8k.h) */
+	bool k8 = cc->act8 && eng_q8k_type((int)w->dtype) && w->cols % 256 == 0;
 	if (cc->qdot && (bf || blocks) && stride <= (int)((cc->maxcols + 31) / 32 * 32)) {
 		for (int i0 = 0; i0 < n; i0 += ENG_CPU_QROWS) {
 			int m = n - i0 < ENG_CPU_QROWS ? n - i0 : ENG_CPU_QROWS;
@@ -336,13 +345,15 @@ void eng_cpu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_
 				const float *xi = x + (size_t)(i0 + i) * w->cols;
 				if (bf)
 					eng_bf_round(cc->xbf + (size_t)i * (size_t)stride, xi, w->cols);
+				else if (k8)
+					eng_q8k_quantize(cc->xk + (size_t)i * (size_t)(w->cols / 256), xi, w->cols);
 				else
 					eng_qx_quantize(cc->xq + (size_t)i * (size_t)nb, xi, w->cols);
 			}
 			/* unpacked groups: tasks of whole groups of 16 rows */
-			int qper = !bf && m >= ENG_CPU_UNPACK_ROWS ? (per + ENG_QGROUP_ROWS - 1) / ENG_QGROUP_ROWS * ENG_QGROUP_ROWS : per;
-			mm_job sj = {cc, y + (size_t)i0 * w->rows, NULL, m, w, bias, qper, bf ? NULL : cc->xq, bf ? cc->xbf : NULL,
-			             stride};
+			int qper = !bf && !k8 && m >= ENG_CPU_UNPACK_ROWS ? (per + ENG_QGROUP_ROWS - 1) / ENG_QGROUP_ROWS * ENG_QGROUP_ROWS : per;
+			mm_job sj = {cc, y + (size_t)i0 * w->rows, NULL, m, w, bias, qper, bf || k8 ? NULL : cc->xq, bf ? cc->xbf : NULL,
+			             stride, k8 ? cc->xk : NULL};
 			eng_pool_run(cc->pool, mm_task, &sj, (w->rows + qper - 1) / qper);
 		}
 		return;

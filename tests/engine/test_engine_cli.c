@@ -49,6 +49,17 @@ static void mkmodel_info_logits_generate(void **state)
 	assert_true(ev_json_num(cJSON_GetArrayItem(wt, 0), "elements", 0) == total);
 	cJSON_Delete(j);
 	free(info);
+	/* --activation-bits: named in the kernels line; a value not 16 or 8 refused */
+	info = run_ok((const char *const[]){ev, "engine", "info", "--model", model, "--activation-bits", "8", "--json", NULL});
+	assert_non_null(strstr(info, "Q4_K, Q5_K, Q6_K: 8-bit a super-block"));
+	free(info);
+	{
+		char *o7 = NULL, *e7 = NULL;
+		const char *a7[] = {ev, "engine", "info", "--model", model, "--activation-bits", "7", NULL};
+		assert_int_equal(tu_run(&o7, &e7, NULL, a7), 2);
+		assert_non_null(strstr(e7, "--activation-bits needs 16 or 8"));
+		free(o7), free(e7);
+	}
 
 	/* the kernels' environment choices: a cap is followed, a value that is
 	 * not a choice is named in a warning (not silently ignored) */
@@ -338,17 +349,22 @@ static void bench_kernels_checks_every_level_against_the_definition(void **state
 	cJSON *j = NULL;
 	assert_int_equal(ev_json_parse(&j, out, strlen(out), "bench kernels"), 0);
 	const cJSON *ks = cJSON_GetObjectItemCaseSensitive(j, "kernels");
-	int n = cJSON_GetArraySize(ks), plain = 0;
-	assert_true(n >= 3); /* at least the plain level of each type */
+	int n = cJSON_GetArraySize(ks), plain = 0, eight = 0;
+	assert_true(n >= 4); /* at least the plain level of each type (Q6_K twice) */
 	for (const cJSON *k = ks->child; k; k = k->next) {
 		assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(k, "same_bits")));
 		assert_true(ev_json_num(k, "decode_gmacs", 0) > 0 && ev_json_num(k, "prefill_gmacs", 0) > 0);
+		/* Q6_K also against 8-bit activations (q8k.h), the others not */
+		int bits = (int)ev_json_num(k, "activation_bits", 0);
+		assert_true(bits == 16 || (bits == 8 && !strcmp(ev_json_str(k, "type", ""), "q6_k")));
+		eight += bits == 8;
 		if (!strcmp(ev_json_str(k, "level", ""), "plain")) {
 			plain++;
 			assert_true(ev_json_num(k, "decode_vs_plain", 0) == 1.0);
 		}
 	}
-	assert_int_equal(plain, 3);
+	assert_int_equal(plain, 4);
+	assert_true(eight >= 1 && eight * 4 <= n);
 	cJSON_Delete(j);
 	free(out), free(err);
 	/* a type it does not have, and a shape the K-quants cannot take */
@@ -371,7 +387,7 @@ static void bench_kernels_checks_every_level_against_the_definition(void **state
 	assert_int_equal(ev_json_parse(&j, out, strlen(out), "bench kernels"), 0);
 	for (const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "kernels")->child; k; k = k->next)
 		plain -= !strcmp(ev_json_str(k, "level", ""), "plain");
-	assert_int_equal(plain, 2);
+	assert_int_equal(plain, 3);
 	cJSON_Delete(j);
 	free(out), free(err);
 	const char *huge[] = {ev, "bench", "kernels", "--rows", "4194304", "--cols", "65536", NULL};

@@ -1,0 +1,432 @@
+/*
+ * engine/cpu/q8k.c: K-quant weights against 8-bit super-block activations
+ * (the definition is in q8k.h). The plain functions are the definition
+ * element by element; the AVX2 and AVX512-VNNI kernels are compiled with
+ * target attributes whatever the build's -march and picked by qdot's
+ * level (eng_qdot_level), so EVALD_CPU_KERNELS caps both alike. All levels
+ * give the same bits.
+ */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "engine/cpu/q8k.h"
+#include "engine/cpu/qdot.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define QK_X86 1
+#endif
+
+static float qk_h2f(const uint8_t *p)
+{
+	uint16_t h;
+	memcpy(&h, p, 2);
+	return eng_f16_to_f32(h);
+}
+
+int eng_q8k_type(int t)
+{
+	return t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K;
+}
+
+void eng_q8k_quantize(eng_q8kblk *out, const float *x, int n)
+{
+	for (int b = 0; b < n / 256; b++) {
+		const float *v = x + (size_t)b * 256;
+		eng_q8kblk *o = out + b;
+		float amax = 0.0f, max = 0.0f;
+		int bad = 0;
+		for (int e = 0; e < 256; e++) {
+			float a = fabsf(v[e]);
+			if (!(a <= FLT_MAX))
+				bad = 1;
+			else if (a > amax)
+				amax = a, max = v[e];
+		}
+		memset(o->q, 0, sizeof o->q);
+		memset(o->bsum, 0, sizeof o->bsum);
+		float is = amax > 0.0f ? -127.0f / max : 0.0f;
+		if (bad || !isfinite(is) || is == 0.0f) { /* NaN or infinity; zero; too small to scale */
+			o->d = bad ? NAN : 0.0f;
+			continue;
+		}
+		for (int e = 0; e < 256; e++) {
+			float r = nearbyintf(v[e] * is);
+			int q = r > 127.0f ? 127 : r < -127.0f ? -127 : (int)r;
+			o->q[e] = (int8_t)q;
+			o->bsum[e / 16] = (int16_t)(o->bsum[e / 16] + q);
+		}
+		o->d = 1.0f / is;
+	}
+}
+
+/* Q4_K / Q5_K: block j's 6-bit scale and minimum (engine/gguf/quant.c) */
+static void qk_scale_min(int j, const uint8_t *q, int *sc, int *m)
+{
+	if (j < 4) {
+		*sc = q[j] & 63;
+		*m = q[j + 4] & 63;
+	} else {
+		*sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+	}
+}
+
+float eng_q8k_dot_ref(const eng_q8kblk *x, const uint8_t *w, int nsb, int t)
+{
+	float acc = 0.0f, mins = 0.0f;
+	for (int s = 0; s < nsb; s++) {
+		const eng_q8kblk *xb = x + s;
+		int isum = 0, msum = 0;
+		if (t == ENG_Q6_K) {
+			const uint8_t *p = w + (size_t)s * 210;
+			for (int g = 0; g < 16; g++) { /* elements 128h + 32k + 16 half + i */
+				int h = g / 8, k = (g % 8) / 2, half = g % 2, sub = 0;
+				const uint8_t *ql = p + h * 64 + (k & 1) * 32, *qh = p + 128 + h * 32;
+				for (int i = 0; i < 16; i++) {
+					int e = 16 * half + i;
+					int v = ((k >= 2 ? ql[e] >> 4 : ql[e] & 0xF) | (((qh[e] >> (2 * k)) & 3) << 4)) - 32;
+					sub += v * xb->q[128 * h + 32 * k + e];
+				}
+				isum += (int8_t)p[192 + g] * sub;
+			}
+			acc = fmaf((float)isum, qk_h2f(p + 208) * xb->d, acc);
+			continue;
+		}
+		int five = t == ENG_Q5_K;
+		const uint8_t *p = w + (size_t)s * (five ? 176 : 144);
+		for (int j = 0; j < 8; j++) {
+			int sc, m, sub = 0;
+			qk_scale_min(j, p + 4, &sc, &m);
+			const uint8_t *qs = p + (five ? 48 : 16) + (j / 2) * 32;
+			for (int e = 0; e < 32; e++) {
+				int v = (qs[e] >> (4 * (j % 2))) & 0xF;
+				if (five)
+					v |= ((p[16 + e] >> j) & 1) << 4;
+				sub += v * xb->q[32 * j + e];
+			}
+			isum += sc * sub;
+			msum += m * (xb->bsum[2 * j] + xb->bsum[2 * j + 1]);
+		}
+		acc = fmaf((float)isum, qk_h2f(p) * xb->d, acc);
+		mins = fmaf((float)msum, qk_h2f(p + 2) * xb->d, mins);
+	}
+	return acc - mins;
+}
+
+static void q8k_plain(float *o, const eng_q8kblk *const *x, int nx, const uint8_t *const w[4], int nsb, int t)
+{
+	for (int i = 0; i < nx; i++)
+		for (int r = 0; r < 4; r++)
+			o[i * 4 + r] = eng_q8k_dot_ref(x[i], w[r], nsb, t);
+}
+
+#ifdef QK_X86
+#define QK_AVX2 "avx2,fma,f16c"
+#define QK_VNNI "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni"
+#define QK_FN(isa) static inline __attribute__((always_inline, target(isa)))
+
+/* The 8 scale bytes (sc) and 8 minimum bytes (mn) of a Q4_K/Q5_K
+ * super-block's packed 12 (qk_scale_min for all j at once) */
+static inline void qk_scales8(const uint8_t *q, uint64_t *sc, uint64_t *mn)
+{
+	uint32_t u0, u1, u2;
+	memcpy(&u0, q, 4), memcpy(&u1, q + 4, 4), memcpy(&u2, q + 8, 4);
+	uint32_t s_lo = u0 & 0x3F3F3F3Fu, m_lo = u1 & 0x3F3F3F3Fu;
+	uint32_t s_hi = (u2 & 0x0F0F0F0Fu) | ((u0 >> 2) & 0x30303030u);
+	uint32_t m_hi = ((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 2) & 0x30303030u);
+	*sc = s_lo | (uint64_t)s_hi << 32;
+	*mn = m_lo | (uint64_t)m_hi << 32;
+}
+
+/* the four rows' f16 values at byte offset `at`, as floats (lane r row r) */
+QK_FN(QK_AVX2) __m128 qk_f16x4(const uint8_t *const w[4], size_t at)
+{
+	uint16_t h[4];
+	for (int r = 0; r < 4; r++)
+		memcpy(&h[r], w[r] + at, 2);
+	uint64_t v;
+	memcpy(&v, h, 8);
+	return _mm_cvtph_ps(_mm_cvtsi64_si128((long long)v));
+}
+
+/* four rows' 8-lane sums as one vector of their totals, row r in lane r */
+QK_FN(QK_AVX2) __m128i qk_sum4_256(__m256i a, __m256i b, __m256i c, __m256i d)
+{
+	__m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+	return _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+}
+
+/* the float step of the definition for four rows against activation
+ * super-block xb: acc += isum * (d_w * d), mins += msum * (dmin * d) */
+QK_FN(QK_AVX2) void qk_step(__m128 *acc, __m128 *mn, __m128i isum, __m128i msum, __m128 dw, __m128 dmin,
+                            const eng_q8kblk *xb, int mins)
+{
+	__m128 xd = _mm_set1_ps(xb->d);
+	*acc = _mm_fmadd_ps(_mm_cvtepi32_ps(isum), _mm_mul_ps(dw, xd), *acc);
+	if (mins)
+		*mn = _mm_fmadd_ps(_mm_cvtepi32_ps(msum), _mm_mul_ps(dmin, xd), *mn);
+}
+
+/* ---- AVX2: a block of 32 to a register ------------------------------------- */
+
+/* Four weight rows against NX (at most 2) activation rows: maddubs forms
+ * a block's products two to a 16-bit lane (at most 2 * 63 * 127), madd
+ * multiplies them by the block's scale (Q6_K: each half's) into the row's
+ * super-block total; Q6_K's offset as in the VNNI kernel below. */
+QK_FN(QK_AVX2) void qk_kern_avx2(float *o, const eng_q8kblk *const *x, int NX, const uint8_t *const w[4], int nsb,
+                                 int t)
+{
+	const int six = t == ENG_Q6_K, five = t == ENG_Q5_K, mins = !six;
+	const size_t bs = six ? 210 : five ? 176 : 144;
+	const __m256i lo4 = _mm256_set1_epi8(0x0F), lo2 = _mm256_set1_epi8(0x03), one = _mm256_set1_epi8(1);
+	__m128 acc[2], mn[2];
+	for (int a = 0; a < NX; a++)
+		acc[a] = mn[a] = _mm_setzero_ps();
+	for (int s = 0; s < nsb; s++) {
+		__m256i T[4][2], MS[4][2];
+		for (int r = 0; r < 4; r++) {
+			const uint8_t *p = w[r] + (size_t)s * bs;
+#pragma GCC unroll 2
+			for (int a = 0; a < NX; a++)
+				T[r][a] = MS[r][a] = _mm256_setzero_si256();
+			if (six) {
+				__m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 192)));
+				const int8_t *sc = (const int8_t *)(p + 192);
+#pragma GCC unroll 8
+				for (int j = 0; j < 8; j++) { /* block of 32 j = 4h + k */
+					int h = j / 4, k = j % 4;
+					__m256i lq = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32 * (k & 1)));
+					__m256i hq = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
+					__m256i wv = _mm256_or_si256(_mm256_and_si256(k >= 2 ? _mm256_srli_epi16(lq, 4) : lq, lo4),
+					                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hq, 2 * k), lo2), 4));
+					__m256i S = _mm256_set_m128i(_mm_set1_epi16(sc[2 * j + 1]), _mm_set1_epi16(sc[2 * j]));
+#pragma GCC unroll 2
+					for (int a = 0; a < NX; a++) {
+						__m256i xq = _mm256_loadu_si256((const __m256i *)(x[a][s].q + 32 * j));
+						T[r][a] = _mm256_add_epi32(T[r][a], _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xq), S));
+					}
+				}
+#pragma GCC unroll 2
+				for (int a = 0; a < NX; a++) {
+					__m256i c = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)x[a][s].bsum));
+					T[r][a] = _mm256_sub_epi32(T[r][a], _mm256_slli_epi32(c, 5));
+				}
+				continue;
+			}
+			uint64_t sc, mnb;
+			qk_scales8(p + 4, &sc, &mnb);
+			__m128i m8 = _mm_cvtsi64_si128((long long)mnb);
+			__m256i M = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* m_j for bsum 2j and 2j + 1 */
+			const uint8_t *qs = p + (five ? 48 : 16);
+			__m256i qh = five ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256();
+#pragma GCC unroll 8
+			for (int j = 0; j < 8; j++) {
+				__m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * (j / 2)));
+				__m256i wv = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(raw, 4) : raw, lo4);
+				if (five)
+					wv = _mm256_or_si256(wv, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, j), one), 4));
+				__m256i S = _mm256_set1_epi16((short)((sc >> (8 * j)) & 0xFF));
+#pragma GCC unroll 2
+				for (int a = 0; a < NX; a++) {
+					__m256i xq = _mm256_loadu_si256((const __m256i *)(x[a][s].q + 32 * j));
+					T[r][a] = _mm256_add_epi32(T[r][a], _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xq), S));
+				}
+			}
+#pragma GCC unroll 2
+			for (int a = 0; a < NX; a++)
+				MS[r][a] = _mm256_madd_epi16(M, _mm256_loadu_si256((const __m256i *)x[a][s].bsum));
+		}
+		size_t at = (size_t)s * bs;
+		__m128 dw = qk_f16x4(w, six ? at + 208 : at), dmin = mins ? qk_f16x4(w, at + 2) : _mm_setzero_ps();
+#pragma GCC unroll 2
+		for (int a = 0; a < NX; a++) {
+			__m128i is = qk_sum4_256(T[0][a], T[1][a], T[2][a], T[3][a]);
+			__m128i ms = mins ? qk_sum4_256(MS[0][a], MS[1][a], MS[2][a], MS[3][a]) : _mm_setzero_si128();
+			qk_step(&acc[a], &mn[a], is, ms, dw, dmin, x[a] + s, mins);
+		}
+	}
+	for (int a = 0; a < NX; a++)
+		_mm_storeu_ps(o + a * 4, _mm_sub_ps(acc[a], mn[a]));
+}
+
+__attribute__((target(QK_AVX2))) static void q8k_avx2(float *o, const eng_q8kblk *const *x, int nx,
+                                                      const uint8_t *const w[4], int nsb, int t)
+{
+	for (int i = 0; i < nx; i += 2) { /* two activation rows at a time */
+		int n = nx - i < 2 ? nx - i : 2;
+#define QK_A(T)                                                                                                       \
+	case T:                                                                                                       \
+		if (n == 1)                                                                                           \
+			qk_kern_avx2(o + 4 * i, x + i, 1, w, nsb, T);                                                 \
+		else                                                                                                  \
+			qk_kern_avx2(o + 4 * i, x + i, 2, w, nsb, T);                                                 \
+		break;
+		switch (t) {
+			QK_A(ENG_Q4_K)
+			QK_A(ENG_Q5_K)
+		default:
+			QK_A(ENG_Q6_K)
+		}
+#undef QK_A
+	}
+}
+
+/* ---- AVX512-VNNI: a pair of blocks of 32 to a register --------------------- */
+
+/* four rows' 16-lane sums as one vector of their totals, row r in lane r */
+QK_FN(QK_VNNI) __m128i qk_sum4_512(__m512i a, __m512i b, __m512i c, __m512i d)
+{
+	__m512i ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+	__m512i cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d), _mm512_unpackhi_epi32(c, d));
+	__m512i s = _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
+	__m256i h = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+	return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+/* Four weight rows against NX activation rows. A register holds two
+ * blocks of 32 (Q6_K: four of 16) of one row as unsigned bytes; dpbusd
+ * forms their products with the activations four to a lane (at most
+ * 4 * 63 * 127, so a lane fits 16 bits) and dpwssd multiplies each lane
+ * by its block's scale into the row's super-block total. Q6_K's offset of
+ * 32 is taken off at the end as 32 * sum_g sc_g bsum[g]. */
+QK_FN(QK_VNNI) void qk_kern_vnni(float *o, const eng_q8kblk *const *x, int NX, const uint8_t *const w[4], int nsb,
+                                 int t)
+{
+	const int six = t == ENG_Q6_K, five = t == ENG_Q5_K, mins = !six;
+	const size_t bs = six ? 210 : five ? 176 : 144;
+	const __m512i lo4 = _mm512_set1_epi8(0x0F), lo2 = _mm512_set1_epi8(0x03), low16 = _mm512_set1_epi32(0xFFFF);
+	/* Q4_K/Q5_K pair i: the low nibbles in the low 256 bits, the high ones above */
+	const __m512i nsh = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
+	__m128 acc[ENG_Q8K_X], mn[ENG_Q8K_X];
+	#pragma GCC unroll 4
+	for (int a = 0; a < NX; a++)
+		acc[a] = mn[a] = _mm_setzero_ps();
+	for (int s = 0; s < nsb; s++) {
+		__m512i T[4][ENG_Q8K_X];
+		__m256i M[4];
+#pragma GCC unroll 4
+		for (int r = 0; r < 4; r++) {
+			const uint8_t *p = w[r] + (size_t)s * bs;
+			#pragma GCC unroll 4
+			for (int a = 0; a < NX; a++)
+				T[r][a] = _mm512_setzero_si512();
+			if (six) {
+				__m128i sc8 = _mm_loadu_si128((const __m128i *)(p + 192));
+				__m512i scv = _mm512_and_si512(_mm512_cvtepi8_epi32(sc8), low16);
+				__m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+#pragma GCC unroll 2
+				for (int h = 0; h < 2; h++) {
+					__m512i L = _mm512_loadu_si512((const void *)(p + 64 * h));
+					__m512i H = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h)));
+					/* pairs (k 0, 1) and (k 2, 3) of half h: 64 elements each */
+					__m512i wA = _mm512_or_si512(_mm512_and_si512(L, lo4),
+					                             _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(H,
+					                                 _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2)), lo2), 4));
+					__m512i wB = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), lo4),
+					                             _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(H,
+					                                 _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6)), lo2), 4));
+					/* lanes 4 at a time to groups 4p .. 4p + 3 */
+					int pa = 2 * h, pb = 2 * h + 1;
+					__m512i SA = _mm512_permutexvar_epi32(_mm512_setr_epi32(4 * pa, 4 * pa, 4 * pa, 4 * pa,
+						4 * pa + 1, 4 * pa + 1, 4 * pa + 1, 4 * pa + 1, 4 * pa + 2, 4 * pa + 2, 4 * pa + 2,
+						4 * pa + 2, 4 * pa + 3, 4 * pa + 3, 4 * pa + 3, 4 * pa + 3), scv);
+					__m512i SB = _mm512_permutexvar_epi32(_mm512_setr_epi32(4 * pb, 4 * pb, 4 * pb, 4 * pb,
+						4 * pb + 1, 4 * pb + 1, 4 * pb + 1, 4 * pb + 1, 4 * pb + 2, 4 * pb + 2, 4 * pb + 2,
+						4 * pb + 2, 4 * pb + 3, 4 * pb + 3, 4 * pb + 3, 4 * pb + 3), scv);
+					#pragma GCC unroll 4
+					for (int a = 0; a < NX; a++) {
+						const int8_t *xq = x[a][s].q + 128 * h;
+						__m512i PA = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wA, _mm512_loadu_si512((const void *)xq));
+						__m512i PB = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wB,
+						                                 _mm512_loadu_si512((const void *)(xq + 64)));
+						T[r][a] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(T[r][a], PA, SA), PB, SB);
+					}
+				}
+				#pragma GCC unroll 4
+				for (int a = 0; a < NX; a++) {
+					__m256i c = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)x[a][s].bsum));
+					T[r][a] = _mm512_sub_epi32(T[r][a], _mm512_zextsi256_si512(_mm256_slli_epi32(c, 5)));
+				}
+				continue;
+			}
+			uint64_t sc, mnb;
+			qk_scales8(p + 4, &sc, &mnb);
+			__m512i scv = _mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc));
+			__m128i m8 = _mm_cvtsi64_si128((long long)mnb);
+			M[r] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* m_j for bsum 2j and 2j + 1 */
+			const uint8_t *qs = p + (five ? 48 : 16);
+			__m512i qh = five ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 16)))
+			                  : _mm512_setzero_si512();
+#pragma GCC unroll 4
+			for (int i = 0; i < 4; i++) {
+				__m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * i)));
+				__m512i wv = _mm512_and_si512(_mm512_srlv_epi64(raw, nsh), lo4);
+				if (five) { /* bit 2i of qh's bytes for the low block, 2i + 1 for the high */
+					__m512i sel = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * i))),
+					                                 _mm256_set1_epi8((char)(1 << (2 * i + 1))), 1);
+					wv = _mm512_mask_add_epi8(wv, _mm512_test_epi8_mask(qh, sel), wv, _mm512_set1_epi8(16));
+				}
+				__m512i S = _mm512_permutexvar_epi32(_mm512_setr_epi32(2 * i, 2 * i, 2 * i, 2 * i, 2 * i, 2 * i,
+					2 * i, 2 * i, 2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i + 1,
+					2 * i + 1), scv);
+				#pragma GCC unroll 4
+				for (int a = 0; a < NX; a++) {
+					__m512i P = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv,
+					                                _mm512_loadu_si512((const void *)(x[a][s].q + 64 * i)));
+					T[r][a] = _mm512_dpwssd_epi32(T[r][a], P, S);
+				}
+			}
+		}
+		size_t at = (size_t)s * bs;
+		__m128 dw = qk_f16x4(w, six ? at + 208 : at), dmin = mins ? qk_f16x4(w, at + 2) : _mm_setzero_ps();
+		#pragma GCC unroll 4
+		for (int a = 0; a < NX; a++) {
+			__m128i is = qk_sum4_512(T[0][a], T[1][a], T[2][a], T[3][a]), ms = _mm_setzero_si128();
+			if (mins) {
+				__m256i b16 = _mm256_loadu_si256((const __m256i *)x[a][s].bsum);
+				ms = qk_sum4_256(_mm256_madd_epi16(M[0], b16), _mm256_madd_epi16(M[1], b16),
+				                 _mm256_madd_epi16(M[2], b16), _mm256_madd_epi16(M[3], b16));
+			}
+			qk_step(&acc[a], &mn[a], is, ms, dw, dmin, x[a] + s, mins);
+		}
+	}
+	#pragma GCC unroll 4
+	for (int a = 0; a < NX; a++)
+		_mm_storeu_ps(o + a * 4, _mm_sub_ps(acc[a], mn[a]));
+}
+
+__attribute__((target(QK_VNNI))) static void q8k_vnni(float *o, const eng_q8kblk *const *x, int nx,
+                                                      const uint8_t *const w[4], int nsb, int t)
+{
+#define QK_V(T)                                                                                                       \
+	case T:                                                                                                       \
+		switch (nx) {                                                                                         \
+		case 1: qk_kern_vnni(o, x, 1, w, nsb, T); break;                                                      \
+		case 2: qk_kern_vnni(o, x, 2, w, nsb, T); break;                                                      \
+		case 3: qk_kern_vnni(o, x, 3, w, nsb, T); break;                                                      \
+		default: qk_kern_vnni(o, x, 4, w, nsb, T); break;                                                     \
+		}                                                                                                     \
+		break;
+	switch (t) {
+		QK_V(ENG_Q4_K)
+		QK_V(ENG_Q5_K)
+	default:
+		QK_V(ENG_Q6_K)
+	}
+#undef QK_V
+}
+#endif
+
+void eng_q8k_dot(float *o, const eng_q8kblk *const *x, int nx, const uint8_t *const w[4], int nsb, int t)
+{
+	switch (eng_qdot_level()) {
+#ifdef QK_X86
+	case 2: q8k_vnni(o, x, nx, w, nsb, t); return;
+	case 1: q8k_avx2(o, x, nx, w, nsb, t); return;
+#endif
+	default: q8k_plain(o, x, nx, w, nsb, t); return;
+	}
+}

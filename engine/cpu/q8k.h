@@ -1,0 +1,62 @@
+/*
+ * engine/cpu/q8k.h: K-quant weight rows (Q4_K, Q5_K, Q6_K) against
+ * activations quantized to 8 bits a super-block of 256, in integers a
+ * super-block at a time: the arithmetic llama.cpp uses for these types,
+ * offered as an option (`--activation-bits 8`, eng_model_options) beside
+ * evald's 16-bit default (qdot.h). It buys speed (64 products an
+ * instruction, no widening of the weights, one float step a super-block
+ * instead of one a block of 32) at the price of the activations'
+ * precision: a step of 1/254 of a super-block's largest value instead
+ * of 1/65534 of a block's.
+ *
+ * An activation super-block of 256 (eng_q8kblk): max = the first element
+ * of the largest magnitude (signed); when it is 0 every q is 0 and d = 0;
+ * otherwise iscale = -127 / max (float), q[e] = x[e] * iscale rounded to
+ * nearest even, capped at 127, d = 1 / iscale (float; so d * q ~ x), and
+ * bsum[k] = the sum of q over elements 16k .. 16k + 15. (These are
+ * llama.cpp's Q8_K values, so both engines round the same activations
+ * alike.) A super-block holding an infinity or a NaN gets d = NaN and
+ * q = 0: its outputs are NaN, as the f32 path's would be.
+ *
+ * A weight super-block's elements in order (engine/gguf/quant.c's
+ * layouts): Q4_K/Q5_K 8 blocks of 32, block j with an unsigned value
+ * q_w (4 or 5 bits), a 6-bit scale sc_j and a 6-bit minimum m_j, the
+ * super-block's d_w and dmin (f16); Q6_K 16 blocks of 16, block g with a
+ * 6-bit value q_w - 32 and an int8 scale sc_g, and d_w. With exact
+ * integers
+ *   Q4_K, Q5_K:  isum = sum_j sc_j * sum_{e in j} q_w[e] q[e]
+ *                msum = sum_j m_j * (bsum[2j] + bsum[2j + 1])
+ *   Q6_K:        isum = sum_g sc_g * sum_{e in g} (q_w[e] - 32) q[e]
+ * (all within 2^31), an output is, over the row's super-blocks in order,
+ *   acc  = fma((float)isum, d_w * d, acc)
+ *   mins = fma((float)msum, dmin * d, mins)      (Q4_K, Q5_K)
+ * and then acc - mins. The integer sums are one number however a kernel
+ * forms them, so the vector kernels (AVX2's maddubs, AVX512-VNNI's
+ * dpbusd) give the plain definition's bits (eng_q8k_dot_ref), and an
+ * output's bits do not depend on the other rows of its call.
+ */
+#ifndef ENG_CPU_Q8K_H
+#define ENG_CPU_Q8K_H
+
+#include <stdint.h>
+
+typedef struct {
+	int8_t q[256];
+	int16_t bsum[16];
+	float d;
+} eng_q8kblk;
+
+/* Quantizes x[0..n) (n a multiple of 256) into n/256 super-blocks. */
+void eng_q8k_quantize(eng_q8kblk *out, const float *x, int n);
+
+/* Whether eng_dtype t has a kernel here (Q4_K, Q5_K, Q6_K). */
+int eng_q8k_type(int t);
+
+/* o[i*4 + r] = weight row w[r] . activation row x[i], i < nx (at most
+ * ENG_Q8K_X), r < 4, over nsb super-blocks; t a type eng_q8k_type takes. */
+#define ENG_Q8K_X 4
+void eng_q8k_dot(float *o, const eng_q8kblk *const *x, int nx, const uint8_t *const w[4], int nsb, int t);
+/* One output by the definition, element by element (the oracle). */
+float eng_q8k_dot_ref(const eng_q8kblk *x, const uint8_t *w, int nsb, int t);
+
+#endif
