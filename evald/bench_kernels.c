@@ -10,7 +10,8 @@
  *            weight rows read as they are, six activation rows a call)
  * K-quant types are measured twice: against 16-bit activations (qdot.h,
  * the default) and against 8-bit super-block ones (q8k.h, --activation-
- * bits 8; prefill there reads raw rows, four activation rows a call).
+ * bits 8; prefill there unpacks groups of 16 rows too, where the CPU has
+ * AVX512-VNNI, and reads raw rows otherwise).
  * One thread, random weights written by the project's own quantizer.
  * Rows past the caches (--rows 65536 and up) show the kernels as they meet
  * memory; the default fits in the L2 cache and shows the instructions.
@@ -86,6 +87,28 @@ static void group_rows(const bk_case *c, int g, const uint8_t *wr[4])
  * every weight row; out[row * BK_X + i]. */
 static void pass(bk_case *c, bool prefill)
 {
+	if (c->act8 && prefill && eng_q8k_group_level()) { /* groups of 16 rows, as the 16-bit path */
+		int nsb = c->cols / 256;
+		eng_q8kgroup kg;
+		eng_q8k_group_place(&kg, c->gmem, nsb);
+		for (int g = 0; g < c->rows / ENG_Q8K_GROUP_ROWS; g++) {
+			const uint8_t *wr[ENG_Q8K_GROUP_ROWS];
+			for (int u = 0; u < ENG_Q8K_GROUP_ROWS; u++)
+				wr[u] = c->w + (size_t)(g * ENG_Q8K_GROUP_ROWS + u) * c->rb;
+			eng_q8k_group_unpack(&kg, wr, nsb, c->t);
+			for (int i0 = 0; i0 < BK_X; i0 += ENG_Q8K_GROUP_X) {
+				const eng_q8kblk *xr[ENG_Q8K_GROUP_X];
+				float o[ENG_Q8K_GROUP_X * ENG_Q8K_GROUP_ROWS];
+				for (int k = 0; k < ENG_Q8K_GROUP_X; k++)
+					xr[k] = c->xk + (size_t)(i0 + k) * nsb;
+				eng_q8k_group_dot(o, xr, ENG_Q8K_GROUP_X, &kg, nsb, c->t);
+				for (int i = 0; i < ENG_Q8K_GROUP_X; i++)
+					for (int k = 0; k < ENG_Q8K_GROUP_ROWS; k++)
+						c->out[(size_t)(g * ENG_Q8K_GROUP_ROWS + k) * BK_X + i0 + i] = o[i * ENG_Q8K_GROUP_ROWS + k];
+			}
+		}
+		return;
+	}
 	if (c->act8) {
 		int q4 = c->rows / 4, nsb = c->cols / 256, n = prefill ? BK_X : 1;
 		for (int g = 0; g < q4; g++) {

@@ -247,7 +247,9 @@ int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads)
 	if (!(cc->qgrp = calloc((size_t)cc->nw, sizeof *cc->qgrp)) || !(cc->qmem = calloc((size_t)cc->nw, sizeof(void *))))
 		return ev_error_set(EV_E_NOMEM, "out of memory");
 	for (int i = 0; i < cc->nw; i++) {
-		char *p = malloc(ENG_QGROUP_BYTES(nbm));
+		/* a group of 16-bit path rows, or of 8-bit path super-blocks (q8k.h) */
+		size_t qb = ENG_QGROUP_BYTES(nbm), kb = ENG_Q8K_GROUP_BYTES(mc / 256 + 1);
+		char *p = malloc(qb > kb ? qb : kb);
 		if (!(cc->qmem[i] = p))
 			return ev_error_set(EV_E_NOMEM, "out of memory for worker scratch");
 		eng_qgroup_place(&cc->qgrp[i], p, (int)nbm);

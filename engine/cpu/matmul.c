@@ -134,6 +134,38 @@ static void mm_task_group(mm_job *j, int r0, int r1, int worker)
 	}
 }
 
+/* K-quants against 8-bit activations with ENG_CPU_UNPACK_ROWS batch rows
+ * or more (where the CPU has the group kernel, q8k.h): rows a group of 16
+ * at a time, unpacked once into the worker's buffer and met by the batch
+ * rows four at a time; a group of fewer repeats its first row. */
+static void mm_task_kgroup(mm_job *j, int r0, int r1, int worker)
+{
+	const eng_weight *w = j->w;
+	int K = w->cols, R = w->rows, nsb = K / 256, t = (int)w->dtype;
+	size_t rb = eng_dtype_bytes(w->dtype, (size_t)K);
+	eng_q8kgroup g;
+	eng_q8k_group_place(&g, j->cc->qmem[worker], nsb);
+	for (int r = r0; r < r1; r += ENG_Q8K_GROUP_ROWS) {
+		int nr = r1 - r < ENG_Q8K_GROUP_ROWS ? r1 - r : ENG_Q8K_GROUP_ROWS;
+		const uint8_t *wr[ENG_Q8K_GROUP_ROWS];
+		for (int u = 0; u < ENG_Q8K_GROUP_ROWS; u++)
+			wr[u] = (const uint8_t *)w->data + (size_t)(r + (u < nr ? u : 0)) * rb;
+		eng_q8k_group_unpack(&g, wr, nsb, t);
+		for (int i = 0; i < j->n; i += ENG_Q8K_GROUP_X) {
+			int nx = j->n - i < ENG_Q8K_GROUP_X ? j->n - i : ENG_Q8K_GROUP_X;
+			const eng_q8kblk *xr[ENG_Q8K_GROUP_X];
+			float o[ENG_Q8K_GROUP_X * ENG_Q8K_GROUP_ROWS];
+			for (int k = 0; k < nx; k++)
+				xr[k] = j->xk + (size_t)(i + k) * (size_t)nsb;
+			eng_q8k_group_dot(o, xr, nx, &g, nsb, t);
+			for (int k = 0; k < nx; k++)
+				for (int u = 0; u < nr; u++)
+					j->y[(size_t)(i + k) * R + r + u] =
+					        o[k * ENG_Q8K_GROUP_ROWS + u] + (j->bias ? j->bias[r + u] : 0.0f);
+		}
+	}
+}
+
 /* Block-quantized weights against 16-bit activations (qdot.h), K-quants
  * against 8-bit ones (q8k.h), or BF16 weights against BF16 activations
  * (bfdot.h): four weight rows a quarter of the task apart (as decode
@@ -146,6 +178,10 @@ static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 {
 	if (j->xq && j->n >= ENG_CPU_UNPACK_ROWS) {
 		mm_task_group(j, r0, r1, worker);
+		return;
+	}
+	if (j->xk && j->n >= ENG_CPU_UNPACK_ROWS && eng_q8k_group_level()) {
+		mm_task_kgroup(j, r0, r1, worker);
 		return;
 	}
 	const eng_weight *w = j->w;
@@ -351,7 +387,8 @@ void eng_cpu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_
 					eng_qx_quantize(cc->xq + (size_t)i * (size_t)nb, xi, w->cols);
 			}
 			/* unpacked groups: tasks of whole groups of 16 rows */
-			int qper = !bf && !k8 && m >= ENG_CPU_UNPACK_ROWS ? (per + ENG_QGROUP_ROWS - 1) / ENG_QGROUP_ROWS * ENG_QGROUP_ROWS : per;
+			bool groups = m >= ENG_CPU_UNPACK_ROWS && (k8 ? eng_q8k_group_level() : !bf);
+			int qper = groups ? (per + ENG_QGROUP_ROWS - 1) / ENG_QGROUP_ROWS * ENG_QGROUP_ROWS : per;
 			mm_job sj = {cc, y + (size_t)i0 * w->rows, NULL, m, w, bias, qper, bf || k8 ? NULL : cc->xq, bf ? cc->xbf : NULL,
 			             stride, k8 ? cc->xk : NULL};
 			eng_pool_run(cc->pool, mm_task, &sj, (w->rows + qper - 1) / qper);

@@ -8,6 +8,7 @@
  */
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/backend.h"
@@ -121,6 +122,88 @@ static void q8k_plain(float *o, const eng_q8kblk *const *x, int nx, const uint8_
 	for (int i = 0; i < nx; i++)
 		for (int r = 0; r < 4; r++)
 			o[i * 4 + r] = eng_q8k_dot_ref(x[i], w[r], nsb, t);
+}
+
+/* ---- groups of 16 rows for prefill (q8k.h) ---------------------------------- */
+
+void eng_q8k_group_place(eng_q8kgroup *g, void *mem, int nsb)
+{
+	char *p = mem;
+	g->q = (uint8_t *)p, p += (size_t)nsb * 4096;
+	g->sc = (int32_t *)p, p += (size_t)nsb * 256 * 4;
+	g->pr = (int32_t *)p, p += (size_t)nsb * 128 * 4;
+	g->d = (float *)p, p += (size_t)nsb * 16 * 4;
+	g->dmin = (float *)p;
+}
+
+static int32_t qk_pair16(int lo, int hi)
+{
+	return (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
+}
+
+/* Row super-block p's unsigned values in element order, its block scales,
+ * its 16-bit pairs (q8k.h's group layout) and its f16 scales as floats */
+static void qk_row_values(const uint8_t *p, int t, uint8_t v[256], int sc[16], int32_t pr[8], float *d, float *dmin)
+{
+	memset(sc, 0, 16 * sizeof *sc);
+	memset(pr, 0, 8 * sizeof *pr);
+	if (t == ENG_Q6_K) {
+		for (int j = 0; j < 8; j++) {
+			int h = j / 4, k = j % 4;
+			const uint8_t *ql = p + h * 64 + (k & 1) * 32, *qh = p + 128 + h * 32;
+			for (int e = 0; e < 32; e++)
+				v[32 * j + e] = (uint8_t)((k >= 2 ? ql[e] >> 4 : ql[e] & 0xF) | (((qh[e] >> (2 * k)) & 3) << 4));
+		}
+		for (int g = 0; g < 16; g++)
+			sc[g] = (int8_t)p[192 + g];
+		for (int k = 0; k < 8; k++)
+			pr[k] = qk_pair16(sc[2 * k], sc[2 * k + 1]);
+		*d = qk_h2f(p + 208), *dmin = 0.0f;
+		return;
+	}
+	int five = t == ENG_Q5_K, m[8];
+	for (int j = 0; j < 8; j++) {
+		qk_scale_min(j, p + 4, &sc[j], &m[j]);
+		const uint8_t *qs = p + (five ? 48 : 16) + (j / 2) * 32;
+		for (int e = 0; e < 32; e++) {
+			int x = (qs[e] >> (4 * (j % 2))) & 0xF;
+			if (five)
+				x |= ((p[16 + e] >> j) & 1) << 4;
+			v[32 * j + e] = (uint8_t)x;
+		}
+	}
+	for (int k = 0; k < 4; k++)
+		pr[k] = qk_pair16(m[2 * k], m[2 * k + 1]);
+	*d = qk_h2f(p), *dmin = qk_h2f(p + 2);
+}
+
+#ifdef QK_X86
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni"))) static void
+q8k_group_unpack_vnni(eng_q8kgroup *g, const uint8_t *const w[16], int nsb, int t);
+#endif
+
+void eng_q8k_group_unpack(eng_q8kgroup *g, const uint8_t *const w[ENG_Q8K_GROUP_ROWS], int nsb, int t)
+{
+#ifdef QK_X86
+	if (eng_qdot_level() == 2) {
+		q8k_group_unpack_vnni(g, w, nsb, t);
+		return;
+	}
+#endif
+	size_t bs = t == ENG_Q6_K ? 210 : t == ENG_Q5_K ? 176 : 144;
+	for (int r = 0; r < ENG_Q8K_GROUP_ROWS; r++)
+		for (int s = 0; s < nsb; s++) {
+			uint8_t v[256];
+			int sc[16];
+			int32_t pr[8];
+			qk_row_values(w[r] + (size_t)s * bs, t, v, sc, pr, &g->d[s * 16 + r], &g->dmin[s * 16 + r]);
+			for (int k = 0; k < 64; k++)
+				memcpy(g->q + (((size_t)s * 64 + k) * 16 + r) * 4, v + 4 * k, 4);
+			for (int j = 0; j < 16; j++)
+				g->sc[((size_t)s * 16 + j) * 16 + r] = sc[j];
+			for (int k = 0; k < 8; k++)
+				g->pr[((size_t)s * 8 + k) * 16 + r] = pr[k];
+		}
 }
 
 #ifdef QK_X86
@@ -418,7 +501,213 @@ __attribute__((target(QK_VNNI))) static void q8k_vnni(float *o, const eng_q8kblk
 	}
 #undef QK_V
 }
+
+/* A group's 16 rows (one a lane) against NX activation rows: dpbusd takes
+ * four of a row's values against four activation bytes broadcast, a
+ * block's lanes are its rows' exact block sums, which vpmulld scales into
+ * each row's super-block total; the minima (Q6_K: the offset's scales)
+ * meet the activations' 16-bit sums in dpwssd. No horizontal sums. */
+QK_FN(QK_VNNI) void qk_gkern_vnni(float *o, const eng_q8kblk *const *x, int NX, const eng_q8kgroup *g, int nsb, int t)
+{
+	const int six = t == ENG_Q6_K;
+	__m512 acc[ENG_Q8K_GROUP_X], mn[ENG_Q8K_GROUP_X];
+#pragma GCC unroll 4
+	for (int a = 0; a < NX; a++)
+		acc[a] = mn[a] = _mm512_setzero_ps();
+	for (int s = 0; s < nsb; s++) {
+		const uint8_t *q = g->q + (size_t)s * 4096;
+		const int32_t *sc = g->sc + (size_t)s * 256, *pr = g->pr + (size_t)s * 128;
+		__m512i T[ENG_Q8K_GROUP_X], M[ENG_Q8K_GROUP_X];
+#pragma GCC unroll 4
+		for (int a = 0; a < NX; a++)
+			T[a] = M[a] = _mm512_setzero_si512();
+		/* blocks of 32 (Q6_K: 16) elements: 8 (4) dpbusd steps of four */
+		const int nblk = six ? 16 : 8, steps = six ? 4 : 8;
+		for (int j = 0; j < nblk; j++) {
+			__m512i P[ENG_Q8K_GROUP_X];
+#pragma GCC unroll 4
+			for (int a = 0; a < NX; a++)
+				P[a] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+			for (int e = 0; e < steps; e++) {
+				int k = j * steps + e;
+				__m512i W = _mm512_loadu_si512((const void *)(q + (size_t)k * 64));
+#pragma GCC unroll 4
+				for (int a = 0; a < NX; a++) {
+					int32_t xv;
+					memcpy(&xv, x[a][s].q + 4 * k, 4);
+					P[a] = _mm512_dpbusd_epi32(P[a], W, _mm512_set1_epi32(xv));
+				}
+			}
+			__m512i S = _mm512_loadu_si512((const void *)(sc + j * 16));
+#pragma GCC unroll 4
+			for (int a = 0; a < NX; a++)
+				T[a] = _mm512_add_epi32(T[a], _mm512_mullo_epi32(P[a], S));
+		}
+#pragma GCC unroll 4
+		for (int a = 0; a < NX; a++) {
+			const int16_t *bs = x[a][s].bsum;
+			if (six) { /* T -= 32 * sum_g sc_g bsum_g */
+				__m512i C = _mm512_setzero_si512();
+#pragma GCC unroll 8
+				for (int k = 0; k < 8; k++)
+					C = _mm512_dpwssd_epi32(C, _mm512_loadu_si512((const void *)(pr + k * 16)),
+					                        _mm512_set1_epi32(qk_pair16(bs[2 * k], bs[2 * k + 1])));
+				T[a] = _mm512_sub_epi32(T[a], _mm512_slli_epi32(C, 5));
+			} else { /* msum = sum_j m_j (bsum 2j + bsum 2j + 1) */
+#pragma GCC unroll 4
+				for (int k = 0; k < 4; k++)
+					M[a] = _mm512_dpwssd_epi32(M[a], _mm512_loadu_si512((const void *)(pr + k * 16)),
+					                           _mm512_set1_epi32(qk_pair16(bs[4 * k] + bs[4 * k + 1],
+					                                                       bs[4 * k + 2] + bs[4 * k + 3])));
+			}
+		}
+		__m512 dw = _mm512_loadu_ps(g->d + (size_t)s * 16), dmin = _mm512_loadu_ps(g->dmin + (size_t)s * 16);
+#pragma GCC unroll 4
+		for (int a = 0; a < NX; a++) {
+			__m512 xd = _mm512_set1_ps(x[a][s].d);
+			acc[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(T[a]), _mm512_mul_ps(dw, xd), acc[a]);
+			if (!six)
+				mn[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M[a]), _mm512_mul_ps(dmin, xd), mn[a]);
+		}
+	}
+#pragma GCC unroll 4
+	for (int a = 0; a < NX; a++)
+		_mm512_storeu_ps(o + a * 16, _mm512_sub_ps(acc[a], mn[a]));
+}
+
+/* v[r] = dword r's column of the 16 x 16 dwords v (a transpose) */
+QK_FN(QK_VNNI) void qk_transpose16(__m512i v[16])
+{
+	__m512i t[16];
+#pragma GCC unroll 8
+	for (int i = 0; i < 16; i += 2) {
+		t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+		t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+	}
+#pragma GCC unroll 4
+	for (int i = 0; i < 16; i += 4) {
+		v[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+		v[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+		v[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+		v[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+	}
+	/* now v[4q + c] holds, in 128-bit lane L, dword c of rows 4q .. 4q + 3 at
+	 * columns 4L + c's position: gather the lanes */
+#pragma GCC unroll 4
+	for (int i = 0; i < 4; i++) {
+		t[i] = _mm512_shuffle_i32x4(v[i], v[4 + i], 0x44);
+		t[4 + i] = _mm512_shuffle_i32x4(v[i], v[4 + i], 0xEE);
+		t[8 + i] = _mm512_shuffle_i32x4(v[8 + i], v[12 + i], 0x44);
+		t[12 + i] = _mm512_shuffle_i32x4(v[8 + i], v[12 + i], 0xEE);
+	}
+#pragma GCC unroll 4
+	for (int i = 0; i < 4; i++) {
+		v[i] = _mm512_shuffle_i32x4(t[i], t[8 + i], 0x88);
+		v[4 + i] = _mm512_shuffle_i32x4(t[i], t[8 + i], 0xDD);
+		v[8 + i] = _mm512_shuffle_i32x4(t[4 + i], t[12 + i], 0x88);
+		v[12 + i] = _mm512_shuffle_i32x4(t[4 + i], t[12 + i], 0xDD);
+	}
+}
+
+/* The group's values with vector loads: a row's 64 values of quarter kb
+ * (the decode kernel's pairs) for the 16 rows, transposed to one row a
+ * dword lane; the scales by qk_row_values' rules, a row at a time. */
+__attribute__((target(QK_VNNI))) static void q8k_group_unpack_vnni(eng_q8kgroup *g, const uint8_t *const w[16], int nsb,
+                                                                   int t)
+{
+	const int six = t == ENG_Q6_K, five = t == ENG_Q5_K;
+	const size_t bs = six ? 210 : five ? 176 : 144;
+	const __m512i lo4 = _mm512_set1_epi8(0x0F), lo2 = _mm512_set1_epi8(0x03);
+	for (int s = 0; s < nsb; s++) {
+		for (int kb = 0; kb < 4; kb++) {
+			__m512i v[16];
+			for (int r = 0; r < 16; r++) {
+				const uint8_t *p = w[r] + (size_t)s * bs;
+				if (six) {
+					int h = kb / 2, hi = kb % 2;
+					__m512i L = _mm512_loadu_si512((const void *)(p + 64 * h));
+					__m512i H = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h)));
+					__m512i sh = hi ? _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6) : _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
+					__m512i lw = _mm512_and_si512(hi ? _mm512_srli_epi16(L, 4) : L, lo4);
+					v[r] = _mm512_or_si512(lw, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(H, sh), lo2), 4));
+				} else {
+					const uint8_t *qs = p + (five ? 48 : 16);
+					__m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * kb)));
+					v[r] = _mm512_and_si512(_mm512_srlv_epi64(raw, _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4)), lo4);
+					if (five) {
+						__m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 16)));
+						__m512i sel = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * kb))),
+						                                 _mm256_set1_epi8((char)(1 << (2 * kb + 1))), 1);
+						v[r] = _mm512_mask_add_epi8(v[r], _mm512_test_epi8_mask(qh, sel), v[r], _mm512_set1_epi8(16));
+					}
+				}
+			}
+			qk_transpose16(v);
+			for (int k = 0; k < 16; k++)
+				_mm512_storeu_si512((void *)(g->q + ((size_t)s * 64 + kb * 16 + k) * 64), v[k]);
+		}
+		for (int r = 0; r < 16; r++) {
+			const uint8_t *p = w[r] + (size_t)s * bs;
+			int32_t *sc = g->sc + (size_t)s * 256 + r, *pr = g->pr + (size_t)s * 128 + r;
+			if (six) {
+				for (int j = 0; j < 16; j++)
+					sc[j * 16] = (int8_t)p[192 + j];
+				for (int k = 0; k < 8; k++)
+					pr[k * 16] = qk_pair16((int8_t)p[192 + 2 * k], (int8_t)p[192 + 2 * k + 1]);
+				g->d[s * 16 + r] = qk_h2f(p + 208), g->dmin[s * 16 + r] = 0.0f;
+				continue;
+			}
+			uint64_t scb, mnb;
+			qk_scales8(p + 4, &scb, &mnb);
+			for (int j = 0; j < 8; j++)
+				sc[j * 16] = (int)((scb >> (8 * j)) & 0xFF), sc[(j + 8) * 16] = 0;
+			for (int k = 0; k < 4; k++)
+				pr[k * 16] = qk_pair16((int)((mnb >> (16 * k)) & 0xFF), (int)((mnb >> (16 * k + 8)) & 0xFF)),
+				pr[(k + 4) * 16] = 0;
+			g->d[s * 16 + r] = qk_h2f(p), g->dmin[s * 16 + r] = qk_h2f(p + 2);
+		}
+	}
+}
+
+__attribute__((target(QK_VNNI))) static void q8k_group_vnni(float *o, const eng_q8kblk *const *x, int nx,
+                                                            const eng_q8kgroup *g, int nsb, int t)
+{
+#define QK_G(T)                                                                                                       \
+	case T:                                                                                                       \
+		switch (nx) {                                                                                         \
+		case 1: qk_gkern_vnni(o, x, 1, g, nsb, T); break;                                                     \
+		case 2: qk_gkern_vnni(o, x, 2, g, nsb, T); break;                                                     \
+		case 3: qk_gkern_vnni(o, x, 3, g, nsb, T); break;                                                     \
+		default: qk_gkern_vnni(o, x, 4, g, nsb, T); break;                                                    \
+		}                                                                                                     \
+		break;
+	switch (t) {
+		QK_G(ENG_Q4_K)
+		QK_G(ENG_Q5_K)
+	default:
+		QK_G(ENG_Q6_K)
+	}
+#undef QK_G
+}
 #endif
+
+int eng_q8k_group_level(void)
+{
+	return eng_qdot_level() == 2;
+}
+
+void eng_q8k_group_dot(float *o, const eng_q8kblk *const *x, int nx, const eng_q8kgroup *g, int nsb, int t)
+{
+#ifdef QK_X86
+	if (eng_qdot_level() == 2) {
+		q8k_group_vnni(o, x, nx, g, nsb, t);
+		return;
+	}
+#endif
+	(void)o, (void)x, (void)nx, (void)g, (void)nsb, (void)t;
+	abort(); /* callers ask eng_q8k_group_level first */
+}
 
 void eng_q8k_dot(float *o, const eng_q8kblk *const *x, int nx, const uint8_t *const w[4], int nsb, int t)
 {

@@ -59,4 +59,33 @@ void eng_q8k_dot(float *o, const eng_q8kblk *const *x, int nx, const uint8_t *co
 /* One output by the definition, element by element (the oracle). */
 float eng_q8k_dot_ref(const eng_q8kblk *x, const uint8_t *w, int nsb, int t);
 
+/* Prefill (AVX512-VNNI only; eng_q8k_group_level says): 16 weight rows
+ * unpacked once, one row a 32-bit lane, for many activation rows. For
+ * super-block s: q[((s * 64 + k) * 16 + r) * 4 + i] = row r's unsigned
+ * value of element 4k + i (Q6_K: q_w, without the - 32); sc[(s * 16 + g)
+ * * 16 + r] its block scales (Q4_K/Q5_K: g < 8, blocks of 32; Q6_K: g <
+ * 16, blocks of 16); pr[(s * 8 + k) * 16 + r] two 16-bit halves, low and
+ * high: Q4_K/Q5_K minima m_2k, m_2k+1 (k < 4), Q6_K scales sc_2k, sc_2k+1
+ * (k < 8); d[s * 16 + r], dmin[s * 16 + r] the super-block's f16 as
+ * floats. The integer sums and the float steps are the definition's, so
+ * the group gives eng_q8k_dot's bits. */
+#define ENG_Q8K_GROUP_ROWS 16
+#define ENG_Q8K_GROUP_X 4
+typedef struct {
+	uint8_t *q;
+	int32_t *sc, *pr;
+	float *d, *dmin;
+} eng_q8kgroup;
+#define ENG_Q8K_GROUP_BYTES(nsb) ((size_t)(nsb) * (4096 + (256 + 128 + 32) * 4))
+/* Lays a group for nsb super-blocks out in mem (ENG_Q8K_GROUP_BYTES(nsb),
+ * 64-byte aligned for the values' rows). */
+void eng_q8k_group_place(eng_q8kgroup *g, void *mem, int nsb);
+/* Whether this process runs the group kernels (the AVX512-VNNI level). */
+int eng_q8k_group_level(void);
+/* Unpacks rows w[0..16) (repeat a row to fill a group). */
+void eng_q8k_group_unpack(eng_q8kgroup *g, const uint8_t *const w[ENG_Q8K_GROUP_ROWS], int nsb, int t);
+/* o[i * 16 + r] = group row r . activation row x[i], i < nx (at most
+ * ENG_Q8K_GROUP_X); only where eng_q8k_group_level() is true. */
+void eng_q8k_group_dot(float *o, const eng_q8kblk *const *x, int nx, const eng_q8kgroup *g, int nsb, int t);
+
 #endif

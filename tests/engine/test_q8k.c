@@ -163,6 +163,43 @@ static void kernels_give_the_definitions_bits(void **st)
 					}
 			}
 			eng_qdot_set_level(top);
+			if (eng_q8k_group_level()) { /* a group of 16: the 8 rows twice, in another order */
+				const uint8_t *gw[ENG_Q8K_GROUP_ROWS];
+				for (int k = 0; k < ENG_Q8K_GROUP_ROWS; k++)
+					gw[k] = w[(k * 5 + trial) % NRW];
+				void *gmem = malloc(ENG_Q8K_GROUP_BYTES(nsb));
+				eng_q8kgroup g;
+				eng_q8k_group_place(&g, gmem, nsb);
+				memset(gmem, 0x55, ENG_Q8K_GROUP_BYTES(nsb));
+				eng_q8k_group_unpack(&g, gw, nsb, dt);
+				/* the vector unpacking lays out the plain one's bytes */
+				void *pmem = malloc(ENG_Q8K_GROUP_BYTES(nsb));
+				eng_q8kgroup pg;
+				eng_q8k_group_place(&pg, pmem, nsb);
+				memset(pmem, 0x55, ENG_Q8K_GROUP_BYTES(nsb));
+				eng_qdot_set_level(0);
+				eng_q8k_group_unpack(&pg, gw, nsb, dt);
+				eng_qdot_set_level(top);
+				if (memcmp(pmem, gmem, ENG_Q8K_GROUP_BYTES(nsb)))
+					fail_msg("%s: the group unpacked at level %s differs from the plain unpacking",
+					         eng_dtype_name((eng_dtype)dt), eng_qdot_level_name(top));
+				free(pmem);
+				for (int nx = 1; nx <= ENG_Q8K_GROUP_X; nx++) {
+					float got[ENG_Q8K_GROUP_X * ENG_Q8K_GROUP_ROWS];
+					memset(got, 0x55, sizeof got);
+					eng_q8k_group_dot(got, xs, nx, &g, nsb, dt);
+					for (int i = 0; i < nx; i++)
+						for (int k = 0; k < ENG_Q8K_GROUP_ROWS; k++) {
+							float wv = want[i * NRW + (k * 5 + trial) % NRW];
+							if (memcmp(&got[i * 16 + k], &wv, 4))
+								fail_msg("%s (%s rows) group, width %d: row %d, lane %d differs from the "
+								         "definition (%.9g vs %.9g)",
+								         eng_dtype_name((eng_dtype)dt), rnd ? "random-byte" : "quantized", nx, i,
+								         k, got[i * 16 + k], wv);
+						}
+				}
+				free(gmem);
+			}
 		}
 		print_message("%-5s error against the dequantized dot, relative to |exact| + bound: at most %.3g\n",
 		              eng_dtype_name((eng_dtype)dt), worst);
