@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "engine/gguf/quant.h"
+
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define ENG_AVX2 1
@@ -275,18 +277,6 @@ static inline __m256i q_bit16(uint32_t bits)
 	return _mm256_slli_epi32(_mm256_and_si256(b, _mm256_set1_epi32(1)), 4);
 }
 
-/* Q4_K / Q5_K: sub-block j's 6-bit scale and min (as quant.c reads them) */
-static inline void q_scale_min(int j, const uint8_t *q, int *sc, int *m)
-{
-	if (j < 4) {
-		*sc = q[j] & 63;
-		*m = q[j + 4] & 63;
-	} else {
-		*sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-	}
-}
-
 /* Lane k of the result: the byte p[k] as a 32-bit integer, its low nibble
  * (hi 0) or high nibble (hi 1). */
 static inline __m256i q_nib8(const uint8_t *p, int hi)
@@ -347,7 +337,7 @@ static inline __attribute__((always_inline)) void ld32_q(__m256 v[4], const uint
 	/* Q4_K {f16 d, dmin; scales[12]; qs[128]}, Q5_K {..., qh[32], qs[128]} */
 	int five = t == 9, c = j / 2, half = j % 2, sc, m;
 	const uint8_t *b = row + (size_t)(i / 256) * (five ? 176 : 144);
-	q_scale_min(j, b + 4, &sc, &m);
+	eng_ggml_kscale_min(j, b + 4, &sc, &m);
 	__m256 ds = _mm256_set1_ps(q_h2f(b) * (float)sc), dm = _mm256_set1_ps(q_h2f(b + 2) * (float)m);
 	const uint8_t *qs = b + (five ? 48 : 16) + c * 32;
 #pragma GCC unroll 4

@@ -14,18 +14,12 @@
 #include "engine/backend.h"
 #include "engine/cpu/q8k.h"
 #include "engine/cpu/qdot.h"
+#include "engine/gguf/quant.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define QK_X86 1
 #endif
-
-static float qk_h2f(const uint8_t *p)
-{
-	uint16_t h;
-	memcpy(&h, p, 2);
-	return eng_f16_to_f32(h);
-}
 
 int eng_q8k_type(int t)
 {
@@ -63,18 +57,6 @@ void eng_q8k_quantize(eng_q8kblk *out, const float *x, int n)
 	}
 }
 
-/* Q4_K / Q5_K: block j's 6-bit scale and minimum (engine/gguf/quant.c) */
-static void qk_scale_min(int j, const uint8_t *q, int *sc, int *m)
-{
-	if (j < 4) {
-		*sc = q[j] & 63;
-		*m = q[j + 4] & 63;
-	} else {
-		*sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-	}
-}
-
 float eng_q8k_dot_ref(const eng_q8kblk *x, const uint8_t *w, int nsb, int t)
 {
 	float acc = 0.0f, mins = 0.0f;
@@ -93,14 +75,14 @@ float eng_q8k_dot_ref(const eng_q8kblk *x, const uint8_t *w, int nsb, int t)
 				}
 				isum += (int8_t)p[192 + g] * sub;
 			}
-			acc = fmaf((float)isum, qk_h2f(p + 208) * xb->d, acc);
+			acc = fmaf((float)isum, eng_ggml_h2f(p + 208) * xb->d, acc);
 			continue;
 		}
 		int five = t == ENG_Q5_K;
 		const uint8_t *p = w + (size_t)s * (five ? 176 : 144);
 		for (int j = 0; j < 8; j++) {
 			int sc, m, sub = 0;
-			qk_scale_min(j, p + 4, &sc, &m);
+			eng_ggml_kscale_min(j, p + 4, &sc, &m);
 			const uint8_t *qs = p + (five ? 48 : 16) + (j / 2) * 32;
 			for (int e = 0; e < 32; e++) {
 				int v = (qs[e] >> (4 * (j % 2))) & 0xF;
@@ -111,8 +93,8 @@ float eng_q8k_dot_ref(const eng_q8kblk *x, const uint8_t *w, int nsb, int t)
 			isum += sc * sub;
 			msum += m * (xb->bsum[2 * j] + xb->bsum[2 * j + 1]);
 		}
-		acc = fmaf((float)isum, qk_h2f(p) * xb->d, acc);
-		mins = fmaf((float)msum, qk_h2f(p + 2) * xb->d, mins);
+		acc = fmaf((float)isum, eng_ggml_h2f(p) * xb->d, acc);
+		mins = fmaf((float)msum, eng_ggml_h2f(p + 2) * xb->d, mins);
 	}
 	return acc - mins;
 }
@@ -158,12 +140,12 @@ static void qk_row_values(const uint8_t *p, int t, uint8_t v[256], int sc[16], i
 			sc[g] = (int8_t)p[192 + g];
 		for (int k = 0; k < 8; k++)
 			pr[k] = qk_pair16(sc[2 * k], sc[2 * k + 1]);
-		*d = qk_h2f(p + 208), *dmin = 0.0f;
+		*d = eng_ggml_h2f(p + 208), *dmin = 0.0f;
 		return;
 	}
 	int five = t == ENG_Q5_K, m[8];
 	for (int j = 0; j < 8; j++) {
-		qk_scale_min(j, p + 4, &sc[j], &m[j]);
+		eng_ggml_kscale_min(j, p + 4, &sc[j], &m[j]);
 		const uint8_t *qs = p + (five ? 48 : 16) + (j / 2) * 32;
 		for (int e = 0; e < 32; e++) {
 			int x = (qs[e] >> (4 * (j % 2))) & 0xF;
@@ -174,7 +156,7 @@ static void qk_row_values(const uint8_t *p, int t, uint8_t v[256], int sc[16], i
 	}
 	for (int k = 0; k < 4; k++)
 		pr[k] = qk_pair16(m[2 * k], m[2 * k + 1]);
-	*d = qk_h2f(p), *dmin = qk_h2f(p + 2);
+	*d = eng_ggml_h2f(p), *dmin = eng_ggml_h2f(p + 2);
 }
 
 #ifdef QK_X86
@@ -212,7 +194,7 @@ void eng_q8k_group_unpack(eng_q8kgroup *g, const uint8_t *const w[ENG_Q8K_GROUP_
 #define QK_FN(isa) static inline __attribute__((always_inline, target(isa)))
 
 /* The 8 scale bytes (sc) and 8 minimum bytes (mn) of a Q4_K/Q5_K
- * super-block's packed 12 (qk_scale_min for all j at once) */
+ * super-block's packed 12 (eng_ggml_kscale_min for all j at once) */
 static inline void qk_scales8(const uint8_t *q, uint64_t *sc, uint64_t *mn)
 {
 	uint32_t u0, u1, u2;
@@ -655,7 +637,7 @@ __attribute__((target(QK_VNNI))) static void q8k_group_unpack_vnni(eng_q8kgroup 
 					sc[j * 16] = (int8_t)p[192 + j];
 				for (int k = 0; k < 8; k++)
 					pr[k * 16] = qk_pair16((int8_t)p[192 + 2 * k], (int8_t)p[192 + 2 * k + 1]);
-				g->d[s * 16 + r] = qk_h2f(p + 208), g->dmin[s * 16 + r] = 0.0f;
+				g->d[s * 16 + r] = eng_ggml_h2f(p + 208), g->dmin[s * 16 + r] = 0.0f;
 				continue;
 			}
 			uint64_t scb, mnb;
@@ -665,7 +647,7 @@ __attribute__((target(QK_VNNI))) static void q8k_group_unpack_vnni(eng_q8kgroup 
 			for (int k = 0; k < 4; k++)
 				pr[k * 16] = qk_pair16((int)((mnb >> (16 * k)) & 0xFF), (int)((mnb >> (16 * k + 8)) & 0xFF)),
 				pr[(k + 4) * 16] = 0;
-			g->d[s * 16 + r] = qk_h2f(p), g->dmin[s * 16 + r] = qk_h2f(p + 2);
+			g->d[s * 16 + r] = eng_ggml_h2f(p), g->dmin[s * 16 + r] = eng_ggml_h2f(p + 2);
 		}
 	}
 }

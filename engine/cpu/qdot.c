@@ -15,30 +15,12 @@
 #include "base/base.h"
 #include "engine/backend.h"
 #include "engine/cpu/qdot.h"
+#include "engine/gguf/quant.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define QD_X86 1
 #endif
-
-static float qd_h2f(const uint8_t *p)
-{
-	uint16_t h;
-	memcpy(&h, p, 2);
-	return eng_f16_to_f32(h);
-}
-
-/* Q4_K / Q5_K: sub-block j's 6-bit scale and min (engine/gguf/quant.c) */
-static inline __attribute__((always_inline)) void qd_scale_min(int j, const uint8_t *q, int *sc, int *m)
-{
-	if (j < 4) {
-		*sc = q[j] & 63;
-		*m = q[j + 4] & 63;
-	} else {
-		*sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-	}
-}
 
 /* Bytes a block of the 32-element types (Q8_0 .. Q5_1, by eng_dtype) and
  * where its nibbles start */
@@ -80,7 +62,7 @@ static void unpack_ref(const uint8_t *row, int b, int t, int16_t q[32], float sc
 	float d = 0.0f;
 	if (t <= ENG_Q5_1) {
 		const uint8_t *p = row + (size_t)b * (size_t)qd_bsz[t];
-		d = qd_h2f(p);
+		d = eng_ggml_h2f(p);
 		sc[0] = sc[1] = d;
 		if (t == ENG_Q8_0) {
 			for (int e = 0; e < 32; e++)
@@ -90,7 +72,7 @@ static void unpack_ref(const uint8_t *row, int b, int t, int16_t q[32], float sc
 		uint32_t qh = 0;
 		const uint8_t *qs = p + 2;
 		if (t == ENG_Q4_1 || t == ENG_Q5_1)
-			*m = qd_h2f(p + 2), qs += 2;
+			*m = eng_ggml_h2f(p + 2), qs += 2;
 		if (t == ENG_Q5_0 || t == ENG_Q5_1)
 			memcpy(&qh, qs, 4), qs += 4;
 		for (int e = 0; e < 32; e++) {
@@ -106,7 +88,7 @@ static void unpack_ref(const uint8_t *row, int b, int t, int16_t q[32], float sc
 		int h = j / 4, k = j % 4;
 		const uint8_t *ql = p + h * 64 + (k & 1) * 32, *qh = p + 128 + h * 32;
 		const int8_t *s8 = (const int8_t *)(p + 192 + h * 8 + 2 * k);
-		d = qd_h2f(p + 208);
+		d = eng_ggml_h2f(p + 208);
 		sc[0] = d * (float)s8[0], sc[1] = d * (float)s8[1];
 		for (int e = 0; e < 32; e++)
 			q[e] = (int16_t)(((k >= 2 ? ql[e] >> 4 : ql[e] & 0xF) | (((qh[e] >> (2 * k)) & 3) << 4)) - 32);
@@ -114,9 +96,9 @@ static void unpack_ref(const uint8_t *row, int b, int t, int16_t q[32], float sc
 	}
 	int five = t == ENG_Q5_K, s, mn;
 	const uint8_t *p = row + (size_t)(b / 8) * (five ? 176 : 144);
-	qd_scale_min(j, p + 4, &s, &mn);
-	sc[0] = sc[1] = qd_h2f(p) * (float)s;
-	*m = -(qd_h2f(p + 2) * (float)mn);
+	eng_ggml_kscale_min(j, p + 4, &s, &mn);
+	sc[0] = sc[1] = eng_ggml_h2f(p) * (float)s;
+	*m = -(eng_ggml_h2f(p + 2) * (float)mn);
 	const uint8_t *qs = p + (five ? 48 : 16) + (j / 2) * 32;
 	for (int e = 0; e < 32; e++) {
 		int v = (qs[e] >> (4 * (j % 2))) & 0xF;

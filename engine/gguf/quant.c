@@ -58,7 +58,7 @@ size_t eng_ggml_type_size(uint32_t t)
 	return 0;
 }
 
-static float h2f(const uint8_t *p)
+float eng_ggml_h2f(const uint8_t *p)
 {
 	uint16_t h;
 	memcpy(&h, p, 2);
@@ -69,18 +69,6 @@ static void f2h(uint8_t *p, float f)
 {
 	uint16_t h = eng_f32_to_f16(f);
 	memcpy(p, &h, 2);
-}
-
-/* Q4_K / Q5_K: sub-block j's 6-bit scale and min from the 12 packed bytes */
-static void scale_min(int j, const uint8_t *q, int *sc, int *m)
-{
-	if (j < 4) {
-		*sc = q[j] & 63;
-		*m = q[j + 4] & 63;
-	} else {
-		*sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-	}
 }
 
 static void pack_scale_min(uint8_t *q, const int *sc, const int *m)
@@ -113,7 +101,7 @@ void eng_ggml_dequantize(float *y, const void *src, uint32_t t, size_t n)
 		return;
 	case ENG_GGML_Q4_0:
 		for (size_t k = 0; k < n / QK; k++, b += 18, y += QK) {
-			float d = h2f(b);
+			float d = eng_ggml_h2f(b);
 			for (int j = 0; j < 16; j++) {
 				y[j] = (float)((b[2 + j] & 0xF) - 8) * d;
 				y[j + 16] = (float)((b[2 + j] >> 4) - 8) * d;
@@ -122,7 +110,7 @@ void eng_ggml_dequantize(float *y, const void *src, uint32_t t, size_t n)
 		return;
 	case ENG_GGML_Q4_1:
 		for (size_t k = 0; k < n / QK; k++, b += 20, y += QK) {
-			float d = h2f(b), m = h2f(b + 2);
+			float d = eng_ggml_h2f(b), m = eng_ggml_h2f(b + 2);
 			for (int j = 0; j < 16; j++) {
 				y[j] = (float)(b[4 + j] & 0xF) * d + m;
 				y[j + 16] = (float)(b[4 + j] >> 4) * d + m;
@@ -134,7 +122,7 @@ void eng_ggml_dequantize(float *y, const void *src, uint32_t t, size_t n)
 		bool one = t == ENG_GGML_Q5_1;
 		size_t bs = one ? 24 : 22;
 		for (size_t k = 0; k < n / QK; k++, b += bs, y += QK) {
-			float d = h2f(b), m = one ? h2f(b + 2) : 0;
+			float d = eng_ggml_h2f(b), m = one ? eng_ggml_h2f(b + 2) : 0;
 			uint32_t qh;
 			memcpy(&qh, b + (one ? 4 : 2), 4);
 			const uint8_t *qs = b + (one ? 8 : 6);
@@ -149,7 +137,7 @@ void eng_ggml_dequantize(float *y, const void *src, uint32_t t, size_t n)
 	}
 	case ENG_GGML_Q8_0:
 		for (size_t k = 0; k < n / QK; k++, b += 34, y += QK) {
-			float d = h2f(b);
+			float d = eng_ggml_h2f(b);
 			for (int j = 0; j < QK; j++)
 				y[j] = (float)(int8_t)b[2 + j] * d;
 		}
@@ -159,12 +147,12 @@ void eng_ggml_dequantize(float *y, const void *src, uint32_t t, size_t n)
 		bool five = t == ENG_GGML_Q5_K;
 		size_t bs = five ? 176 : 144;
 		for (size_t k = 0; k < n / QKK; k++, b += bs) {
-			float d = h2f(b), dmin = h2f(b + 2);
+			float d = eng_ggml_h2f(b), dmin = eng_ggml_h2f(b + 2);
 			const uint8_t *sc = b + 4, *qh = b + 16, *q = b + (five ? 48 : 16);
 			for (int c = 0; c < 4; c++, q += 32) {
 				int s1, m1, s2, m2;
-				scale_min(2 * c, sc, &s1, &m1);
-				scale_min(2 * c + 1, sc, &s2, &m2);
+				eng_ggml_kscale_min(2 * c, sc, &s1, &m1);
+				eng_ggml_kscale_min(2 * c + 1, sc, &s2, &m2);
 				for (int l = 0; l < 32; l++) {
 					int lo = q[l] & 0xF, hi = q[l] >> 4;
 					if (five) {
@@ -183,7 +171,7 @@ void eng_ggml_dequantize(float *y, const void *src, uint32_t t, size_t n)
 		for (size_t k = 0; k < n / QKK; k++, b += 210) {
 			const uint8_t *ql = b, *qh = b + 128;
 			const int8_t *sc = (const int8_t *)(b + 192);
-			float d = h2f(b + 208);
+			float d = eng_ggml_h2f(b + 208);
 			for (int h = 0; h < 2; h++, ql += 64, qh += 32, sc += 8, y += 128)
 				for (int l = 0; l < 32; l++) {
 					int is = l / 16;
@@ -247,7 +235,7 @@ void eng_ggml_quantize(void *dst, const float *x, uint32_t t, size_t n)
 		for (size_t k = 0; k < n / QK; k++, b += bs, x += QK) {
 			float d = amax_of(x, QK) / (float)lim;
 			f2h(b, d);
-			float dq = h2f(b), inv = dq ? 1.0f / dq : 0;
+			float dq = eng_ggml_h2f(b), inv = dq ? 1.0f / dq : 0;
 			int q[QK];
 			for (int j = 0; j < QK; j++)
 				q[j] = clampi((int)lrintf(x[j] * inv), -lim - (bits == 8 ? 0 : 1), lim) + off;
@@ -277,7 +265,7 @@ void eng_ggml_quantize(void *dst, const float *x, uint32_t t, size_t n)
 			range_of(x, QK, &lo, &hi);
 			f2h(b, (hi - lo) / (float)top);
 			f2h(b + 2, lo);
-			float d = h2f(b), m = h2f(b + 2), inv = d ? 1.0f / d : 0;
+			float d = eng_ggml_h2f(b), m = eng_ggml_h2f(b + 2), inv = d ? 1.0f / d : 0;
 			int q[QK];
 			for (int j = 0; j < QK; j++)
 				q[j] = clampi((int)lrintf((x[j] - m) * inv), 0, top);
@@ -314,7 +302,7 @@ void eng_ggml_quantize(void *dst, const float *x, uint32_t t, size_t n)
 			}
 			f2h(b, smax / 63.0f);
 			f2h(b + 2, mmax / 63.0f);
-			float d = h2f(b), dmin = h2f(b + 2);
+			float d = eng_ggml_h2f(b), dmin = eng_ggml_h2f(b + 2);
 			int sc[8], mi[8];
 			for (int j = 0; j < 8; j++) {
 				sc[j] = d ? clampi((int)lrintf(ss[j] / d), 0, 63) : 0;
@@ -348,7 +336,7 @@ void eng_ggml_quantize(void *dst, const float *x, uint32_t t, size_t n)
 				smax = s[j] > smax ? s[j] : smax;
 			}
 			f2h(b + 208, smax / 127.0f);
-			float d = h2f(b + 208);
+			float d = eng_ggml_h2f(b + 208);
 			int8_t *sc = (int8_t *)(b + 192);
 			for (int j = 0; j < 16; j++)
 				sc[j] = (int8_t)(d ? clampi((int)lrintf(s[j] / d), -128, 127) : 0);

@@ -30,6 +30,23 @@ const char *eng_ggml_type_known_name(uint32_t t);
 int eng_ggml_type_block(uint32_t t);
 size_t eng_ggml_type_size(uint32_t t);
 
+/* The little-endian f16 at p, as a float (a block's scales). */
+float eng_ggml_h2f(const uint8_t *p);
+
+/* Q4_K / Q5_K: block j's (j < 8) 6-bit scale and minimum from a
+ * super-block's 12 packed bytes q (the layout's one definition: the
+ * readers, the quantizer and the CPU kernels' references take it). */
+static inline void eng_ggml_kscale_min(int j, const uint8_t *q, int *sc, int *m)
+{
+	if (j < 4) {
+		*sc = q[j] & 63;
+		*m = q[j + 4] & 63;
+	} else {
+		*sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+	}
+}
+
 /* n elements (a multiple of the type's block) of src to f32: the plain
  * reference reading of each block. */
 void eng_ggml_dequantize(float *dst, const void *src, uint32_t t, size_t n);
