@@ -26,7 +26,7 @@ int eng_q8k_type(int t)
 	return t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K;
 }
 
-void eng_q8k_quantize(eng_q8kblk *out, const float *x, int n)
+void eng_q8k_quantize_ref(eng_q8kblk *out, const float *x, int n)
 {
 	for (int b = 0; b < n / 256; b++) {
 		const float *v = x + (size_t)b * 256;
@@ -233,6 +233,65 @@ QK_FN(QK_AVX2) void qk_step(__m128 *acc, __m128 *mn, __m128i isum, __m128i msum,
 	*acc = _mm_fmadd_ps(_mm_cvtepi32_ps(isum), _mm_mul_ps(dw, xd), *acc);
 	if (mins)
 		*mn = _mm_fmadd_ps(_mm_cvtepi32_ps(msum), _mm_mul_ps(dmin, xd), *mn);
+}
+
+/* The quantizer with vectors: the largest magnitude and any infinity or
+ * NaN in one pass, the first element of that magnitude found by compare
+ * masks, then x * iscale rounded by cvtps (nearest even, as nearbyintf),
+ * capped, and packed to bytes; the sums of 16 from the 32-bit values. */
+__attribute__((target(QK_AVX2))) static void q8k_quantize_avx2(eng_q8kblk *out, const float *x, int n)
+{
+	const __m256 sign = _mm256_set1_ps(-0.0f);
+	const __m256i expo = _mm256_set1_epi32(0x7F800000), hi = _mm256_set1_epi32(127), lo = _mm256_set1_epi32(-127);
+	const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+	for (int b = 0; b < n / 256; b++) {
+		const float *v = x + (size_t)b * 256;
+		eng_q8kblk *o = out + b;
+		__m256 mx = _mm256_setzero_ps();
+		__m256i bad = _mm256_setzero_si256();
+		for (int i = 0; i < 256; i += 8) {
+			__m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(v + i));
+			mx = _mm256_max_ps(mx, a);
+			bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(a), expo), expo));
+		}
+		__m128 h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+		h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+		h = _mm_max_ss(h, _mm_movehdup_ps(h));
+		float amax = _mm_cvtss_f32(h), max = 0.0f;
+		int nonfinite = !_mm256_testz_si256(bad, bad);
+		if (!nonfinite && amax > 0.0f) {
+			__m256 am = _mm256_set1_ps(amax);
+			for (int i = 0; i < 256; i += 8) {
+				int m = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(v + i)), am, _CMP_EQ_OQ));
+				if (m) {
+					max = v[i + __builtin_ctz((unsigned)m)];
+					break;
+				}
+			}
+		}
+		float is = amax > 0.0f ? -127.0f / max : 0.0f;
+		if (nonfinite || !isfinite(is) || is == 0.0f) {
+			memset(o->q, 0, sizeof o->q);
+			memset(o->bsum, 0, sizeof o->bsum);
+			o->d = nonfinite ? NAN : 0.0f;
+			continue;
+		}
+		__m256 iv = _mm256_set1_ps(is);
+		for (int i = 0; i < 256; i += 32) {
+			__m256i q[4];
+			for (int k = 0; k < 4; k++)
+				q[k] = _mm256_max_epi32(lo, _mm256_min_epi32(hi, _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(v + i + 8 * k), iv))));
+			__m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+			_mm256_storeu_si256((__m256i *)(o->q + i), _mm256_permutevar8x32_epi32(p, order));
+			/* lanes 0 and 1 after the two hadds and the halves' add: the sums of 16 */
+			__m256i s = _mm256_hadd_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+			s = _mm256_hadd_epi32(s, s);
+			__m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+			o->bsum[i / 16] = (int16_t)_mm_cvtsi128_si32(t);
+			o->bsum[i / 16 + 1] = (int16_t)_mm_extract_epi32(t, 1);
+		}
+		o->d = 1.0f / is;
+	}
 }
 
 /* ---- AVX2: a block of 32 to a register ------------------------------------- */
@@ -689,6 +748,17 @@ void eng_q8k_group_dot(float *o, const eng_q8kblk *const *x, int nx, const eng_q
 #endif
 	(void)o, (void)x, (void)nx, (void)g, (void)nsb, (void)t;
 	abort(); /* callers ask eng_q8k_group_level first */
+}
+
+void eng_q8k_quantize(eng_q8kblk *out, const float *x, int n)
+{
+#ifdef QK_X86
+	if (eng_qdot_level() > 0) {
+		q8k_quantize_avx2(out, x, n);
+		return;
+	}
+#endif
+	eng_q8k_quantize_ref(out, x, n);
 }
 
 void eng_q8k_dot(float *o, const eng_q8kblk *const *x, int nx, const uint8_t *const w[4], int nsb, int t)

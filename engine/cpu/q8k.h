@@ -46,8 +46,11 @@ typedef struct {
 	float d;
 } eng_q8kblk;
 
-/* Quantizes x[0..n) (n a multiple of 256) into n/256 super-blocks. */
+/* Quantizes x[0..n) (n a multiple of 256) into n/256 super-blocks: with
+ * vectors where the CPU has AVX2 (qdot's level), the definition's bytes. */
 void eng_q8k_quantize(eng_q8kblk *out, const float *x, int n);
+/* The same by the definition, one element at a time (the oracle). */
+void eng_q8k_quantize_ref(eng_q8kblk *out, const float *x, int n);
 
 /* Whether eng_dtype t has a kernel here (Q4_K, Q5_K, Q6_K). */
 int eng_q8k_type(int t);

@@ -26,10 +26,13 @@ static void activations_quantize_as_defined(void **st)
 	(void)st;
 	ev_rng r;
 	ev_rng_seed(&r, 11);
-	enum { N = 256 * 6 };
+	enum { N = 256 * 24 }; /* blocks 6 and up: random, at scales from 1e-3 to 1e3 */
 	float *x = malloc(N * sizeof *x);
 	eng_q8kblk *q = malloc((N / 256) * sizeof *q);
 	fill(x, N, &r, 4.0);
+	for (int b = 6; b < N / 256; b++)
+		for (int e = 0; e < 256; e++)
+			x[b * 256 + e] *= (float)pow(10.0, (b % 7) - 3);
 	x[100] = 9.0f, x[101] = -9.0f; /* block 0: the first of equal magnitudes is max */
 	for (int e = 0; e < 256; e++) /* block 1: zero */
 		x[256 + e] = 0.0f;
@@ -40,7 +43,21 @@ static void activations_quantize_as_defined(void **st)
 	for (int e = 0; e < 256; e++) /* block 5: tiny, a negative max */
 		x[1280 + e] = (float)(e % 5) * 1e-32f;
 	x[1280 + 3] = -1e-30f;
-	eng_q8k_quantize(q, x, N);
+	eng_q8k_quantize_ref(q, x, N);
+	/* the vector quantizer at each level: the definition's bytes */
+	eng_q8kblk *vq = malloc((N / 256) * sizeof *vq);
+	int top = eng_qdot_level();
+	for (int l = 0; l <= top; l++) {
+		eng_qdot_set_level(l);
+		memset(vq, 0x55, (N / 256) * sizeof *vq);
+		eng_q8k_quantize(vq, x, N);
+		for (int b = 0; b < N / 256; b++)
+			if (memcmp(&vq[b].q, &q[b].q, sizeof vq[b].q) || memcmp(vq[b].bsum, q[b].bsum, sizeof vq[b].bsum) ||
+			    (memcmp(&vq[b].d, &q[b].d, 4) && !(isnan(vq[b].d) && isnan(q[b].d))))
+				fail_msg("super-block %d quantized at level %s differs from the definition", b, eng_qdot_level_name(l));
+	}
+	eng_qdot_set_level(top);
+	free(vq);
 	for (int b = 0; b < N / 256; b++) {
 		if (b == 1 || b == 3 || b == 4)
 			continue;
