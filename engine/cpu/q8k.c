@@ -14,6 +14,7 @@
 #include "engine/backend.h"
 #include "engine/cpu/q8k.h"
 #include "engine/cpu/qdot.h"
+#include "engine/cpu/qsimd.h"
 #include "engine/gguf/quant.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -206,24 +207,6 @@ static inline void qk_scales8(const uint8_t *q, uint64_t *sc, uint64_t *mn)
 	*mn = m_lo | (uint64_t)m_hi << 32;
 }
 
-/* the four rows' f16 values at byte offset `at`, as floats (lane r row r) */
-QK_FN(QK_AVX2) __m128 qk_f16x4(const uint8_t *const w[4], size_t at)
-{
-	uint16_t h[4];
-	for (int r = 0; r < 4; r++)
-		memcpy(&h[r], w[r] + at, 2);
-	uint64_t v;
-	memcpy(&v, h, 8);
-	return _mm_cvtph_ps(_mm_cvtsi64_si128((long long)v));
-}
-
-/* four rows' 8-lane sums as one vector of their totals, row r in lane r */
-QK_FN(QK_AVX2) __m128i qk_sum4_256(__m256i a, __m256i b, __m256i c, __m256i d)
-{
-	__m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
-	return _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
-}
-
 /* the float step of the definition for four rows against activation
  * super-block xb: acc += isum * (d_w * d), mins += msum * (dmin * d) */
 QK_FN(QK_AVX2) void qk_step(__m128 *acc, __m128 *mn, __m128i isum, __m128i msum, __m128 dw, __m128 dmin,
@@ -364,11 +347,11 @@ QK_FN(QK_AVX2) void qk_kern_avx2(float *o, const eng_q8kblk *const *x, int NX, c
 				MS[r][a] = _mm256_madd_epi16(M, _mm256_loadu_si256((const __m256i *)x[a][s].bsum));
 		}
 		size_t at = (size_t)s * bs;
-		__m128 dw = qk_f16x4(w, six ? at + 208 : at), dmin = mins ? qk_f16x4(w, at + 2) : _mm_setzero_ps();
+		__m128 dw = eng_qs_f16x4(w, six ? at + 208 : at), dmin = mins ? eng_qs_f16x4(w, at + 2) : _mm_setzero_ps();
 #pragma GCC unroll 2
 		for (int a = 0; a < NX; a++) {
-			__m128i is = qk_sum4_256(T[0][a], T[1][a], T[2][a], T[3][a]);
-			__m128i ms = mins ? qk_sum4_256(MS[0][a], MS[1][a], MS[2][a], MS[3][a]) : _mm_setzero_si128();
+			__m128i is = eng_qs_isum4(T[0][a], T[1][a], T[2][a], T[3][a]);
+			__m128i ms = mins ? eng_qs_isum4(MS[0][a], MS[1][a], MS[2][a], MS[3][a]) : _mm_setzero_si128();
 			qk_step(&acc[a], &mn[a], is, ms, dw, dmin, x[a] + s, mins);
 		}
 	}
@@ -505,13 +488,13 @@ QK_FN(QK_VNNI) void qk_kern_vnni(float *o, const eng_q8kblk *const *x, int NX, c
 			}
 		}
 		size_t at = (size_t)s * bs;
-		__m128 dw = qk_f16x4(w, six ? at + 208 : at), dmin = mins ? qk_f16x4(w, at + 2) : _mm_setzero_ps();
+		__m128 dw = eng_qs_f16x4(w, six ? at + 208 : at), dmin = mins ? eng_qs_f16x4(w, at + 2) : _mm_setzero_ps();
 		#pragma GCC unroll 4
 		for (int a = 0; a < NX; a++) {
 			__m128i is = qk_sum4_512(T[0][a], T[1][a], T[2][a], T[3][a]), ms = _mm_setzero_si128();
 			if (mins) {
 				__m256i b16 = _mm256_loadu_si256((const __m256i *)x[a][s].bsum);
-				ms = qk_sum4_256(_mm256_madd_epi16(M[0], b16), _mm256_madd_epi16(M[1], b16),
+				ms = eng_qs_isum4(_mm256_madd_epi16(M[0], b16), _mm256_madd_epi16(M[1], b16),
 				                 _mm256_madd_epi16(M[2], b16), _mm256_madd_epi16(M[3], b16));
 			}
 			qk_step(&acc[a], &mn[a], is, ms, dw, dmin, x[a] + s, mins);

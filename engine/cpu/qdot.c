@@ -15,6 +15,7 @@
 #include "base/base.h"
 #include "engine/backend.h"
 #include "engine/cpu/qdot.h"
+#include "engine/cpu/qsimd.h"
 #include "engine/gguf/quant.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)

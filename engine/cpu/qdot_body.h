@@ -94,23 +94,6 @@ QD_FN void QD(unpack)(const uint8_t *row, int b, int t, __m256i *q)
 	}
 }
 
-QD_FN uint64_t QD(u16at)(const uint8_t *p)
-{
-	uint16_t h;
-	memcpy(&h, p, 2);
-	return h;
-}
-
-/* The four rows' f16 values at byte offset `at`, as floats: the bits
- * gathered in a general register, converted in one instruction (each the
- * same float as h2f of it). */
-QD_FN __m128 QD(f16x4)(const uint8_t *const w[4], size_t at)
-{
-	uint64_t v = QD(u16at)(w[0] + at) | QD(u16at)(w[1] + at) << 16 | QD(u16at)(w[2] + at) << 32 |
-	             QD(u16at)(w[3] + at) << 48;
-	return _mm_cvtph_ps(_mm_cvtsi64_si128((long long)v));
-}
-
 /* Block b's scales of four rows of a 32-element type (lane r row r), s0
  * and s1 the same, and their minimum coefficients (m; Q4_1, Q5_1): the
  * definition's values (qdot.c's unpack_ref), the same bits. K-quants take
@@ -118,9 +101,9 @@ QD_FN __m128 QD(f16x4)(const uint8_t *const w[4], size_t at)
 QD_FN void QD(scales4)(const uint8_t *const w[4], int b, int t, __m128 *s0, __m128 *s1, __m128 *m)
 {
 	size_t at = (size_t)b * (size_t)qd_bsz[t];
-	*s0 = *s1 = QD(f16x4)(w, at);
+	*s0 = *s1 = eng_qs_f16x4(w, at);
 	if (t == 5 || t == 7)
-		*m = QD(f16x4)(w, at + 2);
+		*m = eng_qs_f16x4(w, at + 2);
 }
 
 /* dst[0..16) = d4[k % 4] * (float)bytes[k] (unsigned), negated if neg:
@@ -187,7 +170,7 @@ QD_FN void QD(kscales)(const uint8_t *const w[4], int sb, int t, float *s0, floa
 	/* [i: r0 r1 r2 r3] for i = 0-3, 4-7, 8-11, 12-15 */
 	__m128i g[4] = {_mm_unpacklo_epi16(a0, c0), _mm_unpackhi_epi16(a0, c0), _mm_unpacklo_epi16(a1, c1),
 	                _mm_unpackhi_epi16(a1, c1)};
-	__m128 d = QD(f16x4)(w, at + 208);
+	__m128 d = eng_qs_f16x4(w, at + 208);
 	memset(m, 0, 32 * sizeof(float));
 	/* scale i = 2j + half: g[q]'s 32-bit groups are i = 4q .. 4q + 3 (blocks
 	 * 2q, 2q + 1); the even ones (first halves) to s0, the odd ones to s1 */
@@ -214,14 +197,6 @@ QD_FN void QD(kscales)(const uint8_t *const w[4], int sb, int t, float *s0, floa
 		_mm_storeu_ps(s0 + 8 * q + 4, _mm256_castps256_ps128(hi)), _mm_storeu_ps(s1 + 8 * q + 4, _mm256_extractf128_ps(hi, 1));
 	}
 #endif
-}
-
-/* Four rows' 8-lane integer sums (a, b, c, d) as one 4-lane vector of
- * their totals, row r in lane r. */
-QD_FN __m128i QD(isum4)(__m256i a, __m256i b, __m256i c, __m256i d)
-{
-	__m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
-	return _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
 }
 
 #if !QD_VNNI
@@ -269,10 +244,10 @@ QD_FN void QD(kern)(float *o, const eng_qxblk *const *x, int nx, const uint8_t *
 #pragma GCC unroll 4
 				for (int r = 0; r < 4; r++)
 					pl[r] = _mm256_add_epi32(pl[r], ph[r]);
-				__m128i s = QD(isum4)(pl[0], pl[1], pl[2], pl[3]);
+				__m128i s = eng_qs_isum4(pl[0], pl[1], pl[2], pl[3]);
 				acc[i] = _mm_fmadd_ps(_mm_cvtepi32_ps(s), _mm_mul_ps(vs0, xd), acc[i]);
 			} else {
-				__m128i sl = QD(isum4)(pl[0], pl[1], pl[2], pl[3]), sh = QD(isum4)(ph[0], ph[1], ph[2], ph[3]);
+				__m128i sl = eng_qs_isum4(pl[0], pl[1], pl[2], pl[3]), sh = eng_qs_isum4(ph[0], ph[1], ph[2], ph[3]);
 				acc[i] = _mm_fmadd_ps(_mm_cvtepi32_ps(sl), _mm_mul_ps(vs0, xd), acc[i]);
 				acc[i] = _mm_fmadd_ps(_mm_cvtepi32_ps(sh), _mm_mul_ps(vs1, xd), acc[i]);
 			}
