@@ -58,55 +58,6 @@ void eng_q8k_quantize_ref(eng_q8kblk *out, const float *x, int n)
 	}
 }
 
-float eng_q8k_dot_ref(const eng_q8kblk *x, const uint8_t *w, int nsb, int t)
-{
-	float acc = 0.0f, mins = 0.0f;
-	for (int s = 0; s < nsb; s++) {
-		const eng_q8kblk *xb = x + s;
-		int isum = 0, msum = 0;
-		if (t == ENG_Q6_K) {
-			const uint8_t *p = w + (size_t)s * 210;
-			for (int g = 0; g < 16; g++) { /* elements 128h + 32k + 16 half + i */
-				int h = g / 8, k = (g % 8) / 2, half = g % 2, sub = 0;
-				const uint8_t *ql = p + h * 64 + (k & 1) * 32, *qh = p + 128 + h * 32;
-				for (int i = 0; i < 16; i++) {
-					int e = 16 * half + i;
-					int v = ((k >= 2 ? ql[e] >> 4 : ql[e] & 0xF) | (((qh[e] >> (2 * k)) & 3) << 4)) - 32;
-					sub += v * xb->q[128 * h + 32 * k + e];
-				}
-				isum += (int8_t)p[192 + g] * sub;
-			}
-			acc = fmaf((float)isum, eng_ggml_h2f(p + 208) * xb->d, acc);
-			continue;
-		}
-		int five = t == ENG_Q5_K;
-		const uint8_t *p = w + (size_t)s * (five ? 176 : 144);
-		for (int j = 0; j < 8; j++) {
-			int sc, m, sub = 0;
-			eng_ggml_kscale_min(j, p + 4, &sc, &m);
-			const uint8_t *qs = p + (five ? 48 : 16) + (j / 2) * 32;
-			for (int e = 0; e < 32; e++) {
-				int v = (qs[e] >> (4 * (j % 2))) & 0xF;
-				if (five)
-					v |= ((p[16 + e] >> j) & 1) << 4;
-				sub += v * xb->q[32 * j + e];
-			}
-			isum += sc * sub;
-			msum += m * (xb->bsum[2 * j] + xb->bsum[2 * j + 1]);
-		}
-		acc = fmaf((float)isum, eng_ggml_h2f(p) * xb->d, acc);
-		mins = fmaf((float)msum, eng_ggml_h2f(p + 2) * xb->d, mins);
-	}
-	return acc - mins;
-}
-
-static void q8k_plain(float *o, const eng_q8kblk *const *x, int nx, const uint8_t *const w[4], int nsb, int t)
-{
-	for (int i = 0; i < nx; i++)
-		for (int r = 0; r < 4; r++)
-			o[i * 4 + r] = eng_q8k_dot_ref(x[i], w[r], nsb, t);
-}
-
 /* ---- groups of 16 rows for prefill (q8k.h) ---------------------------------- */
 
 void eng_q8k_group_place(eng_q8kgroup *g, void *mem, int nsb)
@@ -124,14 +75,16 @@ static int32_t qk_pair16(int lo, int hi)
 	return (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
 }
 
-/* Row super-block p's unsigned values in element order, its block scales,
- * its 16-bit pairs (q8k.h's group layout) and its f16 scales as floats */
-static void qk_row_values(const uint8_t *p, int t, uint8_t v[256], int sc[16], int32_t pr[8], float *d, float *dmin)
+/* Row super-block p's values in element order as unsigned bytes (Q6_K's
+ * without the - 32), its block scales (Q4_K/Q5_K: 8 of 32 elements, the
+ * rest 0; Q6_K: 16 of 16), its minima (Q4_K/Q5_K; else 0) and its f16
+ * scales as floats: the layouts of engine/gguf/quant.c, element by element. */
+static void qk_row_values(const uint8_t *p, int t, uint8_t v[256], int sc[16], int m[8], float *d, float *dmin)
 {
 	memset(sc, 0, 16 * sizeof *sc);
-	memset(pr, 0, 8 * sizeof *pr);
+	memset(m, 0, 8 * sizeof *m);
 	if (t == ENG_Q6_K) {
-		for (int j = 0; j < 8; j++) {
+		for (int j = 0; j < 8; j++) { /* elements 128h + 32k + e */
 			int h = j / 4, k = j % 4;
 			const uint8_t *ql = p + h * 64 + (k & 1) * 32, *qh = p + 128 + h * 32;
 			for (int e = 0; e < 32; e++)
@@ -139,12 +92,10 @@ static void qk_row_values(const uint8_t *p, int t, uint8_t v[256], int sc[16], i
 		}
 		for (int g = 0; g < 16; g++)
 			sc[g] = (int8_t)p[192 + g];
-		for (int k = 0; k < 8; k++)
-			pr[k] = qk_pair16(sc[2 * k], sc[2 * k + 1]);
 		*d = eng_ggml_h2f(p + 208), *dmin = 0.0f;
 		return;
 	}
-	int five = t == ENG_Q5_K, m[8];
+	int five = t == ENG_Q5_K;
 	for (int j = 0; j < 8; j++) {
 		eng_ggml_kscale_min(j, p + 4, &sc[j], &m[j]);
 		const uint8_t *qs = p + (five ? 48 : 16) + (j / 2) * 32;
@@ -155,9 +106,51 @@ static void qk_row_values(const uint8_t *p, int t, uint8_t v[256], int sc[16], i
 			v[32 * j + e] = (uint8_t)x;
 		}
 	}
-	for (int k = 0; k < 4; k++)
-		pr[k] = qk_pair16(m[2 * k], m[2 * k + 1]);
 	*d = eng_ggml_h2f(p), *dmin = eng_ggml_h2f(p + 2);
+}
+
+static size_t qk_bytes(int t)
+{
+	return t == ENG_Q6_K ? 210 : t == ENG_Q5_K ? 176 : 144;
+}
+
+float eng_q8k_dot_ref(const eng_q8kblk *x, const uint8_t *w, int nsb, int t)
+{
+	float acc = 0.0f, mins = 0.0f;
+	for (int s = 0; s < nsb; s++) {
+		const eng_q8kblk *xb = x + s;
+		uint8_t v[256];
+		int sc[16], m[8], isum = 0, msum = 0;
+		float d, dmin;
+		qk_row_values(w + (size_t)s * qk_bytes(t), t, v, sc, m, &d, &dmin);
+		if (t == ENG_Q6_K) {
+			for (int g = 0; g < 16; g++) {
+				int sub = 0;
+				for (int e = 16 * g; e < 16 * g + 16; e++)
+					sub += (v[e] - 32) * xb->q[e];
+				isum += sc[g] * sub;
+			}
+			acc = fmaf((float)isum, d * xb->d, acc);
+			continue;
+		}
+		for (int j = 0; j < 8; j++) {
+			int sub = 0;
+			for (int e = 32 * j; e < 32 * j + 32; e++)
+				sub += v[e] * xb->q[e];
+			isum += sc[j] * sub;
+			msum += m[j] * (xb->bsum[2 * j] + xb->bsum[2 * j + 1]);
+		}
+		acc = fmaf((float)isum, d * xb->d, acc);
+		mins = fmaf((float)msum, dmin * xb->d, mins);
+	}
+	return acc - mins;
+}
+
+static void q8k_plain(float *o, const eng_q8kblk *const *x, int nx, const uint8_t *const w[4], int nsb, int t)
+{
+	for (int i = 0; i < nx; i++)
+		for (int r = 0; r < 4; r++)
+			o[i * 4 + r] = eng_q8k_dot_ref(x[i], w[r], nsb, t);
 }
 
 #ifdef QK_X86
@@ -173,13 +166,14 @@ void eng_q8k_group_unpack(eng_q8kgroup *g, const uint8_t *const w[ENG_Q8K_GROUP_
 		return;
 	}
 #endif
-	size_t bs = t == ENG_Q6_K ? 210 : t == ENG_Q5_K ? 176 : 144;
 	for (int r = 0; r < ENG_Q8K_GROUP_ROWS; r++)
 		for (int s = 0; s < nsb; s++) {
 			uint8_t v[256];
-			int sc[16];
+			int sc[16], m[8];
 			int32_t pr[8];
-			qk_row_values(w[r] + (size_t)s * bs, t, v, sc, pr, &g->d[s * 16 + r], &g->dmin[s * 16 + r]);
+			qk_row_values(w[r] + (size_t)s * qk_bytes(t), t, v, sc, m, &g->d[s * 16 + r], &g->dmin[s * 16 + r]);
+			for (int k = 0; k < 8; k++) /* Q6_K: scale pairs; Q4_K/Q5_K: minimum pairs, 4 */
+				pr[k] = t == ENG_Q6_K ? qk_pair16(sc[2 * k], sc[2 * k + 1]) : k < 4 ? qk_pair16(m[2 * k], m[2 * k + 1]) : 0;
 			for (int k = 0; k < 64; k++)
 				memcpy(g->q + (((size_t)s * 64 + k) * 16 + r) * 4, v + 4 * k, 4);
 			for (int j = 0; j < 16; j++)
@@ -287,7 +281,7 @@ QK_FN(QK_AVX2) void qk_kern_avx2(float *o, const eng_q8kblk *const *x, int NX, c
                                  int t)
 {
 	const int six = t == ENG_Q6_K, five = t == ENG_Q5_K, mins = !six;
-	const size_t bs = six ? 210 : five ? 176 : 144;
+	const size_t bs = qk_bytes(t);
 	const __m256i lo4 = _mm256_set1_epi8(0x0F), lo2 = _mm256_set1_epi8(0x03), one = _mm256_set1_epi8(1);
 	__m128 acc[2], mn[2];
 	for (int a = 0; a < NX; a++)
@@ -403,7 +397,7 @@ QK_FN(QK_VNNI) void qk_kern_vnni(float *o, const eng_q8kblk *const *x, int NX, c
                                  int t)
 {
 	const int six = t == ENG_Q6_K, five = t == ENG_Q5_K, mins = !six;
-	const size_t bs = six ? 210 : five ? 176 : 144;
+	const size_t bs = qk_bytes(t);
 	const __m512i lo4 = _mm512_set1_epi8(0x0F), lo2 = _mm512_set1_epi8(0x03), low16 = _mm512_set1_epi32(0xFFFF);
 	/* Q4_K/Q5_K pair i: the low nibbles in the low 256 bits, the high ones above */
 	const __m512i nsh = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
@@ -641,7 +635,7 @@ __attribute__((target(QK_VNNI))) static void q8k_group_unpack_vnni(eng_q8kgroup 
                                                                    int t)
 {
 	const int six = t == ENG_Q6_K, five = t == ENG_Q5_K;
-	const size_t bs = six ? 210 : five ? 176 : 144;
+	const size_t bs = qk_bytes(t);
 	const __m512i lo4 = _mm512_set1_epi8(0x0F), lo2 = _mm512_set1_epi8(0x03);
 	for (int s = 0; s < nsb; s++) {
 		for (int kb = 0; kb < 4; kb++) {
