@@ -6,7 +6,8 @@
  * An activation row is cut into blocks of 32: d = max|x| / 32767, q =
  * x / d rounded to nearest even, s = d * sum(q) (15 bits a block: the
  * rounding is 1/65534 of the block's largest value, where llama.cpp's
- * 8-bit activations round at 1/254 and change SmolLM2's greedy answers).
+ * 8-bit activations round at 1/254 and change SmolLM2's greedy answers;
+ * those are an option for K-quants, engine/cpu/q8k.h).
  * A weight block of 32 (a K-quant's sub-block) is its integer values q_w
  * (offsets folded in: Q4_0 - 8, Q5_0 - 16, Q6_K - 32), a scale for its
  * first 16 elements and one for the last 16 (equal but for Q6_K) and a
