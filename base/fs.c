@@ -53,6 +53,25 @@ int ev_file_read(char **out, size_t *len_out, const char *path, size_t max)
 
 int ev_mkdir_p(const char *dir) { return ev_mkdir_p_mode(dir, 0755); }
 
+int ev_mkdtemp(char **out, const char *base, const char *tag)
+{
+	*out = NULL;
+	if (!base || !*base)
+		base = getenv("TMPDIR");
+	if (!base || !*base)
+		base = "/tmp";
+	char *dir = ev_asprintf("%s/evald-%s-XXXXXX", base, tag);
+	if (!dir)
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	if (!mkdtemp(dir)) {
+		int rc = ev_error_set(EV_E_IO, "%s: cannot make a temporary folder there: %s", base, strerror(errno));
+		free(dir);
+		return rc;
+	}
+	*out = dir;
+	return 0;
+}
+
 int ev_mkdir_p_mode(const char *dir, unsigned mode)
 {
 	char *p = ev_strdup(dir);

@@ -29,6 +29,11 @@ enum {
  * something is left. */
 int ev_rmtree(const char *path, unsigned flags);
 
+/* Makes a new private folder named evald-TAG-XXXXXX (mkdtemp) in `base`
+ * when that is given and not empty, else in $TMPDIR, else in /tmp; its
+ * path malloc'd into *out. EV_E_IO naming the place when it cannot. */
+int ev_mkdtemp(char **out, const char *base, const char *tag);
+
 /* Memory the system could give without swapping, in bytes: /proc/meminfo's
  * MemAvailable, else the free pages sysconf counts; 0 when neither says. */
 uint64_t ev_mem_available(void);

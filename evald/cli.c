@@ -277,9 +277,9 @@ int ev_cli_suite_load(ev_suite **out, const char *path, char **tmpdir)
 			free(p);
 	}
 	if (!strcmp(path, "@default")) {
-		char tmpl[] = "/tmp/evald-default-XXXXXX";
-		if (!*tmpdir && (!mkdtemp(tmpl) || !(*tmpdir = ev_strdup(tmpl))))
-			return ev_error_set(EV_E_IO, "default suite: cannot make a temporary folder");
+		int trc = *tmpdir ? 0 : ev_mkdtemp(tmpdir, NULL, "default");
+		if (trc)
+			return ev_error_wrap(trc, "default suite");
 		int rc = ev_default_suite_write(&default_path, *tmpdir);
 		if (rc)
 			return rc;

@@ -80,9 +80,9 @@ static pid_t start_fixture(char url[128], const char *bin)
 
 static int ingest(double *out_rate, long n, bool commit_each)
 {
-	char dir[] = "/tmp/evald-bench-XXXXXX";
-	if (!mkdtemp(dir))
-		return ev_error_set(EV_E_IO, "mkdtemp: %s", strerror(errno));
+	char *dir = NULL;
+	if (ev_mkdtemp(&dir, NULL, "bench"))
+		return ev_error_wrap(EV_E_IO, "bench");
 	char *db = ev_asprintf("%s/bench.db", dir);
 	ev_tracker *t = NULL;
 	int rc = ev_tracker_open(&t, db);
@@ -110,10 +110,9 @@ static int ingest(double *out_rate, long n, bool commit_each)
 		rc = ev_tracker_flush(t);
 	double el = ev_now() - t0;
 	ev_tracker_close(t);
-	char *cmd = ev_asprintf("rm -rf '%s'", dir);
-	if (cmd && system(cmd) != 0)
-		ev_log_warn("could not remove %s", dir);
-	free(cmd);
+	if (ev_rmtree(dir, 0))
+		ev_log_warn("%s", ev_error_msg());
+	free(dir);
 	free(db);
 	*out_rate = el > 0 ? (double)n / el : 0;
 	return rc;

@@ -225,11 +225,13 @@ int ev_cmd_run(const ev_cli *cli, int argc, char **argv)
 	ev_tracker *t = NULL;
 	if (ev_cli_open_tracker(&local, &t)) {
 		ev_remote_free(remote);
+		ev_remote_mirror_remove(mirror);
 		return EV_EXIT_FAIL;
 	}
 	if (remote && ro.resume && ev_remote_mirror(remote, t, &ro.resume, 1)) { /* its results so far */
 		ev_remote_free(remote);
 		ev_tracker_close(t);
+		ev_remote_mirror_remove(mirror);
 		return ev_cli_fail("run --resume --tracker");
 	}
 	struct sigaction sa = {0};

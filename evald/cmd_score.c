@@ -513,18 +513,15 @@ int ev_cmd_score(const ev_cli *cli, int argc, char **argv)
 		return EV_EXIT_USAGE;
 	}
 	int rc = 0, exit_code = EV_EXIT_FAIL;
-	char tmpl[] = "/tmp/evald-score-XXXXXX", *tmpdir = NULL, *text = NULL, *sum = NULL;
+	char *tmpdir = NULL, *text = NULL, *sum = NULL;
 	const char *suite_path = so.suite_path;
 	ev_suite *suite = NULL;
 	ev_checker *checker = NULL;
 	bool ret_usage = false;
 	score_ctx c = {0};
 	if (so.problems) {
-		if (!mkdtemp(tmpl)) {
-			rc = ev_error_set(EV_E_IO, "mkdtemp: %s", strerror(errno));
+		if ((rc = ev_mkdtemp(&tmpdir, NULL, "score"))) /* the problems as a suite */
 			goto done;
-		}
-		tmpdir = tmpl;
 		if ((rc = ev_import_humaneval(so.problems, tmpdir)))
 			goto done;
 		suite_path = tmpdir;
@@ -576,5 +573,6 @@ done:
 	ev_suite_free(suite);
 	if (tmpdir && ev_rmtree(tmpdir, 0))
 		ev_log_warn("%s", ev_error_msg());
+	free(tmpdir);
 	return exit_code;
 }

@@ -542,13 +542,8 @@ static int sandbox_exec(const sb_state *s, const ev_sandbox_options *opt, const 
 		p->files = files;
 		p->n_files = n_files;
 	} else {
-		const char *tmp = o.tmp_dir ? o.tmp_dir : getenv("TMPDIR");
-		host_dir = ev_asprintf("%s/evald-sbx-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
-		if (!host_dir || !mkdtemp(host_dir)) {
-			rc = ev_error_set(host_dir ? EV_E_IO : EV_E_NOMEM, "sandbox: mkdtemp %s: %s", host_dir ? host_dir : "",
-			                  strerror(errno));
-			free(host_dir);
-			host_dir = NULL;
+		if ((rc = ev_mkdtemp(&host_dir, o.tmp_dir, "sbx"))) {
+			rc = ev_error_wrap(rc, "sandbox");
 			goto done;
 		}
 		if ((rc = host_files(host_dir, files, n_files, p->switch_id, host_run)))

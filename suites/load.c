@@ -359,18 +359,8 @@ static int load_archive(ev_suite *s, const char *path, const char *ext, const ev
 {
 	char *dir = NULL, *sub = NULL, *root = NULL, *real = NULL, *disp = NULL, *name = NULL;
 	int rc = 0;
-	const char *base = opt->tmp_dir;
-	if (!base || !*base)
-		base = getenv("TMPDIR");
-	if (!base || !*base)
-		base = "/tmp";
-	if (!(dir = ev_asprintf("%s/evald-suite-XXXXXX", base)))
-		return nomem();
-	if (!mkdtemp(dir)) {
-		rc = ev_error_set(EV_E_IO, "%s: cannot make a folder to extract into: %s", base, strerror(errno));
-		free(dir);
+	if ((rc = ev_mkdtemp(&dir, opt->tmp_dir, "suite")))
 		return rc;
-	}
 	s->extracted_dir = dir; /* removed by ev_suite_free from here on */
 	if ((rc = ev_archive_extract(path, dir, opt)) || (rc = find_bundle_root(&sub, dir, path)))
 		goto done;

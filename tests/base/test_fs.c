@@ -1,7 +1,8 @@
-/* base/fs.c: capped reads, atomic writes, folders and recursive removal. */
+/* base/fs.c: capped reads, atomic writes, folders, temporary folders and recursive removal. */
 #include "testutil.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -76,12 +77,43 @@ static void rmtree_removes_locked_folders_but_not_link_targets(void **st)
 	free(d);
 }
 
+/* ev_mkdtemp: in the base given, else in $TMPDIR (the tests run with it
+ * set to their scratch folder), else /tmp; a base that is not there named */
+static void mkdtemp_goes_where_asked(void **st)
+{
+	(void)st;
+	char *d = tu_tmpdir("base_fs_mkdtemp"), *a = NULL, *b = NULL;
+	assert_int_equal(ev_mkdtemp(&a, d, "x"), 0);
+	char *want = ev_asprintf("%s/evald-x-", d);
+	assert_true(!strncmp(a, want, strlen(want)) && strlen(a) == strlen(want) + 6);
+	struct stat sb;
+	assert_true(stat(a, &sb) == 0 && S_ISDIR(sb.st_mode) && (sb.st_mode & 0777) == 0700);
+	char *old = getenv("TMPDIR") ? ev_strdup(getenv("TMPDIR")) : NULL;
+	setenv("TMPDIR", d, 1);
+	assert_int_equal(ev_mkdtemp(&b, "", "y"), 0);
+	free(want);
+	want = ev_asprintf("%s/evald-y-", d);
+	assert_true(!strncmp(b, want, strlen(want)));
+	char *none = NULL;
+	assert_int_equal(ev_mkdtemp(&none, "/nonexistent/place", "z"), EV_E_IO);
+	assert_null(none);
+	assert_non_null(strstr(ev_error_msg(), "/nonexistent/place"));
+	if (old)
+		setenv("TMPDIR", old, 1);
+	else
+		unsetenv("TMPDIR");
+	assert_int_equal(ev_rmtree(a, 0), 0);
+	assert_int_equal(ev_rmtree(b, 0), 0);
+	free(old), free(want), free(a), free(b), free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(file_read_respects_cap),
 		cmocka_unit_test(file_write_replaces_atomically_and_mkdir_makes_parents),
 		cmocka_unit_test(rmtree_removes_locked_folders_but_not_link_targets),
+		cmocka_unit_test(mkdtemp_goes_where_asked),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
