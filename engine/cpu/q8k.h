@@ -16,7 +16,9 @@
  * bsum[k] = the sum of q over elements 16k .. 16k + 15. (These are
  * llama.cpp's Q8_K values, so both engines round the same activations
  * alike.) A super-block holding an infinity or a NaN gets d = NaN and
- * q = 0: its outputs are NaN, as the f32 path's would be.
+ * q = 0: its outputs are NaN, as the f32 path's would be; one whose
+ * largest magnitude is too small for -127 / max to be finite (below about
+ * 3.7e-37) counts as zero.
  *
  * A weight super-block's elements in order (engine/gguf/quant.c's
  * layouts): Q4_K/Q5_K 8 blocks of 32, block j with an unsigned value
