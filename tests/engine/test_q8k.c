@@ -26,11 +26,11 @@ static void activations_quantize_as_defined(void **st)
 	(void)st;
 	ev_rng r;
 	ev_rng_seed(&r, 11);
-	enum { N = 256 * 24 }; /* blocks 6 and up: random, at scales from 1e-3 to 1e3 */
+	enum { N = 256 * 24 }; /* blocks 7 and up: random, at scales from 1e-3 to 1e3 */
 	float *x = malloc(N * sizeof *x);
 	eng_q8kblk *q = malloc((N / 256) * sizeof *q);
 	fill(x, N, &r, 4.0);
-	for (int b = 6; b < N / 256; b++)
+	for (int b = 7; b < N / 256; b++)
 		for (int e = 0; e < 256; e++)
 			x[b * 256 + e] *= (float)pow(10.0, (b % 7) - 3);
 	x[100] = 9.0f, x[101] = -9.0f; /* block 0: the first of equal magnitudes is max */
@@ -43,6 +43,8 @@ static void activations_quantize_as_defined(void **st)
 	for (int e = 0; e < 256; e++) /* block 5: tiny, a negative max */
 		x[1280 + e] = (float)(e % 5) * 1e-32f;
 	x[1280 + 3] = -1e-30f;
+	for (int e = 0; e < 256; e++) /* block 6: too small for -127 / max to be finite: zero */
+		x[1536 + e] = e == 9 ? 1e-38f : 0.0f;
 	eng_q8k_quantize_ref(q, x, N);
 	/* the vector quantizer at each level: the definition's bytes */
 	eng_q8kblk *vq = malloc((N / 256) * sizeof *vq);
@@ -59,7 +61,7 @@ static void activations_quantize_as_defined(void **st)
 	eng_qdot_set_level(top);
 	free(vq);
 	for (int b = 0; b < N / 256; b++) {
-		if (b == 1 || b == 3 || b == 4)
+		if (b == 1 || b == 3 || b == 4 || b == 6)
 			continue;
 		int sums[16] = {0};
 		for (int e = 0; e < 256; e++) {
@@ -73,7 +75,7 @@ static void activations_quantize_as_defined(void **st)
 	/* the first largest magnitude, +9, maps to -127 and -9 to +127 */
 	assert_int_equal(q[0].q[100], -127), assert_int_equal(q[0].q[101], 127);
 	assert_true(q[0].d == 1.0f / (-127.0f / 9.0f));
-	assert_true(q[1].d == 0.0f);
+	assert_true(q[1].d == 0.0f && q[6].d == 0.0f && q[6].q[9] == 0 && q[6].bsum[0] == 0);
 	for (int e = 0; e < 256; e++)
 		assert_int_equal(q[1].q[e], 0);
 	assert_true(q[2].d == -1.0f);
