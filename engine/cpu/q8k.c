@@ -75,14 +75,29 @@ static int32_t qk_pair16(int lo, int hi)
 	return (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
 }
 
-/* Row super-block p's values in element order as unsigned bytes (Q6_K's
- * without the - 32), its block scales (Q4_K/Q5_K: 8 of 32 elements, the
+/* Row super-block p's block scales (Q4_K/Q5_K: 8 of 32 elements, the
  * rest 0; Q6_K: 16 of 16), its minima (Q4_K/Q5_K; else 0) and its f16
- * scales as floats: the layouts of engine/gguf/quant.c, element by element. */
-static void qk_row_values(const uint8_t *p, int t, uint8_t v[256], int sc[16], int m[8], float *d, float *dmin)
+ * scales as floats: the layouts of engine/gguf/quant.c. */
+static void qk_row_scales(const uint8_t *p, int t, int sc[16], int m[8], float *d, float *dmin)
 {
 	memset(sc, 0, 16 * sizeof *sc);
 	memset(m, 0, 8 * sizeof *m);
+	if (t == ENG_Q6_K) {
+		for (int g = 0; g < 16; g++)
+			sc[g] = (int8_t)p[192 + g];
+		*d = eng_ggml_h2f(p + 208), *dmin = 0.0f;
+		return;
+	}
+	for (int j = 0; j < 8; j++)
+		eng_ggml_kscale_min(j, p + 4, &sc[j], &m[j]);
+	*d = eng_ggml_h2f(p), *dmin = eng_ggml_h2f(p + 2);
+}
+
+/* The same and the super-block's values in element order as unsigned
+ * bytes (Q6_K's without the - 32), element by element. */
+static void qk_row_values(const uint8_t *p, int t, uint8_t v[256], int sc[16], int m[8], float *d, float *dmin)
+{
+	qk_row_scales(p, t, sc, m, d, dmin);
 	if (t == ENG_Q6_K) {
 		for (int j = 0; j < 8; j++) { /* elements 128h + 32k + e */
 			int h = j / 4, k = j % 4;
@@ -90,14 +105,10 @@ static void qk_row_values(const uint8_t *p, int t, uint8_t v[256], int sc[16], i
 			for (int e = 0; e < 32; e++)
 				v[32 * j + e] = (uint8_t)((k >= 2 ? ql[e] >> 4 : ql[e] & 0xF) | (((qh[e] >> (2 * k)) & 3) << 4));
 		}
-		for (int g = 0; g < 16; g++)
-			sc[g] = (int8_t)p[192 + g];
-		*d = eng_ggml_h2f(p + 208), *dmin = 0.0f;
 		return;
 	}
 	int five = t == ENG_Q5_K;
 	for (int j = 0; j < 8; j++) {
-		eng_ggml_kscale_min(j, p + 4, &sc[j], &m[j]);
 		const uint8_t *qs = p + (five ? 48 : 16) + (j / 2) * 32;
 		for (int e = 0; e < 32; e++) {
 			int x = (qs[e] >> (4 * (j % 2))) & 0xF;
@@ -106,7 +117,18 @@ static void qk_row_values(const uint8_t *p, int t, uint8_t v[256], int sc[16], i
 			v[32 * j + e] = (uint8_t)x;
 		}
 	}
-	*d = eng_ggml_h2f(p), *dmin = eng_ggml_h2f(p + 2);
+}
+
+/* Row r of a group's super-block s: its scales and 16-bit pairs (Q6_K:
+ * scale pairs; Q4_K/Q5_K: minimum pairs, 4 of 8) in q8k.h's layout */
+static void qk_group_scales(eng_q8kgroup *g, int s, int r, int t, const int sc[16], const int m[8])
+{
+	for (int j = 0; j < 16; j++)
+		g->sc[((size_t)s * 16 + j) * 16 + r] = sc[j];
+	for (int k = 0; k < 8; k++)
+		g->pr[((size_t)s * 8 + k) * 16 + r] = t == ENG_Q6_K ? qk_pair16(sc[2 * k], sc[2 * k + 1])
+		                                      : k < 4      ? qk_pair16(m[2 * k], m[2 * k + 1])
+		                                                   : 0;
 }
 
 static size_t qk_bytes(int t)
@@ -170,16 +192,10 @@ void eng_q8k_group_unpack(eng_q8kgroup *g, const uint8_t *const w[ENG_Q8K_GROUP_
 		for (int s = 0; s < nsb; s++) {
 			uint8_t v[256];
 			int sc[16], m[8];
-			int32_t pr[8];
 			qk_row_values(w[r] + (size_t)s * qk_bytes(t), t, v, sc, m, &g->d[s * 16 + r], &g->dmin[s * 16 + r]);
-			for (int k = 0; k < 8; k++) /* Q6_K: scale pairs; Q4_K/Q5_K: minimum pairs, 4 */
-				pr[k] = t == ENG_Q6_K ? qk_pair16(sc[2 * k], sc[2 * k + 1]) : k < 4 ? qk_pair16(m[2 * k], m[2 * k + 1]) : 0;
 			for (int k = 0; k < 64; k++)
 				memcpy(g->q + (((size_t)s * 64 + k) * 16 + r) * 4, v + 4 * k, 4);
-			for (int j = 0; j < 16; j++)
-				g->sc[((size_t)s * 16 + j) * 16 + r] = sc[j];
-			for (int k = 0; k < 8; k++)
-				g->pr[((size_t)s * 8 + k) * 16 + r] = pr[k];
+			qk_group_scales(g, s, r, t, sc, m);
 		}
 }
 
@@ -630,7 +646,7 @@ QK_FN(QK_VNNI) void qk_transpose16(__m512i v[16])
 
 /* The group's values with vector loads: a row's 64 values of quarter kb
  * (the decode kernel's pairs) for the 16 rows, transposed to one row a
- * dword lane; the scales by qk_row_values' rules, a row at a time. */
+ * dword lane; the scales as the plain unpacking takes them. */
 __attribute__((target(QK_VNNI))) static void q8k_group_unpack_vnni(eng_q8kgroup *g, const uint8_t *const w[16], int nsb,
                                                                    int t)
 {
@@ -665,25 +681,21 @@ __attribute__((target(QK_VNNI))) static void q8k_group_unpack_vnni(eng_q8kgroup 
 			for (int k = 0; k < 16; k++)
 				_mm512_storeu_si512((void *)(g->q + ((size_t)s * 64 + kb * 16 + k) * 64), v[k]);
 		}
-		for (int r = 0; r < 16; r++) {
+		for (int r = 0; r < 16; r++) { /* qk_row_scales' values, the 6-bit ones taken apart at once */
 			const uint8_t *p = w[r] + (size_t)s * bs;
-			int32_t *sc = g->sc + (size_t)s * 256 + r, *pr = g->pr + (size_t)s * 128 + r;
+			int sc[16] = {0}, m[8] = {0};
 			if (six) {
 				for (int j = 0; j < 16; j++)
-					sc[j * 16] = (int8_t)p[192 + j];
-				for (int k = 0; k < 8; k++)
-					pr[k * 16] = qk_pair16((int8_t)p[192 + 2 * k], (int8_t)p[192 + 2 * k + 1]);
-				g->d[s * 16 + r] = eng_ggml_h2f(p + 208), g->dmin[s * 16 + r] = 0.0f;
-				continue;
+					sc[j] = (int8_t)p[192 + j];
+				g->d[s * 16 + r] = eng_qs_h2f(p + 208), g->dmin[s * 16 + r] = 0.0f;
+			} else {
+				uint64_t scb, mnb;
+				qk_scales8(p + 4, &scb, &mnb);
+				for (int j = 0; j < 8; j++)
+					sc[j] = (int)((scb >> (8 * j)) & 0xFF), m[j] = (int)((mnb >> (8 * j)) & 0xFF);
+				g->d[s * 16 + r] = eng_qs_h2f(p), g->dmin[s * 16 + r] = eng_qs_h2f(p + 2);
 			}
-			uint64_t scb, mnb;
-			qk_scales8(p + 4, &scb, &mnb);
-			for (int j = 0; j < 8; j++)
-				sc[j * 16] = (int)((scb >> (8 * j)) & 0xFF), sc[(j + 8) * 16] = 0;
-			for (int k = 0; k < 4; k++)
-				pr[k * 16] = qk_pair16((int)((mnb >> (16 * k)) & 0xFF), (int)((mnb >> (16 * k + 8)) & 0xFF)),
-				pr[(k + 4) * 16] = 0;
-			g->d[s * 16 + r] = eng_ggml_h2f(p), g->dmin[s * 16 + r] = eng_ggml_h2f(p + 2);
+			qk_group_scales(g, s, r, t, sc, m);
 		}
 	}
 }

@@ -21,6 +21,12 @@ ENG_QS_FN uint64_t eng_qs_u16at(const uint8_t *p)
 	return h;
 }
 
+/* The f16 at p as a float (eng_ggml_h2f's value, in one instruction) */
+ENG_QS_FN float eng_qs_h2f(const uint8_t *p)
+{
+	return _cvtsh_ss((unsigned short)eng_qs_u16at(p));
+}
+
 /* The four rows' f16 values at byte offset `at`, as floats, lane r row r:
  * the bits gathered in a general register, converted in one instruction
  * (each the same float as eng_ggml_h2f of it). */
