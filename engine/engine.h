@@ -157,6 +157,12 @@ typedef struct {
 
 void eng_model_get_info(const eng_model *m, eng_model_info *out);
 
+/* The memory the checkpoint's weight files occupy in this process (read
+ * into memory or mapped): up to cap regions into ptr/len; returns how many
+ * there are. Read-only; for benchmarks that time reading the weights
+ * themselves (evald bench engine's memory bound). */
+int eng_model_weight_regions(const eng_model *m, const void **ptr, size_t *len, int cap);
+
 /* Which CPU kernels quantized and BF16 weights take in this process (the
  * arithmetic and the instruction set chosen at run time, engine/README.md
  * "Quantized and BF16 weights"), as one line into buf. */

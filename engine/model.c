@@ -521,6 +521,19 @@ int eng_model_video_token(const eng_model *m)
 	return m->c.video_token;
 }
 
+int eng_model_weight_regions(const eng_model *m, const void **ptr, size_t *len, int cap)
+{
+	int n = 0;
+	for (int i = 0; i < m->ts.nfiles; i++) {
+		if (!m->ts.maps[i] || !m->ts.map_len[i])
+			continue;
+		if (n < cap)
+			ptr[n] = m->ts.maps[i], len[n] = m->ts.map_len[i];
+		n++;
+	}
+	return n;
+}
+
 void eng_model_get_info(const eng_model *m, eng_model_info *out)
 {
 	const eng_config *c = &m->c;

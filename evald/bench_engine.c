@@ -8,7 +8,11 @@
  * of --repeats timed runs after one untimed warm-up run.
  *   evald bench engine --model DIR [--prompt N] [--decode N] [--batch B]
  *                      [--threads N] [--repeats R] [--ref-prompt N] [--ref-decode N]
- *                      [--no-reference] [--reference-only] [--json]
+ *                      [--bandwidth weights|buffer] [--no-reference] [--reference-only] [--json]
+ * The memory bound beside batch-1 decode is the bytes a step reads over
+ * read bandwidth; on the CPU that bandwidth is, by default, the weights'
+ * own, read whole just before each timed decode, and each run's decode is
+ * set against its own moment's bound (the machine's bandwidth moves).
  */
 #include <math.h>
 #include <stdio.h>
@@ -35,6 +39,132 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv);
 
 #define MAX_REPEATS 100
 
+/* ---- the memory bound: bytes a decode step reads over read bandwidth ---- */
+
+#define BW_REGIONS 64
+
+static volatile uint64_t bw_sink;
+
+/* Memory a bandwidth figure reads: regions taken end to end, each cut to a
+ * multiple of 128 bytes (so that every share starts on a word). */
+typedef struct {
+	const void *p[BW_REGIONS];
+	size_t len[BW_REGIONS];
+	int n;
+	size_t total;
+} bw_src;
+
+static void bw_add(bw_src *s, const void *p, size_t len)
+{
+	len &= ~(size_t)127;
+	if (s->n < BW_REGIONS && len)
+		s->p[s->n] = p, s->len[s->n++] = len, s->total += len;
+}
+
+typedef struct {
+	const bw_src *src;
+	size_t a, b; /* its share: bytes [a, b) of the regions end to end */
+	uint64_t sum;
+} bw_part;
+
+/* ORs n words together with cheap independent ORs (not additions, whose
+ * latency would be the limit), so that memory is. */
+static uint64_t bw_or(const uint64_t *p, size_t n)
+{
+	uint64_t acc = 0;
+	size_t i = 0;
+#ifdef __AVX2__
+	__m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+	for (; i + 16 <= n; i += 16) {
+		a0 = _mm256_or_si256(a0, _mm256_loadu_si256((const __m256i *)(p + i)));
+		a1 = _mm256_or_si256(a1, _mm256_loadu_si256((const __m256i *)(p + i + 4)));
+		a2 = _mm256_or_si256(a2, _mm256_loadu_si256((const __m256i *)(p + i + 8)));
+		a3 = _mm256_or_si256(a3, _mm256_loadu_si256((const __m256i *)(p + i + 12)));
+	}
+	uint64_t t[4];
+	_mm256_storeu_si256((__m256i *)t, _mm256_or_si256(_mm256_or_si256(a0, a1), _mm256_or_si256(a2, a3)));
+	acc = t[0] | t[1] | t[2] | t[3];
+#endif
+	uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+	for (; i + 4 <= n; i += 4)
+		s0 |= p[i], s1 |= p[i + 1], s2 |= p[i + 2], s3 |= p[i + 3];
+	return acc | s0 | s1 | s2 | s3;
+}
+
+static void *bw_read(void *arg)
+{
+	bw_part *b = arg;
+	uint64_t acc = 0;
+	size_t off = 0;
+	for (int r = 0; r < b->src->n; r++) {
+		size_t lo = off > b->a ? off : b->a, end = off + b->src->len[r], hi = end < b->b ? end : b->b;
+		if (lo < hi)
+			acc |= bw_or((const uint64_t *)((const char *)b->src->p[r] + (lo - off)), (hi - lo) / 8);
+		off = end;
+	}
+	b->sum = acc;
+	return NULL;
+}
+
+/* Bytes/s reading all of src once with `threads` threads (contiguous
+ * shares of 128-byte multiples), the best of `passes`; 0 when nothing was
+ * read. */
+static double bw_time(const bw_src *src, int threads, int passes)
+{
+	if (threads < 1)
+		threads = 1;
+	if (threads > 64)
+		threads = 64;
+	pthread_t th[64];
+	bw_part part[64];
+	double best = 0;
+	uint64_t sink = 0;
+	size_t units = src->total / 128;
+	for (int pass = 0; pass < passes && units; pass++) {
+		double t0 = ev_now();
+		for (int k = 0; k < threads; k++) {
+			part[k] = (bw_part){src, units * (size_t)k / (size_t)threads * 128,
+			                    units * (size_t)(k + 1) / (size_t)threads * 128, 0};
+			if (pthread_create(&th[k], NULL, bw_read, &part[k]))
+				bw_read(&part[k]), th[k] = 0;
+		}
+		for (int k = 0; k < threads; k++) {
+			if (th[k])
+				pthread_join(th[k], NULL);
+			sink |= part[k].sum;
+		}
+		double dt = ev_now() - t0;
+		if (dt > 0 && (double)src->total / dt > best)
+			best = (double)src->total / dt;
+	}
+	bw_sink = sink; /* (the ORs are used, so that no compiler drops the reads) */
+	return best;
+}
+
+/* Read bandwidth in bytes/s of a 512 MiB buffer of its own (far past the
+ * caches), the best of 5 passes; the buffer in pages of the weights' kind
+ * (huge: advised for transparent huge pages, as the engine reads weight
+ * files into; else the default 4 KiB), since they draw different
+ * bandwidths. For weights too small to time themselves; 0 when the buffer
+ * cannot be had. */
+static double read_bandwidth(int threads, bool huge)
+{
+	size_t bytes = (size_t)512 << 20, n = bytes / sizeof(uint64_t);
+	void *map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint64_t *buf = map == MAP_FAILED ? NULL : map;
+	if (!buf)
+		return 0;
+	if (huge)
+		(void)madvise(buf, bytes, MADV_HUGEPAGE);
+	for (size_t i = 0; i < n; i++)
+		buf[i] = i & 7;
+	bw_src one = {0};
+	bw_add(&one, buf, bytes);
+	double best = bw_time(&one, threads, 5);
+	munmap(buf, bytes);
+	return best;
+}
+
 typedef struct {
 	const char *path;
 	int batch;
@@ -45,11 +175,17 @@ typedef struct {
 	/* --backend cuda: synchronous copies between host and device a decode
 	 * step, and table uploads left out because the device held them */
 	double step_up, step_down, step_skipped;
+	/* with a bw_src: the read bandwidth (bytes/s) taken just before each
+	 * timed decode, and that decode's rate, run by run */
+	double run_bw[MAX_REPEATS], run_decode[MAX_REPEATS];
 } row;
 
 /* B sequences, each fed `prompt` random tokens in one batched forward,
  * then `decode` single-token steps over all of them. */
-static int measure_once(eng_model *m, int vocab, int batch, long prompt, long decode, row *out)
+/* With bw: its memory read (2 passes, the faster) between the prefill and
+ * the decode, the bandwidth into *bw_out. */
+static int measure_once(eng_model *m, int vocab, int batch, long prompt, long decode, const bw_src *bw, int threads,
+                        double *bw_out, row *out)
 {
 	eng_seq **seqs = calloc((size_t)batch, sizeof *seqs);
 	int32_t *toks = malloc((size_t)batch * (size_t)(prompt + decode) * sizeof *toks);
@@ -75,6 +211,8 @@ static int measure_once(eng_model *m, int vocab, int batch, long prompt, long de
 	if ((rc = eng_forward_batch(m, seqs, tp, nt, batch)))
 		goto done;
 	double t_prefill = ev_now() - t0;
+	if (bw)
+		*bw_out = bw_time(bw, threads, 2);
 #ifdef EV_HAVE_CUDA
 	eng_cuda_counts c0, c1;
 	eng_cuda_counts_get(&c0);
@@ -126,14 +264,16 @@ static void mean_sd(const double *v, int n, double *mean, double *sd)
 }
 
 /* One untimed warm-up round (weights paged in, workers awake), then
- * `repeats` timed rounds: mean and standard deviation of each rate. */
-static int measure(eng_model *m, int vocab, int batch, long prompt, long decode, int repeats, row *out)
+ * `repeats` timed rounds: mean and standard deviation of each rate (and,
+ * with bw, each round's bandwidth beside its decode rate). */
+static int measure(eng_model *m, int vocab, int batch, long prompt, long decode, int repeats, const bw_src *bw,
+                   int threads, row *out)
 {
-	double pf[MAX_REPEATS], dc[MAX_REPEATS];
+	double pf[MAX_REPEATS], dc[MAX_REPEATS] = {0}, bws[MAX_REPEATS] = {0}, warm = 0;
 	row one;
-	int rc = measure_once(m, vocab, batch, prompt, decode, &one);
+	int rc = measure_once(m, vocab, batch, prompt, decode, bw, threads, &warm, &one);
 	for (int r = 0; r < repeats && !rc; r++) {
-		rc = measure_once(m, vocab, batch, prompt, decode, &one);
+		rc = measure_once(m, vocab, batch, prompt, decode, bw, threads, &bws[r], &one);
 		pf[r] = one.prefill_tok_s;
 		dc[r] = one.decode_tok_s;
 	}
@@ -144,89 +284,13 @@ static int measure(eng_model *m, int vocab, int batch, long prompt, long decode,
 	out->repeats = repeats;
 	mean_sd(pf, repeats, &out->prefill_tok_s, &out->prefill_sd);
 	mean_sd(dc, repeats, &out->decode_tok_s, &out->decode_sd);
+	memcpy(out->run_bw, bws, sizeof bws);
+	memcpy(out->run_decode, dc, sizeof dc);
 	return 0;
 }
 
-/* ---- the memory bound: bytes a decode step reads over read bandwidth ---- */
-
 typedef struct {
-	const uint64_t *p;
-	size_t n; /* 64-bit words, a multiple of 16 */
-	uint64_t sum;
-} bw_part;
-
-/* Reads its share with cheap independent ORs (not additions, whose latency
- * would be the limit), so that memory is. */
-static void *bw_read(void *arg)
-{
-	bw_part *b = arg;
-	uint64_t acc = 0;
-	size_t i = 0;
-#ifdef __AVX2__
-	__m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-	for (; i + 16 <= b->n; i += 16) {
-		a0 = _mm256_or_si256(a0, _mm256_loadu_si256((const __m256i *)(b->p + i)));
-		a1 = _mm256_or_si256(a1, _mm256_loadu_si256((const __m256i *)(b->p + i + 4)));
-		a2 = _mm256_or_si256(a2, _mm256_loadu_si256((const __m256i *)(b->p + i + 8)));
-		a3 = _mm256_or_si256(a3, _mm256_loadu_si256((const __m256i *)(b->p + i + 12)));
-	}
-	uint64_t t[4];
-	_mm256_storeu_si256((__m256i *)t, _mm256_or_si256(_mm256_or_si256(a0, a1), _mm256_or_si256(a2, a3)));
-	acc = t[0] | t[1] | t[2] | t[3];
-#endif
-	uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-	for (; i + 4 <= b->n; i += 4)
-		s0 |= b->p[i], s1 |= b->p[i + 1], s2 |= b->p[i + 2], s3 |= b->p[i + 3];
-	b->sum = acc | s0 | s1 | s2 | s3;
-	return NULL;
-}
-
-/* Read bandwidth in bytes/s: `threads` threads each summing their share of
- * a 512 MiB buffer (far past the caches), the best of 5 passes; the buffer
- * in pages of the weights' kind (huge: advised for transparent huge pages,
- * as the engine reads weight files into; else the default 4 KiB), since
- * they draw different bandwidths. 0 when the buffer cannot be had. */
-static double read_bandwidth(int threads, bool huge)
-{
-	size_t bytes = (size_t)512 << 20, n = bytes / sizeof(uint64_t);
-	void *map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	uint64_t *buf = map == MAP_FAILED ? NULL : map, sink = 0;
-	double best = 0;
-	if (!buf)
-		return 0;
-	if (huge)
-		(void)madvise(buf, bytes, MADV_HUGEPAGE);
-	for (size_t i = 0; i < n; i++)
-		buf[i] = i & 7;
-	if (threads < 1)
-		threads = 1;
-	if (threads > 64)
-		threads = 64;
-	pthread_t th[64];
-	bw_part part[64];
-	for (int pass = 0; pass < 5; pass++) {
-		double t0 = ev_now();
-		for (int k = 0; k < threads; k++) {
-			size_t a = n / 16 * (size_t)k / (size_t)threads * 16, b = n / 16 * (size_t)(k + 1) / (size_t)threads * 16;
-			part[k] = (bw_part){buf + a, b - a, 0};
-			if (pthread_create(&th[k], NULL, bw_read, &part[k]))
-				bw_read(&part[k]), th[k] = 0;
-		}
-		for (int k = 0; k < threads; k++) {
-			if (th[k])
-				pthread_join(th[k], NULL);
-			sink |= part[k].sum;
-		}
-		double dt = ev_now() - t0;
-		if (dt > 0 && bytes / dt > best)
-			best = (double)bytes / dt;
-	}
-	munmap(buf, bytes);
-	return sink == 8 ? 0 : best; /* (sink is 7: the reads are used) */
-}
-
-typedef struct {
-	const char *model;
+	const char *model, *bandwidth;
 	int prompt, decode, threads, batch, ref_prompt, ref_decode, repeats;
 	bool no_ref, only_ref, json;
 	ev_engine_flags engine;
@@ -242,6 +306,9 @@ static const ev_opt bench_opts_table[] = {
 	EV_O_INT("--repeats", T, repeats, 1, MAX_REPEATS, "R", "timed runs after one warm-up (mean and sd)"),
 	EV_O_INT("--ref-prompt", T, ref_prompt, 1, 1 << 20, "N", "prompt tokens on the reference path"),
 	EV_O_INT("--ref-decode", T, ref_decode, 0, 1 << 20, "N", "decoded tokens on the reference path"),
+	EV_O_STR("--bandwidth", T, bandwidth, "weights|buffer",
+	         "the memory bound's bandwidth: the weights read just before each timed decode, or a 512 MiB buffer "
+	         "read once (default: the weights from 64 MiB)"),
 	EV_O_FLAG("--no-reference", T, no_ref, "leave out the reference path"),
 	EV_O_FLAG("--reference-only", T, only_ref, "only the reference path"),
 	{.name = "--reference", .kind = EV_OPT_FLAG, .off = offsetof(T, only_ref), .flags = EV_OPT_HIDDEN,
@@ -272,6 +339,10 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 		fprintf(stderr, "evald bench engine: --model is required\n");
 		return EV_EXIT_USAGE;
 	}
+	if (bo.bandwidth && strcmp(bo.bandwidth, "weights") && strcmp(bo.bandwidth, "buffer")) {
+		fprintf(stderr, "evald bench engine: --bandwidth needs weights or buffer, not '%s'\n", bo.bandwidth);
+		return EV_EXIT_USAGE;
+	}
 	char *model_dir = NULL;
 	if (eng_model_path_resolve(bo.model, &model_dir)) {
 		fprintf(stderr, "evald bench engine: %s\n", ev_error_msg());
@@ -300,14 +371,27 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 	/* --backend cuda: the fast rows are the device's, and its bound is the
 	 * device's copy bandwidth */
 	bool on_dev = in.backend && !strcmp(in.backend, "cuda");
+	long nthreads = threads > 0 ? threads : sysconf(_SC_NPROCESSORS_ONLN);
+	/* on the CPU, the bound's bandwidth is the weights' own: read whole
+	 * just before each timed batch-1 decode, so that each decode meets the
+	 * bandwidth of its moment (this machine's moves by half between
+	 * minutes); weights under 64 MiB would time the caches instead */
+	bw_src wsrc = {0};
+	const void *wp[BW_REGIONS];
+	size_t wl[BW_REGIONS];
+	int nw = eng_model_weight_regions(m, wp, wl, BW_REGIONS);
+	for (int i = 0; i < nw && i < BW_REGIONS; i++)
+		bw_add(&wsrc, wp[i], wl[i]);
+	bool paired = !on_dev && !only_ref && decode > 0 && nw <= BW_REGIONS && wsrc.total > 0 &&
+	              (bo.bandwidth ? !strcmp(bo.bandwidth, "weights") : wsrc.total >= ((size_t)64 << 20));
 	if (!only_ref) {
 		rows[n].path = on_dev ? "cuda" : "fast";
-		if (measure(m, in.vocab, 1, prompt, decode, (int)repeats, &rows[n]))
+		if (measure(m, in.vocab, 1, prompt, decode, (int)repeats, paired ? &wsrc : NULL, (int)nthreads, &rows[n]))
 			goto fail;
 		n++;
 		if (batch > 1) {
 			rows[n].path = on_dev ? "cuda" : "fast";
-			if (measure(m, in.vocab, (int)batch, prompt, decode, (int)repeats, &rows[n]))
+			if (measure(m, in.vocab, (int)batch, prompt, decode, (int)repeats, NULL, 0, &rows[n]))
 				goto fail;
 			n++;
 		}
@@ -316,7 +400,7 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 		if (eng_model_set_backend(m, ENG_BACKEND_REF))
 			goto fail;
 		rows[n].path = "reference";
-		if (measure(m, in.vocab, 1, ref_prompt, ref_decode, 1, &rows[n]))
+		if (measure(m, in.vocab, 1, ref_prompt, ref_decode, 1, NULL, 0, &rows[n]))
 			goto fail;
 		n++;
 	}
@@ -326,11 +410,10 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 	/* a decode step at batch 1 reads every weight a token uses once (the
 	 * active share of the weights' stored bytes; the KV cache is small at
 	 * these lengths): its ceiling is read bandwidth over those bytes */
-	long nthreads = threads > 0 ? threads : sysconf(_SC_NPROCESSORS_ONLN);
 	double bw = 0;
-	if (!on_dev) {
+	if (!on_dev && !paired) {
 		bw = read_bandwidth((int)nthreads, in.weights_huge);
-	} else {
+	} else if (on_dev) {
 #ifdef EV_HAVE_CUDA
 		double gbps = 0;
 		if (eng_cuda_copy_bandwidth(&gbps, (size_t)1 << 30, 5) == 0)
@@ -340,8 +423,27 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 	}
 	double step_bytes = in.params_total ? (double)in.weight_bytes * (double)in.params_active / (double)in.params_total
 	                                    : (double)in.weight_bytes;
-	double bound = bw > 0 && step_bytes > 0 ? bw / step_bytes : 0;
 	double dec1 = !only_ref && n ? rows[0].decode_tok_s : 0;
+	/* paired: each run's decode over its own moment's bound, then the mean
+	 * and spread of those shares; the bandwidths' mean, least and most */
+	double share = 0, share_sd = 0, bw_lo = 0, bw_hi = 0;
+	if (paired && step_bytes > 0) {
+		double sh[MAX_REPEATS];
+		int k = 0;
+		bw_lo = bw_hi = rows[0].run_bw[0];
+		for (int r = 0; r < rows[0].repeats; r++) {
+			double b = rows[0].run_bw[r];
+			bw += b / rows[0].repeats;
+			bw_lo = b < bw_lo ? b : bw_lo, bw_hi = b > bw_hi ? b : bw_hi;
+			if (b > 0)
+				sh[k++] = rows[0].run_decode[r] / (b / step_bytes);
+		}
+		if (k)
+			mean_sd(sh, k, &share, &share_sd);
+	}
+	double bound = bw > 0 && step_bytes > 0 ? bw / step_bytes : 0;
+	if (!paired && dec1 > 0 && bound > 0)
+		share = dec1 / bound;
 	char kernels[200];
 	eng_cpu_kernels(kernels, sizeof kernels, in.activation_bits);
 #ifdef EV_HAVE_CUDA
@@ -365,9 +467,19 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 		cJSON_AddNumberToObject(o, "peak_rss_bytes", rss);
 		cJSON_AddNumberToObject(o, "decode_bytes_per_token", step_bytes);
 		cJSON_AddNumberToObject(o, "read_bandwidth_bytes_s", bw);
+		cJSON_AddStringToObject(o, "read_bandwidth_of", paired ? "weights" : on_dev ? "device copy" : "buffer");
 		cJSON_AddNumberToObject(o, "decode_bound_tok_s", bound);
-		if (dec1 > 0 && bound > 0)
-			cJSON_AddNumberToObject(o, "decode_share_of_bound", dec1 / bound);
+		if (share > 0)
+			cJSON_AddNumberToObject(o, "decode_share_of_bound", share);
+		if (paired) {
+			cJSON_AddNumberToObject(o, "decode_share_of_bound_sd", share_sd);
+			cJSON *rb = cJSON_AddArrayToObject(o, "read_bandwidth_runs");
+			for (int r = 0; r < rows[0].repeats; r++)
+				cJSON_AddItemToArray(rb, cJSON_CreateNumber(rows[0].run_bw[r]));
+			cJSON *rd = cJSON_AddArrayToObject(o, "decode_tok_s_runs");
+			for (int r = 0; r < rows[0].repeats; r++)
+				cJSON_AddItemToArray(rd, cJSON_CreateNumber(rows[0].run_decode[r]));
+		}
 		for (int i = 0; i < n; i++) {
 			cJSON *r = cJSON_CreateObject();
 			cJSON_AddStringToObject(r, "path", rows[i].path);
@@ -410,11 +522,18 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 			printf("  memory bound: %.1f MiB a decode step / %.1f GB/s (the device's copy bandwidth) = %.1f tok/s; "
 			       "batch-1 decode at %.0f%% of it\n",
 			       step_bytes / 1048576.0, bw / 1e9, bound, dec1 > 0 ? 100.0 * dec1 / bound : 0.0);
+		else if (bound > 0 && paired)
+			printf("  memory bound: %.1f MiB a decode step; the weights read at %.1f-%.1f GB/s (%ld threads, %s, "
+			       "just before each timed decode) = %.1f-%.1f tok/s; batch-1 decode at %.0f%% +- %.0f%% of it, "
+			       "run by run\n",
+			       step_bytes / 1048576.0, bw_lo / 1e9, bw_hi / 1e9, nthreads,
+			       in.weights_huge ? "huge pages" : "mapped", bw_lo / step_bytes, bw_hi / step_bytes, 100.0 * share,
+			       100.0 * share_sd);
 		else if (bound > 0)
 			printf("  memory bound: %.1f MiB a decode step / %.1f GB/s read (%ld threads, %s pages) = %.1f tok/s; "
 			       "batch-1 decode at %.0f%% of it\n",
 			       step_bytes / 1048576.0, bw / 1e9, nthreads, in.weights_huge ? "huge" : "4 KiB", bound,
-			       dec1 > 0 ? 100.0 * dec1 / bound : 0.0);
+			       100.0 * share);
 	}
 	rc = 0;
 	goto done;

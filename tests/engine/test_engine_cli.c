@@ -4,6 +4,7 @@
  * paths, generate runs from token ids (and from text where the tokenizer
  * is present), and bad input fails with a message and exit status 1 or 2.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -396,11 +397,62 @@ static void bench_kernels_checks_every_level_against_the_definition(void **state
 	free(out), free(err);
 }
 
+/* `evald bench engine`'s memory bound: with --bandwidth weights each timed
+ * decode is set against the bandwidth of reading the weights just before
+ * it (the share is the mean of the runs' own shares); the buffer reading
+ * is the default for weights this small; a wrong value is refused. The
+ * figures themselves are not judged (tests never time anything). */
+static void bench_engine_sets_each_decode_against_its_own_bound(void **state)
+{
+	(void)state;
+	const char *ev = tu_evald();
+	char *dir = tu_tmpdir("cli-bench"), *model = tu_path(dir, "m"), *out = NULL, *err = NULL;
+	free(run_ok((const char *const[]){ev, "engine", "mkmodel", "--arch", "llama", "--out", model, NULL}));
+	const char *w[] = {ev, "bench", "engine", "--model", model, "--prompt", "8", "--decode", "4", "--batch", "1",
+	                   "--repeats", "3", "--no-reference", "--bandwidth", "weights", "--json", NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, w), 0);
+	cJSON *j = NULL;
+	assert_int_equal(ev_json_parse(&j, out, strlen(out), "bench engine"), 0);
+	assert_string_equal(ev_json_str(j, "read_bandwidth_of", ""), "weights");
+	const cJSON *bw = cJSON_GetObjectItemCaseSensitive(j, "read_bandwidth_runs");
+	const cJSON *dec = cJSON_GetObjectItemCaseSensitive(j, "decode_tok_s_runs");
+	assert_int_equal(cJSON_GetArraySize(bw), 3);
+	assert_int_equal(cJSON_GetArraySize(dec), 3);
+	double step = ev_json_num(j, "decode_bytes_per_token", 0), mean = 0, bsum = 0;
+	assert_true(step > 0);
+	for (int r = 0; r < 3; r++) {
+		double b = cJSON_GetArrayItem(bw, r)->valuedouble, d = cJSON_GetArrayItem(dec, r)->valuedouble;
+		assert_true(b > 0 && d > 0);
+		mean += d / (b / step) / 3, bsum += b / 3;
+	}
+	double share = ev_json_num(j, "decode_share_of_bound", 0);
+	assert_true(fabs(share - mean) <= 1e-9 * mean);
+	assert_true(fabs(ev_json_num(j, "read_bandwidth_bytes_s", 0) - bsum) <= 1e-9 * bsum);
+	assert_true(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, "decode_share_of_bound_sd")));
+	cJSON_Delete(j);
+	free(out), free(err);
+	/* a checkpoint of a few hundred KiB: its weights would time the caches */
+	const char *d[] = {ev, "bench", "engine", "--model", model, "--prompt", "8", "--decode", "4", "--batch", "1",
+	                   "--repeats", "1", "--no-reference", "--json", NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, d), 0);
+	assert_int_equal(ev_json_parse(&j, out, strlen(out), "bench engine"), 0);
+	assert_string_equal(ev_json_str(j, "read_bandwidth_of", ""), "buffer");
+	assert_null(cJSON_GetObjectItemCaseSensitive(j, "read_bandwidth_runs"));
+	assert_true(ev_json_num(j, "read_bandwidth_bytes_s", 0) > 0);
+	cJSON_Delete(j);
+	free(out), free(err);
+	const char *bad[] = {ev, "bench", "engine", "--model", model, "--bandwidth", "disk", NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, bad), 2);
+	assert_non_null(strstr(err, "--bandwidth needs weights or buffer"));
+	free(out), free(err), free(model), free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(mkmodel_info_logits_generate),
 		cmocka_unit_test(bench_kernels_checks_every_level_against_the_definition),
+		cmocka_unit_test(bench_engine_sets_each_decode_against_its_own_bound),
 		cmocka_unit_test(generate_json_without_tokenizer_and_the_eos_it_stops_on),
 		cmocka_unit_test(tokenize_puts_special_tokens_where_the_post_processor_does),
 		cmocka_unit_test(the_checkpoints_template_renders_prompts),
