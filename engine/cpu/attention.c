@@ -99,9 +99,16 @@ static void attend_block(const float *qg, const float *K, const float *V, size_t
 			for (int u = 0; u < 4; u++)
 				sc[(size_t)(h + u) * B + t] = o4[u] * scale;
 		}
-	for (; h < group; h++)
-		for (int t = 0; t < cnt; t++)
+	for (; h < group; h++) {
+		int t = 0;
+#ifdef ENG_AVX2
+		/* eight keys a reduction (dot1x8: dot1's bits) */
+		for (; hd % 8 == 0 && t + 8 <= cnt; t += 8)
+			dot1x8(sc + (size_t)h * B + t, K + (size_t)t * stride, stride, qg + (size_t)h * hd, hd, scale);
+#endif
+		for (; t < cnt; t++)
 			sc[(size_t)h * B + t] = dot1(K + (size_t)t * stride, qg + (size_t)h * hd, hd) * scale;
+	}
 	for (h = 0; h < group; h++) {
 		float *sh = sc + (size_t)h * B, *ah = acc + (size_t)h * hd, bmax = -INFINITY;
 		for (int t = 0; t < cnt; t++)

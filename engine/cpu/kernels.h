@@ -433,6 +433,33 @@ static inline float dot1(const float *x, const float *w, int n)
 	return s;
 }
 
+#ifdef ENG_AVX2
+/* out[t] = dot1(x + t * stride, w, n) * scale for t < 8, n a multiple of
+ * 8, bit for bit: the eight accumulators' lanes are summed together by a
+ * transposing tree whose every sum is one of hsum8's ((a0 + a1) + (a2 +
+ * a3)) + ((a4 + a5) + (a6 + a7)), so eight scores cost one reduction
+ * instead of eight (attention's keys against one query head). */
+static inline void dot1x8(float *out, const float *x, size_t stride, const float *w, int n, float scale)
+{
+	__m256 a[8]; /* (unrolled, so that they stay in registers) */
+#pragma GCC unroll 8
+	for (int t = 0; t < 8; t++)
+		a[t] = _mm256_setzero_ps();
+	for (int i = 0; i < n; i += 8) {
+		__m256 wv = _mm256_loadu_ps(w + i);
+#pragma GCC unroll 8
+		for (int t = 0; t < 8; t++)
+			a[t] = _mm256_fmadd_ps(_mm256_loadu_ps(x + (size_t)t * stride + i), wv, a[t]);
+	}
+	/* [t0: 01 23 | 45 67, t1: ...] pairs, then quads, then halves */
+	__m256 h01 = _mm256_hadd_ps(a[0], a[1]), h23 = _mm256_hadd_ps(a[2], a[3]);
+	__m256 h45 = _mm256_hadd_ps(a[4], a[5]), h67 = _mm256_hadd_ps(a[6], a[7]);
+	__m256 q03 = _mm256_hadd_ps(h01, h23), q47 = _mm256_hadd_ps(h45, h67);
+	__m256 r = _mm256_add_ps(_mm256_permute2f128_ps(q03, q47, 0x20), _mm256_permute2f128_ps(q03, q47, 0x31));
+	_mm256_storeu_ps(out, _mm256_mul_ps(r, _mm256_set1_ps(scale)));
+}
+#endif
+
 /* dot1 with a 16-bit weight row (as dot4_h). */
 static inline float dot1_h(const float *x, const uint16_t *w, int n, int f16, float (*conv)(uint16_t))
 {

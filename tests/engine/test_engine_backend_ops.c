@@ -4,10 +4,12 @@
  * weight dtype, with and without bias and batch rows, and the F16/BF16
  * conversions against known values.
  */
+#include <math.h>
 #include <string.h>
 
 #include "engine/backend.h"
 #include "engine/cpu/bfdot.h"
+#include "engine/cpu/kernels.h"
 #include "engine/cpu/qdot.h"
 #include "engine/gguf/quant.h"
 #include "tests/engine/engine_testutil.h"
@@ -202,12 +204,48 @@ static void half_rows_read_in_place_equal_converted(void **state)
 	free(dir);
 }
 
+/* Attention's eight-keys-at-once scores (dot1x8) are dot1's bits times the
+ * scale, key by key: head widths 8 to 256, keys a row apart or further,
+ * values of one magnitude and of many (where a different order of the
+ * lanes' sums would show). */
+static void eight_key_scores_equal_dot1(void **state)
+{
+	(void)state;
+#ifdef ENG_AVX2
+	ev_rng r;
+	ev_rng_seed(&r, 17);
+	const int widths[] = {8, 16, 24, 64, 128, 256};
+	float out[8];
+	for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
+		for (int spread = 0; spread < 2; spread++) {
+			int n = widths[wi];
+			size_t stride = (size_t)n + (size_t)(wi % 3) * 8;
+			float *x = malloc(8 * stride * sizeof *x), *w = malloc((size_t)n * sizeof *w);
+			fill(x, 8 * stride, &r);
+			fill(w, (size_t)n, &r);
+			if (spread) /* magnitudes from 1e-6 to 1e6 */
+				for (size_t i = 0; i < 8 * stride; i++)
+					x[i] *= powf(10.0f, (float)(12 * ev_rng_uniform(&r) - 6));
+			dot1x8(out, x, stride, w, n, 0.125f);
+			for (int t = 0; t < 8; t++) {
+				float want = dot1(x + (size_t)t * stride, w, n) * 0.125f;
+				if (memcmp(&want, &out[t], 4))
+					fail_msg("dot1x8 width %d key %d: %.9g, dot1 %.9g", n, t, out[t], want);
+			}
+			free(x), free(w);
+		}
+#else
+	skip(); /* (no AVX2 in this build: attention scores a key at a time) */
+#endif
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(matmul_fast_equals_reference),
 		cmocka_unit_test(half_conversions_round_correctly),
 		cmocka_unit_test(half_rows_read_in_place_equal_converted),
+		cmocka_unit_test(eight_key_scores_equal_dot1),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
