@@ -269,9 +269,9 @@ static void mean_sd(const double *v, int n, double *mean, double *sd)
 static int measure(eng_model *m, int vocab, int batch, long prompt, long decode, int repeats, const bw_src *bw,
                    int threads, row *out)
 {
-	double pf[MAX_REPEATS], dc[MAX_REPEATS] = {0}, bws[MAX_REPEATS] = {0}, warm = 0;
+	double pf[MAX_REPEATS], dc[MAX_REPEATS] = {0}, bws[MAX_REPEATS] = {0};
 	row one;
-	int rc = measure_once(m, vocab, batch, prompt, decode, bw, threads, &warm, &one);
+	int rc = measure_once(m, vocab, batch, prompt, decode, NULL, 0, NULL, &one);
 	for (int r = 0; r < repeats && !rc; r++) {
 		rc = measure_once(m, vocab, batch, prompt, decode, bw, threads, &bws[r], &one);
 		pf[r] = one.prefill_tok_s;
