@@ -41,6 +41,12 @@ def evald(*args, quant_dot=None):
     return subprocess.run([EVALD, *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
+def logits(path, toks, *extra, quant_dot=None):
+    """evald's logits of every position of the token list `toks` (comma-separated), as a tensor."""
+    return torch.tensor(json.loads(evald("engine", "logits", "--model", path, "--tokens", toks, "--json", *extra,
+                                         quant_dot=quant_dot)))
+
+
 def main():
     os.makedirs(SCRATCH, exist_ok=True)
     d, f = os.path.dirname(os.path.abspath(GGUF)), os.path.basename(GGUF)
@@ -67,8 +73,7 @@ def main():
             want = model(torch.tensor([ids])).logits[0]
         rels = []
         for qd in ("f32", None):
-            got = torch.tensor(json.loads(evald("engine", "logits", "--model", GGUF, "--tokens",
-                                                ",".join(map(str, ids)), "--json", quant_dot=qd)))
+            got = logits(GGUF, ",".join(map(str, ids)), quant_dot=qd)
             rels.append(float((got - want).abs().max() / want.abs().max()))
             agree += int((got.argmax(-1) == want.argmax(-1)).sum())
             total += len(ids)
@@ -107,9 +112,7 @@ def requantized(qtype, tok, prompts):
         with torch.no_grad():
             want = model(torch.tensor([ids])).logits[0]
         toks = ",".join(map(str, ids))
-        got = torch.tensor(json.loads(evald("engine", "logits", "--model", path, "--tokens", toks, "--json")))
-        got8 = torch.tensor(json.loads(evald("engine", "logits", "--model", path, "--tokens", toks, "--json",
-                                             "--activation-bits", "8")))
+        got, got8 = logits(path, toks), logits(path, toks, "--activation-bits", "8")
         rel = float((got - want).abs().max() / want.abs().max())
         worst = max(worst, rel)
         worst8 = max(worst8, float((got8 - want).abs().max() / want.abs().max()))
