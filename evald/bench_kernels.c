@@ -67,6 +67,7 @@ typedef struct {
 	size_t rb;         /* bytes a weight row */
 	uint8_t *w;        /* rows x rb */
 	eng_qxblk *xq;     /* BK_X activation rows, quantized */
+	eng_qxbyt *xqb;    /* their bytes (the K-quant decode kernels read them) */
 	eng_q8kblk *xk;    /* the same rows, 8 bits a super-block (K-quants) */
 	int act8;          /* this pass measures the 8-bit kernels */
 	uint16_t *xbf;     /* BK_X activation rows, BF16, padded */
@@ -163,7 +164,8 @@ static void pass(bk_case *c, bool prefill)
 				eng_bfdot(o, xr, step, wb, c->cols);
 			} else {
 				const eng_qxblk *xr[1] = {c->xq + (size_t)i0 * c->nb};
-				eng_qdot(o, xr, 1, wr, c->nb, c->t);
+				const eng_qxbyt *xy[1] = {c->xqb + (size_t)i0 * c->nb};
+				eng_qdot(o, xr, xy, 1, wr, c->nb, c->t);
 			}
 			for (int i = 0; i < step; i++)
 				for (int k = 0; k < 4; k++)
@@ -209,10 +211,11 @@ static int case_init(bk_case *c, int t, int rows, int cols, ev_rng *r)
 	float *wf = malloc(n * sizeof *wf), *x = malloc((size_t)BK_X * cols * sizeof *x);
 	c->w = malloc((size_t)rows * c->rb);
 	c->xq = malloc((size_t)BK_X * c->nb * sizeof *c->xq);
+	c->xqb = malloc((size_t)BK_X * c->nb * sizeof *c->xqb);
 	c->xk = malloc((size_t)BK_X * (cols / 256) * sizeof *c->xk);
 	c->xbf = malloc((size_t)BK_X * ((cols + 31) / 32 * 32) * sizeof *c->xbf);
 	c->out = malloc((size_t)rows * BK_X * sizeof *c->out);
-	bool ok = wf && x && c->w && c->xq && c->xk && c->xbf && c->out;
+	bool ok = wf && x && c->w && c->xq && c->xqb && c->xk && c->xbf && c->out;
 	if (ok && (ok = (c->gmem = malloc(ENG_QGROUP_BYTES(c->nb))) != NULL))
 		eng_qgroup_place(&c->grp, c->gmem, c->nb);
 	if (ok) {
@@ -232,6 +235,7 @@ static int case_init(bk_case *c, int t, int rows, int cols, ev_rng *r)
 			eng_q8k_quantize(c->xk + (size_t)i * (cols / 256), x + (size_t)i * cols, cols);
 			eng_bf_round_ref(c->xbf + (size_t)i * ((cols + 31) / 32 * 32), x + (size_t)i * cols, cols);
 		}
+		eng_qx_bytes(c->xqb, c->xq, BK_X * c->nb);
 	}
 	free(wf), free(x);
 	return ok ? 0 : ev_error_set(EV_E_NOMEM, "out of memory for a %d x %d matrix", rows, cols);
@@ -239,7 +243,7 @@ static int case_init(bk_case *c, int t, int rows, int cols, ev_rng *r)
 
 static void case_free(bk_case *c)
 {
-	free(c->gmem), free(c->w), free(c->xq), free(c->xk), free(c->xbf), free(c->out);
+	free(c->gmem), free(c->w), free(c->xq), free(c->xqb), free(c->xk), free(c->xbf), free(c->out);
 }
 
 int ev_bench_kernels_main(const ev_cli *cli, int argc, char **argv)

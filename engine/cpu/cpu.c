@@ -241,6 +241,7 @@ int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads)
 	if (cc->act8 && !(cc->xk = malloc((size_t)ENG_CPU_QROWS * (mc / 256 + 1) * sizeof *cc->xk)))
 		return ev_error_set(EV_E_NOMEM, "out of memory for 8-bit activations");
 	if (!(cc->xq = malloc((size_t)ENG_CPU_QROWS * ((mc + 31) / 32) * sizeof *cc->xq)) ||
+	    !(cc->xqb = malloc((size_t)ENG_CPU_UNPACK_ROWS * ((mc + 31) / 32) * sizeof *cc->xqb)) ||
 	    !(cc->xbf = malloc((size_t)ENG_CPU_QROWS * ((mc + 31) / 32 * 32) * sizeof *cc->xbf)))
 		return ev_error_set(EV_E_NOMEM, "out of memory for quantized activations");
 	size_t nbm = (mc + 31) / 32;
@@ -306,6 +307,7 @@ void eng_backend_cpu_free(eng_backend *be)
 	free(cc->blocks);
 	free(cc->ttopi);
 	free(cc->xq);
+	free(cc->xqb);
 	free(cc->xk);
 	free(cc->xbf);
 	for (int i = 0; cc->qmem && i < cc->nw; i++)

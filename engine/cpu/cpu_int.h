@@ -33,6 +33,7 @@ typedef struct {
 	int qdot;
 	uint16_t *xbf;  /* a call's activations rounded to BF16 (ENG_CPU_QROWS rows of the widest, padded) */
 	eng_qxblk *xq; /* a call's activations, quantized (ENG_CPU_QROWS rows of the widest) */
+	eng_qxbyt *xqb; /* their bytes, for K-quant decode (ENG_CPU_UNPACK_ROWS rows of the widest) */
 	int act8;       /* K-quant weights meet 8-bit super-block activations (q8k.h) */
 	eng_q8kblk *xk; /* then a call's activations for them (ENG_CPU_QROWS rows of the widest) */
 	eng_qgroup *qgrp; /* per worker: a group of 16 weight rows unpacked (prefill) */
@@ -41,6 +42,13 @@ typedef struct {
 
 /* Rows of one sequence whose index branch one prefill task scans together. */
 #define INDEX_TILE 16
+/* Batch rows from which unpacking a group of weight rows once pays:
+ * below it the raw-row kernel, which widens each block in registers for
+ * every three batch rows. Measured on SmolLM2 Q4_1, 2 threads, two
+ * interleaved rounds (bench engine --prompt 64 --decode 32): decode of 8
+ * sequences 331-339 tok/s raw against 312-336 unpacked from 16 rows and
+ * 256-291 from 8; of 16 sequences 404-421 unpacked against 317-330 raw. */
+#define ENG_CPU_UNPACK_ROWS 16
 /* rows of activations quantized at a time (a prefill chunk's) */
 #define ENG_CPU_QROWS 256
 #define ATT_TILE 16 /* rows of one sequence attended together in prefill */

@@ -28,6 +28,7 @@ typedef struct {
 	const uint16_t *xbf; /* or rounded to BF16 (rows of xbf_stride), for the BF16 path */
 	int xbf_stride;
 	const eng_q8kblk *xk; /* or to 8 bits a super-block, for K-quants with --activation-bits 8 */
+	const eng_qxbyt *xqb; /* xq's bytes, for the K-quants' raw-row kernels (qdot.h), or NULL */
 } mm_job;
 
 static const float *wrow(const mm_job *j, int r, float *buf)
@@ -94,14 +95,6 @@ static void mm_task_tiles(mm_job *j, int r0, int r1, int worker)
  * Q4_K_M 169-193 against 158-165, Q8_0 158-208 against 148-173; 4 was
  * between them, 1 no better than 2. */
 #define ENG_CPU_DECODE_TASKS 2
-
-/* Batch rows from which unpacking a group of weight rows once pays:
- * below it the raw-row kernel, which widens each block in registers for
- * every three batch rows. Measured on SmolLM2 Q4_1, 2 threads, two
- * interleaved rounds (bench engine --prompt 64 --decode 32): decode of 8
- * sequences 331-339 tok/s raw against 312-336 unpacked from 16 rows and
- * 256-291 from 8; of 16 sequences 404-421 unpacked against 317-330 raw. */
-#define ENG_CPU_UNPACK_ROWS 16
 
 /* With ENG_CPU_UNPACK_ROWS batch rows or more: block-quantized rows a
  * group of 16 at a time, unpacked once into the worker's buffer
@@ -222,9 +215,12 @@ static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 				eng_q8k_dot(o, xr, nx, wr, K / 256, t);
 			} else {
 				const eng_qxblk *xr[ENG_QDOT_X];
-				for (int k = 0; k < step; k++)
+				const eng_qxbyt *xy[ENG_QDOT_X];
+				for (int k = 0; k < step; k++) {
 					xr[k] = j->xq + (size_t)(i + (k < nx ? k : 0)) * (size_t)nb;
-				eng_qdot(o, xr, nx, wr, nb, t);
+					xy[k] = j->xqb ? j->xqb + (size_t)(i + (k < nx ? k : 0)) * (size_t)nb : NULL;
+				}
+				eng_qdot(o, xr, j->xqb ? xy : NULL, nx, wr, nb, t);
 			}
 			for (int k = 0; k < nx; k++)
 				for (int u = 0; u < nr; u++)
@@ -366,7 +362,7 @@ void eng_cpu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_
 	per = (per + 3) / 4 * 4; /* whole tiles of 4 rows, and quarters for decode */
 	if (per < 8)
 		per = 8;
-	mm_job j = {cc, y, x, n, w, bias, per, NULL, NULL, 0, NULL};
+	mm_job j = {cc, y, x, n, w, bias, per, NULL, NULL, 0, NULL, NULL};
 	/* block and BF16 weights: the activations quantized (or rounded to BF16)
 	 * once a call, ENG_CPU_QROWS rows at a time; a row wider than the
 	 * buffers were made for takes the f32 kernels below */
@@ -390,7 +386,13 @@ void eng_cpu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_
 			bool groups = m >= ENG_CPU_UNPACK_ROWS && (k8 ? eng_q8k_group_level() : !bf);
 			int qper = groups ? (per + ENG_QGROUP_ROWS - 1) / ENG_QGROUP_ROWS * ENG_QGROUP_ROWS : per;
 			mm_job sj = {cc, y + (size_t)i0 * w->rows, NULL, m, w, bias, qper, bf || k8 ? NULL : cc->xq, bf ? cc->xbf : NULL,
-			             stride, k8 ? cc->xk : NULL};
+			             stride, k8 ? cc->xk : NULL, NULL};
+			/* raw K-quant rows (decode) also read the activations as bytes */
+			bool kq = w->dtype == ENG_Q4_K || w->dtype == ENG_Q5_K || w->dtype == ENG_Q6_K;
+			if (!bf && !k8 && kq && m < ENG_CPU_UNPACK_ROWS) {
+				eng_qx_bytes(cc->xqb, cc->xq, m * nb);
+				sj.xqb = cc->xqb;
+			}
 			eng_pool_run(cc->pool, mm_task, &sj, (w->rows + qper - 1) / qper);
 		}
 		return;

@@ -56,6 +56,20 @@ void eng_qx_quantize_ref(eng_qxblk *out, const float *x, int n)
 	}
 }
 
+void eng_qx_bytes_ref(eng_qxbyt *out, const eng_qxblk *in, int nb)
+{
+	for (int b = 0; b < nb; b++) {
+		int hs[2] = {0, 0};
+		for (int e = 0; e < 32; e++) {
+			int q = in[b].q[e];
+			out[b].lb[e] = (uint8_t)(q & 255);
+			out[b].hb[e] = (int8_t)((q - (q & 255)) / 256);
+			hs[e / 16] += q;
+		}
+		out[b].hs[0] = hs[0], out[b].hs[1] = hs[1];
+	}
+}
+
 /* block b's integer values, its halves' scales and minimum coefficient */
 static void unpack_ref(const uint8_t *row, int b, int t, int16_t q[32], float sc[2], float *m)
 {
@@ -233,6 +247,24 @@ __attribute__((target("avx2,fma"))) static void qx_quantize_avx2(eng_qxblk *out,
 		out[b].s = d * (float)_mm_cvtsi128_si32(s4);
 	}
 }
+
+__attribute__((target("avx2"))) static void qx_bytes_avx2(eng_qxbyt *out, const eng_qxblk *in, int nb)
+{
+	const __m256i ff = _mm256_set1_epi16(0xFF), one = _mm256_set1_epi16(1);
+	for (int b = 0; b < nb; b++) {
+		__m256i w0 = _mm256_loadu_si256((const __m256i *)in[b].q), w1 = _mm256_loadu_si256((const __m256i *)(in[b].q + 16));
+		/* packs works within 128-bit halves: put the quarters back in order */
+		_mm256_storeu_si256((__m256i *)out[b].hb,
+		                    _mm256_permute4x64_epi64(_mm256_packs_epi16(_mm256_srai_epi16(w0, 8), _mm256_srai_epi16(w1, 8)), 0xD8));
+		_mm256_storeu_si256((__m256i *)out[b].lb,
+		                    _mm256_permute4x64_epi64(_mm256_packus_epi16(_mm256_and_si256(w0, ff), _mm256_and_si256(w1, ff)), 0xD8));
+		/* the halves' sums: w0's pairs in lanes 0-1 and 4-5, w1's in 2-3 and 6-7, then each total in lanes 0 and 2 */
+		__m256i h = _mm256_hadd_epi32(_mm256_madd_epi16(w0, one), _mm256_madd_epi16(w1, one));
+		__m128i h4 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+		h4 = _mm_add_epi32(h4, _mm_shuffle_epi32(h4, 0xB1));
+		out[b].hs[0] = _mm_cvtsi128_si32(h4), out[b].hs[1] = _mm_extract_epi32(h4, 2);
+	}
+}
 #endif
 
 static int qd_cpu_level(void)
@@ -303,11 +335,26 @@ void eng_qx_quantize(eng_qxblk *out, const float *x, int n)
 	eng_qx_quantize_ref(out, x, n);
 }
 
-void eng_qdot(float *o, const eng_qxblk *const *x, int nx, const uint8_t *const w[4], int nb, int t)
+void eng_qx_bytes(eng_qxbyt *out, const eng_qxblk *in, int nb)
 {
-	switch (eng_qdot_level()) {
 #ifdef QD_X86
-	case 2: qdotr_vnni(o, x, nx, w, nb, t); return;
+	if (eng_qdot_level() > 0) {
+		qx_bytes_avx2(out, in, nb);
+		return;
+	}
+#endif
+	eng_qx_bytes_ref(out, in, nb);
+}
+
+void eng_qdot(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx, const uint8_t *const w[4],
+              int nb, int t)
+{
+	int l = eng_qdot_level();
+	if (l == 2 && !xy && (t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K))
+		l = 1; /* no bytes: the AVX2 kernel, the same bits */
+	switch (l) {
+#ifdef QD_X86
+	case 2: qdotr_vnni(o, x, xy, nx, w, nb, t); return;
 	case 1: /* three activation rows at a time */
 		for (int i = 0; i < nx; i += 3)
 			qdot_avx2(o + i * 4, x + i, nx - i < 3 ? nx - i : 3, w, nb, t);

@@ -20,8 +20,10 @@
  *   mins = fma(m, s, mins)
  * and then acc + mins. A block's integer sum is one number however it is
  * formed (its conversion to float rounds to nearest, as every kernel's
- * does), so the vector kernels (AVX2's madd, AVX512-VNNI's dpwssd, chosen
- * at run time) give the plain definition's bits (eng_qdot_ref), on raw
+ * does), so the vector kernels (AVX2's madd, AVX512-VNNI's dpwssd, or its
+ * dpbusd on the weights' bytes and the activations' high and low bytes for
+ * K-quant decode; chosen at run time) give the plain definition's bits
+ * (eng_qdot_ref), on raw
  * rows (decode) as on rows unpacked a group of 16 at a time (prefill),
  * and a batch row gets the same bits whichever rows share its call.
  * (One integer sum a block, not partial sums kept in lanes, is what lets
@@ -37,6 +39,18 @@ typedef struct {
 	float s;       /* d * the sum of q */
 	int16_t q[32];
 } eng_qxblk;
+
+/* A block's q again as bytes, q = 256 * hb + lb (hb = q >> 8, lb = q &
+ * 255), and the sums of q over its elements 0-15 and 16-31: what the
+ * AVX512-VNNI decode kernels of Q4_K, Q5_K and Q6_K form the exact block
+ * sums from, with 8-bit products (engine/README.md "Quantized and BF16
+ * weights"). Kept apart from eng_qxblk so that prefill, which does not
+ * use them, neither forms them nor carries them through its caches. */
+typedef struct {
+	int8_t hb[32];
+	uint8_t lb[32];
+	int32_t hs[2];
+} eng_qxbyt;
 
 /* Weight rows unpacked a group of ENG_QGROUP_ROWS for many activation
  * rows (prefill), one row a lane: for block b, pair k < 16 (elements 2k,
@@ -65,10 +79,19 @@ void eng_qx_quantize(eng_qxblk *out, const float *x, int n);
 /* The same by the definition, one element at a time (the oracle). */
 void eng_qx_quantize_ref(eng_qxblk *out, const float *x, int n);
 
+/* The bytes of nb quantized blocks (eng_qxbyt). */
+void eng_qx_bytes(eng_qxbyt *out, const eng_qxblk *in, int nb);
+/* The same element by element (the oracle). */
+void eng_qx_bytes_ref(eng_qxbyt *out, const eng_qxblk *in, int nb);
+
 /* o[i*4 + r] = weight row w[r] . activation row x[i], i < nx (at most
- * ENG_QDOT_X), r < 4, over nb blocks of 32; t an eng_dtype block type. */
+ * ENG_QDOT_X), r < 4, over nb blocks of 32; t an eng_dtype block type.
+ * xy[i] is x[i]'s bytes (eng_qx_bytes), which the AVX512-VNNI kernels of
+ * the K-quants read; xy may be NULL, and those calls then take the AVX2
+ * kernel (the same bits, slower). */
 #define ENG_QDOT_X 6
-void eng_qdot(float *o, const eng_qxblk *const *x, int nx, const uint8_t *const w[4], int nb, int t);
+void eng_qdot(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx, const uint8_t *const w[4],
+              int nb, int t);
 /* Unpacks the rows w[0..16) (repeat a row to fill a group) into dst. */
 void eng_qgroup_unpack(eng_qgroup *dst, const uint8_t *const w[ENG_QGROUP_ROWS], int nb, int t);
 /* o[i * 16 + r] = row r of the group . activation row x[i], i < nx (at

@@ -3,7 +3,9 @@
  * once for each instruction set (QD_SFX names the copy, QD_TARGET is its
  * target attribute, QD_VNNI 1 in the AVX512-VNNI copy). Decode reads raw
  * rows four at a time: the AVX2 copy's kern, the VNNI copy's kernr (two
- * rows to a 512-bit register). Prefill unpacks 16 rows into a group
+ * rows to a 512-bit register, as 16-bit words) for the 32-element types
+ * and kern4k / kern6k for the K-quants (the weights as bytes against the
+ * activations' two bytes, eng_qxbyt). Prefill unpacks 16 rows into a group
  * (group_unpack) and runs gkern on it, one row a lane. The sums are
  * qdot.h's definition; only how a block's exact integer sum is formed
  * differs between the kernels, so all give the same bits.
@@ -305,8 +307,7 @@ QD_FN __mmask32 QD(half_bits)(uint32_t a, uint32_t c, int second)
 /* Block b of rows a and c of type t as two registers of 16-bit values:
  * r1 = [a's elements 0-15 | c's 0-15], r2 = [a's 16-31 | c's 16-31]
  * (unpack above, widened as read; the scales come from scales4):
- * decode's kernel, for the 32-element types. Q4_K and Q5_K take two
- * blocks at once (kpair), Q6_K four (q6quad). */
+ * decode's kernel for the 32-element types (K-quants: kernk's bytes). */
 QD_FN void QD(words2)(const uint8_t *ra, const uint8_t *rc, int b, int t, __m512i *r1, __m512i *r2)
 {
 	const __m512i w16 = _mm512_set1_epi16(16), f = _mm512_set1_epi16(0x0F);
@@ -342,66 +343,92 @@ QD_FN void QD(words2)(const uint8_t *ra, const uint8_t *rc, int b, int t, __m512
 	}
 }
 
-/* Q4_K/Q5_K blocks b (even) and b + 1 of rows a and c, as words2 gives
- * each (r1, r2 block b; n1, n2 block b + 1): their nibbles share bytes,
- * so one load and widening serves both */
-QD_FN void QD(kpair)(const uint8_t *ra, const uint8_t *rc, int b, int t, __m512i *r1, __m512i *r2, __m512i *n1,
-                     __m512i *n2)
+/* [32 bytes at a | 32 bytes at c] */
+QD_FN __m512i QD(bytes4)(const uint8_t *a, const uint8_t *c)
+{
+	return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+	                          _mm256_loadu_si256((const __m256i *)c), 1);
+}
+
+/* Q4_K/Q5_K blocks b (even) and b + 1 of the four rows as bytes, a row
+ * to each 128 bits: e[0] = [row 0's elements 0-15 of block b | row 1's |
+ * row 2's | row 3's], e[1] the same of elements 16-31, o[0..1] block
+ * b + 1's. Their nibbles share bytes (the even block's low, the odd
+ * one's high), so one load a row serves both; Q5_K's fifth bit is bit j
+ * of the 32 bytes of qh, laid out as the values are, so a byte test is
+ * the lane mask. */
+QD_FN void QD(kquad)(const uint8_t *const w[4], int b, int t, __m512i e[2], __m512i o[2])
 {
 	int five = t == 9, j = b % 8;
 	size_t sb = (size_t)(b / 8) * (five ? 176 : 144), at = sb + (five ? 48 : 16) + (size_t)(j / 2) * 32;
-	__m512i v1 = _mm512_cvtepu8_epi16(QD(bytes2)(ra + at, rc + at));
-	__m512i v2 = _mm512_cvtepu8_epi16(QD(bytes2)(ra + at + 16, rc + at + 16));
-	const __m512i f = _mm512_set1_epi16(0x0F);
-	*r1 = _mm512_and_si512(v1, f), *r2 = _mm512_and_si512(v2, f);
-	*n1 = _mm512_srli_epi16(v1, 4), *n2 = _mm512_srli_epi16(v2, 4);
+	const __m512i f = _mm512_set1_epi8(0x0F);
+	/* [row 0's bytes 0-15, 16-31, row 1's 0-15, 16-31], then rows 2 and 3 */
+	__m512i p01 = QD(bytes4)(w[0] + at, w[1] + at), p23 = QD(bytes4)(w[2] + at, w[3] + at);
+	__m512i v0 = _mm512_shuffle_i64x2(p01, p23, 0x88), v1 = _mm512_shuffle_i64x2(p01, p23, 0xDD);
+	e[0] = _mm512_and_si512(v0, f), e[1] = _mm512_and_si512(v1, f);
+	o[0] = _mm512_and_si512(_mm512_srli_epi16(v0, 4), f), o[1] = _mm512_and_si512(_mm512_srli_epi16(v1, 4), f);
 	if (five) {
-		/* qh's bytes laid out as r1's and r2's elements ([a's 0-15 | c's
-		 * 0-15], then 16-31), so that a byte test is the lane mask */
-		const __m512i w16 = _mm512_set1_epi16(16);
-		__m256i h1 = QD(bytes2)(ra + sb + 16, rc + sb + 16), h2 = QD(bytes2)(ra + sb + 32, rc + sb + 32);
-		const __m256i be = _mm256_set1_epi8((char)(1 << j)), bo = _mm256_set1_epi8((char)(1 << (j + 1)));
-		*r1 = _mm512_mask_add_epi16(*r1, _mm256_test_epi8_mask(h1, be), *r1, w16);
-		*r2 = _mm512_mask_add_epi16(*r2, _mm256_test_epi8_mask(h2, be), *r2, w16);
-		*n1 = _mm512_mask_add_epi16(*n1, _mm256_test_epi8_mask(h1, bo), *n1, w16);
-		*n2 = _mm512_mask_add_epi16(*n2, _mm256_test_epi8_mask(h2, bo), *n2, w16);
+		__m512i q01 = QD(bytes4)(w[0] + sb + 16, w[1] + sb + 16), q23 = QD(bytes4)(w[2] + sb + 16, w[3] + sb + 16);
+		__m512i h0 = _mm512_shuffle_i64x2(q01, q23, 0x88), h1 = _mm512_shuffle_i64x2(q01, q23, 0xDD);
+		const __m512i w16 = _mm512_set1_epi8(16), be = _mm512_set1_epi8((char)(1 << j)), bo = _mm512_set1_epi8((char)(1 << (j + 1)));
+		e[0] = _mm512_mask_add_epi8(e[0], _mm512_test_epi8_mask(h0, be), e[0], w16);
+		e[1] = _mm512_mask_add_epi8(e[1], _mm512_test_epi8_mask(h1, be), e[1], w16);
+		o[0] = _mm512_mask_add_epi8(o[0], _mm512_test_epi8_mask(h0, bo), o[0], w16);
+		o[1] = _mm512_mask_add_epi8(o[1], _mm512_test_epi8_mask(h1, bo), o[1], w16);
 	}
 }
 
+/* The four rows' exact sums of a block laid out as kquad lays it (v[0]
+ * its elements 0-15, v[1] 16-31, a row to 128 bits) against an
+ * activation block's bytes (xh[k], xl[k]: elements 16k .. 16k + 15 in
+ * each 128 bits): 256 * sum v * hb + sum v * lb, four lanes a row (a lane
+ * at most 8 * 31 * 128 before its shift) */
+QD_FN __m512i QD(bdot4)(const __m512i v[2], const __m512i xh[2], const __m512i xl[2])
+{
+	__m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), v[0], xh[0]), v[1], xh[1]);
+	p = _mm512_slli_epi32(p, 8);
+	return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(p, xl[0], v[0]), xl[1], v[1]);
+}
+
+/* Four lanes a row (a row to 128 bits) of t0 and of t1 as [t0's four row
+ * totals | t1's] */
+QD_FN __m256i QD(isum2q)(__m512i t0, __m512i t1)
+{
+	/* 128 bits a row: [t0's lanes 0 + 2, t1's 0 + 2, t0's 1 + 3, t1's 1 + 3], then t0's total in lane 0, t1's in 1 */
+	__m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(t0, t1), _mm512_unpackhi_epi32(t0, t1));
+	u = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_BADC));
+	return _mm512_castsi512_si256(
+	    _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0), u));
+}
+
 /* Q6_K blocks b .. b + 3 (one half of a super-block, b % 4 == 0) of rows
- * a and c, each as bytes: v[k] = [a's 32 values - 32 | c's 32], formed as
- * words2 forms one (its low bits k % 2's 32 bytes, low or high nibble;
- * its high bits the half's 32 bytes shifted by 2k) from three loads a
- * row instead of eight */
+ * a and c as bytes, v[k] = [a's 32 raw values (0..63; the offset of 32
+ * is taken off the sums) | c's 32] of block b + k, from three loads a
+ * row (its low bits k % 2's 32 bytes, low or high nibble; its high bits
+ * the half's 32 bytes shifted by 2k) */
 QD_FN void QD(q6quad)(const uint8_t *ra, const uint8_t *rc, int b, __m512i v[4])
 {
 	int h = b % 8 / 4;
 	size_t at = (size_t)(b / 8) * 210;
 	const uint8_t *la = ra + at + h * 64, *lc = rc + at + h * 64, *qa = ra + at + 128 + h * 32, *qc = rc + at + 128 + h * 32;
-	__m512i l0 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)la)),
-	                                _mm256_loadu_si256((const __m256i *)lc), 1);
-	__m512i l1 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(la + 32))),
-	                                _mm256_loadu_si256((const __m256i *)(lc + 32)), 1);
-	__m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)qa)),
-	                               _mm256_loadu_si256((const __m256i *)qc), 1);
-	const __m512i f = _mm512_set1_epi8(0x0F), m = _mm512_set1_epi8(0x30), o = _mm512_set1_epi8(32);
+	__m512i l0 = QD(bytes4)(la, lc), l1 = QD(bytes4)(la + 32, lc + 32), q = QD(bytes4)(qa, qc);
+	const __m512i f = _mm512_set1_epi8(0x0F), m = _mm512_set1_epi8(0x30);
 	/* bits 4-5 of each byte from its own bits 2k, 2k + 1 (the 16-bit shifts
 	 * carry nothing across a byte into them) */
 	v[0] = _mm512_or_si512(_mm512_and_si512(l0, f), _mm512_and_si512(_mm512_slli_epi16(q, 4), m));
 	v[1] = _mm512_or_si512(_mm512_and_si512(l1, f), _mm512_and_si512(_mm512_slli_epi16(q, 2), m));
 	v[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), f), _mm512_and_si512(q, m));
 	v[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), f), _mm512_and_si512(_mm512_srli_epi16(q, 2), m));
-#pragma GCC unroll 4
-	for (int k = 0; k < 4; k++)
-		v[k] = _mm512_sub_epi8(v[k], o);
 }
 
-/* q6quad's bytes of a block as words2's two registers */
-QD_FN void QD(q6words)(__m512i v, __m512i *r1, __m512i *r2)
+/* A register of weight bytes w (0..63: [row a's 32 | row c's 32] of a
+ * block) against an activation block's bytes (hb, lb broadcast to both
+ * halves): sum w * q = 256 * sum w * hb + sum w * lb, four products to a
+ * lane, exactly (a lane at most 4 * 63 * 128 before its shift) */
+QD_FN __m512i QD(bdot)(__m512i w, __m512i xh, __m512i xl)
 {
-	/* v's 128-bit pieces: a's elements 0-15, a's 16-31, c's 0-15, c's 16-31 */
-	*r1 = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(_mm512_shuffle_i64x2(v, v, 0x08)));
-	*r2 = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(_mm512_shuffle_i64x2(v, v, 0x0D)));
+	__m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, xh);
+	return _mm512_dpbusd_epi32(_mm512_slli_epi32(p, 8), xl, w);
 }
 
 /* Rows 0 and 1's 8-lane integer sums in a's halves and rows 2 and 3's in
@@ -417,49 +444,38 @@ QD_FN __m128i QD(isum4v)(__m512i a, __m512i b)
 	return _mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), s));
 }
 
-/* isum4v of (a, b) and of (c, d) at once: [a,b's four totals | c,d's] */
-QD_FN __m256i QD(isum8v)(__m512i a, __m512i b, __m512i c, __m512i d)
+/* Rows 0 and 1's sums in a and rows 2 and 3's in b, each row's 32 values
+ * in 8 lanes (its first 16 in 4 lanes, its last 16 in the next 4), as
+ * [the four rows' first-half totals | their second-half totals] */
+QD_FN __m256i QD(isum8b)(__m512i a, __m512i b)
 {
 	const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
 	const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-	/* four partial sums a row, row r in the r-th 128 bits; then two, rows
-	 * of (a, b) in the low 256 bits; then one, in lanes 2r and 2r + 1 */
+	/* pairs: a group of four lanes g (row g / 2, half g % 2) in lanes 2g, 2g + 1; then its total in both */
 	__m512i s = _mm512_add_epi32(_mm512_permutex2var_epi32(a, ev, b), _mm512_permutex2var_epi32(a, od, b));
-	__m512i u = _mm512_add_epi32(_mm512_permutex2var_epi32(c, ev, d), _mm512_permutex2var_epi32(c, od, d));
-	__m512i t = _mm512_add_epi32(_mm512_permutex2var_epi32(s, ev, u), _mm512_permutex2var_epi32(s, od, u));
-	t = _mm512_add_epi32(t, _mm512_shuffle_epi32(t, _MM_PERM_CDAB));
-	return _mm512_castsi512_si256(_mm512_permutexvar_epi32(ev, t));
+	s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_CDAB));
+	return _mm512_castsi512_si256(
+	    _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0), s));
 }
 
-/* Decode on raw rows (1-6 activation rows), weight rows 0 and 1 in one
- * register's two halves and rows 2 and 3 in another's: madd and dpwssd
- * form a block's integer sums in 8 lanes a row, isum4v totals the four
- * rows, and the definition's fma runs on the four rows at once, their
- * products sc * d formed together. */
-QD_FN void QD(kernr)(float *o, const eng_qxblk *const *x, int nx, const uint8_t *const w[4], int nb, int t)
+/* Decode on raw rows (1-6 activation rows) of a 32-element type, weight
+ * rows 0 and 1 in one register's two halves and rows 2 and 3 in
+ * another's: madd and dpwssd form a block's integer sums in 8 lanes a
+ * row, isum4v totals the four rows, and the definition's fma runs on the
+ * four rows at once, their products sc * d formed together. */
+QD_FN void QD(kernr)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
+                     const uint8_t *const w[4], int nb, int t)
 {
-	const int two = t == 10, mins = qd_has_min(t);
+	(void)xy; /* the 32-element types take the words */
+	const int mins = qd_has_min(t);
 	__m128 acc[ENG_QDOT_X], mn[ENG_QDOT_X];
 #pragma GCC unroll 6
 	for (int i = 0; i < ENG_QDOT_X; i++)
 		acc[i] = mn[i] = _mm_setzero_ps();
-	float ks0[32], ks1[32], km[32]; /* a K-quant super-block's scales (kscales) */
-	/* Q4_K, Q5_K: the next (odd) block's values, read with the even one's */
-	__m512i odd[2][2] = {{_mm512_setzero_si512(), _mm512_setzero_si512()}, {_mm512_setzero_si512(), _mm512_setzero_si512()}};
-	__m512i six[2][4]; /* Q6_K: a half's four blocks as bytes (q6quad) */
-#pragma GCC unroll 4
-	for (int k = 0; k < 4; k++)
-		six[0][k] = six[1][k] = _mm512_setzero_si512();
 	for (int b = 0; b < nb; b++) {
 		__m128 s0, s1, m = _mm_setzero_ps();
-		if (t >= 8) {
-			if (b % 8 == 0)
-				QD(kscales)(w, b / 8, t, ks0, ks1, km);
-			s0 = _mm_loadu_ps(ks0 + 4 * (b % 8)), s1 = _mm_loadu_ps(ks1 + 4 * (b % 8)), m = _mm_loadu_ps(km + 4 * (b % 8));
-		} else {
-			QD(scales4)(w, b, t, &s0, &s1, &m);
-		}
-		__m512i x1[ENG_QDOT_X], x2[ENG_QDOT_X], lo[2][ENG_QDOT_X], hi[2][ENG_QDOT_X];
+		QD(scales4)(w, b, t, &s0, &s1, &m);
+		__m512i x1[ENG_QDOT_X], x2[ENG_QDOT_X], lo[2][ENG_QDOT_X];
 #pragma GCC unroll 6
 		for (int i = 0; i < nx; i++) {
 			const eng_qxblk *xb = x[i] + b;
@@ -469,40 +485,15 @@ QD_FN void QD(kernr)(float *o, const eng_qxblk *const *x, int nx, const uint8_t 
 #pragma GCC unroll 2
 		for (int h = 0; h < 2; h++) {
 			__m512i r1, r2;
-			if (t == 10) {
-				if (b % 4 == 0)
-					QD(q6quad)(w[2 * h], w[2 * h + 1], b, six[h]);
-				/* constant indices, so that six stays in registers */
-				__m512i v6 = b % 4 == 0 ? six[h][0] : b % 4 == 1 ? six[h][1] : b % 4 == 2 ? six[h][2] : six[h][3];
-				QD(q6words)(v6, &r1, &r2);
-			} else if ((t == 8 || t == 9) && b % 2)
-				r1 = odd[h][0], r2 = odd[h][1];
-			else if (t == 8 || t == 9)
-				QD(kpair)(w[2 * h], w[2 * h + 1], b, t, &r1, &r2, &odd[h][0], &odd[h][1]);
-			else
-				QD(words2)(w[2 * h], w[2 * h + 1], b, t, &r1, &r2);
+			QD(words2)(w[2 * h], w[2 * h + 1], b, t, &r1, &r2);
 #pragma GCC unroll 6
-			for (int i = 0; i < nx; i++) {
-				if (!two) {
-					lo[h][i] = _mm512_dpwssd_epi32(_mm512_madd_epi16(r1, x1[i]), r2, x2[i]);
-				} else {
-					lo[h][i] = _mm512_madd_epi16(r1, x1[i]);
-					hi[h][i] = _mm512_madd_epi16(r2, x2[i]);
-				}
-			}
+			for (int i = 0; i < nx; i++)
+				lo[h][i] = _mm512_dpwssd_epi32(_mm512_madd_epi16(r1, x1[i]), r2, x2[i]);
 		}
 #pragma GCC unroll 6
 		for (int i = 0; i < nx; i++) {
 			const eng_qxblk *xb = x[i] + b;
-			__m128 xd = _mm_set1_ps(xb->d);
-			if (!two) {
-				acc[i] = _mm_fmadd_ps(_mm_cvtepi32_ps(QD(isum4v)(lo[0][i], lo[1][i])), _mm_mul_ps(s0, xd), acc[i]);
-			} else { /* both halves' totals at once, then the halves' fmas in order */
-				__m256 f = _mm256_cvtepi32_ps(QD(isum8v)(lo[0][i], lo[1][i], hi[0][i], hi[1][i]));
-				__m256 sd = _mm256_mul_ps(_mm256_set_m128(s1, s0), _mm256_set1_ps(xb->d));
-				acc[i] = _mm_fmadd_ps(_mm256_castps256_ps128(f), _mm256_castps256_ps128(sd), acc[i]);
-				acc[i] = _mm_fmadd_ps(_mm256_extractf128_ps(f, 1), _mm256_extractf128_ps(sd, 1), acc[i]);
-			}
+			acc[i] = _mm_fmadd_ps(_mm_cvtepi32_ps(QD(isum4v)(lo[0][i], lo[1][i])), _mm_mul_ps(s0, _mm_set1_ps(xb->d)), acc[i]);
 			if (mins)
 				mn[i] = _mm_fmadd_ps(m, _mm_set1_ps(xb->s), mn[i]);
 		}
@@ -512,30 +503,136 @@ QD_FN void QD(kernr)(float *o, const eng_qxblk *const *x, int nx, const uint8_t 
 		_mm_storeu_ps(o + i * 4, _mm_add_ps(acc[i], mn[i]));
 }
 
-__attribute__((target(QD_TARGET))) static void QD(qdotr)(float *o, const eng_qxblk *const *x, int nx,
+/* Decode on raw rows of Q4_K/Q5_K, weights kept as bytes: a register
+ * holds 16 values of each of the four rows, a row to 128 bits (kquad),
+ * and each activation element q = 256 hb + lb meets them in dpbusd
+ * (bdot4), 64 products an instruction where 16-bit words take 32, so a
+ * block's exact sums come without widening the weights; two blocks' sums
+ * are totalled together within each row's 128 bits (isum2q). The fmas
+ * are kernr's, block by block in order. */
+QD_FN void QD(kern4k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
+                      const uint8_t *const w[4], int nb, int t)
+{
+	__m128 acc[ENG_QDOT_X], mn[ENG_QDOT_X];
+#pragma GCC unroll 6
+	for (int i = 0; i < ENG_QDOT_X; i++)
+		acc[i] = mn[i] = _mm_setzero_ps();
+	float ks0[32], ks1[32], km[32]; /* a super-block's scales (kscales) */
+	for (int b = 0; b < nb; b += 2) {
+		if (b % 8 == 0)
+			QD(kscales)(w, b / 8, t, ks0, ks1, km);
+		__m512i e[2], od[2];
+		QD(kquad)(w, b, t, e, od);
+		__m256 sc = _mm256_loadu_ps(ks0 + 4 * (b % 8)), m = _mm256_loadu_ps(km + 4 * (b % 8));
+#pragma GCC unroll 6
+		for (int i = 0; i < nx; i++) {
+			const eng_qxblk *x0 = x[i] + b, *x1 = x0 + 1;
+			const eng_qxbyt *y0 = xy[i] + b, *y1 = y0 + 1;
+			__m512i xh[2], xl[2], t0, t1;
+#pragma GCC unroll 2
+			for (int k = 0; k < 2; k++) {
+				xh[k] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y0->hb + 16 * k)));
+				xl[k] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y0->lb + 16 * k)));
+			}
+			t0 = QD(bdot4)(e, xh, xl);
+#pragma GCC unroll 2
+			for (int k = 0; k < 2; k++) {
+				xh[k] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y1->hb + 16 * k)));
+				xl[k] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y1->lb + 16 * k)));
+			}
+			t1 = QD(bdot4)(od, xh, xl);
+			__m256 f = _mm256_cvtepi32_ps(QD(isum2q)(t0, t1));
+			__m256 sd = _mm256_mul_ps(sc, _mm256_set_m128(_mm_set1_ps(x1->d), _mm_set1_ps(x0->d)));
+			acc[i] = _mm_fmadd_ps(_mm256_castps256_ps128(f), _mm256_castps256_ps128(sd), acc[i]);
+			acc[i] = _mm_fmadd_ps(_mm256_extractf128_ps(f, 1), _mm256_extractf128_ps(sd, 1), acc[i]);
+			mn[i] = _mm_fmadd_ps(_mm256_castps256_ps128(m), _mm_set1_ps(x0->s), mn[i]);
+			mn[i] = _mm_fmadd_ps(_mm256_extractf128_ps(m, 1), _mm_set1_ps(x1->s), mn[i]);
+		}
+	}
+#pragma GCC unroll 6
+	for (int i = 0; i < nx; i++)
+		_mm_storeu_ps(o + i * 4, _mm_add_ps(acc[i], mn[i]));
+}
+
+/* Decode on raw rows of Q6_K, weights kept as bytes: a register holds a
+ * block of two rows ([a's 32 | c's 32], q6quad's raw values), each
+ * activation element q = 256 hb + lb meets it in two dpbusd (bdot), each
+ * half's 4 lanes are totalled (isum8b), and 32 times the activations'
+ * half sums come off (the values are stored + 32). The fmas are kernr's,
+ * the two halves' in order. */
+QD_FN void QD(kern6k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
+                      const uint8_t *const w[4], int nb, int t)
+{
+	__m128 acc[ENG_QDOT_X];
+#pragma GCC unroll 6
+	for (int i = 0; i < ENG_QDOT_X; i++)
+		acc[i] = _mm_setzero_ps();
+	float ks0[32], ks1[32], km[32]; /* a super-block's scales (kscales; km unused) */
+	__m512i q6[2][4]; /* a half super-block's four blocks (q6quad) */
+#pragma GCC unroll 4
+	for (int k = 0; k < 4; k++)
+		q6[0][k] = q6[1][k] = _mm512_setzero_si512();
+	const __m256i halves = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+	for (int b = 0; b < nb; b++) {
+		if (b % 8 == 0)
+			QD(kscales)(w, b / 8, t, ks0, ks1, km);
+		__m256 sc = _mm256_set_m128(_mm_loadu_ps(ks1 + 4 * (b % 8)), _mm_loadu_ps(ks0 + 4 * (b % 8)));
+		__m512i xh[ENG_QDOT_X], xl[ENG_QDOT_X], p[2][ENG_QDOT_X];
+#pragma GCC unroll 6
+		for (int i = 0; i < nx; i++) {
+			const eng_qxbyt *yb = xy[i] + b;
+			xh[i] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)yb->hb));
+			xl[i] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)yb->lb));
+		}
+#pragma GCC unroll 2
+		for (int h = 0; h < 2; h++) {
+			if (b % 4 == 0)
+				QD(q6quad)(w[2 * h], w[2 * h + 1], b, q6[h]);
+			/* constant indices, so that q6 stays in registers */
+			__m512i v = b % 4 == 0 ? q6[h][0] : b % 4 == 1 ? q6[h][1] : b % 4 == 2 ? q6[h][2] : q6[h][3];
+#pragma GCC unroll 6
+			for (int i = 0; i < nx; i++)
+				p[h][i] = QD(bdot)(v, xh[i], xl[i]);
+		}
+#pragma GCC unroll 6
+		for (int i = 0; i < nx; i++) {
+			__m256i off = _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)xy[i][b].hs)), halves);
+			__m256 f = _mm256_cvtepi32_ps(_mm256_sub_epi32(QD(isum8b)(p[0][i], p[1][i]), _mm256_slli_epi32(off, 5)));
+			__m256 sd = _mm256_mul_ps(sc, _mm256_set1_ps(x[i][b].d));
+			acc[i] = _mm_fmadd_ps(_mm256_castps256_ps128(f), _mm256_castps256_ps128(sd), acc[i]);
+			acc[i] = _mm_fmadd_ps(_mm256_extractf128_ps(f, 1), _mm256_extractf128_ps(sd, 1), acc[i]);
+		}
+	}
+#pragma GCC unroll 6
+	for (int i = 0; i < nx; i++)
+		_mm_storeu_ps(o + i * 4, acc[i]);
+}
+
+__attribute__((target(QD_TARGET))) static void QD(qdotr)(float *o, const eng_qxblk *const *x,
+                                                          const eng_qxbyt *const *xy, int nx,
                                                           const uint8_t *const w[4], int nb, int t)
 {
-#define QD_R(T)                                                                                                        \
+#define QD_R(T, K)                                                                                                     \
 	case T:                                                                                                        \
 		switch (nx) {                                                                                          \
-		case 1: QD(kernr)(o, x, 1, w, nb, T); break;                                                           \
-		case 2: QD(kernr)(o, x, 2, w, nb, T); break;                                                           \
-		case 3: QD(kernr)(o, x, 3, w, nb, T); break;                                                           \
-		case 4: QD(kernr)(o, x, 4, w, nb, T); break;                                                           \
-		case 5: QD(kernr)(o, x, 5, w, nb, T); break;                                                           \
-		default: QD(kernr)(o, x, 6, w, nb, T); break;                                                          \
+		case 1: QD(K)(o, x, xy, 1, w, nb, T); break;                                                           \
+		case 2: QD(K)(o, x, xy, 2, w, nb, T); break;                                                           \
+		case 3: QD(K)(o, x, xy, 3, w, nb, T); break;                                                           \
+		case 4: QD(K)(o, x, xy, 4, w, nb, T); break;                                                           \
+		case 5: QD(K)(o, x, xy, 5, w, nb, T); break;                                                           \
+		default: QD(K)(o, x, xy, 6, w, nb, T); break;                                                          \
 		}                                                                                                      \
 		break;
 	switch (t) {
-		QD_R(3)
-		QD_R(4)
-		QD_R(5)
-		QD_R(6)
-		QD_R(7)
-		QD_R(8)
-		QD_R(9)
+		QD_R(3, kernr)
+		QD_R(4, kernr)
+		QD_R(5, kernr)
+		QD_R(6, kernr)
+		QD_R(7, kernr)
+		QD_R(8, kern4k)
+		QD_R(9, kern4k)
 	default:
-		QD_R(10)
+		QD_R(10, kern6k)
 	}
 #undef QD_R
 }

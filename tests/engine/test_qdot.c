@@ -64,6 +64,49 @@ static void activations_quantize_by_definition(void **st)
 	free(x), free(a), free(b);
 }
 
+/* a block's bytes: q = 256 hb + lb with lb in 0..255, and the halves'
+ * sums, on random blocks and on the extremes (-32767, -256, -1, 0, 255,
+ * 256, 32767, ...); the vector levels give the definition's bytes */
+static void activation_bytes_by_definition(void **st)
+{
+	(void)st;
+	ev_rng r;
+	ev_rng_seed(&r, 4);
+	enum { NB = 24 };
+	eng_qxblk q[NB];
+	eng_qxbyt y[NB];
+	memset(q, 0, sizeof q);
+	const int edge[] = {-32767, -200, -256, -255, -129, -128, -1, 0, 1, 127, 128, 255, 256, 32767};
+	for (int b = 0; b < NB; b++)
+		for (int e = 0; e < 32; e++)
+			q[b].q[e] = (int16_t)(b == 0 ? edge[e % (int)(sizeof edge / sizeof edge[0])]
+			                             : (int)(ev_rng_uniform(&r) * 65535) - 32767);
+	memset(y, 0x55, sizeof y);
+	eng_qx_bytes_ref(y, q, NB);
+	int top = eng_qdot_level();
+	for (int l = 0; l <= top; l++) { /* each level's bytes are the definition's */
+		eng_qxbyt v[NB];
+		eng_qdot_set_level(l);
+		memset(v, 0xAA, sizeof v);
+		eng_qx_bytes(v, q, NB);
+		if (memcmp(v, y, sizeof v))
+			fail_msg("activation bytes at level %s differ from the definition", eng_qdot_level_name(l));
+	}
+	eng_qdot_set_level(top);
+	for (int b = 0; b < NB; b++) {
+		int hs[2] = {0, 0};
+		for (int e = 0; e < 32; e++) {
+			assert_int_equal(256 * y[b].hb[e] + y[b].lb[e], q[b].q[e]);
+			hs[e / 16] += q[b].q[e];
+		}
+		assert_int_equal(y[b].hs[0], hs[0]);
+		assert_int_equal(y[b].hs[1], hs[1]);
+	}
+	assert_int_equal(y[0].hb[0], -128), assert_int_equal(y[0].lb[0], 1);  /* -32767 */
+	assert_int_equal(y[0].hb[6], -1), assert_int_equal(y[0].lb[6], 255);  /* -1 */
+	assert_int_equal(y[0].hb[13], 127), assert_int_equal(y[0].lb[13], 255); /* 32767 */
+}
+
 /* every block type: the kernel at each level, at batch widths 1..6 on raw
  * rows (four at a time) and 1..6 on a group of 16 unpacked rows (whole,
  * and a partial group whose lanes repeat a row), equals the definition
@@ -84,6 +127,7 @@ static void block_types_dot_by_definition(void **st)
 		size_t rb = eng_dtype_bytes((eng_dtype)dt, (size_t)cols);
 		uint8_t *wq = malloc(NR * rb);
 		eng_qxblk *xq = malloc((size_t)NXU * nb * sizeof *xq);
+		eng_qxbyt *xy = malloc((size_t)NXU * nb * sizeof *xy);
 		char *gmem = malloc(ENG_QGROUP_BYTES(nb));
 		eng_qgroup g;
 		eng_qgroup_place(&g, gmem, nb);
@@ -97,12 +141,14 @@ static void block_types_dot_by_definition(void **st)
 			eng_to_f32(wd, wq, (eng_dtype)dt, (size_t)NR * cols);
 			for (int i = 0; i < NXU; i++)
 				eng_qx_quantize_ref(xq + (size_t)i * nb, x + (size_t)i * cols, cols);
+			eng_qx_bytes(xy, xq, NXU * nb);
 			const uint8_t *w[NR];
 			for (int k = 0; k < NR; k++)
 				w[k] = wq + (size_t)k * rb;
 			const eng_qxblk *xs[NXU];
+			const eng_qxbyt *ys[NXU];
 			for (int i = 0; i < NXU; i++)
-				xs[i] = xq + (size_t)i * nb;
+				xs[i] = xq + (size_t)i * nb, ys[i] = xy + (size_t)i * nb;
 			float want[NXU * NR];
 			for (int i = 0; i < NXU; i++)
 				for (int k = 0; k < NR; k++) {
@@ -124,17 +170,21 @@ static void block_types_dot_by_definition(void **st)
 			for (int l = 0; l <= top; l++) {
 				eng_qdot_set_level(l);
 				const char *ln = eng_qdot_level_name(l), *tn = eng_dtype_name((eng_dtype)dt);
+				/* with the activations' bytes, and without (the K-quants then
+				 * take another kernel) */
 				for (int nx = 1; nx <= ENG_QDOT_X; nx++)
-					for (int q = 0; q < NR / 4; q++) {
-						float got[ENG_QDOT_X * 4];
-						eng_qdot(got, xs, nx, w + 4 * q, nb, dt);
-						for (int i = 0; i < nx; i++)
-							for (int k = 0; k < 4; k++)
-								if (memcmp(&got[i * 4 + k], &want[i * NR + 4 * q + k], 4))
-									fail_msg("%s at level %s, width %d: row %d, weight row %d differs "
-									         "from the definition (%.9g vs %.9g)",
-									         tn, ln, nx, i, 4 * q + k, got[i * 4 + k], want[i * NR + 4 * q + k]);
-					}
+					for (int q = 0; q < NR / 4; q++)
+						for (int by = 0; by < 2; by++) {
+							float got[ENG_QDOT_X * 4];
+							eng_qdot(got, xs, by ? ys : NULL, nx, w + 4 * q, nb, dt);
+							for (int i = 0; i < nx; i++)
+								for (int k = 0; k < 4; k++)
+									if (memcmp(&got[i * 4 + k], &want[i * NR + 4 * q + k], 4))
+										fail_msg("%s at level %s, width %d%s: row %d, weight row %d "
+										         "differs from the definition (%.9g vs %.9g)",
+										         tn, ln, nx, by ? "" : " (no bytes)", i, 4 * q + k,
+										         got[i * 4 + k], want[i * NR + 4 * q + k]);
+						}
 				/* a whole group, then one of 5 rows (the rest repeat row 3) */
 				for (int part = 0; part < 2; part++) {
 					const uint8_t *gw[NR];
@@ -160,7 +210,7 @@ static void block_types_dot_by_definition(void **st)
 		}
 		print_message("%-5s error against the dequantized dot, relative to |exact| + bound: at most %.3g\n",
 		              eng_dtype_name((eng_dtype)dt), worst);
-		free(wf), free(x), free(wd), free(wq), free(xq), free(gmem);
+		free(wf), free(x), free(wd), free(wq), free(xq), free(xy), free(gmem);
 	}
 }
 
@@ -168,6 +218,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(activations_quantize_by_definition),
+		cmocka_unit_test(activation_bytes_by_definition),
 		cmocka_unit_test(block_types_dot_by_definition),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
