@@ -441,6 +441,21 @@ static void bench_engine_sets_each_decode_against_its_own_bound(void **state)
 	assert_true(ev_json_num(j, "read_bandwidth_bytes_s", 0) > 0);
 	cJSON_Delete(j);
 	free(out), free(err);
+	/* with no decode timed, the text gives the bound and says so, where it
+	 * had read "batch-1 decode at 0% of it" */
+	const char *none[] = {ev, "bench", "engine", "--model", model, "--prompt", "8", "--decode", "0", "--batch", "1",
+	                      "--repeats", "1", "--no-reference", NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, none), 0);
+	assert_non_null(strstr(out, "memory bound: "));
+	assert_non_null(strstr(out, "(no batch-1 decode was timed to set against it)"));
+	assert_null(strstr(out, "decode at 0%"));
+	free(out), free(err);
+	const char *some[] = {ev, "bench", "engine", "--model", model, "--prompt", "8", "--decode", "4", "--batch", "1",
+	                      "--repeats", "1", "--no-reference", NULL};
+	assert_int_equal(tu_run(&out, &err, NULL, some), 0);
+	assert_non_null(strstr(out, "; batch-1 decode at "));
+	assert_null(strstr(out, "no batch-1 decode was timed"));
+	free(out), free(err);
 	const char *bad[] = {ev, "bench", "engine", "--model", model, "--bandwidth", "disk", NULL};
 	assert_int_equal(tu_run(&out, &err, NULL, bad), 2);
 	assert_non_null(strstr(err, "--bandwidth needs weights or buffer"));
