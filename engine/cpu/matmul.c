@@ -387,9 +387,9 @@ void eng_cpu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_
 			int qper = groups ? (per + ENG_QGROUP_ROWS - 1) / ENG_QGROUP_ROWS * ENG_QGROUP_ROWS : per;
 			mm_job sj = {cc, y + (size_t)i0 * w->rows, NULL, m, w, bias, qper, bf || k8 ? NULL : cc->xq, bf ? cc->xbf : NULL,
 			             stride, k8 ? cc->xk : NULL, NULL};
-			/* raw K-quant rows (decode) also read the activations as bytes */
-			bool kq = w->dtype == ENG_Q4_K || w->dtype == ENG_Q5_K || w->dtype == ENG_Q6_K;
-			if (!bf && !k8 && kq && m < ENG_CPU_UNPACK_ROWS) {
+			/* raw rows (decode) of every type but Q8_0 also read the
+			 * activations as bytes */
+			if (!bf && !k8 && w->dtype != ENG_Q8_0 && m < ENG_CPU_UNPACK_ROWS) {
 				eng_qx_bytes(cc->xqb, cc->xq, m * nb);
 				sj.xqb = cc->xqb;
 			}

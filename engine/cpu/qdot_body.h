@@ -503,6 +503,99 @@ QD_FN void QD(kernr)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const
 		_mm_storeu_ps(o + i * 4, _mm_add_ps(acc[i], mn[i]));
 }
 
+/* Block b of a 32-element type (Q4_0 .. Q5_1) of the four rows as bytes,
+ * a row to 128 bits: v[0] = [row 0's elements 0-15 | row 1's | row 2's |
+ * row 3's], v[1] the same of elements 16-31. The values are the stored
+ * ones (0..31): Q4_0's offset of 8 and Q5_0's of 16 come off the sums. */
+QD_FN void QD(bquad)(const uint8_t *const w[4], int b, int t, __m512i v[2])
+{
+	size_t at = (size_t)b * (size_t)qd_bsz[t] + (size_t)qd_qs[t];
+	__m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(w[0] + at)));
+	q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(w[1] + at)), 1);
+	q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(w[2] + at)), 2);
+	q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(w[3] + at)), 3);
+	const __m512i f = _mm512_set1_epi8(0x0F);
+	v[0] = _mm512_and_si512(q, f), v[1] = _mm512_and_si512(_mm512_srli_epi16(q, 4), f);
+	if (t == 6 || t == 7) { /* the fifth bits: bit e of a row's qh for its element e */
+		uint64_t lo = 0, hi = 0;
+#pragma GCC unroll 4
+		for (int r = 0; r < 4; r++) {
+			uint32_t h;
+			memcpy(&h, w[r] + at - 4, 4);
+			lo |= (uint64_t)(h & 0xFFFFu) << (16 * r), hi |= (uint64_t)(h >> 16) << (16 * r);
+		}
+		const __m512i w16 = _mm512_set1_epi8(16);
+		v[0] = _mm512_mask_add_epi8(v[0], (__mmask64)lo, v[0], w16);
+		v[1] = _mm512_mask_add_epi8(v[1], (__mmask64)hi, v[1], w16);
+	}
+}
+
+/* Decode on raw rows of Q4_0 .. Q5_1, weights kept as bytes: kern4k's
+ * way (bquad, bdot4, two blocks' totals in one isum2q), each block with
+ * its own scales (scales4); Q4_0 and Q5_0 take 8 or 16 times the
+ * activations' block sum off each sum. The fmas are kernr's, block by
+ * block in order. */
+QD_FN void QD(kern4b)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
+                      const uint8_t *const w[4], int nb, int t)
+{
+	const int mins = qd_has_min(t), off = t == 4 ? 8 : t == 6 ? 16 : 0;
+	__m128 acc[ENG_QDOT_X], mn[ENG_QDOT_X];
+#pragma GCC unroll 6
+	for (int i = 0; i < ENG_QDOT_X; i++)
+		acc[i] = mn[i] = _mm_setzero_ps();
+	for (int b = 0; b < nb; b += 2) {
+		const int two = b + 1 < nb; /* a second block (an odd row ends with one) */
+		__m512i e[2], od[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+		__m128 s0, s1, m0 = _mm_setzero_ps(), t0 = _mm_setzero_ps(), t1, m1 = _mm_setzero_ps();
+		QD(bquad)(w, b, t, e);
+		QD(scales4)(w, b, t, &s0, &s1, &m0);
+		if (two) {
+			QD(bquad)(w, b + 1, t, od);
+			QD(scales4)(w, b + 1, t, &t0, &t1, &m1);
+		}
+		__m256 sc = _mm256_set_m128(t0, s0);
+#pragma GCC unroll 6
+		for (int i = 0; i < nx; i++) {
+			const eng_qxblk *x0 = x[i] + b;
+			const eng_qxbyt *y0 = xy[i] + b;
+			__m512i xh[2], xl[2], p0, p1 = _mm512_setzero_si512();
+#pragma GCC unroll 2
+			for (int k = 0; k < 2; k++) {
+				xh[k] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y0->hb + 16 * k)));
+				xl[k] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y0->lb + 16 * k)));
+			}
+			p0 = QD(bdot4)(e, xh, xl);
+			int o0 = off * (y0->hs[0] + y0->hs[1]), o1 = 0;
+			float d1 = 0.0f;
+			if (two) {
+#pragma GCC unroll 2
+				for (int k = 0; k < 2; k++) {
+					xh[k] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y0[1].hb + 16 * k)));
+					xl[k] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y0[1].lb + 16 * k)));
+				}
+				p1 = QD(bdot4)(od, xh, xl);
+				o1 = off * (y0[1].hs[0] + y0[1].hs[1]), d1 = x0[1].d;
+			}
+			__m256i tot = QD(isum2q)(p0, p1);
+			if (off)
+				tot = _mm256_sub_epi32(tot, _mm256_set_m128i(_mm_set1_epi32(o1), _mm_set1_epi32(o0)));
+			__m256 f = _mm256_cvtepi32_ps(tot);
+			__m256 sd = _mm256_mul_ps(sc, _mm256_set_m128(_mm_set1_ps(d1), _mm_set1_ps(x0->d)));
+			acc[i] = _mm_fmadd_ps(_mm256_castps256_ps128(f), _mm256_castps256_ps128(sd), acc[i]);
+			if (two)
+				acc[i] = _mm_fmadd_ps(_mm256_extractf128_ps(f, 1), _mm256_extractf128_ps(sd, 1), acc[i]);
+			if (mins) {
+				mn[i] = _mm_fmadd_ps(m0, _mm_set1_ps(x0->s), mn[i]);
+				if (two)
+					mn[i] = _mm_fmadd_ps(m1, _mm_set1_ps(x0[1].s), mn[i]);
+			}
+		}
+	}
+#pragma GCC unroll 6
+	for (int i = 0; i < nx; i++)
+		_mm_storeu_ps(o + i * 4, _mm_add_ps(acc[i], mn[i]));
+}
+
 /* Decode on raw rows of Q4_K/Q5_K, weights kept as bytes: a register
  * holds 16 values of each of the four rows, a row to 128 bits (kquad),
  * and each activation element q = 256 hb + lb meets them in dpbusd
@@ -623,12 +716,23 @@ __attribute__((target(QD_TARGET))) static void QD(qdotr)(float *o, const eng_qxb
 		default: QD(K)(o, x, xy, 6, w, nb, T); break;                                                          \
 		}                                                                                                      \
 		break;
+	if (!xy) { /* no bytes: the 32-element types on words (eng_qdot takes the K-quants elsewhere) */
+		switch (t) {
+			QD_R(4, kernr)
+			QD_R(5, kernr)
+			QD_R(6, kernr)
+			QD_R(7, kernr)
+		default:
+			QD_R(3, kernr)
+		}
+		return;
+	}
 	switch (t) {
 		QD_R(3, kernr)
-		QD_R(4, kernr)
-		QD_R(5, kernr)
-		QD_R(6, kernr)
-		QD_R(7, kernr)
+		QD_R(4, kern4b)
+		QD_R(5, kern4b)
+		QD_R(6, kern4b)
+		QD_R(7, kern4b)
 		QD_R(8, kern4k)
 		QD_R(9, kern4k)
 	default:
