@@ -33,7 +33,7 @@ typedef struct {
 	int qdot;
 	uint16_t *xbf;  /* a call's activations rounded to BF16 (ENG_CPU_QROWS rows of the widest, padded) */
 	eng_qxblk *xq; /* a call's activations, quantized (ENG_CPU_QROWS rows of the widest) */
-	eng_qxbyt *xqb; /* their bytes, for K-quant decode (ENG_CPU_UNPACK_ROWS rows of the widest) */
+	eng_qxbyt *xqb; /* their bytes, for decode of all but Q8_0 (ENG_CPU_UNPACK_ROWS rows of the widest) */
 	int act8;       /* K-quant weights meet 8-bit super-block activations (q8k.h) */
 	eng_q8kblk *xk; /* then a call's activations for them (ENG_CPU_QROWS rows of the widest) */
 	eng_qgroup *qgrp; /* per worker: a group of 16 weight rows unpacked (prefill) */

@@ -28,7 +28,7 @@ typedef struct {
 	const uint16_t *xbf; /* or rounded to BF16 (rows of xbf_stride), for the BF16 path */
 	int xbf_stride;
 	const eng_q8kblk *xk; /* or to 8 bits a super-block, for K-quants with --activation-bits 8 */
-	const eng_qxbyt *xqb; /* xq's bytes, for the K-quants' raw-row kernels (qdot.h), or NULL */
+	const eng_qxbyt *xqb; /* xq's bytes, for the raw-row kernels of all but Q8_0 (qdot.h), or NULL */
 } mm_job;
 
 static const float *wrow(const mm_job *j, int r, float *buf)

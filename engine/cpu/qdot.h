@@ -21,10 +21,10 @@
  * and then acc + mins. A block's integer sum is one number however it is
  * formed (its conversion to float rounds to nearest, as every kernel's
  * does), so the vector kernels (AVX2's madd, AVX512-VNNI's dpwssd, or its
- * dpbusd on the weights' bytes and the activations' high and low bytes for
- * K-quant decode; chosen at run time) give the plain definition's bits
- * (eng_qdot_ref), on raw
- * rows (decode) as on rows unpacked a group of 16 at a time (prefill),
+ * dpbusd on the weights' bytes and the activations' high and low bytes in
+ * decode of every type but Q8_0; chosen at run time) give the plain
+ * definition's bits (eng_qdot_ref), on raw rows (decode) as on rows
+ * unpacked a group of 16 at a time (prefill),
  * and a batch row gets the same bits whichever rows share its call.
  * (One integer sum a block, not partial sums kept in lanes, is what lets
  * prefill hold 16 weight rows in a register, one a lane.)
@@ -42,10 +42,10 @@ typedef struct {
 
 /* A block's q again as bytes, q = 256 * hb + lb (hb = q >> 8, lb = q &
  * 255), and the sums of q over its elements 0-15 and 16-31: what the
- * AVX512-VNNI decode kernels of Q4_K, Q5_K and Q6_K form the exact block
- * sums from, with 8-bit products (engine/README.md "Quantized and BF16
- * weights"). Kept apart from eng_qxblk so that prefill, which does not
- * use them, neither forms them nor carries them through its caches. */
+ * AVX512-VNNI decode kernels of every type but Q8_0 form the exact block
+ * sums from, with 8-bit products (engine/README.md "K-quant decode on
+ * bytes"). Kept apart from eng_qxblk so that prefill, which does not use
+ * them, neither forms them nor carries them through its caches. */
 typedef struct {
 	int8_t hb[32];
 	uint8_t lb[32];
@@ -87,8 +87,9 @@ void eng_qx_bytes_ref(eng_qxbyt *out, const eng_qxblk *in, int nb);
 /* o[i*4 + r] = weight row w[r] . activation row x[i], i < nx (at most
  * ENG_QDOT_X), r < 4, over nb blocks of 32; t an eng_dtype block type.
  * xy[i] is x[i]'s bytes (eng_qx_bytes), which the AVX512-VNNI kernels of
- * the K-quants read; xy may be NULL, and those calls then take the AVX2
- * kernel (the same bits, slower). */
+ * every type but Q8_0 read; xy may be NULL, and those calls then take
+ * other kernels with the same bits (K-quants the AVX2 one, the
+ * 32-element types the VNNI one on words). */
 #define ENG_QDOT_X 6
 void eng_qdot(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx, const uint8_t *const w[4],
               int nb, int t);

@@ -2,10 +2,11 @@
  * engine/cpu/qdot_body.h: the vector kernels of engine/cpu/qdot.c, included
  * once for each instruction set (QD_SFX names the copy, QD_TARGET is its
  * target attribute, QD_VNNI 1 in the AVX512-VNNI copy). Decode reads raw
- * rows four at a time: the AVX2 copy's kern, the VNNI copy's kernr (two
- * rows to a 512-bit register, as 16-bit words) for the 32-element types
- * and kern4k / kern6k for the K-quants (the weights as bytes against the
- * activations' two bytes, eng_qxbyt). Prefill unpacks 16 rows into a group
+ * rows four at a time: the AVX2 copy's kern; the VNNI copy's kern4b
+ * (Q4_0 .. Q5_1), kern4k (Q4_K, Q5_K) and kern6k (Q6_K), the weights as
+ * bytes against the activations' two bytes (eng_qxbyt), and its kernr
+ * (two rows to a 512-bit register, as 16-bit words) for Q8_0 and for
+ * calls without those bytes. Prefill unpacks 16 rows into a group
  * (group_unpack) and runs gkern on it, one row a lane. The sums are
  * qdot.h's definition; only how a block's exact integer sum is formed
  * differs between the kernels, so all give the same bits.
