@@ -308,7 +308,8 @@ QD_FN __mmask32 QD(half_bits)(uint32_t a, uint32_t c, int second)
 /* Block b of rows a and c of type t as two registers of 16-bit values:
  * r1 = [a's elements 0-15 | c's 0-15], r2 = [a's 16-31 | c's 16-31]
  * (unpack above, widened as read; the scales come from scales4):
- * decode's kernel for the 32-element types (K-quants: kernk's bytes). */
+ * kernr's registers (Q8_0, and the 32-element types in a call made
+ * without the activations' bytes). */
 QD_FN void QD(words2)(const uint8_t *ra, const uint8_t *rc, int b, int t, __m512i *r1, __m512i *r2)
 {
 	const __m512i w16 = _mm512_set1_epi16(16), f = _mm512_set1_epi16(0x0F);
@@ -459,7 +460,8 @@ QD_FN __m256i QD(isum8b)(__m512i a, __m512i b)
 	    _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0), s));
 }
 
-/* Decode on raw rows (1-6 activation rows) of a 32-element type, weight
+/* Decode on raw rows (1-6 activation rows) of a 32-element type (Q8_0,
+ * or any of them in a call without the activations' bytes), weight
  * rows 0 and 1 in one register's two halves and rows 2 and 3 in
  * another's: madd and dpwssd form a block's integer sums in 8 lanes a
  * row, isum4v totals the four rows, and the definition's fma runs on the
