@@ -446,18 +446,18 @@ QD_FN __m128i QD(isum4v)(__m512i a, __m512i b)
 	return _mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), s));
 }
 
-/* Rows 0 and 1's sums in a and rows 2 and 3's in b, each row's 32 values
- * in 8 lanes (its first 16 in 4 lanes, its last 16 in the next 4), as
- * [the four rows' first-half totals | their second-half totals] */
-QD_FN __m256i QD(isum8b)(__m512i a, __m512i b)
+/* Q6_K's half sums of two blocks: p0, p1 block b's (rows 0 and 1, then
+ * 2 and 3; 128 bits a row and half: [a's first half | a's second | c's
+ * first | c's second], four lanes each), q0, q1 block b + 1's, as [block
+ * b's first-half totals of rows 0-3 | its second-half totals | block b +
+ * 1's first | its second], from in-lane sums and one permute */
+QD_FN __m512i QD(isum16)(__m512i p0, __m512i p1, __m512i q0, __m512i q1)
 {
-	const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-	const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-	/* pairs: a group of four lanes g (row g / 2, half g % 2) in lanes 2g, 2g + 1; then its total in both */
-	__m512i s = _mm512_add_epi32(_mm512_permutex2var_epi32(a, ev, b), _mm512_permutex2var_epi32(a, od, b));
-	s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_CDAB));
-	return _mm512_castsi512_si256(
-	    _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0), s));
+	/* 128 bits c: [p0's lanes 0 + 2, p1's, p0's 1 + 3, p1's], the same of q0, q1; then [p0's total, p1's, q0's, q1's] */
+	__m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(p0, p1), _mm512_unpackhi_epi32(p0, p1));
+	__m512i v = _mm512_add_epi32(_mm512_unpacklo_epi32(q0, q1), _mm512_unpackhi_epi32(q0, q1));
+	__m512i s = _mm512_add_epi32(_mm512_unpacklo_epi64(u, v), _mm512_unpackhi_epi64(u, v));
+	return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 8, 1, 9, 4, 12, 5, 13, 2, 10, 3, 11, 6, 14, 7, 15), s);
 }
 
 /* Decode on raw rows (1-6 activation rows) of a 32-element type (Q8_0,
@@ -652,10 +652,11 @@ QD_FN void QD(kern4k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *cons
 
 /* Decode on raw rows of Q6_K, weights kept as bytes: a register holds a
  * block of two rows ([a's 32 | c's 32], q6quad's raw values), each
- * activation element q = 256 hb + lb meets it in two dpbusd (bdot), each
- * half's 4 lanes are totalled (isum8b), and 32 times the activations'
- * half sums come off (the values are stored + 32). The fmas are kernr's,
- * the two halves' in order. */
+ * activation element q = 256 hb + lb meets it in two dpbusd (bdot), two
+ * blocks' half sums are totalled together (isum16: each row and half is
+ * 128 bits, so in-lane sums and one permute), and 32 times the
+ * activations' half sums come off (the values are stored + 32). The fmas
+ * are kernr's, the halves' and blocks' in order. */
 QD_FN void QD(kern6k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
                       const uint8_t *const w[4], int nb, int t)
 {
@@ -668,35 +669,40 @@ QD_FN void QD(kern6k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *cons
 #pragma GCC unroll 4
 	for (int k = 0; k < 4; k++)
 		q6[0][k] = q6[1][k] = _mm512_setzero_si512();
-	const __m256i halves = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-	for (int b = 0; b < nb; b++) {
+	/* each half's activation sum four times: [block b's halves | block b + 1's] */
+	const __m512i halves = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+	for (int b = 0; b < nb; b += 2) {
 		if (b % 8 == 0)
 			QD(kscales)(w, b / 8, t, ks0, ks1, km);
-		__m256 sc = _mm256_set_m128(_mm_loadu_ps(ks1 + 4 * (b % 8)), _mm_loadu_ps(ks0 + 4 * (b % 8)));
-		__m512i xh[ENG_QDOT_X], xl[ENG_QDOT_X], p[2][ENG_QDOT_X];
-#pragma GCC unroll 6
-		for (int i = 0; i < nx; i++) {
-			const eng_qxbyt *yb = xy[i] + b;
-			xh[i] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)yb->hb));
-			xl[i] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)yb->lb));
-		}
+		int j = b % 8;
+		__m256 sc0 = _mm256_set_m128(_mm_loadu_ps(ks1 + 4 * j), _mm_loadu_ps(ks0 + 4 * j));
+		__m256 sc1 = _mm256_set_m128(_mm_loadu_ps(ks1 + 4 * j + 4), _mm_loadu_ps(ks0 + 4 * j + 4));
+		__m512i v0[2], v1[2]; /* blocks b and b + 1, rows 0 and 1 (h 0), 2 and 3 (h 1) */
 #pragma GCC unroll 2
 		for (int h = 0; h < 2; h++) {
 			if (b % 4 == 0)
 				QD(q6quad)(w[2 * h], w[2 * h + 1], b, q6[h]);
 			/* constant indices, so that q6 stays in registers */
-			__m512i v = b % 4 == 0 ? q6[h][0] : b % 4 == 1 ? q6[h][1] : b % 4 == 2 ? q6[h][2] : q6[h][3];
-#pragma GCC unroll 6
-			for (int i = 0; i < nx; i++)
-				p[h][i] = QD(bdot)(v, xh[i], xl[i]);
+			v0[h] = b % 4 == 0 ? q6[h][0] : q6[h][2];
+			v1[h] = b % 4 == 0 ? q6[h][1] : q6[h][3];
 		}
 #pragma GCC unroll 6
 		for (int i = 0; i < nx; i++) {
-			__m256i off = _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)xy[i][b].hs)), halves);
-			__m256 f = _mm256_cvtepi32_ps(_mm256_sub_epi32(QD(isum8b)(p[0][i], p[1][i]), _mm256_slli_epi32(off, 5)));
-			__m256 sd = _mm256_mul_ps(sc, _mm256_set1_ps(x[i][b].d));
-			acc[i] = _mm_fmadd_ps(_mm256_castps256_ps128(f), _mm256_castps256_ps128(sd), acc[i]);
-			acc[i] = _mm_fmadd_ps(_mm256_extractf128_ps(f, 1), _mm256_extractf128_ps(sd, 1), acc[i]);
+			const eng_qxbyt *y0 = xy[i] + b, *y1 = y0 + 1;
+			__m512i xh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y0->hb));
+			__m512i xl = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y0->lb));
+			__m512i p0 = QD(bdot)(v0[0], xh, xl), p1 = QD(bdot)(v0[1], xh, xl);
+			xh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y1->hb));
+			xl = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y1->lb));
+			__m512i q0 = QD(bdot)(v1[0], xh, xl), q1 = QD(bdot)(v1[1], xh, xl);
+			__m128i hs = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)y0->hs), _mm_loadl_epi64((const __m128i *)y1->hs));
+			__m512i off = _mm512_permutexvar_epi32(halves, _mm512_castsi128_si512(hs));
+			__m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(QD(isum16)(p0, p1, q0, q1), _mm512_slli_epi32(off, 5)));
+			__m256 sd0 = _mm256_mul_ps(sc0, _mm256_set1_ps(x[i][b].d)), sd1 = _mm256_mul_ps(sc1, _mm256_set1_ps(x[i][b + 1].d));
+			acc[i] = _mm_fmadd_ps(_mm512_castps512_ps128(f), _mm256_castps256_ps128(sd0), acc[i]);
+			acc[i] = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 1), _mm256_extractf128_ps(sd0, 1), acc[i]);
+			acc[i] = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 2), _mm256_castps256_ps128(sd1), acc[i]);
+			acc[i] = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 3), _mm256_extractf128_ps(sd1, 1), acc[i]);
 		}
 	}
 #pragma GCC unroll 6
