@@ -433,19 +433,6 @@ QD_FN __m512i QD(bdot)(__m512i w, __m512i xh, __m512i xl)
 	return _mm512_dpbusd_epi32(_mm512_slli_epi32(p, 8), xl, w);
 }
 
-/* Rows 0 and 1's 8-lane integer sums in a's halves and rows 2 and 3's in
- * b's, as one 4-lane vector of their totals (row r in lane r). */
-QD_FN __m128i QD(isum4v)(__m512i a, __m512i b)
-{
-	const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-	const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-	/* four partial sums a row, row r in the r-th 128 bits */
-	__m512i s = _mm512_add_epi32(_mm512_permutex2var_epi32(a, ev, b), _mm512_permutex2var_epi32(a, od, b));
-	s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_BADC));
-	s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_CDAB));
-	return _mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), s));
-}
-
 /* Q6_K's half sums of two blocks: p0, p1 block b's (rows 0 and 1, then
  * 2 and 3; 128 bits a row and half: [a's first half | a's second | c's
  * first | c's second], four lanes each), q0, q1 block b + 1's, as [block
@@ -460,45 +447,81 @@ QD_FN __m512i QD(isum16)(__m512i p0, __m512i p1, __m512i q0, __m512i q1)
 	return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 8, 1, 9, 4, 12, 5, 13, 2, 10, 3, 11, 6, 14, 7, 15), s);
 }
 
+/* Two blocks' sums of four rows as kernr forms them: p0 block b's rows 0
+ * and 1 (8 lanes each, 256 bits a row), p1 its rows 2 and 3, q0, q1 block
+ * b + 1's; as [block b's four row totals | block b + 1's], from in-lane
+ * sums, one swap of 128-bit lanes and one permute */
+QD_FN __m256i QD(isum8w)(__m512i p0, __m512i p1, __m512i q0, __m512i q1)
+{
+	/* 128 bits c: [p0's total of its lanes, p1's, q0's, q1's] (isum16's steps) */
+	__m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(p0, p1), _mm512_unpackhi_epi32(p0, p1));
+	__m512i v = _mm512_add_epi32(_mm512_unpacklo_epi32(q0, q1), _mm512_unpackhi_epi32(q0, q1));
+	__m512i s = _mm512_add_epi32(_mm512_unpacklo_epi64(u, v), _mm512_unpackhi_epi64(u, v));
+	/* a row is two 128-bit lanes: 0 and 1 (rows 0, 2), 2 and 3 (rows 1, 3) */
+	s = _mm512_add_epi32(s, _mm512_shuffle_i32x4(s, s, 0xB1));
+	return _mm512_castsi512_si256(
+	    _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0), s));
+}
+
 /* Decode on raw rows (1-6 activation rows) of a 32-element type (Q8_0,
- * or any of them in a call without the activations' bytes), weight
- * rows 0 and 1 in one register's two halves and rows 2 and 3 in
- * another's: madd and dpwssd form a block's integer sums in 8 lanes a
- * row, isum4v totals the four rows, and the definition's fma runs on the
- * four rows at once, their products sc * d formed together. */
+ * or any of them in a call without the activations' bytes), weight rows
+ * 0 and 1 in one register's two halves and rows 2 and 3 in another's:
+ * madd and dpwssd form a block's integer sums in 8 lanes a row, two
+ * blocks at a time, isum8w totals them, and the definition's fma runs on
+ * the four rows at once, block by block in order, their products sc * d
+ * formed together. */
 QD_FN void QD(kernr)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
                      const uint8_t *const w[4], int nb, int t)
 {
-	(void)xy; /* the 32-element types take the words */
+	(void)xy; /* the words */
 	const int mins = qd_has_min(t);
 	__m128 acc[ENG_QDOT_X], mn[ENG_QDOT_X];
 #pragma GCC unroll 6
 	for (int i = 0; i < ENG_QDOT_X; i++)
 		acc[i] = mn[i] = _mm_setzero_ps();
-	for (int b = 0; b < nb; b++) {
-		__m128 s0, s1, m = _mm_setzero_ps();
-		QD(scales4)(w, b, t, &s0, &s1, &m);
-		__m512i x1[ENG_QDOT_X], x2[ENG_QDOT_X], lo[2][ENG_QDOT_X];
-#pragma GCC unroll 6
-		for (int i = 0; i < nx; i++) {
-			const eng_qxblk *xb = x[i] + b;
-			x1[i] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)xb->q));
-			x2[i] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xb->q + 16)));
-		}
+	for (int b = 0; b < nb; b += 2) {
+		const int two = b + 1 < nb; /* a second block (an odd row ends with one) */
+		__m128 s0, s1, m0 = _mm_setzero_ps(), t0 = _mm_setzero_ps(), t1, m1 = _mm_setzero_ps();
+		__m512i wa[2][2], wb[2][2]; /* blocks b and b + 1: rows 0 and 1 (h 0), 2 and 3 (h 1), elements 0-15 and 16-31 */
+		QD(scales4)(w, b, t, &s0, &s1, &m0);
 #pragma GCC unroll 2
 		for (int h = 0; h < 2; h++) {
-			__m512i r1, r2;
-			QD(words2)(w[2 * h], w[2 * h + 1], b, t, &r1, &r2);
-#pragma GCC unroll 6
-			for (int i = 0; i < nx; i++)
-				lo[h][i] = _mm512_dpwssd_epi32(_mm512_madd_epi16(r1, x1[i]), r2, x2[i]);
+			QD(words2)(w[2 * h], w[2 * h + 1], b, t, &wa[h][0], &wa[h][1]);
+			wb[h][0] = wb[h][1] = _mm512_setzero_si512();
 		}
+		if (two) {
+			QD(scales4)(w, b + 1, t, &t0, &t1, &m1);
+#pragma GCC unroll 2
+			for (int h = 0; h < 2; h++)
+				QD(words2)(w[2 * h], w[2 * h + 1], b + 1, t, &wb[h][0], &wb[h][1]);
+		}
+		__m256 sc = _mm256_set_m128(t0, s0);
 #pragma GCC unroll 6
 		for (int i = 0; i < nx; i++) {
 			const eng_qxblk *xb = x[i] + b;
-			acc[i] = _mm_fmadd_ps(_mm_cvtepi32_ps(QD(isum4v)(lo[0][i], lo[1][i])), _mm_mul_ps(s0, _mm_set1_ps(xb->d)), acc[i]);
-			if (mins)
-				mn[i] = _mm_fmadd_ps(m, _mm_set1_ps(xb->s), mn[i]);
+			__m512i x1 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)xb->q));
+			__m512i x2 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xb->q + 16)));
+			__m512i p0 = _mm512_dpwssd_epi32(_mm512_madd_epi16(wa[0][0], x1), wa[0][1], x2);
+			__m512i p1 = _mm512_dpwssd_epi32(_mm512_madd_epi16(wa[1][0], x1), wa[1][1], x2);
+			__m512i q0 = _mm512_setzero_si512(), q1 = _mm512_setzero_si512();
+			float d1 = 0.0f;
+			if (two) {
+				x1 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)xb[1].q));
+				x2 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xb[1].q + 16)));
+				q0 = _mm512_dpwssd_epi32(_mm512_madd_epi16(wb[0][0], x1), wb[0][1], x2);
+				q1 = _mm512_dpwssd_epi32(_mm512_madd_epi16(wb[1][0], x1), wb[1][1], x2);
+				d1 = xb[1].d;
+			}
+			__m256 f = _mm256_cvtepi32_ps(QD(isum8w)(p0, p1, q0, q1));
+			__m256 sd = _mm256_mul_ps(sc, _mm256_set_m128(_mm_set1_ps(d1), _mm_set1_ps(xb->d)));
+			acc[i] = _mm_fmadd_ps(_mm256_castps256_ps128(f), _mm256_castps256_ps128(sd), acc[i]);
+			if (two)
+				acc[i] = _mm_fmadd_ps(_mm256_extractf128_ps(f, 1), _mm256_extractf128_ps(sd, 1), acc[i]);
+			if (mins) {
+				mn[i] = _mm_fmadd_ps(m0, _mm_set1_ps(xb->s), mn[i]);
+				if (two)
+					mn[i] = _mm_fmadd_ps(m1, _mm_set1_ps(xb[1].s), mn[i]);
+			}
 		}
 	}
 #pragma GCC unroll 6
