@@ -15,6 +15,28 @@
 
 char *tu_path(const char *dir, const char *name) { return ev_asprintf("%s/%s", dir, name); }
 
+/* The scratch folders this process made, removed when it exits (a
+ * child forked from it leaves them alone), unless EV_TEST_KEEP=1 asks to
+ * keep them for a look after a failure: left behind, a test run's folders
+ * had grown build/test-tmp to 63 GB over many local runs. */
+#define TU_MAX_TMP 256
+static char *tmp_made[TU_MAX_TMP];
+static int tmp_count;
+static pid_t tmp_owner;
+
+static void tmp_remove(void)
+{
+	if (getpid() != tmp_owner)
+		return;
+	const char *keep = getenv("EV_TEST_KEEP");
+	for (int i = 0; i < tmp_count; i++) {
+		if (!keep || strcmp(keep, "1"))
+			ev_rmtree(tmp_made[i], 0);
+		free(tmp_made[i]);
+	}
+	tmp_count = 0;
+}
+
 char *tu_tmpdir(const char *tag)
 {
 	const char *base = getenv("EV_TEST_TMP");
@@ -26,6 +48,12 @@ char *tu_tmpdir(const char *tag)
 	if (system(cmd) != 0)
 		fail_msg("cannot make %s", d);
 	free(cmd);
+	if (tmp_owner != getpid()) { /* the first folder of this process */
+		tmp_owner = getpid(), tmp_count = 0;
+		atexit(tmp_remove);
+	}
+	if (tmp_count < TU_MAX_TMP)
+		tmp_made[tmp_count++] = ev_strdup(d);
 	return d;
 }
 
