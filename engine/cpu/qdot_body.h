@@ -382,11 +382,17 @@ QD_FN void QD(kquad)(const uint8_t *const w[4], int b, int t, __m512i e[2], __m5
 
 /* The four rows' exact sums of a block laid out as kquad lays it (v[0]
  * its elements 0-15, v[1] 16-31, a row to 128 bits) against an
- * activation block's bytes (xh[k], xl[k]: elements 16k .. 16k + 15 in
- * each 128 bits): 256 * sum v * hb + sum v * lb, four lanes a row (a lane
- * at most 8 * 31 * 128 before its shift) */
-QD_FN __m512i QD(bdot4)(const __m512i v[2], const __m512i xh[2], const __m512i xl[2])
+ * activation block's bytes y (elements 16k .. 16k + 15 broadcast to each
+ * 128 bits): 256 * sum v * hb + sum v * lb, four lanes a row (a lane at
+ * most 8 * 31 * 128 before its shift) */
+QD_FN __m512i QD(bdot4)(const __m512i v[2], const eng_qxbyt *y)
 {
+	__m512i xh[2], xl[2];
+#pragma GCC unroll 2
+	for (int k = 0; k < 2; k++) {
+		xh[k] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y->hb + 16 * k)));
+		xl[k] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y->lb + 16 * k)));
+	}
 	__m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), v[0], xh[0]), v[1], xh[1]);
 	p = _mm512_slli_epi32(p, 8);
 	return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(p, xl[0], v[0]), xl[1], v[1]);
@@ -433,6 +439,16 @@ QD_FN __m512i QD(bdot)(__m512i w, __m512i xh, __m512i xl)
 	return _mm512_dpbusd_epi32(_mm512_slli_epi32(p, 8), xl, w);
 }
 
+/* Four registers' 128-bit lanes each totalled: lane c of the result is
+ * [p0's lane c total, p1's, q0's, q1's] (in-lane sums only) */
+QD_FN __m512i QD(tot4x4)(__m512i p0, __m512i p1, __m512i q0, __m512i q1)
+{
+	/* 128 bits c: [p0's lanes 0 + 2, p1's, p0's 1 + 3, p1's], the same of q0, q1; then the totals */
+	__m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(p0, p1), _mm512_unpackhi_epi32(p0, p1));
+	__m512i v = _mm512_add_epi32(_mm512_unpacklo_epi32(q0, q1), _mm512_unpackhi_epi32(q0, q1));
+	return _mm512_add_epi32(_mm512_unpacklo_epi64(u, v), _mm512_unpackhi_epi64(u, v));
+}
+
 /* Q6_K's half sums of two blocks: p0, p1 block b's (rows 0 and 1, then
  * 2 and 3; 128 bits a row and half: [a's first half | a's second | c's
  * first | c's second], four lanes each), q0, q1 block b + 1's, as [block
@@ -440,11 +456,8 @@ QD_FN __m512i QD(bdot)(__m512i w, __m512i xh, __m512i xl)
  * 1's first | its second], from in-lane sums and one permute */
 QD_FN __m512i QD(isum16)(__m512i p0, __m512i p1, __m512i q0, __m512i q1)
 {
-	/* 128 bits c: [p0's lanes 0 + 2, p1's, p0's 1 + 3, p1's], the same of q0, q1; then [p0's total, p1's, q0's, q1's] */
-	__m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(p0, p1), _mm512_unpackhi_epi32(p0, p1));
-	__m512i v = _mm512_add_epi32(_mm512_unpacklo_epi32(q0, q1), _mm512_unpackhi_epi32(q0, q1));
-	__m512i s = _mm512_add_epi32(_mm512_unpacklo_epi64(u, v), _mm512_unpackhi_epi64(u, v));
-	return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 8, 1, 9, 4, 12, 5, 13, 2, 10, 3, 11, 6, 14, 7, 15), s);
+	return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 8, 1, 9, 4, 12, 5, 13, 2, 10, 3, 11, 6, 14, 7, 15),
+	                                QD(tot4x4)(p0, p1, q0, q1));
 }
 
 /* Two blocks' sums of four rows as kernr forms them: p0 block b's rows 0
@@ -453,10 +466,7 @@ QD_FN __m512i QD(isum16)(__m512i p0, __m512i p1, __m512i q0, __m512i q1)
  * sums, one swap of 128-bit lanes and one permute */
 QD_FN __m256i QD(isum8w)(__m512i p0, __m512i p1, __m512i q0, __m512i q1)
 {
-	/* 128 bits c: [p0's total of its lanes, p1's, q0's, q1's] (isum16's steps) */
-	__m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(p0, p1), _mm512_unpackhi_epi32(p0, p1));
-	__m512i v = _mm512_add_epi32(_mm512_unpacklo_epi32(q0, q1), _mm512_unpackhi_epi32(q0, q1));
-	__m512i s = _mm512_add_epi32(_mm512_unpacklo_epi64(u, v), _mm512_unpackhi_epi64(u, v));
+	__m512i s = QD(tot4x4)(p0, p1, q0, q1);
 	/* a row is two 128-bit lanes: 0 and 1 (rows 0, 2), 2 and 3 (rows 1, 3) */
 	s = _mm512_add_epi32(s, _mm512_shuffle_i32x4(s, s, 0xB1));
 	return _mm512_castsi512_si256(
@@ -584,22 +594,11 @@ QD_FN void QD(kern4b)(float *o, const eng_qxblk *const *x, const eng_qxbyt *cons
 		for (int i = 0; i < nx; i++) {
 			const eng_qxblk *x0 = x[i] + b;
 			const eng_qxbyt *y0 = xy[i] + b;
-			__m512i xh[2], xl[2], p0, p1 = _mm512_setzero_si512();
-#pragma GCC unroll 2
-			for (int k = 0; k < 2; k++) {
-				xh[k] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y0->hb + 16 * k)));
-				xl[k] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y0->lb + 16 * k)));
-			}
-			p0 = QD(bdot4)(e, xh, xl);
+			__m512i p0 = QD(bdot4)(e, y0), p1 = _mm512_setzero_si512();
 			int o0 = off * (y0->hs[0] + y0->hs[1]), o1 = 0;
 			float d1 = 0.0f;
 			if (two) {
-#pragma GCC unroll 2
-				for (int k = 0; k < 2; k++) {
-					xh[k] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y0[1].hb + 16 * k)));
-					xl[k] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y0[1].lb + 16 * k)));
-				}
-				p1 = QD(bdot4)(od, xh, xl);
+				p1 = QD(bdot4)(od, y0 + 1);
 				o1 = off * (y0[1].hs[0] + y0[1].hs[1]), d1 = x0[1].d;
 			}
 			__m256i tot = QD(isum2q)(p0, p1);
@@ -647,19 +646,7 @@ QD_FN void QD(kern4k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *cons
 		for (int i = 0; i < nx; i++) {
 			const eng_qxblk *x0 = x[i] + b, *x1 = x0 + 1;
 			const eng_qxbyt *y0 = xy[i] + b, *y1 = y0 + 1;
-			__m512i xh[2], xl[2], t0, t1;
-#pragma GCC unroll 2
-			for (int k = 0; k < 2; k++) {
-				xh[k] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y0->hb + 16 * k)));
-				xl[k] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y0->lb + 16 * k)));
-			}
-			t0 = QD(bdot4)(e, xh, xl);
-#pragma GCC unroll 2
-			for (int k = 0; k < 2; k++) {
-				xh[k] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y1->hb + 16 * k)));
-				xl[k] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y1->lb + 16 * k)));
-			}
-			t1 = QD(bdot4)(od, xh, xl);
+			__m512i t0 = QD(bdot4)(e, y0), t1 = QD(bdot4)(od, y1);
 			__m256 f = _mm256_cvtepi32_ps(QD(isum2q)(t0, t1));
 			__m256 sd = _mm256_mul_ps(sc, _mm256_set_m128(_mm_set1_ps(x1->d), _mm_set1_ps(x0->d)));
 			acc[i] = _mm_fmadd_ps(_mm256_castps256_ps128(f), _mm256_castps256_ps128(sd), acc[i]);
