@@ -388,8 +388,8 @@ void eng_cpu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_
 			mm_job sj = {cc, y + (size_t)i0 * w->rows, NULL, m, w, bias, qper, bf || k8 ? NULL : cc->xq, bf ? cc->xbf : NULL,
 			             stride, k8 ? cc->xk : NULL, NULL};
 			/* raw rows (decode) of every type but Q8_0 also read the
-			 * activations as bytes */
-			if (!bf && !k8 && w->dtype != ENG_Q8_0 && m < ENG_CPU_UNPACK_ROWS) {
+			 * activations as bytes, where the AVX512-VNNI kernels run */
+			if (!bf && !k8 && w->dtype != ENG_Q8_0 && m < ENG_CPU_UNPACK_ROWS && eng_qdot_level() == 2) {
 				eng_qx_bytes(cc->xqb, cc->xq, m * nb);
 				sj.xqb = cc->xqb;
 			}
