@@ -53,11 +53,33 @@ static const float *wrow(const mm_job *j, int r, float *buf)
 	return buf;
 }
 
+/* Batch row i's outputs r .. r + nr from o, plus the bias (+0.0f without
+ * one, as every path adds). The bias test stands outside the loops so
+ * that they vectorize: the group paths' outputs, stored element by
+ * element and reloading floats the kernel had just stored as one vector,
+ * were 8.7% of the group kernel's samples in perf on a Q5_K_M prefill,
+ * 2.9% as one vector. */
 static inline void mm_put(const mm_job *j, int i, int r, int nr, const float *o)
 {
 	float *y = j->y + (size_t)i * j->w->rows + r;
-	for (int k = 0; k < nr; k++)
-		y[k] = o[k] + (j->bias ? j->bias[r + k] : 0.0f);
+	if (nr == 16) { /* a whole group, as one vector (GCC's extension) */
+		typedef float v16 __attribute__((vector_size(64)));
+		v16 v, b = {0};
+		memcpy(&v, o, sizeof v);
+		if (j->bias)
+			memcpy(&b, j->bias + r, sizeof b);
+		v += b;
+		memcpy(y, &v, sizeof v);
+		return;
+	}
+	if (j->bias) {
+		const float *b = j->bias + r;
+		for (int k = 0; k < nr; k++)
+			y[k] = o[k] + b[k];
+	} else {
+		for (int k = 0; k < nr; k++)
+			y[k] = o[k] + 0.0f;
+	}
 }
 
 /* Prefill: weight rows four at a time against batch rows three at a time
@@ -103,7 +125,7 @@ static void mm_task_tiles(mm_job *j, int r0, int r1, int worker)
 static void mm_task_group(mm_job *j, int r0, int r1, int worker)
 {
 	const eng_weight *w = j->w;
-	int K = w->cols, R = w->rows, nb = K / 32, t = (int)w->dtype;
+	int K = w->cols, nb = K / 32, t = (int)w->dtype;
 	size_t rb = eng_dtype_bytes(w->dtype, (size_t)K);
 	eng_qgroup *g = &j->cc->qgrp[worker];
 	for (int r = r0; r < r1; r += ENG_QGROUP_ROWS) {
@@ -120,9 +142,7 @@ static void mm_task_group(mm_job *j, int r0, int r1, int worker)
 				xr[k] = j->xq + (size_t)(i + k) * (size_t)nb;
 			eng_qdot_group(o, xr, nx, g, nb, t);
 			for (int k = 0; k < nx; k++)
-				for (int u = 0; u < nr; u++)
-					j->y[(size_t)(i + k) * R + r + u] =
-					        o[k * ENG_QGROUP_ROWS + u] + (j->bias ? j->bias[r + u] : 0.0f);
+				mm_put(j, i + k, r, nr, o + k * ENG_QGROUP_ROWS);
 		}
 	}
 }
@@ -134,7 +154,7 @@ static void mm_task_group(mm_job *j, int r0, int r1, int worker)
 static void mm_task_kgroup(mm_job *j, int r0, int r1, int worker)
 {
 	const eng_weight *w = j->w;
-	int K = w->cols, R = w->rows, nsb = K / 256, t = (int)w->dtype;
+	int K = w->cols, nsb = K / 256, t = (int)w->dtype;
 	size_t rb = eng_dtype_bytes(w->dtype, (size_t)K);
 	eng_q8kgroup g;
 	eng_q8k_group_place(&g, j->cc->qmem[worker], nsb);
@@ -152,9 +172,7 @@ static void mm_task_kgroup(mm_job *j, int r0, int r1, int worker)
 				xr[k] = j->xk + (size_t)(i + k) * (size_t)nsb;
 			eng_q8k_group_dot(o, xr, nx, &g, nsb, t);
 			for (int k = 0; k < nx; k++)
-				for (int u = 0; u < nr; u++)
-					j->y[(size_t)(i + k) * R + r + u] =
-					        o[k * ENG_Q8K_GROUP_ROWS + u] + (j->bias ? j->bias[r + u] : 0.0f);
+				mm_put(j, i + k, r, nr, o + k * ENG_Q8K_GROUP_ROWS);
 		}
 	}
 }
