@@ -94,7 +94,7 @@ typedef struct {
 
 #define T attn_opts
 static const ev_opt attn_opts_table[] = {
-	EV_O_STR("--model", T, model, "DIR", "the checkpoint (required)"),
+	EV_O_STR("--model", T, model, "PATH", "the checkpoint: a folder or a GGUF file (required)"),
 	EV_O_STR("--lengths", T, lengths, "LIST", "context lengths (4k,32k,128k,1m)"),
 	EV_O_INT("--decode", T, ndec, 1, 4096, "N", "tokens decoded at each length"),
 	EV_O_INT("--repeats", T, rounds, 1, 100, "R", "rounds; the fastest is reported"),
@@ -110,7 +110,7 @@ static const ev_opt attn_opts_table[] = {
 
 static const ev_cmd_spec attn_spec = {
 	.name = "bench attention",
-	.synopsis = "--model DIR [--lengths 4k,32k,128k,1m] [--decode N] [--repeats R] [OPTIONS]",
+	.synopsis = "--model PATH [--lengths 4k,32k,128k,1m] [--decode N] [--repeats R] [OPTIONS]",
 	.about = "Dense against MSA attention on one cache, by context length: prefill seconds, decode\n"
 	         "ms/token, KV bytes, and whether the needle is answered (recall checkpoint).",
 	.opts = attn_opts_table,

@@ -298,7 +298,7 @@ typedef struct {
 
 #define T bench_opts
 static const ev_opt bench_opts_table[] = {
-	EV_O_STR("--model", T, model, "DIR", "the checkpoint (required)"),
+	EV_O_STR("--model", T, model, "PATH", "the checkpoint: a folder or a GGUF file (required)"),
 	EV_O_INT("--prompt", T, prompt, 1, 1 << 20, "N", "prompt tokens"),
 	EV_O_INT("--decode", T, decode, 0, 1 << 20, "N", "decoded tokens"),
 	EV_O_INT("--batch", T, batch, 1, 1024, "B", "sequences in the batched row"),
@@ -321,7 +321,7 @@ static const ev_opt bench_opts_table[] = {
 
 static const ev_cmd_spec bench_spec = {
 	.name = "bench engine",
-	.synopsis = "--model DIR [--prompt N] [--decode N] [--batch B] [--repeats R] [OPTIONS]",
+	.synopsis = "--model PATH [--prompt N] [--decode N] [--batch B] [--repeats R] [OPTIONS]",
 	.about = "Prefill and decode tokens/s of the bundled engine, batch 1 and batch B, fast path beside\n"
 	         "the reference path, with peak RSS.",
 	.opts = bench_opts_table,

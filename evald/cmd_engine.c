@@ -47,7 +47,7 @@ typedef struct {
 
 #define T opts
 #define COMMON_OPTS                                                                                        \
-	EV_O_STR("--model", T, model, "DIR", "the checkpoint folder (required)"), MODEL_USE_OPTS
+	EV_O_STR("--model", T, model, "PATH", "the checkpoint: a folder or a GGUF file (required)"), MODEL_USE_OPTS
 #define MODEL_USE_OPTS                                                                                     \
 	EV_O_INT("--threads", T, threads, 1, 1024, "N", "CPU threads (default: all cores)"),               \
 	EV_O_FLAG("--reference", T, reference, "the plain reference path (slow; the oracle)"),             \
@@ -55,7 +55,7 @@ typedef struct {
 	EV_ENGINE_OPTS(T, engine)
 
 static const ev_opt info_opts[] = {
-	EV_O_STR("--model", T, model, "DIR", "the checkpoint folder (or --config)"), MODEL_USE_OPTS,
+	EV_O_STR("--model", T, model, "PATH", "the checkpoint: a folder or a GGUF file (or --config)"), MODEL_USE_OPTS,
 	EV_O_INT("--context", T, context, 1, 1L << 30, "N", "the context the memory figure is for"),
 	EV_O_STR("--config", T, config, "FILE", "a config.json alone: its parameters, no weights read"),
 	EV_O_END,
@@ -66,7 +66,7 @@ static const ev_opt logits_opts[] = {
 	EV_O_STR("--tokens", T, tokens, "1,2,3", "the token ids (required)"),
 	EV_O_FLAG("--last", T, last, "only the last position's logits"),
 	EV_O_STRS("--image", T, images, n_images, "FILE",
-		  "an image (PNG/JPEG) for the tokens' image placeholders, in order (multimodal M3; repeatable)"),
+		  "an image (PNG/JPEG) for the tokens' image placeholders, in order (multimodal M3)"),
 	EV_O_STR("--embeds", T, embeds, "FILE",
 		 "raw f32 embedding rows (e.g. a video's, from engine preprocess --embed-out) for the placeholders "
 		 "after the images'"),
@@ -87,12 +87,12 @@ static const ev_opt generate_opts[] = {
 	EV_O_INT("--seed", T, gen.sample.seed, 0, 9e15, "S", "sampling seed"),
 	EV_O_FLAG("--print-tokens", T, print_tokens, "print token ids, one a line"),
 	EV_O_STRS("--image", T, images, n_images, "FILE",
-		  "an image for the prompt's next image marker " ENG_VISION_IMAGE_MARKER " (multimodal M3; repeatable)"),
+		  "an image for the prompt's next image marker " ENG_VISION_IMAGE_MARKER " (multimodal M3)"),
 	EV_O_END,
 };
 
 static const ev_opt tokenize_opts[] = {
-	EV_O_STR("--model", T, model, "DIR", "the checkpoint folder, or a folder with tokenizer.json (required)"),
+	EV_O_STR("--model", T, model, "PATH", "the checkpoint: a folder or a GGUF file, or a folder with tokenizer.json (required)"),
 	EV_O_STR("--text", T, text, "TEXT", "the text to encode"),
 	EV_O_STR("--lines", T, lines, "FILE", "many texts: one JSON string a line in, one JSON array of ids a line out"),
 	EV_O_FLAG("--no-special-tokens", T, no_specials,
@@ -102,10 +102,10 @@ static const ev_opt tokenize_opts[] = {
 };
 
 static const ev_opt render_opts[] = {
-	EV_O_STR("--model", T, model, "DIR", "the checkpoint folder (its tokenizer_config.json) (required)"),
+	EV_O_STR("--model", T, model, "PATH", "the checkpoint: a folder or a GGUF file (its chat template) (required)"),
 	EV_O_STR("--messages", T, messages, "FILE", "a JSON array of messages, or {\"messages\": [...], \"tools\": [...]}"),
 	EV_O_STR("--tools", T, tools, "FILE", "a JSON array of tool schemas"),
-	EV_O_STRS("--var", T, vars, n_vars, "K=V", "a template variable (V read as JSON when it is, else a string); repeatable"),
+	EV_O_STRS("--var", T, vars, n_vars, "K=V", "a template variable (V read as JSON when it is, else a string)"),
 	EV_O_STR("--template", T, template_name, "NAME", "the named template (tool_use, ...) when there are several"),
 	EV_O_FLAG("--no-generation-prompt", T, no_gen_prompt, "add_generation_prompt=False"),
 	EV_O_FLAG("--json", T, json, "print {\"prompt\": ...}"),
@@ -144,24 +144,24 @@ static const ev_opt mkmodel_opts[] = {
 #undef T
 
 static const ev_cmd_spec info_spec = {
-	.name = "engine info", .synopsis = "(--model DIR [--context N] | --config FILE) [--json]",
+	.name = "engine info", .synopsis = "(--model PATH [--context N] | --config FILE) [--json]",
 	.about = "What a checkpoint is: architecture, sizes, parameters in total and active per token,\n"
 	         "weight bytes (by stored type) and KV bytes, memory at a context.",
 	.opts = info_opts};
 static const ev_cmd_spec logits_spec = {
-	.name = "engine logits", .synopsis = "--model DIR --tokens 1,2,3 [--last] [--reference]",
+	.name = "engine logits", .synopsis = "--model PATH --tokens 1,2,3 [--last] [--reference]",
 	.about = "The logits of a token list, as JSON (one array a position).", .opts = logits_opts};
 static const ev_cmd_spec generate_spec = {
-	.name = "engine generate", .synopsis = "--model DIR (--prompt TEXT | --prompt-tokens 1,2,3) [--chat] [OPTIONS]",
+	.name = "engine generate", .synopsis = "--model PATH (--prompt TEXT | --prompt-tokens 1,2,3) [--chat] [OPTIONS]",
 	.about = "Samples a continuation of a prompt (greedy by default).", .opts = generate_opts};
 static const ev_cmd_spec tokenize_spec = {
-	.name = "engine tokenize", .synopsis = "--model DIR (--text TEXT | --lines FILE) [--no-special-tokens] [--json]",
+	.name = "engine tokenize", .synopsis = "--model PATH (--text TEXT | --lines FILE) [--no-special-tokens] [--json]",
 	.about = "Encodes text with the checkpoint's tokenizer as HF's tokenizers do (normalizer, pre-tokenizer,\n"
 	         "BPE, and the post-processor's special tokens unless --no-special-tokens): one id and its piece\n"
 	         "(as the vocab writes it, HF's convert_ids_to_tokens) a line, or {\"ids\":[...],\"pieces\":[...]}.",
 	.opts = tokenize_opts};
 static const ev_cmd_spec render_spec = {
-	.name = "engine render", .synopsis = "--model DIR --messages FILE [--tools FILE] [--var K=V]... [--template NAME]",
+	.name = "engine render", .synopsis = "--model PATH --messages FILE [--tools FILE] [--var K=V]... [--template NAME]",
 	.about = "Renders the checkpoint's chat template (tokenizer_config.json's chat_template or\n"
 	         "chat_template.jinja) as transformers' apply_chat_template does, and prints the prompt.\n"
 	         "  evald engine render --model ckpt --messages chat.json --var enable_thinking=false",
@@ -588,6 +588,7 @@ static int cmd_generate(const opts *o)
 	} else {
 		if (!o->print_tokens && g.ds)
 			putchar('\n');
+		fflush(stdout); /* the text before the note on stderr */
 		if (stop_token >= 0)
 			fprintf(stderr, "evald: stopped on end-of-sequence token %d\n", stop_token);
 	}

@@ -48,13 +48,13 @@ static const ev_opt *const run_groups[] = {ev_eval_opts, NULL};
 
 static const ev_cmd_spec run_spec = {
 	.name = "run",
-	.synopsis = "--model URL|DIR [--suite PATH]... [OPTIONS]   |   evald run --resume RUN",
+	.synopsis = "--model URL|PATH [--suite PATH]... [OPTIONS]   |   evald run --resume RUN",
 	.about = "Evaluates a model on suites and stores every scored answer in the tracker as it arrives;\n"
 	         "prints the summary (per suite: n, score, 95% CI, errors, failure reasons, pass@k).",
 	.opts = run_own_opts,
 	.groups = run_groups,
 	.more = "Without --suite the embedded default suite is run. The engine options apply to a checkpoint\n"
-	        "folder. Examples:\n"
+	        "(a folder or a GGUF file). Examples:\n"
 	        "  evald run --model http://127.0.0.1:8000/v1 --model-name ckpt-a --suite evals.jsonl\n"
 	        "  evald run --model ./checkpoint --suite longctx/ --attention msa --msa-top-k 16\n"
 	        "  evald run --resume 12",

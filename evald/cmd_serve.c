@@ -670,8 +670,8 @@ static const ev_opt serve_opts_table[] = {
 	EV_O_FLAG("--print-port", T, print_port, "print the port once listening (for scripts)"),
 	EV_O_FLAG("--public", T, public_read,
 	          "let anyone read the viewer's pages (/view); its actions still need the token"),
-	EV_O_STR("--model", T, eng.model_dir, "DIR", "also serve this checkpoint on /v1 (OpenAI-compatible)"),
-	EV_O_STR("--model-name", T, eng.model_name, "NAME", "the served model's name (default: the folder's)"),
+	EV_O_STR("--model", T, eng.model_dir, "PATH", "also serve this checkpoint (a folder or a GGUF file) on /v1 (OpenAI-compatible)"),
+	EV_O_STR("--model-name", T, eng.model_name, "NAME", "the served model's name (default: the folder's or file's)"),
 	EV_O_CHOICE("--chat-template", T, eng.chat_template, "chatml|llama3|none", "the chat template (default: the checkpoint's)"),
 	EV_O_INT("--max-batch", T, eng.max_batch, 1, 1024, "N", "sequences generated together"),
 	EV_O_INT("--max-queue", T, oai.max_queue, 1, 100000, "N",
@@ -687,7 +687,7 @@ static const ev_opt serve_opts_table[] = {
 
 static const ev_cmd_spec serve_spec = {
 	.name = "serve",
-	.synopsis = "[--host ADDR] [--port PORT] [--token-env VAR] [--model DIR] [OPTIONS]",
+	.synopsis = "[--host ADDR] [--port PORT] [--token-env VAR] [--model PATH] [OPTIONS]",
 	.about = "Serves the tracker API: POST /api/issues (bearer token), GET /api/issues[/N],\n"
 	         "GET /api/regressions, GET /api/proposals. With --model, also the checkpoint on\n"
 	         "/v1/chat/completions, /v1/completions (\"stream\": true: SSE) and /v1/models.",

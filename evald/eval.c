@@ -46,8 +46,8 @@ static int header_fn(void *opts, const ev_opt *o, const char *name, const char *
  * settings are stored below in their own shapes. */
 const ev_opt ev_eval_opts[] = {
 	{.name = "--model", .kind = EV_OPT_STRS, .off = offsetof(T, models), .size = sizeof(((T *)0)->models),
-	 .count_off = offsetof(T, n_models), .meta = "URL|DIR", .key = "models",
-	 .help = "an OpenAI-compatible base URL (several share the load) or a checkpoint folder"},
+	 .count_off = offsetof(T, n_models), .meta = "URL|PATH", .key = "models",
+	 .help = "an OpenAI-compatible base URL (several share the load) or a checkpoint: a folder or a GGUF file"},
 	{.name = "--model-name", .kind = EV_OPT_STR, .off = offsetof(T, model_name), .meta = "NAME",
 	 .key = "model_name", .help = "the name runs are filed under (default: the model a URL serves, else the --model)"},
 	{.name = "--suite", .kind = EV_OPT_STRS, .off = offsetof(T, suites), .size = sizeof(((T *)0)->suites),
