@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "engine/gguf/gguf.h"
 #include "base/base.h"
 #include "evald/cli.h"
 
@@ -378,7 +379,10 @@ int ev_bench_attention_main(const ev_cli *cli, int argc, char **argv)
 	bench_state b = {.o = &ao, .avail = ev_mem_available()};
 	len_fig fig[MAX_LENGTHS];
 	eng_attention_options at;
-	int rc = eng_model_load(&b.m, ao.model, &mo);
+	char *model_dir = NULL; /* a GGUF file: its converted folder */
+	int rc = eng_model_path_resolve(ao.model, &model_dir);
+	if (!rc)
+		rc = eng_model_load(&b.m, model_dir, &mo);
 	if (!rc) {
 		eng_model_get_info(b.m, &b.in);
 		eng_model_get_attention(b.m, &at);
@@ -398,5 +402,6 @@ int ev_bench_attention_main(const ev_cli *cli, int argc, char **argv)
 	free(b.toks);
 	eng_seq_free(b.s);
 	eng_model_free(b.m);
+	free(model_dir);
 	return rc ? EV_EXIT_FAIL : 0;
 }

@@ -2,7 +2,7 @@
  * evald suites gen long-context: writes a long-context suite whose samples
  * are fitted to exact lengths in a checkpoint's tokens.
  *
- *   evald suites gen long-context --model DIR [--tokenizer DIR]
+ *   evald suites gen long-context --model PATH [--tokenizer DIR]
  *       [--tasks niah,multikey,multivalue,multiquery,vt,cwe,agent]
  *       [--lengths 4k,32k,128k,1m] [--depths 0,25,50,75,100]
  *       [--samples N] [--seed S] [--name NAME] [--template chatml|llama3|none]
@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "engine/backend.h"
+#include "engine/gguf/gguf.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "evald/cli.h"
 
@@ -32,7 +33,7 @@ typedef struct {
 
 #define T gen_opts
 static const ev_opt gen_opts_table[] = {
-	EV_O_STR("--model", T, model, "DIR", "the checkpoint whose tokens measure the lengths"),
+	EV_O_STR("--model", T, model, "PATH", "the checkpoint (a folder or a GGUF file) whose tokens measure the lengths"),
 	EV_O_STR("--tokenizer", T, tokdir, "DIR", "a folder with tokenizer.json instead of --model's"),
 	{.name = "--out", .short_name = 'o', .kind = EV_OPT_STR, .off = offsetof(T, out), .meta = "DIR",
 	 .help = "the suite folder to write (required)"},
@@ -50,7 +51,7 @@ static const ev_opt gen_opts_table[] = {
 
 static const ev_cmd_spec gen_spec = {
 	.name = "suites gen long-context",
-	.synopsis = "--model DIR -o DIR [--tasks LIST] [--lengths LIST] [--depths LIST] [OPTIONS]",
+	.synopsis = "--model PATH -o DIR [--tasks LIST] [--lengths LIST] [--depths LIST] [OPTIONS]",
 	.about = "Writes a long-context suite whose samples are fitted to exact lengths in a checkpoint's\n"
 	         "tokens, chat template included (RULER-style tasks and an agent-trace task).",
 	.opts = gen_opts_table,
@@ -148,30 +149,36 @@ static int gen_longctx(const ev_cli *cli, int argc, char **argv)
 	o.name = name;
 	o.quiet = cli->quiet || json;
 
+	char *model_dir = NULL; /* a GGUF file: its converted folder */
+	if (model && eng_model_path_resolve(model, &model_dir))
+		return ev_cli_fail("suites gen long-context");
 	tok_ctx t = {NULL, ENG_CHAT_UNKNOWN};
-	const char *dir = tokdir ? tokdir : model;
-	if ((rc = eng_tokenizer_load(&t.tok, dir)))
+	const char *dir = tokdir ? tokdir : model_dir, *shown = tokdir ? tokdir : model; /* read; named */
+	if ((rc = eng_tokenizer_load(&t.tok, dir))) {
+		free(model_dir);
 		return ev_cli_fail("tokenizer");
+	}
 	if (tmpl && strcmp(tmpl, "none")) {
 		t.family = eng_chat_family_from_name(tmpl);
 		if (t.family == ENG_CHAT_UNKNOWN) {
 			eng_tokenizer_free(t.tok);
+			free(model_dir);
 			fprintf(stderr, "evald: --template: \"%s\" is not chatml, llama3 or none\n", tmpl);
 			return EV_EXIT_USAGE;
 		}
 	} else if (!tmpl && (rc = eng_chat_family_detect(&t.family, dir))) {
 		/* A tokenizer without a config is fine: no template then. */
-		ev_log_warn("%s: %s; lengths count the message texts only", dir, ev_error_msg());
+		ev_log_warn("%s: %s; lengths count the message texts only", shown, ev_error_msg());
 		t.family = ENG_CHAT_UNKNOWN;
 	}
 	if (!tmpl && t.family == ENG_CHAT_UNKNOWN)
-		ev_log_warn("%s: no known chat template; lengths count the message texts only", dir);
+		ev_log_warn("%s: no known chat template; lengths count the message texts only", shown);
 	ev_token_counter tc = {count_cb, t.family != ENG_CHAT_UNKNOWN ? render_cb : NULL, &t};
 	/* A length past the model's context makes samples it cannot read (they
 	 * score 0 as context_overflow): say so now, not after the run. */
 	if (model) {
 		eng_config cfg;
-		if (eng_config_load(&cfg, model) == 0) {
+		if (eng_config_load(&cfg, model_dir) == 0) {
 			for (size_t i = 0; i < o.n_lengths; i++)
 				if ((long)o.lengths[i] > cfg.max_position)
 					ev_log_warn("--lengths: %zu tokens pass %s's context of %ld tokens (max_position_embeddings): "
@@ -185,6 +192,7 @@ static int gen_longctx(const ev_cli *cli, int argc, char **argv)
 	rc = ev_gen_longctx(&o, &tc, out);
 	double secs = ev_now() - t0;
 	eng_tokenizer_free(t.tok);
+	free(model_dir);
 	if (rc)
 		return ev_cli_fail("suites gen long-context");
 	if (json) {

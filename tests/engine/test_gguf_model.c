@@ -942,6 +942,46 @@ static void requantized_files_follow_the_rules(void **st)
 	free(bad), free(src), free(dir), free(cache);
 }
 
+/* Every command that takes a checkpoint takes a GGUF file as it takes a
+ * folder (through its converted folder in the cache): the engine's info,
+ * logits, generate and tokenize, bench engine and bench attention, suites
+ * gen long-context, and run (the main job's path). */
+static void every_command_takes_a_gguf_file(void **st)
+{
+	(void)st;
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	char *dir = et_mkmodel("cmds", "llama", &z, "f32", 9), *cache = tu_tmpdir("ggufcmdc"), *work = tu_tmpdir("ggufcmd");
+	setenv("EVALD_CACHE_DIR", cache, 1);
+	char *g = write_gguf(dir, "llama", ENG_GGML_Q8_0, "cmds"), *db = tu_path(work, "evald.db"),
+	     *lc = tu_path(work, "lc"), *suite = tu_write(work, "s.jsonl",
+	                                                   "{\"id\":\"a\",\"input\":\"the cat sat\",\"target\":\"zz\"}\n"
+	                                                   "{\"id\":\"b\",\"input\":\"a ship at sea\",\"target\":\"zz\"}\n");
+	const char *ev = tu_evald();
+	const char *const cmds[][16] = {
+	        {ev, "engine", "info", "--model", g, NULL},
+	        {ev, "engine", "logits", "--model", g, "--tokens", "1,2,3", "--last", NULL},
+	        {ev, "engine", "generate", "--model", g, "--prompt-tokens", "1,2,3", "--max-tokens", "3", NULL},
+	        {ev, "engine", "tokenize", "--model", g, "--text", "the cat", NULL},
+	        {ev, "bench", "engine", "--model", g, "--prompt", "8", "--decode", "2", "--batch", "1", "--repeats", "1",
+	         "--no-reference", NULL},
+	        {ev, "bench", "attention", "--model", g, "--lengths", "300", "--decode", "2", "--repeats", "1", NULL},
+	        {ev, "suites", "gen", "long-context", "--model", g, "-o", lc, "--lengths", "1k", NULL},
+	        {ev, "--db", db, "run", "--model", g, "--suite", suite, "--max-tokens", "3", "--json", NULL},
+	};
+	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+		char *out = NULL, *err = NULL;
+		int rc = tu_run(&out, &err, NULL, cmds[i]);
+		if (rc)
+			fail_msg("evald %s %s on a GGUF file: exit %d: %s", cmds[i][1], cmds[i][2], rc, err);
+		if (i == 0)
+			assert_non_null(strstr(out, "LlamaForCausalLM"));
+		free(out), free(err);
+	}
+	char *samples = tu_path(lc, "samples.jsonl");
+	assert_int_equal(access(samples, R_OK), 0);
+	free(samples), free(suite), free(lc), free(db), free(g), free(work), free(cache), free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -954,6 +994,7 @@ int main(void)
 		cmocka_unit_test(requantized_files_follow_the_rules),
 		cmocka_unit_test(sentencepiece_gguf_tokenizes_as_sentencepiece),
 		cmocka_unit_test(llama3_rope_freqs_as_factors),
+		cmocka_unit_test(every_command_takes_a_gguf_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
