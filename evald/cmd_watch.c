@@ -78,7 +78,7 @@ static int suites_fn(void *opts, const ev_opt *opt, const char *name, const char
 static const ev_opt watch_own_opts[] = {
 	EV_O_FN("--suites", EV_OPT_VALUE, "S1,S2", "the suites each checkpoint is evaluated on (or --suite each)",
 	        suites_fn),
-	EV_O_STR("--baseline", T, baseline, "NAME", "the checkpoint folder or model name compared against"),
+	EV_O_STR("--baseline", T, baseline, "NAME", "the checkpoint (folder or file name) or model name compared against"),
 	EV_O_NUM("--interval", T, interval, 0.05, 86400, "S", "seconds between scans"),
 	EV_O_NUM("--settle", T, settle, 0, 86400, "S", "seconds a folder must stay unchanged (default min(interval, 2))"),
 	EV_O_STR("--reports", T, reports_arg, "DIR", "where reports go (default: reports/ beside the tracker)"),
@@ -94,11 +94,12 @@ static const ev_opt *const watch_groups[] = {ev_eval_opts, NULL};
 static const ev_cmd_spec watch_spec = {
 	.name = "watch",
 	.synopsis = "DIR --suites S1,S2 --baseline NAME [--once] [OPTIONS]   |   evald watch --status [--json]",
-	.about = "Each complete checkpoint folder in DIR (config.json and its weights, or an endpoint.json\n"
-	         "{\"url\",\"model\"}; unchanged over two scans --settle seconds apart) is evaluated once,\n"
-	         "compared with the baseline NAME's latest finished run on the same suites (regressions\n"
-	         "filed), and reported to --reports DIR/<folder>.md. SIGTERM/SIGINT stop between steps;\n"
-	         "a stopped run resumes on the next start. The run options below set each evaluation.",
+	.about = "Each complete checkpoint in DIR (a folder with config.json and its weights, or with an\n"
+	         "endpoint.json {\"url\",\"model\"}, or a GGUF file NAME.gguf; unchanged over two scans\n"
+	         "--settle seconds apart) is evaluated once, compared with the baseline NAME's latest finished\n"
+	         "run on the same suites (regressions filed), and reported to --reports DIR/<name>.md.\n"
+	         "SIGTERM/SIGINT stop between steps; a stopped run resumes on the next start. The run options\n"
+	         "below set each evaluation.",
 	.opts = watch_own_opts,
 	.groups = watch_groups,
 	.positional = "DIR",
@@ -430,7 +431,8 @@ static int scan(ev_tracker *t, const watch_opts *o, fp_set *prev)
 			rc = ev_error_set(EV_E_NOMEM, "out of memory");
 			break;
 		}
-		if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		/* checkpoint folders, and GGUF files on their own */
+		if (stat(path, &st) != 0 || !(S_ISDIR(st.st_mode) || (S_ISREG(st.st_mode) && ev_str_ends(names[i], ".gguf")))) {
 			free(path);
 			continue;
 		}
@@ -445,7 +447,7 @@ static int scan(ev_tracker *t, const watch_opts *o, fp_set *prev)
 			continue;
 		}
 		if (fresh)
-			ev_log_info("watch: %s: new checkpoint folder", names[i]);
+			ev_log_info("watch: %s: new checkpoint %s", names[i], S_ISDIR(st.st_mode) ? "folder" : "file");
 		const char *was = fp_get(prev, path);
 		bool stable = was && !strcmp(was, wf.fingerprint);
 		if (!strcmp(row.state, "failed") && was && !stable) {

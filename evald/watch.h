@@ -32,7 +32,9 @@ typedef struct {
 	char fingerprint[EV_SHA256_HEX];
 } ev_watch_folder;
 
-/* Looks at `dir`: ready when it holds a valid endpoint.json, or config.json
+/* Looks at `dir`: a GGUF file (name.gguf) is ready when it starts with
+ * GGUF's magic and a version the engine reads; a folder when it holds a
+ * valid endpoint.json, or config.json
  * and its weights (model.safetensors, or every shard the
  * model.safetensors.index.json weight_map names), and no file or folder in it
  * is named *.tmp, *.partial, *.incomplete or .incomplete. A folder that is not

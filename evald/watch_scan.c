@@ -7,11 +7,14 @@
  * *.partial, *.incomplete), and on a fingerprint of every file's size and
  * mtime, which the caller compares over two consecutive scans. Everything
  * read here is bounded: the walk's depth and file count, the JSON sizes.
+ * A GGUF file in the watched folder is a checkpoint of its own (one file,
+ * judged by its size and mtime over two scans and its first bytes).
  */
 #include "evald/watch.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -224,6 +227,48 @@ static void check_weights(ev_watch_folder *f, const char *dir)
 	cJSON_Delete(j);
 }
 
+/* A file where a checkpoint folder was expected: its name, size and mtime
+ * are the fingerprint. A GGUF file on its own (DIR/name.gguf) is ready
+ * when it starts as a GGUF file does (magic, version 2 or 3). A copy in
+ * progress shows as a fingerprint that changes between scans; a file that
+ * is complete but broken fails its run, naming what is wrong, and is
+ * looked at again once rewritten. */
+static int check_file(ev_watch_folder *out, const char *path, const struct stat *st)
+{
+	char *line = ev_asprintf("%s\t%lld\t%lld.%09ld\t%o", path, (long long)st->st_size, (long long)st->st_mtim.tv_sec,
+	                         (long)st->st_mtim.tv_nsec, (unsigned)st->st_mode);
+	ev_sha256_ctx *h = NULL;
+	int rc = line ? ev_sha256_begin(&h) : ev_error_set(EV_E_NOMEM, "out of memory");
+	if (!rc) {
+		ev_sha256_update(h, line, strlen(line) + 1);
+		ev_sha256_end_hex(h, out->fingerprint);
+	}
+	free(line);
+	if (rc)
+		return rc;
+	if (!ev_str_ends(path, ".gguf")) {
+		not_ready(out, "a file, not a checkpoint folder or a .gguf file");
+		return 0;
+	}
+	unsigned char head[8];
+	FILE *f = fopen(path, "rb");
+	size_t got = f ? fread(head, 1, sizeof head, f) : 0;
+	if (f)
+		fclose(f);
+	uint32_t version = got == 8 ? (uint32_t)head[4] | (uint32_t)head[5] << 8 | (uint32_t)head[6] << 16 |
+	                                      (uint32_t)head[7] << 24
+	                            : 0;
+	if (!f)
+		not_ready(out, "cannot be read: %s", strerror(errno));
+	else if (got < 8)
+		not_ready(out, "%zu bytes: not a GGUF file yet", got);
+	else if (memcmp(head, "GGUF", 4))
+		not_ready(out, "does not start with GGUF's magic");
+	else if (version != 2 && version != 3)
+		not_ready(out, "GGUF version %u (2 or 3 are read)", (unsigned)version);
+	return 0;
+}
+
 int ev_watch_folder_check(ev_watch_folder *out, const char *dir)
 {
 	walk_state w = {0};
@@ -231,6 +276,10 @@ int ev_watch_folder_check(ev_watch_folder *out, const char *dir)
 	int rc;
 	memset(out, 0, sizeof *out);
 	out->ready = true;
+
+	struct stat st;
+	if (stat(dir, &st) == 0 && S_ISREG(st.st_mode))
+		return check_file(out, dir, &st);
 
 	if ((rc = walk(&w, dir, "", 0)))
 		goto done;

@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/fs.h"
@@ -982,6 +983,73 @@ static void every_command_takes_a_gguf_file(void **st)
 	free(samples), free(suite), free(lc), free(db), free(g), free(work), free(cache), free(dir);
 }
 
+/* `evald watch` on a folder of GGUF files: each file is a checkpoint, the
+ * baseline and a candidate are evaluated and compared, with a report each;
+ * a file that starts like GGUF but is broken fails with a reason naming
+ * it; a file that is not GGUF at all waits with its reason. */
+static void watch_evaluates_gguf_files(void **st)
+{
+	(void)st;
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	char *dir = et_mkmodel("watchg", "llama", &z, "f32", 11), *cache = tu_tmpdir("ggufwatchc"),
+	     *work = tu_tmpdir("ggufwatch");
+	setenv("EVALD_CACHE_DIR", cache, 1);
+	char *ck = tu_path(work, "ck"), *rep = tu_path(work, "rep"), *db = tu_path(work, "evald.db");
+	assert_int_equal(mkdir(ck, 0755), 0);
+	const char *names[] = {"base", "cand"};
+	const uint32_t types[] = {ENG_GGML_Q8_0, ENG_GGML_Q4_0};
+	for (int i = 0; i < 2; i++) {
+		char *g = write_gguf(dir, "llama", types[i], names[i]), *to = ev_asprintf("%s/%s.gguf", ck, names[i]);
+		assert_int_equal(rename(g, to), 0);
+		free(g), free(to);
+	}
+	char *broken = ev_asprintf("%s/broken.gguf", ck);
+	assert_int_equal(ev_file_write(broken, "GGUF\3\0\0\0 and then nothing", 26), 0);
+	free(tu_write(ck, "notes.gguf", "not a model"));
+	char *suite = tu_write(work, "s.jsonl",
+	                       "{\"id\":\"a\",\"input\":\"the cat sat\",\"target\":\"zz\"}\n"
+	                       "{\"id\":\"b\",\"input\":\"a ship at sea\",\"target\":\"zz\"}\n");
+	char *out = NULL, *err = NULL;
+	const char *argv[] = {tu_evald(), "--db", db, "watch", ck, "--suites", suite, "--baseline", "base.gguf", "--once",
+	                      "--settle", "0.2", "--reports", rep, "--max-tokens", "3", NULL};
+	int rc = tu_run(&out, &err, NULL, argv);
+	if (rc)
+		fail_msg("watch: exit %d: %s", rc, err);
+	free(out), free(err);
+	const char *status[] = {tu_evald(), "--db", db, "watch", "--status", "--json", NULL};
+	assert_int_equal(tu_run(&out, NULL, NULL, status), 0);
+	cJSON *j = cJSON_Parse(out), *r;
+	assert_non_null(j);
+	int seen = 0;
+	cJSON_ArrayForEach(r, cJSON_GetObjectItem(j, "checkpoints"))
+	{
+		const char *name = ev_json_str(r, "name", ""), *state = ev_json_str(r, "state", ""),
+		           *detail = ev_json_str(r, "detail", "");
+		print_message("%s: %s %s\n", name, state, detail);
+		if (!strcmp(name, "base.gguf") || !strcmp(name, "cand.gguf"))
+			assert_string_equal(state, "evaluated"), seen++;
+		if (!strcmp(name, "cand.gguf"))
+			assert_true(cJSON_IsObject(cJSON_GetObjectItem(r, "compare")));
+		if (!strcmp(name, "broken.gguf")) {
+			assert_string_equal(state, "failed"), seen++;
+			assert_non_null(strstr(detail, "ck/broken.gguf: ")); /* the file named, then what is wrong */
+		}
+		if (!strcmp(name, "notes.gguf")) {
+			assert_string_equal(state, "seen"), seen++;
+			assert_non_null(strstr(detail, "does not start with GGUF's magic"));
+		}
+	}
+	assert_int_equal(seen, 4);
+	cJSON_Delete(j);
+	free(out);
+	for (int i = 0; i < 2; i++) {
+		char *md = ev_asprintf("%s/%s.gguf.md", rep, names[i]);
+		assert_int_equal(access(md, R_OK), 0);
+		free(md);
+	}
+	free(suite), free(broken), free(db), free(rep), free(ck), free(work), free(cache), free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -995,6 +1063,7 @@ int main(void)
 		cmocka_unit_test(sentencepiece_gguf_tokenizes_as_sentencepiece),
 		cmocka_unit_test(llama3_rope_freqs_as_factors),
 		cmocka_unit_test(every_command_takes_a_gguf_file),
+		cmocka_unit_test(watch_evaluates_gguf_files),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /* When is a checkpoint folder complete (evald/watch_scan.c)? All its files,
  * no marker of a writer still copying, and an endpoint.json that is valid;
  * hostile names and malformed files leave it "not ready" with a reason,
- * never a crash. The fingerprint changes when any file changes size. */
+ * never a crash. The fingerprint changes when any file changes size. A
+ * GGUF file is a checkpoint of its own. */
 #include "testutil.h"
 
 #include <stdlib.h>
@@ -134,6 +135,45 @@ static void fingerprint_follows_file_sizes(void **st)
 	free(d);
 }
 
+/* A GGUF file in the watched folder is a checkpoint of its own: ready when
+ * it starts with GGUF's magic and version 2 or 3, with a reason otherwise;
+ * its fingerprint follows its size; another kind of file is not one. */
+static void a_gguf_file_is_a_checkpoint_judged_by_its_first_bytes(void **st)
+{
+	(void)st;
+	char *d = folder("scan-gguf"), *g = tu_path(d, "m.gguf");
+	const struct {
+		const char *bytes;
+		size_t len;
+		const char *why; /* NULL: ready */
+	} cases[] = {
+	        {"", 0, "0 bytes: not a GGUF file yet"},
+	        {"GGUF\3\0", 6, "6 bytes: not a GGUF file yet"},
+	        {"GGML\3\0\0\0", 8, "GGUF's magic"},
+	        {"GGUF\1\0\0\0", 8, "GGUF version 1"},
+	        {"GGUF\3\0\0\1", 8, "GGUF version 16777219"},
+	        {"GGUF\3\0\0\0", 8, NULL},
+	        {"GGUF\2\0\0\0 and more", 17, NULL},
+	};
+	char last[EV_SHA256_HEX] = "";
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		assert_int_equal(ev_file_write(g, cases[i].bytes, cases[i].len), 0);
+		if (cases[i].why)
+			expect_not_ready(g, cases[i].why);
+		else
+			expect_ready(g);
+		ev_watch_folder f;
+		assert_int_equal(ev_watch_folder_check(&f, g), 0);
+		if (i && cases[i].len != cases[i - 1].len) /* another size, another fingerprint */
+			assert_string_not_equal(f.fingerprint, last);
+		memcpy(last, f.fingerprint, sizeof last);
+		ev_watch_folder_clear(&f);
+	}
+	char *other = tu_write(d, "weights.bin", "GGUF\3");
+	expect_not_ready(other, "a file, not a checkpoint folder");
+	free(other), free(g), free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -141,6 +181,7 @@ int main(void)
 		cmocka_unit_test(markers_of_unfinished_copies_hold_a_folder_back),
 		cmocka_unit_test(hostile_index_and_endpoint_files_are_refused_with_a_reason),
 		cmocka_unit_test(fingerprint_follows_file_sizes),
+		cmocka_unit_test(a_gguf_file_is_a_checkpoint_judged_by_its_first_bytes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
