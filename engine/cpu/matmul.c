@@ -199,8 +199,20 @@ static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 	int K = w->cols, R = w->rows, nb = K / 32, t = (int)w->dtype;
 	size_t rb = eng_dtype_bytes(w->dtype, (size_t)K);
 	const uint8_t *W = w->data;
-	int q4 = (r1 - r0) / 4;
-	for (int r = r0; r < r1;) {
+	int q4 = (r1 - r0) / 4, r = r0;
+	if (j->n == 1 && j->xq) {
+		/* batch-1 decode: the quads in one call (eng_qdot_rows), then the
+		 * bias (+0.0f without one, as below) over their rows */
+		eng_qdot_rows(j->y, j->xq, j->xqb, W, rb, r0, q4, q4, nb, t);
+		if (j->bias)
+			for (int k = r0; k < r0 + 4 * q4; k++)
+				j->y[k] = j->y[k] + j->bias[k];
+		else
+			for (int k = r0; k < r0 + 4 * q4; k++)
+				j->y[k] = j->y[k] + 0.0f;
+		r = r0 + 4 * q4;
+	}
+	while (r < r1) {
 		int rr[4], nr;
 		if (r < r0 + q4) {
 			for (int u = 0; u < 4; u++)

@@ -364,6 +364,26 @@ void eng_qdot(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, i
 	}
 }
 
+void eng_qdot_rows(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint8_t *W, size_t rb, int r0, int q4,
+                   int nq, int nb, int t)
+{
+#ifdef QD_X86
+	if ((xy || t < ENG_Q4_K) && eng_qdot_level() == 2) {
+		rows_vnni(y, x, xy, W, rb, r0, q4, nq, nb, t);
+		return;
+	}
+#endif
+	for (int k = 0; k < nq; k++) {
+		const uint8_t *w[4];
+		float o[4];
+		for (int u = 0; u < 4; u++)
+			w[u] = W + (size_t)(r0 + k + u * q4) * rb;
+		eng_qdot(o, &x, xy ? &xy : NULL, 1, w, nb, t);
+		for (int u = 0; u < 4; u++)
+			y[r0 + k + u * q4] = o[u];
+	}
+}
+
 void eng_qdot_group(float *o, const eng_qxblk *const *x, int nx, const eng_qgroup *g, int nb, int t)
 {
 	switch (eng_qdot_level()) {

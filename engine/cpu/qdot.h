@@ -93,6 +93,12 @@ void eng_qx_bytes_ref(eng_qxbyt *out, const eng_qxblk *in, int nb);
 #define ENG_QDOT_X 6
 void eng_qdot(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx, const uint8_t *const w[4],
               int nb, int t);
+/* Decode's run of quads: for k < nq, the rows r = r0 + k + u * q4 (u < 4)
+ * of W (rb bytes a row) against the one activation row x (xy its bytes,
+ * or NULL), y[r] = eng_qdot's output for that quad, bit for bit; with the
+ * bytes at the AVX512-VNNI level the type is chosen once for the run. */
+void eng_qdot_rows(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint8_t *W, size_t rb, int r0, int q4,
+                   int nq, int nb, int t);
 /* Unpacks the rows w[0..16) (repeat a row to fill a group) into dst. */
 void eng_qgroup_unpack(eng_qgroup *dst, const uint8_t *const w[ENG_QGROUP_ROWS], int nb, int t);
 /* o[i * 16 + r] = row r of the group . activation row x[i], i < nx (at

@@ -760,6 +760,52 @@ __attribute__((target(QD_TARGET))) static void QD(qdotr)(float *o, const eng_qxb
 #undef QD_R
 }
 
+/* eng_qdot_rows at this level: one activation row (its bytes xy, which
+ * every type but Q8_0 reads; NULL for the 32-element types alone), nq
+ * quads of rows a quarter apart, each through the kernel qdotr takes for
+ * it with nx = 1 (the same bits), the type chosen once for the whole run
+ * of quads rather than quad by quad. */
+__attribute__((target(QD_TARGET))) static void QD(rows)(float *y, const eng_qxblk *x, const eng_qxbyt *xy,
+                                                         const uint8_t *W, size_t rb, int r0, int q4, int nq, int nb,
+                                                         int t)
+{
+#define QD_W(T, K)                                                                                                     \
+	case T:                                                                                                        \
+		for (int k = 0; k < nq; k++) {                                                                         \
+			const uint8_t *w[4];                                                                           \
+			float o[4];                                                                                    \
+			for (int u = 0; u < 4; u++)                                                                    \
+				w[u] = W + (size_t)(r0 + k + u * q4) * rb;                                             \
+			QD(K)(o, &x, &xy, 1, w, nb, T);                                                                \
+			for (int u = 0; u < 4; u++)                                                                    \
+				y[r0 + k + u * q4] = o[u];                                                             \
+		}                                                                                                      \
+		break;
+	if (!xy) { /* no bytes: the 32-element types on words, as qdotr */
+		switch (t) {
+			QD_W(4, kernr)
+			QD_W(5, kernr)
+			QD_W(6, kernr)
+			QD_W(7, kernr)
+		default:
+			QD_W(3, kernr)
+		}
+		return;
+	}
+	switch (t) {
+		QD_W(3, kernr)
+		QD_W(4, kern4b)
+		QD_W(5, kern4b)
+		QD_W(6, kern4b)
+		QD_W(7, kern4b)
+		QD_W(8, kern4k)
+		QD_W(9, kern4k)
+	default:
+		QD_W(10, kern6k)
+	}
+#undef QD_W
+}
+
 #endif
 
 /* A group's scales and minimum coefficients, four rows at once as decode

@@ -6,6 +6,7 @@
  * dequantized values within the error of 16-bit activations.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -187,6 +188,25 @@ static void block_types_dot_by_definition(void **st)
 										         tn, ln, nx, by ? "" : " (no bytes)", i, 4 * q + k,
 										         got[i * 4 + k], want[i * NR + 4 * q + k]);
 						}
+				/* decode's runs of quads (eng_qdot_rows): all 16 rows as four
+				 * quads a quarter apart, then two quads from row 2, three apart;
+				 * the rows outside them untouched */
+				for (int run = 0; run < 2; run++)
+					for (int by = 0; by < 2; by++) {
+						int r0 = run ? 2 : 0, q4 = run ? 3 : NR / 4, nq = run ? 2 : NR / 4;
+						float y[NR];
+						memset(y, 0x55, sizeof y);
+						eng_qdot_rows(y, xs[0], by ? ys[0] : NULL, wq, rb, r0, q4, nq, nb, dt);
+						for (int k = 0; k < NR; k++) {
+							bool in = k >= r0 && (k - r0) % q4 < nq && (k - r0) / q4 < 4;
+							float sentinel;
+							memset(&sentinel, 0x55, 4);
+							if (memcmp(&y[k], in ? &want[k] : &sentinel, 4))
+								fail_msg("%s at level %s, rows from %d a quad %d apart%s: row %d is %.9g, "
+								         "expected %.9g", tn, ln, r0, q4, by ? "" : " (no bytes)", k, y[k],
+								         in ? want[k] : sentinel);
+						}
+					}
 				/* a whole group, then one of 5 rows (the rest repeat row 3) */
 				for (int part = 0; part < 2; part++) {
 					const uint8_t *gw[NR];
