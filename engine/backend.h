@@ -492,6 +492,13 @@ typedef struct eng_backend {
 	/* y[n, w.rows] = x[n, w.cols] . w^T (+ bias[w.rows] when not NULL) */
 	void (*matmul)(struct eng_backend *be, float *y, const float *x, int n, const eng_weight *w,
 		       const float *bias);
+	/* ys[k] = x . ws[k]^T (+ biases[k] when that is not NULL), k < nw: what
+	 * nw matmul calls on the same x give, bit for bit, where one call can
+	 * quantize x once and run the weights as one job (the CPU backend's,
+	 * when the weights take their activations in the same form). May be
+	 * NULL: then the caller makes the nw calls. */
+	void (*matmul_many)(struct eng_backend *be, int nw, float *const *ys, const float *x, int n,
+			    const eng_weight *const *ws, const float *const *biases);
 	/* y[n, d] = x / rms(x) * g, per row */
 	void (*rmsnorm)(struct eng_backend *be, float *y, const float *x, const float *g, int n, int d,
 			float eps);

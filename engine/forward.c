@@ -148,10 +148,25 @@ static void route_sigmoid(const eng_config *c, const float *logits, const float 
 		w[k] = (float)(w[k] / t);
 }
 
+/* ys[k] = x . ws[k]^T (+ bs[k]), k < nw, as one call where the backend
+ * has matmul_many (the same bits as a call each) */
+static void matmul_same_x(eng_backend *be, int nw, float *const *ys, const float *x, int n, const eng_weight *const *ws,
+                          const float *const *bs)
+{
+	if (be->matmul_many) {
+		be->matmul_many(be, nw, ys, x, n, ws, bs);
+		return;
+	}
+	for (int k = 0; k < nw; k++)
+		be->matmul(be, ys[k], x, n, ws[k], bs[k]);
+}
+
 static void ffn(eng_backend *be, const eng_config *c, scratch *s, const eng_ffn *f, float *out, const float *in, int n)
 {
-	be->matmul(be, s->g, in, n, &f->gate, NULL);
-	be->matmul(be, s->u, in, n, &f->up, NULL);
+	float *gu[2] = {s->g, s->u};
+	const eng_weight *w2[2] = {&f->gate, &f->up};
+	const float *nob[2] = {NULL, NULL};
+	matmul_same_x(be, 2, gu, in, n, w2, nob);
 	if (c->oai_swiglu)
 		be->swiglu_oai(be, s->g, s->u, (size_t)n * f->gate.rows, (float)c->swiglu_alpha, (float)c->swiglu_limit);
 	else
@@ -236,9 +251,10 @@ static int run_chunk(eng_model *m, scratch *s, const int32_t *tok, int n, float 
 	for (int l = 0; l < c->layers; l++) {
 		const eng_layer *L = &m->layers[l];
 		be->rmsnorm(be, s->xb, s->x, L->attn_norm, n, H, eps);
-		be->matmul(be, s->q, s->xb, n, &L->wq, L->bq);
-		be->matmul(be, s->k, s->xb, n, &L->wk, L->bk);
-		be->matmul(be, s->v, s->xb, n, &L->wv, L->bv);
+		float *qkv[3] = {s->q, s->k, s->v};
+		const eng_weight *wqkv[3] = {&L->wq, &L->wk, &L->wv};
+		const float *bqkv[3] = {L->bq, L->bk, L->bv};
+		matmul_same_x(be, 3, qkv, s->xb, n, wqkv, bqkv);
 		if (L->q_norm) {
 			be->rmsnorm(be, s->q, s->q, L->q_norm, n * c->heads, hd, eps);
 			be->rmsnorm(be, s->k, s->k, L->k_norm, n * c->kv_heads, hd, eps);

@@ -216,6 +216,7 @@ int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads)
 	be->m = m;
 	eng_cpu_fill_common(be);
 	be->matmul = eng_cpu_matmul;
+	be->matmul_many = eng_cpu_matmul_many;
 	be->attention = eng_cpu_attention;
 	be->axpy = cpu_axpy;
 	be->swiglu = cpu_swiglu;

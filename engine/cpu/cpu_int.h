@@ -55,6 +55,8 @@ typedef struct {
 
 /* matmul.c */
 void eng_cpu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_weight *w, const float *bias);
+void eng_cpu_matmul_many(eng_backend *be, int nw, float *const *ys, const float *x, int n, const eng_weight *const *ws,
+                         const float *const *biases);
 /* attention.c */
 void eng_cpu_attention(eng_backend *be, float *out, const float *q, const eng_row *rows, int n, int layer, int nh,
 		       long window, const int *lists, const int *nls, int nlist);

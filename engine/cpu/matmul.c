@@ -375,6 +375,103 @@ static bool blas_gemm(cpu_ctx *cc, float *y, const float *x, int n, const eng_we
 }
 #endif
 
+/* How a weight takes its activations on the fast path: f32 (the tiles
+ * above, or OpenBLAS), rounded to BF16, quantized to 16 bits a block of
+ * 32 (qdot.h), or to 8 bits a super-block (K-quants with
+ * --activation-bits 8, q8k.h). A row wider than the buffers were made for
+ * takes the f32 kernels. */
+enum { MM_F32, MM_BF16, MM_Q16, MM_Q8K };
+
+static int mm_form(const cpu_ctx *cc, const eng_weight *w)
+{
+	bool bf = w->dtype == ENG_BF16, blocks = eng_dtype_block(w->dtype) > 1;
+	int stride = (w->cols + 31) / 32 * 32;
+	if (!cc->qdot || !(bf || blocks) || stride > (int)((cc->maxcols + 31) / 32 * 32))
+		return MM_F32;
+	if (bf)
+		return MM_BF16;
+	return cc->act8 && eng_q8k_type((int)w->dtype) && w->cols % 256 == 0 ? MM_Q8K : MM_Q16;
+}
+
+/* Rows a task: decode (fewer than 4 batch rows) reads each weight byte for
+ * one or two outputs and is bound by memory, and fewer, longer tasks give
+ * each of a worker's four streams longer runs of memory (measured:
+ * ENG_CPU_DECODE_TASKS above); more batch rows take 8 a worker, so that
+ * uneven workers even out. */
+static int mm_rows_per_task(const cpu_ctx *cc, int n, int rows)
+{
+	int tasks_wanted = cc->nw * (n < 4 ? ENG_CPU_DECODE_TASKS : 8);
+	int per = (rows + tasks_wanted - 1) / tasks_wanted;
+	per = (per + 3) / 4 * 4; /* whole tiles of 4 rows, and quarters for decode */
+	return per < 8 ? 8 : per;
+}
+
+/* Several weights on the same activations as one job: task t is job k's
+ * task t - first[k]. */
+#define MM_MANY 8
+typedef struct {
+	mm_job j[MM_MANY];
+	int first[MM_MANY + 1];
+	int nw;
+} mm_many_job;
+
+static void mm_many_task(void *ctx, int task, int worker)
+{
+	mm_many_job *mj = ctx;
+	int k = 0;
+	while (task >= mj->first[k + 1])
+		k++;
+	mm_task(&mj->j[k], task - mj->first[k], worker);
+}
+
+/* nw (at most MM_MANY) weights of one form other than MM_F32 and of equal
+ * columns against x: the activations rounded or quantized once a chunk of
+ * ENG_CPU_QROWS rows, every weight's tasks in one job. */
+static void mm_run_quant(cpu_ctx *cc, int nw, float *const *ys, const float *x, int n, const eng_weight *const *ws,
+                         const float *const *biases, int form)
+{
+	int cols = ws[0]->cols, stride = (cols + 31) / 32 * 32, nb = cols / 32;
+	bool bf = form == MM_BF16, k8 = form == MM_Q8K;
+	for (int i0 = 0; i0 < n; i0 += ENG_CPU_QROWS) {
+		int m = n - i0 < ENG_CPU_QROWS ? n - i0 : ENG_CPU_QROWS;
+		for (int i = 0; i < m; i++) {
+			const float *xi = x + (size_t)(i0 + i) * cols;
+			if (bf)
+				eng_bf_round(cc->xbf + (size_t)i * (size_t)stride, xi, cols);
+			else if (k8)
+				eng_q8k_quantize(cc->xk + (size_t)i * (size_t)(cols / 256), xi, cols);
+			else
+				eng_qx_quantize(cc->xq + (size_t)i * (size_t)nb, xi, cols);
+		}
+		/* unpacked groups: tasks of whole groups of 16 rows */
+		bool groups = m >= ENG_CPU_UNPACK_ROWS && (k8 ? eng_q8k_group_level() : !bf);
+		/* raw rows (decode) of every type but Q8_0 also read the
+		 * activations as bytes, where the AVX512-VNNI kernels run */
+		bool bytes = !bf && !k8 && m < ENG_CPU_UNPACK_ROWS && eng_qdot_level() == 2, made = false;
+		mm_many_job mj;
+		mj.nw = nw;
+		mj.first[0] = 0;
+		for (int k = 0; k < nw; k++) {
+			const eng_weight *w = ws[k];
+			int per = mm_rows_per_task(cc, n, w->rows);
+			int qper = groups ? (per + ENG_QGROUP_ROWS - 1) / ENG_QGROUP_ROWS * ENG_QGROUP_ROWS : per;
+			mm_job sj = {cc, ys[k] + (size_t)i0 * w->rows, NULL, m, w, biases ? biases[k] : NULL, qper,
+			             bf || k8 ? NULL : cc->xq, bf ? cc->xbf : NULL, stride, k8 ? cc->xk : NULL, NULL};
+			if (bytes && w->dtype != ENG_Q8_0) {
+				if (!made)
+					eng_qx_bytes(cc->xqb, cc->xq, m * nb), made = true;
+				sj.xqb = cc->xqb;
+			}
+			mj.j[k] = sj;
+			mj.first[k + 1] = mj.first[k] + (w->rows + qper - 1) / qper;
+		}
+		if (nw == 1)
+			eng_pool_run(cc->pool, mm_task, &mj.j[0], mj.first[1]);
+		else
+			eng_pool_run(cc->pool, mm_many_task, &mj, mj.first[nw]);
+	}
+}
+
 void eng_cpu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_weight *w, const float *bias)
 {
 	cpu_ctx *cc = be->ctx;
@@ -382,50 +479,32 @@ void eng_cpu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_
 	if (blas_gemm(cc, y, x, n, w, bias))
 		return;
 #endif
-	/* tasks a worker: decode (fewer than 4 batch rows) reads each weight
-	 * byte for one or two outputs and is bound by memory, and fewer, longer
-	 * tasks give each of a worker's four streams longer runs of memory
-	 * (measured: ENG_CPU_DECODE_TASKS above); more batch rows take 8 a
-	 * worker, so that uneven workers even out */
-	int tasks_wanted = cc->nw * (n < 4 ? ENG_CPU_DECODE_TASKS : 8);
-	int per = (w->rows + tasks_wanted - 1) / tasks_wanted;
-	per = (per + 3) / 4 * 4; /* whole tiles of 4 rows, and quarters for decode */
-	if (per < 8)
-		per = 8;
-	mm_job j = {cc, y, x, n, w, bias, per, NULL, NULL, 0, NULL, NULL};
-	/* block and BF16 weights: the activations quantized (or rounded to BF16)
-	 * once a call, ENG_CPU_QROWS rows at a time; a row wider than the
-	 * buffers were made for takes the f32 kernels below */
-	bool bf = w->dtype == ENG_BF16, blocks = eng_dtype_block(w->dtype) > 1;
-	int stride = (w->cols + 31) / 32 * 32, nb = w->cols / 32;
-	/* K-quants with --activation-bits 8: 8-bit super-blocks (q8k.h) */
-	bool k8 = cc->act8 && eng_q8k_type((int)w->dtype) && w->cols % 256 == 0;
-	if (cc->qdot && (bf || blocks) && stride <= (int)((cc->maxcols + 31) / 32 * 32)) {
-		for (int i0 = 0; i0 < n; i0 += ENG_CPU_QROWS) {
-			int m = n - i0 < ENG_CPU_QROWS ? n - i0 : ENG_CPU_QROWS;
-			for (int i = 0; i < m; i++) {
-				const float *xi = x + (size_t)(i0 + i) * w->cols;
-				if (bf)
-					eng_bf_round(cc->xbf + (size_t)i * (size_t)stride, xi, w->cols);
-				else if (k8)
-					eng_q8k_quantize(cc->xk + (size_t)i * (size_t)(w->cols / 256), xi, w->cols);
-				else
-					eng_qx_quantize(cc->xq + (size_t)i * (size_t)nb, xi, w->cols);
-			}
-			/* unpacked groups: tasks of whole groups of 16 rows */
-			bool groups = m >= ENG_CPU_UNPACK_ROWS && (k8 ? eng_q8k_group_level() : !bf);
-			int qper = groups ? (per + ENG_QGROUP_ROWS - 1) / ENG_QGROUP_ROWS * ENG_QGROUP_ROWS : per;
-			mm_job sj = {cc, y + (size_t)i0 * w->rows, NULL, m, w, bias, qper, bf || k8 ? NULL : cc->xq, bf ? cc->xbf : NULL,
-			             stride, k8 ? cc->xk : NULL, NULL};
-			/* raw rows (decode) of every type but Q8_0 also read the
-			 * activations as bytes, where the AVX512-VNNI kernels run */
-			if (!bf && !k8 && w->dtype != ENG_Q8_0 && m < ENG_CPU_UNPACK_ROWS && eng_qdot_level() == 2) {
-				eng_qx_bytes(cc->xqb, cc->xq, m * nb);
-				sj.xqb = cc->xqb;
-			}
-			eng_pool_run(cc->pool, mm_task, &sj, (w->rows + qper - 1) / qper);
-		}
+	int form = mm_form(cc, w);
+	if (form != MM_F32) {
+		mm_run_quant(cc, 1, &y, x, n, &w, &bias, form);
 		return;
 	}
+	int per = mm_rows_per_task(cc, n, w->rows);
+	mm_job j = {cc, y, x, n, w, bias, per, NULL, NULL, 0, NULL, NULL};
 	eng_pool_run(cc->pool, mm_task, &j, (w->rows + per - 1) / per);
+}
+
+/* The weights as one job where they take their activations in the same
+ * form (q, k and v; gate and up): one quantization of x and one wait for
+ * the workers instead of one each; otherwise a call each. The same bits
+ * either way: an output depends on its row and x alone. */
+void eng_cpu_matmul_many(eng_backend *be, int nw, float *const *ys, const float *x, int n, const eng_weight *const *ws,
+                         const float *const *biases)
+{
+	cpu_ctx *cc = be->ctx;
+	int form = mm_form(cc, ws[0]);
+	bool one = form != MM_F32 && nw <= MM_MANY;
+	for (int k = 1; k < nw && one; k++)
+		one = mm_form(cc, ws[k]) == form && ws[k]->cols == ws[0]->cols;
+	if (one) {
+		mm_run_quant(cc, nw, ys, x, n, ws, biases, form);
+		return;
+	}
+	for (int k = 0; k < nw; k++)
+		eng_cpu_matmul(be, ys[k], x, n, ws[k], biases ? biases[k] : NULL);
 }

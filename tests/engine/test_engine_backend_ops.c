@@ -239,10 +239,95 @@ static void eight_key_scores_equal_dot1(void **state)
 #endif
 }
 
+/* matmul_many (several weights on the same activations, as forward.c runs
+ * q, k and v, and gate and up) gives every output the bits of a matmul
+ * call of its own: weights of one form as one job (16-bit activations
+ * over mixed block types, BF16, 8-bit super-blocks), mixed forms and f32
+ * as a call each; decode, batch rows below and above the group threshold,
+ * and more rows than one quantized chunk; biases on some weights. */
+static void matmul_many_equals_a_call_each(void **state)
+{
+	(void)state;
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.vocab = 300, z.layers = 1, z.hidden = 256, z.intermediate = 512, z.heads = 4, z.kv_heads = 2;
+	char *dir = et_mkmodel("many", "llama", &z, "f32", 2);
+	ev_rng r;
+	ev_rng_seed(&r, 13);
+	enum { COLS = 256, MAXN = 300 };
+	const struct {
+		int bits, nw;
+		eng_dtype dt[3];
+		int rows[3];
+	} sets[] = {
+	        {16, 3, {ENG_Q4_K, ENG_Q6_K, ENG_Q5_0}, {40, 24, 17}}, /* one job, 16-bit blocks */
+	        {16, 2, {ENG_Q8_0, ENG_Q4_1}, {16, 20}},                /* Q8_0 without bytes beside one with */
+	        {16, 2, {ENG_BF16, ENG_BF16}, {33, 8}},                  /* one job, BF16 */
+	        {16, 2, {ENG_BF16, ENG_Q8_0}, {12, 16}},                 /* two forms: a call each */
+	        {16, 2, {ENG_F32, ENG_F32}, {9, 30}},                    /* f32: a call each */
+	        {8, 2, {ENG_Q4_K, ENG_Q6_K}, {36, 20}},                  /* one job, 8-bit super-blocks */
+	        {8, 2, {ENG_Q4_K, ENG_Q5_0}, {16, 16}},                  /* 8 bits beside 16: a call each */
+	};
+	const int ns[] = {1, 2, 5, 20, MAXN};
+	float *x = malloc((size_t)MAXN * COLS * 4), *wf = malloc((size_t)64 * COLS * 4), *b = malloc(64 * 4);
+	fill(x, (size_t)MAXN * COLS, &r);
+	fill(b, 64, &r);
+	for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
+		eng_model_options o = ENG_MODEL_OPTIONS_INIT;
+		o.threads = 3, o.activation_bits = sets[si].bits;
+		eng_model *m = NULL;
+		assert_int_equal(eng_model_load(&m, dir, &o), 0);
+		assert_non_null(m->cpu.matmul_many);
+		eng_weight w[3];
+		void *data[3];
+		float *ys[3], *want[3];
+		const float *bs[3];
+		const eng_weight *ws[3];
+		int nw = sets[si].nw;
+		for (int k = 0; k < nw; k++) {
+			eng_dtype dt = sets[si].dt[k];
+			int rows = sets[si].rows[k];
+			fill(wf, (size_t)rows * COLS, &r);
+			size_t bytes = eng_dtype_bytes(dt, (size_t)rows * COLS);
+			data[k] = malloc(bytes);
+			if (dt == ENG_F32)
+				memcpy(data[k], wf, bytes);
+			else if (dt == ENG_BF16)
+				for (size_t i = 0; i < (size_t)rows * COLS; i++)
+					((uint16_t *)data[k])[i] = eng_f32_to_bf16(wf[i]);
+			else
+				eng_ggml_quantize(data[k], wf, eng_dtype_ggml(dt), (size_t)rows * COLS);
+			w[k] = (eng_weight){data[k], dt, rows, COLS};
+			ws[k] = &w[k];
+			bs[k] = k % 2 ? NULL : b;
+			ys[k] = malloc((size_t)MAXN * rows * 4);
+			want[k] = malloc((size_t)MAXN * rows * 4);
+		}
+		for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+			int n = ns[ni];
+			for (int k = 0; k < nw; k++) {
+				memset(ys[k], 0x55, (size_t)n * w[k].rows * 4);
+				m->cpu.matmul(&m->cpu, want[k], x, n, &w[k], bs[k]);
+			}
+			m->cpu.matmul_many(&m->cpu, nw, ys, x, n, ws, bs);
+			for (int k = 0; k < nw; k++)
+				for (size_t e = 0; e < (size_t)n * w[k].rows; e++)
+					if (memcmp(&ys[k][e], &want[k][e], 4))
+						fail_msg("set %zu (%d-bit), n %d: weight %d (%s) output %zu is %.9g, a call of its "
+						         "own gives %.9g", si, sets[si].bits, n, k, eng_dtype_name(w[k].dtype), e,
+						         ys[k][e], want[k][e]);
+		}
+		for (int k = 0; k < nw; k++)
+			free(data[k]), free(ys[k]), free(want[k]);
+		eng_model_free(m);
+	}
+	free(x), free(wf), free(b), free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(matmul_fast_equals_reference),
+		cmocka_unit_test(matmul_many_equals_a_call_each),
 		cmocka_unit_test(half_conversions_round_correctly),
 		cmocka_unit_test(half_rows_read_in_place_equal_converted),
 		cmocka_unit_test(eight_key_scores_equal_dot1),
