@@ -529,6 +529,15 @@ int ev_cmd_score(const ev_cli *cli, int argc, char **argv)
 	ev_suite_options sopt = EV_SUITE_OPTIONS_INIT;
 	if ((rc = ev_suite_load(&suite, suite_path, &sopt)))
 		goto done;
+	/* The imported problems are in memory now (they attach no files): the
+	 * folder goes at once, not at the end, which a SIGTERM or SIGKILL
+	 * during a long scoring never reaches. */
+	if (tmpdir) {
+		if (ev_rmtree(tmpdir, 0))
+			ev_log_warn("%s", ev_error_msg());
+		free(tmpdir);
+		tmpdir = NULL;
+	}
 	/* The suite's checker says how its answers are scored. */
 	if ((rc = ev_checker_new(&checker, suite->checker_json ? suite->checker_json : "{\"type\":\"includes\"}")))
 		goto done;

@@ -1,6 +1,7 @@
 /* Every sandboxed process dies with evald: kill -9 or SIGTERM on `evald
  * score` while a program runs leaves nothing running behind it (the
- * parent-death signal must survive the sandbox's change of user). */
+ * parent-death signal must survive the sandbox's change of user), nor the
+ * folder its imported problems were read from. */
 #include "tests/common/testutil.h"
 
 #include <dirent.h>
@@ -53,6 +54,7 @@ static void dies_with_evald(int sig)
 	if (pid == 0) {
 		int null = open("/dev/null", O_WRONLY);
 		dup2(null, 1), dup2(null, 2);
+		setenv("TMPDIR", dir, 1); /* its temporary folders, looked for below */
 		execl(tu_evald(), "evald", "-q", "score", "--problems", problems, "--samples", samples, "--timeout", "600",
 		      (char *)NULL);
 		_exit(127);
@@ -75,6 +77,16 @@ static void dies_with_evald(int sig)
 		fail_msg("after %s to evald, sandboxed pid %d (%s) was still running 5 s later",
 		         sig == SIGKILL ? "SIGKILL" : "SIGTERM", (int)left, mark);
 	}
+	/* the imported problems' folder was removed as soon as they were read */
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		if (!strncmp(e->d_name, "evald-score-", 12))
+			fail_msg("after %s, evald score left its folder %s behind", sig == SIGKILL ? "SIGKILL" : "SIGTERM",
+			         e->d_name);
+	}
+	if (d)
+		closedir(d);
 	free(line);
 	free(samples);
 	free(problems);
