@@ -329,7 +329,7 @@ static void video_frames_sampled_in_order(void **st)
 	free(lnk);
 
 	/* an archive of frames */
-	char *tar = tu_path(dir, "../clip.tar");
+	char *tars = tu_tmpdir("vid-tar"), *tar = tu_path(tars, "clip.tar"); /* not among the frames */
 	const char *tn[] = {"clip/f10.png", "clip/f9.png", "clip/readme.md", "clip/f1.png"};
 	write_tar(tar, tn, 4, NULL);
 	assert_int_equal(ev_video_load(&v, tar, 1, 0, 0, NULL), 0);
@@ -344,7 +344,7 @@ static void video_frames_sampled_in_order(void **st)
 	char *empty = tu_tmpdir("vid-empty");
 	assert_int_equal(ev_video_load(&v, empty, 1, 0, 0, NULL), EV_E_INVALID);
 	assert_non_null(strstr(ev_error_msg(), "no frames"));
-	free(tar), free(dir), free(empty);
+	free(tar), free(tars), free(dir), free(empty);
 }
 
 int main(void)
