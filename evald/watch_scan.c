@@ -67,6 +67,13 @@ static int walk_add(walk_state *w, char *line)
 	return 0;
 }
 
+/* A file's line in a fingerprint: its name, size, mtime and mode. */
+static char *fp_line(const char *name, const struct stat *st)
+{
+	return ev_asprintf("%s\t%lld\t%lld.%09ld\t%o", name, (long long)st->st_size, (long long)st->st_mtim.tv_sec,
+	                   (long)st->st_mtim.tv_nsec, (unsigned)st->st_mode);
+}
+
 static int walk(walk_state *w, const char *root, const char *rel, int depth)
 {
 	char *path = *rel ? ev_asprintf("%s/%s", root, rel) : ev_strdup(root);
@@ -98,9 +105,7 @@ static int walk(walk_state *w, const char *root, const char *rel, int depth)
 		} else if (lstat(full, &st) != 0) {
 			rc = walk_add(w, ev_asprintf("%s\t(gone)", sub));
 		} else {
-			rc = walk_add(w, ev_asprintf("%s\t%lld\t%lld.%09ld\t%o", sub, (long long)st.st_size,
-			                              (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec,
-			                              (unsigned)st.st_mode));
+			rc = walk_add(w, fp_line(sub, &st));
 			/* Links are not followed: a checkpoint's own files are plain files. */
 			if (!rc && S_ISDIR(st.st_mode) && depth + 1 < EV_WATCH_MAX_DEPTH)
 				rc = walk(w, root, sub, depth + 1);
@@ -235,8 +240,7 @@ static void check_weights(ev_watch_folder *f, const char *dir)
  * looked at again once rewritten. */
 static int check_file(ev_watch_folder *out, const char *path, const struct stat *st)
 {
-	char *line = ev_asprintf("%s\t%lld\t%lld.%09ld\t%o", path, (long long)st->st_size, (long long)st->st_mtim.tv_sec,
-	                         (long)st->st_mtim.tv_nsec, (unsigned)st->st_mode);
+	char *line = fp_line(path, st);
 	ev_sha256_ctx *h = NULL;
 	int rc = line ? ev_sha256_begin(&h) : ev_error_set(EV_E_NOMEM, "out of memory");
 	if (!rc) {
