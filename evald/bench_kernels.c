@@ -74,6 +74,7 @@ typedef struct {
 	eng_qgroup grp;    /* a group's rows unpacked */
 	void *gmem;        /* its storage */
 	float *out;        /* rows x BK_X */
+	float *dec;        /* rows: a decode pass's outputs */
 } bk_case;
 
 /* group g's four rows, a quarter of the matrix apart */
@@ -149,6 +150,12 @@ static void pass(bk_case *c, bool prefill)
 		return;
 	}
 	int q4 = c->rows / 4, stride = (c->cols + 31) / 32 * 32;
+	if (!prefill && c->t != ENG_BF16) { /* decode as the engine runs it: every quad in one call */
+		eng_qdot_rows(c->dec, c->xq, c->xqb, c->w, c->rb, 0, q4, q4, c->nb, c->t);
+		for (int r = 0; r < c->rows; r++)
+			c->out[(size_t)r * BK_X] = c->dec[r];
+		return;
+	}
 	for (int g = 0; g < q4; g++) {
 		const uint8_t *wr[4];
 		group_rows(c, g, wr);
@@ -215,7 +222,8 @@ static int case_init(bk_case *c, int t, int rows, int cols, ev_rng *r)
 	c->xk = malloc((size_t)BK_X * (cols / 256) * sizeof *c->xk);
 	c->xbf = malloc((size_t)BK_X * ((cols + 31) / 32 * 32) * sizeof *c->xbf);
 	c->out = malloc((size_t)rows * BK_X * sizeof *c->out);
-	bool ok = wf && x && c->w && c->xq && c->xqb && c->xk && c->xbf && c->out;
+	c->dec = malloc((size_t)rows * sizeof *c->dec);
+	bool ok = wf && x && c->w && c->xq && c->xqb && c->xk && c->xbf && c->out && c->dec;
 	if (ok && (ok = (c->gmem = malloc(ENG_QGROUP_BYTES(c->nb))) != NULL))
 		eng_qgroup_place(&c->grp, c->gmem, c->nb);
 	if (ok) {
@@ -243,7 +251,7 @@ static int case_init(bk_case *c, int t, int rows, int cols, ev_rng *r)
 
 static void case_free(bk_case *c)
 {
-	free(c->gmem), free(c->w), free(c->xq), free(c->xqb), free(c->xk), free(c->xbf), free(c->out);
+	free(c->gmem), free(c->w), free(c->xq), free(c->xqb), free(c->xk), free(c->xbf), free(c->out), free(c->dec);
 }
 
 int ev_bench_kernels_main(const ev_cli *cli, int argc, char **argv)

@@ -110,16 +110,11 @@ static void attend_block(const float *qg, const float *K, const float *V, size_t
 			sc[(size_t)h * B + t] = dot1(K + (size_t)t * stride, qg + (size_t)h * hd, hd) * scale;
 	}
 	for (h = 0; h < group; h++) {
-		float *sh = sc + (size_t)h * B, *ah = acc + (size_t)h * hd, bmax = -INFINITY;
-		for (int t = 0; t < cnt; t++)
-			bmax = sh[t] > bmax ? sh[t] : bmax;
+		float *sh = sc + (size_t)h * B, *ah = acc + (size_t)h * hd, bmax = max_of(sh, cnt);
 		float nm = bmax > mx[h] ? bmax : mx[h];
 		float corr = expf(mx[h] - nm); /* 0 on the first block */
 		mx[h] = nm;
-		exp_shift(sh, sh, nm, cnt);
-		float bs = 0;
-		for (int t = 0; t < cnt; t++)
-			bs += sh[t];
+		float bs = exp_shift_sum(sh, sh, nm, cnt);
 		sum[h] = sum[h] * corr + bs;
 		weighted_rows(ah, corr, sh, V, stride, cnt, hd);
 	}

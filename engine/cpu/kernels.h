@@ -183,6 +183,57 @@ static inline float hsum8(__m256 a)
 }
 #endif
 
+/* The greatest of x[0..n), or -INFINITY (NaNs passed over): the value a
+ * running maximum gives, whatever the order (a maximum is exact; of +0
+ * and -0 either may come out, and both shift the exps below alike). */
+static inline float max_of(const float *x, int n)
+{
+	float m = -INFINITY;
+	int i = 0;
+#ifdef ENG_AVX2
+	if (n >= 8) {
+		__m256 a = _mm256_set1_ps(-INFINITY);
+		for (; i + 8 <= n; i += 8)
+			a = _mm256_max_ps(_mm256_loadu_ps(x + i), a); /* a NaN in x gives a back */
+		float t[8];
+		_mm256_storeu_ps(t, a);
+		for (int k = 0; k < 8; k++)
+			m = t[k] > m ? t[k] : m;
+	}
+#endif
+	for (; i < n; i++)
+		m = x[i] > m ? x[i] : m;
+	return m;
+}
+
+/* exp_shift, returning the sum of the y: with the vector exp, eight
+ * lanes of partial sums (a short tail in the first lanes of one more
+ * vector) added in hsum8's order; plain loops add in order. */
+static inline float exp_shift_sum(float *y, const float *x, float sub, int n)
+{
+	int i = 0;
+#ifdef ENG_VEXP
+	__m256 s = _mm256_set1_ps(sub), acc = _mm256_setzero_ps();
+	for (; i + 8 <= n; i += 8) {
+		__m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
+		_mm256_storeu_ps(y + i, e);
+		acc = _mm256_add_ps(acc, e);
+	}
+	if (i < n) {
+		float t[8] = {0};
+		exp_tail(y + i, x + i, n - i, sub);
+		memcpy(t, y + i, (size_t)(n - i) * sizeof(float));
+		acc = _mm256_add_ps(acc, _mm256_loadu_ps(t));
+	}
+	return hsum8(acc);
+#else
+	float sum = 0;
+	for (; i < n; i++)
+		sum += y[i] = expf(x[i] - sub);
+	return sum;
+#endif
+}
+
 /* ---- 16-bit weight rows (BF16, F16) read in place ------------------------- */
 
 /* Eight 16-bit weights as f32, exactly: BF16 by a shift into the high

@@ -239,6 +239,46 @@ static void eight_key_scores_equal_dot1(void **state)
 #endif
 }
 
+/* A block's softmax pieces in attention (attend_block): max_of is the
+ * running maximum's value, and exp_shift_sum gives exp_shift's values and
+ * their sum in its stated order (eight lanes in hsum8's order with the
+ * vector exp, else one after another), for block lengths with and
+ * without a tail, scores of one magnitude and of many. */
+static void block_max_and_exp_sum_by_definition(void **state)
+{
+	(void)state;
+	ev_rng r;
+	ev_rng_seed(&r, 23);
+	float x[72], y[72], want[72];
+	for (int n = 1; n <= 72; n++)
+		for (int spread = 0; spread < 2; spread++) {
+			for (int i = 0; i < n; i++)
+				x[i] = (float)(ev_rng_uniform(&r) - 0.5) * (spread ? 60.0f : 4.0f);
+			float m = -INFINITY;
+			for (int i = 0; i < n; i++)
+				m = x[i] > m ? x[i] : m;
+			float got = max_of(x, n);
+			if (memcmp(&got, &m, 4))
+				fail_msg("max_of over %d: %.9g, the running maximum %.9g", n, got, m);
+			exp_shift(want, x, m, n);
+			float sum = exp_shift_sum(y, x, m, n);
+			if (memcmp(y, want, (size_t)n * sizeof(float)))
+				fail_msg("exp_shift_sum over %d: the values differ from exp_shift's", n);
+			float def = 0;
+#ifdef ENG_VEXP
+			float lane[8] = {0};
+			for (int i = 0; i < n; i++)
+				lane[i % 8] += want[i];
+			def = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+#else
+			for (int i = 0; i < n; i++)
+				def += want[i];
+#endif
+			if (memcmp(&sum, &def, 4))
+				fail_msg("exp_shift_sum over %d: sum %.9g, its definition %.9g", n, sum, def);
+		}
+}
+
 /* matmul_many (several weights on the same activations, as forward.c runs
  * q, k and v, and gate and up) gives every output the bits of a matmul
  * call of its own: weights of one form as one job (16-bit activations
@@ -331,6 +371,7 @@ int main(void)
 		cmocka_unit_test(half_conversions_round_correctly),
 		cmocka_unit_test(half_rows_read_in_place_equal_converted),
 		cmocka_unit_test(eight_key_scores_equal_dot1),
+		cmocka_unit_test(block_max_and_exp_sum_by_definition),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
