@@ -230,6 +230,7 @@ typedef struct {
 	uint64_t gen, dev_gen;
 	void *dev;
 	bool dev_ahead;
+	bool mapped; /* data is a map of its own (kvcache.c), not malloc's */
 } eng_page;
 
 typedef struct eng_kv_pool_s {

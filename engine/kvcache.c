@@ -5,10 +5,58 @@
  * are refcounted and recycled through the pool's free list, so a sequence
  * only holds memory for the positions it has.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "engine/backend.h"
+
+/* A page's memory. Pages of 2 MiB or more are mapped on their own,
+ * starting on a 2 MiB boundary and advised for transparent huge pages:
+ * attention reads a KV head's slice of every position, short runs a
+ * stride apart, and with 4 KiB pages nearly each run is another TLB
+ * entry (engine/README.md "Attention at long context"). The map holds
+ * exactly the page's bytes, so the part past the last whole 2 MiB stays
+ * in small pages and no memory is added. Smaller pages, a map refused
+ * (the process's map count), and builds under AddressSanitizer (which
+ * guards heap blocks alone) take malloc; *mapped says which. */
+#define KV_HUGE ((size_t)2 << 20)
+#if defined(__SANITIZE_ADDRESS__)
+#define KV_MAP 0
+#else
+#define KV_MAP 1
+#endif
+
+static unsigned char *page_mem(size_t bytes, bool *mapped)
+{
+	*mapped = false;
+	if (!KV_MAP || bytes < KV_HUGE)
+		return malloc(bytes);
+	size_t span = bytes + KV_HUGE;
+	unsigned char *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return malloc(bytes);
+	uintptr_t at = ((uintptr_t)m + KV_HUGE - 1) / KV_HUGE * KV_HUGE;
+	size_t head = at - (uintptr_t)m, tail = span - head - bytes;
+	if (head)
+		munmap(m, head);
+	if (tail)
+		munmap((unsigned char *)at + bytes, tail);
+#ifdef MADV_HUGEPAGE
+	madvise((void *)at, bytes, MADV_HUGEPAGE); /* a hint: without THP the page is as good as malloc's */
+#endif
+	*mapped = true;
+	return (unsigned char *)at;
+}
+
+static void page_mem_free(eng_page *pg, size_t bytes)
+{
+	if (pg->mapped)
+		munmap(pg->data, bytes);
+	else
+		free(pg->data);
+}
 
 int eng_kv_pool_init(eng_kv_pool *p, int layers, int kvh, int hd, int block)
 {
@@ -41,7 +89,7 @@ void eng_kv_pool_clear(eng_kv_pool *p)
 	for (int i = 0; i < p->nfree; i++) {
 		if (p->free[i]->dev && p->dev_free)
 			p->dev_free(p->free[i]->dev);
-		free(p->free[i]->data);
+		page_mem_free(p->free[i], p->page_bytes);
 		free(p->free[i]);
 	}
 	free(p->free);
@@ -64,7 +112,7 @@ eng_page *eng_page_get(eng_kv_pool *p)
 	} else {
 		if (!(pg = calloc(1, sizeof(*pg))))
 			goto nomem;
-		if (!(pg->data = malloc(p->page_bytes))) {
+		if (!(pg->data = page_mem(p->page_bytes, &pg->mapped))) {
 			free(pg);
 			goto nomem;
 		}
@@ -102,7 +150,7 @@ void eng_page_put(eng_kv_pool *p, eng_page *pg)
 	} else {
 		if (pg->dev && p->dev_free)
 			p->dev_free(pg->dev);
-		free(pg->data);
+		page_mem_free(pg, p->page_bytes);
 		free(pg);
 	}
 }

@@ -120,6 +120,22 @@ static void attend_block(const float *qg, const float *K, const float *V, size_t
 	}
 }
 
+/* Asks for KV head g's keys and values of one layer in a page, the
+ * block attended next, while this one is worked on (with the pages huge:
+ * see kvcache.c's page_mem; with small pages it measured no gain). */
+static void prefetch_block(const eng_kv_pool *p, eng_page *pg, int layer, int g)
+{
+	size_t row = (size_t)p->hd * p->esize;
+	for (int t = 0; t < p->block; t++) {
+		const char *k = (const char *)eng_page_kraw(p, pg, layer, t) + (size_t)g * row;
+		const char *v = (const char *)eng_page_vraw(p, pg, layer, t) + (size_t)g * row;
+		for (size_t c = 0; c < row; c += 64) {
+			__builtin_prefetch(k + c, 0, 2);
+			__builtin_prefetch(v + c, 0, 2);
+		}
+	}
+}
+
 /* One (row, KV head) task: the attended blocks in ascending order (every
  * block for dense attention), each block's keys and values read once for
  * all query heads of the group, softmax kept online (running max, sum and
@@ -178,6 +194,8 @@ static void att_task(void *ctx, int task, int worker)
 			}
 			K = kb, V = vb, stride = (size_t)hd;
 		}
+		if (bi + 1 < nblocks)
+			prefetch_block(p, s->pages[nb >= 0 ? list[bi + 1] : lo / B + bi + 1], j->layer, g);
 		attend_block(qi + (size_t)g * group * hd, K, V, stride, cnt, sc, acc, mx, sum, group, hd, B, scale);
 	}
 	for (int h = 0; h < group; h++) {

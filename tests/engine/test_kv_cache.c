@@ -3,8 +3,11 @@
  * pages and give the logits of unshared ones (also after truncating into
  * a shared page); f16/bf16 KV stays close to f32; the byte bound fails
  * clearly; a prompt prefilled in chunks equals it fed at once; the fast
- * path's attention scratch does not depend on the context cap.
+ * path's attention scratch does not depend on the context cap; pages of
+ * 2 MiB or more are maps of their own advised for huge pages.
  */
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "engine/backend.h"
@@ -178,6 +181,80 @@ static void kv_chunked_prefill_equals_unchunked(void **state)
 	eng_model_free(small), eng_model_free(big);
 }
 
+#if !defined(__SANITIZE_ADDRESS__)
+/* The VMA flags /proc/self/smaps lists for the map that starts at `at`
+ * (into flags), and its size in kB; 0 when no map starts there. */
+static long smaps_of(const void *at, char *flags, size_t cap)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+	long kb = 0;
+	bool in = false;
+	flags[0] = 0;
+	while (f && fgets(line, sizeof line, f)) {
+		unsigned long lo, hi;
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+			in = lo == (unsigned long)(uintptr_t)at;
+			if (in)
+				kb = (long)((hi - lo) >> 10);
+		} else if (in && !strncmp(line, "VmFlags:", 8)) {
+			snprintf(flags, cap, "%s", line + 8);
+		}
+	}
+	if (f)
+		fclose(f);
+	return kb;
+}
+#endif
+
+/* Pages of 2 MiB or more are maps of their own on a 2 MiB boundary,
+ * exactly the page's bytes, advised for huge pages ("hg"), and unmapped
+ * when freed; smaller pages (and builds under AddressSanitizer) come from
+ * malloc. */
+static void kv_large_pages_are_maps_advised_huge(void **state)
+{
+	(void)state;
+	eng_kv_pool p;
+	/* 4 layers of 2 x 512 positions x 4 heads x 64 floats: 4 MiB and a little a page */
+	assert_int_equal(eng_kv_pool_init(&p, 4, 4, 64, 512), 0);
+	assert_true(p.page_bytes > ((size_t)4 << 20));
+	eng_page *pg[3];
+	for (int i = 0; i < 3; i++) {
+		assert_non_null(pg[i] = eng_page_get(&p));
+		memset(pg[i]->data, 0x5a, p.page_bytes); /* every byte is the page's */
+	}
+#if defined(__SANITIZE_ADDRESS__)
+	for (int i = 0; i < 3; i++)
+		assert_false(pg[i]->mapped);
+#else
+	for (int i = 0; i < 3; i++) {
+		char flags[256];
+		assert_true(pg[i]->mapped);
+		assert_int_equal((uintptr_t)pg[i]->data % ((uintptr_t)2 << 20), 0);
+		long kb = smaps_of(pg[i]->data, flags, sizeof flags);
+		if (kb != (long)((p.page_bytes + 4095) / 4096 * 4))
+			fail_msg("page %d: a map of %ld kB, the page is %zu bytes", i, kb, p.page_bytes);
+		if (!strstr(flags, " hg"))
+			fail_msg("page %d: not advised for huge pages (VmFlags:%s)", i, flags);
+	}
+	unsigned char *first = pg[0]->data;
+#endif
+	for (int i = 0; i < 3; i++)
+		eng_page_put(&p, pg[i]);
+	eng_kv_pool_clear(&p); /* the free list's pages go back */
+#if !defined(__SANITIZE_ADDRESS__)
+	char flags[256];
+	assert_int_equal(smaps_of(first, flags, sizeof flags), 0);
+#endif
+	/* a small page: malloc's */
+	assert_int_equal(eng_kv_pool_init(&p, 2, 2, 16, 16), 0);
+	eng_page *small = eng_page_get(&p);
+	assert_non_null(small);
+	assert_false(small->mapped);
+	eng_page_put(&p, small);
+	eng_kv_pool_clear(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -185,6 +262,7 @@ int main(void)
 		cmocka_unit_test(kv_half_precision_is_close_to_f32),
 		cmocka_unit_test(kv_byte_bound_fails_clearly),
 		cmocka_unit_test(kv_chunked_prefill_equals_unchunked),
+		cmocka_unit_test(kv_large_pages_are_maps_advised_huge),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
