@@ -13,6 +13,7 @@
 #include "engine/cpu/cpu_int.h"
 #include "engine/cpu/kernels.h"
 #include "engine/msa_index.h"
+#include "engine/msa_split.h"
 
 typedef struct {
 	cpu_ctx *cc;
@@ -136,47 +137,87 @@ static void prefetch_block(const eng_kv_pool *p, eng_page *pg, int layer, int g)
 	}
 }
 
-/* One (row, KV head) task: the attended blocks in ascending order (every
- * block for dense attention), each block's keys and values read once for
- * all query heads of the group, softmax kept online (running max, sum and
- * weighted values rescaled as the max grows), so the scratch is one block
- * whatever the context. */
-static void att_task(void *ctx, int task, int worker)
+/* A softmax state of `group` query heads: running maxima, sums of exps,
+ * weighted values not yet divided. */
+static void state_clear(float *acc, float *mx, float *sum, int group, int hd)
 {
-	att_job *j = ctx;
-	eng_model *m = j->m;
-	eng_kv_pool *p = &m->kv;
-	cpu_ctx *cc = j->cc;
-	int i = task / p->kvh, g = task % p->kvh, hd = p->hd, group = j->nh / p->kvh, B = p->block;
-	eng_seq *s = j->rows[i].seq;
-	long pos = j->rows[i].pos, lo = j->window > 0 && pos - j->window + 1 > 0 ? pos - j->window + 1 : 0;
-	long cur = pos / B;
-	const float *qi = j->q + (size_t)i * j->nh * hd;
-	float *kb = cc->kbuf[worker], *vb = cc->vbuf[worker], *sc = cc->sc[worker], *acc = cc->acc[worker];
-	float *mx = cc->mx[worker], *sum = cc->sum[worker];
-	int *list = cc->blocks[worker], nb = -1;
-	if (j->lists) {
-		list = j->lists + (size_t)task * j->nlist;
-		nb = j->nls[task];
-	} else if (eng_msa_sparse(m, j->layer, pos)) {
-		nb = eng_msa_select_fast(m, s, j->layer, pos, g, qi, list, cc->qsum[worker], cc->top[worker],
-					 cc->topi[worker]);
-	}
-	float scale = 1.0f / sqrtf((float)hd);
-	size_t kd = (size_t)p->kvh * hd;
 	for (int h = 0; h < group; h++) {
 		mx[h] = -INFINITY;
 		sum[h] = 0;
 	}
 	memset(acc, 0, (size_t)group * hd * sizeof(float));
-	long nblocks = nb >= 0 ? nb : cur + 1 - lo / B;
-	for (long bi = 0; bi < nblocks; bi++) {
-		long b = nb >= 0 ? list[bi] : lo / B + bi;
-		long t0 = b * B > lo ? b * B : lo, t1 = b * B + B - 1 < pos ? b * B + B - 1 : pos;
+}
+
+/* The segments' fold (ATT_SEG): the total takes the first segment's state
+ * as it is, and each later one by msa_split's log-sum-exp merge. */
+static void state_fold(float *tacc, float *tmx, float *tsum, const float *acc, const float *mx, const float *sum,
+		       bool first, int group, int hd)
+{
+	if (first) {
+		memcpy(tacc, acc, (size_t)group * hd * sizeof(float));
+		memcpy(tmx, mx, (size_t)group * sizeof(float));
+		memcpy(tsum, sum, (size_t)group * sizeof(float));
+		return;
+	}
+	eng_split_state into = {tmx, tsum, tacc}, part = {(float *)mx, (float *)sum, (float *)acc};
+	eng_split_merge(&into, &part, group, hd);
+}
+
+/* The blocks one (row, KV head) attends: list[0 .. nblocks) when nb >= 0
+ * (MSA's choice), else every block from the window's first (dense). */
+typedef struct {
+	eng_seq *s;
+	long pos, lo, nblocks;
+	const int *list;
+	int nb;
+} att_list;
+
+/* Row i's list for KV head g: given (j->lists), chosen here by MSA's
+ * index (into the worker's scratch), or dense. */
+static void att_list_of(att_job *j, int i, int g, int worker, att_list *L)
+{
+	eng_model *m = j->m;
+	eng_kv_pool *p = &m->kv;
+	cpu_ctx *cc = j->cc;
+	int B = p->block, rg = i * p->kvh + g;
+	L->s = j->rows[i].seq;
+	L->pos = j->rows[i].pos;
+	L->lo = j->window > 0 && L->pos - j->window + 1 > 0 ? L->pos - j->window + 1 : 0;
+	L->list = NULL;
+	L->nb = -1;
+	if (j->lists) {
+		L->list = j->lists + (size_t)rg * j->nlist;
+		L->nb = j->nls[rg];
+	} else if (eng_msa_sparse(m, j->layer, L->pos)) {
+		int *buf = cc->blocks[worker];
+		L->nb = eng_msa_select_fast(m, L->s, j->layer, L->pos, g, j->q + (size_t)i * j->nh * p->hd, buf, cc->qsum[worker],
+					    cc->top[worker], cc->topi[worker]);
+		L->list = buf;
+	}
+	L->nblocks = L->nb >= 0 ? L->nb : L->pos / B + 1 - L->lo / B;
+}
+
+/* Entries [e0, e1) of L into a fresh state (acc, mx, sum) for row i and
+ * KV head g: each block's keys and values read once for all query heads
+ * of the group, softmax kept online, the scratch one block whatever the
+ * context. */
+static void att_entries(att_job *j, int i, int g, const att_list *L, long e0, long e1, int worker, float *acc,
+			float *mx, float *sum)
+{
+	eng_kv_pool *p = &j->m->kv;
+	cpu_ctx *cc = j->cc;
+	int hd = p->hd, group = j->nh / p->kvh, B = p->block;
+	const float *qg = j->q + ((size_t)i * j->nh + (size_t)g * group) * hd;
+	float *kb = cc->kbuf[worker], *vb = cc->vbuf[worker], *sc = cc->sc[worker], scale = 1.0f / sqrtf((float)hd);
+	size_t kd = (size_t)p->kvh * hd;
+	state_clear(acc, mx, sum, group, hd);
+	for (long bi = e0; bi < e1; bi++) {
+		long b = L->nb >= 0 ? L->list[bi] : L->lo / B + bi;
+		long t0 = b * B > L->lo ? b * B : L->lo, t1 = b * B + B - 1 < L->pos ? b * B + B - 1 : L->pos;
 		if (t0 > t1)
 			continue;
 		int cnt = (int)(t1 - t0 + 1), s0 = (int)(t0 - b * B);
-		eng_page *pg = s->pages[b];
+		eng_page *pg = L->s->pages[b];
 		const float *K, *V;
 		size_t stride;
 		if (p->dtype == ENG_F32) {
@@ -194,10 +235,16 @@ static void att_task(void *ctx, int task, int worker)
 			}
 			K = kb, V = vb, stride = (size_t)hd;
 		}
-		if (bi + 1 < nblocks)
-			prefetch_block(p, s->pages[nb >= 0 ? list[bi + 1] : lo / B + bi + 1], j->layer, g);
-		attend_block(qi + (size_t)g * group * hd, K, V, stride, cnt, sc, acc, mx, sum, group, hd, B, scale);
+		if (bi + 1 < e1)
+			prefetch_block(p, L->s->pages[L->nb >= 0 ? L->list[bi + 1] : L->lo / B + bi + 1], j->layer, g);
+		attend_block(qg, K, V, stride, cnt, sc, acc, mx, sum, group, hd, B, scale);
 	}
+}
+
+/* Row i's output for KV head g's query heads from a final state */
+static void att_out(att_job *j, int i, int g, const float *acc, const float *sum)
+{
+	int hd = j->m->kv.hd, group = j->nh / j->m->kv.kvh;
 	for (int h = 0; h < group; h++) {
 		float *oh = j->out + ((size_t)i * j->nh + (size_t)g * group + h) * hd, inv = 1.0f / sum[h];
 		for (int d = 0; d < hd; d++)
@@ -205,12 +252,103 @@ static void att_task(void *ctx, int task, int worker)
 	}
 }
 
+/* One (row, KV head) task: its attended blocks in ascending order, a
+ * segment of ATT_SEG at a time, the segments folded in order. */
+static void att_task(void *ctx, int task, int worker)
+{
+	att_job *j = ctx;
+	cpu_ctx *cc = j->cc;
+	int kvh = j->m->kv.kvh, i = task / kvh, g = task % kvh, hd = j->m->kv.hd, group = j->nh / kvh;
+	att_list L;
+	att_list_of(j, i, g, worker, &L);
+	float *ta = cc->tacc[worker], *tm = cc->tmx[worker], *ts = cc->tsum[worker];
+	att_entries(j, i, g, &L, 0, L.nblocks < ATT_SEG ? L.nblocks : ATT_SEG, worker, ta, tm, ts);
+	for (long e0 = ATT_SEG; e0 < L.nblocks; e0 += ATT_SEG) {
+		att_entries(j, i, g, &L, e0, e0 + ATT_SEG < L.nblocks ? e0 + ATT_SEG : L.nblocks, worker, cc->acc[worker],
+			    cc->mx[worker], cc->sum[worker]);
+		state_fold(ta, tm, ts, cc->acc[worker], cc->mx[worker], cc->sum[worker], false, group, hd);
+	}
+	att_out(j, i, g, ta, ts);
+}
+
+/* Decode of few (row, KV head) lists, some longer than a segment: a task
+ * a segment, each state to its own slot, folded in order after (the bits
+ * of att_task, which folds the same states in the same order). The lists
+ * must be known without choosing (dense rows, or j->lists). */
+typedef struct {
+	att_job *j;
+	int *rg, *seg;  /* item t: (row * kvh + KV head), segment */
+	float *slots;   /* item t's state: acc [group * hd], mx [group], sum [group] */
+	size_t per;     /* floats a slot */
+} seg_job;
+
+static void seg_task(void *ctx, int t, int worker)
+{
+	seg_job *sj = ctx;
+	att_job *j = sj->j;
+	int kvh = j->m->kv.kvh, i = sj->rg[t] / kvh, g = sj->rg[t] % kvh, group = j->nh / kvh, hd = j->m->kv.hd;
+	att_list L;
+	att_list_of(j, i, g, worker, &L);
+	long e0 = (long)sj->seg[t] * ATT_SEG, e1 = e0 + ATT_SEG < L.nblocks ? e0 + ATT_SEG : L.nblocks;
+	float *acc = sj->slots + (size_t)t * sj->per, *mx = acc + (size_t)group * hd, *sum = mx + group;
+	att_entries(j, i, g, &L, e0, e1, worker, acc, mx, sum);
+}
+
+/* True when it ran the attention split into segments: a worker would
+ * otherwise sit idle (fewer rows x KV heads than twice the workers) and
+ * some list is longer than a segment. */
+static bool run_segments(cpu_ctx *cc, att_job *j)
+{
+	eng_kv_pool *p = &j->m->kv;
+	int kvh = p->kvh, nrg = j->n * kvh, group = j->nh / kvh, hd = p->hd;
+	if (cc->nw < 2 || nrg >= 2 * cc->nw)
+		return false;
+	long items = 0, longest = 0;
+	for (int rg = 0; rg < nrg; rg++) {
+		att_list L;
+		att_list_of(j, rg / kvh, rg % kvh, 0, &L); /* dense or given: no choosing here */
+		items += L.nblocks > ATT_SEG ? (L.nblocks + ATT_SEG - 1) / ATT_SEG : 1;
+		longest = L.nblocks > longest ? L.nblocks : longest;
+	}
+	if (longest <= ATT_SEG || items > INT32_MAX / 2)
+		return false;
+	seg_job sj = {j, malloc((size_t)items * sizeof(int)), malloc((size_t)items * sizeof(int)), NULL,
+		      (size_t)group * hd + 2 * (size_t)group};
+	sj.slots = malloc((size_t)items * sj.per * sizeof(float));
+	if (!sj.rg || !sj.seg || !sj.slots) {
+		free(sj.rg), free(sj.seg), free(sj.slots);
+		return false; /* a task a list instead: the same bits */
+	}
+	int t = 0;
+	for (int rg = 0; rg < nrg; rg++) {
+		att_list L;
+		att_list_of(j, rg / kvh, rg % kvh, 0, &L);
+		long ns = L.nblocks > ATT_SEG ? (L.nblocks + ATT_SEG - 1) / ATT_SEG : 1;
+		for (long k = 0; k < ns; k++)
+			sj.rg[t] = rg, sj.seg[t++] = (int)k;
+	}
+	eng_pool_run(cc->pool, seg_task, &sj, t);
+	for (int k = 0; k < t;) {
+		int rg = sj.rg[k], first = k;
+		float *ta = sj.slots + (size_t)first * sj.per;
+		for (k++; k < t && sj.rg[k] == rg; k++) {
+			float *acc = sj.slots + (size_t)k * sj.per;
+			state_fold(ta, ta + (size_t)group * hd, ta + (size_t)group * hd + group, acc, acc + (size_t)group * hd,
+				   acc + (size_t)group * hd + group, false, group, hd);
+		}
+		att_out(j, rg / kvh, rg % kvh, ta, ta + (size_t)group * hd + group);
+	}
+	free(sj.rg), free(sj.seg), free(sj.slots);
+	return true;
+}
+
 /* A tile of up to ATT_TILE consecutive rows of one sequence and one KV
  * head (prefill): the union of the rows' blocks in ascending order, each
  * block's keys and values brought in once for every row that attends it
  * (the rows of a prompt chunk mostly share theirs), each row's softmax
  * kept apart. A row sees its own blocks in the same order through the
- * same attend_block as att_task, so the tile changes no bit of it. */
+ * same attend_block as att_task, its segments (ATT_SEG) folded at the same
+ * entries, so the tile changes no bit of it. */
 static void att_tile_task(void *ctx, int task, int worker)
 {
 	att_job *j = ctx;
@@ -222,6 +360,8 @@ static void att_tile_task(void *ctx, int task, int worker)
 	eng_seq *s = j->rows[i0].seq;
 	float *kb = cc->kbuf[worker], *vb = cc->vbuf[worker], *sc = cc->sc[worker], *acc = cc->acc[worker];
 	float *mx = cc->mx[worker], *sum = cc->sum[worker], scale = 1.0f / sqrtf((float)hd);
+	float *tacc = cc->tacc[worker], *tmx = cc->tmx[worker], *tsum = cc->tsum[worker];
+	bool folded[ATT_TILE] = {false}; /* a row's total holds a segment */
 	size_t kd = (size_t)p->kvh * hd;
 	long lo[ATT_TILE], nblk[ATT_TILE], at[ATT_TILE];
 	const int *list[ATT_TILE];
@@ -252,6 +392,13 @@ static void att_tile_task(void *ctx, int task, int worker)
 		for (int r = 0; r < nr; r++) {
 			if (at[r] >= nblk[r] || (list[r] ? list[r][at[r]] : lo[r] / B + at[r]) != b)
 				continue;
+			if (at[r] > 0 && at[r] % ATT_SEG == 0) { /* a segment ends: fold it, start the next afresh */
+				float *ra = acc + (size_t)r * group * hd, *rm = mx + (size_t)r * group, *rs = sum + (size_t)r * group;
+				state_fold(tacc + (size_t)r * group * hd, tmx + (size_t)r * group, tsum + (size_t)r * group, ra, rm,
+					   rs, !folded[r], group, hd);
+				folded[r] = true;
+				state_clear(ra, rm, rs, group, hd);
+			}
 			at[r]++;
 			long pos = j->rows[i0 + r].pos;
 			long t0 = b * B > lo[r] ? b * B : lo[r], t1 = b * B + B - 1 < pos ? b * B + B - 1 : pos;
@@ -280,13 +427,15 @@ static void att_tile_task(void *ctx, int task, int worker)
 				     scale);
 		}
 	}
-	for (int r = 0; r < nr; r++)
-		for (int h = 0; h < group; h++) {
-			float *oh = j->out + ((size_t)(i0 + r) * j->nh + (size_t)g * group + h) * hd;
-			float *ah = acc + ((size_t)r * group + h) * hd, inv = 1.0f / sum[r * group + h];
-			for (int d = 0; d < hd; d++)
-				oh[d] = ah[d] * inv;
+	for (int r = 0; r < nr; r++) {
+		float *ra = acc + (size_t)r * group * hd, *rm = mx + (size_t)r * group, *rs = sum + (size_t)r * group;
+		if (folded[r]) { /* the last segment, then the total */
+			ra = tacc + (size_t)r * group * hd, rs = tsum + (size_t)r * group;
+			state_fold(ra, tmx + (size_t)r * group, rs, acc + (size_t)r * group * hd, rm, sum + (size_t)r * group,
+				   false, group, hd);
 		}
+		att_out(j, i0 + r, g, ra, rs);
+	}
 }
 
 /* Decode with few rows: one row's index scan over a long context is most
@@ -386,10 +535,14 @@ static bool split_index(cpu_ctx *cc, att_job *j)
 	return ok;
 }
 
-/* Rows whose blocks are known (lists, or dense): tiles of consecutive rows
- * of one sequence when there are several (prefill), else one task a row. */
+/* Rows whose blocks are known (lists, or dense): a task a segment when
+ * few long lists would leave workers idle (decode), else tiles of
+ * consecutive rows of one sequence when there are several (prefill), else
+ * one task a row. */
 static void run_attention(cpu_ctx *cc, att_job *j)
 {
+	if (run_segments(cc, j))
+		return;
 	int kvh = j->m->kv.kvh, nt = 0;
 	int *tile0 = j->n > 1 ? malloc((size_t)(j->n + 1) * sizeof *tile0) : NULL;
 	if (!tile0) {

@@ -19,6 +19,7 @@ typedef struct {
 	 * block of converted keys and values, its scores, the group's running
 	 * softmax state, and MSA's top-k and block list */
 	float **kbuf, **vbuf, **sc, **acc, **mx, **sum, **qsum, **top;
+	float **tacc, **tmx, **tsum; /* attention: the totals of segments folded so far (ATT_SEG) */
 	int **topi, **blocks;
 	int nlist; /* room in a block list: sink + local + top_k + 1 */
 	/* per worker, the index branch of a tile of prefill rows */
@@ -52,6 +53,13 @@ typedef struct {
 /* rows of activations quantized at a time (a prefill chunk's) */
 #define ENG_CPU_QROWS 256
 #define ATT_TILE 16 /* rows of one sequence attended together in prefill */
+/* Attended blocks a segment: a (row, KV head)'s list is attended a
+ * segment at a time, each with its own softmax state, and the segments'
+ * states folded in order (engine/msa_split.h's merge), on every path, so
+ * that decode may run a long context's segments in parallel and still
+ * give the bits prefill gives. Lists of up to ATT_SEG blocks are one
+ * segment: the online softmax as it was. */
+#define ATT_SEG 16
 
 /* matmul.c */
 void eng_cpu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_weight *w, const float *bias);

@@ -347,6 +347,54 @@ static void long_prompt_at_once_equals_token_by_token(void **state)
 	free(dir);
 }
 
+/* Contexts of more than ATT_SEG blocks are attended a segment at a time,
+ * the segments folded in order: a prompt at once (prefill tiles), fed
+ * token by token on 2 workers (decode split a task a segment), on one
+ * worker (a task folding its segments) and in chunks of 7 give the same
+ * bits, on 3 KV heads and on 1, dense and within a sliding window. */
+static void long_context_segments_equal_on_every_path(void **state)
+{
+	(void)state;
+	for (int c = 0; c < 3; c++) {
+		eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+		z.vocab = 300;
+		z.heads = 6, z.kv_heads = c == 1 ? 1 : 3, z.head_dim = 16, z.hidden = 96, z.intermediate = 48;
+		char *dir = et_mkmodel("segments", c == 2 ? "mistral" : "llama", &z, "f32", 13 + c);
+		if (c == 2) { /* a window of 300: 19 or 20 blocks attended, two segments */
+			char *cfg = tu_path(dir, "config.json"), *text = NULL, *p;
+			size_t len;
+			assert_int_equal(ev_file_read(&text, &len, cfg, 1 << 20), 0);
+			assert_non_null(p = strstr(text, "\"sliding_window\":null"));
+			memcpy(p, "\"sliding_window\":300 ", 21);
+			assert_int_equal(ev_file_write(cfg, text, len), 0);
+			free(text), free(cfg);
+		}
+		eng_model *m2 = et_load(dir, ENG_BACKEND_CPU, 16), *m1 = NULL;
+		eng_model_options o = ENG_MODEL_OPTIONS_INIT;
+		o.backend = ENG_BACKEND_CPU;
+		o.block_size = 16;
+		o.threads = 1;
+		if (eng_model_load(&m1, dir, &o) != 0)
+			fail_msg("load: %s", ev_error_msg());
+		int n = 560; /* 35 blocks of 16: segments of 16, 16 and 3 */
+		int32_t *t = et_tokens(n, z.vocab, 7 + c);
+		float *at_once = et_logits(m2, t, n, 0), *split = et_logits(m2, t, n, 1), *one = et_logits(m1, t, n, 1),
+		      *chunks = et_logits(m2, t, n, 7);
+		size_t bytes = (size_t)n * z.vocab * sizeof(float);
+		const char *what[] = {"token by token on 2 workers", "token by token on 1", "in chunks of 7"};
+		float *got[] = {split, one, chunks};
+		for (int k = 0; k < 3; k++)
+			for (size_t i = 0; memcmp(at_once, got[k], bytes) && i < (size_t)n * z.vocab; i++)
+				if (memcmp(&at_once[i], &got[k][i], 4))
+					fail_msg("case %d, %s: position %zu logit %zu is %.9g, at once %.9g", c, what[k], i / z.vocab,
+						 i % z.vocab, got[k][i], at_once[i]);
+		free(at_once), free(split), free(one), free(chunks), free(t);
+		eng_model_free(m1);
+		eng_model_free(m2);
+		free(dir);
+	}
+}
+
 /* Mistral's sliding window, set small, agrees on every path. */
 static void sliding_window_paths_agree(void **state)
 {
@@ -532,6 +580,7 @@ int main(void)
 		cmocka_unit_test(batch_of_sequences_equals_each_alone),
 		cmocka_unit_test(pages_keep_key_sums_and_limits_hold),
 		cmocka_unit_test(threads_sharing_a_model_get_solo_results),
+		cmocka_unit_test(long_context_segments_equal_on_every_path),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
