@@ -82,33 +82,55 @@ static void index_task(void *ctx, int task, int worker)
 	}
 }
 
+/* The keys and values attend_block reads: f32 rows, or 16-bit rows
+ * (BF16, F16) read in place by the _h kernels with the f32 kernels' bits
+ * (KV_F32 for a block converted into a buffer first, where the _h kernels
+ * do not apply: no AVX2, a head width not a multiple of 8). */
+enum { KV_F32, KV_BF16, KV_F16 };
+
 /* One block's keys and values for one row and the query heads of a KV
  * group: the group's scores, four heads a key at once (each key loaded
  * once for them), then per head the online softmax (running max mx, sum,
  * weighted values acc rescaled as the max grows) and the values. Every
  * path attends a block through this, so a row's result does not depend on
- * the tile it was in. */
-static void attend_block(const float *qg, const float *K, const float *V, size_t stride, int cnt, float *sc, float *acc,
-			 float *mx, float *sum, int group, int hd, int B, float scale)
+ * the tile it was in, nor on its keys being read in place or converted. */
+static void attend_block(const float *qg, const void *Kp, const void *Vp, int kind, size_t stride, int cnt, float *sc,
+			 float *acc, float *mx, float *sum, int group, int hd, int B, float scale)
 {
+	const float *K = Kp, *V = Vp;
+#ifdef ENG_AVX2
+	const uint16_t *Kh = Kp, *Vh = Vp;
+	int f16 = kind == KV_F16;
+#endif
 	int h = 0;
 	for (; h + 4 <= group; h += 4)
 		for (int t = 0; t < cnt; t++) {
 			float o4[4];
-			dot4(o4, K + (size_t)t * stride, qg + (size_t)h * hd, qg + (size_t)(h + 1) * hd, qg + (size_t)(h + 2) * hd,
-			     qg + (size_t)(h + 3) * hd, hd);
+			const float *q0 = qg + (size_t)h * hd, *q1 = q0 + hd, *q2 = q1 + hd, *q3 = q2 + hd;
+#ifdef ENG_AVX2
+			if (kind != KV_F32)
+				dot4_kh(o4, Kh + (size_t)t * stride, q0, q1, q2, q3, hd, f16);
+			else
+#endif
+				dot4(o4, K + (size_t)t * stride, q0, q1, q2, q3, hd);
 			for (int u = 0; u < 4; u++)
 				sc[(size_t)(h + u) * B + t] = o4[u] * scale;
 		}
 	for (; h < group; h++) {
 		int t = 0;
+		const float *qh = qg + (size_t)h * hd;
 #ifdef ENG_AVX2
 		/* eight keys a reduction (dot1x8: dot1's bits) */
 		for (; hd % 8 == 0 && t + 8 <= cnt; t += 8)
-			dot1x8(sc + (size_t)h * B + t, K + (size_t)t * stride, stride, qg + (size_t)h * hd, hd, scale);
+			if (kind != KV_F32)
+				dot1x8_h(sc + (size_t)h * B + t, Kh + (size_t)t * stride, stride, qh, hd, scale, f16);
+			else
+				dot1x8(sc + (size_t)h * B + t, K + (size_t)t * stride, stride, qh, hd, scale);
+		for (; kind != KV_F32 && t < cnt; t++)
+			sc[(size_t)h * B + t] = dot1_kh(Kh + (size_t)t * stride, qh, hd, f16) * scale;
 #endif
 		for (; t < cnt; t++)
-			sc[(size_t)h * B + t] = dot1(K + (size_t)t * stride, qg + (size_t)h * hd, hd) * scale;
+			sc[(size_t)h * B + t] = dot1(K + (size_t)t * stride, qh, hd) * scale;
 	}
 	for (h = 0; h < group; h++) {
 		float *sh = sc + (size_t)h * B, *ah = acc + (size_t)h * hd, bmax = max_of(sh, cnt);
@@ -117,8 +139,27 @@ static void attend_block(const float *qg, const float *K, const float *V, size_t
 		mx[h] = nm;
 		float bs = exp_shift_sum(sh, sh, nm, cnt);
 		sum[h] = sum[h] * corr + bs;
-		weighted_rows(ah, corr, sh, V, stride, cnt, hd);
+#ifdef ENG_AVX2
+		if (kind != KV_F32)
+			weighted_rows_h(ah, corr, sh, Vh, stride, cnt, hd, f16);
+		else
+#endif
+			weighted_rows(ah, corr, sh, V, stride, cnt, hd);
 	}
+}
+
+/* How a pool's blocks reach attend_block: in place when they are f32, or
+ * 16-bit with the _h kernels at hand (AVX2, F16C for F16, whole vectors a
+ * head); else converted into the worker's buffer (KV_F32 on it). */
+static int kv_kind(const eng_kv_pool *p)
+{
+	if (p->dtype == ENG_F32)
+		return KV_F32;
+#ifdef ENG_AVX2
+	if (p->hd % 8 == 0 && (p->dtype == ENG_BF16 || p->dtype == ENG_F16) && h_native(p->dtype == ENG_F16))
+		return p->dtype == ENG_F16 ? KV_F16 : KV_BF16;
+#endif
+	return -1;
 }
 
 /* Asks for KV head g's keys and values of one layer in a page, the
@@ -218,13 +259,15 @@ static void att_entries(att_job *j, int i, int g, const att_list *L, long e0, lo
 			continue;
 		int cnt = (int)(t1 - t0 + 1), s0 = (int)(t0 - b * B);
 		eng_page *pg = L->s->pages[b];
-		const float *K, *V;
+		const void *K, *V;
 		size_t stride;
-		if (p->dtype == ENG_F32) {
-			K = eng_page_k(p, pg, j->layer, s0) + (size_t)g * hd;
-			V = eng_page_v(p, pg, j->layer, s0) + (size_t)g * hd;
+		int kind = kv_kind(p);
+		if (kind >= 0) { /* in place */
+			K = (const char *)eng_page_kraw(p, pg, j->layer, s0) + (size_t)g * hd * p->esize;
+			V = (const char *)eng_page_vraw(p, pg, j->layer, s0) + (size_t)g * hd * p->esize;
 			stride = kd;
 		} else {
+			kind = KV_F32;
 			for (int t = 0; t < cnt; t++) {
 				eng_kv_load(p, kb + (size_t)t * hd,
 					    (unsigned char *)eng_page_kraw(p, pg, j->layer, s0 + t) + (size_t)g * hd * p->esize,
@@ -237,7 +280,7 @@ static void att_entries(att_job *j, int i, int g, const att_list *L, long e0, lo
 		}
 		if (bi + 1 < e1)
 			prefetch_block(p, L->s->pages[L->nb >= 0 ? L->list[bi + 1] : L->lo / B + bi + 1], j->layer, g);
-		attend_block(qg, K, V, stride, cnt, sc, acc, mx, sum, group, hd, B, scale);
+		attend_block(qg, K, V, kind, stride, cnt, sc, acc, mx, sum, group, hd, B, scale);
 	}
 }
 
@@ -405,13 +448,18 @@ static void att_tile_task(void *ctx, int task, int worker)
 			if (t0 > t1)
 				continue;
 			int cnt = (int)(t1 - t0 + 1), s0 = (int)(t0 - b * B);
-			const float *K, *V;
+			const void *K, *V;
 			size_t stride;
-			if (p->dtype == ENG_F32) {
-				K = eng_page_k(p, pg, j->layer, s0) + (size_t)g * hd;
-				V = eng_page_v(p, pg, j->layer, s0) + (size_t)g * hd;
+			/* f32 in place; 16-bit blocks converted once for the tile's rows
+			 * (read in place, each row converted them again: prefill of 2048
+			 * tokens on one core 329-335 -> 306-307 tok/s) */
+			int kind = p->dtype == ENG_F32 ? KV_F32 : -1;
+			if (kind >= 0) { /* in place */
+				K = (const char *)eng_page_kraw(p, pg, j->layer, s0) + (size_t)g * hd * p->esize;
+				V = (const char *)eng_page_vraw(p, pg, j->layer, s0) + (size_t)g * hd * p->esize;
 				stride = kd;
 			} else {
+				kind = KV_F32;
 				for (; loaded < s0 + cnt; loaded++) {
 					eng_kv_load(p, kb + (size_t)loaded * hd,
 						    (unsigned char *)eng_page_kraw(p, pg, j->layer, loaded) + (size_t)g * hd * p->esize,
@@ -422,7 +470,7 @@ static void att_tile_task(void *ctx, int task, int worker)
 				}
 				K = kb + (size_t)s0 * hd, V = vb + (size_t)s0 * hd, stride = (size_t)hd;
 			}
-			attend_block(j->q + ((size_t)(i0 + r) * j->nh + (size_t)g * group) * hd, K, V, stride, cnt, sc,
+			attend_block(j->q + ((size_t)(i0 + r) * j->nh + (size_t)g * group) * hd, K, V, kind, stride, cnt, sc,
 				     acc + (size_t)r * group * hd, mx + (size_t)r * group, sum + (size_t)r * group, group, hd, B,
 				     scale);
 		}

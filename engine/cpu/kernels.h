@@ -509,6 +509,81 @@ static inline void dot1x8(float *out, const float *x, size_t stride, const float
 	__m256 r = _mm256_add_ps(_mm256_permute2f128_ps(q03, q47, 0x20), _mm256_permute2f128_ps(q03, q47, 0x31));
 	_mm256_storeu_ps(out, _mm256_mul_ps(r, _mm256_set1_ps(scale)));
 }
+
+/* ---- keys and values kept in 16 bits (--kv-dtype bf16|f16), read in place --
+
+ * Each is its f32 namesake on the row converted exactly as read (ld8_h):
+ * the same products summed in the same order, so the bits of converting a
+ * block into a buffer first, without the buffer. n a multiple of 8. */
+static inline void dot1x8_h(float *out, const uint16_t *x, size_t stride, const float *w, int n, float scale, int f16)
+{
+	__m256 a[8];
+#pragma GCC unroll 8
+	for (int t = 0; t < 8; t++)
+		a[t] = _mm256_setzero_ps();
+	for (int i = 0; i < n; i += 8) {
+		__m256 wv = _mm256_loadu_ps(w + i);
+#pragma GCC unroll 8
+		for (int t = 0; t < 8; t++)
+			a[t] = _mm256_fmadd_ps(ld8_h(x + (size_t)t * stride + i, f16), wv, a[t]);
+	}
+	__m256 h01 = _mm256_hadd_ps(a[0], a[1]), h23 = _mm256_hadd_ps(a[2], a[3]);
+	__m256 h45 = _mm256_hadd_ps(a[4], a[5]), h67 = _mm256_hadd_ps(a[6], a[7]);
+	__m256 q03 = _mm256_hadd_ps(h01, h23), q47 = _mm256_hadd_ps(h45, h67);
+	__m256 r = _mm256_add_ps(_mm256_permute2f128_ps(q03, q47, 0x20), _mm256_permute2f128_ps(q03, q47, 0x31));
+	_mm256_storeu_ps(out, _mm256_mul_ps(r, _mm256_set1_ps(scale)));
+}
+
+static inline float dot1_kh(const uint16_t *x, const float *w, int n, int f16)
+{
+	__m256 a = _mm256_setzero_ps();
+	for (int i = 0; i < n; i += 8)
+		a = _mm256_fmadd_ps(ld8_h(x + i, f16), _mm256_loadu_ps(w + i), a);
+	return hsum8(a);
+}
+
+static inline void dot4_kh(float out[4], const uint16_t *x, const float *w0, const float *w1, const float *w2,
+			   const float *w3, int n, int f16)
+{
+	__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+	for (int i = 0; i < n; i += 8) {
+		__m256 xv = ld8_h(x + i, f16);
+		a0 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w0 + i), a0);
+		a1 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w1 + i), a1);
+		a2 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w2 + i), a2);
+		a3 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w3 + i), a3);
+	}
+	__m256 t0 = _mm256_hadd_ps(a0, a1), t1 = _mm256_hadd_ps(a2, a3);
+	__m256 t2 = _mm256_hadd_ps(t0, t1);
+	_mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(t2), _mm256_extractf128_ps(t2, 1)));
+}
+
+static inline void weighted_rows_h(float *acc, float c, const float *p, const uint16_t *V, size_t stride, int cnt, int n,
+				   int f16)
+{
+	__m256 cv = _mm256_set1_ps(c);
+	int d = 0;
+	for (; d + 32 <= n; d += 32) {
+		__m256 a0 = _mm256_mul_ps(cv, _mm256_loadu_ps(acc + d)), a1 = _mm256_mul_ps(cv, _mm256_loadu_ps(acc + d + 8));
+		__m256 a2 = _mm256_mul_ps(cv, _mm256_loadu_ps(acc + d + 16)), a3 = _mm256_mul_ps(cv, _mm256_loadu_ps(acc + d + 24));
+		for (int t = 0; t < cnt; t++) {
+			const uint16_t *v = V + (size_t)t * stride + d;
+			__m256 pv = _mm256_broadcast_ss(p + t);
+			a0 = _mm256_fmadd_ps(pv, ld8_h(v, f16), a0);
+			a1 = _mm256_fmadd_ps(pv, ld8_h(v + 8, f16), a1);
+			a2 = _mm256_fmadd_ps(pv, ld8_h(v + 16, f16), a2);
+			a3 = _mm256_fmadd_ps(pv, ld8_h(v + 24, f16), a3);
+		}
+		_mm256_storeu_ps(acc + d, a0), _mm256_storeu_ps(acc + d + 8, a1);
+		_mm256_storeu_ps(acc + d + 16, a2), _mm256_storeu_ps(acc + d + 24, a3);
+	}
+	for (; d < n; d += 8) {
+		__m256 a = _mm256_mul_ps(cv, _mm256_loadu_ps(acc + d));
+		for (int t = 0; t < cnt; t++)
+			a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + t), ld8_h(V + (size_t)t * stride + d, f16), a);
+		_mm256_storeu_ps(acc + d, a);
+	}
+}
 #endif
 
 /* dot1 with a 16-bit weight row (as dot4_h). */

@@ -239,6 +239,61 @@ static void eight_key_scores_equal_dot1(void **state)
 #endif
 }
 
+/* Keys and values kept in 16 bits and read in place (--kv-dtype bf16|f16):
+ * dot1x8_h, dot4_kh, dot1_kh and weighted_rows_h give the bits of their
+ * f32 namesakes on the rows converted first, for head widths 8 to 128,
+ * rows a stride apart, both kinds, blocks with a partial tail. */
+static void half_keys_read_in_place_equal_converted(void **state)
+{
+	(void)state;
+#ifdef ENG_AVX2
+	ev_rng r;
+	ev_rng_seed(&r, 29);
+	const int widths[] = {8, 16, 64, 128};
+	for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
+		for (int f16 = 0; f16 < 2; f16++) {
+			if (!h_native(f16))
+				continue;
+			int n = widths[wi], cnt = 13;
+			size_t stride = (size_t)n * 3;
+			float *kf = malloc(cnt * stride * sizeof *kf), *q = malloc(4 * (size_t)n * sizeof *q), p[13];
+			uint16_t *kh = malloc(cnt * stride * sizeof *kh);
+			fill(kf, cnt * stride, &r);
+			fill(q, 4 * (size_t)n, &r);
+			for (int t = 0; t < cnt; t++)
+				p[t] = (float)ev_rng_uniform(&r);
+			for (size_t i = 0; i < cnt * stride; i++) { /* the values a 16-bit cache holds */
+				kh[i] = f16 ? eng_f32_to_f16(kf[i]) : eng_f32_to_bf16(kf[i]);
+				kf[i] = f16 ? eng_f16_to_f32(kh[i]) : eng_bf16_to_f32(kh[i]);
+			}
+			float a[8], b[8], a4[4], b4[4];
+			dot1x8(a, kf, stride, q, n, 0.125f);
+			dot1x8_h(b, kh, stride, q, n, 0.125f, f16);
+			if (memcmp(a, b, sizeof a))
+				fail_msg("dot1x8_h, width %d, %s: differs from dot1x8 on converted keys", n, f16 ? "f16" : "bf16");
+			for (int t = 0; t < cnt; t++) {
+				float x = dot1(kf + t * stride, q, n), y = dot1_kh(kh + t * stride, q, n, f16);
+				if (memcmp(&x, &y, 4))
+					fail_msg("dot1_kh, width %d, key %d: %.9g against %.9g", n, t, y, x);
+				dot4(a4, kf + t * stride, q, q + n, q + 2 * n, q + 3 * n, n);
+				dot4_kh(b4, kh + t * stride, q, q + n, q + 2 * n, q + 3 * n, n, f16);
+				if (memcmp(a4, b4, sizeof a4))
+					fail_msg("dot4_kh, width %d, key %d: differs from dot4", n, t);
+			}
+			float *acc1 = malloc((size_t)n * sizeof *acc1), *acc2 = malloc((size_t)n * sizeof *acc2);
+			fill(acc1, (size_t)n, &r);
+			memcpy(acc2, acc1, (size_t)n * sizeof *acc1);
+			weighted_rows(acc1, 0.75f, p, kf, stride, cnt, n);
+			weighted_rows_h(acc2, 0.75f, p, kh, stride, cnt, n, f16);
+			if (memcmp(acc1, acc2, (size_t)n * sizeof *acc1))
+				fail_msg("weighted_rows_h, width %d, %s: differs from weighted_rows", n, f16 ? "f16" : "bf16");
+			free(kf), free(q), free(kh), free(acc1), free(acc2);
+		}
+#else
+	skip(); /* (no AVX2 in this build: a 16-bit cache's blocks are converted into a buffer) */
+#endif
+}
+
 /* A block's softmax pieces in attention (attend_block): max_of is the
  * running maximum's value, and exp_shift_sum gives exp_shift's values and
  * their sum in its stated order (eight lanes in hsum8's order with the
@@ -372,6 +427,7 @@ int main(void)
 		cmocka_unit_test(half_rows_read_in_place_equal_converted),
 		cmocka_unit_test(eight_key_scores_equal_dot1),
 		cmocka_unit_test(block_max_and_exp_sum_by_definition),
+		cmocka_unit_test(half_keys_read_in_place_equal_converted),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
