@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "engine/backend.h"
 
@@ -17,8 +18,8 @@
  * attention reads a KV head's slice of every position, short runs a
  * stride apart, and with 4 KiB pages nearly each run is another TLB
  * entry (engine/README.md "Attention at long context"). The map holds
- * exactly the page's bytes, so the part past the last whole 2 MiB stays
- * in small pages and no memory is added. Smaller pages, a map refused
+ * the page's bytes (to a whole small page), so the part past the last
+ * whole 2 MiB stays in small pages and no memory is added. Smaller pages, a map refused
  * (the process's map count), and builds under AddressSanitizer (which
  * guards heap blocks alone) take malloc; *mapped says which. */
 #define KV_HUGE ((size_t)2 << 20)
@@ -33,16 +34,17 @@ static unsigned char *page_mem(size_t bytes, bool *mapped)
 	*mapped = false;
 	if (!KV_MAP || bytes < KV_HUGE)
 		return malloc(bytes);
-	size_t span = bytes + KV_HUGE;
+	long ps = sysconf(_SC_PAGESIZE);
+	size_t small = ps > 0 ? (size_t)ps : 4096, len = (bytes + small - 1) / small * small, span = len + KV_HUGE;
 	unsigned char *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (m == MAP_FAILED)
 		return malloc(bytes);
 	uintptr_t at = ((uintptr_t)m + KV_HUGE - 1) / KV_HUGE * KV_HUGE;
-	size_t head = at - (uintptr_t)m, tail = span - head - bytes;
+	size_t head = at - (uintptr_t)m, tail = span - head - len; /* both whole small pages */
 	if (head)
 		munmap(m, head);
 	if (tail)
-		munmap((unsigned char *)at + bytes, tail);
+		munmap((unsigned char *)at + len, tail);
 #ifdef MADV_HUGEPAGE
 	madvise((void *)at, bytes, MADV_HUGEPAGE); /* a hint: without THP the page is as good as malloc's */
 #endif
@@ -53,7 +55,7 @@ static unsigned char *page_mem(size_t bytes, bool *mapped)
 static void page_mem_free(eng_page *pg, size_t bytes)
 {
 	if (pg->mapped)
-		munmap(pg->data, bytes);
+		munmap(pg->data, bytes); /* (the kernel takes the last small page whole) */
 	else
 		free(pg->data);
 }
