@@ -1,8 +1,10 @@
 /*
- * engine/cpu/attention.c: attention on the fast CPU path, one task per
- * (row, KV head): dense or MSA block-sparse, each attended block's keys and
- * values read once for all query heads of the group, the softmax kept
- * online over the attended blocks. The blocks MSA attends come from the
+ * engine/cpu/attention.c: attention on the fast CPU path, a task per
+ * (row, KV head), per tile of prefill rows, or per segment of a long list
+ * in decode: dense or MSA block-sparse, each attended block's keys and
+ * values read once for all query heads of the group (f32 or 16-bit, in
+ * place), the softmax kept online over a segment's blocks and the
+ * segments folded in order (ATT_SEG). The blocks MSA attends come from the
  * index search in engine/msa_index.c: per row in decode (split across the
  * workers when the context is long), per tile of rows in prefill.
  */
