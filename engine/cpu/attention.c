@@ -253,6 +253,7 @@ static void att_entries(att_job *j, int i, int g, const att_list *L, long e0, lo
 	const float *qg = j->q + ((size_t)i * j->nh + (size_t)g * group) * hd;
 	float *kb = cc->kbuf[worker], *vb = cc->vbuf[worker], *sc = cc->sc[worker], scale = 1.0f / sqrtf((float)hd);
 	size_t kd = (size_t)p->kvh * hd;
+	const int in_place = kv_kind(p);
 	state_clear(acc, mx, sum, group, hd);
 	for (long bi = e0; bi < e1; bi++) {
 		long b = L->nb >= 0 ? L->list[bi] : L->lo / B + bi;
@@ -263,7 +264,7 @@ static void att_entries(att_job *j, int i, int g, const att_list *L, long e0, lo
 		eng_page *pg = L->s->pages[b];
 		const void *K, *V;
 		size_t stride;
-		int kind = kv_kind(p);
+		int kind = in_place;
 		if (kind >= 0) { /* in place */
 			K = (const char *)eng_page_kraw(p, pg, j->layer, s0) + (size_t)g * hd * p->esize;
 			V = (const char *)eng_page_vraw(p, pg, j->layer, s0) + (size_t)g * hd * p->esize;
@@ -297,6 +298,12 @@ static void att_out(att_job *j, int i, int g, const float *acc, const float *sum
 	}
 }
 
+/* Segments of a list of n entries (an empty list is one, empty) */
+static long att_nseg(long n)
+{
+	return n > ATT_SEG ? (n + ATT_SEG - 1) / ATT_SEG : 1;
+}
+
 /* One (row, KV head) task: its attended blocks in ascending order, a
  * segment of ATT_SEG at a time, the segments folded in order. */
 static void att_task(void *ctx, int task, int worker)
@@ -327,6 +334,15 @@ typedef struct {
 	size_t per;     /* floats a slot */
 } seg_job;
 
+/* Item t's state in its slot */
+static float *seg_slot(const seg_job *sj, int t, int group, int hd, float **mx, float **sum)
+{
+	float *acc = sj->slots + (size_t)t * sj->per;
+	*mx = acc + (size_t)group * hd;
+	*sum = *mx + group;
+	return acc;
+}
+
 static void seg_task(void *ctx, int t, int worker)
 {
 	seg_job *sj = ctx;
@@ -335,7 +351,7 @@ static void seg_task(void *ctx, int t, int worker)
 	att_list L;
 	att_list_of(j, i, g, worker, &L);
 	long e0 = (long)sj->seg[t] * ATT_SEG, e1 = e0 + ATT_SEG < L.nblocks ? e0 + ATT_SEG : L.nblocks;
-	float *acc = sj->slots + (size_t)t * sj->per, *mx = acc + (size_t)group * hd, *sum = mx + group;
+	float *mx, *sum, *acc = seg_slot(sj, t, group, hd, &mx, &sum);
 	att_entries(j, i, g, &L, e0, e1, worker, acc, mx, sum);
 }
 
@@ -352,7 +368,7 @@ static bool run_segments(cpu_ctx *cc, att_job *j)
 	for (int rg = 0; rg < nrg; rg++) {
 		att_list L;
 		att_list_of(j, rg / kvh, rg % kvh, 0, &L); /* dense or given: no choosing here */
-		items += L.nblocks > ATT_SEG ? (L.nblocks + ATT_SEG - 1) / ATT_SEG : 1;
+		items += att_nseg(L.nblocks);
 		longest = L.nblocks > longest ? L.nblocks : longest;
 	}
 	if (longest <= ATT_SEG || items > INT32_MAX / 2)
@@ -368,20 +384,18 @@ static bool run_segments(cpu_ctx *cc, att_job *j)
 	for (int rg = 0; rg < nrg; rg++) {
 		att_list L;
 		att_list_of(j, rg / kvh, rg % kvh, 0, &L);
-		long ns = L.nblocks > ATT_SEG ? (L.nblocks + ATT_SEG - 1) / ATT_SEG : 1;
-		for (long k = 0; k < ns; k++)
+		for (long k = 0, ns = att_nseg(L.nblocks); k < ns; k++)
 			sj.rg[t] = rg, sj.seg[t++] = (int)k;
 	}
 	eng_pool_run(cc->pool, seg_task, &sj, t);
-	for (int k = 0; k < t;) {
-		int rg = sj.rg[k], first = k;
-		float *ta = sj.slots + (size_t)first * sj.per;
+	for (int k = 0; k < t;) { /* each list's first slot takes the later ones, in order */
+		int rg = sj.rg[k];
+		float *tm, *ts, *ta = seg_slot(&sj, k, group, hd, &tm, &ts);
 		for (k++; k < t && sj.rg[k] == rg; k++) {
-			float *acc = sj.slots + (size_t)k * sj.per;
-			state_fold(ta, ta + (size_t)group * hd, ta + (size_t)group * hd + group, acc, acc + (size_t)group * hd,
-				   acc + (size_t)group * hd + group, false, group, hd);
+			float *mx, *sum, *acc = seg_slot(&sj, k, group, hd, &mx, &sum);
+			state_fold(ta, tm, ts, acc, mx, sum, false, group, hd);
 		}
-		att_out(j, rg / kvh, rg % kvh, ta, ta + (size_t)group * hd + group);
+		att_out(j, rg / kvh, rg % kvh, ta, ts);
 	}
 	free(sj.rg), free(sj.seg), free(sj.slots);
 	return true;

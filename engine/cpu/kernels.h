@@ -141,6 +141,16 @@ static inline void weighted_rows(float *acc, float c, const float *p, const floa
 	}
 }
 
+#ifdef ENG_AVX2
+/* The four accumulators' lane totals at once (dot4's order, which hsum8
+ * follows for one) */
+static inline __m128 hsum4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3)
+{
+	__m256 t2 = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+	return _mm_add_ps(_mm256_castps256_ps128(t2), _mm256_extractf128_ps(t2, 1));
+}
+#endif
+
 /* out[j] = w_j . x for the 4 weight rows w0..w3 (length n) */
 static inline void dot4(float out[4], const float *x, const float *w0, const float *w1, const float *w2, const float *w3,
 		 int n)
@@ -156,12 +166,8 @@ static inline void dot4(float out[4], const float *x, const float *w0, const flo
 		a2 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w2 + i), a2);
 		a3 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w3 + i), a3);
 	}
-	/* horizontal sums of the four accumulators at once */
-	__m256 t0 = _mm256_hadd_ps(a0, a1), t1 = _mm256_hadd_ps(a2, a3);
-	__m256 t2 = _mm256_hadd_ps(t0, t1);
-	__m128 r = _mm_add_ps(_mm256_castps256_ps128(t2), _mm256_extractf128_ps(t2, 1));
 	float tmp[4];
-	_mm_storeu_ps(tmp, r);
+	_mm_storeu_ps(tmp, hsum4x8(a0, a1, a2, a3));
 	s0 = tmp[0], s1 = tmp[1], s2 = tmp[2], s3 = tmp[3];
 #endif
 	for (; i < n; i++) {
@@ -485,11 +491,23 @@ static inline float dot1(const float *x, const float *w, int n)
 }
 
 #ifdef ENG_AVX2
+/* out[t] = the lanes of a[t] summed, times scale, for t < 8: a transposing
+ * tree whose every sum is one of hsum8's ((a0 + a1) + (a2 + a3)) + ((a4 +
+ * a5) + (a6 + a7)) ([t0: 01 23 | 45 67, t1: ...] pairs, then quads, then
+ * halves), eight totals for the price of one reduction */
+static inline void hsum8x8(float *out, const __m256 a[8], float scale)
+{
+	__m256 h01 = _mm256_hadd_ps(a[0], a[1]), h23 = _mm256_hadd_ps(a[2], a[3]);
+	__m256 h45 = _mm256_hadd_ps(a[4], a[5]), h67 = _mm256_hadd_ps(a[6], a[7]);
+	__m256 q03 = _mm256_hadd_ps(h01, h23), q47 = _mm256_hadd_ps(h45, h67);
+	__m256 r = _mm256_add_ps(_mm256_permute2f128_ps(q03, q47, 0x20), _mm256_permute2f128_ps(q03, q47, 0x31));
+	_mm256_storeu_ps(out, _mm256_mul_ps(r, _mm256_set1_ps(scale)));
+}
+
 /* out[t] = dot1(x + t * stride, w, n) * scale for t < 8, n a multiple of
- * 8, bit for bit: the eight accumulators' lanes are summed together by a
- * transposing tree whose every sum is one of hsum8's ((a0 + a1) + (a2 +
- * a3)) + ((a4 + a5) + (a6 + a7)), so eight scores cost one reduction
- * instead of eight (attention's keys against one query head). */
+ * 8, bit for bit: the eight accumulators' lanes summed together by
+ * hsum8x8, so eight scores cost one reduction instead of eight
+ * (attention's keys against one query head). */
 static inline void dot1x8(float *out, const float *x, size_t stride, const float *w, int n, float scale)
 {
 	__m256 a[8]; /* (unrolled, so that they stay in registers) */
@@ -502,12 +520,7 @@ static inline void dot1x8(float *out, const float *x, size_t stride, const float
 		for (int t = 0; t < 8; t++)
 			a[t] = _mm256_fmadd_ps(_mm256_loadu_ps(x + (size_t)t * stride + i), wv, a[t]);
 	}
-	/* [t0: 01 23 | 45 67, t1: ...] pairs, then quads, then halves */
-	__m256 h01 = _mm256_hadd_ps(a[0], a[1]), h23 = _mm256_hadd_ps(a[2], a[3]);
-	__m256 h45 = _mm256_hadd_ps(a[4], a[5]), h67 = _mm256_hadd_ps(a[6], a[7]);
-	__m256 q03 = _mm256_hadd_ps(h01, h23), q47 = _mm256_hadd_ps(h45, h67);
-	__m256 r = _mm256_add_ps(_mm256_permute2f128_ps(q03, q47, 0x20), _mm256_permute2f128_ps(q03, q47, 0x31));
-	_mm256_storeu_ps(out, _mm256_mul_ps(r, _mm256_set1_ps(scale)));
+	hsum8x8(out, a, scale);
 }
 
 /* ---- keys and values kept in 16 bits (--kv-dtype bf16|f16), read in place --
@@ -527,11 +540,7 @@ static inline void dot1x8_h(float *out, const uint16_t *x, size_t stride, const 
 		for (int t = 0; t < 8; t++)
 			a[t] = _mm256_fmadd_ps(ld8_h(x + (size_t)t * stride + i, f16), wv, a[t]);
 	}
-	__m256 h01 = _mm256_hadd_ps(a[0], a[1]), h23 = _mm256_hadd_ps(a[2], a[3]);
-	__m256 h45 = _mm256_hadd_ps(a[4], a[5]), h67 = _mm256_hadd_ps(a[6], a[7]);
-	__m256 q03 = _mm256_hadd_ps(h01, h23), q47 = _mm256_hadd_ps(h45, h67);
-	__m256 r = _mm256_add_ps(_mm256_permute2f128_ps(q03, q47, 0x20), _mm256_permute2f128_ps(q03, q47, 0x31));
-	_mm256_storeu_ps(out, _mm256_mul_ps(r, _mm256_set1_ps(scale)));
+	hsum8x8(out, a, scale);
 }
 
 static inline float dot1_kh(const uint16_t *x, const float *w, int n, int f16)
@@ -553,9 +562,7 @@ static inline void dot4_kh(float out[4], const uint16_t *x, const float *w0, con
 		a2 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w2 + i), a2);
 		a3 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w3 + i), a3);
 	}
-	__m256 t0 = _mm256_hadd_ps(a0, a1), t1 = _mm256_hadd_ps(a2, a3);
-	__m256 t2 = _mm256_hadd_ps(t0, t1);
-	_mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(t2), _mm256_extractf128_ps(t2, 1)));
+	_mm_storeu_ps(out, hsum4x8(a0, a1, a2, a3));
 }
 
 static inline void weighted_rows_h(float *acc, float c, const float *p, const uint16_t *V, size_t stride, int cnt, int n,
