@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/cpu/atile.h"
 #include "engine/cpu/cpu_int.h"
 #include "engine/cpu/kernels.h"
 #include "engine/msa_index.h"
@@ -90,6 +91,19 @@ static void index_task(void *ctx, int task, int worker)
  * do not apply: no AVX2, a head width not a multiple of 8). */
 enum { KV_F32, KV_BF16, KV_F16 };
 
+/* One head's online softmax over a block's scores sh[0 .. cnt): the
+ * running max and sum of exps updated, the scores made their exps under
+ * the new max in place; returns the factor the head's weighted values so
+ * far are scaled by (0 on the first block). */
+static inline float softmax_step(float *sh, int cnt, float *mx, float *sum)
+{
+	float bmax = max_of(sh, cnt), nm = bmax > *mx ? bmax : *mx, corr = expf(*mx - nm);
+	*mx = nm;
+	float bs = exp_shift_sum(sh, sh, nm, cnt);
+	*sum = *sum * corr + bs;
+	return corr;
+}
+
 /* One block's keys and values for one row and the query heads of a KV
  * group: the group's scores, four heads a key at once (each key loaded
  * once for them), then per head the online softmax (running max mx, sum,
@@ -135,12 +149,7 @@ static void attend_block(const float *qg, const void *Kp, const void *Vp, int ki
 			sc[(size_t)h * B + t] = dot1(K + (size_t)t * stride, qh, hd) * scale;
 	}
 	for (h = 0; h < group; h++) {
-		float *sh = sc + (size_t)h * B, *ah = acc + (size_t)h * hd, bmax = max_of(sh, cnt);
-		float nm = bmax > mx[h] ? bmax : mx[h];
-		float corr = expf(mx[h] - nm); /* 0 on the first block */
-		mx[h] = nm;
-		float bs = exp_shift_sum(sh, sh, nm, cnt);
-		sum[h] = sum[h] * corr + bs;
+		float *sh = sc + (size_t)h * B, *ah = acc + (size_t)h * hd, corr = softmax_step(sh, cnt, &mx[h], &sum[h]);
 #ifdef ENG_AVX2
 		if (kind != KV_F32)
 			weighted_rows_h(ah, corr, sh, Vh, stride, cnt, hd, f16);
@@ -149,6 +158,38 @@ static void attend_block(const float *qg, const void *Kp, const void *Vp, int ki
 			weighted_rows(ah, corr, sh, V, stride, cnt, hd);
 	}
 }
+
+#ifdef ENG_AVX2
+/* attend_block for several rows of a prefill tile that attend the same
+ * f32 keys and values (rows[] tile-local; row r's query heads at q0 + r *
+ * qstride, its state at acc/mx/sum + r * group heads): atile.h's kernels
+ * on all their query heads at once, each key and value loaded once for
+ * them, with attend_block's bits (atile.h gives dot1's and weighted_rows'
+ * order). At most ATILE_MAXQ heads; sc room for them all. */
+static void attend_rows(const float *q0, size_t qstride, const int *rows, int nr, const float *K, const float *V,
+			size_t stride, int cnt, float *sc, float *acc, float *mx, float *sum, int group, int hd, int B,
+			float scale, float *pack)
+{
+	const float *qs[ATILE_MAXQ];
+	float *out[ATILE_MAXQ], *as[ATILE_MAXQ], corr[ATILE_MAXQ];
+	int nq = 0;
+	for (int k = 0; k < nr; k++)
+		for (int h = 0; h < group; h++, nq++) {
+			qs[nq] = q0 + (size_t)rows[k] * qstride + (size_t)h * hd;
+			out[nq] = sc + (size_t)nq * B;
+			as[nq] = acc + ((size_t)rows[k] * group + h) * hd;
+		}
+	if (nq == 0)
+		return;
+	eng_atile_scores(out, qs, nq, K, stride, cnt, hd, scale, pack);
+	for (int k = 0, qi = 0; k < nr; k++)
+		for (int h = 0; h < group; h++, qi++) {
+			size_t sh = (size_t)rows[k] * group + h;
+			corr[qi] = softmax_step(out[qi], cnt, &mx[sh], &sum[sh]);
+		}
+	eng_atile_values(as, corr, (const float *const *)out, nq, V, stride, cnt, hd);
+}
+#endif
 
 /* How a pool's blocks reach attend_block: in place when they are f32, or
  * 16-bit with the _h kernels at hand (AVX2, F16C for F16, whole vectors a
@@ -254,6 +295,9 @@ static void att_entries(att_job *j, int i, int g, const att_list *L, long e0, lo
 	float *kb = cc->kbuf[worker], *vb = cc->vbuf[worker], *sc = cc->sc[worker], scale = 1.0f / sqrtf((float)hd);
 	size_t kd = (size_t)p->kvh * hd;
 	const int in_place = kv_kind(p);
+#ifdef ENG_AVX2
+	const bool tiled = eng_atile_ok(hd) && group <= ATILE_MAXQ;
+#endif
 	state_clear(acc, mx, sum, group, hd);
 	for (long bi = e0; bi < e1; bi++) {
 		long b = L->nb >= 0 ? L->list[bi] : L->lo / B + bi;
@@ -283,6 +327,13 @@ static void att_entries(att_job *j, int i, int g, const att_list *L, long e0, lo
 		}
 		if (bi + 1 < e1)
 			prefetch_block(p, L->s->pages[L->nb >= 0 ? L->list[bi + 1] : L->lo / B + bi + 1], j->layer, g);
+#ifdef ENG_AVX2
+		if (tiled && kind == KV_F32) {
+			static const int row0 = 0;
+			attend_rows(qg, 0, &row0, 1, K, V, stride, cnt, sc, acc, mx, sum, group, hd, B, scale, cc->qpack[worker]);
+			continue;
+		}
+#endif
 		attend_block(qg, K, V, kind, stride, cnt, sc, acc, mx, sum, group, hd, B, scale);
 	}
 }
@@ -421,6 +472,13 @@ static void att_tile_task(void *ctx, int task, int worker)
 	float *mx = cc->mx[worker], *sum = cc->sum[worker], scale = 1.0f / sqrtf((float)hd);
 	float *tacc = cc->tacc[worker], *tmx = cc->tmx[worker], *tsum = cc->tsum[worker];
 	bool folded[ATT_TILE] = {false}; /* a row's total holds a segment */
+	int tiled = 0;                     /* rows a call of attend_rows takes (0: attend_block row by row) */
+#ifdef ENG_AVX2
+	if (eng_atile_ok(hd) && group <= ATILE_MAXQ)
+		tiled = ATILE_MAXQ / group < ATT_TILE ? ATILE_MAXQ / group : ATT_TILE;
+#else
+	(void)tiled;
+#endif
 	size_t kd = (size_t)p->kvh * hd;
 	long lo[ATT_TILE], nblk[ATT_TILE], at[ATT_TILE];
 	const int *list[ATT_TILE];
@@ -447,7 +505,7 @@ static void att_tile_task(void *ctx, int task, int worker)
 		if (b < 0)
 			break;
 		eng_page *pg = s->pages[b];
-		int loaded = 0; /* slots of the block converted so far (non-f32 caches) */
+		int br[ATT_TILE], bs0[ATT_TILE], bcnt[ATT_TILE], nb = 0, need = 0; /* the rows on b, their slots */
 		for (int r = 0; r < nr; r++) {
 			if (at[r] >= nblk[r] || (list[r] ? list[r][at[r]] : lo[r] / B + at[r]) != b)
 				continue;
@@ -463,32 +521,46 @@ static void att_tile_task(void *ctx, int task, int worker)
 			long t0 = b * B > lo[r] ? b * B : lo[r], t1 = b * B + B - 1 < pos ? b * B + B - 1 : pos;
 			if (t0 > t1)
 				continue;
-			int cnt = (int)(t1 - t0 + 1), s0 = (int)(t0 - b * B);
-			const void *K, *V;
-			size_t stride;
-			/* f32 in place; 16-bit blocks converted once for the tile's rows
-			 * (read in place, each row converted them again: prefill of 2048
-			 * tokens on one core 329-335 -> 306-307 tok/s) */
-			int kind = p->dtype == ENG_F32 ? KV_F32 : -1;
-			if (kind >= 0) { /* in place */
-				K = (const char *)eng_page_kraw(p, pg, j->layer, s0) + (size_t)g * hd * p->esize;
-				V = (const char *)eng_page_vraw(p, pg, j->layer, s0) + (size_t)g * hd * p->esize;
-				stride = kd;
-			} else {
-				kind = KV_F32;
-				for (; loaded < s0 + cnt; loaded++) {
-					eng_kv_load(p, kb + (size_t)loaded * hd,
-						    (unsigned char *)eng_page_kraw(p, pg, j->layer, loaded) + (size_t)g * hd * p->esize,
-						    (size_t)hd);
-					eng_kv_load(p, vb + (size_t)loaded * hd,
-						    (unsigned char *)eng_page_vraw(p, pg, j->layer, loaded) + (size_t)g * hd * p->esize,
-						    (size_t)hd);
-				}
-				K = kb + (size_t)s0 * hd, V = vb + (size_t)s0 * hd, stride = (size_t)hd;
+			br[nb] = r, bcnt[nb] = (int)(t1 - t0 + 1), bs0[nb] = (int)(t0 - b * B);
+			need = bs0[nb] + bcnt[nb] > need ? bs0[nb] + bcnt[nb] : need;
+			nb++;
+		}
+		/* f32 in place; 16-bit blocks converted once for the tile's rows
+		 * (read in place, each row converted them again: prefill of 2048
+		 * tokens on one core 329-335 -> 306-307 tok/s) */
+		bool in_place = p->dtype == ENG_F32;
+		for (int sl = 0; !in_place && sl < need; sl++) {
+			eng_kv_load(p, kb + (size_t)sl * hd,
+				    (unsigned char *)eng_page_kraw(p, pg, j->layer, sl) + (size_t)g * hd * p->esize, (size_t)hd);
+			eng_kv_load(p, vb + (size_t)sl * hd,
+				    (unsigned char *)eng_page_vraw(p, pg, j->layer, sl) + (size_t)g * hd * p->esize, (size_t)hd);
+		}
+		size_t stride = in_place ? kd : (size_t)hd;
+		const float *qrow = j->q + ((size_t)i0 * j->nh + (size_t)g * group) * hd;
+		for (int k = 0; k < nb; k++) {
+			if (br[k] < 0)
+				continue;
+			int s0 = bs0[k], cnt = bcnt[k];
+			const float *K = in_place ? (const float *)((const char *)eng_page_kraw(p, pg, j->layer, s0) +
+								    (size_t)g * hd * p->esize)
+						  : kb + (size_t)s0 * hd;
+			const float *V = in_place ? (const float *)((const char *)eng_page_vraw(p, pg, j->layer, s0) +
+								    (size_t)g * hd * p->esize)
+						  : vb + (size_t)s0 * hd;
+#ifdef ENG_AVX2
+			if (tiled) { /* with it every later row on the same slots, up to ATILE_MAXQ heads */
+				int sel[ATT_TILE], ns = 0;
+				for (int l = k; l < nb && ns < tiled; l++)
+					if (br[l] >= 0 && bs0[l] == s0 && bcnt[l] == cnt)
+						sel[ns++] = br[l], br[l] = -1;
+				attend_rows(qrow, (size_t)j->nh * hd, sel, ns, K, V, stride, cnt, sc, acc, mx, sum, group, hd, B,
+					    scale, cc->qpack[worker]);
+				continue;
 			}
-			attend_block(j->q + ((size_t)(i0 + r) * j->nh + (size_t)g * group) * hd, K, V, kind, stride, cnt, sc,
-				     acc + (size_t)r * group * hd, mx + (size_t)r * group, sum + (size_t)r * group, group, hd, B,
-				     scale);
+#endif
+			int r = br[k];
+			attend_block(qrow + (size_t)r * j->nh * hd, K, V, KV_F32, stride, cnt, sc, acc + (size_t)r * group * hd,
+				     mx + (size_t)r * group, sum + (size_t)r * group, group, hd, B, scale);
 		}
 	}
 	for (int r = 0; r < nr; r++) {

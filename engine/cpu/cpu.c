@@ -262,10 +262,10 @@ int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads)
 	struct {
 		float ***f;
 		size_t n;
-	} fl[] = {{&cc->wconv, 4 * mc}, {&cc->kbuf, B * hd}, {&cc->vbuf, B * hd}, {&cc->sc, group * B},
+	} fl[] = {{&cc->wconv, 4 * mc}, {&cc->kbuf, B * hd}, {&cc->vbuf, B * hd}, {&cc->sc, ATT_TILE * group * B},
 		  {&cc->acc, ATT_TILE * group * hd}, {&cc->mx, ATT_TILE * group}, {&cc->sum, ATT_TILE * group},
 		  {&cc->tacc, ATT_TILE * group * hd}, {&cc->tmx, ATT_TILE * group}, {&cc->tsum, ATT_TILE * group}, {&cc->qsum, hd}, {&cc->top, K},
-		  {&cc->tq, INDEX_TILE * hd}, {&cc->ttop, INDEX_TILE * K}};
+		  {&cc->tq, INDEX_TILE * hd}, {&cc->ttop, INDEX_TILE * K}, {&cc->qpack, (ATT_TILE * group + 1) * hd}};
 	cc->nlist = (int)nlist;
 	for (size_t k = 0; k < sizeof(fl) / sizeof(fl[0]); k++) {
 		if (!(*fl[k].f = calloc((size_t)cc->nw, sizeof(float *))))
@@ -291,7 +291,7 @@ void eng_backend_cpu_free(eng_backend *be)
 		return;
 	eng_pool_free(cc->pool);
 	float ***fl[] = {&cc->wconv, &cc->kbuf, &cc->vbuf, &cc->sc, &cc->acc, &cc->mx, &cc->sum,
-			 &cc->tacc, &cc->tmx, &cc->tsum, &cc->qsum, &cc->top, &cc->tq, &cc->ttop};
+			 &cc->tacc, &cc->tmx, &cc->tsum, &cc->qsum, &cc->top, &cc->tq, &cc->ttop, &cc->qpack};
 	for (size_t k = 0; k < sizeof(fl) / sizeof(fl[0]); k++) {
 		for (int i = 0; *fl[k] && i < cc->nw; i++)
 			free((*fl[k])[i]);

@@ -20,6 +20,7 @@ typedef struct {
 	 * softmax state, and MSA's top-k and block list */
 	float **kbuf, **vbuf, **sc, **acc, **mx, **sum, **qsum, **top;
 	float **tacc, **tmx, **tsum; /* attention: the totals of segments folded so far (ATT_SEG) */
+	float **qpack;               /* attention: a tile's query heads paired for atile.h (sc: their scores) */
 	int **topi, **blocks;
 	int nlist; /* room in a block list: sink + local + top_k + 1 */
 	/* per worker, the index branch of a tile of prefill rows */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "engine/backend.h"
+#include "engine/cpu/atile.h"
 #include "engine/cpu/bfdot.h"
 #include "engine/cpu/kernels.h"
 #include "engine/cpu/qdot.h"
@@ -294,6 +295,88 @@ static void half_keys_read_in_place_equal_converted(void **state)
 #endif
 }
 
+/* score(q, k) by its definition (atile.h): eight lanes of fmas over the
+ * width in steps of 8, summed ((0+1)+(2+3))+((4+5)+(6+7)), times scale */
+static float score_def(const float *q, const float *k, int n, float scale)
+{
+	float l[8] = {0};
+	for (int i = 0; i < n; i++)
+		l[i % 8] = fmaf(q[i], k[i], l[i % 8]);
+	return (((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))) * scale;
+}
+
+/* atile.h's many-head kernels (prefill tiles, decode's KV group) against
+ * the definition, and in an AVX2 build against dot1 and weighted_rows,
+ * which attend_block runs: head counts around the pairs and the six-head
+ * passes (1 .. 13, 48, 64), widths 16 .. 512, key counts with and
+ * without a tail of fewer than eight, keys at a stride, magnitudes of one
+ * size and of many. */
+static void many_head_kernels_equal_one_head(void **state)
+{
+	(void)state;
+	if (!eng_atile_ok(64))
+		skip(); /* (no AVX-512 on this CPU: attention runs a head at a time) */
+	ev_rng r;
+	ev_rng_seed(&r, 29);
+	const int heads[] = {1, 2, 3, 4, 5, 6, 7, 12, 13, 48, 64}, widths[] = {16, 48, 64, 80, 128, 512};
+	const int counts[] = {1, 7, 8, 13, 64};
+	for (size_t hi = 0; hi < sizeof heads / sizeof heads[0]; hi++)
+		for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
+			int nq = heads[hi], hd = widths[wi], cnt = counts[(hi + wi) % 5], spread = (int)(hi + wi) % 2;
+			size_t stride = (size_t)hd + (size_t)(wi % 3) * 16;
+			float *K = malloc((size_t)cnt * stride * 4), *V = malloc((size_t)cnt * stride * 4);
+			float *Q = malloc((size_t)nq * hd * 4), *S = malloc((size_t)nq * cnt * 4), *A = malloc((size_t)nq * hd * 4);
+			float *A0 = malloc((size_t)nq * hd * 4), *pack = malloc((size_t)(nq + 1) * hd * 4), c[64];
+			const float *qs[64];
+			float *out[64], *as[64];
+			fill(K, (size_t)cnt * stride, &r), fill(V, (size_t)cnt * stride, &r), fill(Q, (size_t)nq * hd, &r);
+			fill(A0, (size_t)nq * hd, &r);
+			if (spread) /* magnitudes from 1e-6 to 1e6 */
+				for (size_t i = 0; i < (size_t)cnt * stride; i++)
+					K[i] *= powf(10.0f, (float)(12 * ev_rng_uniform(&r) - 6));
+			for (int h = 0; h < nq; h++)
+				qs[h] = Q + (size_t)h * hd, out[h] = S + (size_t)h * cnt, as[h] = A + (size_t)h * hd,
+				c[h] = (float)ev_rng_uniform(&r);
+			eng_atile_scores(out, qs, nq, K, stride, cnt, hd, 0.125f, pack);
+			for (int h = 0; h < nq; h++)
+				for (int t = 0; t < cnt; t++) {
+					float want = score_def(qs[h], K + (size_t)t * stride, hd, 0.125f);
+					if (memcmp(&want, &out[h][t], 4))
+						fail_msg("scores: %d heads width %d: head %d key %d is %.9g, its definition %.9g", nq,
+							 hd, h, t, out[h][t], want);
+#ifdef ENG_AVX2
+					want = dot1(K + (size_t)t * stride, qs[h], hd) * 0.125f;
+					if (memcmp(&want, &out[h][t], 4))
+						fail_msg("scores: %d heads width %d: head %d key %d is %.9g, dot1 %.9g", nq, hd, h, t,
+							 out[h][t], want);
+#endif
+				}
+			memcpy(A, A0, (size_t)nq * hd * 4);
+			eng_atile_values(as, c, (const float *const *)out, nq, V, stride, cnt, hd);
+			for (int h = 0; h < nq; h++) {
+				float w[512];
+				for (int d = 0; d < hd; d++) {
+					float a = A0[(size_t)h * hd + d] * c[h];
+					for (int t = 0; t < cnt; t++)
+						a = fmaf(out[h][t], V[(size_t)t * stride + d], a);
+					w[d] = a;
+				}
+#ifdef ENG_AVX2
+				float w2[512];
+				memcpy(w2, A0 + (size_t)h * hd, (size_t)hd * 4);
+				weighted_rows(w2, c[h], out[h], V, stride, cnt, hd);
+				if (memcmp(w2, w, (size_t)hd * 4))
+					fail_msg("the definition of the values differs from weighted_rows (width %d)", hd);
+#endif
+				for (int d = 0; d < hd; d++)
+					if (memcmp(&w[d], &as[h][d], 4))
+						fail_msg("values: %d heads width %d: head %d value %d is %.9g, its definition %.9g", nq,
+							 hd, h, d, as[h][d], w[d]);
+			}
+			free(K), free(V), free(Q), free(S), free(A), free(A0), free(pack);
+		}
+}
+
 /* A block's softmax pieces in attention (attend_block): max_of is the
  * running maximum's value, and exp_shift_sum gives exp_shift's values and
  * their sum in its stated order (eight lanes in hsum8's order with the
@@ -427,6 +510,7 @@ int main(void)
 		cmocka_unit_test(half_rows_read_in_place_equal_converted),
 		cmocka_unit_test(eight_key_scores_equal_dot1),
 		cmocka_unit_test(block_max_and_exp_sum_by_definition),
+		cmocka_unit_test(many_head_kernels_equal_one_head),
 		cmocka_unit_test(half_keys_read_in_place_equal_converted),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,184 @@
+/*
+ * engine/cpu/atile.c: the AVX-512 kernels of atile.h. Registers: scores
+ * keep three pairs of heads against eight keys (24 accumulators), values
+ * six heads against 64 of a row's values (24 accumulators), so each key or
+ * value load feeds several heads' FMAs where the one-head kernels feed one.
+ */
+#include "engine/cpu/atile.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define AT_ISA "avx2,fma,avx512f,avx512dq"
+#define AT_FN static inline __attribute__((always_inline, target(AT_ISA)))
+
+bool eng_atile_ok(int hd)
+{
+	static int have = -1;
+	if (have < 0) {
+		__builtin_cpu_init();
+		have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+		       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+	}
+	return have && hd > 0 && hd % 16 == 0 && hd <= ATILE_MAXHD;
+}
+
+/* _mm256_hadd_ps in each 256-bit half: per 128-bit lane [a0+a1, a2+a3, b0+b1, b2+b3] */
+AT_FN __m512 hadd2x(__m512 a, __m512 b)
+{
+	return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xDD));
+}
+
+/* Scores of head pairs p0 .. p0 + np against keys t .. t + 8: accumulator
+ * a[p][k] holds pair p's first head against key k in its low half and the
+ * second head in its high half. The totals follow hsum8x8: pair sums,
+ * quad sums, then each quad's two halves. */
+AT_FN void score_block(float *const *out, int nq, int p0, int np, const float *pack, int nch, const float *K,
+		       size_t stride, int t, float scale)
+{
+	__m512 a[3][8];
+#pragma GCC unroll 3
+	for (int p = 0; p < np; p++)
+#pragma GCC unroll 8
+		for (int k = 0; k < 8; k++)
+			a[p][k] = _mm512_setzero_ps();
+	for (int i = 0; i < nch; i++) {
+		__m512 qv[3];
+#pragma GCC unroll 3
+		for (int p = 0; p < np; p++)
+			qv[p] = _mm512_loadu_ps(pack + ((size_t)(p0 + p) * nch + i) * 16);
+#pragma GCC unroll 8
+		for (int k = 0; k < 8; k++) {
+			__m512 kv = _mm512_broadcast_f32x8(_mm256_loadu_ps(K + (size_t)(t + k) * stride + (size_t)i * 8));
+#pragma GCC unroll 3
+			for (int p = 0; p < np; p++)
+				a[p][k] = _mm512_fmadd_ps(kv, qv[p], a[p][k]);
+		}
+	}
+	__m512 sv = _mm512_set1_ps(scale);
+#pragma GCC unroll 3
+	for (int p = 0; p < np; p++) {
+		__m512 h01 = hadd2x(a[p][0], a[p][1]), h23 = hadd2x(a[p][2], a[p][3]);
+		__m512 h45 = hadd2x(a[p][4], a[p][5]), h67 = hadd2x(a[p][6], a[p][7]);
+		__m512 q03 = hadd2x(h01, h23), q47 = hadd2x(h45, h67);
+		/* 128-bit lanes of q03: [first keys 0-3 lanes 0-3, ... lanes 4-7, second ..., ...] */
+		__m512 lo = _mm512_shuffle_f32x4(q03, q47, _MM_SHUFFLE(2, 0, 2, 0));
+		__m512 hi = _mm512_shuffle_f32x4(q03, q47, _MM_SHUFFLE(3, 1, 3, 1));
+		__m512 r = _mm512_mul_ps(_mm512_add_ps(lo, hi), sv); /* [first 0-3, second 0-3, first 4-7, second 4-7] */
+		r = _mm512_shuffle_f32x4(r, r, _MM_SHUFFLE(3, 1, 2, 0));
+		int h = 2 * (p0 + p);
+		_mm256_storeu_ps(out[h] + t, _mm512_castps512_ps256(r));
+		if (h + 1 < nq)
+			_mm256_storeu_ps(out[h + 1] + t, _mm512_extractf32x8_ps(r, 1));
+	}
+}
+
+/* every pair of heads against keys t .. t + 8 */
+AT_FN void score_keys(float *const *out, int nq, const float *pack, int nch, const float *K, size_t stride, int t,
+		      float scale)
+{
+	int npair = (nq + 1) / 2, p0 = 0;
+	for (; p0 + 3 <= npair; p0 += 3)
+		score_block(out, nq, p0, 3, pack, nch, K, stride, t, scale);
+	if (npair - p0 == 2)
+		score_block(out, nq, p0, 2, pack, nch, K, stride, t, scale);
+	else if (npair - p0 == 1)
+		score_block(out, nq, p0, 1, pack, nch, K, stride, t, scale);
+}
+
+__attribute__((target(AT_ISA))) void eng_atile_scores(float *const *out, const float *const *q, int nq, const float *K,
+						       size_t stride, int cnt, int hd, float scale, float *pack)
+{
+	int nch = hd / 8;
+	/* pack: pair p's chunk i is 16 floats, the first head's 8 then the second's (zeros past nq) */
+	for (int h = 0; h < nq + (nq & 1); h++)
+		for (int i = 0; i < nch; i++)
+			if (h < nq)
+				memcpy(pack + (((size_t)(h / 2) * nch + i) * 16 + (size_t)(h & 1) * 8), q[h] + (size_t)i * 8,
+				       8 * sizeof(float));
+			else
+				memset(pack + (((size_t)(h / 2) * nch + i) * 16 + 8), 0, 8 * sizeof(float));
+	int t = 0;
+	for (; t + 8 <= cnt; t += 8)
+		score_keys(out, nq, pack, nch, K, stride, t, scale);
+	if (t < cnt) { /* the last keys padded with zero keys to eight, their scores dropped */
+		float kpad[8 * ATILE_MAXHD], tmp[ATILE_MAXQ * 8];
+		float *tout[ATILE_MAXQ];
+		int r = cnt - t;
+		for (int k = 0; k < 8; k++)
+			if (k < r)
+				memcpy(kpad + (size_t)k * hd, K + (size_t)(t + k) * stride, (size_t)hd * sizeof(float));
+			else
+				memset(kpad + (size_t)k * hd, 0, (size_t)hd * sizeof(float));
+		for (int h = 0; h < nq; h++)
+			tout[h] = tmp + (size_t)h * 8;
+		score_keys(tout, nq, pack, nch, kpad, (size_t)hd, 0, scale);
+		for (int h = 0; h < nq; h++)
+			memcpy(out[h] + t, tout[h], (size_t)r * sizeof(float));
+	}
+}
+
+/* heads q0 .. q0 + nh (up to 6) over values d .. d + 16 nv (nv up to 4) */
+AT_FN void value_block(float *const *acc, const float *c, const float *const *p, int q0, int nh, const float *V,
+		       size_t stride, int cnt, int d, int nv)
+{
+	__m512 a[6][4];
+#pragma GCC unroll 6
+	for (int j = 0; j < nh; j++) {
+		__m512 cv = _mm512_set1_ps(c[q0 + j]);
+#pragma GCC unroll 4
+		for (int v = 0; v < nv; v++)
+			a[j][v] = _mm512_mul_ps(cv, _mm512_loadu_ps(acc[q0 + j] + d + 16 * v));
+	}
+	for (int t = 0; t < cnt; t++) {
+		const float *vr = V + (size_t)t * stride + d;
+		__m512 vv[4];
+#pragma GCC unroll 4
+		for (int v = 0; v < nv; v++)
+			vv[v] = _mm512_loadu_ps(vr + 16 * v);
+#pragma GCC unroll 6
+		for (int j = 0; j < nh; j++) {
+			__m512 pb = _mm512_set1_ps(p[q0 + j][t]);
+#pragma GCC unroll 4
+			for (int v = 0; v < nv; v++)
+				a[j][v] = _mm512_fmadd_ps(pb, vv[v], a[j][v]);
+		}
+	}
+#pragma GCC unroll 6
+	for (int j = 0; j < nh; j++)
+#pragma GCC unroll 4
+		for (int v = 0; v < nv; v++)
+			_mm512_storeu_ps(acc[q0 + j] + d + 16 * v, a[j][v]);
+}
+
+/* every head over values d .. d + 16 nv, six heads a pass */
+#define AT_VALUES(nv)                                                                                                  \
+	__attribute__((target(AT_ISA), noinline)) static void values_##nv(float *const *acc, const float *c,          \
+									   const float *const *p, int nq,           \
+									   const float *V, size_t stride, int cnt,  \
+									   int d)                                   \
+	{                                                                                                              \
+		int q0 = 0;                                                                                            \
+		for (; q0 + 6 <= nq; q0 += 6)                                                                          \
+			value_block(acc, c, p, q0, 6, V, stride, cnt, d, nv);                                          \
+		switch (nq - q0) {                                                                                     \
+		case 5: value_block(acc, c, p, q0, 5, V, stride, cnt, d, nv); break;                                   \
+		case 4: value_block(acc, c, p, q0, 4, V, stride, cnt, d, nv); break;                                   \
+		case 3: value_block(acc, c, p, q0, 3, V, stride, cnt, d, nv); break;                                   \
+		case 2: value_block(acc, c, p, q0, 2, V, stride, cnt, d, nv); break;                                   \
+		case 1: value_block(acc, c, p, q0, 1, V, stride, cnt, d, nv); break;                                   \
+		default: break;                                                                                        \
+		}                                                                                                      \
+	}
+AT_VALUES(4)
+AT_VALUES(1)
+
+void eng_atile_values(float *const *acc, const float *c, const float *const *p, int nq, const float *V, size_t stride,
+		      int cnt, int hd)
+{
+	int d = 0;
+	for (; d + 64 <= hd; d += 64)
+		values_4(acc, c, p, nq, V, stride, cnt, d);
+	for (; d < hd; d += 16)
+		values_1(acc, c, p, nq, V, stride, cnt, d);
+}
