@@ -27,17 +27,22 @@
 /* the most query heads one call takes, and the widest head */
 enum { ATILE_MAXQ = 64, ATILE_MAXHD = 512 };
 
+/* how keys and values are stored: f32, or 16 bits widened exactly as read
+ * (a 16-bit KV cache read in place, the bits of converting it first) */
+enum { ATILE_F32, ATILE_BF16, ATILE_F16 };
+
 /* whether the kernels run on this CPU for heads of width hd */
 bool eng_atile_ok(int hd);
 
-/* out[i][t] = score(q[i], K + t * stride) for i < nq, t < cnt; pack is
- * scratch of (nq + 1) * hd floats (the heads interleaved in pairs). */
-void eng_atile_scores(float *const *out, const float *const *q, int nq, const float *K, size_t stride, int cnt,
-		      int hd, float scale, float *pack);
+/* out[i][t] = score(q[i], K + t * stride) for i < nq, t < cnt (K of the
+ * given kind, stride in elements); pack is scratch of (nq + 1) * hd floats
+ * (the heads interleaved in pairs). */
+void eng_atile_scores(float *const *out, const float *const *q, int nq, const void *K, int kind, size_t stride,
+		      int cnt, int hd, float scale, float *pack);
 
 /* acc[i][d] = acc[i][d] * c[i] + sum over t < cnt of p[i][t] * V[t * stride + d],
  * in weighted_rows' order, for i < nq, d < hd */
-void eng_atile_values(float *const *acc, const float *c, const float *const *p, int nq, const float *V, size_t stride,
-		      int cnt, int hd);
+void eng_atile_values(float *const *acc, const float *c, const float *const *p, int nq, const void *V, int kind,
+		      size_t stride, int cnt, int hd);
 
 #endif

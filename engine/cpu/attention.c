@@ -89,7 +89,7 @@ static void index_task(void *ctx, int task, int worker)
  * (BF16, F16) read in place by the _h kernels with the f32 kernels' bits
  * (KV_F32 for a block converted into a buffer first, where the _h kernels
  * do not apply: no AVX2, a head width not a multiple of 8). */
-enum { KV_F32, KV_BF16, KV_F16 };
+enum { KV_F32 = ATILE_F32, KV_BF16 = ATILE_BF16, KV_F16 = ATILE_F16 };
 
 /* One head's online softmax over a block's scores sh[0 .. cnt): the
  * running max and sum of exps updated, the scores made their exps under
@@ -160,14 +160,16 @@ static void attend_block(const float *qg, const void *Kp, const void *Vp, int ki
 }
 
 #ifdef ENG_AVX2
-/* attend_block for several rows of a prefill tile that attend the same
- * f32 keys and values (rows[] tile-local; row r's query heads at q0 + r *
- * qstride, its state at acc/mx/sum + r * group heads): atile.h's kernels
- * on all their query heads at once, each key and value loaded once for
- * them, with attend_block's bits (atile.h gives dot1's and weighted_rows'
- * order). At most ATILE_MAXQ heads; sc room for them all. */
-static void attend_rows(const float *q0, size_t qstride, const int *rows, int nr, const float *K, const float *V,
-			size_t stride, int cnt, float *sc, float *acc, float *mx, float *sum, int group, int hd, int B,
+/* attend_block for several rows that attend the same keys and values of
+ * a block (a prefill tile's rows, or a decoding row alone; rows[] are
+ * their indices, row r's query heads at q0 + r * qstride, its state at
+ * acc/mx/sum + r * group heads): atile.h's kernels on all their query
+ * heads at once, each key and value loaded once for them, with
+ * attend_block's bits (atile.h gives dot1's and weighted_rows' order, a
+ * 16-bit cache widened as ld8_h widens it). At most ATILE_MAXQ heads; sc
+ * room for them all. */
+static void attend_rows(const float *q0, size_t qstride, const int *rows, int nr, const void *K, const void *V,
+			int kind, size_t stride, int cnt, float *sc, float *acc, float *mx, float *sum, int group, int hd, int B,
 			float scale, float *pack)
 {
 	const float *qs[ATILE_MAXQ];
@@ -181,13 +183,13 @@ static void attend_rows(const float *q0, size_t qstride, const int *rows, int nr
 		}
 	if (nq == 0)
 		return;
-	eng_atile_scores(out, qs, nq, K, stride, cnt, hd, scale, pack);
+	eng_atile_scores(out, qs, nq, K, kind, stride, cnt, hd, scale, pack);
 	for (int k = 0, qi = 0; k < nr; k++)
 		for (int h = 0; h < group; h++, qi++) {
 			size_t sh = (size_t)rows[k] * group + h;
 			corr[qi] = softmax_step(out[qi], cnt, &mx[sh], &sum[sh]);
 		}
-	eng_atile_values(as, corr, (const float *const *)out, nq, V, stride, cnt, hd);
+	eng_atile_values(as, corr, (const float *const *)out, nq, V, kind, stride, cnt, hd);
 }
 #endif
 
@@ -328,9 +330,10 @@ static void att_entries(att_job *j, int i, int g, const att_list *L, long e0, lo
 		if (bi + 1 < e1)
 			prefetch_block(p, L->s->pages[L->nb >= 0 ? L->list[bi + 1] : L->lo / B + bi + 1], j->layer, g);
 #ifdef ENG_AVX2
-		if (tiled && kind == KV_F32) {
+		if (tiled) {
 			static const int row0 = 0;
-			attend_rows(qg, 0, &row0, 1, K, V, stride, cnt, sc, acc, mx, sum, group, hd, B, scale, cc->qpack[worker]);
+			attend_rows(qg, 0, &row0, 1, K, V, kind, stride, cnt, sc, acc, mx, sum, group, hd, B, scale,
+				    cc->qpack[worker]);
 			continue;
 		}
 #endif
@@ -553,8 +556,8 @@ static void att_tile_task(void *ctx, int task, int worker)
 				for (int l = k; l < nb && ns < tiled; l++)
 					if (br[l] >= 0 && bs0[l] == s0 && bcnt[l] == cnt)
 						sel[ns++] = br[l], br[l] = -1;
-				attend_rows(qrow, (size_t)j->nh * hd, sel, ns, K, V, stride, cnt, sc, acc, mx, sum, group, hd, B,
-					    scale, cc->qpack[worker]);
+				attend_rows(qrow, (size_t)j->nh * hd, sel, ns, K, V, KV_F32, stride, cnt, sc, acc, mx, sum, group,
+					    hd, B, scale, cc->qpack[worker]);
 				continue;
 			}
 #endif

@@ -305,12 +305,23 @@ static float score_def(const float *q, const float *k, int n, float scale)
 	return (((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))) * scale;
 }
 
+/* The keys or values a cache of this kind holds for f32 values x (x
+ * becomes them widened back, h the stored 16 bits) */
+static void as_stored(float *x, uint16_t *h, size_t n, int kind)
+{
+	for (size_t i = 0; i < n && kind != ATILE_F32; i++) {
+		h[i] = kind == ATILE_F16 ? eng_f32_to_f16(x[i]) : eng_f32_to_bf16(x[i]);
+		x[i] = kind == ATILE_F16 ? eng_f16_to_f32(h[i]) : eng_bf16_to_f32(h[i]);
+	}
+}
+
 /* atile.h's many-head kernels (prefill tiles, decode's KV group) against
  * the definition, and in an AVX2 build against dot1 and weighted_rows,
  * which attend_block runs: head counts around the pairs and the six-head
  * passes (1 .. 13, 48, 64), widths 16 .. 512, key counts with and
  * without a tail of fewer than eight, keys at a stride, magnitudes of one
- * size and of many. */
+ * size and of many; keys and values in f32 and read in place in BF16 and
+ * F16 (the bits of the widened values). */
 static void many_head_kernels_equal_one_head(void **state)
 {
 	(void)state;
@@ -320,61 +331,66 @@ static void many_head_kernels_equal_one_head(void **state)
 	ev_rng_seed(&r, 29);
 	const int heads[] = {1, 2, 3, 4, 5, 6, 7, 12, 13, 48, 64}, widths[] = {16, 48, 64, 80, 128, 512};
 	const int counts[] = {1, 7, 8, 13, 64};
-	for (size_t hi = 0; hi < sizeof heads / sizeof heads[0]; hi++)
-		for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
-			int nq = heads[hi], hd = widths[wi], cnt = counts[(hi + wi) % 5], spread = (int)(hi + wi) % 2;
-			size_t stride = (size_t)hd + (size_t)(wi % 3) * 16;
-			float *K = malloc((size_t)cnt * stride * 4), *V = malloc((size_t)cnt * stride * 4);
-			float *Q = malloc((size_t)nq * hd * 4), *S = malloc((size_t)nq * cnt * 4), *A = malloc((size_t)nq * hd * 4);
-			float *A0 = malloc((size_t)nq * hd * 4), *pack = malloc((size_t)(nq + 1) * hd * 4), c[64];
-			const float *qs[64];
-			float *out[64], *as[64];
-			fill(K, (size_t)cnt * stride, &r), fill(V, (size_t)cnt * stride, &r), fill(Q, (size_t)nq * hd, &r);
-			fill(A0, (size_t)nq * hd, &r);
-			if (spread) /* magnitudes from 1e-6 to 1e6 */
-				for (size_t i = 0; i < (size_t)cnt * stride; i++)
-					K[i] *= powf(10.0f, (float)(12 * ev_rng_uniform(&r) - 6));
-			for (int h = 0; h < nq; h++)
-				qs[h] = Q + (size_t)h * hd, out[h] = S + (size_t)h * cnt, as[h] = A + (size_t)h * hd,
-				c[h] = (float)ev_rng_uniform(&r);
-			eng_atile_scores(out, qs, nq, K, stride, cnt, hd, 0.125f, pack);
-			for (int h = 0; h < nq; h++)
-				for (int t = 0; t < cnt; t++) {
-					float want = score_def(qs[h], K + (size_t)t * stride, hd, 0.125f);
-					if (memcmp(&want, &out[h][t], 4))
-						fail_msg("scores: %d heads width %d: head %d key %d is %.9g, its definition %.9g", nq,
-							 hd, h, t, out[h][t], want);
+	const char *kinds[] = {"f32", "bf16", "f16"};
+	for (int kind = ATILE_F32; kind <= ATILE_F16; kind++)
+		for (size_t hi = 0; hi < sizeof heads / sizeof heads[0]; hi++)
+			for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
+				int nq = heads[hi], hd = widths[wi], cnt = counts[(hi + wi + (size_t)kind) % 5];
+				int spread = (int)(hi + wi) % 2;
+				size_t stride = (size_t)hd + (size_t)(wi % 3) * 16, nkv = (size_t)cnt * stride;
+				float *K = malloc(nkv * 4), *V = malloc(nkv * 4), *Q = malloc((size_t)nq * hd * 4);
+				float *S = malloc((size_t)nq * cnt * 4), *A = malloc((size_t)nq * hd * 4);
+				float *A0 = malloc((size_t)nq * hd * 4), *pack = malloc((size_t)(nq + 1) * hd * 4), c[64];
+				uint16_t *Kh = malloc(nkv * 2), *Vh = malloc(nkv * 2);
+				const float *qs[64];
+				float *out[64], *as[64];
+				fill(K, nkv, &r), fill(V, nkv, &r), fill(Q, (size_t)nq * hd, &r), fill(A0, (size_t)nq * hd, &r);
+				if (spread) /* magnitudes from 1e-6 to 1e6 */
+					for (size_t i = 0; i < nkv; i++)
+						K[i] *= powf(10.0f, (float)(12 * ev_rng_uniform(&r) - 6));
+				as_stored(K, Kh, nkv, kind), as_stored(V, Vh, nkv, kind);
+				const void *Kin = kind == ATILE_F32 ? (const void *)K : Kh, *Vin = kind == ATILE_F32 ? (const void *)V : Vh;
+				for (int h = 0; h < nq; h++)
+					qs[h] = Q + (size_t)h * hd, out[h] = S + (size_t)h * cnt, as[h] = A + (size_t)h * hd,
+					c[h] = (float)ev_rng_uniform(&r);
+				eng_atile_scores(out, qs, nq, Kin, kind, stride, cnt, hd, 0.125f, pack);
+				for (int h = 0; h < nq; h++)
+					for (int t = 0; t < cnt; t++) {
+						float want = score_def(qs[h], K + (size_t)t * stride, hd, 0.125f);
+						if (memcmp(&want, &out[h][t], 4))
+							fail_msg("scores (%s): %d heads width %d: head %d key %d is %.9g, its definition %.9g",
+								 kinds[kind], nq, hd, h, t, out[h][t], want);
 #ifdef ENG_AVX2
-					want = dot1(K + (size_t)t * stride, qs[h], hd) * 0.125f;
-					if (memcmp(&want, &out[h][t], 4))
-						fail_msg("scores: %d heads width %d: head %d key %d is %.9g, dot1 %.9g", nq, hd, h, t,
-							 out[h][t], want);
+						want = dot1(K + (size_t)t * stride, qs[h], hd) * 0.125f;
+						if (memcmp(&want, &out[h][t], 4))
+							fail_msg("scores (%s): %d heads width %d: head %d key %d is %.9g, dot1 %.9g",
+								 kinds[kind], nq, hd, h, t, out[h][t], want);
 #endif
-				}
-			memcpy(A, A0, (size_t)nq * hd * 4);
-			eng_atile_values(as, c, (const float *const *)out, nq, V, stride, cnt, hd);
-			for (int h = 0; h < nq; h++) {
-				float w[512];
-				for (int d = 0; d < hd; d++) {
-					float a = A0[(size_t)h * hd + d] * c[h];
-					for (int t = 0; t < cnt; t++)
-						a = fmaf(out[h][t], V[(size_t)t * stride + d], a);
-					w[d] = a;
-				}
+					}
+				memcpy(A, A0, (size_t)nq * hd * 4);
+				eng_atile_values(as, c, (const float *const *)out, nq, Vin, kind, stride, cnt, hd);
+				for (int h = 0; h < nq; h++) {
+					float w[512];
+					for (int d = 0; d < hd; d++) {
+						float a = A0[(size_t)h * hd + d] * c[h];
+						for (int t = 0; t < cnt; t++)
+							a = fmaf(out[h][t], V[(size_t)t * stride + d], a);
+						w[d] = a;
+					}
 #ifdef ENG_AVX2
-				float w2[512];
-				memcpy(w2, A0 + (size_t)h * hd, (size_t)hd * 4);
-				weighted_rows(w2, c[h], out[h], V, stride, cnt, hd);
-				if (memcmp(w2, w, (size_t)hd * 4))
-					fail_msg("the definition of the values differs from weighted_rows (width %d)", hd);
+					float w2[512];
+					memcpy(w2, A0 + (size_t)h * hd, (size_t)hd * 4);
+					weighted_rows(w2, c[h], out[h], V, stride, cnt, hd);
+					if (memcmp(w2, w, (size_t)hd * 4))
+						fail_msg("the definition of the values differs from weighted_rows (width %d)", hd);
 #endif
-				for (int d = 0; d < hd; d++)
-					if (memcmp(&w[d], &as[h][d], 4))
-						fail_msg("values: %d heads width %d: head %d value %d is %.9g, its definition %.9g", nq,
-							 hd, h, d, as[h][d], w[d]);
+					for (int d = 0; d < hd; d++)
+						if (memcmp(&w[d], &as[h][d], 4))
+							fail_msg("values (%s): %d heads width %d: head %d value %d is %.9g, its definition "
+								 "%.9g", kinds[kind], nq, hd, h, d, as[h][d], w[d]);
+				}
+				free(K), free(V), free(Q), free(S), free(A), free(A0), free(pack), free(Kh), free(Vh);
 			}
-			free(K), free(V), free(Q), free(S), free(A), free(A0), free(pack);
-		}
 }
 
 /* A block's softmax pieces in attention (attend_block): max_of is the
