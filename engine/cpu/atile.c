@@ -109,23 +109,39 @@ AT_FN void score_keys(float *const *out, int nq, const float *pack, int nch, con
 		score_block(out, nq, p0, 1, pack, nch, K, kind, stride, t, scale);
 }
 
-/* the whole keys of a block, one copy for each kind of key */
+/* Asks for rows t .. t + 8 of the next block's keys and values (rb bytes
+ * a row, at a stride of sb bytes) into L2 */
+AT_FN void ask8(const char *pk, const char *pv, size_t sb, size_t rb, int t)
+{
+	for (int k = 0; k < 8; k++)
+		for (size_t c = 0; c < rb; c += 64) {
+			__builtin_prefetch(pk + (size_t)(t + k) * sb + c, 0, 2);
+			__builtin_prefetch(pv + (size_t)(t + k) * sb + c, 0, 2);
+		}
+}
+
+/* the whole keys of a block, eight at a time, with the next block's rows
+ * asked for eight at a time between them (pk, pv non-NULL); one copy for
+ * each kind of key */
 #define AT_SCORES(kind)                                                                                                \
-	__attribute__((target(AT_ISA), noinline)) static void scores_##kind(float *const *out, int nq,               \
-									     const float *pack, int nch,              \
-									     const void *K, size_t stride, int cnt,   \
-									     float scale)                             \
+	__attribute__((target(AT_ISA), noinline)) static void scores_##kind(                                          \
+		float *const *out, int nq, const float *pack, int nch, const void *K, size_t stride, int cnt,         \
+		float scale, const char *pk, const char *pv)                                                           \
 	{                                                                                                              \
-		for (int t = 0; t + 8 <= cnt; t += 8)                                                                  \
+		size_t es = kind == ATILE_F32 ? 4 : 2;                                                                 \
+		for (int t = 0; t + 8 <= cnt; t += 8) {                                                                \
 			score_keys(out, nq, pack, nch, K, kind, stride, t, scale);                                     \
+			if (pk)                                                                                        \
+				ask8(pk, pv, stride * es, (size_t)nch * 8 * es, t);                                    \
+		}                                                                                                      \
 	}
 AT_SCORES(ATILE_F32)
 AT_SCORES(ATILE_BF16)
 AT_SCORES(ATILE_F16)
 
 __attribute__((target(AT_ISA))) void eng_atile_scores(float *const *out, const float *const *q, int nq, const void *K,
-						       int kind, size_t stride, int cnt, int hd, float scale,
-						       float *pack)
+						       int kind, size_t stride, int cnt, int hd, float scale, float *pack,
+						       const void *nextK, const void *nextV)
 {
 	int nch = hd / 8;
 	/* pack: pair p's chunk i is 16 floats, the first head's 8 then the second's (zeros past nq) */
@@ -136,12 +152,13 @@ __attribute__((target(AT_ISA))) void eng_atile_scores(float *const *out, const f
 				       8 * sizeof(float));
 			else
 				memset(pack + (((size_t)(h / 2) * nch + i) * 16 + 8), 0, 8 * sizeof(float));
+	const char *pk = nextK && nextV ? nextK : NULL, *pv = nextV;
 	if (kind == ATILE_F16)
-		scores_ATILE_F16(out, nq, pack, nch, K, stride, cnt, scale);
+		scores_ATILE_F16(out, nq, pack, nch, K, stride, cnt, scale, pk, pv);
 	else if (kind == ATILE_BF16)
-		scores_ATILE_BF16(out, nq, pack, nch, K, stride, cnt, scale);
+		scores_ATILE_BF16(out, nq, pack, nch, K, stride, cnt, scale, pk, pv);
 	else
-		scores_ATILE_F32(out, nq, pack, nch, K, stride, cnt, scale);
+		scores_ATILE_F32(out, nq, pack, nch, K, stride, cnt, scale, pk, pv);
 	int t = cnt / 8 * 8;
 	if (t < cnt) { /* the last keys as f32, padded with zero keys to eight, their scores dropped */
 		float kpad[8 * ATILE_MAXHD], tmp[ATILE_MAXQ * 8];

@@ -36,9 +36,11 @@ bool eng_atile_ok(int hd);
 
 /* out[i][t] = score(q[i], K + t * stride) for i < nq, t < cnt (K of the
  * given kind, stride in elements); pack is scratch of (nq + 1) * hd floats
- * (the heads interleaved in pairs). */
+ * (the heads interleaved in pairs). With nextK and nextV (else NULL), the
+ * first cnt / 8 * 8 rows of the block attended next, at the same stride,
+ * are asked for into L2 eight rows at a time while these are scored. */
 void eng_atile_scores(float *const *out, const float *const *q, int nq, const void *K, int kind, size_t stride,
-		      int cnt, int hd, float scale, float *pack);
+		      int cnt, int hd, float scale, float *pack, const void *nextK, const void *nextV);
 
 /* acc[i][d] = acc[i][d] * c[i] + sum over t < cnt of p[i][t] * V[t * stride + d],
  * in weighted_rows' order, for i < nq, d < hd */

@@ -170,7 +170,7 @@ static void attend_block(const float *qg, const void *Kp, const void *Vp, int ki
  * room for them all. */
 static void attend_rows(const float *q0, size_t qstride, const int *rows, int nr, const void *K, const void *V,
 			int kind, size_t stride, int cnt, float *sc, float *acc, float *mx, float *sum, int group, int hd, int B,
-			float scale, float *pack)
+			float scale, float *pack, const void *nextK, const void *nextV)
 {
 	const float *qs[ATILE_MAXQ];
 	float *out[ATILE_MAXQ], *as[ATILE_MAXQ], corr[ATILE_MAXQ];
@@ -183,7 +183,7 @@ static void attend_rows(const float *q0, size_t qstride, const int *rows, int nr
 		}
 	if (nq == 0)
 		return;
-	eng_atile_scores(out, qs, nq, K, kind, stride, cnt, hd, scale, pack);
+	eng_atile_scores(out, qs, nq, K, kind, stride, cnt, hd, scale, pack, nextK, nextV);
 	for (int k = 0, qi = 0; k < nr; k++)
 		for (int h = 0; h < group; h++, qi++) {
 			size_t sh = (size_t)rows[k] * group + h;
@@ -327,16 +327,22 @@ static void att_entries(att_job *j, int i, int g, const att_list *L, long e0, lo
 			}
 			K = kb, V = vb, stride = (size_t)hd;
 		}
-		if (bi + 1 < e1)
-			prefetch_block(p, L->s->pages[L->nb >= 0 ? L->list[bi + 1] : L->lo / B + bi + 1], j->layer, g);
+		eng_page *next = bi + 1 < e1 ? L->s->pages[L->nb >= 0 ? L->list[bi + 1] : L->lo / B + bi + 1] : NULL;
 #ifdef ENG_AVX2
-		if (tiled) {
+		if (tiled) { /* the next block's slice asked for while this one is scored */
 			static const int row0 = 0;
+			const void *nk = NULL, *nv = NULL;
+			if (next && kind == in_place) { /* (converted blocks: the buffer is read, not the page) */
+				nk = (const char *)eng_page_kraw(p, next, j->layer, 0) + (size_t)g * hd * p->esize;
+				nv = (const char *)eng_page_vraw(p, next, j->layer, 0) + (size_t)g * hd * p->esize;
+			}
 			attend_rows(qg, 0, &row0, 1, K, V, kind, stride, cnt, sc, acc, mx, sum, group, hd, B, scale,
-				    cc->qpack[worker]);
+				    cc->qpack[worker], nk, nv);
 			continue;
 		}
 #endif
+		if (next)
+			prefetch_block(p, next, j->layer, g);
 		attend_block(qg, K, V, kind, stride, cnt, sc, acc, mx, sum, group, hd, B, scale);
 	}
 }
@@ -557,7 +563,7 @@ static void att_tile_task(void *ctx, int task, int worker)
 					if (br[l] >= 0 && bs0[l] == s0 && bcnt[l] == cnt)
 						sel[ns++] = br[l], br[l] = -1;
 				attend_rows(qrow, (size_t)j->nh * hd, sel, ns, K, V, KV_F32, stride, cnt, sc, acc, mx, sum, group,
-					    hd, B, scale, cc->qpack[worker]);
+					    hd, B, scale, cc->qpack[worker], NULL, NULL);
 				continue;
 			}
 #endif
