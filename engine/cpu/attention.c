@@ -6,7 +6,9 @@
  * place), the softmax kept online over a segment's blocks and the
  * segments folded in order (ATT_SEG). The blocks MSA attends come from the
  * index search in engine/msa_index.c: per row in decode (split across the
- * workers when the context is long), per tile of rows in prefill.
+ * workers when the context is long), per tile of rows in prefill. Where
+ * the CPU has AVX-512, a block's scores and values for all the query heads
+ * on it run in atile.c's kernels, with the one-head kernels' bits.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -465,9 +467,10 @@ static bool run_segments(cpu_ctx *cc, att_job *j)
  * head (prefill): the union of the rows' blocks in ascending order, each
  * block's keys and values brought in once for every row that attends it
  * (the rows of a prompt chunk mostly share theirs), each row's softmax
- * kept apart. A row sees its own blocks in the same order through the
- * same attend_block as att_task, its segments (ATT_SEG) folded at the same
- * entries, so the tile changes no bit of it. */
+ * kept apart; the rows on the same slots of a block go through
+ * attend_rows together (atile.h). A row sees its own blocks in the same
+ * order with attend_block's bits, as in att_task, its segments (ATT_SEG)
+ * folded at the same entries, so the tile changes no bit of it. */
 static void att_tile_task(void *ctx, int task, int worker)
 {
 	att_job *j = ctx;
