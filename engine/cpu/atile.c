@@ -13,15 +13,12 @@
 #define AT_ISA "avx2,fma,avx512f,avx512dq"
 #define AT_FN static inline __attribute__((always_inline, target(AT_ISA)))
 
+/* (libgcc fills in the CPU's features before main; each ask reads them,
+ * so the workers calling this share no state of ours) */
 bool eng_atile_ok(int hd)
 {
-	static int have = -1;
-	if (have < 0) {
-		__builtin_cpu_init();
-		have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-		       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-	}
-	return have && hd > 0 && hd % 16 == 0 && hd <= ATILE_MAXHD;
+	return hd > 0 && hd % 16 == 0 && hd <= ATILE_MAXHD && __builtin_cpu_supports("avx512f") &&
+	       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
 /* keys' elements off .. off + 8 in both halves, as f32 (16-bit widened exactly) */
