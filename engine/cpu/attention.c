@@ -193,6 +193,16 @@ static void attend_rows(const float *q0, size_t qstride, const int *rows, int nr
 		}
 	eng_atile_values(as, corr, (const float *const *)out, nq, V, kind, stride, cnt, hd);
 }
+
+/* Rows a call of attend_rows takes for groups of this size: whole rows of
+ * up to ATILE_MAXQ heads, at most a tile; 0 where atile.h's kernels do not
+ * run (attend_block then, row by row). */
+static int atile_rows(int hd, int group)
+{
+	if (eng_atile_ok(hd) && group <= ATILE_MAXQ)
+		return ATILE_MAXQ / group < ATT_TILE ? ATILE_MAXQ / group : ATT_TILE;
+	return 0;
+}
 #endif
 
 /* How a pool's blocks reach attend_block: in place when they are f32, or
@@ -209,6 +219,16 @@ static int kv_kind(const eng_kv_pool *p)
 	return -1;
 }
 
+/* KV head g's key (kv_k) or value (kv_v) at a slot of a page's layer */
+static inline const char *kv_k(const eng_kv_pool *p, eng_page *pg, int layer, int slot, int g)
+{
+	return (const char *)eng_page_kraw(p, pg, layer, slot) + (size_t)g * p->hd * p->esize;
+}
+static inline const char *kv_v(const eng_kv_pool *p, eng_page *pg, int layer, int slot, int g)
+{
+	return (const char *)eng_page_vraw(p, pg, layer, slot) + (size_t)g * p->hd * p->esize;
+}
+
 /* Asks for KV head g's keys and values of one layer in a page, the
  * block attended next, while this one is worked on (with the pages huge:
  * see kvcache.c's page_mem; with small pages it measured no gain). */
@@ -216,8 +236,7 @@ static void prefetch_block(const eng_kv_pool *p, eng_page *pg, int layer, int g)
 {
 	size_t row = (size_t)p->hd * p->esize;
 	for (int t = 0; t < p->block; t++) {
-		const char *k = (const char *)eng_page_kraw(p, pg, layer, t) + (size_t)g * row;
-		const char *v = (const char *)eng_page_vraw(p, pg, layer, t) + (size_t)g * row;
+		const char *k = kv_k(p, pg, layer, t, g), *v = kv_v(p, pg, layer, t, g);
 		for (size_t c = 0; c < row; c += 64) {
 			__builtin_prefetch(k + c, 0, 2);
 			__builtin_prefetch(v + c, 0, 2);
@@ -300,7 +319,7 @@ static void att_entries(att_job *j, int i, int g, const att_list *L, long e0, lo
 	size_t kd = (size_t)p->kvh * hd;
 	const int in_place = kv_kind(p);
 #ifdef ENG_AVX2
-	const bool tiled = eng_atile_ok(hd) && group <= ATILE_MAXQ;
+	const bool tiled = atile_rows(hd, group) > 0;
 #endif
 	state_clear(acc, mx, sum, group, hd);
 	for (long bi = e0; bi < e1; bi++) {
@@ -314,18 +333,13 @@ static void att_entries(att_job *j, int i, int g, const att_list *L, long e0, lo
 		size_t stride;
 		int kind = in_place;
 		if (kind >= 0) { /* in place */
-			K = (const char *)eng_page_kraw(p, pg, j->layer, s0) + (size_t)g * hd * p->esize;
-			V = (const char *)eng_page_vraw(p, pg, j->layer, s0) + (size_t)g * hd * p->esize;
+			K = kv_k(p, pg, j->layer, s0, g), V = kv_v(p, pg, j->layer, s0, g);
 			stride = kd;
 		} else {
 			kind = KV_F32;
 			for (int t = 0; t < cnt; t++) {
-				eng_kv_load(p, kb + (size_t)t * hd,
-					    (unsigned char *)eng_page_kraw(p, pg, j->layer, s0 + t) + (size_t)g * hd * p->esize,
-					    (size_t)hd);
-				eng_kv_load(p, vb + (size_t)t * hd,
-					    (unsigned char *)eng_page_vraw(p, pg, j->layer, s0 + t) + (size_t)g * hd * p->esize,
-					    (size_t)hd);
+				eng_kv_load(p, kb + (size_t)t * hd, kv_k(p, pg, j->layer, s0 + t, g), (size_t)hd);
+				eng_kv_load(p, vb + (size_t)t * hd, kv_v(p, pg, j->layer, s0 + t, g), (size_t)hd);
 			}
 			K = kb, V = vb, stride = (size_t)hd;
 		}
@@ -335,8 +349,7 @@ static void att_entries(att_job *j, int i, int g, const att_list *L, long e0, lo
 			static const int row0 = 0;
 			const void *nk = NULL, *nv = NULL;
 			if (next && kind == in_place) { /* (converted blocks: the buffer is read, not the page) */
-				nk = (const char *)eng_page_kraw(p, next, j->layer, 0) + (size_t)g * hd * p->esize;
-				nv = (const char *)eng_page_vraw(p, next, j->layer, 0) + (size_t)g * hd * p->esize;
+				nk = kv_k(p, next, j->layer, 0, g), nv = kv_v(p, next, j->layer, 0, g);
 			}
 			attend_rows(qg, 0, &row0, 1, K, V, kind, stride, cnt, sc, acc, mx, sum, group, hd, B, scale,
 				    cc->qpack[worker], nk, nv);
@@ -484,12 +497,8 @@ static void att_tile_task(void *ctx, int task, int worker)
 	float *mx = cc->mx[worker], *sum = cc->sum[worker], scale = 1.0f / sqrtf((float)hd);
 	float *tacc = cc->tacc[worker], *tmx = cc->tmx[worker], *tsum = cc->tsum[worker];
 	bool folded[ATT_TILE] = {false}; /* a row's total holds a segment */
-	int tiled = 0;                     /* rows a call of attend_rows takes (0: attend_block row by row) */
 #ifdef ENG_AVX2
-	if (eng_atile_ok(hd) && group <= ATILE_MAXQ)
-		tiled = ATILE_MAXQ / group < ATT_TILE ? ATILE_MAXQ / group : ATT_TILE;
-#else
-	(void)tiled;
+	const int tiled = atile_rows(hd, group); /* rows a call of attend_rows takes */
 #endif
 	size_t kd = (size_t)p->kvh * hd;
 	long lo[ATT_TILE], nblk[ATT_TILE], at[ATT_TILE];
@@ -542,10 +551,8 @@ static void att_tile_task(void *ctx, int task, int worker)
 		 * tokens on one core 329-335 -> 306-307 tok/s) */
 		bool in_place = p->dtype == ENG_F32;
 		for (int sl = 0; !in_place && sl < need; sl++) {
-			eng_kv_load(p, kb + (size_t)sl * hd,
-				    (unsigned char *)eng_page_kraw(p, pg, j->layer, sl) + (size_t)g * hd * p->esize, (size_t)hd);
-			eng_kv_load(p, vb + (size_t)sl * hd,
-				    (unsigned char *)eng_page_vraw(p, pg, j->layer, sl) + (size_t)g * hd * p->esize, (size_t)hd);
+			eng_kv_load(p, kb + (size_t)sl * hd, kv_k(p, pg, j->layer, sl, g), (size_t)hd);
+			eng_kv_load(p, vb + (size_t)sl * hd, kv_v(p, pg, j->layer, sl, g), (size_t)hd);
 		}
 		size_t stride = in_place ? kd : (size_t)hd;
 		const float *qrow = j->q + ((size_t)i0 * j->nh + (size_t)g * group) * hd;
@@ -553,12 +560,8 @@ static void att_tile_task(void *ctx, int task, int worker)
 			if (br[k] < 0)
 				continue;
 			int s0 = bs0[k], cnt = bcnt[k];
-			const float *K = in_place ? (const float *)((const char *)eng_page_kraw(p, pg, j->layer, s0) +
-								    (size_t)g * hd * p->esize)
-						  : kb + (size_t)s0 * hd;
-			const float *V = in_place ? (const float *)((const char *)eng_page_vraw(p, pg, j->layer, s0) +
-								    (size_t)g * hd * p->esize)
-						  : vb + (size_t)s0 * hd;
+			const float *K = in_place ? (const float *)kv_k(p, pg, j->layer, s0, g) : kb + (size_t)s0 * hd;
+			const float *V = in_place ? (const float *)kv_v(p, pg, j->layer, s0, g) : vb + (size_t)s0 * hd;
 #ifdef ENG_AVX2
 			if (tiled) { /* with it every later row on the same slots, up to ATILE_MAXQ heads */
 				int sel[ATT_TILE], ns = 0;
