@@ -163,6 +163,18 @@ void eng_model_get_info(const eng_model *m, eng_model_info *out);
  * themselves (evald bench engine's memory bound). */
 int eng_model_weight_regions(const eng_model *m, const void **ptr, size_t *len, int cap);
 
+/* The bytes of keys and values a decode step's attention reads, over all
+ * layers, for a sequence holding ctx positions (the new one included): a
+ * layer's attended positions (dense: the context, or its sliding window;
+ * MSA's block-mean choice past dense_below: the sink, chosen and local
+ * blocks; MiniMax-M3's indexer: its top-k blocks) times a position's key
+ * and value in the cache's dtype. MSA's selectors' own reads (block key
+ * sums, index keys) are left out. *exact (may be NULL) is false where a
+ * layer's count is an upper bound instead: the indexer's list once it
+ * leaves blocks out (its last block may be partial), or a window over
+ * sparse attention. */
+uint64_t eng_model_kv_read_bytes(const eng_model *m, long ctx, bool *exact);
+
 /* Which CPU kernels quantized and BF16 weights take in this process (the
  * arithmetic and the instruction set chosen at run time, engine/README.md
  * "Quantized and BF16 weights"), as one line into buf. */

@@ -534,6 +534,40 @@ int eng_model_weight_regions(const eng_model *m, const void **ptr, size_t *len, 
 	return n;
 }
 
+uint64_t eng_model_kv_read_bytes(const eng_model *m, long ctx, bool *exact)
+{
+	const eng_config *c = &m->c;
+	const eng_kv_pool *p = &m->kv;
+	const eng_msa *a = &m->msa;
+	long B = p->block, nblk = ctx > 0 ? (ctx - 1) / B + 1 : 0, win = c->sliding_window;
+	uint64_t per = 2u * (uint64_t)p->kvh * (uint64_t)p->hd * (uint64_t)p->esize, total = 0;
+	bool ex = true;
+	for (int l = 0; l < c->layers; l++) {
+		long n = ctx; /* positions attended */
+		bool sparse = false;
+		if (m->indexer && c->sparse_layer[l]) {
+			if (nblk > c->index_topk)
+				n = (long)c->index_topk * B < ctx ? (long)c->index_topk * B : ctx, sparse = true, ex = false;
+		} else if (ctx > 0 && eng_msa_sparse(m, l, ctx - 1)) {
+			/* mark_always's sinks and local window (the last `local`
+			 * blocks, the query's own partial one among them), top_k of
+			 * the blocks between, all whole */
+			long keep = (long)a->sink + a->local + a->top_k;
+			if (nblk > keep)
+				n = (keep - 1) * B + (ctx - (nblk - 1) * B), sparse = true;
+		}
+		if (win > 0 && n > win) {
+			n = win;
+			if (sparse)
+				ex = false;
+		}
+		total += (uint64_t)n * per;
+	}
+	if (exact)
+		*exact = ex;
+	return total;
+}
+
 void eng_model_get_info(const eng_model *m, eng_model_info *out)
 {
 	const eng_config *c = &m->c;

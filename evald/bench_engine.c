@@ -408,8 +408,9 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 	getrusage(RUSAGE_SELF, &ru);
 	double rss = (double)ru.ru_maxrss * 1024.0;
 	/* a decode step at batch 1 reads every weight a token uses once (the
-	 * active share of the weights' stored bytes; the KV cache is small at
-	 * these lengths): its ceiling is read bandwidth over those bytes */
+	 * active share of the weights' stored bytes) and the keys and values
+	 * its attention takes (eng_model_kv_read_bytes, the mean over the
+	 * timed steps): its ceiling is read bandwidth over those bytes */
 	double bw = 0;
 	if (!on_dev && !paired) {
 		bw = read_bandwidth((int)nthreads, in.weights_huge);
@@ -421,8 +422,16 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 		ev_error_clear();
 #endif
 	}
-	double step_bytes = in.params_total ? (double)in.weight_bytes * (double)in.params_active / (double)in.params_total
-	                                    : (double)in.weight_bytes;
+	double step_wbytes = in.params_total ? (double)in.weight_bytes * (double)in.params_active / (double)in.params_total
+	                                     : (double)in.weight_bytes;
+	double step_kv = 0;
+	bool kv_exact = true;
+	for (int64_t i = 0; i < decode; i++) {
+		bool ex = true;
+		step_kv += (double)eng_model_kv_read_bytes(m, (long)(prompt + i + 1), &ex) / (double)decode;
+		kv_exact = kv_exact && ex;
+	}
+	double step_bytes = step_wbytes + step_kv;
 	double dec1 = !only_ref && n ? rows[0].decode_tok_s : 0;
 	/* paired: each run's decode over its own moment's bound, then the mean
 	 * and spread of those shares; the bandwidths' mean, least and most */
@@ -466,6 +475,9 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 		cJSON_AddNumberToObject(o, "load_s", t_load);
 		cJSON_AddNumberToObject(o, "peak_rss_bytes", rss);
 		cJSON_AddNumberToObject(o, "decode_bytes_per_token", step_bytes);
+		cJSON_AddNumberToObject(o, "decode_weight_bytes_per_token", step_wbytes);
+		cJSON_AddNumberToObject(o, "decode_kv_bytes_per_token", step_kv);
+		cJSON_AddBoolToObject(o, "decode_kv_bytes_exact", kv_exact);
 		cJSON_AddNumberToObject(o, "read_bandwidth_bytes_s", bw);
 		cJSON_AddStringToObject(o, "read_bandwidth_of", paired ? "weights" : on_dev ? "device copy" : "buffer");
 		cJSON_AddNumberToObject(o, "decode_bound_tok_s", bound);
@@ -520,6 +532,9 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 		printf("  peak RSS %.1f MiB\n", rss / 1048576.0);
 		/* the bound, then the timed batch-1 decode set against it, where
 		 * one was timed (not with --reference-only or --decode 0) */
+		if (bound > 0)
+			printf("  decode step: %.3g MiB of weights + %s%.3g MiB of keys and values (the mean over %lld steps)\n",
+			       step_wbytes / 1048576.0, kv_exact ? "" : "at most ", step_kv / 1048576.0, (long long)decode);
 		if (bound > 0 && on_dev)
 			printf("  memory bound: %.1f MiB a decode step / %.1f GB/s (the device's copy bandwidth) = %.1f tok/s",
 			       step_bytes / 1048576.0, bw / 1e9, bound);

@@ -420,6 +420,13 @@ static void bench_engine_sets_each_decode_against_its_own_bound(void **state)
 	assert_int_equal(cJSON_GetArraySize(dec), 3);
 	double step = ev_json_num(j, "decode_bytes_per_token", 0), mean = 0, bsum = 0;
 	assert_true(step > 0);
+	/* the step's bytes: the weights and the keys and values attention
+	 * reads, mkmodel's default shape (2 layers, 2 KV heads of 16, f32) over
+	 * contexts 9 .. 12 */
+	double kv = ev_json_num(j, "decode_kv_bytes_per_token", -1);
+	assert_true(fabs(kv - 2 * 2 * (2 * 16 * 4) * 10.5) < 1e-9);
+	assert_true(fabs(step - ev_json_num(j, "decode_weight_bytes_per_token", 0) - kv) <= 1e-9 * step);
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "decode_kv_bytes_exact")));
 	for (int r = 0; r < 3; r++) {
 		double b = cJSON_GetArrayItem(bw, r)->valuedouble, d = cJSON_GetArrayItem(dec, r)->valuedouble;
 		assert_true(b > 0 && d > 0);
@@ -454,6 +461,7 @@ static void bench_engine_sets_each_decode_against_its_own_bound(void **state)
 	                      "--repeats", "1", "--no-reference", NULL};
 	assert_int_equal(tu_run(&out, &err, NULL, some), 0);
 	assert_non_null(strstr(out, "; batch-1 decode at "));
+	assert_non_null(strstr(out, "MiB of keys and values (the mean over 4 steps)"));
 	assert_null(strstr(out, "no batch-1 decode was timed"));
 	free(out), free(err);
 	const char *bad[] = {ev, "bench", "engine", "--model", model, "--bandwidth", "disk", NULL};

@@ -185,6 +185,26 @@ static void msa_respects_dense_below_and_dense_layers(void **state)
 	assert_int_equal(nb, (n - 1) / BLK + 1);
 	assert_int_equal(eng_msa_debug_blocks(s, 0, n - 1, 0, q, blocks, 32, &nb), 0);
 	assert_int_equal(nb, 1 + 1 + 2);
+	/* the keys and values a decode step reads (bench engine's bound) are
+	 * the positions of the blocks listed, layer by layer, up to the query */
+	size_t per = 2 * (size_t)g_z.kv_heads * (size_t)(g_z.hidden / g_z.heads) * sizeof(float);
+	eng_model *ms[2] = {one, b};
+	for (int k = 0; k < 2; k++)
+		for (long ctx = 1; ctx <= n; ctx += ctx < 40 ? 13 : 7) {
+			eng_seq *sk = NULL;
+			assert_int_equal(eng_seq_new(&sk, ms[k]), 0);
+			assert_int_equal(eng_forward(sk, t, (int)ctx, NULL), 0);
+			uint64_t want = 0;
+			for (int l = 0; l < g_z.layers; l++) {
+				assert_int_equal(eng_msa_debug_blocks(sk, l, ctx - 1, 0, q, blocks, 32, &nb), 0);
+				for (int e = 0; e < nb; e++)
+					want += (uint64_t)((long)(blocks[e] + 1) * BLK < ctx ? BLK : ctx - (long)blocks[e] * BLK) * per;
+			}
+			bool exact = false;
+			assert_int_equal(eng_model_kv_read_bytes(ms[k], ctx, &exact), want);
+			assert_true(exact);
+			eng_seq_free(sk);
+		}
 	eng_seq_free(s);
 	eng_attention_options a;
 	eng_model_get_attention(one, &a);
