@@ -542,13 +542,17 @@ uint64_t eng_model_kv_read_bytes(const eng_model *m, long ctx, bool *exact)
 	long B = p->block, nblk = ctx > 0 ? (ctx - 1) / B + 1 : 0, win = c->sliding_window;
 	uint64_t per = 2u * (uint64_t)p->kvh * (uint64_t)p->hd * (uint64_t)p->esize, total = 0;
 	bool ex = true;
+	if (exact)
+		*exact = true;
+	if (ctx <= 0)
+		return 0; /* an empty sequence attends nothing */
 	for (int l = 0; l < c->layers; l++) {
 		long n = ctx; /* positions attended */
 		bool sparse = false;
 		if (m->indexer && c->sparse_layer[l]) {
 			if (nblk > c->index_topk)
 				n = (long)c->index_topk * B < ctx ? (long)c->index_topk * B : ctx, sparse = true, ex = false;
-		} else if (ctx > 0 && eng_msa_sparse(m, l, ctx - 1)) {
+		} else if (eng_msa_sparse(m, l, ctx - 1)) {
 			/* mark_always's sinks and local window (the last `local`
 			 * blocks, the query's own partial one among them), top_k of
 			 * the blocks between, all whole */

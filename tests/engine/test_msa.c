@@ -205,6 +205,8 @@ static void msa_respects_dense_below_and_dense_layers(void **state)
 			assert_true(exact);
 			eng_seq_free(sk);
 		}
+	assert_int_equal(eng_model_kv_read_bytes(one, 0, NULL), 0);
+	assert_int_equal(eng_model_kv_read_bytes(one, -5, NULL), 0);
 	eng_seq_free(s);
 	eng_attention_options a;
 	eng_model_get_attention(one, &a);
