@@ -539,33 +539,31 @@ uint64_t eng_model_kv_read_bytes(const eng_model *m, long ctx, bool *exact)
 	const eng_config *c = &m->c;
 	const eng_kv_pool *p = &m->kv;
 	const eng_msa *a = &m->msa;
-	long B = p->block, nblk = ctx > 0 ? (ctx - 1) / B + 1 : 0, win = c->sliding_window;
-	uint64_t per = 2u * (uint64_t)p->kvh * (uint64_t)p->hd * (uint64_t)p->esize, total = 0;
 	bool ex = true;
-	if (exact)
-		*exact = true;
-	if (ctx <= 0)
-		return 0; /* an empty sequence attends nothing */
-	for (int l = 0; l < c->layers; l++) {
-		long n = ctx; /* positions attended */
-		bool sparse = false;
-		if (m->indexer && c->sparse_layer[l]) {
-			if (nblk > c->index_topk)
-				n = (long)c->index_topk * B < ctx ? (long)c->index_topk * B : ctx, sparse = true, ex = false;
-		} else if (eng_msa_sparse(m, l, ctx - 1)) {
-			/* mark_always's sinks and local window (the last `local`
-			 * blocks, the query's own partial one among them), top_k of
-			 * the blocks between, all whole */
-			long keep = (long)a->sink + a->local + a->top_k;
-			if (nblk > keep)
-				n = (keep - 1) * B + (ctx - (nblk - 1) * B), sparse = true;
+	uint64_t total = 0;
+	if (ctx > 0) { /* an empty sequence attends nothing */
+		long B = p->block, nblk = (ctx - 1) / B + 1, win = c->sliding_window;
+		uint64_t per = 2u * (uint64_t)p->kvh * (uint64_t)p->hd * (uint64_t)p->esize;
+		for (int l = 0; l < c->layers; l++) {
+			long n = ctx; /* positions attended */
+			bool sparse = false;
+			if (m->indexer && c->sparse_layer[l]) {
+				if (nblk > c->index_topk) /* (then index_topk whole blocks are fewer than ctx) */
+					n = (long)c->index_topk * B, sparse = true, ex = false;
+			} else if (eng_msa_sparse(m, l, ctx - 1)) {
+				/* mark_always's sinks and local window (the last `local`
+				 * blocks, the query's own partial one among them), top_k
+				 * of the blocks between, all whole */
+				long keep = (long)a->sink + a->local + a->top_k;
+				if (nblk > keep)
+					n = (keep - 1) * B + (ctx - (nblk - 1) * B), sparse = true;
+			}
+			if (win > 0 && n > win) {
+				n = win;
+				ex = ex && !sparse;
+			}
+			total += (uint64_t)n * per;
 		}
-		if (win > 0 && n > win) {
-			n = win;
-			if (sparse)
-				ex = false;
-		}
-		total += (uint64_t)n * per;
 	}
 	if (exact)
 		*exact = ex;
