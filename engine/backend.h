@@ -81,12 +81,26 @@ typedef struct {
 	bool used;       /* bound to the model */
 } eng_tensor;
 
-/* A 2-D weight [rows, cols] in its stored dtype, as the matmul sees it. */
+/* A 2-D weight [rows, cols] in its stored dtype, as the matmul sees it.
+ * x4: its rows are quads laid out four rows together (engine/cpu/qdot.h
+ * eng_qx4_pack; Q4_0 .. Q5_1, rows a multiple of 4), as the fast CPU path
+ * lays them out when the model is loaded (engine/cpu/layout.c): every
+ * reader takes a row through eng_weight_row, or the whole weight through
+ * eng_weight_rows, unless it reads quads itself. */
 typedef struct {
 	const void *data;
 	eng_dtype dtype;
 	int rows, cols;
+	bool x4;
 } eng_weight;
+
+/* Row r of w as stored (rows as the file holds them): a pointer into w's
+ * data, or (x4) the row written into tmp (the row's bytes) and tmp. */
+const uint8_t *eng_weight_row(const eng_weight *w, int r, uint8_t *tmp);
+/* Every row of w as stored: rows * the row's bytes written into dst. */
+void eng_weight_rows(uint8_t *dst, const eng_weight *w);
+/* Row r of w in f32 (cols values; exact, as eng_to_f32). */
+void eng_weight_row_f32(float *dst, const eng_weight *w, int r);
 
 /* The loaded safetensors files of a checkpoint (safetensors.c). */
 typedef struct {
@@ -692,6 +706,7 @@ struct eng_model {
 	int activation_bits; /* K-quant weights' activations: 16 (qdot.h) or 8 (q8k.h) */
 	char dtypes[64];
 	uint64_t weight_bytes;
+	uint64_t quad_bytes; /* of them laid out as quads (engine/cpu/layout.c) */
 	uint64_t type_bytes[ENG_DTYPE_COUNT], type_elems[ENG_DTYPE_COUNT]; /* of weight_bytes, by dtype */
 	/* f32 copies of 1-D tensors, freed with the model */
 	float **owned;

@@ -13,6 +13,7 @@
 #endif
 
 #include "engine/backend.h"
+#include "engine/cpu/qdot.h"
 #include "engine/gguf/quant.h"
 
 static const struct {
@@ -178,5 +179,43 @@ void eng_to_f32(float *dst, const void *src, eng_dtype t, size_t n)
 			pthread_once(&f16_once, f16_build);
 		for (; i < n; i++)
 			dst[i] = f16_table[s[i]];
+	}
+}
+
+const uint8_t *eng_weight_row(const eng_weight *w, int r, uint8_t *tmp)
+{
+	size_t rb = eng_dtype_bytes(w->dtype, (size_t)w->cols);
+	const uint8_t *data = w->data;
+	if (!w->x4)
+		return data + (size_t)r * rb;
+	eng_qx4_row(tmp, data + (size_t)(r - r % 4) * rb, r % 4, w->cols / 32, (int)w->dtype);
+	return tmp;
+}
+
+void eng_weight_rows(uint8_t *dst, const eng_weight *w)
+{
+	size_t rb = eng_dtype_bytes(w->dtype, (size_t)w->cols);
+	for (int r = 0; r < w->rows; r++)
+		if (w->x4)
+			eng_weight_row(w, r, dst + (size_t)r * rb);
+		else
+			memcpy(dst + (size_t)r * rb, (const uint8_t *)w->data + (size_t)r * rb, rb);
+}
+
+void eng_weight_row_f32(float *dst, const eng_weight *w, int r)
+{
+	size_t rb = eng_dtype_bytes(w->dtype, (size_t)w->cols);
+	const uint8_t *data = w->data;
+	if (!w->x4) {
+		eng_to_f32(dst, data + (size_t)r * rb, w->dtype, (size_t)w->cols);
+		return;
+	}
+	/* a block at a time out of the quad (each of its blocks stands alone) */
+	size_t bsz = eng_dtype_bytes(w->dtype, 32);
+	const uint8_t *quad = data + (size_t)(r - r % 4) * rb;
+	uint8_t blk[64];
+	for (int b = 0; b < w->cols / 32; b++) {
+		eng_qx4_row(blk, quad + (size_t)b * 4 * bsz, r % 4, 1, (int)w->dtype);
+		eng_to_f32(dst + (size_t)b * 32, blk, w->dtype, 32);
 	}
 }

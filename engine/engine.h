@@ -136,6 +136,8 @@ typedef struct {
 	int activation_bits;       /* K-quant weights' activations on the CPU: 16 or 8 */
 	bool weights_huge;         /* the weight files read into memory advised for transparent huge
 	                            * pages, not mmapped (EVALD_WEIGHT_PAGES, engine/README.md) */
+	uint64_t quad_bytes;       /* of weight_bytes, laid out as quads of four rows for the CPU's
+	                            * decode (EVALD_WEIGHT_LAYOUT, engine/README.md) */
 	uint64_t kv_bytes_per_token; /* KV cache in its dtype, all layers, key sums included */
 	const char *dtypes;        /* "bf16", "f32,bf16", ... */
 	/* weight_bytes by stored type, the most bytes first: what a GGUF mix

@@ -160,10 +160,10 @@ static void bind_experts3(binder *b, eng_ffn *ex, const char *prefix, int n, int
 	tg->used = td->used = true;
 	for (int e = 0; e < n; e++) {
 		const char *g = (const char *)tg->data + eng_dtype_bytes(tg->dtype, (size_t)e * 2 * inter * h);
-		ex[e].gate = (eng_weight){g, tg->dtype, inter, h};
-		ex[e].up = (eng_weight){g + eng_dtype_bytes(tg->dtype, (size_t)inter * h), tg->dtype, inter, h};
+		ex[e].gate = (eng_weight){g, tg->dtype, inter, h, false};
+		ex[e].up = (eng_weight){g + eng_dtype_bytes(tg->dtype, (size_t)inter * h), tg->dtype, inter, h, false};
 		ex[e].down = (eng_weight){(const char *)td->data + eng_dtype_bytes(td->dtype, (size_t)e * h * inter), td->dtype,
-					  h, inter};
+					  h, inter, false};
 	}
 }
 
@@ -617,6 +617,7 @@ void eng_model_get_info(const eng_model *m, eng_model_info *out)
 	out->params_active = total - inactive;
 	out->weight_bytes = m->weight_bytes;
 	out->weights_huge = m->ts.nfiles > 0 && m->ts.nhuge == m->ts.nfiles;
+	out->quad_bytes = m->quad_bytes;
 	out->activation_bits = m->activation_bits;
 	/* pages as allocated (KV dtype, key sums, padding) over their tokens */
 	out->kv_bytes_per_token = (uint64_t)m->kv.page_bytes / (uint64_t)m->kv.block;

@@ -8,6 +8,9 @@
  *   prefill: 48 activation rows (a prompt's chunk) against each group of
  *            16 weight rows, unpacked once, six rows a call (BF16: four
  *            weight rows read as they are, six activation rows a call)
+ * Q4_0 .. Q5_1 decode is measured once more at the top level on the rows
+ * as quads laid out four rows together (qdot.h eng_qx4_pack; level
+ * "... x4"), beside the same level on rows as stored.
  * K-quant types are measured twice: against 16-bit activations (qdot.h,
  * the default) and against 8-bit super-block ones (q8k.h, --activation-
  * bits 8; prefill there unpacks groups of 16 rows too, where the CPU has
@@ -75,6 +78,9 @@ typedef struct {
 	void *gmem;        /* its storage */
 	float *out;        /* rows x BK_X */
 	float *dec;        /* rows: a decode pass's outputs */
+	uint8_t *w4;       /* w as quads laid out four rows together (Q4_0 .. Q5_1), or NULL */
+	uint8_t *scratch;  /* 4 rows' bytes (eng_qdot_rows_x4) */
+	int x4;            /* this pass reads w4 */
 } bk_case;
 
 /* group g's four rows, a quarter of the matrix apart */
@@ -150,6 +156,12 @@ static void pass(bk_case *c, bool prefill)
 		return;
 	}
 	int q4 = c->rows / 4, stride = (c->cols + 31) / 32 * 32;
+	if (!prefill && c->x4) { /* the quads in one call, as eng_qdot_rows */
+		eng_qdot_rows_x4(c->dec, c->xq, c->xqb, c->w4, c->rb, 0, q4, c->nb, c->t, c->scratch);
+		for (int r = 0; r < c->rows; r++)
+			c->out[(size_t)r * BK_X] = c->dec[r];
+		return;
+	}
 	if (!prefill && c->t != ENG_BF16) { /* decode as the engine runs it: every quad in one call */
 		eng_qdot_rows(c->dec, c->xq, c->xqb, c->w, c->rb, 0, q4, q4, c->nb, c->t);
 		for (int r = 0; r < c->rows; r++)
@@ -245,12 +257,24 @@ static int case_init(bk_case *c, int t, int rows, int cols, ev_rng *r)
 		}
 		eng_qx_bytes(c->xqb, c->xq, BK_X * c->nb);
 	}
+	if (ok && eng_qx4_type(t)) {
+		c->w4 = malloc((size_t)rows * c->rb);
+		c->scratch = malloc(4 * c->rb);
+		if ((ok = c->w4 && c->scratch))
+			for (int q = 0; q < rows / 4; q++) {
+				const uint8_t *src[4];
+				for (int u = 0; u < 4; u++)
+					src[u] = c->w + (size_t)(4 * q + u) * c->rb;
+				eng_qx4_pack(c->w4 + (size_t)4 * q * c->rb, src, c->nb, t);
+			}
+	}
 	free(wf), free(x);
 	return ok ? 0 : ev_error_set(EV_E_NOMEM, "out of memory for a %d x %d matrix", rows, cols);
 }
 
 static void case_free(bk_case *c)
 {
+	free(c->w4), free(c->scratch);
 	free(c->gmem), free(c->w), free(c->xq), free(c->xqb), free(c->xk), free(c->xbf), free(c->out), free(c->dec);
 }
 
@@ -302,7 +326,7 @@ int ev_bench_kernels_main(const ev_cli *cli, int argc, char **argv)
 		printf("{\"rows\":%d,\"cols\":%d,\"threads\":1,\"kernels\":[", o.rows, o.cols);
 	else
 		printf("%d x %d weights, one thread; GMAC/s (x the plain definition); every level's outputs against "
-		       "the definition's bits\n%-6s %-12s %4s %12s %16s %20s %10s\n",
+		       "the definition's bits\n%-6s %-14s %4s %12s %16s %20s %10s\n",
 		       o.rows, o.cols, "type", "level", "acts", "weight MiB", "decode GMAC/s", "prefill GMAC/s", "same bits");
 	int rc = 0, first = 1;
 	for (int i = 0; i < nt && !rc; i++) {
@@ -343,9 +367,32 @@ int ev_bench_kernels_main(const ev_cli *cli, int argc, char **argv)
 				       (double)o.rows * (double)c.rb / s[0] * 1e-9, gp, base[0] / s[0], base[1] / s[1],
 				       same ? "true" : "false");
 			else
-				printf("%-6s %-12s %4s %12.2f %9.2f (%4.1fx) %13.2f (%4.1fx) %10s\n", eng_dtype_lower((eng_dtype)t),
+				printf("%-6s %-14s %4s %12.2f %9.2f (%4.1fx) %13.2f (%4.1fx) %10s\n", eng_dtype_lower((eng_dtype)t),
 				       level_name(t, l), t == ENG_BF16 ? "bf16" : c.act8 ? "8" : "16", mib, gd, base[0] / s[0], gp, base[1] / s[1], same ? "yes" : "NO");
 			first = 0;
+			if (!same)
+				rc = 1;
+		}
+		if (ref[0] && ref[1] && c.w4 && top == 2) { /* decode on quads at the top level */
+			set_level(t, top);
+			c.x4 = 1;
+			memset(c.out, 0, nout * sizeof(float));
+			double sd = time_pass(&c, false, o.seconds);
+			c.x4 = 0;
+			bool same = !memcmp(ref[0], c.out, nout * sizeof(float));
+			double gd = (double)o.rows * o.cols / sd * 1e-9;
+			double mib = (double)o.rows * (double)c.rb / 1048576.0;
+			char ln[32];
+			snprintf(ln, sizeof ln, "%s x4", level_name(t, top));
+			if (o.json)
+				printf(",{\"type\":\"%s\",\"level\":\"%s\",\"layout\":\"x4\",\"activation_bits\":16,"
+				       "\"weight_mib\":%.2f,\"decode_gmacs\":%.3f,\"decode_gbs\":%.3f,\"decode_vs_plain\":%.2f,"
+				       "\"same_bits\":%s}",
+				       eng_dtype_lower((eng_dtype)t), level_name(t, top), mib, gd,
+				       (double)o.rows * (double)c.rb / sd * 1e-9, base[0] / sd, same ? "true" : "false");
+			else
+				printf("%-6s %-14s %4s %12.2f %9.2f (%4.1fx) %20s %10s\n", eng_dtype_lower((eng_dtype)t), ln, "16", mib,
+				       gd, base[0] / sd, "-", same ? "yes" : "NO");
 			if (!same)
 				rc = 1;
 		}

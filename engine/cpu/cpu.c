@@ -256,6 +256,14 @@ int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads)
 			return ev_error_set(EV_E_NOMEM, "out of memory for worker scratch");
 		eng_qgroup_place(&cc->qgrp[i], p, (int)nbm);
 	}
+	/* rows of quads as stored: 16 of the widest row of the widest such type (Q5_1) */
+	if (!(cc->x4rows = calloc((size_t)cc->nw, sizeof *cc->x4rows)))
+		return ev_error_set(EV_E_NOMEM, "out of memory");
+	for (int i = 0; i < cc->nw; i++)
+		if (!(cc->x4rows[i] = malloc(ENG_QGROUP_ROWS * eng_dtype_bytes(ENG_Q5_1, nbm * 32))))
+			return ev_error_set(EV_E_NOMEM, "out of memory for worker scratch");
+	if (cc->qdot && eng_qdot_level() == 2 && (rc = eng_cpu_lay_out_quads(m)))
+		return rc;
 	size_t B = (size_t)m->kv.block, hd = (size_t)c->head_dim, group = (size_t)(c->heads / c->kv_heads);
 	size_t K = (size_t)(m->msa.top_k > 0 ? m->msa.top_k : 1);
 	size_t nlist = (size_t)m->msa.sink + (size_t)m->msa.local + K + 1;
@@ -316,6 +324,9 @@ void eng_backend_cpu_free(eng_backend *be)
 		free(cc->qmem[i]);
 	free(cc->qmem);
 	free(cc->qgrp);
+	for (int i = 0; cc->x4rows && i < cc->nw; i++)
+		free(cc->x4rows[i]);
+	free(cc->x4rows);
 	free(cc);
 	be->ctx = NULL;
 }

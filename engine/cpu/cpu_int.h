@@ -40,6 +40,9 @@ typedef struct {
 	eng_q8kblk *xk; /* then a call's activations for them (ENG_CPU_QROWS rows of the widest) */
 	eng_qgroup *qgrp; /* per worker: a group of 16 weight rows unpacked (prefill) */
 	void **qmem;      /* their storage */
+	/* per worker: 16 rows of quads (eng_weight.x4) as stored, for the
+	 * kernels that read rows (ENG_QGROUP_ROWS rows of the widest) */
+	uint8_t **x4rows;
 } cpu_ctx;
 
 /* Rows of one sequence whose index branch one prefill task scans together. */
@@ -62,6 +65,10 @@ typedef struct {
  * segment: the online softmax as it was. */
 #define ATT_SEG 16
 
+/* layout.c: where the CPU has AVX512-VNNI, the model's Q4_0 .. Q5_1
+ * weights laid out in place as quads of four rows (eng_weight.x4), unless
+ * EVALD_WEIGHT_LAYOUT=rows. */
+int eng_cpu_lay_out_quads(eng_model *m);
 /* matmul.c */
 void eng_cpu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_weight *w, const float *bias);
 void eng_cpu_matmul_many(eng_backend *be, int nw, float *const *ys, const float *x, int n, const eng_weight *const *ws,

@@ -37,6 +37,10 @@ static const float *wrow(const mm_job *j, int r, float *buf)
 	size_t off = (size_t)r * (size_t)w->cols;
 	if (w->dtype == ENG_F32)
 		return (const float *)w->data + off;
+	if (w->x4) { /* a row of quads: block by block out of its quad */
+		eng_weight_row_f32(buf, w, r);
+		return buf;
+	}
 #ifdef ENG_QNATIVE
 	if (eng_dtype_block(w->dtype) > 1) { /* blocks widened 32 at a time: the scalar reading's values */
 		const uint8_t *row = (const uint8_t *)w->data + eng_dtype_bytes(w->dtype, off);
@@ -160,8 +164,8 @@ static void mm_task_group(mm_job *j, int r0, int r1, int worker)
 	for (int r = r0; r < r1; r += ENG_QGROUP_ROWS) {
 		int nr = r1 - r < ENG_QGROUP_ROWS ? r1 - r : ENG_QGROUP_ROWS;
 		const uint8_t *wr[ENG_QGROUP_ROWS];
-		for (int u = 0; u < ENG_QGROUP_ROWS; u++)
-			wr[u] = (const uint8_t *)w->data + (size_t)(r + (u < nr ? u : 0)) * rb;
+		for (int u = 0; u < ENG_QGROUP_ROWS; u++) /* quads: the rows as stored in the worker's scratch */
+			wr[u] = u < nr ? eng_weight_row(w, r + u, j->cc->x4rows[worker] + (size_t)u * rb) : wr[0];
 		eng_qgroup_unpack(g, wr, nb, t);
 		mm_prefetch next = mm_prefetch_next(w, r + ENG_QGROUP_ROWS, r1, ENG_QGROUP_ROWS, j->n, ENG_QGROUP_X);
 		for (int i = 0; i < j->n; i += ENG_QGROUP_X) {
@@ -233,10 +237,15 @@ static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 	size_t rb = eng_dtype_bytes(w->dtype, (size_t)K);
 	const uint8_t *W = w->data;
 	int q4 = (r1 - r0) / 4, r = r0;
+	uint8_t *scratch = j->cc->x4rows[worker];
 	if (j->n == 1 && j->xq) {
-		/* batch-1 decode: the quads in one call (eng_qdot_rows), then the
-		 * bias (+0.0f without one, as below) over their rows */
-		eng_qdot_rows(j->y, j->xq, j->xqb, W, rb, r0, q4, q4, nb, t);
+		/* batch-1 decode: the quads in one call (eng_qdot_rows; a weight
+		 * of quads, eng_qdot_rows_x4 on all its rows, r0 and r1 multiples
+		 * of 4), then the bias (+0.0f without one, as below) over their rows */
+		if (w->x4)
+			eng_qdot_rows_x4(j->y, j->xq, j->xqb, W, rb, r0, q4, nb, t, scratch);
+		else
+			eng_qdot_rows(j->y, j->xq, j->xqb, W, rb, r0, q4, q4, nb, t);
 		if (j->bias)
 			for (int k = r0; k < r0 + 4 * q4; k++)
 				j->y[k] = j->y[k] + j->bias[k];
@@ -247,7 +256,11 @@ static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 	}
 	while (r < r1) {
 		int rr[4], nr;
-		if (r < r0 + q4) {
+		if (w->x4) { /* a weight of quads: one quad's rows as stored, into the worker's scratch */
+			for (int u = 0; u < 4; u++)
+				rr[u] = r + u;
+			nr = 4, r += 4;
+		} else if (r < r0 + q4) {
 			for (int u = 0; u < 4; u++)
 				rr[u] = r + u * q4;
 			nr = 4, r++;
@@ -259,8 +272,11 @@ static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 				rr[u] = r + (u < nr ? u : 0);
 			r = r1;
 		}
-		const uint8_t *wr[4] = {W + (size_t)rr[0] * rb, W + (size_t)rr[1] * rb, W + (size_t)rr[2] * rb,
-		                        W + (size_t)rr[3] * rb};
+		/* a quad's rows as stored once a kernel asks for them (eng_qdot_x4
+		 * reads the quad itself where the level has it) */
+		const uint8_t *wr[4] = {NULL, NULL, NULL, NULL};
+		for (int u = 0; u < 4 && !w->x4; u++)
+			wr[u] = W + (size_t)rr[u] * rb;
 		int step = j->xk ? ENG_Q8K_X : !j->xbf ? ENG_QDOT_X : j->n >= ENG_BFDOT_X ? ENG_BFDOT_X : 3;
 		for (int i = 0; i < j->n; i += step) {
 			int nx = j->n - i < step ? j->n - i : step;
@@ -283,7 +299,11 @@ static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 					xr[k] = j->xq + (size_t)(i + (k < nx ? k : 0)) * (size_t)nb;
 					xy[k] = j->xqb ? j->xqb + (size_t)(i + (k < nx ? k : 0)) * (size_t)nb : NULL;
 				}
-				eng_qdot(o, xr, j->xqb ? xy : NULL, nx, wr, nb, t);
+				if (!w->x4 || !eng_qdot_x4(o, xr, j->xqb ? xy : NULL, nx, W + (size_t)rr[0] * rb, nb, t)) {
+					for (int u = 0; u < 4 && !wr[u]; u++)
+						wr[u] = eng_weight_row(w, rr[u], scratch + (size_t)u * rb);
+					eng_qdot(o, xr, j->xqb ? xy : NULL, nx, wr, nb, t);
+				}
 			}
 			for (int k = 0; k < nx; k++)
 				for (int u = 0; u < nr; u++)
@@ -318,7 +338,7 @@ static void mm_task(void *ctx, int task, int worker)
 	if (r1 > R)
 		r1 = R;
 #ifdef ENG_QNATIVE
-	if (eng_dtype_block(w->dtype) > 1) {
+	if (eng_dtype_block(w->dtype) > 1 && !w->x4) {
 		/* block rows read in place: the bits of dot4 / dot1 on dequantized rows */
 		const uint8_t *W = w->data;
 		size_t rb = eng_dtype_bytes(w->dtype, (size_t)K);

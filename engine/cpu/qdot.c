@@ -28,6 +28,9 @@
 static const int qd_bsz[8] = {0, 0, 0, 34, 18, 20, 22, 24};
 #if defined(__x86_64__) && defined(__GNUC__)
 static const int qd_qs[8] = {0, 0, 0, 2, 2, 4, 6, 8};
+/* where the four rows' nibbles start in a block of a quad laid out four
+ * rows together (qdot.h eng_qx4_pack) */
+static const int qd_x4qs[8] = {0, 0, 0, 0, 8, 16, 24, 32};
 #endif
 
 static inline int qd_has_min(int t)
@@ -382,6 +385,85 @@ void eng_qdot_rows(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint
 		for (int u = 0; u < 4; u++)
 			y[r0 + k + u * q4] = o[u];
 	}
+}
+
+/* ---- quads laid out four rows together (qdot.h) ----------------------------- */
+
+bool eng_qx4_type(int t)
+{
+	return t >= ENG_Q4_0 && t <= ENG_Q5_1;
+}
+
+/* A block's fields: the scale at 0, the minimum coefficient at 2 (Q4_1,
+ * Q5_1), qh after them (Q5_0, Q5_1), then the 16 bytes of nibbles. */
+static void x4_fields(int t, int *nh, int *qh)
+{
+	*nh = t == ENG_Q4_1 || t == ENG_Q5_1 ? 2 : 1; /* f16 halves before qh */
+	*qh = t == ENG_Q5_0 || t == ENG_Q5_1;
+}
+
+void eng_qx4_pack(uint8_t *dst, const uint8_t *const src[4], int nb, int t)
+{
+	int bsz = qd_bsz[t], nh, qh;
+	x4_fields(t, &nh, &qh);
+	for (int b = 0; b < nb; b++) {
+		uint8_t *o = dst + (size_t)b * 4 * (size_t)bsz;
+		for (int r = 0; r < 4; r++) {
+			const uint8_t *p = src[r] + (size_t)b * (size_t)bsz;
+			for (int h = 0; h < nh; h++)
+				memcpy(o + 8 * h + 2 * r, p + 2 * h, 2);
+			if (qh)
+				memcpy(o + 8 * nh + 4 * r, p + 2 * nh, 4);
+			memcpy(o + 8 * nh + 16 * qh + 16 * r, p + 2 * nh + 4 * qh, 16);
+		}
+	}
+}
+
+void eng_qx4_row(uint8_t *dst, const uint8_t *quad, int u, int nb, int t)
+{
+	int bsz = qd_bsz[t], nh, qh;
+	x4_fields(t, &nh, &qh);
+	for (int b = 0; b < nb; b++) {
+		const uint8_t *p = quad + (size_t)b * 4 * (size_t)bsz;
+		uint8_t *o = dst + (size_t)b * (size_t)bsz;
+		for (int h = 0; h < nh; h++)
+			memcpy(o + 2 * h, p + 8 * h + 2 * u, 2);
+		if (qh)
+			memcpy(o + 2 * nh, p + 8 * nh + 4 * u, 4);
+		memcpy(o + 2 * nh + 4 * qh, p + 8 * nh + 16 * qh + 16 * u, 16);
+	}
+}
+
+void eng_qdot_rows_x4(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint8_t *W, size_t rb, int r0, int nq,
+                      int nb, int t, uint8_t *scratch)
+{
+#ifdef QD_X86
+	if (xy && eng_qdot_level() == 2) {
+		rows4_vnni(y, x, xy, W, rb, r0, nq, nb, t);
+		return;
+	}
+#endif
+	for (int k = 0; k < nq; k++) { /* the quad's rows as stored, then eng_qdot */
+		const uint8_t *w[4];
+		for (int u = 0; u < 4; u++) {
+			eng_qx4_row(scratch + (size_t)u * rb, W + (size_t)(r0 + 4 * k) * rb, u, nb, t);
+			w[u] = scratch + (size_t)u * rb;
+		}
+		eng_qdot(y + r0 + 4 * k, &x, xy ? &xy : NULL, 1, w, nb, t);
+	}
+}
+
+bool eng_qdot_x4(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx, const uint8_t *quad, int nb,
+                 int t)
+{
+#ifdef QD_X86
+	if (xy && eng_qdot_level() == 2) {
+		quad4_vnni(o, x, xy, nx, quad, nb, t);
+		return true;
+	}
+#endif
+	(void)o, (void)x, (void)nx, (void)quad, (void)nb, (void)t;
+	return false;
 }
 
 void eng_qdot_group(float *o, const eng_qxblk *const *x, int nx, const eng_qgroup *g, int nb, int t)

@@ -32,6 +32,8 @@
 #ifndef ENG_CPU_QDOT_H
 #define ENG_CPU_QDOT_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct {
@@ -99,6 +101,32 @@ void eng_qdot(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, i
  * bytes at the AVX512-VNNI level the type is chosen once for the run. */
 void eng_qdot_rows(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint8_t *W, size_t rb, int r0, int q4,
                    int nq, int nb, int t);
+/* Quads laid out four rows together, for decode of Q4_0 .. Q5_1
+ * (eng_qx4_type): the rows 4k .. 4k + 3 of a weight keep their 4 * rb
+ * bytes, but block b of the four (4 * the block's bytes from 4 * b times
+ * them) holds its fields side by side, row 0's first: the four f16
+ * scales; the four f16 minimum coefficients (Q4_1, Q5_1); the four u32
+ * fifth bits (Q5_0, Q5_1); the four rows' 16 bytes of nibbles. So a
+ * block's four rows are one 64-byte load of nibbles and one of scales,
+ * where rows as stored are four of each (engine/README.md "Quads laid out
+ * four rows together"). */
+bool eng_qx4_type(int t);
+/* dst (4 rows' bytes) = the rows src[0..4) (nb blocks of type t) as a quad. */
+void eng_qx4_pack(uint8_t *dst, const uint8_t *const src[4], int nb, int t);
+/* dst (a row's bytes) = row u (< 4) of a quad as stored. */
+void eng_qx4_row(uint8_t *dst, const uint8_t *quad, int u, int nb, int t);
+/* Decode on quads: for k < nq, y[r0 + 4k + u] = eng_qdot's output for the
+ * rows r0 + 4k + u (u < 4, r0 a multiple of 4) of W as quads (rb bytes a
+ * row), bit for bit; scratch holds 4 * rb bytes, for the levels that read
+ * the quad's rows as stored. */
+void eng_qdot_rows_x4(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint8_t *W, size_t rb, int r0, int nq,
+                      int nb, int t, uint8_t *scratch);
+/* eng_qdot on one quad (4 rows of W as quads from a multiple of 4) where
+ * the level reads quads (AVX512-VNNI, with the bytes xy): true, o as
+ * eng_qdot's, bit for bit; otherwise false and o untouched (the caller
+ * takes the rows as stored, eng_qx4_row, to eng_qdot). */
+bool eng_qdot_x4(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx, const uint8_t *quad, int nb,
+                 int t);
 /* Unpacks the rows w[0..16) (repeat a row to fill a group) into dst. */
 void eng_qgroup_unpack(eng_qgroup *dst, const uint8_t *const w[ENG_QGROUP_ROWS], int nb, int t);
 /* o[i * 16 + r] = row r of the group . activation row x[i], i < nx (at

@@ -566,13 +566,35 @@ QD_FN void QD(bquad)(const uint8_t *const w[4], int b, int t, __m512i v[2])
 	}
 }
 
+/* bquad and scales4 on a quad laid out four rows together (qdot.h
+ * eng_qx4_pack; blk its block b): the four rows' nibbles in one load,
+ * their scales (and minimum coefficients) in one each, the same values. */
+QD_FN void QD(bquad4)(const uint8_t *blk, int t, __m512i v[2], __m128 *s0, __m128 *s1, __m128 *m)
+{
+	__m512i q = _mm512_loadu_si512((const void *)(blk + qd_x4qs[t]));
+	const __m512i f = _mm512_set1_epi8(0x0F);
+	v[0] = _mm512_and_si512(q, f), v[1] = _mm512_and_si512(_mm512_srli_epi16(q, 4), f);
+	*s0 = *s1 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)blk));
+	if (t == 5 || t == 7)
+		*m = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(blk + 8)));
+	if (t == 6 || t == 7) { /* the four qh: low halves to lo's words, high halves to hi's */
+		__m128i h = _mm_loadu_si128((const __m128i *)(blk + (t == 7 ? 16 : 8)));
+		h = _mm_shuffle_epi8(h, _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+		uint64_t lo = (uint64_t)_mm_cvtsi128_si64(h), hi = (uint64_t)_mm_extract_epi64(h, 1);
+		const __m512i w16 = _mm512_set1_epi8(16);
+		v[0] = _mm512_mask_add_epi8(v[0], (__mmask64)lo, v[0], w16);
+		v[1] = _mm512_mask_add_epi8(v[1], (__mmask64)hi, v[1], w16);
+	}
+}
+
 /* Decode on raw rows of Q4_0 .. Q5_1, weights kept as bytes: kern4k's
  * way (bquad, bdot4, two blocks' totals in one isum2q), each block with
  * its own scales (scales4); Q4_0 and Q5_0 take 8 or 16 times the
  * activations' block sum off each sum. The fmas are kernr's, block by
- * block in order. */
-QD_FN void QD(kern4b)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
-                      const uint8_t *const w[4], int nb, int t)
+ * block in order. With x4 (a constant) w[0] is a quad laid out four rows
+ * together (bquad4) and w[1..3] are not read. */
+QD_FN void QD(kern4bx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
+                       const uint8_t *const w[4], int nb, int t, int x4)
 {
 	const int mins = qd_has_min(t), off = t == 4 ? 8 : t == 6 ? 16 : 0;
 	__m128 acc[ENG_QDOT_X], mn[ENG_QDOT_X];
@@ -583,11 +605,18 @@ QD_FN void QD(kern4b)(float *o, const eng_qxblk *const *x, const eng_qxbyt *cons
 		const int two = b + 1 < nb; /* a second block (an odd row ends with one) */
 		__m512i e[2], od[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
 		__m128 s0, s1, m0 = _mm_setzero_ps(), t0 = _mm_setzero_ps(), t1, m1 = _mm_setzero_ps();
-		QD(bquad)(w, b, t, e);
-		QD(scales4)(w, b, t, &s0, &s1, &m0);
-		if (two) {
-			QD(bquad)(w, b + 1, t, od);
-			QD(scales4)(w, b + 1, t, &t0, &t1, &m1);
+		if (x4) {
+			const uint8_t *blk = w[0] + (size_t)b * 4 * (size_t)qd_bsz[t];
+			QD(bquad4)(blk, t, e, &s0, &s1, &m0);
+			if (two)
+				QD(bquad4)(blk + 4 * qd_bsz[t], t, od, &t0, &t1, &m1);
+		} else {
+			QD(bquad)(w, b, t, e);
+			QD(scales4)(w, b, t, &s0, &s1, &m0);
+			if (two) {
+				QD(bquad)(w, b + 1, t, od);
+				QD(scales4)(w, b + 1, t, &t0, &t1, &m1);
+			}
 		}
 		__m256 sc = _mm256_set_m128(t0, s0);
 #pragma GCC unroll 6
@@ -619,6 +648,12 @@ QD_FN void QD(kern4b)(float *o, const eng_qxblk *const *x, const eng_qxbyt *cons
 #pragma GCC unroll 6
 	for (int i = 0; i < nx; i++)
 		_mm_storeu_ps(o + i * 4, _mm_add_ps(acc[i], mn[i]));
+}
+
+QD_FN void QD(kern4b)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
+                      const uint8_t *const w[4], int nb, int t)
+{
+	QD(kern4bx)(o, x, xy, nx, w, nb, t, 0);
 }
 
 /* Decode on raw rows of Q4_K/Q5_K, weights kept as bytes: a register
@@ -806,6 +841,57 @@ __attribute__((target(QD_TARGET))) static void QD(rows)(float *y, const eng_qxbl
 #undef QD_W
 }
 
+
+/* eng_qdot_x4 at this level: kern4bx on one quad against nx (1 ..
+ * ENG_QDOT_X) activation rows, the type and width chosen here. */
+__attribute__((target(QD_TARGET))) static void QD(quad4)(float *o, const eng_qxblk *const *x,
+                                                          const eng_qxbyt *const *xy, int nx, const uint8_t *quad,
+                                                          int nb, int t)
+{
+	const uint8_t *w[4] = {quad, NULL, NULL, NULL};
+#define QD_Q4(T)                                                                                                       \
+	case T:                                                                                                        \
+		switch (nx) {                                                                                          \
+		case 1: QD(kern4bx)(o, x, xy, 1, w, nb, T, 1); break;                                                  \
+		case 2: QD(kern4bx)(o, x, xy, 2, w, nb, T, 1); break;                                                  \
+		case 3: QD(kern4bx)(o, x, xy, 3, w, nb, T, 1); break;                                                  \
+		case 4: QD(kern4bx)(o, x, xy, 4, w, nb, T, 1); break;                                                  \
+		case 5: QD(kern4bx)(o, x, xy, 5, w, nb, T, 1); break;                                                  \
+		default: QD(kern4bx)(o, x, xy, 6, w, nb, T, 1); break;                                                 \
+		}                                                                                                      \
+		break;
+	switch (t) {
+		QD_Q4(4)
+		QD_Q4(5)
+		QD_Q4(6)
+	default:
+		QD_Q4(7)
+	}
+#undef QD_Q4
+}
+
+/* eng_qdot_rows_x4 at this level: nq quads laid out four rows together
+ * from row r0 (a multiple of 4) of W, against one activation row and its
+ * bytes, through kern4bx, the type chosen once for the run. */
+__attribute__((target(QD_TARGET))) static void QD(rows4)(float *y, const eng_qxblk *x, const eng_qxbyt *xy,
+                                                          const uint8_t *W, size_t rb, int r0, int nq, int nb, int t)
+{
+#define QD_W4(T)                                                                                                       \
+	case T:                                                                                                        \
+		for (int k = 0; k < nq; k++) {                                                                         \
+			const uint8_t *w[4] = {W + (size_t)(r0 + 4 * k) * rb, NULL, NULL, NULL};                       \
+			QD(kern4bx)(y + r0 + 4 * k, &x, &xy, 1, w, nb, T, 1);                                          \
+		}                                                                                                      \
+		break;
+	switch (t) {
+		QD_W4(4)
+		QD_W4(5)
+		QD_W4(6)
+	default:
+		QD_W4(7)
+	}
+#undef QD_W4
+}
 #endif
 
 /* A group's scales and minimum coefficients, four rows at once as decode

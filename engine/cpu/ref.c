@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "engine/backend.h"
+#include "engine/cpu/qdot.h"
 
 static float wget(const eng_weight *w, size_t r, size_t c)
 {
@@ -20,6 +21,14 @@ static float wget(const eng_weight *w, size_t r, size_t c)
 	default: { /* the element's block, decoded as the format defines it */
 		float blk[256];
 		size_t B = (size_t)eng_dtype_block(w->dtype);
+		if (w->x4) { /* block c / 32 of the row's quad, row r % 4 of it */
+			size_t bsz = eng_dtype_bytes(w->dtype, 32), rb = bsz * (size_t)(w->cols / 32);
+			uint8_t one[64];
+			eng_qx4_row(one, (const uint8_t *)w->data + (r - r % 4) * rb + c / 32 * 4 * bsz, (int)(r % 4), 1,
+			            (int)w->dtype);
+			eng_to_f32(blk, one, w->dtype, 32);
+			return blk[c % 32];
+		}
 		eng_to_f32(blk, (const char *)w->data + eng_dtype_bytes(w->dtype, i / B * B), w->dtype, B);
 		return blk[i % B];
 	}
@@ -244,9 +253,8 @@ static void cpu_from_host(eng_backend *be, float *dst, const float *host, size_t
 static void cpu_embed(eng_backend *be, float *x, const int32_t *tok, int n)
 {
 	const eng_weight *e = &be->m->embed;
-	size_t rb = eng_dtype_bytes(e->dtype, (size_t)e->cols);
 	for (int i = 0; i < n; i++)
-		eng_to_f32(x + (size_t)i * e->cols, (const char *)e->data + (size_t)tok[i] * rb, e->dtype, (size_t)e->cols);
+		eng_weight_row_f32(x + (size_t)i * e->cols, e, tok[i]);
 }
 
 static void cpu_gather(eng_backend *be, float *dst, const float *src, const int *idx, int n, int width)

@@ -127,8 +127,10 @@ static int map_grow(cu_ctx *c)
 }
 
 /* The device copy of n elements of `dtype` at host, as stored (*dt: its
- * dtype). NULL on failure (kept). */
-static void *upload(eng_backend *be, const void *host, eng_dtype dtype, size_t n, int *dt)
+ * dtype; w: the weight at host, whose quads (eng_weight.x4, the fast CPU
+ * path's layout) go up as rows as stored; NULL for vectors). NULL on
+ * failure (kept). */
+static void *upload(eng_backend *be, const void *host, eng_dtype dtype, size_t n, int *dt, const eng_weight *w)
 {
 	cu_ctx *c = be->ctx;
 	if (c->err)
@@ -152,7 +154,18 @@ static void *upload(eng_backend *be, const void *host, eng_dtype dtype, size_t n
 						    "(%.1f MiB uploaded so far)", bytes, c->weight_bytes / 1048576.0));
 		return NULL;
 	}
-	if (failed(be, eng_cuda_upload(d, host, bytes))) {
+	uint8_t *rows = NULL;
+	if (w && w->x4) {
+		if (!(rows = malloc(bytes))) {
+			eng_cuda_free(d);
+			failed(be, ev_error_set(EV_E_NOMEM, "cuda backend: out of host memory"));
+			return NULL;
+		}
+		eng_weight_rows(rows, w);
+	}
+	int urc = eng_cuda_upload(d, rows ? rows : host, bytes);
+	free(rows);
+	if (failed(be, urc)) {
 		eng_cuda_free(d);
 		return NULL;
 	}
@@ -168,7 +181,7 @@ static void *upload(eng_backend *be, const void *host, eng_dtype dtype, size_t n
 
 static const float *vec(eng_backend *be, const float *host, size_t n)
 {
-	return upload(be, host, ENG_F32, n, NULL);
+	return upload(be, host, ENG_F32, n, NULL, NULL);
 }
 
 static void *cu_alloc(eng_backend *be, size_t bytes)
@@ -202,16 +215,16 @@ static void cu_embed(eng_backend *be, float *x, const int32_t *tok, int n)
 	if (c->err)
 		return;
 	if (eng_dtype_block(e->dtype) > 1) { /* a block-type table: the rows decoded here, then up */
-		size_t rb = eng_dtype_bytes(e->dtype, (size_t)e->cols), w = (size_t)e->cols;
+		size_t w = (size_t)e->cols;
 		if (failed(be, GROW(c->hq, c->hq_cap, (size_t)n * w)))
 			return;
 		for (int i = 0; i < n; i++)
-			eng_to_f32(c->hq + (size_t)i * w, (const char *)e->data + (size_t)tok[i] * rb, e->dtype, w);
+			eng_weight_row_f32(c->hq + (size_t)i * w, e, tok[i]);
 		failed(be, eng_cuda_upload(x, c->hq, (size_t)n * w * sizeof(float)));
 		return;
 	}
 	int dt = 0;
-	void *d = upload(be, e->data, e->dtype, (size_t)e->rows * e->cols, &dt);
+	void *d = upload(be, e->data, e->dtype, (size_t)e->rows * e->cols, &dt, e);
 	if (d)
 		failed(be, eng_cuda_embed(x, d, dt, e->rows, e->cols, tok, n));
 }
@@ -227,7 +240,7 @@ static void cu_matmul(eng_backend *be, float *y, const float *x, int n, const en
 	cu_ctx *c = be->ctx;
 	int dt = 0;
 	size_t count = (size_t)w->rows * w->cols;
-	void *d = upload(be, w->data, w->dtype, count, &dt);
+	void *d = upload(be, w->data, w->dtype, count, &dt, w);
 	if (!d)
 		return;
 	bool block = eng_dtype_block((eng_dtype)dt) > 1;
@@ -532,7 +545,7 @@ static void *const *moe_table(eng_backend *be, int l, int proj, int *dt)
 	const eng_weight *w0 = proj == 0 ? &ex[0].gate : proj == 1 ? &ex[0].up : &ex[0].down;
 	void **slot = &c->moe_tab[(size_t)l * 3 + proj];
 	if (*slot) /* made before: the dtype kept with the first expert's weight */
-		return upload(be, w0->data, w0->dtype, (size_t)w0->rows * w0->cols, dt) ? *slot : NULL;
+		return upload(be, w0->data, w0->dtype, (size_t)w0->rows * w0->cols, dt, w0) ? *slot : NULL;
 	void **host = malloc((size_t)E * sizeof(void *));
 	if (!host) {
 		failed(be, ev_error_set(EV_E_NOMEM, "cuda backend: out of host memory"));
@@ -541,7 +554,7 @@ static void *const *moe_table(eng_backend *be, int l, int proj, int *dt)
 	for (int e = 0; e < E; e++) {
 		const eng_weight *w = proj == 0 ? &ex[e].gate : proj == 1 ? &ex[e].up : &ex[e].down;
 		if (w->dtype != w0->dtype || w->rows != w0->rows || w->cols != w0->cols ||
-		    !(host[e] = upload(be, w->data, w->dtype, (size_t)w->rows * w->cols, dt))) {
+		    !(host[e] = upload(be, w->data, w->dtype, (size_t)w->rows * w->cols, dt, w))) {
 			free(host);
 			return NULL;
 		}

@@ -46,7 +46,7 @@ static void matmul_fast_equals_reference(void **state)
 				fill(b, (size_t)rows, &r);
 				for (size_t i = 0; i < (size_t)rows * cols; i++)
 					wh[i] = dt == ENG_F16 ? eng_f32_to_f16(wf[i]) : eng_f32_to_bf16(wf[i]);
-				eng_weight w = {dt == ENG_F32 ? (const void *)wf : (const void *)wh, (eng_dtype)dt, rows, cols};
+				eng_weight w = {dt == ENG_F32 ? (const void *)wf : (const void *)wh, (eng_dtype)dt, rows, cols, false};
 				m->ref.matmul(&m->ref, y1, x, n, &w, bias ? b : NULL);
 				m->cpu.matmul(&m->cpu, y2, x, n, &w, bias ? b : NULL);
 				double e = et_rel_err(y2, y1, (size_t)n * rows);
@@ -139,7 +139,7 @@ static void half_rows_read_in_place_equal_converted(void **state)
 			for (size_t i = 0; i < (size_t)rows * cols; i++)
 				wh[i] = dt == ENG_F16 ? eng_f32_to_f16(wf[i]) : eng_f32_to_bf16(wf[i]);
 			eng_to_f32(wf, wh, (eng_dtype)dt, (size_t)rows * cols);
-			eng_weight wq = {wh, (eng_dtype)dt, rows, cols}, w32 = {wf, ENG_F32, rows, cols};
+			eng_weight wq = {wh, (eng_dtype)dt, rows, cols, false}, w32 = {wf, ENG_F32, rows, cols, false};
 			m->cpu.matmul(&m->cpu, y1, x, n, &wq, NULL);
 			m->cpu.matmul(&m->cpu, y2, x, n, &w32, NULL);
 			if (memcmp(y1, y2, (size_t)n * rows * 4))
@@ -160,7 +160,7 @@ static void half_rows_read_in_place_equal_converted(void **state)
 			fill(wf, (size_t)rows * cols, &r);
 			eng_ggml_quantize(wq, wf, eng_dtype_ggml((eng_dtype)dt), (size_t)rows * cols);
 			eng_to_f32(wf, wq, (eng_dtype)dt, (size_t)rows * cols);
-			eng_weight wb = {wq, (eng_dtype)dt, rows, cols}, w32 = {wf, ENG_F32, rows, cols};
+			eng_weight wb = {wq, (eng_dtype)dt, rows, cols, false}, w32 = {wf, ENG_F32, rows, cols, false};
 			m->cpu.matmul(&m->cpu, y1, x, n, &wb, NULL);
 			m->cpu.matmul(&m->cpu, y2, x, n, &w32, NULL);
 			if (memcmp(y1, y2, (size_t)n * rows * 4))
@@ -189,6 +189,42 @@ static void half_rows_read_in_place_equal_converted(void **state)
 			e = et_rel_err(y2, y1, (size_t)n * rows);
 			if (e > 1e-3)
 				fail_msg("matmul %s: the integer path differs from f32 by %.2e", eng_dtype_name((eng_dtype)dt), e);
+			/* the same rows as quads of four (eng_weight.x4, as the fast
+			 * path lays out Q4_0 .. Q5_1): every path's bits as on the rows
+			 * as stored (the integer path's decode, small batches and
+			 * groups; the f32 kernels; the reference) */
+			if (eng_qx4_type(dt) && rows % 4 == 0) {
+				size_t wbytes = (size_t)rows * rb;
+				uint8_t *w4 = malloc(wbytes);
+				float *y3 = malloc((size_t)n * rows * 4);
+				for (int q = 0; q < rows / 4; q++) {
+					const uint8_t *src[4] = {wq + (size_t)4 * q * rb, wq + (size_t)(4 * q + 1) * rb,
+					                         wq + (size_t)(4 * q + 2) * rb, wq + (size_t)(4 * q + 3) * rb};
+					eng_qx4_pack(w4 + (size_t)4 * q * rb, src, nb, dt);
+				}
+				eng_weight wx = {w4, (eng_dtype)dt, rows, cols, true};
+				const char *tn = eng_dtype_name((eng_dtype)dt);
+				eng_model *ms[2] = {mq, m};
+				for (int k = 0; k < 2; k++) {
+					ms[k]->cpu.matmul(&ms[k]->cpu, y1, x, n, &wb, NULL);
+					memset(y3, 0x55, (size_t)n * rows * 4);
+					ms[k]->cpu.matmul(&ms[k]->cpu, y3, x, n, &wx, NULL);
+					if (memcmp(y1, y3, (size_t)n * rows * 4))
+						fail_msg("matmul n=%d rows=%d cols=%d %s as quads (%s path): not the rows' bits", n,
+						         rows, cols, tn, k ? "f32" : "integer");
+				}
+				if (n * rows * cols <= 64 * 64 * 96) { /* the reference, element by element */
+					m->ref.matmul(&m->ref, y1, x, n, &wb, NULL);
+					m->ref.matmul(&m->ref, y3, x, n, &wx, NULL);
+					if (memcmp(y1, y3, (size_t)n * rows * 4))
+						fail_msg("matmul %s as quads: the reference's bits differ", tn);
+				}
+				uint8_t *back = malloc(wbytes);
+				eng_weight_rows(back, &wx);
+				if (memcmp(back, wq, wbytes))
+					fail_msg("%s: the quads' rows as stored are not the rows", tn);
+				free(w4), free(y3), free(back);
+			}
 			free(xq);
 			free(x), free(wf), free(y1), free(y2), free(wq);
 		}
@@ -492,7 +528,7 @@ static void matmul_many_equals_a_call_each(void **state)
 					((uint16_t *)data[k])[i] = eng_f32_to_bf16(wf[i]);
 			else
 				eng_ggml_quantize(data[k], wf, eng_dtype_ggml(dt), (size_t)rows * COLS);
-			w[k] = (eng_weight){data[k], dt, rows, COLS};
+			w[k] = (eng_weight){data[k], dt, rows, COLS, false};
 			ws[k] = &w[k];
 			bs[k] = k % 2 ? NULL : b;
 			ys[k] = malloc((size_t)MAXN * rows * 4);

@@ -18,6 +18,7 @@
 
 #include "base/fs.h"
 #include "engine/backend.h"
+#include "engine/cpu/qdot.h"
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/quant.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -337,7 +338,7 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch, bool
 	float *want = et_logits(ref, toks, N, 0);
 	for (int k = 0; k < NTYPES; k++) {
 		if (few && types[k] != ENG_GGML_F32 && types[k] != ENG_GGML_BF16 && types[k] != ENG_GGML_Q8_0 &&
-		    types[k] != ENG_GGML_Q4_K)
+		    types[k] != ENG_GGML_Q4_K && types[k] != ENG_GGML_Q5_1)
 			continue;
 		char nm[32];
 		snprintf(nm, sizeof nm, "m-%s", eng_ggml_type_name(types[k]));
@@ -468,6 +469,31 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch, bool
 			}
 			eng_model_info mi, fi;
 			eng_model_get_info(m, &mi), eng_model_get_info(mf, &fi);
+			/* Q4_0 .. Q5_1 where the CPU decodes them with AVX512-VNNI: the
+			 * matrices laid out as quads of four rows (engine/cpu/layout.c;
+			 * the embedding table kept), the logits those of the rows as
+			 * stored (EVALD_WEIGHT_LAYOUT=rows), at once and token by token */
+			int et = eng_dtype_from_ggml(types[k]);
+			if (et >= 0 && eng_qx4_type(et)) {
+				uint64_t emb = eng_dtype_bytes((eng_dtype)et, (size_t)z.vocab * (size_t)z.hidden);
+				if (eng_qdot_level() == 2)
+					assert_true(mi.quad_bytes > 0 && mi.quad_bytes <= mi.weight_bytes - emb);
+				else
+					assert_true(mi.quad_bytes == 0);
+				setenv("EVALD_WEIGHT_LAYOUT", "rows", 1);
+				eng_model *mr = et_load(conv, ENG_BACKEND_CPU, 0);
+				unsetenv("EVALD_WEIGHT_LAYOUT");
+				eng_model_info ri;
+				eng_model_get_info(mr, &ri);
+				assert_true(ri.quad_bytes == 0);
+				float *gr = et_logits(mr, toks, N, 0), *gr1 = et_logits(mr, toks, N, 1);
+				assert_memory_equal(gr, got, N * V * sizeof(float));
+				assert_memory_equal(gr1, g1, N * V * sizeof(float));
+				print_message("%s %s kept: %.2f MiB as quads of four rows; the logits of the rows as stored\n", arch,
+				              eng_ggml_type_name(types[k]), mi.quad_bytes / 1048576.0);
+				free(gr), free(gr1);
+				eng_model_free(mr);
+			}
 			print_message("%s %s kept: %.2f MiB of weights against %.2f MiB dequantized; the same logits\n", arch,
 			              eng_ggml_type_name(types[k]), mi.weight_bytes / 1048576.0, fi.weight_bytes / 1048576.0);
 			/* by type: the kept type holds the most bytes, the norms stay f32,

@@ -207,6 +207,37 @@ static void block_types_dot_by_definition(void **st)
 								         in ? want[k] : sentinel);
 						}
 					}
+				/* the rows as quads laid out four rows together
+				 * (eng_qx4_pack): each row back as stored (eng_qx4_row);
+				 * decode on them (eng_qdot_rows_x4) from row 0 and from
+				 * row 4, with the bytes and without, the definition's bits */
+				if (eng_qx4_type(dt)) {
+					uint8_t *x4 = malloc(NR * rb), *back = malloc(rb), *scratch = malloc(4 * rb);
+					for (int q = 0; q < NR / 4; q++)
+						eng_qx4_pack(x4 + (size_t)4 * q * rb, w + 4 * q, nb, dt);
+					assert_true(memcmp(x4, wq, NR * rb) != 0);
+					for (int k = 0; k < NR; k++) {
+						eng_qx4_row(back, x4 + (size_t)(k / 4) * 4 * rb, k % 4, nb, dt);
+						if (memcmp(back, w[k], rb))
+							fail_msg("%s: row %d of its quad does not come back as stored", tn, k);
+					}
+					for (int run = 0; run < 2; run++)
+						for (int by = 0; by < 2; by++) {
+							int r0 = run ? 4 : 0, nq = run ? 2 : NR / 4;
+							float y[NR], sentinel;
+							memset(y, 0x55, sizeof y);
+							memset(&sentinel, 0x55, 4);
+							eng_qdot_rows_x4(y, xs[0], by ? ys[0] : NULL, x4, rb, r0, nq, nb, dt, scratch);
+							for (int k = 0; k < NR; k++) {
+								bool in = k >= r0 && k < r0 + 4 * nq;
+								if (memcmp(&y[k], in ? &want[k] : &sentinel, 4))
+									fail_msg("%s at level %s, quads of four rows from %d%s: row %d is "
+									         "%.9g, expected %.9g", tn, ln, r0, by ? "" : " (no bytes)", k,
+									         y[k], in ? want[k] : sentinel);
+							}
+						}
+					free(x4), free(back), free(scratch);
+				}
 				/* a whole group, then one of 5 rows (the rest repeat row 3) */
 				for (int part = 0; part < 2; part++) {
 					const uint8_t *gw[NR];
