@@ -210,12 +210,14 @@ void eng_weight_row_f32(float *dst, const eng_weight *w, int r)
 		eng_to_f32(dst, data + (size_t)r * rb, w->dtype, (size_t)w->cols);
 		return;
 	}
-	/* a block at a time out of the quad (each of its blocks stands alone) */
-	size_t bsz = eng_dtype_bytes(w->dtype, 32);
+	/* a block (K-quants: super-block) at a time out of the quad (each of
+	 * its blocks stands alone) */
+	int B = eng_dtype_block(w->dtype);
+	size_t bsz = eng_dtype_bytes(w->dtype, (size_t)B);
 	const uint8_t *quad = data + (size_t)(r - r % 4) * rb;
-	uint8_t blk[64];
-	for (int b = 0; b < w->cols / 32; b++) {
-		eng_qx4_row(blk, quad + (size_t)b * 4 * bsz, r % 4, 1, (int)w->dtype);
-		eng_to_f32(dst + (size_t)b * 32, blk, w->dtype, 32);
+	uint8_t blk[256];
+	for (int b = 0; b < w->cols / B; b++) {
+		eng_qx4_row(blk, quad + (size_t)b * 4 * bsz, r % 4, B / 32, (int)w->dtype);
+		eng_to_f32(dst + (size_t)b * B, blk, w->dtype, (size_t)B);
 	}
 }

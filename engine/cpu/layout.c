@@ -1,11 +1,11 @@
 /*
  * engine/cpu/layout.c: the fast CPU path's weight layout. Where this CPU
- * decodes with AVX512-VNNI, each 2-D weight of Q4_0 .. Q5_1 (rows a
- * multiple of 4) is laid out in place as quads of four rows (qdot.h
- * eng_qx4_pack) when the model is loaded: batch-1 decode then takes a
- * block's four rows in one load of nibbles and one of scales, where rows
- * as stored take four of each (engine/README.md "Quads laid out four rows
- * together"). The weight keeps its bytes and place, so views into one
+ * decodes with AVX512-VNNI, each 2-D weight of Q4_0 .. Q5_1, Q4_K and
+ * Q5_K (rows a multiple of 4; the K-quants not where they meet 8-bit
+ * activations) is laid out in place as quads of four rows (qdot.h
+ * eng_qx4_pack) when the model is loaded: decode then takes a block's
+ * four rows in one load, where rows as stored take four and shuffles
+ * (engine/README.md "Quads laid out four rows together"). The weight keeps its bytes and place, so views into one
  * tensor (gate and up, experts) stay where they were; eng_weight.x4 tells
  * every reader, and the ones that read rows take them through
  * eng_weight_row. The embedding table (and a head tied to it) keeps its
@@ -70,7 +70,7 @@ static int home_of(const eng_model *m, const eng_weight *w, size_t bytes)
 	return -1;
 }
 
-int eng_cpu_lay_out_quads(eng_model *m)
+int eng_cpu_lay_out_quads(eng_model *m, bool kquants)
 {
 	const char *e = getenv("EVALD_WEIGHT_LAYOUT");
 	if (e && *e && strcmp(e, "quads")) {
@@ -92,8 +92,9 @@ int eng_cpu_lay_out_quads(eng_model *m)
 		rc = ev_error_set(EV_E_NOMEM, "out of memory");
 	for (int i = 0; i < n && !rc; i++) {
 		eng_weight *x = w[i];
-		if (!x->data || x->x4 || !eng_qx4_type((int)x->dtype) || x->rows % 4 || x->cols % 32 ||
-		    x->data == m->embed.data)
+		bool kq = x->dtype == ENG_Q4_K || x->dtype == ENG_Q5_K;
+		if (!x->data || x->x4 || !eng_qx4_type((int)x->dtype) || (kq && !kquants) || x->rows % 4 ||
+		    x->cols % eng_dtype_block(x->dtype) || x->data == m->embed.data)
 			continue;
 		bool seen = false; /* a view bound twice is laid out once */
 		for (int k = 0; k < i && !seen; k++)

@@ -197,7 +197,7 @@ static void mm_task_kgroup(mm_job *j, int r0, int r1, int worker)
 		int nr = r1 - r < ENG_Q8K_GROUP_ROWS ? r1 - r : ENG_Q8K_GROUP_ROWS;
 		const uint8_t *wr[ENG_Q8K_GROUP_ROWS];
 		for (int u = 0; u < ENG_Q8K_GROUP_ROWS; u++)
-			wr[u] = (const uint8_t *)w->data + (size_t)(r + (u < nr ? u : 0)) * rb;
+			wr[u] = u < nr ? eng_weight_row(w, r + u, j->cc->x4rows[worker] + (size_t)u * rb) : wr[0];
 		eng_q8k_group_unpack(&g, wr, nsb, t);
 		mm_prefetch next = mm_prefetch_next(w, r + ENG_Q8K_GROUP_ROWS, r1, ENG_Q8K_GROUP_ROWS, j->n, ENG_Q8K_GROUP_X);
 		for (int i = 0; i < j->n; i += ENG_Q8K_GROUP_X) {
@@ -289,6 +289,8 @@ static void mm_task_q(mm_job *j, int r0, int r1, int worker)
 				eng_bfdot(o, xr, nx, wb, K);
 			} else if (j->xk) {
 				const eng_q8kblk *xr[ENG_Q8K_X];
+				for (int u = 0; u < 4 && !wr[u]; u++) /* (a model for 8-bit activations keeps K-quant rows) */
+					wr[u] = eng_weight_row(w, rr[u], scratch + (size_t)u * rb);
 				for (int k = 0; k < step; k++)
 					xr[k] = j->xk + (size_t)(i + (k < nx ? k : 0)) * (size_t)(K / 256);
 				eng_q8k_dot(o, xr, nx, wr, K / 256, t);

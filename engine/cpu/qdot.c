@@ -391,7 +391,44 @@ void eng_qdot_rows(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint
 
 bool eng_qx4_type(int t)
 {
-	return t >= ENG_Q4_0 && t <= ENG_Q5_1;
+	return (t >= ENG_Q4_0 && t <= ENG_Q5_1) || t == ENG_Q4_K || t == ENG_Q5_K;
+}
+
+/* Q4_K, Q5_K: a super-block's runs of 32 bytes (qh, then qs) as
+ * {offset in the row's super-block, runs, offset in the quad's} */
+static int k_runs(int t, int run[2][3])
+{
+	if (t == ENG_Q4_K) {
+		run[0][0] = 16, run[0][1] = 4, run[0][2] = 64;
+		return 1;
+	}
+	run[0][0] = 16, run[0][1] = 1, run[0][2] = 64;
+	run[1][0] = 48, run[1][1] = 4, run[1][2] = 192;
+	return 2;
+}
+
+/* One super-block of four rows to (pack) or from a quad's: the heads'
+ * four dwords transposed (16 * k + 4 * r), each run of 32 bytes as its
+ * halves, row 0's first (128 * c + 64 * half + 16 * r). */
+static void k_quad(uint8_t *quad, uint8_t *const row[4], int t, bool pack)
+{
+	int run[2][3], nr = k_runs(t, run);
+	for (int r = 0; r < 4; r++) {
+		for (int k = 0; k < 4; k++)
+			if (pack)
+				memcpy(quad + 16 * k + 4 * r, row[r] + 4 * k, 4);
+			else
+				memcpy(row[r] + 4 * k, quad + 16 * k + 4 * r, 4);
+		for (int i = 0; i < nr; i++)
+			for (int c = 0; c < run[i][1]; c++)
+				for (int h = 0; h < 2; h++) {
+					uint8_t *q = quad + run[i][2] + 128 * c + 64 * h + 16 * r, *p = row[r] + run[i][0] + 32 * c + 16 * h;
+					if (pack)
+						memcpy(q, p, 16);
+					else
+						memcpy(p, q, 16);
+				}
+	}
 }
 
 /* A block's fields: the scale at 0, the minimum coefficient at 2 (Q4_1,
@@ -404,6 +441,16 @@ static void x4_fields(int t, int *nh, int *qh)
 
 void eng_qx4_pack(uint8_t *dst, const uint8_t *const src[4], int nb, int t)
 {
+	if (t == ENG_Q4_K || t == ENG_Q5_K) {
+		size_t sbz = t == ENG_Q4_K ? 144 : 176;
+		for (int s = 0; s < nb / 8; s++) {
+			uint8_t *row[4];
+			for (int r = 0; r < 4; r++)
+				row[r] = (uint8_t *)(uintptr_t)(src[r] + (size_t)s * sbz);
+			k_quad(dst + (size_t)s * 4 * sbz, row, t, true);
+		}
+		return;
+	}
 	int bsz = qd_bsz[t], nh, qh;
 	x4_fields(t, &nh, &qh);
 	for (int b = 0; b < nb; b++) {
@@ -421,6 +468,16 @@ void eng_qx4_pack(uint8_t *dst, const uint8_t *const src[4], int nb, int t)
 
 void eng_qx4_row(uint8_t *dst, const uint8_t *quad, int u, int nb, int t)
 {
+	if (t == ENG_Q4_K || t == ENG_Q5_K) { /* the other rows' parts into a scratch row */
+		size_t sbz = t == ENG_Q4_K ? 144 : 176;
+		uint8_t other[176];
+		for (int s = 0; s < nb / 8; s++) {
+			uint8_t *row[4] = {other, other, other, other};
+			row[u] = dst + (size_t)s * sbz;
+			k_quad((uint8_t *)(uintptr_t)(quad + (size_t)s * 4 * sbz), row, t, false);
+		}
+		return;
+	}
 	int bsz = qd_bsz[t], nh, qh;
 	x4_fields(t, &nh, &qh);
 	for (int b = 0; b < nb; b++) {

@@ -101,17 +101,23 @@ void eng_qdot(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, i
  * bytes at the AVX512-VNNI level the type is chosen once for the run. */
 void eng_qdot_rows(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint8_t *W, size_t rb, int r0, int q4,
                    int nq, int nb, int t);
-/* Quads laid out four rows together, for decode of Q4_0 .. Q5_1
- * (eng_qx4_type): the rows 4k .. 4k + 3 of a weight keep their 4 * rb
- * bytes, but block b of the four (4 * the block's bytes from 4 * b times
- * them) holds its fields side by side, row 0's first: the four f16
- * scales; the four f16 minimum coefficients (Q4_1, Q5_1); the four u32
- * fifth bits (Q5_0, Q5_1); the four rows' 16 bytes of nibbles. So a
- * block's four rows are one 64-byte load of nibbles and one of scales,
- * where rows as stored are four of each (engine/README.md "Quads laid out
- * four rows together"). */
+/* Quads laid out four rows together, for decode of Q4_0 .. Q5_1, Q4_K
+ * and Q5_K (eng_qx4_type): the rows 4k .. 4k + 3 of a weight keep their
+ * 4 * rb bytes, but block b of the four (super-block for the K-quants;
+ * 4 * its bytes from 4 * b times them) holds the four rows' parts side
+ * by side, row 0's first.
+ *   Q4_0 .. Q5_1: the four f16 scales; the four f16 minimum coefficients
+ *     (Q4_1, Q5_1); the four u32 fifth bits (Q5_0, Q5_1); the four rows'
+ *     16 bytes of nibbles.
+ *   Q4_K, Q5_K: the 16-byte heads {d, dmin, scales[12]} as four dwords
+ *     each, transposed (dword k of row r at 16 k + 4 r); then each run of
+ *     32 bytes (Q5_K: qh, then qs; Q4_K: qs) four rows at once, its
+ *     first halves then its second (at 128 c + 64 h + 16 r).
+ * So a block's four rows are one 64-byte load (two for a K-quant block
+ * pair) where rows as stored are four, with no shuffles to put them side
+ * by side (engine/README.md "Quads laid out four rows together"). */
 bool eng_qx4_type(int t);
-/* dst (4 rows' bytes) = the rows src[0..4) (nb blocks of type t) as a quad. */
+/* dst (4 rows' bytes) = the rows src[0..4) (nb blocks of 32 of type t) as a quad. */
 void eng_qx4_pack(uint8_t *dst, const uint8_t *const src[4], int nb, int t);
 /* dst (a row's bytes) = row u (< 4) of a quad as stored. */
 void eng_qx4_row(uint8_t *dst, const uint8_t *quad, int u, int nb, int t);

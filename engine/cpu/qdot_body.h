@@ -134,21 +134,29 @@ QD_FN void QD(put16)(float *dst, __m128i bytes, __m128 d4, int neg)
  * (Q4_K, Q5_K; zero for Q6_K). The four rows' 6-bit scales and minima are
  * taken apart together in one vector, then turned to block-major order
  * with a byte shuffle. */
-QD_FN void QD(kscales)(const uint8_t *const w[4], int sb, int t, float *s0, float *s1, float *m)
+QD_FN void QD(kscalesx)(const uint8_t *const w[4], int sb, int t, float *s0, float *s1, float *m, int x4)
 {
 	if (t == 8 || t == 9) {
 		/* each row's 16-byte head {f16 d, dmin; scales[12]} in one load, the
 		 * four heads transposed to dwords: H0 lane r = row r's d | dmin,
-		 * Q0..Q2 its three dwords of packed 6-bit scales and minima */
+		 * Q0..Q2 its three dwords of packed 6-bit scales and minima (a
+		 * quad, eng_qx4_pack, holds them so: four loads) */
 		size_t at = (size_t)sb * (t == 9 ? 176 : 144);
-		__m128i h[4];
+		__m128i H0, Q0, Q1, Q2;
+		if (x4) {
+			const uint8_t *p = w[0] + 4 * at;
+			H0 = _mm_loadu_si128((const __m128i *)p), Q0 = _mm_loadu_si128((const __m128i *)(p + 16));
+			Q1 = _mm_loadu_si128((const __m128i *)(p + 32)), Q2 = _mm_loadu_si128((const __m128i *)(p + 48));
+		} else {
+			__m128i h[4];
 #pragma GCC unroll 4
-		for (int r = 0; r < 4; r++)
-			h[r] = _mm_loadu_si128((const __m128i *)(w[r] + at));
-		__m128i t0 = _mm_unpacklo_epi32(h[0], h[1]), t1 = _mm_unpacklo_epi32(h[2], h[3]);
-		__m128i t2 = _mm_unpackhi_epi32(h[0], h[1]), t3 = _mm_unpackhi_epi32(h[2], h[3]);
-		__m128i H0 = _mm_unpacklo_epi64(t0, t1), Q0 = _mm_unpackhi_epi64(t0, t1);
-		__m128i Q1 = _mm_unpacklo_epi64(t2, t3), Q2 = _mm_unpackhi_epi64(t2, t3);
+			for (int r = 0; r < 4; r++)
+				h[r] = _mm_loadu_si128((const __m128i *)(w[r] + at));
+			__m128i t0 = _mm_unpacklo_epi32(h[0], h[1]), t1 = _mm_unpacklo_epi32(h[2], h[3]);
+			__m128i t2 = _mm_unpackhi_epi32(h[0], h[1]), t3 = _mm_unpackhi_epi32(h[2], h[3]);
+			H0 = _mm_unpacklo_epi64(t0, t1), Q0 = _mm_unpackhi_epi64(t0, t1);
+			Q1 = _mm_unpacklo_epi64(t2, t3), Q2 = _mm_unpackhi_epi64(t2, t3);
+		}
 		/* the d's (even halves) and dmin's (odd) of the four rows, as floats */
 		const __m128i ev = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
 		const __m128i od = _mm_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1);
@@ -200,6 +208,11 @@ QD_FN void QD(kscales)(const uint8_t *const w[4], int sb, int t, float *s0, floa
 		_mm_storeu_ps(s0 + 8 * q + 4, _mm256_castps256_ps128(hi)), _mm_storeu_ps(s1 + 8 * q + 4, _mm256_extractf128_ps(hi, 1));
 	}
 #endif
+}
+
+QD_FN void QD(kscales)(const uint8_t *const w[4], int sb, int t, float *s0, float *s1, float *m)
+{
+	QD(kscalesx)(w, sb, t, s0, s1, m, 0);
 }
 
 #if !QD_VNNI
@@ -359,25 +372,42 @@ QD_FN __m512i QD(bytes4)(const uint8_t *a, const uint8_t *c)
  * one's high), so one load a row serves both; Q5_K's fifth bit is bit j
  * of the 32 bytes of qh, laid out as the values are, so a byte test is
  * the lane mask. */
-QD_FN void QD(kquad)(const uint8_t *const w[4], int b, int t, __m512i e[2], __m512i o[2])
+QD_FN void QD(kquadx)(const uint8_t *const w[4], int b, int t, __m512i e[2], __m512i o[2], int x4)
 {
 	int five = t == 9, j = b % 8;
 	size_t sb = (size_t)(b / 8) * (five ? 176 : 144), at = sb + (five ? 48 : 16) + (size_t)(j / 2) * 32;
 	const __m512i f = _mm512_set1_epi8(0x0F);
-	/* [row 0's bytes 0-15, 16-31, row 1's 0-15, 16-31], then rows 2 and 3 */
-	__m512i p01 = QD(bytes4)(w[0] + at, w[1] + at), p23 = QD(bytes4)(w[2] + at, w[3] + at);
-	__m512i v0 = _mm512_shuffle_i64x2(p01, p23, 0x88), v1 = _mm512_shuffle_i64x2(p01, p23, 0xDD);
+	__m512i v0, v1;
+	if (x4) { /* a quad (eng_qx4_pack) holds the four rows' runs as v0, v1 below */
+		const uint8_t *p = w[0] + 4 * at;
+		v0 = _mm512_loadu_si512((const void *)p), v1 = _mm512_loadu_si512((const void *)(p + 64));
+	} else {
+		/* [row 0's bytes 0-15, 16-31, row 1's 0-15, 16-31], then rows 2 and 3 */
+		__m512i p01 = QD(bytes4)(w[0] + at, w[1] + at), p23 = QD(bytes4)(w[2] + at, w[3] + at);
+		v0 = _mm512_shuffle_i64x2(p01, p23, 0x88), v1 = _mm512_shuffle_i64x2(p01, p23, 0xDD);
+	}
 	e[0] = _mm512_and_si512(v0, f), e[1] = _mm512_and_si512(v1, f);
 	o[0] = _mm512_and_si512(_mm512_srli_epi16(v0, 4), f), o[1] = _mm512_and_si512(_mm512_srli_epi16(v1, 4), f);
 	if (five) {
-		__m512i q01 = QD(bytes4)(w[0] + sb + 16, w[1] + sb + 16), q23 = QD(bytes4)(w[2] + sb + 16, w[3] + sb + 16);
-		__m512i h0 = _mm512_shuffle_i64x2(q01, q23, 0x88), h1 = _mm512_shuffle_i64x2(q01, q23, 0xDD);
+		__m512i h0, h1;
+		if (x4) {
+			const uint8_t *p = w[0] + 4 * (sb + 16);
+			h0 = _mm512_loadu_si512((const void *)p), h1 = _mm512_loadu_si512((const void *)(p + 64));
+		} else {
+			__m512i q01 = QD(bytes4)(w[0] + sb + 16, w[1] + sb + 16), q23 = QD(bytes4)(w[2] + sb + 16, w[3] + sb + 16);
+			h0 = _mm512_shuffle_i64x2(q01, q23, 0x88), h1 = _mm512_shuffle_i64x2(q01, q23, 0xDD);
+		}
 		const __m512i w16 = _mm512_set1_epi8(16), be = _mm512_set1_epi8((char)(1 << j)), bo = _mm512_set1_epi8((char)(1 << (j + 1)));
 		e[0] = _mm512_mask_add_epi8(e[0], _mm512_test_epi8_mask(h0, be), e[0], w16);
 		e[1] = _mm512_mask_add_epi8(e[1], _mm512_test_epi8_mask(h1, be), e[1], w16);
 		o[0] = _mm512_mask_add_epi8(o[0], _mm512_test_epi8_mask(h0, bo), o[0], w16);
 		o[1] = _mm512_mask_add_epi8(o[1], _mm512_test_epi8_mask(h1, bo), o[1], w16);
 	}
+}
+
+QD_FN void QD(kquad)(const uint8_t *const w[4], int b, int t, __m512i e[2], __m512i o[2])
+{
+	QD(kquadx)(w, b, t, e, o, 0);
 }
 
 /* The four rows' exact sums of a block laid out as kquad lays it (v[0]
@@ -663,8 +693,8 @@ QD_FN void QD(kern4b)(float *o, const eng_qxblk *const *x, const eng_qxbyt *cons
  * block's exact sums come without widening the weights; two blocks' sums
  * are totalled together within each row's 128 bits (isum2q). The fmas
  * are kernr's, block by block in order. */
-QD_FN void QD(kern4k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
-                      const uint8_t *const w[4], int nb, int t)
+QD_FN void QD(kern4kx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
+                       const uint8_t *const w[4], int nb, int t, int x4)
 {
 	__m128 acc[ENG_QDOT_X], mn[ENG_QDOT_X];
 #pragma GCC unroll 6
@@ -673,9 +703,9 @@ QD_FN void QD(kern4k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *cons
 	float ks0[32], ks1[32], km[32]; /* a super-block's scales (kscales) */
 	for (int b = 0; b < nb; b += 2) {
 		if (b % 8 == 0)
-			QD(kscales)(w, b / 8, t, ks0, ks1, km);
+			QD(kscalesx)(w, b / 8, t, ks0, ks1, km, x4);
 		__m512i e[2], od[2];
-		QD(kquad)(w, b, t, e, od);
+		QD(kquadx)(w, b, t, e, od, x4);
 		__m256 sc = _mm256_loadu_ps(ks0 + 4 * (b % 8)), m = _mm256_loadu_ps(km + 4 * (b % 8));
 #pragma GCC unroll 6
 		for (int i = 0; i < nx; i++) {
@@ -693,6 +723,12 @@ QD_FN void QD(kern4k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *cons
 #pragma GCC unroll 6
 	for (int i = 0; i < nx; i++)
 		_mm_storeu_ps(o + i * 4, _mm_add_ps(acc[i], mn[i]));
+}
+
+QD_FN void QD(kern4k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
+                      const uint8_t *const w[4], int nb, int t)
+{
+	QD(kern4kx)(o, x, xy, nx, w, nb, t, 0);
 }
 
 /* Decode on raw rows of Q6_K, weights kept as bytes: a register holds a
@@ -849,23 +885,25 @@ __attribute__((target(QD_TARGET))) static void QD(quad4)(float *o, const eng_qxb
                                                           int nb, int t)
 {
 	const uint8_t *w[4] = {quad, NULL, NULL, NULL};
-#define QD_Q4(T)                                                                                                       \
+#define QD_Q4(T, K)                                                                                                     \
 	case T:                                                                                                        \
 		switch (nx) {                                                                                          \
-		case 1: QD(kern4bx)(o, x, xy, 1, w, nb, T, 1); break;                                                  \
-		case 2: QD(kern4bx)(o, x, xy, 2, w, nb, T, 1); break;                                                  \
-		case 3: QD(kern4bx)(o, x, xy, 3, w, nb, T, 1); break;                                                  \
-		case 4: QD(kern4bx)(o, x, xy, 4, w, nb, T, 1); break;                                                  \
-		case 5: QD(kern4bx)(o, x, xy, 5, w, nb, T, 1); break;                                                  \
-		default: QD(kern4bx)(o, x, xy, 6, w, nb, T, 1); break;                                                 \
+		case 1: QD(K)(o, x, xy, 1, w, nb, T, 1); break;                                                        \
+		case 2: QD(K)(o, x, xy, 2, w, nb, T, 1); break;                                                        \
+		case 3: QD(K)(o, x, xy, 3, w, nb, T, 1); break;                                                        \
+		case 4: QD(K)(o, x, xy, 4, w, nb, T, 1); break;                                                        \
+		case 5: QD(K)(o, x, xy, 5, w, nb, T, 1); break;                                                        \
+		default: QD(K)(o, x, xy, 6, w, nb, T, 1); break;                                                       \
 		}                                                                                                      \
 		break;
 	switch (t) {
-		QD_Q4(4)
-		QD_Q4(5)
-		QD_Q4(6)
+		QD_Q4(4, kern4bx)
+		QD_Q4(5, kern4bx)
+		QD_Q4(6, kern4bx)
+		QD_Q4(7, kern4bx)
+		QD_Q4(8, kern4kx)
 	default:
-		QD_Q4(7)
+		QD_Q4(9, kern4kx)
 	}
 #undef QD_Q4
 }
@@ -876,19 +914,21 @@ __attribute__((target(QD_TARGET))) static void QD(quad4)(float *o, const eng_qxb
 __attribute__((target(QD_TARGET))) static void QD(rows4)(float *y, const eng_qxblk *x, const eng_qxbyt *xy,
                                                           const uint8_t *W, size_t rb, int r0, int nq, int nb, int t)
 {
-#define QD_W4(T)                                                                                                       \
+#define QD_W4(T, K)                                                                                                    \
 	case T:                                                                                                        \
 		for (int k = 0; k < nq; k++) {                                                                         \
 			const uint8_t *w[4] = {W + (size_t)(r0 + 4 * k) * rb, NULL, NULL, NULL};                       \
-			QD(kern4bx)(y + r0 + 4 * k, &x, &xy, 1, w, nb, T, 1);                                          \
+			QD(K)(y + r0 + 4 * k, &x, &xy, 1, w, nb, T, 1);                                                \
 		}                                                                                                      \
 		break;
 	switch (t) {
-		QD_W4(4)
-		QD_W4(5)
-		QD_W4(6)
+		QD_W4(4, kern4bx)
+		QD_W4(5, kern4bx)
+		QD_W4(6, kern4bx)
+		QD_W4(7, kern4bx)
+		QD_W4(8, kern4kx)
 	default:
-		QD_W4(7)
+		QD_W4(9, kern4kx)
 	}
 #undef QD_W4
 }

@@ -21,13 +21,13 @@ static float wget(const eng_weight *w, size_t r, size_t c)
 	default: { /* the element's block, decoded as the format defines it */
 		float blk[256];
 		size_t B = (size_t)eng_dtype_block(w->dtype);
-		if (w->x4) { /* block c / 32 of the row's quad, row r % 4 of it */
-			size_t bsz = eng_dtype_bytes(w->dtype, 32), rb = bsz * (size_t)(w->cols / 32);
-			uint8_t one[64];
-			eng_qx4_row(one, (const uint8_t *)w->data + (r - r % 4) * rb + c / 32 * 4 * bsz, (int)(r % 4), 1,
-			            (int)w->dtype);
-			eng_to_f32(blk, one, w->dtype, 32);
-			return blk[c % 32];
+		if (w->x4) { /* block c / B of the row's quad, row r % 4 of it */
+			size_t bsz = eng_dtype_bytes(w->dtype, B), rb = bsz * ((size_t)w->cols / B);
+			uint8_t one[256];
+			eng_qx4_row(one, (const uint8_t *)w->data + (r - r % 4) * rb + c / B * 4 * bsz, (int)(r % 4),
+			            (int)B / 32, (int)w->dtype);
+			eng_to_f32(blk, one, w->dtype, B);
+			return blk[c % B];
 		}
 		eng_to_f32(blk, (const char *)w->data + eng_dtype_bytes(w->dtype, i / B * B), w->dtype, B);
 		return blk[i % B];

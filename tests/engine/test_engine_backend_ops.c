@@ -117,12 +117,15 @@ static void half_rows_read_in_place_equal_converted(void **state)
 	char *dir = et_mkmodel("opsh", "llama", &z, "f32", 1);
 	eng_model_options o = ENG_MODEL_OPTIONS_INIT;
 	o.threads = 2;
-	eng_model *m = NULL, *mq = NULL;
+	eng_model *m = NULL, *mq = NULL, *m8 = NULL;
 	/* m: the f32 kernels on exactly dequantized blocks; mq: the integer path (the default) */
 	setenv("EVALD_QUANT_DOT", "f32", 1);
 	assert_int_equal(eng_model_load(&m, dir, &o), 0);
 	unsetenv("EVALD_QUANT_DOT");
 	assert_int_equal(eng_model_load(&mq, dir, &o), 0);
+	eng_model_options o8 = o; /* K-quants against 8-bit activations (cpu/q8k.h) */
+	o8.activation_bits = 8;
+	assert_int_equal(eng_model_load(&m8, dir, &o8), 0);
 	ev_rng r;
 	ev_rng_seed(&r, 11);
 	/* cols within the model's widest row: the plain build converts rows into its buffers;
@@ -204,14 +207,14 @@ static void half_rows_read_in_place_equal_converted(void **state)
 				}
 				eng_weight wx = {w4, (eng_dtype)dt, rows, cols, true};
 				const char *tn = eng_dtype_name((eng_dtype)dt);
-				eng_model *ms[2] = {mq, m};
-				for (int k = 0; k < 2; k++) {
+				eng_model *ms[3] = {mq, m, m8};
+				for (int k = 0; k < 3; k++) {
 					ms[k]->cpu.matmul(&ms[k]->cpu, y1, x, n, &wb, NULL);
 					memset(y3, 0x55, (size_t)n * rows * 4);
 					ms[k]->cpu.matmul(&ms[k]->cpu, y3, x, n, &wx, NULL);
 					if (memcmp(y1, y3, (size_t)n * rows * 4))
 						fail_msg("matmul n=%d rows=%d cols=%d %s as quads (%s path): not the rows' bits", n,
-						         rows, cols, tn, k ? "f32" : "integer");
+						         rows, cols, tn, k == 2 ? "8-bit" : k ? "f32" : "integer");
 				}
 				if (n * rows * cols <= 64 * 64 * 96) { /* the reference, element by element */
 					m->ref.matmul(&m->ref, y1, x, n, &wb, NULL);
@@ -238,6 +241,7 @@ static void half_rows_read_in_place_equal_converted(void **state)
 	assert_int_equal(eng_dtype_parse("Q2_K"), -1);
 	eng_model_free(m);
 	eng_model_free(mq);
+	eng_model_free(m8);
 	free(dir);
 }
 
