@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "engine/backend.h"
+#include "engine/cpu/qdot.h"
 #include "engine/cuda/cuda.h"
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/quant.h"
@@ -679,12 +680,29 @@ static void block_weights_go_up_as_stored(void **state)
 			wr[k]->data = wd[k]->data = q;
 			wr[k]->dtype = wd[k]->dtype = t;
 			blocks[nb++] = q;
+			if (t == ENG_Q4_1 && wd[k]->rows % 4 == 0) {
+				/* the device model's Q4_1 rows as quads (as the fast CPU
+				 * path lays them out): they go up as rows as stored */
+				size_t rb = eng_dtype_bytes(t, (size_t)wd[k]->cols);
+				uint8_t *q4 = malloc(eng_dtype_bytes(t, n));
+				assert_non_null(q4);
+				for (int g = 0; g < wd[k]->rows / 4; g++) {
+					const uint8_t *src[4];
+					for (int u = 0; u < 4; u++)
+						src[u] = (const uint8_t *)q + (size_t)(4 * g + u) * rb;
+					eng_qx4_pack(q4 + (size_t)4 * g * rb, src, wd[k]->cols / 32, t);
+				}
+				wd[k]->data = q4;
+				wd[k]->x4 = true;
+				blocks[nb++] = q4;
+			}
 		}
 	}
 	int32_t *t = et_tokens(40, z.vocab, 29);
 	float *a = et_logits(ref, t, 40, 0), *b = et_logits(m, t, 40, 0), *c = et_logits(m, t, 40, 1);
 	double e = et_rel_err(b, a, (size_t)40 * z.vocab), e1 = et_rel_err(c, a, (size_t)40 * z.vocab);
-	print_message("Q8_0 and Q4_1 weights: device vs reference %.3g (at once), %.3g (token by token); %llu bytes up\n",
+	print_message("Q8_0 and Q4_1 weights (the device's Q4_1 as quads): device vs reference %.3g (at once), %.3g "
+		      "(token by token); %llu bytes up\n",
 		      e, e1, (unsigned long long)host_backend_uploaded(&m->cuda));
 	assert_true(e < 1e-4 && e1 < 1e-4);
 	/* as stored: against the same model's f32 upload, exactly the bytes
