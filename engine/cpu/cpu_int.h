@@ -66,9 +66,10 @@ typedef struct {
 #define ATT_SEG 16
 
 /* layout.c: where the CPU has AVX512-VNNI, the model's Q4_0 .. Q5_1
- * weights (and Q4_K, Q5_K with kquants: not where they meet 8-bit
- * activations, whose kernels read rows) laid out in place as quads of
- * four rows (eng_weight.x4), unless EVALD_WEIGHT_LAYOUT=rows. */
+ * weights, the embedding table's too (and Q4_K, Q5_K with kquants: not
+ * where they meet 8-bit activations, whose kernels read rows) laid out in
+ * place as quads of four rows (eng_weight.x4), unless
+ * EVALD_WEIGHT_LAYOUT=rows. */
 int eng_cpu_lay_out_quads(eng_model *m, bool kquants);
 /* matmul.c */
 void eng_cpu_matmul(eng_backend *be, float *y, const float *x, int n, const eng_weight *w, const float *bias);

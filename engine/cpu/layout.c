@@ -8,8 +8,9 @@
  * (engine/README.md "Quads laid out four rows together"). The weight keeps its bytes and place, so views into one
  * tensor (gate and up, experts) stay where they were; eng_weight.x4 tells
  * every reader, and the ones that read rows take them through
- * eng_weight_row. The embedding table (and a head tied to it) keeps its
- * rows: a token's row is read alone.
+ * eng_weight_row. The embedding table too: a token's row comes out of its
+ * quad a block at a time (eng_weight_row_f32), and a head tied to it is
+ * the head's matmul like any other.
  *
  * EVALD_WEIGHT_LAYOUT=rows keeps every weight as stored (the baseline in
  * measurements); quads (or unset) is the default.
@@ -32,6 +33,7 @@ static int weights_of(eng_model *m, eng_weight ***out)
 	if (!w)
 		return -1;
 	w[n++] = &m->lm_head;
+	w[n++] = &m->embed; /* (the same data as a tied head: marked with it) */
 	for (int l = 0; l < c->layers; l++) {
 		eng_layer *L = &m->layers[l];
 		eng_weight *one[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn.gate, &L->ffn.up, &L->ffn.down, &L->router,
@@ -94,7 +96,7 @@ int eng_cpu_lay_out_quads(eng_model *m, bool kquants)
 		eng_weight *x = w[i];
 		bool kq = x->dtype == ENG_Q4_K || x->dtype == ENG_Q5_K;
 		if (!x->data || x->x4 || !eng_qx4_type((int)x->dtype) || (kq && !kquants) || x->rows % 4 ||
-		    x->cols % eng_dtype_block(x->dtype) || x->data == m->embed.data)
+		    x->cols % eng_dtype_block(x->dtype))
 			continue;
 		bool seen = false; /* a view bound twice is laid out once */
 		for (int k = 0; k < i && !seen; k++)

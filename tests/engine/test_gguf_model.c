@@ -469,15 +469,17 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch, bool
 			}
 			eng_model_info mi, fi;
 			eng_model_get_info(m, &mi), eng_model_get_info(mf, &fi);
-			/* Q4_0 .. Q5_1 where the CPU decodes them with AVX512-VNNI: the
-			 * matrices laid out as quads of four rows (engine/cpu/layout.c;
-			 * the embedding table kept), the logits those of the rows as
-			 * stored (EVALD_WEIGHT_LAYOUT=rows), at once and token by token */
+			/* Q4_0 .. Q5_1, Q4_K, Q5_K where the CPU decodes them with
+			 * AVX512-VNNI: the matrices laid out as quads of four rows
+			 * (engine/cpu/layout.c; the embedding table with them, its
+			 * tokens' rows taken out of their quads), the logits those of
+			 * the rows as stored (EVALD_WEIGHT_LAYOUT=rows), at once and
+			 * token by token */
 			int et = eng_dtype_from_ggml(types[k]);
 			if (et >= 0 && eng_qx4_type(et)) {
 				uint64_t emb = eng_dtype_bytes((eng_dtype)et, (size_t)z.vocab * (size_t)z.hidden);
 				if (eng_qdot_level() == 2)
-					assert_true(mi.quad_bytes > 0 && mi.quad_bytes <= mi.weight_bytes - emb);
+					assert_true(mi.quad_bytes > emb && mi.quad_bytes <= mi.weight_bytes);
 				else
 					assert_true(mi.quad_bytes == 0);
 				setenv("EVALD_WEIGHT_LAYOUT", "rows", 1);
