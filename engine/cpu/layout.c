@@ -5,12 +5,12 @@
  * activations) is laid out in place as quads of four rows (qdot.h
  * eng_qx4_pack) when the model is loaded: decode then takes a block's
  * four rows in one load, where rows as stored take four and shuffles
- * (engine/README.md "Quads laid out four rows together"). The weight keeps its bytes and place, so views into one
- * tensor (gate and up, experts) stay where they were; eng_weight.x4 tells
- * every reader, and the ones that read rows take them through
- * eng_weight_row. The embedding table too: a token's row comes out of its
- * quad a block at a time (eng_weight_row_f32), and a head tied to it is
- * the head's matmul like any other.
+ * (engine/README.md "Quads laid out four rows together"). The weight
+ * keeps its bytes and place, so views into one tensor (gate and up,
+ * experts) stay where they were; eng_weight.x4 tells every reader, and
+ * the ones that read rows take them through eng_weight_row. The embedding
+ * table too: a token's row comes out of its quad a block at a time
+ * (eng_weight_row_f32), and a head tied to it is a matmul like any other.
  *
  * EVALD_WEIGHT_LAYOUT=rows keeps every weight as stored (the baseline in
  * measurements); quads (or unset) is the default.
