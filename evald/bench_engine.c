@@ -468,6 +468,7 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 		cJSON_AddNumberToObject(o, "params", (double)in.params_total);
 		cJSON_AddNumberToObject(o, "weight_bytes", (double)in.weight_bytes);
 		cJSON_AddStringToObject(o, "weight_pages", in.weights_huge ? "huge" : "file");
+		cJSON_AddNumberToObject(o, "weight_quad_bytes", (double)in.quad_bytes);
 		cJSON_AddStringToObject(o, "dtypes", in.dtypes);
 		cJSON_AddStringToObject(o, "kernels", kernels);
 		cJSON_AddStringToObject(o, "backend", in.backend ? in.backend : "cpu");
@@ -519,6 +520,9 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 		       in.params_total / 1e6, in.weight_bytes / 1048576.0, in.dtypes,
 		       in.weights_huge ? "read into huge pages" : "mmapped", t_load);
 		printf("  kernels: %s\n", kernels);
+		if (in.quad_bytes)
+			printf("  layout: %.1f MiB of the weights as quads of four rows (EVALD_WEIGHT_LAYOUT=rows keeps rows)\n",
+			       in.quad_bytes / 1048576.0);
 		printf("  %-10s %5s %7s %7s %18s %18s  (mean +- sd of %lld runs after a warm-up)\n", "path", "batch",
 		       "prompt", "decode", "prefill tok/s", "decode tok/s", (long long)repeats);
 		for (int i = 0; i < n; i++)

@@ -438,6 +438,7 @@ static void bench_engine_sets_each_decode_against_its_own_bound(void **state)
 	assert_true(fabs(kv - 2 * 2 * (2 * 16 * 4) * 10.5) < 1e-9);
 	assert_true(fabs(step - ev_json_num(j, "decode_weight_bytes_per_token", 0) - kv) <= 1e-9 * step);
 	assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "decode_kv_bytes_exact")));
+	assert_true(ev_json_num(j, "weight_quad_bytes", -1) == 0); /* f32: nothing laid out as quads */
 	for (int r = 0; r < 3; r++) {
 		double b = cJSON_GetArrayItem(bw, r)->valuedouble, d = cJSON_GetArrayItem(dec, r)->valuedouble;
 		assert_true(b > 0 && d > 0);
