@@ -707,6 +707,9 @@ struct eng_model {
 	char dtypes[64];
 	uint64_t weight_bytes;
 	uint64_t quad_bytes; /* of them laid out as quads (engine/cpu/layout.c) */
+	/* the fast CPU path may lay weights out as quads: not when the model
+	 * is loaded for the device, which would take them back apart */
+	bool cpu_quads;
 	uint64_t type_bytes[ENG_DTYPE_COUNT], type_elems[ENG_DTYPE_COUNT]; /* of weight_bytes, by dtype */
 	/* f32 copies of 1-D tensors, freed with the model */
 	float **owned;

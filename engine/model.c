@@ -449,6 +449,7 @@ int eng_model_load(eng_model **out, const char *dir, const eng_model_options *op
 	m->threads = o.threads > 0 ? o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (m->threads < 1)
 		m->threads = 1;
+	m->cpu_quads = o.backend != ENG_BACKEND_CUDA;
 	if ((rc = eng_backend_ref_init(&m->ref, m)) || (rc = eng_backend_cpu_init(&m->cpu, m, m->threads)))
 		goto done;
 	m->be = o.backend == ENG_BACKEND_REF ? &m->ref : &m->cpu;

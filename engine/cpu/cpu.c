@@ -262,7 +262,7 @@ int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads)
 	for (int i = 0; i < cc->nw; i++)
 		if (!(cc->x4rows[i] = malloc(ENG_QGROUP_ROWS * eng_dtype_bytes(ENG_Q5_1, nbm * 32))))
 			return ev_error_set(EV_E_NOMEM, "out of memory for worker scratch");
-	if (cc->qdot && eng_qdot_level() == 2 && (rc = eng_cpu_lay_out_quads(m, !cc->act8)))
+	if (m->cpu_quads && cc->qdot && eng_qdot_level() == 2 && (rc = eng_cpu_lay_out_quads(m, !cc->act8)))
 		return rc;
 	size_t B = (size_t)m->kv.block, hd = (size_t)c->head_dim, group = (size_t)(c->heads / c->kv_heads);
 	size_t K = (size_t)(m->msa.top_k > 0 ? m->msa.top_k : 1);
