@@ -83,7 +83,7 @@ typedef struct {
 
 /* A 2-D weight [rows, cols] in its stored dtype, as the matmul sees it.
  * x4: its rows are quads laid out four rows together (engine/cpu/qdot.h
- * eng_qx4_pack; Q4_0 .. Q5_1, rows a multiple of 4), as the fast CPU path
+ * eng_qx4_pack; eng_qx4_type, rows a multiple of 4), as the fast CPU path
  * lays them out when the model is loaded (engine/cpu/layout.c): every
  * reader takes a row through eng_weight_row, or the whole weight through
  * eng_weight_rows, unless it reads quads itself. */

@@ -195,11 +195,12 @@ const uint8_t *eng_weight_row(const eng_weight *w, int r, uint8_t *tmp)
 void eng_weight_rows(uint8_t *dst, const eng_weight *w)
 {
 	size_t rb = eng_dtype_bytes(w->dtype, (size_t)w->cols);
+	if (!w->x4) {
+		memcpy(dst, w->data, rb * (size_t)w->rows);
+		return;
+	}
 	for (int r = 0; r < w->rows; r++)
-		if (w->x4)
-			eng_weight_row(w, r, dst + (size_t)r * rb);
-		else
-			memcpy(dst + (size_t)r * rb, (const uint8_t *)w->data + (size_t)r * rb, rb);
+		eng_weight_row(w, r, dst + (size_t)r * rb);
 }
 
 void eng_weight_row_f32(float *dst, const eng_weight *w, int r)

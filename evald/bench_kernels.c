@@ -8,9 +8,9 @@
  *   prefill: 48 activation rows (a prompt's chunk) against each group of
  *            16 weight rows, unpacked once, six rows a call (BF16: four
  *            weight rows read as they are, six activation rows a call)
- * Q4_0 .. Q5_1 decode is measured once more at the top level on the rows
- * as quads laid out four rows together (qdot.h eng_qx4_pack; level
- * "... x4"), beside the same level on rows as stored.
+ * Q4_0 .. Q5_1, Q4_K and Q5_K decode is measured once more at the top
+ * level on the rows as quads laid out four rows together (qdot.h
+ * eng_qx4_pack; level "... x4"), beside the same level on rows as stored.
  * K-quant types are measured twice: against 16-bit activations (qdot.h,
  * the default) and against 8-bit super-block ones (q8k.h, --activation-
  * bits 8; prefill there unpacks groups of 16 rows too, where the CPU has
@@ -78,7 +78,7 @@ typedef struct {
 	void *gmem;        /* its storage */
 	float *out;        /* rows x BK_X */
 	float *dec;        /* rows: a decode pass's outputs */
-	uint8_t *w4;       /* w as quads laid out four rows together (Q4_0 .. Q5_1), or NULL */
+	uint8_t *w4;       /* w as quads laid out four rows together (eng_qx4_type), or NULL */
 	uint8_t *scratch;  /* 4 rows' bytes (eng_qdot_rows_x4) */
 	int x4;            /* this pass reads w4 */
 } bk_case;
@@ -261,12 +261,7 @@ static int case_init(bk_case *c, int t, int rows, int cols, ev_rng *r)
 		c->w4 = malloc((size_t)rows * c->rb);
 		c->scratch = malloc(4 * c->rb);
 		if ((ok = c->w4 && c->scratch))
-			for (int q = 0; q < rows / 4; q++) {
-				const uint8_t *src[4];
-				for (int u = 0; u < 4; u++)
-					src[u] = c->w + (size_t)(4 * q + u) * c->rb;
-				eng_qx4_pack(c->w4 + (size_t)4 * q * c->rb, src, c->nb, t);
-			}
+			eng_qx4_pack_rows(c->w4, c->w, rows, c->nb, t);
 	}
 	free(wf), free(x);
 	return ok ? 0 : ev_error_set(EV_E_NOMEM, "out of memory for a %d x %d matrix", rows, cols);

@@ -33,7 +33,8 @@ static int weights_of(eng_model *m, eng_weight ***out)
 	if (!w)
 		return -1;
 	w[n++] = &m->lm_head;
-	w[n++] = &m->embed; /* (the same data as a tied head: marked with it) */
+	if (m->embed.data != m->lm_head.data) /* a tied table is marked with its head (below) */
+		w[n++] = &m->embed;
 	for (int l = 0; l < c->layers; l++) {
 		eng_layer *L = &m->layers[l];
 		eng_weight *one[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn.gate, &L->ffn.up, &L->ffn.down, &L->router,
@@ -98,13 +99,6 @@ int eng_cpu_lay_out_quads(eng_model *m, bool kquants)
 		if (!x->data || x->x4 || !eng_qx4_type((int)x->dtype) || (kq && !kquants) || x->rows % 4 ||
 		    x->cols % eng_dtype_block(x->dtype))
 			continue;
-		bool seen = false; /* a view bound twice is laid out once */
-		for (int k = 0; k < i && !seen; k++)
-			seen = w[k]->x4 && w[k]->data == x->data;
-		if (seen) {
-			x->x4 = true;
-			continue;
-		}
 		size_t rb = eng_dtype_bytes(x->dtype, (size_t)x->cols), bytes = rb * (size_t)x->rows;
 		int home = home_of(m, x, bytes);
 		if (home < 0)
@@ -127,15 +121,16 @@ int eng_cpu_lay_out_quads(eng_model *m, bool kquants)
 			tmp = nt, tmp_cap = 4 * rb;
 		}
 		uint8_t *data = (uint8_t *)(uintptr_t)x->data;
-		for (int q = 0; q < x->rows / 4; q++) {
+		for (int q = 0; q < x->rows / 4; q++) { /* a quad at a time through tmp, in place */
 			uint8_t *quad = data + (size_t)q * 4 * rb;
 			memcpy(tmp, quad, 4 * rb);
-			const uint8_t *src[4] = {tmp, tmp + rb, tmp + 2 * rb, tmp + 3 * rb};
-			eng_qx4_pack(quad, src, x->cols / 32, (int)x->dtype);
+			eng_qx4_pack_rows(quad, tmp, 4, x->cols / 32, (int)x->dtype);
 		}
 		x->x4 = true;
 		m->quad_bytes += bytes;
 	}
+	if (m->embed.data == m->lm_head.data) /* tied: the head's view is the table's (model.c's only alias) */
+		m->embed.x4 = m->lm_head.x4;
 	for (int i = 0; i < ts->nfiles; i++)
 		if (opened[i] && mprotect(ts->maps[i], ts->map_len[i], PROT_READ) && !rc)
 			rc = ev_error_set(EV_E_IO, "%s: cannot make the weights read-only again: %s", ts->paths[i],

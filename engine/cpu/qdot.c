@@ -466,6 +466,15 @@ void eng_qx4_pack(uint8_t *dst, const uint8_t *const src[4], int nb, int t)
 	}
 }
 
+void eng_qx4_pack_rows(uint8_t *dst, const uint8_t *src, int rows, int nb, int t)
+{
+	size_t rb = eng_dtype_bytes((eng_dtype)t, (size_t)nb * 32);
+	for (int q = 0; q < rows / 4; q++) {
+		const uint8_t *r0 = src + (size_t)4 * q * rb, *four[4] = {r0, r0 + rb, r0 + 2 * rb, r0 + 3 * rb};
+		eng_qx4_pack(dst + (size_t)4 * q * rb, four, nb, t);
+	}
+}
+
 void eng_qx4_row(uint8_t *dst, const uint8_t *quad, int u, int nb, int t)
 {
 	if (t == ENG_Q4_K || t == ENG_Q5_K) { /* the other rows' parts into a scratch row */

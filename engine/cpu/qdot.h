@@ -119,6 +119,8 @@ void eng_qdot_rows(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint
 bool eng_qx4_type(int t);
 /* dst (4 rows' bytes) = the rows src[0..4) (nb blocks of 32 of type t) as a quad. */
 void eng_qx4_pack(uint8_t *dst, const uint8_t *const src[4], int nb, int t);
+/* dst = the rows (a multiple of 4) at src, as stored, as quads (dst and src apart). */
+void eng_qx4_pack_rows(uint8_t *dst, const uint8_t *src, int rows, int nb, int t);
 /* dst (a row's bytes) = row u (< 4) of a quad as stored. */
 void eng_qx4_row(uint8_t *dst, const uint8_t *quad, int u, int nb, int t);
 /* Decode on quads: for k < nq, y[r0 + 4k + u] = eng_qdot's output for the

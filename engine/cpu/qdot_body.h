@@ -877,9 +877,8 @@ __attribute__((target(QD_TARGET))) static void QD(rows)(float *y, const eng_qxbl
 #undef QD_W
 }
 
-
-/* eng_qdot_x4 at this level: kern4bx on one quad against nx (1 ..
- * ENG_QDOT_X) activation rows, the type and width chosen here. */
+/* eng_qdot_x4 at this level: kern4bx or kern4kx on one quad against nx
+ * (1 .. ENG_QDOT_X) activation rows, the type and width chosen here. */
 __attribute__((target(QD_TARGET))) static void QD(quad4)(float *o, const eng_qxblk *const *x,
                                                           const eng_qxbyt *const *xy, int nx, const uint8_t *quad,
                                                           int nb, int t)
@@ -910,7 +909,7 @@ __attribute__((target(QD_TARGET))) static void QD(quad4)(float *o, const eng_qxb
 
 /* eng_qdot_rows_x4 at this level: nq quads laid out four rows together
  * from row r0 (a multiple of 4) of W, against one activation row and its
- * bytes, through kern4bx, the type chosen once for the run. */
+ * bytes, through kern4bx or kern4kx, the type chosen once for the run. */
 __attribute__((target(QD_TARGET))) static void QD(rows4)(float *y, const eng_qxblk *x, const eng_qxbyt *xy,
                                                           const uint8_t *W, size_t rb, int r0, int nq, int nb, int t)
 {

@@ -683,15 +683,9 @@ static void block_weights_go_up_as_stored(void **state)
 			if (t == ENG_Q4_1 && wd[k]->rows % 4 == 0) {
 				/* the device model's Q4_1 rows as quads (as the fast CPU
 				 * path lays them out): they go up as rows as stored */
-				size_t rb = eng_dtype_bytes(t, (size_t)wd[k]->cols);
 				uint8_t *q4 = malloc(eng_dtype_bytes(t, n));
 				assert_non_null(q4);
-				for (int g = 0; g < wd[k]->rows / 4; g++) {
-					const uint8_t *src[4];
-					for (int u = 0; u < 4; u++)
-						src[u] = (const uint8_t *)q + (size_t)(4 * g + u) * rb;
-					eng_qx4_pack(q4 + (size_t)4 * g * rb, src, wd[k]->cols / 32, t);
-				}
+				eng_qx4_pack_rows(q4, q, wd[k]->rows, wd[k]->cols / 32, t);
 				wd[k]->data = q4;
 				wd[k]->x4 = true;
 				blocks[nb++] = q4;

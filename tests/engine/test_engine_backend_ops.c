@@ -200,11 +200,7 @@ static void half_rows_read_in_place_equal_converted(void **state)
 				size_t wbytes = (size_t)rows * rb;
 				uint8_t *w4 = malloc(wbytes);
 				float *y3 = malloc((size_t)n * rows * 4);
-				for (int q = 0; q < rows / 4; q++) {
-					const uint8_t *src[4] = {wq + (size_t)4 * q * rb, wq + (size_t)(4 * q + 1) * rb,
-					                         wq + (size_t)(4 * q + 2) * rb, wq + (size_t)(4 * q + 3) * rb};
-					eng_qx4_pack(w4 + (size_t)4 * q * rb, src, nb, dt);
-				}
+				eng_qx4_pack_rows(w4, wq, rows, nb, dt);
 				eng_weight wx = {w4, (eng_dtype)dt, rows, cols, true};
 				const char *tn = eng_dtype_name((eng_dtype)dt);
 				eng_model *ms[3] = {mq, m, m8};

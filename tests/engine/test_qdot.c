@@ -213,8 +213,7 @@ static void block_types_dot_by_definition(void **st)
 				 * row 4, with the bytes and without, the definition's bits */
 				if (eng_qx4_type(dt)) {
 					uint8_t *x4 = malloc(NR * rb), *back = malloc(rb), *scratch = malloc(4 * rb);
-					for (int q = 0; q < NR / 4; q++)
-						eng_qx4_pack(x4 + (size_t)4 * q * rb, w + 4 * q, nb, dt);
+					eng_qx4_pack_rows(x4, wq, NR, nb, dt);
 					assert_true(memcmp(x4, wq, NR * rb) != 0);
 					for (int k = 0; k < NR; k++) {
 						eng_qx4_row(back, x4 + (size_t)(k / 4) * 4 * rb, k % 4, nb, dt);
