@@ -115,12 +115,15 @@ static void mm_task_tiles(mm_job *j, int r0, int r1, int worker)
 	}
 }
 
-/* Tasks a worker for decode's matmuls. Measured on SmolLM2-135M-Instruct
- * (bench engine --batch 1, 2 threads, three interleaved rounds): decode
- * tok/s with 2 tasks a worker against 8: BF16 116-117 against 108-113,
- * Q4_K_M 169-193 against 158-165, Q8_0 158-208 against 148-173; 4 was
- * between them, 1 no better than 2. */
-#define ENG_CPU_DECODE_TASKS 2
+/* Tasks a worker for decode's matmuls: one, so that each worker reads one
+ * run of the weight's bytes. Measured on SmolLM2-135M-Instruct (bench
+ * engine --batch 1, 2 threads, interleaved rounds): with rows as stored,
+ * decode tok/s with 2 tasks a worker against 8: BF16 116-117 against
+ * 108-113, Q4_K_M 169-193 against 158-165, Q8_0 158-208 against 148-173
+ * (4 between them, 1 no better than 2); with quads (2026-12-05), 1 against
+ * 2: Q4_1 292-303 against 273-290, Q4_K_M 270-277 against 260-262, BF16
+ * 125-126 against 122-125, Q8_0 211-219 against 209-218. */
+#define ENG_CPU_DECODE_TASKS 1
 
 /* The next group's rows (consecutive, so one span of bytes) asked for
  * into L2 a share at a time while the kernel works on this group's, so
