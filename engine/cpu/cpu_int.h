@@ -66,7 +66,7 @@ typedef struct {
 #define ATT_SEG 16
 
 /* layout.c: where the CPU has AVX512-VNNI, the model's Q4_0 .. Q5_1
- * weights, the embedding table's too (and Q4_K, Q5_K with kquants: not
+ * weights, the embedding table's too (and Q4_K, Q5_K, Q6_K with kquants: not
  * where they meet 8-bit activations, whose kernels read rows) laid out in
  * place as quads of four rows (eng_weight.x4), unless
  * EVALD_WEIGHT_LAYOUT=rows. */

@@ -1,7 +1,7 @@
 /*
  * engine/cpu/layout.c: the fast CPU path's weight layout. Where this CPU
- * decodes with AVX512-VNNI, each 2-D weight of Q4_0 .. Q5_1, Q4_K and
- * Q5_K (rows a multiple of 4; the K-quants not where they meet 8-bit
+ * decodes with AVX512-VNNI, each 2-D weight of Q4_0 .. Q5_1, Q4_K, Q5_K
+ * and Q6_K (rows a multiple of 4; the K-quants not where they meet 8-bit
  * activations) is laid out in place as quads of four rows (qdot.h
  * eng_qx4_pack) when the model is loaded: decode then takes a block's
  * four rows in one load, where rows as stored take four and shuffles
@@ -95,7 +95,7 @@ int eng_cpu_lay_out_quads(eng_model *m, bool kquants)
 		rc = ev_error_set(EV_E_NOMEM, "out of memory");
 	for (int i = 0; i < n && !rc; i++) {
 		eng_weight *x = w[i];
-		bool kq = x->dtype == ENG_Q4_K || x->dtype == ENG_Q5_K;
+		bool kq = x->dtype == ENG_Q4_K || x->dtype == ENG_Q5_K || x->dtype == ENG_Q6_K;
 		if (!x->data || x->x4 || !eng_qx4_type((int)x->dtype) || (kq && !kquants) || x->rows % 4 ||
 		    x->cols % eng_dtype_block(x->dtype))
 			continue;

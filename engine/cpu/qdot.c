@@ -391,7 +391,36 @@ void eng_qdot_rows(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint
 
 bool eng_qx4_type(int t)
 {
-	return (t >= ENG_Q4_0 && t <= ENG_Q5_1) || t == ENG_Q4_K || t == ENG_Q5_K;
+	return (t >= ENG_Q4_0 && t <= ENG_Q5_1) || t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K;
+}
+
+/* One Q6_K super-block of four rows to (pack) or from a quad's: for each
+ * half h and pair of rows p, the pair's 32-byte runs side by side (ql's
+ * first 32 of the half, its second 32, qh's 32: at 384 h + 192 p + 64 k +
+ * 32 (r % 2)); then the 16 int8 scales transposed (scale i of row r at
+ * 768 + 4 i + r) and the four f16 d (at 832 + 2 r). */
+static void q6_quad(uint8_t *quad, uint8_t *const row[4], bool pack)
+{
+	for (int r = 0; r < 4; r++) {
+		for (int h = 0; h < 2; h++)
+			for (int k = 0; k < 3; k++) {
+				uint8_t *q = quad + 384 * h + 192 * (r / 2) + 64 * k + 32 * (r % 2);
+				uint8_t *p = row[r] + (k < 2 ? 64 * h + 32 * k : 128 + 32 * h);
+				if (pack)
+					memcpy(q, p, 32);
+				else
+					memcpy(p, q, 32);
+			}
+		for (int i = 0; i < 16; i++)
+			if (pack)
+				quad[768 + 4 * i + r] = row[r][192 + i];
+			else
+				row[r][192 + i] = quad[768 + 4 * i + r];
+		if (pack)
+			memcpy(quad + 832 + 2 * r, row[r] + 208, 2);
+		else
+			memcpy(row[r] + 208, quad + 832 + 2 * r, 2);
+	}
 }
 
 /* Q4_K, Q5_K: a super-block's runs of 32 bytes (qh, then qs) as
@@ -441,13 +470,16 @@ static void x4_fields(int t, int *nh, int *qh)
 
 void eng_qx4_pack(uint8_t *dst, const uint8_t *const src[4], int nb, int t)
 {
-	if (t == ENG_Q4_K || t == ENG_Q5_K) {
-		size_t sbz = t == ENG_Q4_K ? 144 : 176;
+	if (t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K) {
+		size_t sbz = t == ENG_Q4_K ? 144 : t == ENG_Q5_K ? 176 : 210;
 		for (int s = 0; s < nb / 8; s++) {
 			uint8_t *row[4];
 			for (int r = 0; r < 4; r++)
 				row[r] = (uint8_t *)(uintptr_t)(src[r] + (size_t)s * sbz);
-			k_quad(dst + (size_t)s * 4 * sbz, row, t, true);
+			if (t == ENG_Q6_K)
+				q6_quad(dst + (size_t)s * 4 * sbz, row, true);
+			else
+				k_quad(dst + (size_t)s * 4 * sbz, row, t, true);
 		}
 		return;
 	}
@@ -477,13 +509,17 @@ void eng_qx4_pack_rows(uint8_t *dst, const uint8_t *src, int rows, int nb, int t
 
 void eng_qx4_row(uint8_t *dst, const uint8_t *quad, int u, int nb, int t)
 {
-	if (t == ENG_Q4_K || t == ENG_Q5_K) { /* the other rows' parts into a scratch row */
-		size_t sbz = t == ENG_Q4_K ? 144 : 176;
-		uint8_t other[176];
+	if (t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K) { /* the other rows' parts into a scratch row */
+		size_t sbz = t == ENG_Q4_K ? 144 : t == ENG_Q5_K ? 176 : 210;
+		uint8_t other[210];
 		for (int s = 0; s < nb / 8; s++) {
 			uint8_t *row[4] = {other, other, other, other};
 			row[u] = dst + (size_t)s * sbz;
-			k_quad((uint8_t *)(uintptr_t)(quad + (size_t)s * 4 * sbz), row, t, false);
+			uint8_t *q = (uint8_t *)(uintptr_t)(quad + (size_t)s * 4 * sbz);
+			if (t == ENG_Q6_K)
+				q6_quad(q, row, false);
+			else
+				k_quad(q, row, t, false);
 		}
 		return;
 	}

@@ -101,8 +101,8 @@ void eng_qdot(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, i
  * bytes at the AVX512-VNNI level the type is chosen once for the run. */
 void eng_qdot_rows(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint8_t *W, size_t rb, int r0, int q4,
                    int nq, int nb, int t);
-/* Quads laid out four rows together, for decode of Q4_0 .. Q5_1, Q4_K
- * and Q5_K (eng_qx4_type): the rows 4k .. 4k + 3 of a weight keep their
+/* Quads laid out four rows together, for decode of Q4_0 .. Q5_1, Q4_K,
+ * Q5_K and Q6_K (eng_qx4_type): the rows 4k .. 4k + 3 of a weight keep their
  * 4 * rb bytes, but block b of the four (super-block for the K-quants;
  * 4 * its bytes from 4 * b times them) holds the four rows' parts side
  * by side, row 0's first.
@@ -113,6 +113,11 @@ void eng_qdot_rows(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint
  *     each, transposed (dword k of row r at 16 k + 4 r); then each run of
  *     32 bytes (Q5_K: qh, then qs; Q4_K: qs) four rows at once, its
  *     first halves then its second (at 128 c + 64 h + 16 r).
+ *   Q6_K: for each half h and pair of rows p, the pair's 32-byte runs
+ *     side by side (ql's first 32 of the half, its second 32, qh's 32:
+ *     at 384 h + 192 p + 64 k + 32 (r % 2)); then the 16 int8 scales
+ *     transposed (scale i of row r at 768 + 4 i + r), the four f16 d
+ *     (at 832 + 2 r).
  * So a block's four rows are one 64-byte load (two for a K-quant block
  * pair) where rows as stored are four, with no shuffles to put them side
  * by side (engine/README.md "Quads laid out four rows together"). */

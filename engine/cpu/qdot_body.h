@@ -174,14 +174,23 @@ QD_FN void QD(kscalesx)(const uint8_t *const w[4], int sb, int t, float *s0, flo
 	}
 	/* Q6_K: 16 int8 scales a row; block j's halves take scales 2j and 2j + 1 */
 	size_t at = (size_t)sb * 210;
-	__m128i r0 = _mm_loadu_si128((const __m128i *)(w[0] + at + 192)), r1 = _mm_loadu_si128((const __m128i *)(w[1] + at + 192));
-	__m128i r2 = _mm_loadu_si128((const __m128i *)(w[2] + at + 192)), r3 = _mm_loadu_si128((const __m128i *)(w[3] + at + 192));
-	__m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
-	__m128i c0 = _mm_unpacklo_epi8(r2, r3), c1 = _mm_unpackhi_epi8(r2, r3);
-	/* [i: r0 r1 r2 r3] for i = 0-3, 4-7, 8-11, 12-15 */
-	__m128i g[4] = {_mm_unpacklo_epi16(a0, c0), _mm_unpackhi_epi16(a0, c0), _mm_unpacklo_epi16(a1, c1),
-	                _mm_unpackhi_epi16(a1, c1)};
-	__m128 d = eng_qs_f16x4(w, at + 208);
+	__m128i g[4]; /* [i: r0 r1 r2 r3] for i = 0-3, 4-7, 8-11, 12-15 */
+	__m128 d;
+	if (x4) { /* a quad holds them so, then the four d (eng_qx4_pack) */
+		const uint8_t *p = w[0] + 4 * at + 768;
+#pragma GCC unroll 4
+		for (int q = 0; q < 4; q++)
+			g[q] = _mm_loadu_si128((const __m128i *)(p + 16 * q));
+		d = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(p + 64)));
+	} else {
+		__m128i r0 = _mm_loadu_si128((const __m128i *)(w[0] + at + 192)), r1 = _mm_loadu_si128((const __m128i *)(w[1] + at + 192));
+		__m128i r2 = _mm_loadu_si128((const __m128i *)(w[2] + at + 192)), r3 = _mm_loadu_si128((const __m128i *)(w[3] + at + 192));
+		__m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
+		__m128i c0 = _mm_unpacklo_epi8(r2, r3), c1 = _mm_unpackhi_epi8(r2, r3);
+		g[0] = _mm_unpacklo_epi16(a0, c0), g[1] = _mm_unpackhi_epi16(a0, c0);
+		g[2] = _mm_unpacklo_epi16(a1, c1), g[3] = _mm_unpackhi_epi16(a1, c1);
+		d = eng_qs_f16x4(w, at + 208);
+	}
 	memset(m, 0, 32 * sizeof(float));
 	/* scale i = 2j + half: g[q]'s 32-bit groups are i = 4q .. 4q + 3 (blocks
 	 * 2q, 2q + 1); the even ones (first halves) to s0, the odd ones to s1 */
@@ -439,17 +448,26 @@ QD_FN __m256i QD(isum2q)(__m512i t0, __m512i t1)
 	    _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0), u));
 }
 
-/* Q6_K blocks b .. b + 3 (one half of a super-block, b % 4 == 0) of rows
- * a and c as bytes, v[k] = [a's 32 raw values (0..63; the offset of 32
- * is taken off the sums) | c's 32] of block b + k, from three loads a
- * row (its low bits k % 2's 32 bytes, low or high nibble; its high bits
- * the half's 32 bytes shifted by 2k) */
-QD_FN void QD(q6quad)(const uint8_t *ra, const uint8_t *rc, int b, __m512i v[4])
+/* Q6_K blocks b .. b + 3 (one half of a super-block, b % 4 == 0) of the
+ * pair of rows a = w[2 pair], c = w[2 pair + 1] as bytes, v[k] = [a's 32
+ * raw values (0..63; the offset of 32 is taken off the sums) | c's 32] of
+ * block b + k, from three loads a row (its low bits k % 2's 32 bytes, low
+ * or high nibble; its high bits the half's 32 bytes shifted by 2k), or,
+ * on a quad (x4, w[0] the quad), three loads for the pair. */
+QD_FN void QD(q6quadx)(const uint8_t *const w[4], int pair, int b, __m512i v[4], int x4)
 {
 	int h = b % 8 / 4;
 	size_t at = (size_t)(b / 8) * 210;
-	const uint8_t *la = ra + at + h * 64, *lc = rc + at + h * 64, *qa = ra + at + 128 + h * 32, *qc = rc + at + 128 + h * 32;
-	__m512i l0 = QD(bytes4)(la, lc), l1 = QD(bytes4)(la + 32, lc + 32), q = QD(bytes4)(qa, qc);
+	__m512i l0, l1, q;
+	if (x4) { /* a quad holds the pair's three registers one after another (eng_qx4_pack) */
+		const uint8_t *p = w[0] + 4 * at + 384 * h + 192 * pair;
+		l0 = _mm512_loadu_si512((const void *)p), l1 = _mm512_loadu_si512((const void *)(p + 64));
+		q = _mm512_loadu_si512((const void *)(p + 128));
+	} else {
+		const uint8_t *ra = w[2 * pair], *rc = w[2 * pair + 1];
+		const uint8_t *la = ra + at + h * 64, *lc = rc + at + h * 64, *qa = ra + at + 128 + h * 32, *qc = rc + at + 128 + h * 32;
+		l0 = QD(bytes4)(la, lc), l1 = QD(bytes4)(la + 32, lc + 32), q = QD(bytes4)(qa, qc);
+	}
 	const __m512i f = _mm512_set1_epi8(0x0F), m = _mm512_set1_epi8(0x30);
 	/* bits 4-5 of each byte from its own bits 2k, 2k + 1 (the 16-bit shifts
 	 * carry nothing across a byte into them) */
@@ -732,21 +750,21 @@ QD_FN void QD(kern4k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *cons
 }
 
 /* Decode on raw rows of Q6_K, weights kept as bytes: a register holds a
- * block of two rows ([a's 32 | c's 32], q6quad's raw values), each
+ * block of two rows ([a's 32 | c's 32], q6quadx's raw values), each
  * activation element q = 256 hb + lb meets it in two dpbusd (bdot), two
  * blocks' half sums are totalled together (isum16: each row and half is
  * 128 bits, so in-lane sums and one permute), and 32 times the
  * activations' half sums come off (the values are stored + 32). The fmas
  * are kernr's, the halves' and blocks' in order. */
-QD_FN void QD(kern6k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
-                      const uint8_t *const w[4], int nb, int t)
+QD_FN void QD(kern6kx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
+                       const uint8_t *const w[4], int nb, int t, int x4)
 {
 	__m128 acc[ENG_QDOT_X];
 #pragma GCC unroll 6
 	for (int i = 0; i < ENG_QDOT_X; i++)
 		acc[i] = _mm_setzero_ps();
 	float ks0[32], ks1[32], km[32]; /* a super-block's scales (kscales; km unused) */
-	__m512i q6[2][4]; /* a half super-block's four blocks (q6quad) */
+	__m512i q6[2][4]; /* a half super-block's four blocks (q6quadx) */
 #pragma GCC unroll 4
 	for (int k = 0; k < 4; k++)
 		q6[0][k] = q6[1][k] = _mm512_setzero_si512();
@@ -754,7 +772,7 @@ QD_FN void QD(kern6k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *cons
 	const __m512i halves = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
 	for (int b = 0; b < nb; b += 2) {
 		if (b % 8 == 0)
-			QD(kscales)(w, b / 8, t, ks0, ks1, km);
+			QD(kscalesx)(w, b / 8, t, ks0, ks1, km, x4);
 		int j = b % 8;
 		__m256 sc0 = _mm256_set_m128(_mm_loadu_ps(ks1 + 4 * j), _mm_loadu_ps(ks0 + 4 * j));
 		__m256 sc1 = _mm256_set_m128(_mm_loadu_ps(ks1 + 4 * j + 4), _mm_loadu_ps(ks0 + 4 * j + 4));
@@ -762,7 +780,7 @@ QD_FN void QD(kern6k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *cons
 #pragma GCC unroll 2
 		for (int h = 0; h < 2; h++) {
 			if (b % 4 == 0)
-				QD(q6quad)(w[2 * h], w[2 * h + 1], b, q6[h]);
+				QD(q6quadx)(w, h, b, q6[h], x4);
 			/* constant indices, so that q6 stays in registers */
 			v0[h] = b % 4 == 0 ? q6[h][0] : q6[h][2];
 			v1[h] = b % 4 == 0 ? q6[h][1] : q6[h][3];
@@ -789,6 +807,12 @@ QD_FN void QD(kern6k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *cons
 #pragma GCC unroll 6
 	for (int i = 0; i < nx; i++)
 		_mm_storeu_ps(o + i * 4, acc[i]);
+}
+
+QD_FN void QD(kern6k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
+                      const uint8_t *const w[4], int nb, int t)
+{
+	QD(kern6kx)(o, x, xy, nx, w, nb, t, 0);
 }
 
 __attribute__((target(QD_TARGET))) static void QD(qdotr)(float *o, const eng_qxblk *const *x,
@@ -901,8 +925,9 @@ __attribute__((target(QD_TARGET))) static void QD(quad4)(float *o, const eng_qxb
 		QD_Q4(6, kern4bx)
 		QD_Q4(7, kern4bx)
 		QD_Q4(8, kern4kx)
-	default:
 		QD_Q4(9, kern4kx)
+	default:
+		QD_Q4(10, kern6kx)
 	}
 #undef QD_Q4
 }
@@ -926,8 +951,9 @@ __attribute__((target(QD_TARGET))) static void QD(rows4)(float *y, const eng_qxb
 		QD_W4(6, kern4bx)
 		QD_W4(7, kern4bx)
 		QD_W4(8, kern4kx)
-	default:
 		QD_W4(9, kern4kx)
+	default:
+		QD_W4(10, kern6kx)
 	}
 #undef QD_W4
 }
