@@ -78,6 +78,73 @@ static void cpu_swiglu(eng_backend *be, float *g, const float *u, size_t n)
 	eng_pool_run(cc->pool, swiglu_task, &j, (int)((n + EW_CHUNK - 1) / EW_CHUNK));
 }
 
+/* The angles of positions pos[0..n) (half of them a row) into the cache,
+ * computed as eng_cpu_rope computes them, unless the same positions and
+ * frequencies made them last; false when out of memory. */
+static bool rope_angles(cpu_ctx *cc, int n, int half, const long *pos, const float *inv_freq)
+{
+	if (cc->rope_ok && cc->rope_half == half && cc->rope_n == n &&
+	    !memcmp(cc->rope_freq, inv_freq, (size_t)half * sizeof *inv_freq) &&
+	    !memcmp(cc->rope_pos, pos, (size_t)n * sizeof *pos))
+		return true;
+	cc->rope_ok = false;
+	size_t need = (size_t)n * (size_t)half > (size_t)n ? (size_t)n * (size_t)half : (size_t)n;
+	if (need > cc->rope_cap) {
+		float *cs = realloc(cc->rope_cs, need * sizeof *cs);
+		if (cs)
+			cc->rope_cs = cs;
+		float *sn = cs ? realloc(cc->rope_sn, need * sizeof *sn) : NULL;
+		if (sn)
+			cc->rope_sn = sn;
+		long *ps = sn ? realloc(cc->rope_pos, need * sizeof *ps) : NULL;
+		if (!ps)
+			return false;
+		cc->rope_pos = ps;
+		cc->rope_cap = need;
+	}
+	if (half > cc->rope_fcap) {
+		float *f = realloc(cc->rope_freq, (size_t)half * sizeof *f);
+		if (!f)
+			return false;
+		cc->rope_freq = f, cc->rope_fcap = half;
+	}
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < half; j++) {
+			double a = (double)pos[i] * (double)inv_freq[j];
+			cc->rope_cs[(size_t)i * half + j] = (float)cos(a);
+			cc->rope_sn[(size_t)i * half + j] = (float)sin(a);
+		}
+	memcpy(cc->rope_pos, pos, (size_t)n * sizeof *pos);
+	memcpy(cc->rope_freq, inv_freq, (size_t)half * sizeof *inv_freq);
+	cc->rope_half = half, cc->rope_n = n, cc->rope_ok = true;
+	return true;
+}
+
+/* RoPE as eng_cpu_rope (the same bits: the same angles, the same products
+ * and sums, which -std=c11 does not contract), the angles computed once
+ * for every layer's q and k of a step, each head's channels in a loop
+ * the compiler vectorizes */
+static void cpu_rope(eng_backend *be, float *x, int n, int nh, int hd, int rd, const long *pos, const float *inv_freq)
+{
+	cpu_ctx *cc = be->ctx;
+	int half = rd / 2;
+	if (!rope_angles(cc, n, half, pos, inv_freq)) {
+		eng_cpu_rope(be, x, n, nh, hd, rd, pos, inv_freq);
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		const float *restrict cs = cc->rope_cs + (size_t)i * half, *restrict sn = cc->rope_sn + (size_t)i * half;
+		for (int h = 0; h < nh; h++) {
+			float *restrict a = x + ((size_t)i * nh + h) * hd, *restrict b = a + half;
+			for (int j = 0; j < half; j++) {
+				float x1 = a[j], x2 = b[j];
+				a[j] = x1 * cs[j] - x2 * sn[j];
+				b[j] = x2 * cs[j] + x1 * sn[j];
+			}
+		}
+	}
+}
+
 static int rms_rows(int d)
 {
 	return EW_CHUNK / d > 0 ? EW_CHUNK / d : 1;
@@ -221,6 +288,7 @@ int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads)
 	be->axpy = cpu_axpy;
 	be->swiglu = cpu_swiglu;
 	be->rmsnorm = cpu_rmsnorm;
+	be->rope = cpu_rope;
 	be->index_select = cpu_index_select;
 	cpu_ctx *cc = calloc(1, sizeof(*cc));
 	if (!cc)
@@ -329,6 +397,7 @@ void eng_backend_cpu_free(eng_backend *be)
 	for (int i = 0; cc->x4rows && i < cc->nw; i++)
 		free(cc->x4rows[i]);
 	free(cc->x4rows);
+	free(cc->rope_cs), free(cc->rope_sn), free(cc->rope_pos), free(cc->rope_freq);
 	free(cc);
 	be->ctx = NULL;
 }

@@ -43,6 +43,14 @@ typedef struct {
 	/* per worker: 16 rows of quads (eng_weight.x4) as stored, for the
 	 * kernels that read rows (ENG_QGROUP_ROWS rows of the widest) */
 	uint8_t **x4rows;
+	/* RoPE's cos and sin of the last call's positions (cpu_rope): a
+	 * forward step turns q and k of every layer at the same positions */
+	float *rope_cs, *rope_sn; /* [rope_n * rope_half] */
+	long *rope_pos;           /* [rope_n] */
+	float *rope_freq;         /* [rope_half]: the frequencies they were made of */
+	int rope_n, rope_half, rope_fcap;
+	bool rope_ok;    /* the four above hold a call's angles */
+	size_t rope_cap; /* room in rope_cs, rope_sn (floats) and rope_pos (rows) */
 } cpu_ctx;
 
 /* Rows of one sequence whose index branch one prefill task scans together. */

@@ -555,9 +555,57 @@ static void matmul_many_equals_a_call_each(void **state)
 	free(x), free(wf), free(b), free(dir);
 }
 
+/* RoPE on the fast path (its angles kept from call to call while the
+ * positions stay) gives the reference's bits: calls at new positions, at
+ * the same ones again (q then k of a layer), with another number of heads
+ * and head size (the indexer's), a partial rotary width, other
+ * frequencies in the same place, fewer rows, and a single row again. */
+static void rope_fast_equals_reference_call_after_call(void **state)
+{
+	(void)state;
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.vocab = 300, z.layers = 1;
+	char *dir = et_mkmodel("rope", "llama", &z, "f32", 3);
+	eng_model_options o = ENG_MODEL_OPTIONS_INIT;
+	o.threads = 2;
+	eng_model *m = NULL;
+	assert_int_equal(eng_model_load(&m, dir, &o), 0);
+	ev_rng r;
+	ev_rng_seed(&r, 21);
+	float freq[32];
+	for (int j = 0; j < 32; j++)
+		freq[j] = powf(10000.0f, -(float)j / 32.0f);
+	long pos[7] = {0, 1, 2, 3, 4, 5, 6};
+	const struct {
+		int n, nh, hd, rd, shift, newfreq;
+	} calls[] = {{7, 4, 64, 64, 0, 0}, {7, 2, 64, 64, 0, 0}, {7, 1, 32, 32, 0, 0}, {7, 3, 64, 40, 0, 0},
+	             {7, 3, 64, 64, 5, 0}, {7, 3, 64, 64, 0, 1}, {1, 4, 64, 64, 9, 0}, {1, 4, 64, 64, 9, 0},
+	             {1, 4, 64, 64, 10, 0}, {3, 2, 64, 64, 100000, 0}};
+	float *a = malloc(7 * 4 * 64 * 4), *b = malloc(7 * 4 * 64 * 4);
+	for (size_t c = 0; c < sizeof calls / sizeof calls[0]; c++) {
+		for (int i = 0; i < 7; i++)
+			pos[i] += calls[c].shift;
+		if (calls[c].newfreq) /* other values in the same array */
+			for (int j = 0; j < 32; j++)
+				freq[j] *= 1.5f;
+		size_t len = (size_t)calls[c].n * calls[c].nh * calls[c].hd;
+		fill(a, len, &r);
+		memcpy(b, a, len * 4);
+		m->ref.rope(&m->ref, a, calls[c].n, calls[c].nh, calls[c].hd, calls[c].rd, pos, freq);
+		m->cpu.rope(&m->cpu, b, calls[c].n, calls[c].nh, calls[c].hd, calls[c].rd, pos, freq);
+		for (size_t e = 0; e < len; e++)
+			if (memcmp(&a[e], &b[e], 4))
+				fail_msg("call %zu: element %zu is %.9g, the reference's %.9g", c, e, b[e], a[e]);
+	}
+	free(a), free(b);
+	eng_model_free(m);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(rope_fast_equals_reference_call_after_call),
 		cmocka_unit_test(matmul_fast_equals_reference),
 		cmocka_unit_test(matmul_many_equals_a_call_each),
 		cmocka_unit_test(half_conversions_round_correctly),
