@@ -1,13 +1,22 @@
 /*
- * engine/cpu/pool.c: the fast CPU path's thread pool. Between jobs workers
- * first spin a little (a decoded token is ~90 jobs back to back, and a
- * futex wake-up per job cost more than the small ones take), then sleep
- * on a condition variable; within a job they take task indices from one
- * atomic counter, so uneven tasks balance themselves.
+ * engine/cpu/pool.c: the fast CPU path's thread pool. A decoded token is
+ * ~150 jobs back to back, some of a few µs, so a job is handed over
+ * without locks: the caller writes the job, then publishes it by bumping
+ * a generation counter; workers spinning on the counter take it at once,
+ * take task indices from one atomic counter (uneven tasks balance
+ * themselves), and count themselves out; the caller spins until all are
+ * out. Only a side that has waited long (POOL_SPIN pause rounds, some tens
+ * of µs) sleeps on a condition variable, and the other side takes the
+ * mutex to wake it only when it says so. Each side's "I sleep" flag and
+ * the other's counter are sequentially consistent atomics, written before
+ * the other is read, so either the sleeper sees the news or the waker sees
+ * the sleeper (and then wakes it under the mutex, which the sleeper holds
+ * until it waits).
  */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define cpu_relax() _mm_pause()
@@ -22,13 +31,17 @@ struct eng_pool {
 	pthread_t *th;
 	pthread_mutex_t mu;
 	pthread_cond_t go, idle;
-	atomic_ulong gen;   /* job generation (written under mu) */
-	atomic_int busy;    /* workers still in the current job (written under mu) */
-	atomic_bool stop;
+	/* the job: written by the caller before gen is bumped, read by the
+	 * workers after they see it */
 	eng_task_fn fn;
 	void *ctx;
 	int ntasks;
-	atomic_int next;
+	_Alignas(64) atomic_ulong gen; /* job generation */
+	atomic_int sleepers;           /* workers asleep on go (or about to be) */
+	atomic_bool stop;
+	_Alignas(64) atomic_int next;  /* the next task index */
+	_Alignas(64) atomic_int busy;  /* workers still in the current job */
+	atomic_bool caller_asleep;     /* the caller waits on idle (or is about to) */
 };
 
 typedef struct {
@@ -49,6 +62,25 @@ static void work(eng_pool *p, int id)
 	}
 }
 
+/* A worker's wait for a generation other than seen (or stop): spin, then sleep. */
+static unsigned long next_job(eng_pool *p, unsigned long seen)
+{
+	for (int k = 0; k < POOL_SPIN; k++) {
+		unsigned long g = atomic_load(&p->gen);
+		if (g != seen || atomic_load(&p->stop))
+			return g;
+		cpu_relax();
+	}
+	pthread_mutex_lock(&p->mu);
+	atomic_fetch_add(&p->sleepers, 1);
+	unsigned long g;
+	while ((g = atomic_load(&p->gen)) == seen && !atomic_load(&p->stop))
+		pthread_cond_wait(&p->go, &p->mu);
+	atomic_fetch_sub(&p->sleepers, 1);
+	pthread_mutex_unlock(&p->mu);
+	return g;
+}
+
 static void *worker(void *arg)
 {
 	worker_arg *a = arg;
@@ -57,31 +89,26 @@ static void *worker(void *arg)
 	free(a);
 	unsigned long seen = 0;
 	for (;;) {
-		for (int k = 0; k < POOL_SPIN && atomic_load(&p->gen) == seen && !atomic_load(&p->stop); k++)
-			cpu_relax();
-		pthread_mutex_lock(&p->mu); /* the job's fields are read under it */
-		while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop))
-			pthread_cond_wait(&p->go, &p->mu);
+		seen = next_job(p, seen);
 		if (atomic_load(&p->stop))
 			break;
-		seen = atomic_load(&p->gen);
-		pthread_mutex_unlock(&p->mu);
 		work(p, id);
-		pthread_mutex_lock(&p->mu);
-		if (atomic_fetch_sub(&p->busy, 1) == 1)
+		if (atomic_fetch_sub(&p->busy, 1) == 1 && atomic_load(&p->caller_asleep)) {
+			pthread_mutex_lock(&p->mu);
 			pthread_cond_signal(&p->idle);
-		pthread_mutex_unlock(&p->mu);
+			pthread_mutex_unlock(&p->mu);
+		}
 	}
-	pthread_mutex_unlock(&p->mu);
 	return NULL;
 }
 
 int eng_pool_new(eng_pool **out, int threads)
 {
 	*out = NULL;
-	eng_pool *p = calloc(1, sizeof(*p));
+	eng_pool *p = aligned_alloc(_Alignof(eng_pool), sizeof(*p)); /* the counters on lines of their own */
 	if (!p)
 		return ev_error_set(EV_E_NOMEM, "out of memory");
+	memset(p, 0, sizeof(*p));
 	p->n = threads < 1 ? 1 : threads;
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->go, NULL);
@@ -136,20 +163,28 @@ void eng_pool_run(eng_pool *p, eng_task_fn fn, void *ctx, int ntasks)
 			fn(ctx, t, 0);
 		return;
 	}
-	pthread_mutex_lock(&p->mu);
+	/* every worker left the last job (busy was 0), so these are free to write */
 	p->fn = fn;
 	p->ctx = ctx;
 	p->ntasks = ntasks;
 	atomic_store(&p->next, 0);
 	atomic_store(&p->busy, p->n - 1);
-	atomic_fetch_add(&p->gen, 1);
-	pthread_cond_broadcast(&p->go);
-	pthread_mutex_unlock(&p->mu);
+	atomic_fetch_add(&p->gen, 1); /* publishes the job */
+	if (atomic_load(&p->sleepers) > 0) {
+		pthread_mutex_lock(&p->mu);
+		pthread_cond_broadcast(&p->go);
+		pthread_mutex_unlock(&p->mu);
+	}
 	work(p, 0);
-	for (int k = 0; k < POOL_SPIN && atomic_load(&p->busy) > 0; k++)
+	for (int k = 0; k < POOL_SPIN; k++) {
+		if (atomic_load(&p->busy) == 0)
+			return;
 		cpu_relax();
+	}
 	pthread_mutex_lock(&p->mu);
+	atomic_store(&p->caller_asleep, true);
 	while (atomic_load(&p->busy) > 0)
 		pthread_cond_wait(&p->idle, &p->mu);
+	atomic_store(&p->caller_asleep, false);
 	pthread_mutex_unlock(&p->mu);
 }
