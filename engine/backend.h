@@ -710,6 +710,9 @@ struct eng_model {
 	/* the fast CPU path may lay weights out as quads: not when the model
 	 * is loaded for the device, which would take them back apart */
 	bool cpu_quads;
+	/* where forward steps' time goes, stage by stage, while set (NULL:
+	 * not timed); the caller owns it (evald bench engine --profile) */
+	struct eng_prof *prof;
 	uint64_t type_bytes[ENG_DTYPE_COUNT], type_elems[ENG_DTYPE_COUNT]; /* of weight_bytes, by dtype */
 	/* f32 copies of 1-D tensors, freed with the model */
 	float **owned;

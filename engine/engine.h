@@ -177,6 +177,43 @@ int eng_model_weight_regions(const eng_model *m, const void **ptr, size_t *len, 
  * sparse attention. */
 uint64_t eng_model_kv_read_bytes(const eng_model *m, long ctx, bool *exact);
 
+/* ---- where a forward step's time goes -------------------------------------- */
+
+/* The stages of a forward step, in its order (a MoE layer's router,
+ * experts and shared expert are one stage). With eng_model.prof set, the
+ * forward pass adds each stage's wall seconds to sec[stage] and counts
+ * its calls in steps; each stage ends when its backend call returns, so
+ * on the CPU (whose ops return done) the stages tile the step, and a
+ * device backend's would time only its launches. */
+enum {
+	ENG_PROF_EMBED,
+	ENG_PROF_NORM,      /* every RMSNorm: the layers' two, q/k norms, the final one */
+	ENG_PROF_QKV,       /* the q, k and v projections */
+	ENG_PROF_ROPE,      /* RoPE of q and k */
+	ENG_PROF_KV_STORE,  /* keys and values into the pages */
+	ENG_PROF_INDEXER,   /* MiniMax-M3's lightning indexer: projections, keys, the choice */
+	ENG_PROF_ATTENTION, /* scores, softmax and values */
+	ENG_PROF_O,         /* the output projection */
+	ENG_PROF_RESIDUAL,  /* the residual adds of dense layers */
+	ENG_PROF_GATE_UP,   /* the MLP's gate and up projections */
+	ENG_PROF_SWIGLU,
+	ENG_PROF_DOWN,      /* the MLP's down projection */
+	ENG_PROF_MOE,       /* a MoE layer's MLP whole */
+	ENG_PROF_HEAD,      /* the LM head (with its gather and copy out) */
+	ENG_PROF_N
+};
+typedef struct eng_prof {
+	double sec[ENG_PROF_N];
+	long steps; /* forward chunks timed */
+} eng_prof;
+/* Times the model's forward steps into p from now on (p NULL: no more);
+ * the caller keeps p while it is set (evald bench engine --profile). */
+void eng_model_set_prof(eng_model *m, eng_prof *p);
+/* A stage's name as reports print it ("q,k,v", "attention", ...). */
+const char *eng_prof_name(int stage);
+/* Whether the stage is a weight matmul (its time is the weights' reading). */
+bool eng_prof_is_matmul(int stage);
+
 /* Which CPU kernels quantized and BF16 weights take in this process (the
  * arithmetic and the instruction set chosen at run time, engine/README.md
  * "Quantized and BF16 weights"), as one line into buf. */

@@ -161,17 +161,51 @@ static void matmul_same_x(eng_backend *be, int nw, float *const *ys, const float
 		be->matmul(be, ys[k], x, n, ws[k], bs[k]);
 }
 
-static void ffn(eng_backend *be, const eng_config *c, scratch *s, const eng_ffn *f, float *out, const float *in, int n)
+/* call, its wall seconds added to stage st of pf where pf is set (eng_prof) */
+#define STAGE(pf, st, call)                                                                                            \
+	do {                                                                                                           \
+		eng_prof *pf_ = (pf);                                                                                  \
+		double t0_ = pf_ ? ev_now() : 0.0;                                                                     \
+		call;                                                                                                  \
+		if (pf_)                                                                                               \
+			pf_->sec[st] += ev_now() - t0_;                                                                \
+	} while (0)
+
+static const char *const prof_names[ENG_PROF_N] = {
+	[ENG_PROF_EMBED] = "embed",       [ENG_PROF_NORM] = "norms",         [ENG_PROF_QKV] = "q,k,v",
+	[ENG_PROF_ROPE] = "rope",         [ENG_PROF_KV_STORE] = "kv store",  [ENG_PROF_INDEXER] = "indexer",
+	[ENG_PROF_ATTENTION] = "attention", [ENG_PROF_O] = "o",            [ENG_PROF_RESIDUAL] = "residual",
+	[ENG_PROF_GATE_UP] = "gate,up",   [ENG_PROF_SWIGLU] = "swiglu",      [ENG_PROF_DOWN] = "down",
+	[ENG_PROF_MOE] = "moe",           [ENG_PROF_HEAD] = "head",
+};
+
+const char *eng_prof_name(int stage)
+{
+	return stage >= 0 && stage < ENG_PROF_N ? prof_names[stage] : "?";
+}
+
+bool eng_prof_is_matmul(int stage)
+{
+	return stage == ENG_PROF_QKV || stage == ENG_PROF_O || stage == ENG_PROF_GATE_UP || stage == ENG_PROF_DOWN ||
+	       stage == ENG_PROF_MOE || stage == ENG_PROF_HEAD;
+}
+
+/* The MLP; its stages timed into pf where set (NULL inside a MoE layer,
+ * which is timed whole) */
+static void ffn(eng_backend *be, const eng_config *c, scratch *s, const eng_ffn *f, float *out, const float *in, int n,
+		eng_prof *pf)
 {
 	float *gu[2] = {s->g, s->u};
 	const eng_weight *w2[2] = {&f->gate, &f->up};
 	const float *nob[2] = {NULL, NULL};
-	matmul_same_x(be, 2, gu, in, n, w2, nob);
+	STAGE(pf, ENG_PROF_GATE_UP, matmul_same_x(be, 2, gu, in, n, w2, nob));
 	if (c->oai_swiglu)
-		be->swiglu_oai(be, s->g, s->u, (size_t)n * f->gate.rows, (float)c->swiglu_alpha, (float)c->swiglu_limit);
+		STAGE(pf, ENG_PROF_SWIGLU,
+		      be->swiglu_oai(be, s->g, s->u, (size_t)n * f->gate.rows, (float)c->swiglu_alpha,
+				     (float)c->swiglu_limit));
 	else
-		be->swiglu(be, s->g, s->u, (size_t)n * f->gate.rows);
-	be->matmul(be, out, s->g, n, &f->down, NULL);
+		STAGE(pf, ENG_PROF_SWIGLU, be->swiglu(be, s->g, s->u, (size_t)n * f->gate.rows));
+	STAGE(pf, ENG_PROF_DOWN, be->matmul(be, out, s->g, n, &f->down, NULL));
 }
 
 void eng_moe_route(const eng_config *c, const float *logits, const float *bias, int *sel, float *w)
@@ -194,7 +228,7 @@ static void moe(eng_backend *be, const eng_config *c, const eng_layer *L, int la
 	/* the shared expert first, into the residual: as it is (M3), or scaled
 	 * a row by sigmoid(shared_expert_gate . x) (Qwen2-MoE) */
 	if (L->shared.down.data) {
-		ffn(be, c, s, &L->shared, s->eo, s->xb, n);
+		ffn(be, c, s, &L->shared, s->eo, s->xb, n, NULL);
 		if (L->shared_gate.data) {
 			be->matmul(be, s->sgate, s->xb, n, &L->shared_gate, NULL);
 			be->to_host(be, s->router_h, s->sgate, (size_t)n);
@@ -224,7 +258,7 @@ static void moe(eng_backend *be, const eng_config *c, const eng_layer *L, int la
 		if (!ne)
 			continue;
 		be->gather(be, s->eb, s->xb, s->erows, ne, H);
-		ffn(be, c, s, &L->experts[e], s->eo, s->eb, ne);
+		ffn(be, c, s, &L->experts[e], s->eo, s->eb, ne, NULL);
 		for (int j = 0; j < ne; j++)
 			s->ew[j] *= scale;
 		be->axpy_rows(be, s->x, s->eo, s->erows, s->ew, ne, H);
@@ -241,7 +275,10 @@ static int run_chunk(eng_model *m, scratch *s, const int32_t *tok, int n, float 
 	eng_backend *be = m->be;
 	int H = c->hidden, hd = c->head_dim;
 	float eps = (float)c->rms_eps;
-	be->embed(be, s->x, tok, n);
+	eng_prof *pf = m->prof;
+	if (pf)
+		pf->steps++;
+	STAGE(pf, ENG_PROF_EMBED, be->embed(be, s->x, tok, n));
 	/* image placeholders take their sequence's queued rows, in order */
 	for (int i = 0; c->image_token >= 0 && i < n; i++)
 		if (tok[i] == c->image_token || tok[i] == c->video_token) {
@@ -250,20 +287,21 @@ static int run_chunk(eng_model *m, scratch *s, const int32_t *tok, int n, float 
 		}
 	for (int l = 0; l < c->layers; l++) {
 		const eng_layer *L = &m->layers[l];
-		be->rmsnorm(be, s->xb, s->x, L->attn_norm, n, H, eps);
+		STAGE(pf, ENG_PROF_NORM, be->rmsnorm(be, s->xb, s->x, L->attn_norm, n, H, eps));
 		float *qkv[3] = {s->q, s->k, s->v};
 		const eng_weight *wqkv[3] = {&L->wq, &L->wk, &L->wv};
 		const float *bqkv[3] = {L->bq, L->bk, L->bv};
-		matmul_same_x(be, 3, qkv, s->xb, n, wqkv, bqkv);
+		STAGE(pf, ENG_PROF_QKV, matmul_same_x(be, 3, qkv, s->xb, n, wqkv, bqkv));
 		if (L->q_norm) {
-			be->rmsnorm(be, s->q, s->q, L->q_norm, n * c->heads, hd, eps);
-			be->rmsnorm(be, s->k, s->k, L->k_norm, n * c->kv_heads, hd, eps);
+			STAGE(pf, ENG_PROF_NORM, be->rmsnorm(be, s->q, s->q, L->q_norm, n * c->heads, hd, eps));
+			STAGE(pf, ENG_PROF_NORM, be->rmsnorm(be, s->k, s->k, L->k_norm, n * c->kv_heads, hd, eps));
 		}
-		be->rope(be, s->q, n, c->heads, hd, c->rope_dim, s->pos, m->inv_freq);
-		be->rope(be, s->k, n, c->kv_heads, hd, c->rope_dim, s->pos, m->inv_freq);
-		be->kv_store(be, s->rows, n, l, s->k, s->v);
+		STAGE(pf, ENG_PROF_ROPE, be->rope(be, s->q, n, c->heads, hd, c->rope_dim, s->pos, m->inv_freq));
+		STAGE(pf, ENG_PROF_ROPE, be->rope(be, s->k, n, c->kv_heads, hd, c->rope_dim, s->pos, m->inv_freq));
+		STAGE(pf, ENG_PROF_KV_STORE, be->kv_store(be, s->rows, n, l, s->k, s->v));
 		const int *lists = NULL;
 		if (m->indexer && c->sparse_layer[l]) {
+			double ti = pf ? ev_now() : 0.0;
 			/* the lightning indexer: its own projections of the layer
 			 * input, norms and RoPE; keys stored, then the blocks chosen */
 			int ih = c->index_heads, id = c->index_dim;
@@ -288,19 +326,23 @@ static int run_chunk(eng_model *m, scratch *s, const int32_t *tok, int n, float 
 			}
 			int rc = be->index_select(be, s->rows, n, l, s->iq, s->lists, s->nls, c->index_topk);
 			m->index_seconds += ev_now() - t0;
+			if (pf)
+				pf->sec[ENG_PROF_INDEXER] += ev_now() - ti;
 			if (rc)
 				return rc; /* never attend other keys than the model would */
 			lists = s->lists;
 		}
-		be->attention(be, s->att, s->q, s->rows, n, l, c->heads, c->sliding_window, lists, s->nls, c->index_topk);
-		be->matmul(be, s->xb, s->att, n, &L->wo, L->bo);
-		be->axpy(be, s->x, s->xb, 1.0f, (size_t)n * H);
-		be->rmsnorm(be, s->xb, s->x, L->ffn_norm, n, H, eps);
+		STAGE(pf, ENG_PROF_ATTENTION,
+		      be->attention(be, s->att, s->q, s->rows, n, l, c->heads, c->sliding_window, lists, s->nls,
+				    c->index_topk));
+		STAGE(pf, ENG_PROF_O, be->matmul(be, s->xb, s->att, n, &L->wo, L->bo));
+		STAGE(pf, ENG_PROF_RESIDUAL, be->axpy(be, s->x, s->xb, 1.0f, (size_t)n * H));
+		STAGE(pf, ENG_PROF_NORM, be->rmsnorm(be, s->xb, s->x, L->ffn_norm, n, H, eps));
 		if (L->moe) {
-			moe(be, c, L, l, s, n);
+			STAGE(pf, ENG_PROF_MOE, moe(be, c, L, l, s, n));
 		} else {
-			ffn(be, c, s, &L->ffn, s->xb, s->xb, n);
-			be->axpy(be, s->x, s->xb, 1.0f, (size_t)n * H);
+			ffn(be, c, s, &L->ffn, s->xb, s->xb, n, pf);
+			STAGE(pf, ENG_PROF_RESIDUAL, be->axpy(be, s->x, s->xb, 1.0f, (size_t)n * H));
 		}
 	}
 	/* final norm and LM head only for the rows whose logits are wanted */
@@ -309,11 +351,14 @@ static int run_chunk(eng_model *m, scratch *s, const int32_t *tok, int n, float 
 		if (logit_dst[i])
 			s->lrows[nl++] = i;
 	if (nl) {
-		be->gather(be, s->nbuf, s->x, s->lrows, nl, H);
-		be->rmsnorm(be, s->nbuf, s->nbuf, m->final_norm, nl, H, eps);
+		STAGE(pf, ENG_PROF_HEAD, be->gather(be, s->nbuf, s->x, s->lrows, nl, H));
+		STAGE(pf, ENG_PROF_NORM, be->rmsnorm(be, s->nbuf, s->nbuf, m->final_norm, nl, H, eps));
+		double th = pf ? ev_now() : 0.0;
 		be->matmul(be, s->lbuf, s->nbuf, nl, &m->lm_head, NULL);
 		for (int j = 0; j < nl; j++)
 			be->to_host(be, logit_dst[s->lrows[j]], s->lbuf + (size_t)j * c->vocab, (size_t)c->vocab);
+		if (pf)
+			pf->sec[ENG_PROF_HEAD] += ev_now() - th;
 	}
 	/* a device backend's failure (out of device memory, a kernel's error) */
 	return be->status ? be->status(be) : 0;

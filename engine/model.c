@@ -639,3 +639,8 @@ void eng_model_get_info(const eng_model *m, eng_model_info *out)
 	out->max_context = m->max_context;
 	out->backend = m->be ? m->be->name : "cpu";
 }
+
+void eng_model_set_prof(eng_model *m, eng_prof *p)
+{
+	m->prof = p;
+}

@@ -184,8 +184,9 @@ typedef struct {
  * then `decode` single-token steps over all of them. */
 /* With bw: its memory read (2 passes, the faster) between the prefill and
  * the decode, the bandwidth into *bw_out. */
+/* With prof: the decode steps (not the prefill) timed stage by stage into it. */
 static int measure_once(eng_model *m, int vocab, int batch, long prompt, long decode, const bw_src *bw, int threads,
-                        double *bw_out, row *out)
+                        double *bw_out, eng_prof *prof, row *out)
 {
 	eng_seq **seqs = calloc((size_t)batch, sizeof *seqs);
 	int32_t *toks = malloc((size_t)batch * (size_t)(prompt + decode) * sizeof *toks);
@@ -217,6 +218,7 @@ static int measure_once(eng_model *m, int vocab, int batch, long prompt, long de
 	eng_cuda_counts c0, c1;
 	eng_cuda_counts_get(&c0);
 #endif
+	eng_model_set_prof(m, prof);
 	t0 = ev_now();
 	for (long i = 0; i < decode; i++) {
 		for (int b = 0; b < batch; b++) {
@@ -227,6 +229,7 @@ static int measure_once(eng_model *m, int vocab, int batch, long prompt, long de
 			goto done;
 	}
 	double t_decode = ev_now() - t0;
+	eng_model_set_prof(m, NULL);
 	out->step_up = out->step_down = out->step_skipped = 0;
 #ifdef EV_HAVE_CUDA
 	eng_cuda_counts_get(&c1);
@@ -242,6 +245,7 @@ static int measure_once(eng_model *m, int vocab, int batch, long prompt, long de
 	out->prefill_tok_s = (double)batch * (double)prompt / t_prefill;
 	out->decode_tok_s = decode ? (double)batch * (double)decode / t_decode : 0;
 done:
+	eng_model_set_prof(m, NULL);
 	if (seqs)
 		for (int b = 0; b < batch; b++)
 			eng_seq_free(seqs[b]);
@@ -271,9 +275,9 @@ static int measure(eng_model *m, int vocab, int batch, long prompt, long decode,
 {
 	double pf[MAX_REPEATS], dc[MAX_REPEATS] = {0}, bws[MAX_REPEATS] = {0};
 	row one;
-	int rc = measure_once(m, vocab, batch, prompt, decode, NULL, 0, NULL, &one);
+	int rc = measure_once(m, vocab, batch, prompt, decode, NULL, 0, NULL, NULL, &one);
 	for (int r = 0; r < repeats && !rc; r++) {
-		rc = measure_once(m, vocab, batch, prompt, decode, bw, threads, &bws[r], &one);
+		rc = measure_once(m, vocab, batch, prompt, decode, bw, threads, &bws[r], NULL, &one);
 		pf[r] = one.prefill_tok_s;
 		dc[r] = one.decode_tok_s;
 	}
@@ -289,10 +293,34 @@ static int measure(eng_model *m, int vocab, int batch, long prompt, long decode,
 	return 0;
 }
 
+/* --profile's lines: the stages by share of a step, largest first */
+static void print_profile(const eng_prof *p, double step, double other, double mm, double tok_s, long decode)
+{
+	printf("  decode step by stage (one more batch-1 run, its %ld steps timed stage by stage, at %.1f tok/s: "
+	       "%.3f ms a step; weight matmuls %.1f%% of it):\n", decode, tok_s, step * 1e3, step > 0 ? 100 * mm / step : 0);
+	bool done[ENG_PROF_N] = {false};
+	int col = 0;
+	for (;;) {
+		int best = -1;
+		for (int k = 0; k < ENG_PROF_N; k++)
+			if (!done[k] && p->sec[k] > 0 && (best < 0 || p->sec[k] > p->sec[best]))
+				best = k;
+		if (best < 0)
+			break;
+		done[best] = true;
+		printf("%s%s %.1f%% (%.0f us)", col % 5 ? ", " : "    ", eng_prof_name(best), 100 * p->sec[best] / step,
+		       p->sec[best] * 1e6);
+		if (++col % 5 == 0)
+			printf("\n");
+	}
+	printf("%sother %.1f%% (%.0f us: between the stages and the steps)\n", col % 5 ? ", " : "    ",
+	       step > 0 ? 100 * other / step : 0, other * 1e6);
+}
+
 typedef struct {
 	const char *model, *bandwidth;
 	int prompt, decode, threads, batch, ref_prompt, ref_decode, repeats;
-	bool no_ref, only_ref, json;
+	bool no_ref, only_ref, json, profile;
 	ev_engine_flags engine;
 } bench_opts;
 
@@ -313,6 +341,9 @@ static const ev_opt bench_opts_table[] = {
 	EV_O_FLAG("--reference-only", T, only_ref, "only the reference path"),
 	{.name = "--reference", .kind = EV_OPT_FLAG, .off = offsetof(T, only_ref), .flags = EV_OPT_HIDDEN,
 	 .help = "the old name of --reference-only"},
+	EV_O_FLAG("--profile", T, profile,
+	          "one more batch-1 run after the timed ones, its decode steps timed stage by stage (matmuls, "
+	          "attention, norms, ...): where a step's time goes, on the CPU"),
 	EV_O_FLAG("--json", T, json, "as JSON"),
 	EV_ENGINE_OPTS(T, engine),
 	EV_O_END,
@@ -371,6 +402,12 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 	/* --backend cuda: the fast rows are the device's, and its bound is the
 	 * device's copy bandwidth */
 	bool on_dev = in.backend && !strcmp(in.backend, "cuda");
+	if (bo.profile && (on_dev || only_ref || decode < 1)) {
+		ev_error_set(EV_E_INVALID, "--profile times the fast CPU path's decode steps: %s",
+		             on_dev ? "the device runs its stages asynchronously, so their times would be launches"
+		             : only_ref ? "not with --reference-only" : "it needs --decode of at least 1");
+		goto fail;
+	}
 	long nthreads = threads > 0 ? threads : sysconf(_SC_NPROCESSORS_ONLN);
 	/* on the CPU, the bound's bandwidth is the weights' own: read whole
 	 * just before each timed batch-1 decode, so that each decode meets the
@@ -394,6 +431,21 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 			if (measure(m, in.vocab, (int)batch, prompt, decode, (int)repeats, NULL, 0, &rows[n]))
 				goto fail;
 			n++;
+		}
+	}
+	/* --profile: one more batch-1 run, its decode steps timed stage by stage */
+	eng_prof prof = {0};
+	row prow = {0};
+	double prof_step = 0, prof_other = 0, prof_mm = 0;
+	if (bo.profile) {
+		if (measure_once(m, in.vocab, 1, prompt, decode, NULL, 0, NULL, &prof, &prow))
+			goto fail;
+		prof_step = 1.0 / prow.decode_tok_s;
+		prof_other = prof_step;
+		for (int k = 0; k < ENG_PROF_N; k++) {
+			prof.sec[k] /= (double)decode; /* a step's */
+			prof_other -= prof.sec[k];
+			prof_mm += eng_prof_is_matmul(k) ? prof.sec[k] : 0;
 		}
 	}
 	if (with_ref || only_ref) {
@@ -493,6 +545,18 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 			for (int r = 0; r < rows[0].repeats; r++)
 				cJSON_AddItemToArray(rd, cJSON_CreateNumber(rows[0].run_decode[r]));
 		}
+		if (bo.profile) {
+			cJSON *p = cJSON_AddObjectToObject(o, "decode_profile");
+			cJSON_AddNumberToObject(p, "steps", (double)prof.steps);
+			cJSON_AddNumberToObject(p, "decode_tok_s", prow.decode_tok_s);
+			cJSON_AddNumberToObject(p, "step_s", prof_step);
+			cJSON *st = cJSON_AddObjectToObject(p, "stage_s");
+			for (int k = 0; k < ENG_PROF_N; k++)
+				if (prof.sec[k] > 0)
+					cJSON_AddNumberToObject(st, eng_prof_name(k), prof.sec[k]);
+			cJSON_AddNumberToObject(p, "other_s", prof_other);
+			cJSON_AddNumberToObject(p, "matmul_share", prof_step > 0 ? prof_mm / prof_step : 0);
+		}
 		for (int i = 0; i < n; i++) {
 			cJSON *r = cJSON_CreateObject();
 			cJSON_AddStringToObject(r, "path", rows[i].path);
@@ -558,6 +622,8 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 			printf("; batch-1 decode at %.0f%% of it\n", 100.0 * share);
 		else if (bound > 0)
 			printf(" (no batch-1 decode was timed to set against it)\n");
+		if (bo.profile)
+			print_profile(&prof, prof_step, prof_other, prof_mm, prow.decode_tok_s, decode);
 	}
 	rc = 0;
 	goto done;

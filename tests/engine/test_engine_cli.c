@@ -483,10 +483,71 @@ static void bench_engine_sets_each_decode_against_its_own_bound(void **state)
 	free(out), free(err), free(model), free(dir);
 }
 
+/* `evald bench engine --profile`: one more batch-1 run whose decode steps
+ * are timed stage by stage; each of the step's stages is there (a MoE
+ * layer's MLP as one), they and the rest add up to the step, and the
+ * option is refused where it cannot time anything. */
+static void bench_engine_profile_times_each_stage(void **state)
+{
+	(void)state;
+	const char *ev = tu_evald();
+	char *dir = tu_tmpdir("cli-prof"), *out = NULL, *err = NULL;
+	const char *arch[] = {"llama", "mixtral"};
+	for (int a = 0; a < 2; a++) {
+		char *model = tu_path(dir, arch[a]);
+		free(run_ok((const char *const[]){ev, "engine", "mkmodel", "--arch", arch[a], "--out", model, NULL}));
+		const char *p[] = {ev, "bench", "engine", "--model", model, "--prompt", "8", "--decode", "5", "--batch", "1",
+		                   "--repeats", "1", "--no-reference", "--profile", "--json", NULL};
+		assert_int_equal(tu_run(&out, &err, NULL, p), 0);
+		cJSON *j = NULL;
+		assert_int_equal(ev_json_parse(&j, out, strlen(out), "bench engine"), 0);
+		const cJSON *pr = cJSON_GetObjectItemCaseSensitive(j, "decode_profile");
+		assert_non_null(pr);
+		assert_true(ev_json_num(pr, "steps", 0) == 5); /* the decode's steps, not the prefill */
+		double step = ev_json_num(pr, "step_s", 0), other = ev_json_num(pr, "other_s", -1), sum = 0;
+		assert_true(step > 0 && other >= 0);
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(pr, "stage_s");
+		const char *dense[] = {"embed", "norms", "q,k,v", "rope", "kv store", "attention", "o", "residual",
+		                       "gate,up", "swiglu", "down", "head"};
+		for (size_t k = 0; k < sizeof dense / sizeof dense[0]; k++) {
+			bool mlp = !strcmp(dense[k], "gate,up") || !strcmp(dense[k], "swiglu") || !strcmp(dense[k], "down");
+			if (a == 1 && mlp) /* the MoE layers' MLP is one stage, with its adds */
+				assert_null(cJSON_GetObjectItemCaseSensitive(st, dense[k]));
+			else if (!(ev_json_num(st, dense[k], 0) > 0))
+				fail_msg("%s: stage %s not timed", arch[a], dense[k]);
+		}
+		assert_true(a == 0 ? !cJSON_GetObjectItemCaseSensitive(st, "moe") : ev_json_num(st, "moe", 0) > 0);
+		for (const cJSON *k = st->child; k; k = k->next)
+			sum += k->valuedouble;
+		assert_true(fabs(sum + other - step) <= 1e-9 * step);
+		double share = ev_json_num(pr, "matmul_share", 0);
+		assert_true(share > 0 && share < 1);
+		cJSON_Delete(j);
+		free(out), free(err);
+		const char *t[] = {ev, "bench", "engine", "--model", model, "--prompt", "8", "--decode", "3", "--batch", "1",
+		                   "--repeats", "1", "--no-reference", "--profile", NULL};
+		assert_int_equal(tu_run(&out, &err, NULL, t), 0);
+		assert_non_null(strstr(out, "decode step by stage (one more batch-1 run, its 3 steps timed stage by stage"));
+		assert_non_null(strstr(out, "attention "));
+		assert_non_null(strstr(out, "other "));
+		free(out), free(err);
+		const char *zero[] = {ev, "bench", "engine", "--model", model, "--decode", "0", "--profile", NULL};
+		assert_int_equal(tu_run(&out, &err, NULL, zero), 1);
+		assert_non_null(strstr(err, "--profile times the fast CPU path's decode steps: it needs --decode of at least 1"));
+		free(out), free(err);
+		const char *ref[] = {ev, "bench", "engine", "--model", model, "--reference-only", "--profile", NULL};
+		assert_int_equal(tu_run(&out, &err, NULL, ref), 1);
+		assert_non_null(strstr(err, "not with --reference-only"));
+		free(out), free(err), free(model);
+	}
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(mkmodel_info_logits_generate),
+		cmocka_unit_test(bench_engine_profile_times_each_stage),
 		cmocka_unit_test(bench_kernels_checks_every_level_against_the_definition),
 		cmocka_unit_test(bench_engine_sets_each_decode_against_its_own_bound),
 		cmocka_unit_test(generate_json_without_tokenizer_and_the_eos_it_stops_on),
