@@ -184,9 +184,10 @@ typedef struct {
  * then `decode` single-token steps over all of them. */
 /* With bw: its memory read (2 passes, the faster) between the prefill and
  * the decode, the bandwidth into *bw_out. */
-/* With prof: the decode steps (not the prefill) timed stage by stage into it. */
+/* With pprof and prof: the prefill and the decode steps timed stage by
+ * stage into them. */
 static int measure_once(eng_model *m, int vocab, int batch, long prompt, long decode, const bw_src *bw, int threads,
-                        double *bw_out, eng_prof *prof, row *out)
+                        double *bw_out, eng_prof *pprof, eng_prof *prof, row *out)
 {
 	eng_seq **seqs = calloc((size_t)batch, sizeof *seqs);
 	int32_t *toks = malloc((size_t)batch * (size_t)(prompt + decode) * sizeof *toks);
@@ -208,10 +209,12 @@ static int measure_once(eng_model *m, int vocab, int batch, long prompt, long de
 		tp[b] = toks + (size_t)b * (size_t)(prompt + decode);
 		nt[b] = (int)prompt;
 	}
+	eng_model_set_prof(m, pprof);
 	double t0 = ev_now();
 	if ((rc = eng_forward_batch(m, seqs, tp, nt, batch)))
 		goto done;
 	double t_prefill = ev_now() - t0;
+	eng_model_set_prof(m, NULL);
 	if (bw)
 		*bw_out = bw_time(bw, threads, 2);
 #ifdef EV_HAVE_CUDA
@@ -275,9 +278,9 @@ static int measure(eng_model *m, int vocab, int batch, long prompt, long decode,
 {
 	double pf[MAX_REPEATS], dc[MAX_REPEATS] = {0}, bws[MAX_REPEATS] = {0};
 	row one;
-	int rc = measure_once(m, vocab, batch, prompt, decode, NULL, 0, NULL, NULL, &one);
+	int rc = measure_once(m, vocab, batch, prompt, decode, NULL, 0, NULL, NULL, NULL, &one);
 	for (int r = 0; r < repeats && !rc; r++) {
-		rc = measure_once(m, vocab, batch, prompt, decode, bw, threads, &bws[r], NULL, &one);
+		rc = measure_once(m, vocab, batch, prompt, decode, bw, threads, &bws[r], NULL, NULL, &one);
 		pf[r] = one.prefill_tok_s;
 		dc[r] = one.decode_tok_s;
 	}
@@ -293,11 +296,38 @@ static int measure(eng_model *m, int vocab, int batch, long prompt, long decode,
 	return 0;
 }
 
-/* --profile's lines: the stages by share of a step, largest first */
-static void print_profile(const eng_prof *p, double step, double other, double mm, double tok_s, long decode)
+/* The profile's sums: what the stages leave of `total` seconds, and the
+ * weight matmuls' seconds; with per, the stages' seconds divided by it */
+static void prof_sums(eng_prof *p, double per, double total, double *other, double *mm)
 {
-	printf("  decode step by stage (one more batch-1 run, its %ld steps timed stage by stage, at %.1f tok/s: "
-	       "%.3f ms a step; weight matmuls %.1f%% of it):\n", decode, tok_s, step * 1e3, step > 0 ? 100 * mm / step : 0);
+	*other = total, *mm = 0;
+	for (int k = 0; k < ENG_PROF_N; k++) {
+		p->sec[k] /= per;
+		*other -= p->sec[k];
+		*mm += eng_prof_is_matmul(k) ? p->sec[k] : 0;
+	}
+}
+
+static void json_profile(cJSON *o, const char *key, const eng_prof *p, double total, double other, double mm,
+                         double tok_s)
+{
+	cJSON *j = cJSON_AddObjectToObject(o, key);
+	cJSON_AddNumberToObject(j, "steps", (double)p->steps);
+	cJSON_AddNumberToObject(j, "tok_s", tok_s);
+	cJSON_AddNumberToObject(j, "step_s", total);
+	cJSON *st = cJSON_AddObjectToObject(j, "stage_s");
+	for (int k = 0; k < ENG_PROF_N; k++)
+		if (p->sec[k] > 0)
+			cJSON_AddNumberToObject(st, eng_prof_name(k), p->sec[k]);
+	cJSON_AddNumberToObject(j, "other_s", other);
+	cJSON_AddNumberToObject(j, "matmul_share", total > 0 ? mm / total : 0);
+}
+
+/* --profile's lines under a heading: the stages by share of the whole
+ * (`step` seconds), largest first */
+static void print_profile(const char *heading, const eng_prof *p, double step, double other, double mm)
+{
+	printf("  %s: %.3f ms; weight matmuls %.1f%% of it):\n", heading, step * 1e3, step > 0 ? 100 * mm / step : 0);
 	bool done[ENG_PROF_N] = {false};
 	int col = 0;
 	for (;;) {
@@ -313,7 +343,7 @@ static void print_profile(const eng_prof *p, double step, double other, double m
 		if (++col % 5 == 0)
 			printf("\n");
 	}
-	printf("%sother %.1f%% (%.0f us: between the stages and the steps)\n", col % 5 ? ", " : "    ",
+	printf("%sother %.1f%% (%.0f us: between the stages)\n", col % 5 ? ", " : "    ",
 	       step > 0 ? 100 * other / step : 0, other * 1e6);
 }
 
@@ -342,8 +372,8 @@ static const ev_opt bench_opts_table[] = {
 	{.name = "--reference", .kind = EV_OPT_FLAG, .off = offsetof(T, only_ref), .flags = EV_OPT_HIDDEN,
 	 .help = "the old name of --reference-only"},
 	EV_O_FLAG("--profile", T, profile,
-	          "one more batch-1 run after the timed ones, its decode steps timed stage by stage (matmuls, "
-	          "attention, norms, ...): where a step's time goes, on the CPU"),
+	          "one more batch-1 run after the timed ones, its prefill and decode steps timed stage by stage "
+	          "(matmuls, attention, norms, ...): where the time goes, on the CPU"),
 	EV_O_FLAG("--json", T, json, "as JSON"),
 	EV_ENGINE_OPTS(T, engine),
 	EV_O_END,
@@ -433,20 +463,18 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 			n++;
 		}
 	}
-	/* --profile: one more batch-1 run, its decode steps timed stage by stage */
-	eng_prof prof = {0};
+	/* --profile: one more batch-1 run, its prefill and its decode steps
+	 * timed stage by stage (the decode's as a step's) */
+	eng_prof prof = {0}, pprof = {0};
 	row prow = {0};
-	double prof_step = 0, prof_other = 0, prof_mm = 0;
+	double prof_step = 0, prof_other = 0, prof_mm = 0, pre_s = 0, pre_other = 0, pre_mm = 0;
 	if (bo.profile) {
-		if (measure_once(m, in.vocab, 1, prompt, decode, NULL, 0, NULL, &prof, &prow))
+		if (measure_once(m, in.vocab, 1, prompt, decode, NULL, 0, NULL, &pprof, &prof, &prow))
 			goto fail;
 		prof_step = 1.0 / prow.decode_tok_s;
-		prof_other = prof_step;
-		for (int k = 0; k < ENG_PROF_N; k++) {
-			prof.sec[k] /= (double)decode; /* a step's */
-			prof_other -= prof.sec[k];
-			prof_mm += eng_prof_is_matmul(k) ? prof.sec[k] : 0;
-		}
+		prof_sums(&prof, (double)decode, prof_step, &prof_other, &prof_mm);
+		pre_s = (double)prompt / prow.prefill_tok_s;
+		prof_sums(&pprof, 1.0, pre_s, &pre_other, &pre_mm);
 	}
 	if (with_ref || only_ref) {
 		if (eng_model_set_backend(m, ENG_BACKEND_REF))
@@ -546,16 +574,8 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 				cJSON_AddItemToArray(rd, cJSON_CreateNumber(rows[0].run_decode[r]));
 		}
 		if (bo.profile) {
-			cJSON *p = cJSON_AddObjectToObject(o, "decode_profile");
-			cJSON_AddNumberToObject(p, "steps", (double)prof.steps);
-			cJSON_AddNumberToObject(p, "decode_tok_s", prow.decode_tok_s);
-			cJSON_AddNumberToObject(p, "step_s", prof_step);
-			cJSON *st = cJSON_AddObjectToObject(p, "stage_s");
-			for (int k = 0; k < ENG_PROF_N; k++)
-				if (prof.sec[k] > 0)
-					cJSON_AddNumberToObject(st, eng_prof_name(k), prof.sec[k]);
-			cJSON_AddNumberToObject(p, "other_s", prof_other);
-			cJSON_AddNumberToObject(p, "matmul_share", prof_step > 0 ? prof_mm / prof_step : 0);
+			json_profile(o, "decode_profile", &prof, prof_step, prof_other, prof_mm, prow.decode_tok_s);
+			json_profile(o, "prefill_profile", &pprof, pre_s, pre_other, pre_mm, prow.prefill_tok_s);
 		}
 		for (int i = 0; i < n; i++) {
 			cJSON *r = cJSON_CreateObject();
@@ -622,8 +642,15 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 			printf("; batch-1 decode at %.0f%% of it\n", 100.0 * share);
 		else if (bound > 0)
 			printf(" (no batch-1 decode was timed to set against it)\n");
-		if (bo.profile)
-			print_profile(&prof, prof_step, prof_other, prof_mm, prow.decode_tok_s, decode);
+		if (bo.profile) {
+			char h[160];
+			snprintf(h, sizeof h, "prefill by stage (one more batch-1 run: %ld tokens at %.1f tok/s, timed stage by stage",
+			         (long)prompt, prow.prefill_tok_s);
+			print_profile(h, &pprof, pre_s, pre_other, pre_mm);
+			snprintf(h, sizeof h, "decode step by stage (its %ld steps at %.1f tok/s, a step", (long)decode,
+			         prow.decode_tok_s);
+			print_profile(h, &prof, prof_step, prof_other, prof_mm);
+		}
 	}
 	rc = 0;
 	goto done;

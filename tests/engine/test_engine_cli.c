@@ -522,12 +522,24 @@ static void bench_engine_profile_times_each_stage(void **state)
 		assert_true(fabs(sum + other - step) <= 1e-9 * step);
 		double share = ev_json_num(pr, "matmul_share", 0);
 		assert_true(share > 0 && share < 1);
+		/* and the prefill: one forward of the prompt, its stages within it */
+		const cJSON *pp = cJSON_GetObjectItemCaseSensitive(j, "prefill_profile");
+		assert_non_null(pp);
+		assert_true(ev_json_num(pp, "steps", 0) == 1);
+		double pre = ev_json_num(pp, "step_s", 0), pother = ev_json_num(pp, "other_s", -1), psum = 0;
+		assert_true(pre > 0 && pother >= 0);
+		const cJSON *pst = cJSON_GetObjectItemCaseSensitive(pp, "stage_s");
+		assert_true(ev_json_num(pst, "attention", 0) > 0 && ev_json_num(pst, "q,k,v", 0) > 0);
+		for (const cJSON *k = pst->child; k; k = k->next)
+			psum += k->valuedouble;
+		assert_true(fabs(psum + pother - pre) <= 1e-9 * pre);
 		cJSON_Delete(j);
 		free(out), free(err);
 		const char *t[] = {ev, "bench", "engine", "--model", model, "--prompt", "8", "--decode", "3", "--batch", "1",
 		                   "--repeats", "1", "--no-reference", "--profile", NULL};
 		assert_int_equal(tu_run(&out, &err, NULL, t), 0);
-		assert_non_null(strstr(out, "decode step by stage (one more batch-1 run, its 3 steps timed stage by stage"));
+		assert_non_null(strstr(out, "prefill by stage (one more batch-1 run: 8 tokens at "));
+		assert_non_null(strstr(out, "decode step by stage (its 3 steps at "));
 		assert_non_null(strstr(out, "attention "));
 		assert_non_null(strstr(out, "other "));
 		free(out), free(err);
