@@ -145,6 +145,28 @@ static void cpu_rope(eng_backend *be, float *x, int n, int nh, int hd, int rd, c
 	}
 }
 
+/* One row's RMSNorm, its sum of squares in 16 running sums (element j
+ * into sum j % 16) totalled as a tree, where the reference's one running
+ * sum waits on each add in turn: the fast path's own rounding of the
+ * sum, the same on every worker and in every batch; the rest as the
+ * reference (y = x * r * g; y may be x). */
+static void rms_row(float *y, const float *x, const float *g, int d, float eps)
+{
+	float s[16] = {0};
+	int j = 0;
+	for (; j + 16 <= d; j += 16)
+		for (int l = 0; l < 16; l++)
+			s[l] += x[j + l] * x[j + l];
+	for (int l = 0; j < d; j++, l++)
+		s[l] += x[j] * x[j];
+	for (int w = 8; w >= 1; w /= 2)
+		for (int l = 0; l < w; l++)
+			s[l] += s[l + w];
+	float r = 1.0f / sqrtf(s[0] / (float)d + eps);
+	for (j = 0; j < d; j++)
+		y[j] = x[j] * r * g[j];
+}
+
 static int rms_rows(int d)
 {
 	return EW_CHUNK / d > 0 ? EW_CHUNK / d : 1;
@@ -155,7 +177,8 @@ static void rmsnorm_task(void *ctx, int task, int worker)
 	ew_job *j = ctx;
 	int per = rms_rows(j->d);
 	size_t r0 = (size_t)task * per, r1 = r0 + per < j->n ? r0 + per : j->n;
-	eng_cpu_rmsnorm(NULL, j->y + r0 * j->d, j->x + r0 * j->d, j->g, (int)(r1 - r0), j->d, j->eps);
+	for (size_t r = r0; r < r1; r++)
+		rms_row(j->y + r * j->d, j->x + r * j->d, j->g, j->d, j->eps);
 }
 
 static void cpu_rmsnorm(eng_backend *be, float *y, const float *x, const float *g, int n, int d, float eps)
