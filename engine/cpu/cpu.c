@@ -123,7 +123,31 @@ static bool rope_angles(cpu_ctx *cc, int n, int half, const long *pos, const flo
 /* RoPE as eng_cpu_rope (the same bits: the same angles, the same products
  * and sums, which -std=c11 does not contract), the angles computed once
  * for every layer's q and k of a step, each head's channels in a loop
- * the compiler vectorizes */
+ * the compiler vectorizes, a prefill's rows split over the workers */
+typedef struct {
+	const cpu_ctx *cc;
+	float *x;
+	int n, nh, hd, half, per; /* per: rows a task */
+} rope_job;
+
+static void rope_task(void *ctx, int task, int worker)
+{
+	(void)worker;
+	const rope_job *j = ctx;
+	int half = j->half, i1 = (task + 1) * j->per < j->n ? (task + 1) * j->per : j->n;
+	for (int i = task * j->per; i < i1; i++) {
+		const float *restrict cs = j->cc->rope_cs + (size_t)i * half, *restrict sn = j->cc->rope_sn + (size_t)i * half;
+		for (int h = 0; h < j->nh; h++) {
+			float *restrict a = j->x + ((size_t)i * j->nh + h) * j->hd, *restrict b = a + half;
+			for (int k = 0; k < half; k++) {
+				float x1 = a[k], x2 = b[k];
+				a[k] = x1 * cs[k] - x2 * sn[k];
+				b[k] = x2 * cs[k] + x1 * sn[k];
+			}
+		}
+	}
+}
+
 static void cpu_rope(eng_backend *be, float *x, int n, int nh, int hd, int rd, const long *pos, const float *inv_freq)
 {
 	cpu_ctx *cc = be->ctx;
@@ -132,17 +156,10 @@ static void cpu_rope(eng_backend *be, float *x, int n, int nh, int hd, int rd, c
 		eng_cpu_rope(be, x, n, nh, hd, rd, pos, inv_freq);
 		return;
 	}
-	for (int i = 0; i < n; i++) {
-		const float *restrict cs = cc->rope_cs + (size_t)i * half, *restrict sn = cc->rope_sn + (size_t)i * half;
-		for (int h = 0; h < nh; h++) {
-			float *restrict a = x + ((size_t)i * nh + h) * hd, *restrict b = a + half;
-			for (int j = 0; j < half; j++) {
-				float x1 = a[j], x2 = b[j];
-				a[j] = x1 * cs[j] - x2 * sn[j];
-				b[j] = x2 * cs[j] + x1 * sn[j];
-			}
-		}
-	}
+	/* rows over the workers where there are enough to pay for a job (prefill) */
+	int per = n >= 16 ? (n + 2 * cc->nw - 1) / (2 * cc->nw) : n;
+	rope_job j = {cc, x, n, nh, hd, half, per > 0 ? per : 1};
+	eng_pool_run(cc->pool, rope_task, &j, (n + j.per - 1) / j.per);
 }
 
 /* One row's RMSNorm, its sum of squares in 16 running sums (element j

@@ -559,7 +559,8 @@ static void matmul_many_equals_a_call_each(void **state)
  * positions stay) gives the reference's bits: calls at new positions, at
  * the same ones again (q then k of a layer), with another number of heads
  * and head size (the indexer's), a partial rotary width, other
- * frequencies in the same place, fewer rows, and a single row again. */
+ * frequencies in the same place, fewer rows, a single row again, and a
+ * prefill's rows split over the workers. */
 static void rope_fast_equals_reference_call_after_call(void **state)
 {
 	(void)state;
@@ -575,15 +576,19 @@ static void rope_fast_equals_reference_call_after_call(void **state)
 	float freq[32];
 	for (int j = 0; j < 32; j++)
 		freq[j] = powf(10000.0f, -(float)j / 32.0f);
-	long pos[7] = {0, 1, 2, 3, 4, 5, 6};
+	enum { NP = 45 };
+	long pos[NP];
+	for (int i = 0; i < NP; i++)
+		pos[i] = i;
 	const struct {
 		int n, nh, hd, rd, shift, newfreq;
 	} calls[] = {{7, 4, 64, 64, 0, 0}, {7, 2, 64, 64, 0, 0}, {7, 1, 32, 32, 0, 0}, {7, 3, 64, 40, 0, 0},
 	             {7, 3, 64, 64, 5, 0}, {7, 3, 64, 64, 0, 1}, {1, 4, 64, 64, 9, 0}, {1, 4, 64, 64, 9, 0},
-	             {1, 4, 64, 64, 10, 0}, {3, 2, 64, 64, 100000, 0}};
-	float *a = malloc(7 * 4 * 64 * 4), *b = malloc(7 * 4 * 64 * 4);
+	             {1, 4, 64, 64, 10, 0}, {3, 2, 64, 64, 100000, 0},
+	             {NP, 4, 64, 64, 3, 0}, {NP, 1, 64, 64, 0, 0}}; /* a prefill's rows, over the workers */
+	float *a = malloc((size_t)NP * 4 * 64 * 4), *b = malloc((size_t)NP * 4 * 64 * 4);
 	for (size_t c = 0; c < sizeof calls / sizeof calls[0]; c++) {
-		for (int i = 0; i < 7; i++)
+		for (int i = 0; i < NP; i++)
 			pos[i] += calls[c].shift;
 		if (calls[c].newfreq) /* other values in the same array */
 			for (int j = 0; j < 32; j++)
