@@ -120,10 +120,7 @@ static bool rope_angles(cpu_ctx *cc, int n, int half, const long *pos, const flo
 	return true;
 }
 
-/* RoPE as eng_cpu_rope (the same bits: the same angles, the same products
- * and sums, which -std=c11 does not contract), the angles computed once
- * for every layer's q and k of a step, each head's channels in a loop
- * the compiler vectorizes, a prefill's rows split over the workers */
+/* Rows task * per .. of one RoPE call, on the cached angles */
 typedef struct {
 	const cpu_ctx *cc;
 	float *x;
@@ -148,6 +145,10 @@ static void rope_task(void *ctx, int task, int worker)
 	}
 }
 
+/* RoPE as eng_cpu_rope (the same bits: the same angles, the same products
+ * and sums, which -std=c11 does not contract), the angles computed once
+ * for every layer's q and k of a step, each head's channels in a loop
+ * the compiler vectorizes, a prefill's rows split over the workers */
 static void cpu_rope(eng_backend *be, float *x, int n, int nh, int hd, int rd, const long *pos, const float *inv_freq)
 {
 	cpu_ctx *cc = be->ctx;

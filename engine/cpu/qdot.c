@@ -471,7 +471,7 @@ static void x4_fields(int t, int *nh, int *qh)
 void eng_qx4_pack(uint8_t *dst, const uint8_t *const src[4], int nb, int t)
 {
 	if (t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K) {
-		size_t sbz = t == ENG_Q4_K ? 144 : t == ENG_Q5_K ? 176 : 210;
+		size_t sbz = eng_dtype_bytes((eng_dtype)t, 256); /* a super-block's bytes */
 		for (int s = 0; s < nb / 8; s++) {
 			uint8_t *row[4];
 			for (int r = 0; r < 4; r++)
@@ -510,8 +510,8 @@ void eng_qx4_pack_rows(uint8_t *dst, const uint8_t *src, int rows, int nb, int t
 void eng_qx4_row(uint8_t *dst, const uint8_t *quad, int u, int nb, int t)
 {
 	if (t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K) { /* the other rows' parts into a scratch row */
-		size_t sbz = t == ENG_Q4_K ? 144 : t == ENG_Q5_K ? 176 : 210;
-		uint8_t other[210];
+		size_t sbz = eng_dtype_bytes((eng_dtype)t, 256); /* a super-block's bytes */
+		uint8_t other[210]; /* the widest super-block (Q6_K) */
 		for (int s = 0; s < nb / 8; s++) {
 			uint8_t *row[4] = {other, other, other, other};
 			row[u] = dst + (size_t)s * sbz;
