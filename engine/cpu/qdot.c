@@ -491,8 +491,10 @@ void eng_qx4_pack(uint8_t *dst, const uint8_t *const src[4], int nb, int t)
 			const uint8_t *p = src[r] + (size_t)b * (size_t)bsz;
 			for (int h = 0; h < nh; h++)
 				memcpy(o + 8 * h + 2 * r, p + 2 * h, 2);
-			if (qh)
-				memcpy(o + 8 * nh + 4 * r, p + 2 * nh, 4);
+			if (qh) { /* the fifth bits of elements 0-15, then of 16-31 */
+				memcpy(o + 8 * nh + 2 * r, p + 2 * nh, 2);
+				memcpy(o + 8 * nh + 8 + 2 * r, p + 2 * nh + 2, 2);
+			}
 			memcpy(o + 8 * nh + 16 * qh + 16 * r, p + 2 * nh + 4 * qh, 16);
 		}
 	}
@@ -530,8 +532,10 @@ void eng_qx4_row(uint8_t *dst, const uint8_t *quad, int u, int nb, int t)
 		uint8_t *o = dst + (size_t)b * (size_t)bsz;
 		for (int h = 0; h < nh; h++)
 			memcpy(o + 2 * h, p + 8 * h + 2 * u, 2);
-		if (qh)
-			memcpy(o + 2 * nh, p + 8 * nh + 4 * u, 4);
+		if (qh) {
+			memcpy(o + 2 * nh, p + 8 * nh + 2 * u, 2);
+			memcpy(o + 2 * nh + 2, p + 8 * nh + 8 + 2 * u, 2);
+		}
 		memcpy(o + 2 * nh + 4 * qh, p + 8 * nh + 16 * qh + 16 * u, 16);
 	}
 }

@@ -107,8 +107,9 @@ void eng_qdot_rows(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint
  * 4 * its bytes from 4 * b times them) holds the four rows' parts side
  * by side, row 0's first.
  *   Q4_0 .. Q5_1: the four f16 scales; the four f16 minimum coefficients
- *     (Q4_1, Q5_1); the four u32 fifth bits (Q5_0, Q5_1); the four rows'
- *     16 bytes of nibbles.
+ *     (Q4_1, Q5_1); the fifth bits (Q5_0, Q5_1) as two 64-bit masks, the
+ *     four rows' bits of elements 0-15 (row r's 16 at bit 16 r) then of
+ *     16-31; the four rows' 16 bytes of nibbles.
  *   Q4_K, Q5_K: the 16-byte heads {d, dmin, scales[12]} as four dwords
  *     each, transposed (dword k of row r at 16 k + 4 r); then each run of
  *     32 bytes (Q5_K: qh, then qs; Q4_K: qs) four rows at once, its

@@ -625,13 +625,11 @@ QD_FN void QD(bquad4)(const uint8_t *blk, int t, __m512i v[2], __m128 *s0, __m12
 	*s0 = *s1 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)blk));
 	if (t == 5 || t == 7)
 		*m = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(blk + 8)));
-	if (t == 6 || t == 7) { /* the four qh: low halves to lo's words, high halves to hi's */
-		__m128i h = _mm_loadu_si128((const __m128i *)(blk + (t == 7 ? 16 : 8)));
-		h = _mm_shuffle_epi8(h, _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
-		uint64_t lo = (uint64_t)_mm_cvtsi128_si64(h), hi = (uint64_t)_mm_extract_epi64(h, 1);
+	if (t == 6 || t == 7) { /* the fifth bits, laid out as v[0]'s and v[1]'s masks */
+		const uint8_t *h = blk + (t == 7 ? 16 : 8);
 		const __m512i w16 = _mm512_set1_epi8(16);
-		v[0] = _mm512_mask_add_epi8(v[0], (__mmask64)lo, v[0], w16);
-		v[1] = _mm512_mask_add_epi8(v[1], (__mmask64)hi, v[1], w16);
+		v[0] = _mm512_mask_add_epi8(v[0], _load_mask64((__mmask64 *)(uintptr_t)h), v[0], w16);
+		v[1] = _mm512_mask_add_epi8(v[1], _load_mask64((__mmask64 *)(uintptr_t)(h + 8)), v[1], w16);
 	}
 }
 
