@@ -4,7 +4,7 @@
  * in decode: dense or MSA block-sparse, each attended block's keys and
  * values read once for all query heads of the group (f32 or 16-bit, in
  * place), the softmax kept online over a segment's blocks and the
- * segments folded in order (ATT_SEG). The blocks MSA attends come from the
+ * segments folded in order (att_seg in cpu_int.h). The blocks MSA attends come from the
  * index search in engine/msa_index.c: per row in decode (split across the
  * workers when the context is long), per tile of rows in prefill. Where
  * the CPU has AVX-512, a block's scores and values for all the query heads
@@ -255,7 +255,7 @@ static void state_clear(float *acc, float *mx, float *sum, int group, int hd)
 	memset(acc, 0, (size_t)group * hd * sizeof(float));
 }
 
-/* The segments' fold (ATT_SEG): the total takes the first segment's state
+/* The segments' fold (att_seg): the total takes the first segment's state
  * as it is, and each later one by msa_split's log-sum-exp merge. */
 static void state_fold(float *tacc, float *tmx, float *tsum, const float *acc, const float *mx, const float *sum,
 		       bool first, int group, int hd)
@@ -376,11 +376,12 @@ static void att_out(att_job *j, int i, int g, const float *acc, const float *sum
 /* Segments of a list of n entries (an empty list is one, empty) */
 static long att_nseg(long n)
 {
-	return n > ATT_SEG ? (n + ATT_SEG - 1) / ATT_SEG : 1;
+	long s = att_seg(n);
+	return n > s ? (n + s - 1) / s : 1;
 }
 
 /* One (row, KV head) task: its attended blocks in ascending order, a
- * segment of ATT_SEG at a time, the segments folded in order. */
+ * segment (att_seg) at a time, the segments folded in order. */
 static void att_task(void *ctx, int task, int worker)
 {
 	att_job *j = ctx;
@@ -389,10 +390,11 @@ static void att_task(void *ctx, int task, int worker)
 	att_list L;
 	att_list_of(j, i, g, worker, &L);
 	float *ta = cc->tacc[worker], *tm = cc->tmx[worker], *ts = cc->tsum[worker];
-	att_entries(j, i, g, &L, 0, L.nblocks < ATT_SEG ? L.nblocks : ATT_SEG, worker, ta, tm, ts);
-	for (long e0 = ATT_SEG; e0 < L.nblocks; e0 += ATT_SEG) {
-		att_entries(j, i, g, &L, e0, e0 + ATT_SEG < L.nblocks ? e0 + ATT_SEG : L.nblocks, worker, cc->acc[worker],
-			    cc->mx[worker], cc->sum[worker]);
+	long S = att_seg(L.nblocks);
+	att_entries(j, i, g, &L, 0, L.nblocks < S ? L.nblocks : S, worker, ta, tm, ts);
+	for (long e0 = S; e0 < L.nblocks; e0 += S) {
+		att_entries(j, i, g, &L, e0, e0 + S < L.nblocks ? e0 + S : L.nblocks, worker, cc->acc[worker], cc->mx[worker],
+			    cc->sum[worker]);
 		state_fold(ta, tm, ts, cc->acc[worker], cc->mx[worker], cc->sum[worker], false, group, hd);
 	}
 	att_out(j, i, g, ta, ts);
@@ -425,28 +427,27 @@ static void seg_task(void *ctx, int t, int worker)
 	int kvh = j->m->kv.kvh, i = sj->rg[t] / kvh, g = sj->rg[t] % kvh, group = j->nh / kvh, hd = j->m->kv.hd;
 	att_list L;
 	att_list_of(j, i, g, worker, &L);
-	long e0 = (long)sj->seg[t] * ATT_SEG, e1 = e0 + ATT_SEG < L.nblocks ? e0 + ATT_SEG : L.nblocks;
+	long S = att_seg(L.nblocks), e0 = (long)sj->seg[t] * S, e1 = e0 + S < L.nblocks ? e0 + S : L.nblocks;
 	float *mx, *sum, *acc = seg_slot(sj, t, group, hd, &mx, &sum);
 	att_entries(j, i, g, &L, e0, e1, worker, acc, mx, sum);
 }
 
 /* True when it ran the attention split into segments: a worker would
  * otherwise sit idle (fewer rows x KV heads than twice the workers) and
- * some list is longer than a segment. */
+ * some list has more than one segment. */
 static bool run_segments(cpu_ctx *cc, att_job *j)
 {
 	eng_kv_pool *p = &j->m->kv;
 	int kvh = p->kvh, nrg = j->n * kvh, group = j->nh / kvh, hd = p->hd;
 	if (cc->nw < 2 || nrg >= 2 * cc->nw)
 		return false;
-	long items = 0, longest = 0;
+	long items = 0;
 	for (int rg = 0; rg < nrg; rg++) {
 		att_list L;
 		att_list_of(j, rg / kvh, rg % kvh, 0, &L); /* dense or given: no choosing here */
 		items += att_nseg(L.nblocks);
-		longest = L.nblocks > longest ? L.nblocks : longest;
 	}
-	if (longest <= ATT_SEG || items > INT32_MAX / 2)
+	if (items <= nrg || items > INT32_MAX / 2)
 		return false;
 	seg_job sj = {j, malloc((size_t)items * sizeof(int)), malloc((size_t)items * sizeof(int)), NULL,
 		      (size_t)group * hd + 2 * (size_t)group};
@@ -482,7 +483,7 @@ static bool run_segments(cpu_ctx *cc, att_job *j)
  * (the rows of a prompt chunk mostly share theirs), each row's softmax
  * kept apart; the rows on the same slots of a block go through
  * attend_rows together (atile.h). A row sees its own blocks in the same
- * order with attend_block's bits, as in att_task, its segments (ATT_SEG)
+ * order with attend_block's bits, as in att_task, its segments (att_seg)
  * folded at the same entries, so the tile changes no bit of it. */
 static void att_tile_task(void *ctx, int task, int worker)
 {
@@ -501,7 +502,7 @@ static void att_tile_task(void *ctx, int task, int worker)
 	const int tiled = atile_rows(hd, group); /* rows a call of attend_rows takes */
 #endif
 	size_t kd = (size_t)p->kvh * hd;
-	long lo[ATT_TILE], nblk[ATT_TILE], at[ATT_TILE];
+	long lo[ATT_TILE], nblk[ATT_TILE], at[ATT_TILE], seg[ATT_TILE];
 	const int *list[ATT_TILE];
 	for (int r = 0; r < nr; r++) {
 		long pos = j->rows[i0 + r].pos;
@@ -509,6 +510,7 @@ static void att_tile_task(void *ctx, int task, int worker)
 		int nb = j->lists ? j->nls[(size_t)(i0 + r) * p->kvh + g] : -1;
 		list[r] = nb >= 0 ? j->lists + ((size_t)(i0 + r) * p->kvh + g) * j->nlist : NULL;
 		nblk[r] = nb >= 0 ? nb : pos / B + 1 - lo[r] / B;
+		seg[r] = att_seg(nblk[r]);
 		at[r] = 0;
 	}
 	for (int h = 0; h < nr * group; h++) {
@@ -530,7 +532,7 @@ static void att_tile_task(void *ctx, int task, int worker)
 		for (int r = 0; r < nr; r++) {
 			if (at[r] >= nblk[r] || (list[r] ? list[r][at[r]] : lo[r] / B + at[r]) != b)
 				continue;
-			if (at[r] > 0 && at[r] % ATT_SEG == 0) { /* a segment ends: fold it, start the next afresh */
+			if (at[r] > 0 && at[r] % seg[r] == 0) { /* a segment ends: fold it, start the next afresh */
 				float *ra = acc + (size_t)r * group * hd, *rm = mx + (size_t)r * group, *rs = sum + (size_t)r * group;
 				state_fold(tacc + (size_t)r * group * hd, tmx + (size_t)r * group, tsum + (size_t)r * group, ra, rm,
 					   rs, !folded[r], group, hd);

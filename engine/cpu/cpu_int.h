@@ -68,10 +68,17 @@ typedef struct {
 /* Attended blocks a segment: a (row, KV head)'s list is attended a
  * segment at a time, each with its own softmax state, and the segments'
  * states folded in order (engine/msa_split.h's merge), on every path, so
- * that decode may run a long context's segments in parallel and still
- * give the bits prefill gives. Lists of up to ATT_SEG blocks are one
- * segment: the online softmax as it was. */
+ * that decode may run a list's segments in parallel and still give the
+ * bits prefill gives. A list of n entries has segments of att_seg(n): a
+ * quarter of it rounded up, at most ATT_SEG, so that even a short
+ * context's few KV heads split evenly over the workers (SmolLM2's three
+ * on two) and a long one's tasks still read 16 blocks in a row. */
 #define ATT_SEG 16
+static inline long att_seg(long n)
+{
+	long s = (n + 3) / 4;
+	return s < 1 ? 1 : s > ATT_SEG ? ATT_SEG : s;
+}
 
 /* layout.c: where the CPU has AVX512-VNNI, the model's Q4_0 .. Q5_1
  * weights, the embedding table's too (and Q4_K, Q5_K, Q6_K with kquants: not
