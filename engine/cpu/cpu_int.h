@@ -69,14 +69,14 @@ typedef struct {
  * segment at a time, each with its own softmax state, and the segments'
  * states folded in order (engine/msa_split.h's merge), on every path, so
  * that decode may run a list's segments in parallel and still give the
- * bits prefill gives. A list of n entries has segments of att_seg(n): a
- * quarter of it rounded up, at most ATT_SEG, so that even a short
- * context's few KV heads split evenly over the workers (SmolLM2's three
- * on two) and a long one's tasks still read 16 blocks in a row. */
+ * bits prefill gives. A list of n entries has segments of att_seg(n):
+ * half of it rounded up, at most ATT_SEG, so that a short context's few
+ * KV heads split over the workers too (SmolLM2's three on two) while a
+ * task still reads as many blocks in a row as it can. */
 #define ATT_SEG 16
 static inline long att_seg(long n)
 {
-	long s = (n + 3) / 4;
+	long s = (n + 1) / 2;
 	return s < 1 ? 1 : s > ATT_SEG ? ATT_SEG : s;
 }
 

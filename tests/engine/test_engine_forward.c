@@ -376,7 +376,7 @@ static void long_context_segments_equal_on_every_path(void **state)
 		o.threads = 1;
 		if (eng_model_load(&m1, dir, &o) != 0)
 			fail_msg("load: %s", ev_error_msg());
-		int n = 560; /* 35 blocks of 16: segments of 9, 9, 9 and 8 at once; fed token by token, every size 1-9 */
+		int n = 560; /* 35 blocks of 16: segments of 16, 16 and 3 at once; token by token, every size 1-16 */
 		int32_t *t = et_tokens(n, z.vocab, 7 + c);
 		float *at_once = et_logits(m2, t, n, 0), *split = et_logits(m2, t, n, 1), *one = et_logits(m1, t, n, 1),
 		      *chunks = et_logits(m2, t, n, 7);
