@@ -8,7 +8,7 @@
  *   prefill: 48 activation rows (a prompt's chunk) against each group of
  *            16 weight rows, unpacked once, six rows a call (BF16: four
  *            weight rows read as they are, six activation rows a call)
- * Q4_0 .. Q5_1, Q4_K, Q5_K and Q6_K decode is measured once more at the top
+ * Q8_0 .. Q5_1, Q4_K, Q5_K and Q6_K decode is measured once more at the top
  * level on the rows as quads laid out four rows together (qdot.h
  * eng_qx4_pack; level "... x4"), beside the same level on rows as stored.
  * K-quant types are measured twice: against 16-bit activations (qdot.h,
@@ -59,7 +59,7 @@ static const ev_cmd_spec bk_spec = {
 	.about = "The dot-product kernels for quantized and BF16 weights at each instruction-set level this\n"
 	         "CPU has, beside the plain C definition (whose bits every level must equal), one thread:\n"
 	         "batch-1 decode (one activation row) and prefill (48 rows against unpacked weights);\n"
-	         "K-quants also against 8-bit activations (--activation-bits 8, engine/cpu/q8k.h); Q4_0 .. Q5_1,\n"
+	         "K-quants also against 8-bit activations (--activation-bits 8, engine/cpu/q8k.h); Q8_0 .. Q5_1,\n"
 	         "Q4_K, Q5_K and Q6_K decode also on rows laid out as quads of four (level \"... x4\", as the engine\n"
 	         "keeps them on AVX512-VNNI CPUs; EVALD_WEIGHT_LAYOUT=rows turns that off).",
 	.opts = bk_table,

@@ -366,10 +366,10 @@ int eng_backend_cpu_init(eng_backend *be, eng_model *m, int threads)
 		eng_qgroup_place(&cc->qgrp[i], p, (int)nbm);
 	}
 	/* rows of quads as stored: 16 of the widest row of the widest such types
-	 * (Q5_1 and Q6_K, 0.75 and 0.82 bytes an element) */
+	 * (Q8_0 and Q6_K, 1.0625 and 0.82 bytes an element) */
 	if (!(cc->x4rows = calloc((size_t)cc->nw, sizeof *cc->x4rows)))
 		return ev_error_set(EV_E_NOMEM, "out of memory");
-	size_t x4b = eng_dtype_bytes(ENG_Q5_1, nbm * 32), x6b = eng_dtype_bytes(ENG_Q6_K, (nbm * 32 + 255) / 256 * 256);
+	size_t x4b = eng_dtype_bytes(ENG_Q8_0, nbm * 32), x6b = eng_dtype_bytes(ENG_Q6_K, (nbm * 32 + 255) / 256 * 256);
 	for (int i = 0; i < cc->nw; i++)
 		if (!(cc->x4rows[i] = malloc(ENG_QGROUP_ROWS * (x4b > x6b ? x4b : x6b))))
 			return ev_error_set(EV_E_NOMEM, "out of memory for worker scratch");

@@ -80,7 +80,7 @@ static inline long att_seg(long n)
 	return s < 1 ? 1 : s > ATT_SEG ? ATT_SEG : s;
 }
 
-/* layout.c: where the CPU has AVX512-VNNI, the model's Q4_0 .. Q5_1
+/* layout.c: where the CPU has AVX512-VNNI, the model's Q8_0 .. Q5_1
  * weights, the embedding table's too (and Q4_K, Q5_K, Q6_K with kquants: not
  * where they meet 8-bit activations, whose kernels read rows) laid out in
  * place as quads of four rows (eng_weight.x4), unless

@@ -1,6 +1,6 @@
 /*
  * engine/cpu/layout.c: the fast CPU path's weight layout. Where this CPU
- * decodes with AVX512-VNNI, each 2-D weight of Q4_0 .. Q5_1, Q4_K, Q5_K
+ * decodes with AVX512-VNNI, each 2-D weight of Q8_0 .. Q5_1, Q4_K, Q5_K
  * and Q6_K (rows a multiple of 4; the K-quants not where they meet 8-bit
  * activations) is laid out in place as quads of four rows (qdot.h
  * eng_qx4_pack) when the model is loaded: decode then takes a block's

@@ -391,7 +391,23 @@ void eng_qdot_rows(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint
 
 bool eng_qx4_type(int t)
 {
-	return (t >= ENG_Q4_0 && t <= ENG_Q5_1) || t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K;
+	return (t >= ENG_Q8_0 && t <= ENG_Q5_1) || t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K;
+}
+
+/* Block b of a Q8_0 quad to (pack) or from row u's block (at 34 bytes): its
+ * d at 2 u, its halves of 16 at 8 + 64 (u / 2) + 32 e + 16 (u % 2). */
+static inline void q8_quad(uint8_t *quad, uint8_t *row, int u, bool pack)
+{
+	uint8_t *h = quad + 8 + 64 * (u / 2) + 16 * (u % 2);
+	if (pack) {
+		memcpy(quad + 2 * u, row, 2);
+		memcpy(h, row + 2, 16);
+		memcpy(h + 32, row + 18, 16);
+	} else {
+		memcpy(row, quad + 2 * u, 2);
+		memcpy(row + 2, h, 16);
+		memcpy(row + 18, h + 32, 16);
+	}
 }
 
 /* One Q6_K super-block of four rows to (pack) or from a quad's: for each
@@ -484,6 +500,12 @@ void eng_qx4_pack(uint8_t *dst, const uint8_t *const src[4], int nb, int t)
 		return;
 	}
 	int bsz = qd_bsz[t], nh, qh;
+	if (t == ENG_Q8_0) {
+		for (int b = 0; b < nb; b++)
+			for (int r = 0; r < 4; r++)
+				q8_quad(dst + (size_t)b * 4 * 34, (uint8_t *)(uintptr_t)(src[r] + (size_t)b * 34), r, true);
+		return;
+	}
 	x4_fields(t, &nh, &qh);
 	for (int b = 0; b < nb; b++) {
 		uint8_t *o = dst + (size_t)b * 4 * (size_t)bsz;
@@ -526,6 +548,11 @@ void eng_qx4_row(uint8_t *dst, const uint8_t *quad, int u, int nb, int t)
 		return;
 	}
 	int bsz = qd_bsz[t], nh, qh;
+	if (t == ENG_Q8_0) {
+		for (int b = 0; b < nb; b++)
+			q8_quad((uint8_t *)(uintptr_t)(quad + (size_t)b * 4 * 34), dst + (size_t)b * 34, u, false);
+		return;
+	}
 	x4_fields(t, &nh, &qh);
 	for (int b = 0; b < nb; b++) {
 		const uint8_t *p = quad + (size_t)b * 4 * (size_t)bsz;
@@ -544,7 +571,7 @@ void eng_qdot_rows_x4(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const u
                       int nb, int t, uint8_t *scratch)
 {
 #ifdef QD_X86
-	if (xy && eng_qdot_level() == 2) {
+	if ((xy || t == ENG_Q8_0) && eng_qdot_level() == 2) { /* (Q8_0's kernel reads no bytes) */
 		rows4_vnni(y, x, xy, W, rb, r0, nq, nb, t);
 		return;
 	}
@@ -563,7 +590,7 @@ bool eng_qdot_x4(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy
                  int t)
 {
 #ifdef QD_X86
-	if (xy && eng_qdot_level() == 2) {
+	if ((xy || t == ENG_Q8_0) && eng_qdot_level() == 2) {
 		quad4_vnni(o, x, xy, nx, quad, nb, t);
 		return true;
 	}

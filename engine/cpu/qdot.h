@@ -101,11 +101,14 @@ void eng_qdot(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, i
  * bytes at the AVX512-VNNI level the type is chosen once for the run. */
 void eng_qdot_rows(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint8_t *W, size_t rb, int r0, int q4,
                    int nq, int nb, int t);
-/* Quads laid out four rows together, for decode of Q4_0 .. Q5_1, Q4_K,
+/* Quads laid out four rows together, for decode of Q8_0 .. Q5_1, Q4_K,
  * Q5_K and Q6_K (eng_qx4_type): the rows 4k .. 4k + 3 of a weight keep their
  * 4 * rb bytes, but block b of the four (super-block for the K-quants;
  * 4 * its bytes from 4 * b times them) holds the four rows' parts side
  * by side, row 0's first.
+ *   Q8_0: the four f16 d; then for each pair of rows p and half e of
+ *     the block (elements 0-15, 16-31), the pair's 16 bytes side by side
+ *     (at 8 + 64 p + 32 e + 16 (r % 2)).
  *   Q4_0 .. Q5_1: the four f16 scales; the four f16 minimum coefficients
  *     (Q4_1, Q5_1); the fifth bits (Q5_0, Q5_1) as two 64-bit masks, the
  *     four rows' bits of elements 0-15 (row r's 16 at bit 16 r) then of

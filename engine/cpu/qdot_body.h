@@ -527,9 +527,10 @@ QD_FN __m256i QD(isum8w)(__m512i p0, __m512i p1, __m512i q0, __m512i q1)
  * madd and dpwssd form a block's integer sums in 8 lanes a row, two
  * blocks at a time, isum8w totals them, and the definition's fma runs on
  * the four rows at once, block by block in order, their products sc * d
- * formed together. */
-QD_FN void QD(kernr)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
-                     const uint8_t *const w[4], int nb, int t)
+ * formed together. With x4 (a constant; Q8_0 alone) w[0] is a quad laid
+ * out four rows together (qdot.h eng_qx4_pack) and w[1..3] are not read. */
+QD_FN void QD(kernrx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
+                      const uint8_t *const w[4], int nb, int t, int x4)
 {
 	(void)xy; /* the words */
 	const int mins = qd_has_min(t);
@@ -541,17 +542,37 @@ QD_FN void QD(kernr)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const
 		const int two = b + 1 < nb; /* a second block (an odd row ends with one) */
 		__m128 s0, s1, m0 = _mm_setzero_ps(), t0 = _mm_setzero_ps(), t1, m1 = _mm_setzero_ps();
 		__m512i wa[2][2], wb[2][2]; /* blocks b and b + 1: rows 0 and 1 (h 0), 2 and 3 (h 1), elements 0-15 and 16-31 */
-		QD(scales4)(w, b, t, &s0, &s1, &m0);
+		if (x4) { /* a Q8_0 quad: the four d in one load, a pair's half block one 256-bit load */
+			const uint8_t *blk = w[0] + (size_t)b * 4 * 34;
+			s0 = s1 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)blk));
 #pragma GCC unroll 2
-		for (int h = 0; h < 2; h++) {
-			QD(words2)(w[2 * h], w[2 * h + 1], b, t, &wa[h][0], &wa[h][1]);
-			wb[h][0] = wb[h][1] = _mm512_setzero_si512();
-		}
-		if (two) {
-			QD(scales4)(w, b + 1, t, &t0, &t1, &m1);
+			for (int h = 0; h < 2; h++) {
+				wa[h][0] = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(blk + 8 + 64 * h)));
+				wa[h][1] = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(blk + 40 + 64 * h)));
+				wb[h][0] = wb[h][1] = _mm512_setzero_si512();
+			}
+			if (two) {
+				blk += 4 * 34;
+				t0 = t1 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)blk));
 #pragma GCC unroll 2
-			for (int h = 0; h < 2; h++)
-				QD(words2)(w[2 * h], w[2 * h + 1], b + 1, t, &wb[h][0], &wb[h][1]);
+				for (int h = 0; h < 2; h++) {
+					wb[h][0] = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(blk + 8 + 64 * h)));
+					wb[h][1] = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(blk + 40 + 64 * h)));
+				}
+			}
+		} else {
+			QD(scales4)(w, b, t, &s0, &s1, &m0);
+#pragma GCC unroll 2
+			for (int h = 0; h < 2; h++) {
+				QD(words2)(w[2 * h], w[2 * h + 1], b, t, &wa[h][0], &wa[h][1]);
+				wb[h][0] = wb[h][1] = _mm512_setzero_si512();
+			}
+			if (two) {
+				QD(scales4)(w, b + 1, t, &t0, &t1, &m1);
+#pragma GCC unroll 2
+				for (int h = 0; h < 2; h++)
+					QD(words2)(w[2 * h], w[2 * h + 1], b + 1, t, &wb[h][0], &wb[h][1]);
+			}
 		}
 		__m256 sc = _mm256_set_m128(t0, s0);
 #pragma GCC unroll 6
@@ -585,6 +606,12 @@ QD_FN void QD(kernr)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const
 #pragma GCC unroll 6
 	for (int i = 0; i < nx; i++)
 		_mm_storeu_ps(o + i * 4, _mm_add_ps(acc[i], mn[i]));
+}
+
+QD_FN void QD(kernr)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
+                     const uint8_t *const w[4], int nb, int t)
+{
+	QD(kernrx)(o, x, xy, nx, w, nb, t, 0);
 }
 
 /* Block b of a 32-element type (Q4_0 .. Q5_1) of the four rows as bytes,
@@ -918,6 +945,7 @@ __attribute__((target(QD_TARGET))) static void QD(quad4)(float *o, const eng_qxb
 		}                                                                                                      \
 		break;
 	switch (t) {
+		QD_Q4(3, kernrx)
 		QD_Q4(4, kern4bx)
 		QD_Q4(5, kern4bx)
 		QD_Q4(6, kern4bx)
@@ -944,6 +972,7 @@ __attribute__((target(QD_TARGET))) static void QD(rows4)(float *y, const eng_qxb
 		}                                                                                                      \
 		break;
 	switch (t) {
+		QD_W4(3, kernrx)
 		QD_W4(4, kern4bx)
 		QD_W4(5, kern4bx)
 		QD_W4(6, kern4bx)
