@@ -653,10 +653,11 @@ QD_FN void QD(bquad4)(const uint8_t *blk, int t, __m512i v[2], __m128 *s0, __m12
 	if (t == 5 || t == 7)
 		*m = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(blk + 8)));
 	if (t == 6 || t == 7) { /* the fifth bits, laid out as v[0]'s and v[1]'s masks */
-		const uint8_t *h = blk + (t == 7 ? 16 : 8);
+		uint64_t lo, hi;
+		memcpy(&lo, blk + (t == 7 ? 16 : 8), 8), memcpy(&hi, blk + (t == 7 ? 24 : 16), 8);
 		const __m512i w16 = _mm512_set1_epi8(16);
-		v[0] = _mm512_mask_add_epi8(v[0], _load_mask64((__mmask64 *)(uintptr_t)h), v[0], w16);
-		v[1] = _mm512_mask_add_epi8(v[1], _load_mask64((__mmask64 *)(uintptr_t)(h + 8)), v[1], w16);
+		v[0] = _mm512_mask_add_epi8(v[0], (__mmask64)lo, v[0], w16);
+		v[1] = _mm512_mask_add_epi8(v[1], (__mmask64)hi, v[1], w16);
 	}
 }
 
