@@ -166,10 +166,14 @@ static void mm_task_group(mm_job *j, int r0, int r1, int worker)
 	eng_qgroup *g = &j->cc->qgrp[worker];
 	for (int r = r0; r < r1; r += ENG_QGROUP_ROWS) {
 		int nr = r1 - r < ENG_QGROUP_ROWS ? r1 - r : ENG_QGROUP_ROWS;
-		const uint8_t *wr[ENG_QGROUP_ROWS];
-		for (int u = 0; u < ENG_QGROUP_ROWS; u++) /* quads: the rows as stored in the worker's scratch */
-			wr[u] = u < nr ? eng_weight_row(w, r + u, j->cc->x4rows[worker] + (size_t)u * rb) : wr[0];
-		eng_qgroup_unpack(g, wr, nb, t);
+		const uint8_t *wr[ENG_QGROUP_ROWS], *quads[4];
+		for (int q = 0; q < 4 && w->x4; q++) /* (a weight of quads has rows a multiple of 4) */
+			quads[q] = (const uint8_t *)w->data + (size_t)(r + (4 * q < nr ? 4 * q : 0)) * rb;
+		if (!w->x4 || !eng_qgroup_unpack_x4(g, quads, nb, t)) {
+			for (int u = 0; u < ENG_QGROUP_ROWS; u++) /* quads: the rows as stored in the worker's scratch */
+				wr[u] = u < nr ? eng_weight_row(w, r + u, j->cc->x4rows[worker] + (size_t)u * rb) : wr[0];
+			eng_qgroup_unpack(g, wr, nb, t);
+		}
 		mm_prefetch next = mm_prefetch_next(w, r + ENG_QGROUP_ROWS, r1, ENG_QGROUP_ROWS, j->n, ENG_QGROUP_X);
 		for (int i = 0; i < j->n; i += ENG_QGROUP_X) {
 			int nx = j->n - i < ENG_QGROUP_X ? j->n - i : ENG_QGROUP_X;

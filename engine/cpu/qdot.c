@@ -610,6 +610,18 @@ void eng_qdot_group(float *o, const eng_qxblk *const *x, int nx, const eng_qgrou
 	}
 }
 
+bool eng_qgroup_unpack_x4(eng_qgroup *dst, const uint8_t *const quads[4], int nb, int t)
+{
+#ifdef QD_X86
+	if (t >= ENG_Q8_0 && t <= ENG_Q5_1 && eng_qdot_level() == 2) {
+		group_unpack4_vnni(dst, quads, nb, t);
+		return true;
+	}
+#endif
+	(void)dst, (void)quads, (void)nb, (void)t;
+	return false;
+}
+
 void eng_qgroup_unpack(eng_qgroup *dst, const uint8_t *const w[ENG_QGROUP_ROWS], int nb, int t)
 {
 	switch (eng_qdot_level()) {

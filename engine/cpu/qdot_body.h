@@ -1069,6 +1069,52 @@ __attribute__((target(QD_TARGET))) static void QD(group_unpack)(eng_qgroup *g, c
 			_mm512_storeu_si512((void *)(g->q + ((size_t)b * 16 + (size_t)k) * 32), v[k]);
 	}
 }
+
+/* Row u's 32 values of a block from bquad4's two registers (u constant) */
+#define QD_ROW4(e, u) _mm256_set_m128i(_mm512_extracti32x4_epi32((e)[1], u), _mm512_extracti32x4_epi32((e)[0], u))
+
+/* group_unpack on four quads laid out four rows together (rows 4q .. 4q + 3
+ * of the group at quads[q]; Q8_0 .. Q5_1): the values unpack and scales4
+ * give, read from the quads (bquad4's loads) with no rows copied out. */
+__attribute__((target(QD_TARGET))) static void QD(group_unpack4)(eng_qgroup *g, const uint8_t *const quads[4], int nb,
+                                                                  int t)
+{
+	const size_t qb = 4 * (size_t)qd_bsz[t];
+	const __m512i off = _mm512_set1_epi8((char)(t == 4 ? 8 : t == 6 ? 16 : 0));
+	for (int b = 0; b < nb; b++) {
+		__m512i v[16];
+#pragma GCC unroll 4
+		for (int q = 0; q < 4; q++) {
+			const uint8_t *blk = quads[q] + (size_t)b * qb;
+			__m128 s0, s1, m = _mm_setzero_ps();
+			if (t == 3) { /* Q8_0: the four d, each pair's halves side by side */
+				s0 = s1 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)blk));
+#pragma GCC unroll 4
+				for (int u = 0; u < 4; u++) {
+					const uint8_t *h = blk + 8 + 64 * (u / 2) + 16 * (u % 2);
+					v[4 * q + u] = _mm512_cvtepi8_epi16(_mm256_set_m128i(_mm_loadu_si128((const __m128i *)(h + 32)),
+					                                                     _mm_loadu_si128((const __m128i *)h)));
+				}
+			} else { /* Q4_0 .. Q5_1: the stored values, less Q4_0's 8 and Q5_0's 16 as unpack takes them */
+				__m512i e[2];
+				QD(bquad4)(blk, t, e, &s0, &s1, &m);
+				e[0] = _mm512_sub_epi8(e[0], off), e[1] = _mm512_sub_epi8(e[1], off);
+				v[4 * q] = _mm512_cvtepi8_epi16(QD_ROW4(e, 0));
+				v[4 * q + 1] = _mm512_cvtepi8_epi16(QD_ROW4(e, 1));
+				v[4 * q + 2] = _mm512_cvtepi8_epi16(QD_ROW4(e, 2));
+				v[4 * q + 3] = _mm512_cvtepi8_epi16(QD_ROW4(e, 3));
+			}
+			_mm_storeu_ps(g->sc + b * 32 + 4 * q, s0);
+			_mm_storeu_ps(g->sc + b * 32 + 16 + 4 * q, s1);
+			_mm_storeu_ps(g->m + b * 16 + 4 * q, m);
+		}
+		QD(transpose16)(v);
+#pragma GCC unroll 16
+		for (int k = 0; k < 16; k++)
+			_mm512_storeu_si512((void *)(g->q + ((size_t)b * 16 + (size_t)k) * 32), v[k]);
+	}
+}
+#undef QD_ROW4
 #else
 __attribute__((target(QD_TARGET))) static void QD(group_unpack)(eng_qgroup *g, const uint8_t *const w[ENG_QGROUP_ROWS],
                                                                  int nb, int t)
