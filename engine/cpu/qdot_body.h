@@ -1074,17 +1074,40 @@ __attribute__((target(QD_TARGET))) static void QD(group_unpack)(eng_qgroup *g, c
 #define QD_ROW4(e, u) _mm256_set_m128i(_mm512_extracti32x4_epi32((e)[1], u), _mm512_extracti32x4_epi32((e)[0], u))
 
 /* group_unpack on four quads laid out four rows together (rows 4q .. 4q + 3
- * of the group at quads[q]; Q8_0 .. Q5_1): the values unpack and scales4
- * give, read from the quads (bquad4's loads) with no rows copied out. */
+ * of the group at quads[q]; Q8_0 .. Q5_1, Q4_K, Q5_K): the values unpack
+ * and the scales group_scales give, read from the quads (bquad4's loads,
+ * or kquadx's and kscalesx's) with no rows copied out. */
 __attribute__((target(QD_TARGET))) static void QD(group_unpack4)(eng_qgroup *g, const uint8_t *const quads[4], int nb,
                                                                   int t)
 {
-	const size_t qb = 4 * (size_t)qd_bsz[t];
+	const size_t qb = t < 8 ? 4 * (size_t)qd_bsz[t] : 0; /* (a block of four rows of the 32-element types) */
 	const __m512i off = _mm512_set1_epi8((char)(t == 4 ? 8 : t == 6 ? 16 : 0));
 	for (int b = 0; b < nb; b++) {
 		__m512i v[16];
 #pragma GCC unroll 4
 		for (int q = 0; q < 4; q++) {
+			if (t == 8 || t == 9) { /* Q4_K, Q5_K: a super-block's scales at its first block */
+				const uint8_t *w4[4] = {quads[q], NULL, NULL, NULL};
+				if (b % 8 == 0) {
+					float ks0[32], ks1[32], km[32];
+					QD(kscalesx)(w4, b / 8, t, ks0, ks1, km, 1);
+					for (int j = 0; j < 8; j++) {
+						_mm_storeu_ps(g->sc + (b + j) * 32 + 4 * q, _mm_loadu_ps(ks0 + 4 * j));
+						/* (a second half's scale is Q6_K's alone: kscalesx leaves ks1 unset here) */
+						_mm_storeu_ps(g->sc + (b + j) * 32 + 16 + 4 * q, _mm_loadu_ps(ks0 + 4 * j));
+						_mm_storeu_ps(g->m + (b + j) * 16 + 4 * q, _mm_loadu_ps(km + 4 * j));
+					}
+				}
+				__m512i e[2], o[2]; /* the block pair (b even, b + 1) */
+				QD(kquadx)(w4, b & ~1, t, e, o, 1);
+				if (b & 1)
+					e[0] = o[0], e[1] = o[1];
+				v[4 * q] = _mm512_cvtepi8_epi16(QD_ROW4(e, 0));
+				v[4 * q + 1] = _mm512_cvtepi8_epi16(QD_ROW4(e, 1));
+				v[4 * q + 2] = _mm512_cvtepi8_epi16(QD_ROW4(e, 2));
+				v[4 * q + 3] = _mm512_cvtepi8_epi16(QD_ROW4(e, 3));
+				continue;
+			}
 			const uint8_t *blk = quads[q] + (size_t)b * qb;
 			__m128 s0, s1, m = _mm_setzero_ps();
 			if (t == 3) { /* Q8_0: the four d, each pair's halves side by side */
