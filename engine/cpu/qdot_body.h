@@ -990,28 +990,41 @@ __attribute__((target(QD_TARGET))) static void QD(rows4)(float *y, const eng_qxb
 /* A group's scales and minimum coefficients, four rows at once as decode
  * takes them (scales4; K-quants a super-block's 8 blocks at a time,
  * kscales). */
+/* Block b's scales (both halves) and minimum coefficients of rows 4q ..
+ * 4q + 3 into the group */
+QD_FN void QD(group_put_scales)(eng_qgroup *g, int b, int q, __m128 s0, __m128 s1, __m128 m)
+{
+	_mm_storeu_ps(g->sc + b * 32 + 4 * q, s0);
+	_mm_storeu_ps(g->sc + b * 32 + 16 + 4 * q, s1);
+	_mm_storeu_ps(g->m + b * 16 + 4 * q, m);
+}
+
+/* A K-quant super-block's scales of rows 4q .. 4q + 3 (kscalesx, on rows
+ * or on a quad) into the group's 8 blocks from b; a half's own scale is
+ * Q6_K's alone (kscalesx leaves s1 unset for Q4_K and Q5_K, whose blocks
+ * take s0 whole) */
+QD_FN void QD(group_kscales)(eng_qgroup *g, const uint8_t *const w[4], int b, int q, int t, int x4)
+{
+	float s0[32], s1[32], m[32];
+	QD(kscalesx)(w, b / 8, t, s0, s1, m, x4);
+	const float *h1 = t == 10 ? s1 : s0;
+	for (int j = 0; j < 8; j++)
+		QD(group_put_scales)(g, b + j, q, _mm_loadu_ps(s0 + 4 * j), _mm_loadu_ps(h1 + 4 * j), _mm_loadu_ps(m + 4 * j));
+}
+
 QD_FN void QD(group_scales)(eng_qgroup *g, const uint8_t *const w[ENG_QGROUP_ROWS], int nb, int t)
 {
 	for (int b = 0; b < nb; b++) {
 		if (t >= 8 && b % 8 == 0) {
 #pragma GCC unroll 4
-			for (int q = 0; q < 4; q++) {
-				float s0[32], s1[32], m[32];
-				QD(kscales)(w + 4 * q, b / 8, t, s0, s1, m);
-				for (int j = 0; j < 8; j++) {
-					_mm_storeu_ps(g->sc + (b + j) * 32 + 4 * q, _mm_loadu_ps(s0 + 4 * j));
-					_mm_storeu_ps(g->sc + (b + j) * 32 + 16 + 4 * q, _mm_loadu_ps(s1 + 4 * j));
-					_mm_storeu_ps(g->m + (b + j) * 16 + 4 * q, _mm_loadu_ps(m + 4 * j));
-				}
-			}
+			for (int q = 0; q < 4; q++)
+				QD(group_kscales)(g, w + 4 * q, b, q, t, 0);
 		} else if (t < 8) {
 #pragma GCC unroll 4
 			for (int q = 0; q < 4; q++) {
 				__m128 s0, s1, m = _mm_setzero_ps();
 				QD(scales4)(w + 4 * q, b, t, &s0, &s1, &m);
-				_mm_storeu_ps(g->sc + b * 32 + 4 * q, s0);
-				_mm_storeu_ps(g->sc + b * 32 + 16 + 4 * q, s1);
-				_mm_storeu_ps(g->m + b * 16 + 4 * q, m);
+				QD(group_put_scales)(g, b, q, s0, s1, m);
 			}
 		}
 	}
@@ -1051,6 +1064,15 @@ QD_FN void QD(transpose16)(__m512i v[16])
 	}
 }
 
+/* Block b's 16 rows of 32 values (v[r], 16-bit) into the group, as pairs */
+QD_FN void QD(group_put)(eng_qgroup *g, int b, __m512i v[16])
+{
+	QD(transpose16)(v);
+#pragma GCC unroll 16
+	for (int k = 0; k < 16; k++)
+		_mm512_storeu_si512((void *)(g->q + ((size_t)b * 16 + (size_t)k) * 32), v[k]);
+}
+
 __attribute__((target(QD_TARGET))) static void QD(group_unpack)(eng_qgroup *g, const uint8_t *const w[ENG_QGROUP_ROWS],
                                                                  int nb, int t)
 {
@@ -1063,10 +1085,7 @@ __attribute__((target(QD_TARGET))) static void QD(group_unpack)(eng_qgroup *g, c
 			QD(unpack)(w[r], b, t, &q);
 			v[r] = _mm512_cvtepi8_epi16(q);
 		}
-		QD(transpose16)(v);
-#pragma GCC unroll 16
-		for (int k = 0; k < 16; k++)
-			_mm512_storeu_si512((void *)(g->q + ((size_t)b * 16 + (size_t)k) * 32), v[k]);
+		QD(group_put)(g, b, v);
 	}
 }
 
@@ -1086,55 +1105,39 @@ __attribute__((target(QD_TARGET))) static void QD(group_unpack4)(eng_qgroup *g, 
 		__m512i v[16];
 #pragma GCC unroll 4
 		for (int q = 0; q < 4; q++) {
-			if (t == 8 || t == 9) { /* Q4_K, Q5_K: a super-block's scales at its first block */
-				const uint8_t *w4[4] = {quads[q], NULL, NULL, NULL};
-				if (b % 8 == 0) {
-					float ks0[32], ks1[32], km[32];
-					QD(kscalesx)(w4, b / 8, t, ks0, ks1, km, 1);
-					for (int j = 0; j < 8; j++) {
-						_mm_storeu_ps(g->sc + (b + j) * 32 + 4 * q, _mm_loadu_ps(ks0 + 4 * j));
-						/* (a second half's scale is Q6_K's alone: kscalesx leaves ks1 unset here) */
-						_mm_storeu_ps(g->sc + (b + j) * 32 + 16 + 4 * q, _mm_loadu_ps(ks0 + 4 * j));
-						_mm_storeu_ps(g->m + (b + j) * 16 + 4 * q, _mm_loadu_ps(km + 4 * j));
-					}
-				}
-				__m512i e[2], o[2]; /* the block pair (b even, b + 1) */
-				QD(kquadx)(w4, b & ~1, t, e, o, 1);
-				if (b & 1)
-					e[0] = o[0], e[1] = o[1];
-				v[4 * q] = _mm512_cvtepi8_epi16(QD_ROW4(e, 0));
-				v[4 * q + 1] = _mm512_cvtepi8_epi16(QD_ROW4(e, 1));
-				v[4 * q + 2] = _mm512_cvtepi8_epi16(QD_ROW4(e, 2));
-				v[4 * q + 3] = _mm512_cvtepi8_epi16(QD_ROW4(e, 3));
-				continue;
-			}
 			const uint8_t *blk = quads[q] + (size_t)b * qb;
 			__m128 s0, s1, m = _mm_setzero_ps();
 			if (t == 3) { /* Q8_0: the four d, each pair's halves side by side */
 				s0 = s1 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)blk));
+				QD(group_put_scales)(g, b, q, s0, s1, m);
 #pragma GCC unroll 4
 				for (int u = 0; u < 4; u++) {
 					const uint8_t *h = blk + 8 + 64 * (u / 2) + 16 * (u % 2);
 					v[4 * q + u] = _mm512_cvtepi8_epi16(_mm256_set_m128i(_mm_loadu_si128((const __m128i *)(h + 32)),
 					                                                     _mm_loadu_si128((const __m128i *)h)));
 				}
-			} else { /* Q4_0 .. Q5_1: the stored values, less Q4_0's 8 and Q5_0's 16 as unpack takes them */
-				__m512i e[2];
-				QD(bquad4)(blk, t, e, &s0, &s1, &m);
-				e[0] = _mm512_sub_epi8(e[0], off), e[1] = _mm512_sub_epi8(e[1], off);
-				v[4 * q] = _mm512_cvtepi8_epi16(QD_ROW4(e, 0));
-				v[4 * q + 1] = _mm512_cvtepi8_epi16(QD_ROW4(e, 1));
-				v[4 * q + 2] = _mm512_cvtepi8_epi16(QD_ROW4(e, 2));
-				v[4 * q + 3] = _mm512_cvtepi8_epi16(QD_ROW4(e, 3));
+				continue;
 			}
-			_mm_storeu_ps(g->sc + b * 32 + 4 * q, s0);
-			_mm_storeu_ps(g->sc + b * 32 + 16 + 4 * q, s1);
-			_mm_storeu_ps(g->m + b * 16 + 4 * q, m);
+			__m512i e[2];
+			if (t == 8 || t == 9) { /* Q4_K, Q5_K: a super-block's scales at its first block; the pair b, b + 1 */
+				const uint8_t *w4[4] = {quads[q], NULL, NULL, NULL};
+				if (b % 8 == 0)
+					QD(group_kscales)(g, w4, b, q, t, 1);
+				__m512i o[2];
+				QD(kquadx)(w4, b & ~1, t, e, o, 1);
+				if (b & 1)
+					e[0] = o[0], e[1] = o[1];
+			} else { /* Q4_0 .. Q5_1: the stored values, less Q4_0's 8 and Q5_0's 16 as unpack takes them */
+				QD(bquad4)(blk, t, e, &s0, &s1, &m);
+				QD(group_put_scales)(g, b, q, s0, s1, m);
+				e[0] = _mm512_sub_epi8(e[0], off), e[1] = _mm512_sub_epi8(e[1], off);
+			}
+			v[4 * q] = _mm512_cvtepi8_epi16(QD_ROW4(e, 0));
+			v[4 * q + 1] = _mm512_cvtepi8_epi16(QD_ROW4(e, 1));
+			v[4 * q + 2] = _mm512_cvtepi8_epi16(QD_ROW4(e, 2));
+			v[4 * q + 3] = _mm512_cvtepi8_epi16(QD_ROW4(e, 3));
 		}
-		QD(transpose16)(v);
-#pragma GCC unroll 16
-		for (int k = 0; k < 16; k++)
-			_mm512_storeu_si512((void *)(g->q + ((size_t)b * 16 + (size_t)k) * 32), v[k]);
+		QD(group_put)(g, b, v);
 	}
 }
 #undef QD_ROW4
