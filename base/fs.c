@@ -93,6 +93,11 @@ int ev_mkdir_p_mode(const char *dir, unsigned mode)
 
 int ev_file_write(const char *path, const void *data, size_t len)
 {
+	return ev_file_write_parts(path, &data, &len, 1);
+}
+
+int ev_file_write_parts(const char *path, const void *const *parts, const size_t *lens, int n)
+{
 	/* An unpredictable temp name made with O_EXCL (mkstemp): a link planted
 	 * at a guessable name cannot redirect the write. */
 	char *tmp = ev_asprintf("%s.tmp.XXXXXX", path);
@@ -109,21 +114,23 @@ int ev_file_write(const char *path, const void *data, size_t len)
 		free(tmp);
 		return rc;
 	}
-	const char *p = data;
-	size_t left = len;
-	while (left) {
-		ssize_t n = write(fd, p, left);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			int rc = ev_error_set(EV_E_IO, "%s: %s", tmp, strerror(errno));
-			close(fd);
-			unlink(tmp);
-			free(tmp);
-			return rc;
+	for (int k = 0; k < n; k++) {
+		const char *p = parts[k];
+		size_t left = lens[k];
+		while (left) {
+			ssize_t w = write(fd, p, left);
+			if (w < 0) {
+				if (errno == EINTR)
+					continue;
+				int rc = ev_error_set(EV_E_IO, "%s: %s", tmp, strerror(errno));
+				close(fd);
+				unlink(tmp);
+				free(tmp);
+				return rc;
+			}
+			p += w;
+			left -= (size_t)w;
 		}
-		p += n;
-		left -= (size_t)n;
 	}
 	if (fsync(fd) != 0 || close(fd) != 0 || rename(tmp, path) != 0) {
 		int rc = ev_error_set(EV_E_IO, "%s: %s", path, strerror(errno));

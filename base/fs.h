@@ -17,6 +17,8 @@ int ev_mkdir_p(const char *dir);
 int ev_mkdir_p_mode(const char *dir, unsigned mode);
 /* Writes a file atomically (temp file in the same folder, then rename). */
 int ev_file_write(const char *path, const void *data, size_t len);
+/* The same from n pieces one after another (no copy of them made). */
+int ev_file_write_parts(const char *path, const void *const *parts, const size_t *lens, int n);
 
 enum {
 	/* Open up folders that lack write or search permission first (what a

@@ -5,7 +5,9 @@
  *   evald engine gguf FILE [--json]
  *   evald engine gguf FILE --tensor NAME --out FILE
  *   evald engine gguf FILE --quantize TYPE --out FILE.gguf
+ *   evald engine gguf FOLDER --out FILE.gguf [--quantize TYPE]
  */
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,10 +28,12 @@ typedef struct {
 #define T gguf_opts
 static const ev_opt gguf_table[] = {
 	EV_O_STR("--tensor", T, tensor, "NAME", "one tensor's values (with --out)"),
-	EV_O_STR("--out", T, out, "FILE", "write them there as raw little-endian f32 (with --tensor), or the new file (with --quantize)"),
+	EV_O_STR("--out", T, out, "FILE",
+	         "write them there as raw little-endian f32 (with --tensor), or the new GGUF file (with --quantize, or from "
+	         "a folder)"),
 	EV_O_STR("--quantize", T, quantize, "TYPE",
-	         "write the file again with its weights in TYPE: F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, "
-	         "or the mixes Q4_K_M, Q5_K_M"),
+	         "the weights in TYPE: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, or the mixes "
+	         "Q4_K_M, Q5_K_M (from a folder: as stored when not given)"),
 	EV_O_FLAG("--json", T, json, "as JSON"),
 	EV_O_END,
 };
@@ -37,11 +41,16 @@ static const ev_opt gguf_table[] = {
 
 static const ev_cmd_spec gguf_spec = {
 	.name = "engine gguf",
-	.synopsis = "FILE [--json]  |  FILE --tensor NAME --out FILE  |  FILE --quantize TYPE --out FILE.gguf",
+	.synopsis = "FILE [--json]  |  FILE --tensor NAME --out FILE  |  FILE --quantize TYPE --out FILE.gguf\n"
+	            "       evald engine gguf FOLDER --out FILE.gguf [--quantize TYPE]",
 	.about = "What a GGUF file holds (version, alignment, metadata, tensors), validated as the engine\n"
 	         "reads it; --tensor NAME --out FILE writes one tensor dequantized to f32; --quantize TYPE\n"
 	         "--out FILE writes the file again with its weights dequantized and quantized to TYPE (rows\n"
-	         "that are not whole super-blocks fall back as llama.cpp's quantize does; norms as stored).",
+	         "that are not whole super-blocks fall back as llama.cpp's quantize does; norms as stored).\n"
+	         "Given a checkpoint folder, --out FILE.gguf writes it as one GGUF file as llama.cpp's\n"
+	         "converter would (llama, Mistral, Mixtral, Qwen2, Qwen3 and their MoE forms; a byte-level\n"
+	         "BPE tokenizer), its weights as stored or in --quantize TYPE, for llama.cpp or for evald\n"
+	         "itself (evaluate a quantized checkpoint: evald run --model FILE.gguf).",
 	.opts = gguf_table,
 	.positional = "FILE",
 	.min_pos = 1,
@@ -83,6 +92,39 @@ int ev_engine_gguf_main(const ev_cli *cli, int argc, char **argv)
 	int prc = ev_opt_parse(&gguf_spec, &o, argc, argv, pos, NULL);
 	if (prc)
 		return ev_opt_exit(prc);
+	struct stat sb;
+	if (stat(pos[0], &sb) == 0 && S_ISDIR(sb.st_mode)) { /* a checkpoint folder, written as a GGUF file */
+		if (!o.out || o.tensor) {
+			fprintf(stderr, "evald engine gguf: a folder takes --out FILE.gguf (and --quantize TYPE), not --tensor\n");
+			return EV_EXIT_USAGE;
+		}
+		eng_gguf_export_opts eo = {.type = o.quantize};
+		eng_gguf_export_stats st;
+		if (eng_gguf_export(pos[0], o.out, &eo, &st))
+			return ev_cli_fail("engine gguf"), 1;
+		if (o.json) {
+			ev_buf j = EV_BUF_INIT(1 << 16);
+			ev_buf_puts(&j, "{\"out\":");
+			ev_json_buf_str(&j, o.out);
+			ev_buf_puts(&j, ",\"type\":");
+			ev_json_buf_str(&j, o.quantize ? o.quantize : "as stored");
+			ev_buf_puts(&j, ",\"architecture\":");
+			ev_json_buf_str(&j, st.arch);
+			ev_buf_puts(&j, ",\"pre_tokenizer\":");
+			ev_json_buf_str(&j, st.pre);
+			ev_buf_printf(&j, ",\"tensors\":%zu,\"converted\":%zu,\"fallbacks\":%zu,\"bytes_in\":%llu,"
+			                  "\"bytes_out\":%llu}",
+			              st.tensors, st.quantized, st.fallbacks, (unsigned long long)st.bytes_in,
+			              (unsigned long long)st.bytes_out);
+			printf("%s\n", j.data ? j.data : "{}");
+			ev_buf_free(&j);
+		} else
+			printf("%s: %s (%s, pre-tokenizer %s), %zu tensors, %zu converted to another type (%zu in a fallback "
+			       "type); tensor bytes %.1f MiB -> %.1f MiB\n",
+			       o.out, o.quantize ? o.quantize : "weights as stored", st.arch, st.pre, st.tensors, st.quantized,
+			       st.fallbacks, st.bytes_in / 1048576.0, st.bytes_out / 1048576.0);
+		return 0;
+	}
 	if ((o.tensor || o.quantize) != !!o.out || (o.tensor && o.quantize)) {
 		fprintf(stderr, "evald engine gguf: --out goes with one of --tensor or --quantize\n");
 		return EV_EXIT_USAGE;

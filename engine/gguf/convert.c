@@ -59,44 +59,49 @@ typedef struct {
 static const moe_names mixtral_names = {"block_sparse_moe", "w1", "w3", "w2"};
 static const moe_names qwen_moe_names = {"mlp", "gate_proj", "up_proj", "down_proj"};
 
+/* GGUF's names beside Hugging Face's (gguf_int.h) */
+const char *const eng_gguf_top_names[][2] = {{"token_embd.weight", "model.embed_tokens.weight"},
+                                             {"output_norm.weight", "model.norm.weight"},
+                                             {"output.weight", "lm_head.weight"},
+                                             {NULL, NULL}};
+const char *const eng_gguf_layer_names[][2] = {
+	{"attn_norm.weight", "input_layernorm.weight"}, {"attn_q.weight", "self_attn.q_proj.weight"},
+	{"attn_k.weight", "self_attn.k_proj.weight"},   {"attn_v.weight", "self_attn.v_proj.weight"},
+	{"attn_q.bias", "self_attn.q_proj.bias"},       {"attn_k.bias", "self_attn.k_proj.bias"},
+	{"attn_v.bias", "self_attn.v_proj.bias"},       {"attn_output.weight", "self_attn.o_proj.weight"},
+	{"attn_q_norm.weight", "self_attn.q_norm.weight"}, {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+	{"ffn_norm.weight", "post_attention_layernorm.weight"}, {"ffn_gate.weight", "mlp.gate_proj.weight"},
+	{"ffn_up.weight", "mlp.up_proj.weight"},        {"ffn_down.weight", "mlp.down_proj.weight"},
+	{NULL, NULL},
+};
+const char *const eng_gguf_shexp_names[][2] = {{"ffn_gate_inp_shexp.weight", "mlp.shared_expert_gate.weight"},
+                                               {"ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight"},
+                                               {"ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight"},
+                                               {"ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight"},
+                                               {NULL, NULL}};
+
 /* GGUF's tensor names to Hugging Face's ("blk.N.x" -> "model.layers.N.y");
  * mn: the MoE names when the file has experts (the router, and older
  * files' one tensor an expert "blk.N.ffn_gate.E.weight"). */
 static char *hf_name(const char *g, const moe_names *mn)
 {
-	static const char *const top[][2] = {{"token_embd.weight", "model.embed_tokens.weight"},
-	                                     {"output_norm.weight", "model.norm.weight"},
-	                                     {"output.weight", "lm_head.weight"}};
-	for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
-		if (!strcmp(g, top[i][0]))
-			return ev_strdup(top[i][1]);
-	static const char *const blk[][2] = {
-		{"attn_norm.weight", "input_layernorm.weight"}, {"attn_q.weight", "self_attn.q_proj.weight"},
-		{"attn_k.weight", "self_attn.k_proj.weight"},   {"attn_v.weight", "self_attn.v_proj.weight"},
-		{"attn_q.bias", "self_attn.q_proj.bias"},       {"attn_k.bias", "self_attn.k_proj.bias"},
-		{"attn_v.bias", "self_attn.v_proj.bias"},       {"attn_output.weight", "self_attn.o_proj.weight"},
-		{"attn_q_norm.weight", "self_attn.q_norm.weight"}, {"attn_k_norm.weight", "self_attn.k_norm.weight"},
-		{"ffn_norm.weight", "post_attention_layernorm.weight"}, {"ffn_gate.weight", "mlp.gate_proj.weight"},
-		{"ffn_up.weight", "mlp.up_proj.weight"},        {"ffn_down.weight", "mlp.down_proj.weight"},
-	};
+	for (size_t i = 0; eng_gguf_top_names[i][0]; i++)
+		if (!strcmp(g, eng_gguf_top_names[i][0]))
+			return ev_strdup(eng_gguf_top_names[i][1]);
 	int layer = -1, used = 0;
 	if (sscanf(g, "blk.%d.%n", &layer, &used) != 1 || used <= 0 || layer < 0)
 		return NULL;
-	for (size_t i = 0; i < sizeof blk / sizeof blk[0]; i++)
-		if (!strcmp(g + used, blk[i][0]))
-			return ev_asprintf("model.layers.%d.%s", layer, blk[i][1]);
+	for (size_t i = 0; eng_gguf_layer_names[i][0]; i++)
+		if (!strcmp(g + used, eng_gguf_layer_names[i][0]))
+			return ev_asprintf("model.layers.%d.%s", layer, eng_gguf_layer_names[i][1]);
 	if (!mn)
 		return NULL;
 	if (!strcmp(g + used, "ffn_gate_inp.weight"))
 		return ev_asprintf("model.layers.%d.%s.gate.weight", layer, mn->block);
 	/* Qwen2-MoE's shared expert and its gate */
-	static const char *const shexp[][2] = {{"ffn_gate_inp_shexp.weight", "mlp.shared_expert_gate.weight"},
-	                                       {"ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight"},
-	                                       {"ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight"},
-	                                       {"ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight"}};
-	for (size_t i = 0; i < sizeof shexp / sizeof shexp[0]; i++)
-		if (!strcmp(g + used, shexp[i][0]))
-			return ev_asprintf("model.layers.%d.%s", layer, shexp[i][1]);
+	for (size_t i = 0; eng_gguf_shexp_names[i][0]; i++)
+		if (!strcmp(g + used, eng_gguf_shexp_names[i][0]))
+			return ev_asprintf("model.layers.%d.%s", layer, eng_gguf_shexp_names[i][1]);
 	int e = -1, u2 = 0;
 	char which[8] = "";
 	if (sscanf(g + used, "ffn_%4[a-z].%d.weight%n", which, &e, &u2) == 2 && e >= 0 && !g[used + u2]) {
@@ -284,8 +289,8 @@ static int write_config(const eng_gguf *g, const arch_map *a, const moe_cfg *moe
 	return rc;
 }
 
-/* The pre-tokenizer llama.cpp's pre-tokenizer name stands for, as tokenizer.json spells it. */
-static const char *pre_tokenizer(const char *pre)
+/* The pre-tokenizer llama.cpp's pre-tokenizer name stands for, as tokenizer.json spells it (gguf_int.h). */
+const char *eng_gguf_pre_json(const char *pre)
 {
 	static const char *const byte_level = "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,"
 	                                      "\"use_regex\":true}";
@@ -338,7 +343,7 @@ static int write_tokenizer(const eng_gguf *g, const char *dir, uint64_t *vocab, 
 	bool space_prefix = !sp || sp->type != ENG_GGUF_BOOL || sp->v.u;
 	if (!spm && eng_gguf_get_str(g, "tokenizer.ggml.pre", &pre) == EV_E_NOTFOUND)
 		ev_error_clear();
-	const char *pt = spm ? "null" : pre_tokenizer(pre);
+	const char *pt = spm ? "null" : eng_gguf_pre_json(pre);
 	if (!pt) {
 		rc = ev_error_set(EV_E_UNSUPPORTED, "%s: tokenizer.ggml.pre '%s': a pre-tokenizer evald does not know yet "
 		                                    "(default, gpt2, smollm, starcoder, refact, llama-bpe, qwen2)",

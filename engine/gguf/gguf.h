@@ -117,12 +117,44 @@ typedef struct {
 	uint64_t bytes_in, bytes_out;      /* tensor bytes */
 } eng_gguf_requant_stats;
 
-/* Writes `out`: `in` with its 2-D weights (names ending ".weight")
- * dequantized and quantized again to `type_name` (rows that are not whole
+/* Writes `out`: `in` with its 2-D weights (names ending ".weight"; a MoE
+ * file's 3-D stacked experts too) dequantized and quantized again to `type_name` (rows that are not whole
  * super-blocks fall back as llama.cpp's quantize does: Q4_K to Q5_0, Q5_K
  * to Q5_1, Q6_K to Q8_0); norms, biases and other tensors as stored;
  * metadata copied. */
 int eng_gguf_requantize(const char *in, const char *out, const char *type_name, eng_gguf_requant_stats *st);
+
+/* ---- a checkpoint folder written as a GGUF file (export.c) -------------------- */
+
+/* Writes the tokenizer's keys (tokenizer.ggml.*) in place of the folder's
+ * tokenizer.json (a caller's own vocabulary, such as a SentencePiece one). */
+typedef int (*eng_gguf_tok_fn)(eng_gguf_writer *w, void *ctx);
+
+typedef struct {
+	const char *type;         /* as eng_gguf_quant_target takes it; NULL: each weight in its stored type */
+	eng_gguf_tok_fn tokenizer; /* NULL: the folder's tokenizer.json */
+	void *tokenizer_ctx;
+	bool experts_apart;       /* Mixtral's experts one tensor each (older llama.cpp files), not stacked */
+} eng_gguf_export_opts;
+
+typedef struct {
+	char arch[16];                     /* general.architecture written */
+	char pre[16];                      /* tokenizer.ggml.pre written ("" with a caller's tokenizer) */
+	size_t tensors, quantized, fallbacks; /* tensors written; of them converted to another type; in a fallback type */
+	uint64_t bytes_in, bytes_out;      /* tensor bytes read and written */
+} eng_gguf_export_stats;
+
+/* Writes `out`, a GGUF file of the checkpoint folder `dir` as llama.cpp's
+ * converter writes one: the architecture's keys from config.json (llama,
+ * Mistral without a sliding window, qwen2, qwen3, Mixtral, qwen2moe,
+ * qwen3moe), the byte-level BPE tokenizer of tokenizer.json with the
+ * llama.cpp name of its pre-tokenizer and the chat template, the tensors
+ * under GGUF's names (llama's q/k rows in llama.cpp's order, experts
+ * stacked) in o->type by eng_gguf_requantize's rules, norms and biases
+ * F32. What GGUF cannot say (another architecture, a sliding window, a
+ * pre-tokenizer llama.cpp has no name for, a SentencePiece tokenizer) is
+ * refused by name; nothing is written then. */
+int eng_gguf_export(const char *dir, const char *out, const eng_gguf_export_opts *o, eng_gguf_export_stats *st);
 
 /* ---- checkpoints (convert.c) ------------------------------------------------ */
 

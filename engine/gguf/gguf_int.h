@@ -13,4 +13,28 @@
  * "merges" list of [left, right] pairs (spm.c). */
 int eng_gguf_spm_merges(const eng_gguf *g, ev_buf *out);
 
+/* GGUF's tensor names beside Hugging Face's, {gguf, hf}, each list ended
+ * by {NULL, NULL} (convert.c): the model's own (top), a layer's after
+ * "blk.N." and "model.layers.N.", and Qwen2-MoE's shared expert's. */
+extern const char *const eng_gguf_top_names[][2];
+extern const char *const eng_gguf_layer_names[][2];
+extern const char *const eng_gguf_shexp_names[][2];
+
+/* The tokenizer.json pre-tokenizer (JSON text) that llama.cpp's
+ * tokenizer.ggml.pre name stands for, or NULL for a name evald does not
+ * know (convert.c). */
+const char *eng_gguf_pre_json(const char *pre);
+
+/* The type a tensor named `name` (ndim dims, rows of `row` elements,
+ * stored as ggml type `stored`) gets in a file quantized to `target`
+ * (mix: the Q4_K_M / Q5_K_M rules, over `layers` layers; has_output: the
+ * file has output.weight apart from token_embd): 2-D weights and 3-D
+ * stacked experts the target, the mix's choice (ffn_down_exps with
+ * ffn_down) or llama.cpp's fallback where rows are not whole blocks;
+ * norms, biases and other tensors `stored` (requant.c). */
+uint32_t eng_gguf_weight_type(const char *name, int ndim, uint64_t row, uint32_t stored, uint32_t target, int mix,
+                              int layers, bool has_output);
+/* general.file_type for a target, as llama.cpp numbers its file types. */
+uint32_t eng_gguf_file_type(uint32_t target, int mix);
+
 #endif

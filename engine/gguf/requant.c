@@ -7,6 +7,7 @@
  * eng_ggml_quantize (round to nearest per block, not llama.cpp's search).
  */
 #include "engine/gguf/gguf.h"
+#include "engine/gguf/gguf_int.h"
 #include "engine/gguf/quant.h"
 
 #include <stdio.h>
@@ -61,7 +62,7 @@ int eng_gguf_quant_target(const char *name, uint32_t *type, int *mix)
 /* general.file_type for a target: llama.cpp's llama_ftype numbers
  * (include/llama.h); a K-quant that is not a mix takes its "_S" value
  * (mostly that type), as llama.cpp has no all-Q4_K or all-Q5_K file type. */
-static uint32_t file_type_of(uint32_t target, int mix)
+uint32_t eng_gguf_file_type(uint32_t target, int mix)
 {
 	switch (target) {
 	case ENG_GGML_F32: return 0;
@@ -78,26 +79,24 @@ static uint32_t file_type_of(uint32_t target, int mix)
 	}
 }
 
-/* The type one tensor gets: 2-D weights the target (or the mix's choice,
- * or the fallback when rows are not whole blocks), everything else
- * (norms, biases, 1-D or 3-D tensors) as stored. */
-static uint32_t type_for(const eng_gguf_tensor *t, const char *name, uint32_t target, int mix, int layers,
-                         bool has_output)
+uint32_t eng_gguf_weight_type(const char *name, int ndim, uint64_t row, uint32_t stored, uint32_t target, int mix,
+                              int layers, bool has_output)
 {
-	if (t->ndim != 2 || strlen(name) < 7 || strcmp(name + strlen(name) - 7, ".weight"))
-		return t->type;
+	/* (a 3-D tensor is a MoE layer's experts stacked, matrices too) */
+	if ((ndim != 2 && ndim != 3) || strlen(name) < 7 || strcmp(name + strlen(name) - 7, ".weight"))
+		return stored;
 	uint32_t want = target;
 	if (mix) {
 		int l = layer_of(name);
 		/* the output matrix (the embedding when they are tied) */
 		if (!strcmp(name, "output.weight") || (!has_output && !strcmp(name, "token_embd.weight")))
 			want = ENG_GGML_Q6_K;
-		else if (l >= 0 && (strstr(name, ".attn_v.") || strstr(name, ".ffn_down.")) && more_bits(l, layers))
+		else if (l >= 0 && (strstr(name, ".attn_v.") || strstr(name, ".ffn_down")) && more_bits(l, layers))
 			want = ENG_GGML_Q6_K;
 	}
-	if (t->dims[0] % (uint64_t)eng_ggml_type_block(want))
+	if (row % (uint64_t)eng_ggml_type_block(want))
 		want = fallback(want);
-	if (t->dims[0] % (uint64_t)eng_ggml_type_block(want))
+	if (row % (uint64_t)eng_ggml_type_block(want))
 		want = ENG_GGML_F16; /* not whole 32-element blocks either */
 	return want;
 }
@@ -130,7 +129,7 @@ int eng_gguf_requantize(const char *in, const char *out, const char *type_name, 
 		if (v->key.n == 17 && !memcmp(v->key.p, "general.alignment", 17))
 			continue;
 		if (v->key.n == 17 && !memcmp(v->key.p, "general.file_type", 17)) {
-			rc = eng_gguf_put_u32(w, "general.file_type", file_type_of(target, mix));
+			rc = eng_gguf_put_u32(w, "general.file_type", eng_gguf_file_type(target, mix));
 			typed = true;
 			continue;
 		}
@@ -139,7 +138,7 @@ int eng_gguf_requantize(const char *in, const char *out, const char *type_name, 
 		free(k);
 	}
 	if (!rc && !typed)
-		rc = eng_gguf_put_u32(w, "general.file_type", file_type_of(target, mix));
+		rc = eng_gguf_put_u32(w, "general.file_type", eng_gguf_file_type(target, mix));
 	float *f = NULL;
 	void *q = NULL;
 	size_t cap = 0;
@@ -147,7 +146,8 @@ int eng_gguf_requantize(const char *in, const char *out, const char *type_name, 
 		const eng_gguf_tensor *t = &g->t[i];
 		char nm[256];
 		snprintf(nm, sizeof nm, "%.*s", (int)t->name.n, t->name.p);
-		uint32_t to = type_for(t, nm, target, mix, layers, eng_gguf_find_tensor(g, "output.weight") != NULL);
+		uint32_t to = eng_gguf_weight_type(nm, t->ndim, t->dims[0], t->type, target, mix, layers,
+		                                   eng_gguf_find_tensor(g, "output.weight") != NULL);
 		st->bytes_in += t->bytes;
 		if (to == t->type) {
 			rc = eng_gguf_put_tensor(w, nm, t->type, t->dims, t->ndim, t->data, t->bytes);

@@ -158,25 +158,28 @@ int eng_gguf_put_tensor(eng_gguf_writer *w, const char *name, uint32_t type, con
 
 int eng_gguf_write(eng_gguf_writer *w, const char *path)
 {
-	ev_buf f = EV_BUF_INIT((size_t)1 << 37);
+	/* the header, metadata and tensor infos, padded to the alignment, then
+	 * the tensor bytes where they are (not copied again: a file's worth of
+	 * memory is enough) */
+	ev_buf h = EV_BUF_INIT((size_t)1 << 32);
 	static const uint8_t zero[ALIGN] = {0};
-	int rc = put(&f, "GGUF", 4);
+	int rc = put(&h, "GGUF", 4);
 	if (!rc)
-		rc = put_u32(&f, 3);
+		rc = put_u32(&h, 3);
 	if (!rc)
-		rc = put_u64(&f, w->n_t);
+		rc = put_u64(&h, w->n_t);
 	if (!rc)
-		rc = put_u64(&f, w->n_kv);
+		rc = put_u64(&h, w->n_kv);
 	if (!rc && w->kv.len)
-		rc = put(&f, w->kv.data, w->kv.len);
+		rc = put(&h, w->kv.data, w->kv.len);
 	if (!rc && w->info.len)
-		rc = put(&f, w->info.data, w->info.len);
-	if (!rc && f.len % ALIGN)
-		rc = put(&f, zero, ALIGN - f.len % ALIGN);
-	if (!rc && w->data.len)
-		rc = put(&f, w->data.data, w->data.len);
+		rc = put(&h, w->info.data, w->info.len);
+	if (!rc && h.len % ALIGN)
+		rc = put(&h, zero, ALIGN - h.len % ALIGN);
+	const void *parts[2] = {h.data, w->data.data};
+	size_t lens[2] = {h.len, w->data.len};
 	if (!rc)
-		rc = ev_file_write(path, f.data, f.len);
-	ev_buf_free(&f);
+		rc = ev_file_write_parts(path, parts, lens, w->data.len ? 2 : 1);
+	ev_buf_free(&h);
 	return rc;
 }

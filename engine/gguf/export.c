@@ -1,0 +1,656 @@
+/*
+ * engine/gguf/export.c: a checkpoint folder written as one GGUF file
+ * (README.md "Writing GGUF files"), what llama.cpp's converter makes of
+ * it: the architecture's keys from config.json as the engine reads it,
+ * the byte-level BPE tokenizer of tokenizer.json under the llama.cpp name
+ * of its pre-tokenizer, the chat template, and the tensors under GGUF's
+ * names in the type asked for. convert.c reads such a file back into the
+ * same folder.
+ */
+#include "engine/gguf/gguf.h"
+#include "engine/backend.h"
+#include "engine/gguf/gguf_int.h"
+#include "engine/gguf/quant.h"
+#include "engine/tokenizer/tokenizer_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "base/fs.h"
+
+/* The largest tokenizer.json and tokenizer_config.json read. */
+#define EXPORT_JSON_MAX ((size_t)512 << 20)
+
+/* ---- the architecture ---------------------------------------------------- */
+
+/* general.architecture for the folder's model, or NULL (refused, said) */
+static const char *arch_of(const eng_config *c, const char *dir)
+{
+	const char *a = NULL;
+	switch (c->arch) {
+	case ENG_ARCH_LLAMA:
+	case ENG_ARCH_MISTRAL:
+	case ENG_ARCH_MIXTRAL: a = "llama"; break;
+	case ENG_ARCH_QWEN2: a = "qwen2"; break;
+	case ENG_ARCH_QWEN3: a = "qwen3"; break;
+	case ENG_ARCH_QWEN3_MOE: a = "qwen3moe"; break;
+	case ENG_ARCH_QWEN2_MOE: a = "qwen2moe"; break;
+	default:
+		ev_error_set(EV_E_UNSUPPORTED, "%s: %s has no GGUF architecture evald writes (llama, Mistral, Mixtral, "
+		                               "qwen2, qwen3, qwen2moe, qwen3moe)", dir, c->architecture);
+		return NULL;
+	}
+	if (c->sliding_window > 0) {
+		ev_error_set(EV_E_UNSUPPORTED, "%s: sliding_window %ld: GGUF's %s attends the whole context", dir,
+		             c->sliding_window, a);
+		return NULL;
+	}
+	if (c->o_bias) {
+		ev_error_set(EV_E_UNSUPPORTED, "%s: a bias on the attention output (attention_bias): GGUF's %s has none", dir, a);
+		return NULL;
+	}
+	if (c->rope_dim != c->head_dim) {
+		ev_error_set(EV_E_UNSUPPORTED, "%s: RoPE on %d of a head's %d channels: GGUF's %s turns them all", dir,
+		             c->rope_dim, c->head_dim, a);
+		return NULL;
+	}
+	return a;
+}
+
+/* The factors llama.cpp divides each rotary frequency by (rope_freqs):
+ * Llama 3.1's formula from its four settings, or the folder's own */
+static float *rope_factors(const eng_config *c, int *n)
+{
+	*n = c->rope_dim / 2;
+	float *f = malloc((size_t)*n * sizeof *f);
+	if (!f)
+		return NULL;
+	for (int i = 0; i < *n; i++) {
+		if (c->rope_kind == 3) {
+			f[i] = c->rope_freq_factors[i];
+			continue;
+		}
+		double freq = pow(c->rope_theta, -2.0 * i / c->rope_dim), wl = 2 * M_PI / freq, orig = (double)c->rope_orig_max;
+		if (wl < orig / c->rope_high)
+			f[i] = 1;
+		else if (wl > orig / c->rope_low)
+			f[i] = (float)c->rope_factor;
+		else {
+			double sm = (orig / wl - c->rope_low) / (c->rope_high - c->rope_low);
+			f[i] = (float)(1 / ((1 - sm) / c->rope_factor + sm));
+		}
+	}
+	return f;
+}
+
+static int put_config(eng_gguf_writer *w, const char *arch, const eng_config *c, const char *name, int file_type)
+{
+	char k[160];
+#define KEY(s) (snprintf(k, sizeof k, "%s.%s", arch, s), k)
+	int rc = eng_gguf_put_str(w, "general.architecture", arch);
+	if (!rc)
+		rc = eng_gguf_put_str(w, "general.name", name);
+	if (!rc && file_type >= 0)
+		rc = eng_gguf_put_u32(w, "general.file_type", (uint32_t)file_type);
+	if (!rc)
+		rc = eng_gguf_put_u32(w, KEY("context_length"), (uint32_t)c->max_position);
+	if (!rc)
+		rc = eng_gguf_put_u32(w, KEY("embedding_length"), (uint32_t)c->hidden);
+	if (!rc)
+		rc = eng_gguf_put_u32(w, KEY("block_count"), (uint32_t)c->layers);
+	if (!rc)
+		rc = eng_gguf_put_u32(w, KEY("feed_forward_length"), (uint32_t)c->intermediate);
+	if (!rc)
+		rc = eng_gguf_put_u32(w, KEY("attention.head_count"), (uint32_t)c->heads);
+	if (!rc)
+		rc = eng_gguf_put_u32(w, KEY("attention.head_count_kv"), (uint32_t)c->kv_heads);
+	if (!rc)
+		rc = eng_gguf_put_u32(w, KEY("attention.key_length"), (uint32_t)c->head_dim);
+	if (!rc)
+		rc = eng_gguf_put_u32(w, KEY("attention.value_length"), (uint32_t)c->head_dim);
+	if (!rc)
+		rc = eng_gguf_put_f32(w, KEY("attention.layer_norm_rms_epsilon"), (float)c->rms_eps);
+	if (!rc)
+		rc = eng_gguf_put_f32(w, KEY("rope.freq_base"), (float)c->rope_theta);
+	if (!rc)
+		rc = eng_gguf_put_u32(w, KEY("rope.dimension_count"), (uint32_t)c->rope_dim);
+	if (!rc)
+		rc = eng_gguf_put_u32(w, KEY("vocab_size"), (uint32_t)c->vocab);
+	if (!rc && c->rope_kind == 2) {
+		rc = eng_gguf_put_str(w, KEY("rope.scaling.type"), "linear");
+		if (!rc)
+			rc = eng_gguf_put_f32(w, KEY("rope.scaling.factor"), (float)c->rope_factor);
+	}
+	if (!rc && c->experts) {
+		rc = eng_gguf_put_u32(w, KEY("expert_count"), (uint32_t)c->experts);
+		if (!rc)
+			rc = eng_gguf_put_u32(w, KEY("expert_used_count"), (uint32_t)c->top_k);
+		if (!rc && c->arch != ENG_ARCH_MIXTRAL)
+			rc = eng_gguf_put_u32(w, KEY("expert_feed_forward_length"), (uint32_t)c->moe_intermediate);
+		if (!rc && c->arch == ENG_ARCH_QWEN2_MOE)
+			rc = eng_gguf_put_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)c->shared_intermediate);
+		if (!rc)
+			rc = eng_gguf_put_bool(w, KEY("expert_weights_norm"), c->norm_topk);
+	}
+#undef KEY
+	return rc;
+}
+
+/* ---- the tokenizer ------------------------------------------------------- */
+
+/* A byte-level pre-tokenizer in one of the three forms llama.cpp's names
+ * stand for: the regex its words are split by (NULL: GPT-2's, which
+ * ByteLevel applies itself) and whether digits are split one by one
+ * first. False for anything else. */
+static bool pre_form(const cJSON *pt, const char **regex, bool *digits)
+{
+	*regex = NULL, *digits = false;
+	const char *ty = ev_json_str(pt, "type", "");
+	if (!strcmp(ty, "ByteLevel"))
+		return !ev_json_bool(pt, "add_prefix_space", false) && ev_json_bool(pt, "use_regex", true);
+	const cJSON *seq = cJSON_GetObjectItemCaseSensitive(pt, "pretokenizers");
+	if (strcmp(ty, "Sequence") || cJSON_GetArraySize(seq) != 2)
+		return false;
+	const cJSON *a = cJSON_GetArrayItem(seq, 0), *b = cJSON_GetArrayItem(seq, 1);
+	if (strcmp(ev_json_str(b, "type", ""), "ByteLevel") || ev_json_bool(b, "add_prefix_space", false))
+		return false;
+	const char *at = ev_json_str(a, "type", "");
+	if (!strcmp(at, "Digits"))
+		return (*digits = ev_json_bool(a, "individual_digits", false)) && ev_json_bool(b, "use_regex", true);
+	const cJSON *pat = cJSON_GetObjectItemCaseSensitive(a, "pattern");
+	const char *re = ev_json_str(pat, "Regex", NULL);
+	if (strcmp(at, "Split") || !re || strcmp(ev_json_str(a, "behavior", ""), "Isolated") ||
+	    ev_json_bool(a, "invert", false) || ev_json_bool(b, "use_regex", true))
+		return false;
+	*regex = strcmp(re, eng_tok_gpt2_pattern) ? re : NULL;
+	return true;
+}
+
+/* llama.cpp's name for the folder's pre-tokenizer: the one of the names
+ * evald reads (convert.c) that stands for the same splits, or NULL */
+static const char *pre_name(const cJSON *pt)
+{
+	static const char *const names[] = {"gpt2", "smollm", "llama-bpe", "qwen2"};
+	const char *re;
+	bool digits;
+	if (!pre_form(pt, &re, &digits))
+		return NULL;
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		cJSON *kn = cJSON_Parse(eng_gguf_pre_json(names[i]));
+		const char *kre;
+		bool kd, same = kn && pre_form(kn, &kre, &kd) && kd == digits &&
+		                ((!kre && !re) || (kre && re && !strcmp(kre, re)));
+		cJSON_Delete(kn);
+		if (same)
+			return names[i];
+	}
+	return NULL;
+}
+
+/* whether the post-processor puts a special token before each text (the BOS) */
+static bool adds_bos(const cJSON *pp)
+{
+	const char *ty = ev_json_str(pp, "type", "");
+	if (!strcmp(ty, "Sequence")) {
+		const cJSON *x;
+		cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(pp, "processors")) if (adds_bos(x)) return true;
+		return false;
+	}
+	const cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(pp, "single"), 0);
+	return !strcmp(ty, "TemplateProcessing") && cJSON_HasObjectItem(first, "SpecialToken");
+}
+
+static cJSON *read_json(const char *dir, const char *file, bool required, int *rc)
+{
+	char *path = ev_asprintf("%s/%s", dir, file), *text = NULL;
+	size_t len = 0;
+	*rc = 0;
+	if (!path) {
+		*rc = ev_error_set(EV_E_NOMEM, "out of memory");
+		return NULL;
+	}
+	int r = ev_file_read(&text, &len, path, EXPORT_JSON_MAX);
+	if (r) {
+		if (r == EV_E_NOTFOUND && !required)
+			ev_error_clear();
+		else
+			*rc = r;
+		free(path);
+		return NULL;
+	}
+	cJSON *j = cJSON_ParseWithLength(text, len);
+	if (!j || !cJSON_IsObject(j))
+		*rc = ev_error_set(EV_E_INVALID, "%s: not a JSON object", path);
+	free(text), free(path);
+	if (*rc) {
+		cJSON_Delete(j);
+		return NULL;
+	}
+	return j;
+}
+
+/* The chat template: tokenizer_config.json's (a string, or the one named
+ * "default" of a list), else chat_template.jinja; NULL when there is none.
+ * *rc set on an error. */
+static char *chat_template(const char *dir, const cJSON *tc, int *rc)
+{
+	*rc = 0;
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(tc, "chat_template");
+	if (cJSON_IsString(t))
+		return ev_strdup(t->valuestring);
+	const cJSON *x;
+	cJSON_ArrayForEach(x, t) if (!strcmp(ev_json_str(x, "name", ""), "default") && ev_json_str(x, "template", NULL))
+		return ev_strdup(ev_json_str(x, "template", ""));
+	char *path = ev_asprintf("%s/chat_template.jinja", dir), *text = NULL;
+	size_t len = 0;
+	int r = path ? ev_file_read(&text, &len, path, EXPORT_JSON_MAX) : ev_error_set(EV_E_NOMEM, "out of memory");
+	free(path);
+	if (r == EV_E_NOTFOUND)
+		ev_error_clear();
+	else
+		*rc = r;
+	return text;
+}
+
+/* tokenizer.ggml.* and tokenizer.chat_template from the folder: its BPE
+ * vocabulary by id (the model's vocab_size of them; ids the tokenizer
+ * leaves out as "[PADn]", unused), added tokens as control (special) or
+ * user-defined, the merges, BOS/EOS from config.json */
+static int put_tokenizer(eng_gguf_writer *w, const char *dir, const eng_config *c, char pre_out[16])
+{
+	int rc = 0;
+	cJSON *tj = read_json(dir, "tokenizer.json", true, &rc), *tc = tj ? read_json(dir, "tokenizer_config.json", false, &rc) : NULL;
+	if (rc) {
+		cJSON_Delete(tj);
+		return rc;
+	}
+	const cJSON *model = cJSON_GetObjectItemCaseSensitive(tj, "model"), *norm = cJSON_GetObjectItemCaseSensitive(tj, "normalizer");
+	const char *mtype = ev_json_str(model, "type", "");
+	const char *pre = pre_name(cJSON_GetObjectItemCaseSensitive(tj, "pre_tokenizer"));
+	int V = c->vocab;
+	char **toks = calloc((size_t)V, sizeof *toks);
+	int32_t *types = malloc((size_t)V * sizeof *types);
+	char **merges = NULL, *tmpl = NULL;
+	int nm = 0;
+	if (!toks || !types)
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+	else if (strcmp(mtype, "BPE"))
+		rc = ev_error_set(EV_E_UNSUPPORTED, "%s/tokenizer.json: a %s model; only byte-level BPE tokenizers are written", dir,
+		                  *mtype ? mtype : "typeless");
+	else if (ev_json_bool(model, "byte_fallback", false))
+		rc = ev_error_set(EV_E_UNSUPPORTED, "%s/tokenizer.json: a SentencePiece-style BPE (byte_fallback); GGUF's "
+		                                    "'llama' tokenizer needs the scores of its tokenizer.model, which evald does "
+		                                    "not read", dir);
+	else if (norm && !cJSON_IsNull(norm) && strcmp(ev_json_str(norm, "type", ""), "NFC"))
+		rc = ev_error_set(EV_E_UNSUPPORTED, "%s/tokenizer.json: normalizer '%s': GGUF's byte-level tokenizers have none",
+		                  dir, ev_json_str(norm, "type", "?"));
+	else if (!pre)
+		rc = ev_error_set(EV_E_UNSUPPORTED, "%s/tokenizer.json: its pre_tokenizer is none of those llama.cpp names "
+		                                    "(gpt2, smollm, llama-bpe, qwen2)", dir);
+	for (int i = 0; i < V && !rc; i++)
+		types[i] = 1; /* normal */
+	const cJSON *x, *vocab = rc ? NULL : cJSON_GetObjectItemCaseSensitive(model, "vocab"),
+	            *added = cJSON_GetObjectItemCaseSensitive(tj, "added_tokens");
+	cJSON_ArrayForEach(x, vocab)
+	{
+		if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble >= V || toks[x->valueint]) {
+			rc = ev_error_set(EV_E_INVALID, "%s/tokenizer.json: token '%.40s' has id %.0f (the model's vocab_size is %d; "
+			                                "ids 0 .. %d, each once)", dir, x->string, x->valuedouble, V, V - 1);
+			break;
+		}
+		toks[x->valueint] = x->string;
+	}
+	if (rc)
+		added = NULL;
+	cJSON_ArrayForEach(x, added)
+	{
+		double id = ev_json_num(x, "id", -1);
+		const char *content = ev_json_str(x, "content", NULL);
+		if (id < 0 || id >= V || !content) {
+			rc = ev_error_set(EV_E_INVALID, "%s/tokenizer.json: added token '%.40s' has id %.0f (the model's "
+			                                "vocab_size is %d)", dir, content ? content : "?", id, V);
+			break;
+		}
+		toks[(int)id] = (char *)content;
+		types[(int)id] = ev_json_bool(x, "special", false) ? 3 : 4; /* control, user-defined */
+	}
+	char **pads = NULL; /* the names made for ids the tokenizer leaves out */
+	if (!rc && !(pads = calloc((size_t)V, sizeof *pads)))
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+	for (int i = 0; i < V && !rc; i++)
+		if (!toks[i]) {
+			if (!(pads[i] = toks[i] = ev_asprintf("[PAD%d]", i)))
+				rc = ev_error_set(EV_E_NOMEM, "out of memory");
+			types[i] = 5; /* unused */
+		}
+	const cJSON *mg = cJSON_GetObjectItemCaseSensitive(model, "merges");
+	if (!rc && (nm = cJSON_GetArraySize(mg)) > 0 && !(merges = calloc((size_t)nm, sizeof *merges)))
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
+	int i = 0;
+	if (rc)
+		mg = NULL;
+	cJSON_ArrayForEach(x, mg)
+	{ /* "a b", or ["a", "b"] */
+		const cJSON *l = cJSON_GetArrayItem(x, 0), *r = cJSON_GetArrayItem(x, 1);
+		merges[i] = cJSON_IsString(x)                                ? ev_strdup(x->valuestring)
+		            : cJSON_IsString(l) && cJSON_IsString(r) && cJSON_GetArraySize(x) == 2 ? ev_asprintf("%s %s", l->valuestring, r->valuestring)
+		                                                                 : NULL;
+		if (!merges[i++]) {
+			rc = ev_error_set(EV_E_INVALID, "%s/tokenizer.json: merge %d is not \"a b\" or a pair of strings", dir, i - 1);
+			break;
+		}
+	}
+	if (!rc)
+		rc = eng_gguf_put_str(w, "tokenizer.ggml.model", "gpt2");
+	if (!rc)
+		rc = eng_gguf_put_str(w, "tokenizer.ggml.pre", pre);
+	if (!rc)
+		rc = eng_gguf_put_strs(w, "tokenizer.ggml.tokens", (const char *const *)toks, (size_t)V);
+	if (!rc)
+		rc = eng_gguf_put_i32s(w, "tokenizer.ggml.token_type", types, (size_t)V);
+	if (!rc)
+		rc = eng_gguf_put_strs(w, "tokenizer.ggml.merges", (const char *const *)merges, (size_t)nm);
+	/* (what tokenizer.json's post-processor does, as the folder's tokenizer does it) */
+	bool bos = c->bos_id >= 0 && c->bos_id < V && adds_bos(cJSON_GetObjectItemCaseSensitive(tj, "post_processor"));
+	if (!rc && c->bos_id >= 0 && c->bos_id < V)
+		rc = eng_gguf_put_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)c->bos_id);
+	if (!rc)
+		rc = eng_gguf_put_bool(w, "tokenizer.ggml.add_bos_token", bos);
+	if (!rc && c->n_eos > 0 && c->eos_ids[0] >= 0 && c->eos_ids[0] < V)
+		rc = eng_gguf_put_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)c->eos_ids[0]);
+	if (!rc && (tmpl = chat_template(dir, tc, &rc)) && !rc)
+		rc = eng_gguf_put_str(w, "tokenizer.chat_template", tmpl);
+	if (!rc)
+		snprintf(pre_out, 16, "%s", pre);
+	for (int k = 0; k < V && pads; k++)
+		free(pads[k]);
+	for (int k = 0; k < nm && merges; k++)
+		free(merges[k]);
+	free(pads), free(merges), free(toks), free(types), free(tmpl);
+	cJSON_Delete(tj), cJSON_Delete(tc);
+	return rc;
+}
+
+/* ---- the tensors ----------------------------------------------------------- */
+
+/* A tensor's elements */
+static size_t elements(const eng_tensor *t)
+{
+	size_t n = 1;
+	for (int d = 0; d < t->ndim; d++)
+		n *= (size_t)t->shape[d];
+	return n;
+}
+
+typedef struct {
+	eng_gguf_writer *w;
+	const eng_config *c;
+	const char *dir;
+	uint32_t target; /* when typed */
+	bool typed;
+	int mix;
+	eng_gguf_export_stats *st;
+	float *f, *p;    /* scratch: a tensor's values, and another as many */
+	void *q;         /* and its bytes in the type written */
+	size_t cap;      /* values the scratch holds */
+} exporter;
+
+static int room(exporter *e, size_t n)
+{
+	if (n <= e->cap)
+		return 0;
+	free(e->f), free(e->p), free(e->q);
+	e->f = malloc(n * 4), e->p = malloc(n * 4), e->q = malloc(n * 4 + 256);
+	e->cap = e->f && e->p && e->q ? n : 0;
+	return e->cap ? 0 : ev_error_set(EV_E_NOMEM, "out of memory for a tensor of %zu values", n);
+}
+
+/* llama.cpp's row order of a q or k projection: within each head of hd
+ * rows, HF row j * hd / 2 + i goes to 2i + j (rows of rb bytes) */
+static void permute_rows(void *dst, const void *src, int64_t rows, size_t rb, int heads)
+{
+	int64_t hd = rows / heads;
+	for (int h = 0; h < heads; h++)
+		for (int64_t i = 0; i < hd / 2; i++)
+			for (int j = 0; j < 2; j++)
+				memcpy((char *)dst + (size_t)(h * hd + 2 * i + j) * rb,
+				       (const char *)src + (size_t)(h * hd + j * (hd / 2) + i) * rb, rb);
+}
+
+/* One tensor written: n values of dtype `from` at `data` (nd dims, ggml
+ * order), rows permuted over `heads` heads when heads > 0 */
+static int put_one(exporter *e, const char *name, const void *data, eng_dtype from, size_t n, const uint64_t *dims, int nd,
+                   int heads)
+{
+	uint32_t stored = eng_dtype_ggml(from);
+	/* norms and biases F32 as llama.cpp writes them; a weight in its own type when untyped */
+	uint32_t as_is = nd == 1 ? ENG_GGML_F32 : stored;
+	uint32_t to = e->typed ? eng_gguf_weight_type(name, nd, dims[0], as_is, e->target, e->mix, e->c->layers, !e->c->tie)
+	                       : as_is;
+	size_t in_bytes = eng_dtype_bytes(from, n), rb = eng_dtype_bytes(from, (size_t)dims[0]);
+	size_t out_bytes = n / (size_t)eng_ggml_type_block(to) * eng_ggml_type_size(to);
+	const void *src = data;
+	int rc = room(e, n > in_bytes / 4 + 1 ? n : in_bytes / 4 + 1);
+	if (rc)
+		return rc;
+	if (heads > 0) { /* on the stored rows: blocks never span a row */
+		permute_rows(e->p, data, (int64_t)(n / dims[0]), rb, heads);
+		src = e->p;
+	}
+	if (to == stored) {
+		rc = eng_gguf_put_tensor(e->w, name, to, dims, nd, src, in_bytes);
+	} else {
+		eng_to_f32(e->f, src, from, n);
+		eng_ggml_quantize(e->q, e->f, to, n);
+		rc = eng_gguf_put_tensor(e->w, name, to, dims, nd, e->q, out_bytes);
+		e->st->quantized++;
+		if (e->typed && nd > 1 && to != e->target && !(e->mix && to == ENG_GGML_Q6_K))
+			e->st->fallbacks++;
+	}
+	e->st->tensors++;
+	e->st->bytes_in += in_bytes;
+	e->st->bytes_out += to == stored ? in_bytes : out_bytes;
+	return rc;
+}
+
+/* An expert's matrix: its layer, expert and leaf (0 gate, 1 up, 2 down)
+ * from a name after "model.layers.N." */
+static bool expert_of(const char *rest, int *x, int *leaf)
+{
+	static const char *const qwen[3] = {"gate_proj", "up_proj", "down_proj"}, *mix[3] = {"w1", "w3", "w2"};
+	char nm[16] = "";
+	int used = 0;
+	if ((sscanf(rest, "mlp.experts.%d.%15[a-z_].weight%n", x, nm, &used) == 2 ||
+	     sscanf(rest, "block_sparse_moe.experts.%d.%15[w0-9].weight%n", x, nm, &used) == 2) &&
+	    !rest[used] && *x >= 0)
+		for (*leaf = 0; *leaf < 3; (*leaf)++)
+			if (!strcmp(nm, qwen[*leaf]) || !strcmp(nm, mix[*leaf]))
+				return true;
+	return false;
+}
+
+/* A layer's experts' gate, up or down matrices as one 3-D tensor
+ * [experts, rows, cols] (ggml's dims innermost first), or one tensor each */
+static int put_experts(exporter *e, eng_tensor_set *ts, int layer, int leaf, bool apart)
+{
+	static const char *const qwen[3] = {"gate_proj", "up_proj", "down_proj"}, *mix[3] = {"w1", "w3", "w2"},
+	                         *gg[3] = {"gate", "up", "down"};
+	const eng_config *c = e->c;
+	bool mixtral = c->arch == ENG_ARCH_MIXTRAL;
+	size_t per = 0;
+	uint64_t dims[3] = {0, 0, (uint64_t)c->experts};
+	float *all = NULL;
+	int rc = 0;
+	for (int x = 0; x < c->experts && !rc; x++) {
+		char hn[160];
+		snprintf(hn, sizeof hn, "%slayers.%d.%s.experts.%d.%s.weight", c->prefix, layer,
+		         mixtral ? "block_sparse_moe" : "mlp", x, mixtral ? mix[leaf] : qwen[leaf]);
+		const eng_tensor *t = eng_st_find(ts, hn);
+		if (!t) {
+			if (x) /* (a layer without experts is dense) */
+				rc = ev_error_set(EV_E_INVALID, "%s: tensor '%s' is missing (layer %d has expert 0's)", e->dir, hn, layer);
+			break;
+		}
+		size_t n = elements(t);
+		uint64_t d1[2] = {(uint64_t)t->shape[1], (uint64_t)t->shape[0]};
+		if (t->ndim != 2 || (x && (d1[0] != dims[0] || d1[1] != dims[1]))) {
+			rc = ev_error_set(EV_E_INVALID, "%s: tensor '%s' is not a matrix like expert 0's", e->dir, hn);
+			break;
+		}
+		if (!x)
+			dims[0] = d1[0], dims[1] = d1[1], per = n;
+		if (apart) {
+			char gn[96];
+			snprintf(gn, sizeof gn, "blk.%d.ffn_%s.%d.weight", layer, gg[leaf], x);
+			rc = put_one(e, gn, t->data, t->dtype, n, d1, 2, 0);
+			continue;
+		}
+		if (!x) {
+			if (!(all = malloc(per * (size_t)c->experts * sizeof *all)))
+				rc = ev_error_set(EV_E_NOMEM, "out of memory for layer %d's experts", layer);
+		}
+		if (!rc)
+			eng_to_f32(all + per * (size_t)x, t->data, t->dtype, per);
+	}
+	if (!rc && all) {
+		char gn[96];
+		snprintf(gn, sizeof gn, "blk.%d.ffn_%s_exps.weight", layer, gg[leaf]);
+		rc = put_one(e, gn, all, ENG_F32, per * (size_t)c->experts, dims, 3, 0);
+	}
+	free(all);
+	return rc;
+}
+
+/* The GGUF name of a folder tensor (HF name after the decoder's prefix,
+ * or lm_head), NULL for those written elsewhere or not at all (*skip),
+ * else refused */
+static char *gguf_name(const eng_config *c, const char *hf, bool *skip, int *heads)
+{
+	*skip = false, *heads = 0;
+	for (size_t i = 0; eng_gguf_top_names[i][0]; i++)
+		if (!strcmp(hf, eng_gguf_top_names[i][1])) {
+			*skip = c->tie && !strcmp(hf, "lm_head.weight"); /* tied: the embedding is the head */
+			return *skip ? NULL : ev_strdup(eng_gguf_top_names[i][0]);
+		}
+	int layer = -1, used = 0, x, leaf;
+	if (sscanf(hf, "model.layers.%d.%n", &layer, &used) != 1 || used <= 0 || layer < 0 || layer >= c->layers)
+		return NULL;
+	const char *rest = hf + used;
+	if (!strcmp(rest, "self_attn.rotary_emb.inv_freq") || expert_of(rest, &x, &leaf)) {
+		*skip = true; /* (computed from the config; experts by layer, put_experts) */
+		return NULL;
+	}
+	for (size_t i = 0; eng_gguf_layer_names[i][0]; i++)
+		if (!strcmp(rest, eng_gguf_layer_names[i][1])) {
+			bool llama = c->arch == ENG_ARCH_LLAMA || c->arch == ENG_ARCH_MISTRAL || c->arch == ENG_ARCH_MIXTRAL;
+			if (llama && !strcmp(rest, "self_attn.q_proj.weight"))
+				*heads = c->heads;
+			if (llama && !strcmp(rest, "self_attn.k_proj.weight"))
+				*heads = c->kv_heads;
+			return ev_asprintf("blk.%d.%s", layer, eng_gguf_layer_names[i][0]);
+		}
+	if (c->experts && (!strcmp(rest, "mlp.gate.weight") || !strcmp(rest, "block_sparse_moe.gate.weight")))
+		return ev_asprintf("blk.%d.ffn_gate_inp.weight", layer);
+	for (size_t i = 0; c->arch == ENG_ARCH_QWEN2_MOE && eng_gguf_shexp_names[i][0]; i++)
+		if (!strcmp(rest, eng_gguf_shexp_names[i][1]))
+			return ev_asprintf("blk.%d.%s", layer, eng_gguf_shexp_names[i][0]);
+	return NULL;
+}
+
+static int put_tensors(exporter *e, eng_tensor_set *ts, bool apart)
+{
+	const eng_config *c = e->c;
+	int rc = 0;
+	for (int i = 0; i < ts->nt && !rc; i++) {
+		const eng_tensor *t = &ts->t[i];
+		bool skip;
+		int heads;
+		char *gn = gguf_name(c, t->name, &skip, &heads);
+		if (!gn) {
+			if (!skip)
+				rc = ev_error_set(EV_E_UNSUPPORTED, "%s: tensor '%s' has no GGUF name for %s", e->dir, t->name,
+				                  c->architecture);
+			continue;
+		}
+		uint64_t dims[4];
+		int nd = t->ndim;
+		size_t n = elements(t);
+		for (int d = 0; d < nd; d++)
+			dims[d] = (uint64_t)t->shape[nd - 1 - d];
+		if (strstr(gn, ".ffn_gate_inp_shexp.")) /* llama.cpp writes the shared expert's gate as a vector */
+			nd = 1;
+		if (heads && (nd != 2 || dims[1] % (uint64_t)(2 * heads)))
+			rc = ev_error_set(EV_E_INVALID, "%s: tensor '%s': %llu rows for %d heads", e->dir, t->name,
+			                  (unsigned long long)(nd == 2 ? dims[1] : 0), heads);
+		if (!rc)
+			rc = put_one(e, gn, t->data, t->dtype, n, dims, nd, heads);
+		free(gn);
+	}
+	for (int l = 0; l < c->layers && c->experts && !rc; l++)
+		for (int leaf = 0; leaf < 3 && !rc; leaf++)
+			rc = put_experts(e, ts, l, leaf, apart && c->arch == ENG_ARCH_MIXTRAL);
+	if (!rc && (c->rope_kind == 1 || c->rope_kind == 3)) { /* Llama 3.1's scaling, as llama.cpp writes it */
+		int nf = 0;
+		float *ff = rope_factors(c, &nf);
+		uint64_t d1 = (uint64_t)nf;
+		rc = ff ? eng_gguf_put_tensor(e->w, "rope_freqs.weight", ENG_GGML_F32, &d1, 1, ff, (size_t)nf * sizeof *ff)
+		        : ev_error_set(EV_E_NOMEM, "out of memory");
+		e->st->tensors++;
+		e->st->bytes_out += (uint64_t)nf * sizeof *ff;
+		free(ff);
+	}
+	return rc;
+}
+
+int eng_gguf_export(const char *dir, const char *out, const eng_gguf_export_opts *o, eng_gguf_export_stats *st)
+{
+	memset(st, 0, sizeof *st);
+	uint32_t target = 0;
+	int mix = 0, rc = 0;
+	if (o->type && (rc = eng_gguf_quant_target(o->type, &target, &mix)))
+		return rc;
+	eng_config c;
+	memset(&c, 0, sizeof c);
+	if ((rc = eng_config_load(&c, dir)))
+		return rc;
+	const char *arch = arch_of(&c, dir);
+	if (!arch || strcmp(c.prefix, "model.")) {
+		eng_config_clear(&c);
+		return arch ? ev_error_set(EV_E_UNSUPPORTED, "%s: the decoder's tensors under '%s', not 'model.'", dir, c.prefix)
+		            : ev_error_code();
+	}
+	snprintf(st->arch, sizeof st->arch, "%s", arch);
+	const char *base = strrchr(dir, '/');
+	while (base && !base[1] && base > dir) { /* "dir/" names dir */
+		const char *b = base - 1;
+		while (b > dir && *b != '/')
+			b--;
+		base = *b == '/' ? b : NULL;
+	}
+	char name[256];
+	snprintf(name, sizeof name, "%s", base ? base + 1 : dir);
+	name[strcspn(name, "/")] = 0;
+	eng_gguf_writer *w = NULL;
+	eng_tensor_set ts;
+	memset(&ts, 0, sizeof ts);
+	exporter e = {NULL, &c, dir, target, o->type != NULL, mix, st, NULL, NULL, NULL, 0};
+	if (!(rc = eng_gguf_writer_new(&w)))
+		rc = put_config(w, arch, &c, name, o->type ? (int)eng_gguf_file_type(target, mix) : -1);
+	if (!rc)
+		rc = o->tokenizer ? o->tokenizer(w, o->tokenizer_ctx) : put_tokenizer(w, dir, &c, st->pre);
+	if (!rc)
+		rc = eng_st_open(&ts, dir);
+	e.w = w;
+	if (!rc)
+		rc = put_tensors(&e, &ts, o->experts_apart);
+	if (!rc)
+		rc = eng_gguf_write(w, out);
+	free(e.f), free(e.p), free(e.q);
+	eng_st_close(&ts);
+	eng_gguf_writer_free(w);
+	eng_config_clear(&c);
+	return rc;
+}

@@ -1,0 +1,286 @@
+/* A checkpoint folder written as a GGUF file (evald engine gguf FOLDER
+ * --out FILE.gguf): the file loads with the folder's logits bit for bit
+ * from its stored weights; q and k rows go in llama.cpp's order; the
+ * Q4_K_M mix puts llama.cpp's rows in Q6_K; what GGUF cannot say is
+ * refused by name with nothing written; and SmolLM2's own file, read into
+ * its folder and written again, comes back tensor for tensor and token
+ * for token (skipped without the file). */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/fs.h"
+#include "engine/backend.h"
+#include "engine/gguf/gguf.h"
+#include "engine/gguf/quant.h"
+#include "tests/engine/engine_testutil.h"
+
+static char *small_llama(const char *tag)
+{
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.hidden = 256, z.intermediate = 512, z.vocab = 512, z.heads = 4, z.kv_heads = 2, z.layers = 9;
+	return et_mkmodel(tag, "llama", &z, "f32", 31);
+}
+
+/* evald's output for argv; fails the test on a non-zero exit */
+static char *run_ok(const char *const argv[])
+{
+	char *out = NULL, *err = NULL;
+	int rc = tu_run(&out, &err, NULL, argv);
+	if (rc)
+		fail_msg("evald %s %s: exit %d: %s", argv[1], argv[2], rc, err);
+	free(err);
+	return out;
+}
+
+static void cli_writes_a_folder_as_gguf(void **st)
+{
+	(void)st;
+	char *dir = small_llama("export"), *work = tu_tmpdir("exportw"), *cache = tu_tmpdir("exportc");
+	setenv("EVALD_CACHE_DIR", cache, 1);
+	char *f32 = tu_path(work, "m.gguf"), *q4 = tu_path(work, "m-q4km.gguf");
+	const char *ev = tu_evald();
+	const char *a1[] = {ev, "engine", "gguf", dir, "--out", f32, "--json", NULL};
+	char *js = run_ok(a1);
+	cJSON *j = cJSON_Parse(js);
+	assert_non_null(j);
+	assert_string_equal(ev_json_str(j, "architecture", ""), "llama");
+	assert_string_equal(ev_json_str(j, "pre_tokenizer", ""), "llama-bpe");
+	assert_string_equal(ev_json_str(j, "type", ""), "as stored");
+	assert_int_equal((int)ev_json_num(j, "converted", -1), 0); /* f32 weights and norms: nothing converted */
+	cJSON_Delete(j), free(js);
+
+	/* the same logits as the folder, bit for bit, through the command users run */
+	const char *l1[] = {ev, "engine", "logits", "--model", dir, "--tokens", "3,1,4,1,5,9,2,6", NULL};
+	const char *l2[] = {ev, "engine", "logits", "--model", f32, "--tokens", "3,1,4,1,5,9,2,6", NULL};
+	char *o1 = run_ok(l1), *o2 = run_ok(l2);
+	assert_true(strlen(o1) > 1000);
+	assert_string_equal(o1, o2);
+	free(o1), free(o2);
+
+	/* q and k rows in llama.cpp's order: GGUF row 2i + j of a head is HF row j * hd / 2 + i */
+	eng_gguf *g = NULL;
+	assert_int_equal(eng_gguf_open(&g, f32), 0);
+	eng_tensor_set ts;
+	memset(&ts, 0, sizeof ts);
+	assert_int_equal(eng_st_open(&ts, dir), 0);
+	const char *pairs[][3] = {{"blk.3.attn_q.weight", "model.layers.3.self_attn.q_proj.weight", "4"},
+	                          {"blk.3.attn_k.weight", "model.layers.3.self_attn.k_proj.weight", "2"},
+	                          {"blk.3.attn_v.weight", "model.layers.3.self_attn.v_proj.weight", "0"}};
+	for (int p = 0; p < 3; p++) {
+		const eng_gguf_tensor *gt = eng_gguf_find_tensor(g, pairs[p][0]);
+		const eng_tensor *ht = eng_st_find(&ts, pairs[p][1]);
+		assert_non_null(gt), assert_non_null(ht);
+		assert_int_equal(gt->type, ENG_GGML_F32);
+		int rows = (int)ht->shape[0], cols = (int)ht->shape[1], heads = atoi(pairs[p][2]), hd = heads ? rows / heads : 0;
+		for (int r = 0; r < rows; r++) {
+			int from = heads ? r / hd * hd + (r % hd % 2) * (hd / 2) + r % hd / 2 : r;
+			if (memcmp(gt->data + (size_t)r * cols * 4, (const char *)ht->data + (size_t)from * cols * 4, (size_t)cols * 4))
+				fail_msg("%s row %d is not %s row %d", pairs[p][0], r, pairs[p][1], from);
+		}
+	}
+	eng_st_close(&ts);
+	eng_gguf_close(g);
+
+	/* Q4_K_M: the output matrix, and attn_v and ffn_down of layers 0, 3, 6, 7, 8 of 9, in Q6_K */
+	const char *a2[] = {ev, "engine", "gguf", dir, "--out", q4, "--quantize", "Q4_K_M", NULL};
+	free(run_ok(a2));
+	assert_int_equal(eng_gguf_open(&g, q4), 0);
+	uint64_t ft = 0;
+	assert_int_equal(eng_gguf_get_u64(g, "general.file_type", &ft), 0);
+	assert_int_equal(ft, 15);
+	int q6 = 0;
+	for (size_t i = 0; i < g->n_t; i++) {
+		const eng_gguf_tensor *t = &g->t[i];
+		char nm[96];
+		snprintf(nm, sizeof nm, "%.*s", (int)t->name.n, t->name.p);
+		int l = -1;
+		sscanf(nm, "blk.%d.", &l);
+		bool more = l == 0 || l == 3 || l == 6 || l == 7 || l == 8;
+		uint32_t want = t->ndim == 1 ? ENG_GGML_F32
+		                : !strcmp(nm, "output.weight") || (more && (strstr(nm, "attn_v") || strstr(nm, "ffn_down")))
+		                        ? ENG_GGML_Q6_K
+		                        : ENG_GGML_Q4_K;
+		if (t->type != want)
+			fail_msg("%s is %s, not %s", nm, eng_ggml_type_name(t->type), eng_ggml_type_name(want));
+		q6 += t->type == ENG_GGML_Q6_K;
+	}
+	assert_int_equal(q6, 11);
+	eng_gguf_close(g);
+	/* it runs, near the folder */
+	eng_model *mf = et_load(dir, ENG_BACKEND_CPU, 0);
+	char *conv = NULL;
+	assert_int_equal(eng_model_path_resolve(q4, &conv), 0);
+	eng_model *mq = et_load(conv, ENG_BACKEND_CPU, 0);
+	int32_t toks[24];
+	for (int i = 0; i < 24; i++)
+		toks[i] = (int32_t)((i * 41 + 5) % 500);
+	float *lf = et_logits(mf, toks, 24, 0), *lq = et_logits(mq, toks, 24, 0);
+	double e = et_rel_err(lq, lf, 24 * 512);
+	print_message("folder written as Q4_K_M: logits vs the folder %.2e\n", e);
+	assert_true(e > 0 && e < 0.5);
+	free(lf), free(lq), free(conv);
+	eng_model_free(mf), eng_model_free(mq);
+	free(f32), free(q4), free(dir), free(work), free(cache);
+}
+
+/* a file of the folder rewritten with `edit` applied to its text (JSON) */
+static void edit_json(const char *dir, const char *file, const char *from, const char *to)
+{
+	char *p = tu_path(dir, file), *t = NULL;
+	size_t len = 0;
+	assert_int_equal(ev_file_read(&t, &len, p, 64 << 20), 0);
+	char *at = strstr(t, from);
+	if (!at)
+		fail_msg("%s: no '%s'", file, from);
+	char *n = ev_asprintf("%.*s%s%s", (int)(at - t), t, to, at + strlen(from));
+	assert_int_equal(ev_file_write(p, n, strlen(n)), 0);
+	free(n), free(t), free(p);
+}
+
+/* model.safetensors with one more tensor, `name`, of four F32 values */
+static void add_tensor(const char *dir, const char *name)
+{
+	char *p = tu_path(dir, "model.safetensors"), *t = NULL;
+	size_t len = 0;
+	assert_int_equal(ev_file_read(&t, &len, p, 1 << 30), 0);
+	uint64_t hl;
+	memcpy(&hl, t, 8);
+	cJSON *h = cJSON_ParseWithLength(t + 8, (size_t)hl);
+	assert_non_null(h);
+	size_t data = len - 8 - (size_t)hl;
+	char *extra = ev_asprintf("{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[%zu,%zu]}", data, data + 16);
+	cJSON_AddItemToObject(h, name, cJSON_Parse(extra));
+	char *nh = cJSON_PrintUnformatted(h);
+	uint64_t nl = strlen(nh);
+	ev_buf b = EV_BUF_INIT((size_t)1 << 31);
+	static const float four[4] = {1, 2, 3, 4};
+	assert_int_equal(ev_buf_append(&b, &nl, 8), 0);
+	assert_int_equal(ev_buf_append(&b, nh, nl), 0);
+	assert_int_equal(ev_buf_append(&b, t + 8 + hl, data), 0);
+	assert_int_equal(ev_buf_append(&b, four, 16), 0);
+	assert_int_equal(ev_file_write(p, b.data, b.len), 0);
+	ev_buf_free(&b);
+	free(nh), free(extra), free(t), free(p);
+	cJSON_Delete(h);
+}
+
+static void refusals_name_what_gguf_cannot_say(void **st)
+{
+	(void)st;
+	const char *ev = tu_evald();
+	char *work = tu_tmpdir("exportbad");
+	struct {
+		const char *what, *arch, *file, *from, *to, *expect, *type;
+	} cases[] = {
+		{"MiniMax-M3", "minimax_m3", NULL, NULL, NULL, "has no GGUF architecture", NULL},
+		{"a sliding window", "mistral", "config.json", "\"sliding_window\":null", "\"sliding_window\":4096",
+		 "sliding_window 4096", NULL},
+		{"SentencePiece's byte fallback", "llama", "tokenizer.json", "\"byte_fallback\": false", "\"byte_fallback\": true",
+		 "SentencePiece", NULL},
+		{"another pre-tokenizer", "llama", "tokenizer.json", "\\\\p{N}{1,3}", "\\\\p{N}{1,2}", "pre_tokenizer", NULL},
+		{"a normalizer", "llama", "tokenizer.json", "\"normalizer\": null", "\"normalizer\": {\"type\": \"Lowercase\"}",
+		 "normalizer 'Lowercase'", NULL},
+		{"a token past the vocabulary", "llama", "tokenizer.json", "\"\xc4\x81\": 1,", "\"\xc4\x81\": 600,", "has id 600", NULL},
+		{"no tokenizer", "llama", "tokenizer.json", NULL, NULL, "tokenizer.json", NULL},
+		{"a tensor without a GGUF name", "llama", "model.safetensors", NULL, NULL, "model.layers.0.mystery.weight", NULL},
+		{"an unknown type", "llama", NULL, NULL, NULL, "Q3_K", "Q3_K"},
+	};
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+		char *dir = et_mkmodel("exportcase", cases[c].arch, &z, "f32", 7), *out = tu_path(work, "x.gguf");
+		if (cases[c].from)
+			edit_json(dir, cases[c].file, cases[c].from, cases[c].to);
+		else if (cases[c].file && !strcmp(cases[c].file, "tokenizer.json")) {
+			char *p = tu_path(dir, "tokenizer.json");
+			assert_int_equal(unlink(p), 0);
+			free(p);
+		} else if (cases[c].file)
+			add_tensor(dir, "model.layers.0.mystery.weight");
+		const char *argv[] = {ev, "engine", "gguf", dir, "--out", out, cases[c].type ? "--quantize" : NULL, cases[c].type,
+		                      NULL};
+		char *o = NULL, *err = NULL;
+		int rc = tu_run(&o, &err, NULL, argv);
+		print_message("%s: exit %d: %s", cases[c].what, rc, err);
+		assert_int_equal(rc, 1);
+		if (!strstr(err, cases[c].expect))
+			fail_msg("%s: the error does not name '%s': %s", cases[c].what, cases[c].expect, err);
+		assert_int_not_equal(access(out, F_OK), 0); /* nothing written */
+		free(o), free(err), free(out), free(dir);
+	}
+	/* a folder takes --out, and not --tensor */
+	char *dir = small_llama("exportusage");
+	const char *u1[] = {ev, "engine", "gguf", dir, NULL}, *u2[] = {ev, "engine", "gguf", dir, "--tensor", "x", "--out", "y", NULL};
+	char *o = NULL, *err = NULL;
+	assert_int_equal(tu_run(&o, &err, NULL, u1), 2);
+	assert_non_null(strstr(err, "--out"));
+	free(o), free(err);
+	assert_int_equal(tu_run(&o, &err, NULL, u2), 2);
+	free(o), free(err), free(dir), free(work);
+}
+
+/* a metadata value's bytes in the file */
+static bool same_value(const eng_gguf *a, const eng_gguf *b, const char *key)
+{
+	const eng_gguf_value *x = eng_gguf_find_key(a, key), *y = eng_gguf_find_key(b, key);
+	if (!x || !y)
+		return !x && !y;
+	return x->type == y->type && x->raw_len == y->raw_len && !memcmp(x->raw, y->raw, x->raw_len);
+}
+
+static void smollm2_file_comes_back(void **st)
+{
+	(void)st;
+	const char *file = getenv("EVALD_SMOLLM2_GGUF");
+	if (!file || access(file, R_OK)) {
+		print_message("skipped: no SmolLM2 GGUF file (scripts/setup.sh fetches it)\n");
+		skip();
+	}
+	char *cache = tu_tmpdir("smolexportc"), *work = tu_tmpdir("smolexport"), *dir = NULL;
+	setenv("EVALD_CACHE_DIR", cache, 1);
+	assert_int_equal(eng_model_path_resolve(file, &dir), 0);
+	char *out = tu_path(work, "again.gguf");
+	eng_gguf_export_opts o = {.type = NULL};
+	eng_gguf_export_stats es;
+	if (eng_gguf_export(dir, out, &o, &es))
+		fail_msg("%s: %s", dir, ev_error_msg());
+	eng_gguf *a = NULL, *b = NULL;
+	assert_int_equal(eng_gguf_open(&a, file), 0);
+	assert_int_equal(eng_gguf_open(&b, out), 0);
+	/* every tensor as the file has it: type, dims, bytes (q and k back in llama.cpp's order) */
+	assert_int_equal(a->n_t, b->n_t);
+	for (size_t i = 0; i < a->n_t; i++) {
+		const eng_gguf_tensor *x = &a->t[i];
+		char nm[96];
+		snprintf(nm, sizeof nm, "%.*s", (int)x->name.n, x->name.p);
+		const eng_gguf_tensor *y = eng_gguf_find_tensor(b, nm);
+		if (!y || y->type != x->type || y->ndim != x->ndim || y->bytes != x->bytes ||
+		    memcmp(y->dims, x->dims, (size_t)x->ndim * sizeof x->dims[0]) || memcmp(y->data, x->data, x->bytes))
+			fail_msg("%s does not come back as the file has it", nm);
+	}
+	/* the tokenizer and template key for key */
+	const char *keys[] = {"tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.merges",
+	                      "tokenizer.ggml.token_type", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+	                      "tokenizer.chat_template", "llama.block_count", "llama.embedding_length",
+	                      "llama.feed_forward_length", "llama.attention.head_count", "llama.attention.head_count_kv",
+	                      "llama.rope.freq_base", "llama.attention.layer_norm_rms_epsilon", "llama.context_length"};
+	for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+		if (!same_value(a, b, keys[k]))
+			fail_msg("%s does not come back as the file has it", keys[k]);
+	print_message("SmolLM2 written again from its folder: %zu tensors, %.1f MiB, pre-tokenizer %s\n", es.tensors,
+	              es.bytes_out / 1048576.0, es.pre);
+	eng_gguf_close(a), eng_gguf_close(b);
+	free(out), free(dir), free(work), free(cache);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(cli_writes_a_folder_as_gguf),
+		cmocka_unit_test(refusals_name_what_gguf_cannot_say),
+		cmocka_unit_test(smollm2_file_comes_back),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
