@@ -140,11 +140,35 @@ BF_AVX2 static void bfdot_avx2(float *o, const uint16_t *const *x, int nx, const
 		bf_kern_avx2(o, x, 3, w, n);
 }
 
-BF_512 static inline float bf_finish512(__m512 a)
+/* _mm256_hadd_ps in each 256-bit half of a and b: per 128-bit lane [a0+a1, a2+a3, b0+b1, b2+b3] */
+BF_512 static inline __m512 bf_hadd2x(__m512 a, __m512 b)
 {
-	__m256 f = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
-	__m256 t = _mm256_hadd_ps(_mm256_hadd_ps(f, f), _mm256_hadd_ps(f, f));
-	return _mm_cvtss_f32(_mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+	return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xDD));
+}
+
+/* The totals of eight accumulators (the definition's, bfdot.h: f = lanes
+ * 0-7 + lanes 8-15, then hsum8's pairs, quads and halves), formed for all
+ * eight at once: two outputs a register, then four a register, as
+ * [a c e g | b d f h] put back in order; the first n of them stored.
+ * (Each had taken its own extract, add and two hadds: a tenth of a
+ * prefill tile's time at 1024 columns.) */
+BF_512 static inline __attribute__((always_inline)) void bf_finish8(float *o, __m512 a, __m512 b, __m512 c, __m512 d,
+                                                                   __m512 e, __m512 f, __m512 g, __m512 h, int n)
+{
+	/* [fa | fb]: a's lanes 0-7 + 8-15, then b's */
+	__m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+	__m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0x44), _mm512_shuffle_f32x4(c, d, 0xEE));
+	__m512 ef = _mm512_add_ps(_mm512_shuffle_f32x4(e, f, 0x44), _mm512_shuffle_f32x4(e, f, 0xEE));
+	__m512 gh = _mm512_add_ps(_mm512_shuffle_f32x4(g, h, 0x44), _mm512_shuffle_f32x4(g, h, 0xEE));
+	/* 128-bit lane j: [x's pair sums | y's] of the quarter j of [fa | fb] (x = a or b ...) */
+	__m512 q = bf_hadd2x(bf_hadd2x(ab, cd), bf_hadd2x(ef, gh));
+	/* lanes 0 and 1: a, c, e, g's first and last four; 2 and 3: b, d, f, h's */
+	__m512 t = _mm512_add_ps(_mm512_shuffle_f32x4(q, q, 0x88), _mm512_shuffle_f32x4(q, q, 0xDD));
+	__m256 r = _mm256_permutevar8x32_ps(_mm512_castps512_ps256(t), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+	if (n == 8)
+		_mm256_storeu_ps(o, r);
+	else
+		_mm_storeu_ps(o, _mm256_castps256_ps128(r));
 }
 
 BF_512 static inline __attribute__((always_inline)) void bf_kern_512(float *o, const uint16_t *const *x, int nx,
@@ -178,11 +202,14 @@ BF_512 static inline __attribute__((always_inline)) void bf_kern_512(float *o, c
 				acc[i][r] = _mm512_dpbf16_ps(acc[i][r], (__m512bh)xv, (__m512bh)wv[r]);
 		}
 	}
-#pragma GCC unroll 6
-	for (int i = 0; i < nx; i++)
-#pragma GCC unroll 4
-		for (int r = 0; r < 4; r++)
-			o[i * 4 + r] = bf_finish512(acc[i][r]);
+	/* the outputs eight at a time: two activation rows' four */
+#pragma GCC unroll 3
+	for (int i = 0; i < nx; i += 2) {
+		const __m512 z = _mm512_setzero_ps();
+		bf_finish8(o + i * 4, acc[i][0], acc[i][1], acc[i][2], acc[i][3], i + 1 < nx ? acc[i + 1][0] : z,
+		           i + 1 < nx ? acc[i + 1][1] : z, i + 1 < nx ? acc[i + 1][2] : z, i + 1 < nx ? acc[i + 1][3] : z,
+		           i + 1 < nx ? 8 : 4);
+	}
 }
 
 BF_512 static void bfdot_512(float *o, const uint16_t *const *x, int nx, const uint16_t *const w[4], int n)
