@@ -133,6 +133,10 @@ typedef struct {
 	uint64_t params_total;     /* every weight element */
 	uint64_t params_active;    /* used per token (MoE: top-k experts only) */
 	uint64_t weight_bytes;     /* bytes of weights as stored */
+	uint64_t decode_weight_bytes; /* of them, what one decoded token reads: all but the experts a
+	                            * layer does not choose (the top-k of them read; a mean over
+	                            * tokens) and the embedding table where it is not also the head
+	                            * (one row of it read) */
 	int activation_bits;       /* K-quant weights' activations on the CPU: 16 or 8 */
 	bool weights_huge;         /* the weight files read into memory advised for transparent huge
 	                            * pages, not mmapped (EVALD_WEIGHT_PAGES, engine/README.md) */

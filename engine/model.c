@@ -512,6 +512,12 @@ static uint64_t wsize(const eng_weight *w)
 	return (uint64_t)w->rows * (uint64_t)w->cols;
 }
 
+/* a weight's bytes as stored */
+static uint64_t wbytes(const eng_weight *w)
+{
+	return eng_dtype_bytes(w->dtype, wsize(w));
+}
+
 int eng_model_image_token(const eng_model *m)
 {
 	return m->c.image_token;
@@ -617,6 +623,18 @@ void eng_model_get_info(const eng_model *m, eng_model_info *out)
 	out->params_total = total;
 	out->params_active = total - inactive;
 	out->weight_bytes = m->weight_bytes;
+	/* bytes a decode step reads: the chosen experts' (expert 0's bytes for each), and one row
+	 * of an embedding table that is not the head */
+	uint64_t skip = 0;
+	for (int i = 0; i < c->layers; i++) {
+		const eng_layer *L = &m->layers[i];
+		if (L->moe)
+			skip += (wbytes(&L->experts[0].gate) + wbytes(&L->experts[0].up) + wbytes(&L->experts[0].down)) *
+			        (uint64_t)(c->experts - c->top_k);
+	}
+	if (!c->tie && m->embed.data && m->embed.rows > 0)
+		skip += wbytes(&m->embed) - wbytes(&m->embed) / (uint64_t)m->embed.rows;
+	out->decode_weight_bytes = m->weight_bytes > skip ? m->weight_bytes - skip : 0;
 	out->weights_huge = m->ts.nfiles > 0 && m->ts.nhuge == m->ts.nfiles;
 	out->quad_bytes = m->quad_bytes;
 	out->activation_bits = m->activation_bits;

@@ -502,8 +502,7 @@ int ev_bench_engine_main(const ev_cli *cli, int argc, char **argv)
 		ev_error_clear();
 #endif
 	}
-	double step_wbytes = in.params_total ? (double)in.weight_bytes * (double)in.params_active / (double)in.params_total
-	                                     : (double)in.weight_bytes;
+	double step_wbytes = (double)in.decode_weight_bytes;
 	double step_kv = 0;
 	bool kv_exact = true;
 	for (int64_t i = 0; i < decode; i++) {

@@ -285,11 +285,12 @@ static int cmd_info(const opts *o)
 		printf("],\"params_total\":%llu,\"params_active\":%llu,\"dtypes\":\"%s\",\"weight_bytes\":%llu,"
 		       "\"kv_bytes_per_token\":%llu,\"context\":%ld,\"memory_bytes\":%llu,\"sliding_window\":%ld,"
 		       "\"config_defaults\":\"%s\",\"device\":\"%s\",\"kernels\":\"%s\",\"weight_pages\":\"%s\","
-		       "\"weight_quad_bytes\":%llu,\"weight_types\":[",
+		       "\"weight_quad_bytes\":%llu,\"decode_weight_bytes\":%llu,\"weight_types\":[",
 		       (unsigned long long)in.params_total, (unsigned long long)in.params_active, in.dtypes,
 		       (unsigned long long)in.weight_bytes, (unsigned long long)in.kv_bytes_per_token, ctx,
 		       (unsigned long long)need, in.sliding_window, in.config_defaults ? in.config_defaults : "", device,
-		       kernels, in.weights_huge ? "huge" : "file", (unsigned long long)in.quad_bytes);
+		       kernels, in.weights_huge ? "huge" : "file", (unsigned long long)in.quad_bytes,
+		       (unsigned long long)in.decode_weight_bytes);
 		for (int i = 0; i < in.n_weight_types; i++)
 			printf("%s{\"dtype\":\"%s\",\"bytes\":%llu,\"elements\":%llu}", i ? "," : "", in.weight_types[i].dtype,
 			       (unsigned long long)in.weight_types[i].bytes, (unsigned long long)in.weight_types[i].elems);
@@ -313,6 +314,11 @@ static int cmd_info(const opts *o)
 				       in.weight_types[i].bytes / 1048576.0, in.weight_types[i].elems / 1e6);
 			printf("\n");
 		}
+		if (in.decode_weight_bytes != in.weight_bytes)
+			printf("  a token reads   %.2f MiB of them (%s)\n", in.decode_weight_bytes / 1048576.0,
+			       in.experts && !in.tied_embeddings ? "the chosen experts, one row of the embedding table"
+			       : in.experts                      ? "the chosen experts"
+			                                         : "one row of the embedding table, which is not the head");
 		if (in.quad_bytes)
 			printf("  layout          %.2f MiB as quads of four rows (the CPU's decode reads them a block of four rows "
 			       "at once)\n", in.quad_bytes / 1048576.0);

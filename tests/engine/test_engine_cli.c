@@ -42,6 +42,9 @@ static void mkmodel_info_logits_generate(void **state)
 	/* 2 layers x 2 inactive experts x 3 x 128 x 64 */
 	assert_true(total - active == 2.0 * 2 * 3 * 128 * 64);
 	assert_true(ev_json_num(j, "weight_bytes", 0) == 2 * total);
+	/* what a token reads: the active ones, less the untied embedding table but one row (bf16) */
+	assert_false(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "tied_embeddings")));
+	assert_true(ev_json_num(j, "decode_weight_bytes", 0) == 2 * active - 2.0 * 399 * 64);
 	/* by type: every weight bf16 here */
 	const cJSON *wt = cJSON_GetObjectItemCaseSensitive(j, "weight_types");
 	assert_int_equal(cJSON_GetArraySize(wt), 1);
@@ -438,6 +441,10 @@ static void bench_engine_sets_each_decode_against_its_own_bound(void **state)
 	double kv = ev_json_num(j, "decode_kv_bytes_per_token", -1);
 	assert_true(fabs(kv - 2 * 2 * (2 * 16 * 4) * 10.5) < 1e-9);
 	assert_true(fabs(step - ev_json_num(j, "decode_weight_bytes_per_token", 0) - kv) <= 1e-9 * step);
+	/* the weights a token reads: all but the embedding table, which is not the head here (one row
+	 * of its 512 rows of 64 f32) */
+	assert_true(ev_json_num(j, "weight_bytes", 0) - ev_json_num(j, "decode_weight_bytes_per_token", 0) ==
+	            511.0 * 64 * 4);
 	assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "decode_kv_bytes_exact")));
 	assert_true(ev_json_num(j, "weight_quad_bytes", -1) == 0); /* f32: nothing laid out as quads */
 	for (int r = 0; r < 3; r++) {
