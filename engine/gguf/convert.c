@@ -289,6 +289,13 @@ static int write_config(const eng_gguf *g, const arch_map *a, const moe_cfg *moe
 	return rc;
 }
 
+/* Whether llama.cpp's tokenizer takes a word that is a whole token as that token, merges or not
+ * (tokenizer.json's ignore_merges), for the pre-tokenizer name: Llama 3's (gguf_int.h) */
+bool eng_gguf_pre_ignores_merges(const char *pre)
+{
+	return pre && (!strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3"));
+}
+
 /* The pre-tokenizer llama.cpp's pre-tokenizer name stands for, as tokenizer.json spells it (gguf_int.h). */
 const char *eng_gguf_pre_json(const char *pre)
 {
@@ -422,10 +429,11 @@ static int write_tokenizer(const eng_gguf *g, const char *dir, uint64_t *vocab, 
 		rc = ev_buf_puts(&b, "\"post_processor\":null,");
 	}
 	if (!rc && !spm)
-		rc = ev_buf_puts(&b, "\"decoder\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"trim_offsets\":true,"
-		                     "\"use_regex\":true},\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":null,"
-		                     "\"continuing_subword_prefix\":null,\"end_of_word_suffix\":null,\"fuse_unk\":false,"
-		                     "\"byte_fallback\":false,\"ignore_merges\":false,\"vocab\":{");
+		rc = ev_buf_printf(&b, "\"decoder\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"trim_offsets\":true,"
+		                       "\"use_regex\":true},\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":null,"
+		                       "\"continuing_subword_prefix\":null,\"end_of_word_suffix\":null,\"fuse_unk\":false,"
+		                       "\"byte_fallback\":false,\"ignore_merges\":%s,\"vocab\":{",
+		                   eng_gguf_pre_ignores_merges(pre) ? "true" : "false");
 	if (!rc && spm) {
 		rc = ev_buf_puts(&b, "\"decoder\":");
 		if (!rc)
@@ -755,7 +763,7 @@ int eng_gguf_resolve(const char *path, char **dir)
 		got += fread(head + got, 1, part, f);
 	fclose(f);
 	/* the format version of the conversion and whether blocks are kept */
-	got += (size_t)snprintf(head + got, 64, "|%lld|v3|%s", (long long)st.st_size, kept_type(ENG_GGML_Q8_0) ? "q" : "f32");
+	got += (size_t)snprintf(head + got, 64, "|%lld|v4|%s", (long long)st.st_size, kept_type(ENG_GGML_Q8_0) ? "q" : "f32");
 	char key[EV_SHA256_HEX];
 	ev_sha256_hex(key, head, got);
 	free(head);

@@ -173,7 +173,8 @@ static bool pre_form(const cJSON *pt, const char **regex, bool *digits)
  * evald reads (convert.c) that stands for the same splits, or NULL */
 static const char *pre_name(const cJSON *pt)
 {
-	static const char *const names[] = {"gpt2", "smollm", "llama-bpe", "qwen2"};
+	/* (llama.cpp's own spellings: it reads no "gpt2") */
+	static const char *const names[] = {"gpt-2", "smollm", "llama-bpe", "qwen2"};
 	const char *re;
 	bool digits;
 	if (!pre_form(pt, &re, &digits))
@@ -289,7 +290,12 @@ static int put_tokenizer(eng_gguf_writer *w, const char *dir, const eng_config *
 		                  dir, ev_json_str(norm, "type", "?"));
 	else if (!pre)
 		rc = ev_error_set(EV_E_UNSUPPORTED, "%s/tokenizer.json: its pre_tokenizer is none of those llama.cpp names "
-		                                    "(gpt2, smollm, llama-bpe, qwen2)", dir);
+		                                    "(gpt-2, smollm, llama-bpe, qwen2)", dir);
+	bool im = ev_json_bool(model, "ignore_merges", false);
+	if (!rc && im != eng_gguf_pre_ignores_merges(pre))
+		ev_log_warn("%s/tokenizer.json: ignore_merges is %s, where llama.cpp's '%s' %s: a word that is a whole "
+		            "token the merges do not reach may split otherwise in the GGUF file", dir, im ? "true" : "false",
+		            pre, im ? "follows the merges" : "takes such words whole");
 	for (int i = 0; i < V && !rc; i++)
 		types[i] = 1; /* normal */
 	const cJSON *x, *vocab = rc ? NULL : cJSON_GetObjectItemCaseSensitive(model, "vocab"),

@@ -24,6 +24,10 @@ extern const char *const eng_gguf_shexp_names[][2];
  * tokenizer.ggml.pre name stands for, or NULL for a name evald does not
  * know (convert.c). */
 const char *eng_gguf_pre_json(const char *pre);
+/* Whether that name's tokenizer takes a word that is a whole token as
+ * that token without its merges (tokenizer.json's ignore_merges; llama.cpp
+ * does so for Llama 3's names). */
+bool eng_gguf_pre_ignores_merges(const char *pre);
 
 /* The type a tensor named `name` (ndim dims, rows of `row` elements,
  * stored as ggml type `stored`) gets in a file quantized to `target`

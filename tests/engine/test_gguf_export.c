@@ -15,6 +15,7 @@
 #include "engine/backend.h"
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/quant.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "tests/engine/engine_testutil.h"
 
 static char *small_llama(const char *tag)
@@ -221,6 +222,62 @@ static void refusals_name_what_gguf_cannot_say(void **st)
 	free(o), free(err), free(dir), free(work);
 }
 
+/* Llama 3's tokenizer takes a word that is a whole token whole, merges or
+ * not (ignore_merges; llama.cpp does so for "llama-bpe"): a token the
+ * merges cannot reach ("zqzq") comes back as one id through the GGUF
+ * file, as the folder gives it. A GPT-2-style folder's file names its
+ * pre-tokenizer as llama.cpp spells it ("gpt-2"). */
+static void llama3_words_whole_through_gguf(void **st)
+{
+	(void)st;
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	char *dir = et_mkmodel("exportim", "llama", &z, "f32", 3), *work = tu_tmpdir("exportimw"),
+	     *cache = tu_tmpdir("exportimc");
+	setenv("EVALD_CACHE_DIR", cache, 1);
+	/* the last merge's token renamed, that merge dropped: nothing else changes */
+	edit_json(dir, "tokenizer.json", "\"ct\": 506", "\"zqzq\": 506");
+	edit_json(dir, "tokenizer.json", "[\"b\", \"le\"],\n[\"c\", \"t\"]", "[\"b\", \"le\"]");
+	char *out = tu_path(work, "im.gguf"), *conv = NULL;
+	eng_gguf_export_opts o = {.type = NULL};
+	eng_gguf_export_stats es;
+	if (eng_gguf_export(dir, out, &o, &es))
+		fail_msg("%s", ev_error_msg());
+	assert_string_equal(es.pre, "llama-bpe");
+	assert_int_equal(eng_model_path_resolve(out, &conv), 0);
+	const char *texts[] = {"zqzq", "a zqzq b", "zq zqzqzq"};
+	eng_tokenizer *ta = NULL, *tb = NULL;
+	assert_int_equal(eng_tokenizer_load(&ta, dir), 0);
+	assert_int_equal(eng_tokenizer_load(&tb, conv), 0);
+	for (size_t t = 0; t < 3; t++) {
+		int32_t *ia = NULL, *ib = NULL;
+		size_t na = 0, nb = 0;
+		assert_int_equal(eng_tokenize(ta, texts[t], strlen(texts[t]), false, &ia, &na), 0);
+		assert_int_equal(eng_tokenize(tb, texts[t], strlen(texts[t]), false, &ib, &nb), 0);
+		if (t == 0 && !(na == 1 && ia[0] == 506))
+			fail_msg("the folder's tokenizer gives %zu ids for 'zqzq', the first %d", na, na ? ia[0] : -1);
+		if (na != nb || memcmp(ia, ib, na * sizeof *ia))
+			fail_msg("'%s': %zu ids from the folder, %zu through GGUF", texts[t], na, nb);
+		free(ia), free(ib);
+	}
+	eng_tokenizer_free(ta), eng_tokenizer_free(tb);
+	free(out), free(conv), free(dir), free(work), free(cache);
+
+	z = (eng_mkmodel_sizes)ENG_MKMODEL_SIZES_INIT;
+	dir = et_mkmodel("exportq2", "qwen2", &z, "f32", 3), work = tu_tmpdir("exportq2w");
+	out = tu_path(work, "q2.gguf");
+	if (eng_gguf_export(dir, out, &o, &es))
+		fail_msg("%s", ev_error_msg());
+	assert_string_equal(es.pre, "gpt-2");
+	eng_gguf *g = NULL;
+	char *pre = NULL;
+	assert_int_equal(eng_gguf_open(&g, out), 0);
+	assert_int_equal(eng_gguf_get_str(g, "tokenizer.ggml.pre", &pre), 0);
+	assert_string_equal(pre, "gpt-2");
+	free(pre);
+	eng_gguf_close(g);
+	free(out), free(dir), free(work);
+}
+
 /* a metadata value's bytes in the file */
 static bool same_value(const eng_gguf *a, const eng_gguf *b, const char *key)
 {
@@ -280,6 +337,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(cli_writes_a_folder_as_gguf),
 		cmocka_unit_test(refusals_name_what_gguf_cannot_say),
+		cmocka_unit_test(llama3_words_whole_through_gguf),
 		cmocka_unit_test(smollm2_file_comes_back),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
