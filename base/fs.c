@@ -98,48 +98,76 @@ int ev_file_write(const char *path, const void *data, size_t len)
 
 int ev_file_write_parts(const char *path, const void *const *parts, const size_t *lens, int n)
 {
+	ev_file_out f;
+	int rc = ev_file_out_open(&f, path);
+	for (int k = 0; k < n && !rc; k++)
+		rc = ev_file_out_write(&f, parts[k], lens[k]);
+	return rc ? (ev_file_out_abort(&f), rc) : ev_file_out_commit(&f);
+}
+
+int ev_file_out_open(ev_file_out *f, const char *path)
+{
+	f->fd = -1;
+	f->path = f->tmp = NULL;
 	/* An unpredictable temp name made with O_EXCL (mkstemp): a link planted
 	 * at a guessable name cannot redirect the write. */
-	char *tmp = ev_asprintf("%s.tmp.XXXXXX", path);
-	if (!tmp)
+	if (!(f->path = ev_strdup(path)) || !(f->tmp = ev_asprintf("%s.tmp.XXXXXX", path))) {
+		free(f->path), free(f->tmp);
+		f->path = f->tmp = NULL;
 		return ev_error_set(EV_E_NOMEM, "out of memory");
-	int fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd >= 0) { /* mkstemp makes 0600; the file gets what open(0644) would, under the umask */
-		mode_t um = umask(0);
-		umask(um);
-		(void)fchmod(fd, 0644 & ~um);
 	}
-	if (fd < 0) {
-		int rc = ev_error_set(EV_E_IO, "%s: %s", tmp, strerror(errno));
-		free(tmp);
+	f->fd = mkostemp(f->tmp, O_CLOEXEC);
+	if (f->fd < 0) {
+		int rc = ev_error_set(EV_E_IO, "%s: %s", f->tmp, strerror(errno));
+		free(f->path), free(f->tmp);
+		f->path = f->tmp = NULL;
 		return rc;
 	}
-	for (int k = 0; k < n; k++) {
-		const char *p = parts[k];
-		size_t left = lens[k];
-		while (left) {
-			ssize_t w = write(fd, p, left);
-			if (w < 0) {
-				if (errno == EINTR)
-					continue;
-				int rc = ev_error_set(EV_E_IO, "%s: %s", tmp, strerror(errno));
-				close(fd);
-				unlink(tmp);
-				free(tmp);
-				return rc;
-			}
-			p += w;
-			left -= (size_t)w;
-		}
-	}
-	if (fsync(fd) != 0 || close(fd) != 0 || rename(tmp, path) != 0) {
-		int rc = ev_error_set(EV_E_IO, "%s: %s", path, strerror(errno));
-		unlink(tmp);
-		free(tmp);
-		return rc;
-	}
-	free(tmp);
+	/* mkstemp makes 0600; the file gets what open(0644) would, under the umask */
+	mode_t um = umask(0);
+	umask(um);
+	(void)fchmod(f->fd, 0644 & ~um);
 	return 0;
+}
+
+int ev_file_out_write(ev_file_out *f, const void *data, size_t len)
+{
+	const char *p = data;
+	while (len) {
+		ssize_t w = write(f->fd, p, len);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return ev_error_set(EV_E_IO, "%s: %s", f->tmp, strerror(errno));
+		}
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+int ev_file_out_commit(ev_file_out *f)
+{
+	int rc = 0;
+	if (fsync(f->fd) != 0 || close(f->fd) != 0 || rename(f->tmp, f->path) != 0) {
+		rc = ev_error_set(EV_E_IO, "%s: %s", f->path, strerror(errno));
+		unlink(f->tmp);
+	}
+	f->fd = -1;
+	free(f->path), free(f->tmp);
+	f->path = f->tmp = NULL;
+	return rc;
+}
+
+void ev_file_out_abort(ev_file_out *f)
+{
+	if (f->fd >= 0) {
+		close(f->fd);
+		unlink(f->tmp);
+	}
+	f->fd = -1;
+	free(f->path), free(f->tmp);
+	f->path = f->tmp = NULL;
 }
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)

@@ -19,6 +19,18 @@ int ev_mkdir_p_mode(const char *dir, unsigned mode);
 int ev_file_write(const char *path, const void *data, size_t len);
 /* The same from n pieces one after another (no copy of them made). */
 int ev_file_write_parts(const char *path, const void *const *parts, const size_t *lens, int n);
+/* The same piece by piece, for files larger than one wants in memory:
+ * open (a temp file beside `path`), write any number of times, then commit
+ * (fsync and rename into place) or abort (the temp file removed; also
+ * after a failed write). Nothing appears at `path` but the whole file. */
+typedef struct {
+	int fd;
+	char *path, *tmp;
+} ev_file_out;
+int ev_file_out_open(ev_file_out *f, const char *path);
+int ev_file_out_write(ev_file_out *f, const void *data, size_t len);
+int ev_file_out_commit(ev_file_out *f);
+void ev_file_out_abort(ev_file_out *f);
 
 enum {
 	/* Open up folders that lack write or search permission first (what a

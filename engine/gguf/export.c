@@ -391,28 +391,32 @@ static size_t elements(const eng_tensor *t)
 	return n;
 }
 
+/* One tensor of the file, planned before the file is written and made
+ * while it is (eng_gguf_write_with): a folder tensor (rows permuted over
+ * `heads` heads when heads > 0), or a layer's experts' matrices stacked */
 typedef struct {
-	eng_gguf_writer *w;
+	const eng_tensor *t;   /* NULL: stacked experts */
+	int layer, leaf;       /* (stacked experts) */
+	int heads;
+	eng_dtype from;        /* as stored (the experts': expert 0's) */
+	uint32_t to;           /* as written */
+	size_t n;              /* elements */
+} planned;
+
+typedef struct {
 	const eng_config *c;
+	eng_tensor_set *ts;
 	const char *dir;
 	uint32_t target; /* when typed */
 	bool typed;
 	int mix;
 	eng_gguf_export_stats *st;
-	float *f, *p;    /* scratch: a tensor's values, and another as many */
-	void *q;         /* and its bytes in the type written */
-	size_t cap;      /* values the scratch holds */
+	planned *plan;
+	size_t n_plan, cap_plan;
+	float *f;        /* scratch: a tensor's values */
+	void *p;         /* and its rows permuted as stored */
+	size_t cap_f, cap_p;
 } exporter;
-
-static int room(exporter *e, size_t n)
-{
-	if (n <= e->cap)
-		return 0;
-	free(e->f), free(e->p), free(e->q);
-	e->f = malloc(n * 4), e->p = malloc(n * 4), e->q = malloc(n * 4 + 256);
-	e->cap = e->f && e->p && e->q ? n : 0;
-	return e->cap ? 0 : ev_error_set(EV_E_NOMEM, "out of memory for a tensor of %zu values", n);
-}
 
 /* llama.cpp's row order of a q or k projection: within each head of hd
  * rows, HF row j * hd / 2 + i goes to 2i + j (rows of rb bytes) */
@@ -426,40 +430,111 @@ static void permute_rows(void *dst, const void *src, int64_t rows, size_t rb, in
 				       (const char *)src + (size_t)(h * hd + j * (hd / 2) + i) * rb, rb);
 }
 
-/* One tensor written: n values of dtype `from` at `data` (nd dims, ggml
- * order), rows permuted over `heads` heads when heads > 0 */
-static int put_one(exporter *e, const char *name, const void *data, eng_dtype from, size_t n, const uint64_t *dims, int nd,
-                   int heads)
+/* The type a tensor is written in: norms and biases F32 as llama.cpp
+ * writes them, a weight in its stored type when untyped, else by
+ * eng_gguf_weight_type's rules */
+static uint32_t type_for(const exporter *e, const char *name, eng_dtype from, const uint64_t *dims, int nd)
 {
-	uint32_t stored = eng_dtype_ggml(from);
-	/* norms and biases F32 as llama.cpp writes them; a weight in its own type when untyped */
-	uint32_t as_is = nd == 1 ? ENG_GGML_F32 : stored;
-	uint32_t to = e->typed ? eng_gguf_weight_type(name, nd, dims[0], as_is, e->target, e->mix, e->c->layers, !e->c->tie)
-	                       : as_is;
-	size_t in_bytes = eng_dtype_bytes(from, n), rb = eng_dtype_bytes(from, (size_t)dims[0]);
-	size_t out_bytes = n / (size_t)eng_ggml_type_block(to) * eng_ggml_type_size(to);
-	const void *src = data;
-	int rc = room(e, n > in_bytes / 4 + 1 ? n : in_bytes / 4 + 1);
-	if (rc)
-		return rc;
-	if (heads > 0) { /* on the stored rows: blocks never span a row */
-		permute_rows(e->p, data, (int64_t)(n / dims[0]), rb, heads);
-		src = e->p;
+	uint32_t as_is = nd == 1 ? ENG_GGML_F32 : eng_dtype_ggml(from);
+	return e->typed ? eng_gguf_weight_type(name, nd, dims[0], as_is, e->target, e->mix, e->c->layers, !e->c->tie)
+	                : as_is;
+}
+
+/* A tensor's entry in the file, its bytes to come (fill_one) */
+static int plan_one(exporter *e, eng_gguf_writer *w, const char *name, const planned *pl, const uint64_t *dims, int nd)
+{
+	if (e->n_plan == e->cap_plan) {
+		size_t nc = e->cap_plan ? 2 * e->cap_plan : 64;
+		planned *np = realloc(e->plan, nc * sizeof *np);
+		if (!np)
+			return ev_error_set(EV_E_NOMEM, "out of memory");
+		e->plan = np, e->cap_plan = nc;
 	}
-	if (to == stored) {
-		rc = eng_gguf_put_tensor(e->w, name, to, dims, nd, src, in_bytes);
-	} else {
-		eng_to_f32(e->f, src, from, n);
-		eng_ggml_quantize(e->q, e->f, to, n);
-		rc = eng_gguf_put_tensor(e->w, name, to, dims, nd, e->q, out_bytes);
-		e->st->quantized++;
-		if (e->typed && nd > 1 && to != e->target && !(e->mix && to == ENG_GGML_Q6_K))
-			e->st->fallbacks++;
-	}
+	planned *p = &e->plan[e->n_plan++];
+	*p = *pl;
+	p->to = type_for(e, name, pl->from, dims, nd);
+	size_t in_bytes = eng_dtype_bytes(pl->from, pl->n);
+	size_t out_bytes = pl->n / (size_t)eng_ggml_type_block(p->to) * eng_ggml_type_size(p->to);
+	bool kept = p->to == eng_dtype_ggml(pl->from);
 	e->st->tensors++;
 	e->st->bytes_in += in_bytes;
-	e->st->bytes_out += to == stored ? in_bytes : out_bytes;
-	return rc;
+	e->st->bytes_out += out_bytes;
+	if (!kept) {
+		e->st->quantized++;
+		if (e->typed && nd > 1 && p->to != e->target && !(e->mix && p->to == ENG_GGML_Q6_K))
+			e->st->fallbacks++;
+	}
+	return eng_gguf_put_tensor_later(w, name, p->to, dims, nd, out_bytes);
+}
+
+/* scratch of at least nf values and np bytes */
+static int room(exporter *e, size_t nf, size_t np)
+{
+	if (nf > e->cap_f) {
+		free(e->f);
+		if (!(e->f = malloc(nf * sizeof *e->f))) {
+			e->cap_f = 0;
+			return ev_error_set(EV_E_NOMEM, "out of memory for a tensor of %zu values", nf);
+		}
+		e->cap_f = nf;
+	}
+	if (np > e->cap_p) {
+		free(e->p);
+		if (!(e->p = malloc(np))) {
+			e->cap_p = 0;
+			return ev_error_set(EV_E_NOMEM, "out of memory for a tensor of %zu bytes", np);
+		}
+		e->cap_p = np;
+	}
+	return 0;
+}
+
+/* The expert x's matrix `leaf` of a layer, or NULL */
+static const eng_tensor *expert_tensor(exporter *e, int layer, int leaf, int x)
+{
+	static const char *const qwen[3] = {"gate_proj", "up_proj", "down_proj"}, *mix[3] = {"w1", "w3", "w2"};
+	bool mixtral = e->c->arch == ENG_ARCH_MIXTRAL;
+	char hn[160];
+	snprintf(hn, sizeof hn, "%slayers.%d.%s.experts.%d.%s.weight", e->c->prefix, layer,
+	         mixtral ? "block_sparse_moe" : "mlp", x, mixtral ? mix[leaf] : qwen[leaf]);
+	return eng_st_find(e->ts, hn);
+}
+
+/* The bytes of planned tensor i (eng_gguf_fill_fn) */
+static int fill_one(void *ctx, size_t i, void *buf, size_t bytes)
+{
+	exporter *e = ctx;
+	const planned *p = &e->plan[i];
+	const void *src = p->t ? p->t->data : NULL;
+	int rc = room(e, p->to == eng_dtype_ggml(p->from) ? 0 : p->n, p->heads ? eng_dtype_bytes(p->from, p->n) : 0);
+	if (rc)
+		return rc;
+	if (p->heads) { /* on the stored rows: blocks never span a row */
+		size_t rb = eng_dtype_bytes(p->from, (size_t)p->t->shape[1]);
+		permute_rows(e->p, src, p->t->shape[0], rb, p->heads);
+		src = e->p;
+	}
+	if (p->to == eng_dtype_ggml(p->from)) { /* as stored: copied (experts one after another) */
+		if (p->t) {
+			memcpy(buf, src, bytes);
+			return 0;
+		}
+		size_t per = bytes / (size_t)e->c->experts;
+		for (int x = 0; x < e->c->experts; x++)
+			memcpy((char *)buf + per * (size_t)x, expert_tensor(e, p->layer, p->leaf, x)->data, per);
+		return 0;
+	}
+	if (p->t) {
+		eng_to_f32(e->f, src, p->from, p->n);
+	} else { /* a layer's experts, one after another */
+		size_t per = p->n / (size_t)e->c->experts;
+		for (int x = 0; x < e->c->experts; x++) {
+			const eng_tensor *t = expert_tensor(e, p->layer, p->leaf, x);
+			eng_to_f32(e->f + per * (size_t)x, t->data, t->dtype, per);
+		}
+	}
+	eng_ggml_quantize(buf, e->f, p->to, p->n);
+	return 0;
 }
 
 /* An expert's matrix: its layer, expert and leaf (0 gate, 1 up, 2 down)
@@ -480,54 +555,36 @@ static bool expert_of(const char *rest, int *x, int *leaf)
 
 /* A layer's experts' gate, up or down matrices as one 3-D tensor
  * [experts, rows, cols] (ggml's dims innermost first), or one tensor each */
-static int put_experts(exporter *e, eng_tensor_set *ts, int layer, int leaf, bool apart)
+static int plan_experts(exporter *e, eng_gguf_writer *w, int layer, int leaf, bool apart)
 {
-	static const char *const qwen[3] = {"gate_proj", "up_proj", "down_proj"}, *mix[3] = {"w1", "w3", "w2"},
-	                         *gg[3] = {"gate", "up", "down"};
+	static const char *const gg[3] = {"gate", "up", "down"};
 	const eng_config *c = e->c;
-	bool mixtral = c->arch == ENG_ARCH_MIXTRAL;
-	size_t per = 0;
-	uint64_t dims[3] = {0, 0, (uint64_t)c->experts};
-	float *all = NULL;
+	const eng_tensor *t0 = expert_tensor(e, layer, leaf, 0);
+	if (!t0)
+		return 0; /* a dense layer */
+	uint64_t dims[3] = {(uint64_t)t0->shape[1], (uint64_t)t0->shape[0], (uint64_t)c->experts};
 	int rc = 0;
 	for (int x = 0; x < c->experts && !rc; x++) {
-		char hn[160];
-		snprintf(hn, sizeof hn, "%slayers.%d.%s.experts.%d.%s.weight", c->prefix, layer,
-		         mixtral ? "block_sparse_moe" : "mlp", x, mixtral ? mix[leaf] : qwen[leaf]);
-		const eng_tensor *t = eng_st_find(ts, hn);
-		if (!t) {
-			if (x) /* (a layer without experts is dense) */
-				rc = ev_error_set(EV_E_INVALID, "%s: tensor '%s' is missing (layer %d has expert 0's)", e->dir, hn, layer);
-			break;
-		}
-		size_t n = elements(t);
-		uint64_t d1[2] = {(uint64_t)t->shape[1], (uint64_t)t->shape[0]};
-		if (t->ndim != 2 || (x && (d1[0] != dims[0] || d1[1] != dims[1]))) {
-			rc = ev_error_set(EV_E_INVALID, "%s: tensor '%s' is not a matrix like expert 0's", e->dir, hn);
-			break;
-		}
-		if (!x)
-			dims[0] = d1[0], dims[1] = d1[1], per = n;
+		const eng_tensor *t = expert_tensor(e, layer, leaf, x);
+		if (!t)
+			return ev_error_set(EV_E_INVALID, "%s: layer %d has expert 0's %s matrix and not expert %d's", e->dir,
+			                    layer, gg[leaf], x);
+		if (t->ndim != 2 || (uint64_t)t->shape[1] != dims[0] || (uint64_t)t->shape[0] != dims[1] ||
+		    (!apart && t->dtype != t0->dtype))
+			return ev_error_set(EV_E_INVALID, "%s: tensor '%s' is not a matrix like expert 0's", e->dir, t->name);
 		if (apart) {
 			char gn[96];
 			snprintf(gn, sizeof gn, "blk.%d.ffn_%s.%d.weight", layer, gg[leaf], x);
-			rc = put_one(e, gn, t->data, t->dtype, n, d1, 2, 0);
-			continue;
+			planned pl = {t, layer, leaf, 0, t->dtype, 0, elements(t)};
+			rc = plan_one(e, w, gn, &pl, dims, 2);
 		}
-		if (!x) {
-			if (!(all = malloc(per * (size_t)c->experts * sizeof *all)))
-				rc = ev_error_set(EV_E_NOMEM, "out of memory for layer %d's experts", layer);
-		}
-		if (!rc)
-			eng_to_f32(all + per * (size_t)x, t->data, t->dtype, per);
 	}
-	if (!rc && all) {
-		char gn[96];
-		snprintf(gn, sizeof gn, "blk.%d.ffn_%s_exps.weight", layer, gg[leaf]);
-		rc = put_one(e, gn, all, ENG_F32, per * (size_t)c->experts, dims, 3, 0);
-	}
-	free(all);
-	return rc;
+	if (apart || rc)
+		return rc;
+	char gn[96];
+	snprintf(gn, sizeof gn, "blk.%d.ffn_%s_exps.weight", layer, gg[leaf]);
+	planned pl = {NULL, layer, leaf, 0, t0->dtype, 0, elements(t0) * (size_t)c->experts};
+	return plan_one(e, w, gn, &pl, dims, 3);
 }
 
 /* The GGUF name of a folder tensor (HF name after the decoder's prefix,
@@ -566,9 +623,10 @@ static char *gguf_name(const eng_config *c, const char *hf, bool *skip, int *hea
 	return NULL;
 }
 
-static int put_tensors(exporter *e, eng_tensor_set *ts, bool apart)
+static int plan_tensors(exporter *e, eng_gguf_writer *w, bool apart)
 {
 	const eng_config *c = e->c;
+	eng_tensor_set *ts = e->ts;
 	int rc = 0;
 	for (int i = 0; i < ts->nt && !rc; i++) {
 		const eng_tensor *t = &ts->t[i];
@@ -583,7 +641,6 @@ static int put_tensors(exporter *e, eng_tensor_set *ts, bool apart)
 		}
 		uint64_t dims[4];
 		int nd = t->ndim;
-		size_t n = elements(t);
 		for (int d = 0; d < nd; d++)
 			dims[d] = (uint64_t)t->shape[nd - 1 - d];
 		if (strstr(gn, ".ffn_gate_inp_shexp.")) /* llama.cpp writes the shared expert's gate as a vector */
@@ -591,18 +648,19 @@ static int put_tensors(exporter *e, eng_tensor_set *ts, bool apart)
 		if (heads && (nd != 2 || dims[1] % (uint64_t)(2 * heads)))
 			rc = ev_error_set(EV_E_INVALID, "%s: tensor '%s': %llu rows for %d heads", e->dir, t->name,
 			                  (unsigned long long)(nd == 2 ? dims[1] : 0), heads);
+		planned pl = {t, 0, 0, heads, t->dtype, 0, elements(t)};
 		if (!rc)
-			rc = put_one(e, gn, t->data, t->dtype, n, dims, nd, heads);
+			rc = plan_one(e, w, gn, &pl, dims, nd);
 		free(gn);
 	}
 	for (int l = 0; l < c->layers && c->experts && !rc; l++)
 		for (int leaf = 0; leaf < 3 && !rc; leaf++)
-			rc = put_experts(e, ts, l, leaf, apart && c->arch == ENG_ARCH_MIXTRAL);
+			rc = plan_experts(e, w, l, leaf, apart && c->arch == ENG_ARCH_MIXTRAL);
 	if (!rc && (c->rope_kind == 1 || c->rope_kind == 3)) { /* Llama 3.1's scaling, as llama.cpp writes it */
 		int nf = 0;
 		float *ff = rope_factors(c, &nf);
 		uint64_t d1 = (uint64_t)nf;
-		rc = ff ? eng_gguf_put_tensor(e->w, "rope_freqs.weight", ENG_GGML_F32, &d1, 1, ff, (size_t)nf * sizeof *ff)
+		rc = ff ? eng_gguf_put_tensor(w, "rope_freqs.weight", ENG_GGML_F32, &d1, 1, ff, (size_t)nf * sizeof *ff)
 		        : ev_error_set(EV_E_NOMEM, "out of memory");
 		e->st->tensors++;
 		e->st->bytes_out += (uint64_t)nf * sizeof *ff;
@@ -642,19 +700,19 @@ int eng_gguf_export(const char *dir, const char *out, const eng_gguf_export_opts
 	eng_gguf_writer *w = NULL;
 	eng_tensor_set ts;
 	memset(&ts, 0, sizeof ts);
-	exporter e = {NULL, &c, dir, target, o->type != NULL, mix, st, NULL, NULL, NULL, 0};
+	exporter e = {.c = &c, .ts = &ts, .dir = dir, .target = target, .typed = o->type != NULL, .mix = mix, .st = st};
 	if (!(rc = eng_gguf_writer_new(&w)))
 		rc = put_config(w, arch, &c, name, o->type ? (int)eng_gguf_file_type(target, mix) : -1);
 	if (!rc)
 		rc = o->tokenizer ? o->tokenizer(w, o->tokenizer_ctx) : put_tokenizer(w, dir, &c, st->pre);
 	if (!rc)
 		rc = eng_st_open(&ts, dir);
-	e.w = w;
+	/* every tensor's entry first, then the file with each made in turn: one tensor in memory */
 	if (!rc)
-		rc = put_tensors(&e, &ts, o->experts_apart);
+		rc = plan_tensors(&e, w, o->experts_apart);
 	if (!rc)
-		rc = eng_gguf_write(w, out);
-	free(e.f), free(e.p), free(e.q);
+		rc = eng_gguf_write_with(w, out, fill_one, &e);
+	free(e.f), free(e.p), free(e.plan);
 	eng_st_close(&ts);
 	eng_gguf_writer_free(w);
 	eng_config_clear(&c);

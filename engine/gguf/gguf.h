@@ -103,8 +103,19 @@ int eng_gguf_put_raw(eng_gguf_writer *w, const char *key, uint32_t type, const v
  * bytes copied. */
 int eng_gguf_put_tensor(eng_gguf_writer *w, const char *name, uint32_t type, const uint64_t *dims, int ndim,
                         const void *data, size_t bytes);
+/* A tensor whose `bytes` come later, from eng_gguf_write_with's fill
+ * (its entry now, its place in the file's order). */
+int eng_gguf_put_tensor_later(eng_gguf_writer *w, const char *name, uint32_t type, const uint64_t *dims, int ndim,
+                              size_t bytes);
 /* The file (alignment 32), written atomically. */
 int eng_gguf_write(eng_gguf_writer *w, const char *path);
+/* Makes the bytes of the i-th tensor put later (in their order), exactly
+ * `bytes` of them, into buf. */
+typedef int (*eng_gguf_fill_fn)(void *ctx, size_t i, void *buf, size_t bytes);
+/* The same with the tensors put later made by fill one at a time as the
+ * file is written (memory for the largest of them only); a failed fill
+ * leaves no file. */
+int eng_gguf_write_with(eng_gguf_writer *w, const char *path, eng_gguf_fill_fn fill, void *ctx);
 
 /* ---- quantizing a file again (requant.c) ---------------------------------- */
 

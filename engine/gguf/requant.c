@@ -101,6 +101,37 @@ uint32_t eng_gguf_weight_type(const char *name, int ndim, uint64_t row, uint32_t
 	return want;
 }
 
+/* A file's tensors as the copy writes them: each one's type, made in turn */
+typedef struct {
+	const eng_gguf *g;
+	uint32_t *to;   /* [n_t] */
+	float *f;       /* scratch: a tensor's values */
+	size_t cap;
+} rq_job;
+
+/* Tensor i's bytes: copied as stored, or dequantized (plain path) and quantized to its type */
+static int rq_fill(void *ctx, size_t i, void *buf, size_t bytes)
+{
+	rq_job *j = ctx;
+	const eng_gguf_tensor *t = &j->g->t[i];
+	if (j->to[i] == t->type) {
+		memcpy(buf, t->data, bytes);
+		return 0;
+	}
+	if (t->elements > j->cap) {
+		free(j->f);
+		if (!(j->f = malloc(t->elements * sizeof *j->f))) {
+			j->cap = 0;
+			return ev_error_set(EV_E_NOMEM, "out of memory (tensor '%.*s', %llu elements)", (int)t->name.n, t->name.p,
+			                    (unsigned long long)t->elements);
+		}
+		j->cap = t->elements;
+	}
+	eng_ggml_dequantize(j->f, t->data, t->type, t->elements);
+	eng_ggml_quantize(buf, j->f, j->to[i], t->elements);
+	return 0;
+}
+
 int eng_gguf_requantize(const char *in, const char *out, const char *type_name, eng_gguf_requant_stats *st)
 {
 	uint32_t target;
@@ -139,44 +170,32 @@ int eng_gguf_requantize(const char *in, const char *out, const char *type_name, 
 	}
 	if (!rc && !typed)
 		rc = eng_gguf_put_u32(w, "general.file_type", eng_gguf_file_type(target, mix));
-	float *f = NULL;
-	void *q = NULL;
-	size_t cap = 0;
+	/* every tensor's entry first, then the file with each made in turn (one in memory) */
+	rq_job j = {g, NULL, NULL, 0};
+	if (!rc && !(j.to = malloc((g->n_t ? g->n_t : 1) * sizeof *j.to)))
+		rc = ev_error_set(EV_E_NOMEM, "out of memory");
 	for (size_t i = 0; i < g->n_t && !rc; i++) {
 		const eng_gguf_tensor *t = &g->t[i];
 		char nm[256];
 		snprintf(nm, sizeof nm, "%.*s", (int)t->name.n, t->name.p);
 		uint32_t to = eng_gguf_weight_type(nm, t->ndim, t->dims[0], t->type, target, mix, layers,
 		                                   eng_gguf_find_tensor(g, "output.weight") != NULL);
+		size_t bytes = to == t->type ? t->bytes : t->elements / (size_t)eng_ggml_type_block(to) * eng_ggml_type_size(to);
+		j.to[i] = to;
 		st->bytes_in += t->bytes;
-		if (to == t->type) {
-			rc = eng_gguf_put_tensor(w, nm, t->type, t->dims, t->ndim, t->data, t->bytes);
-			st->bytes_out += t->bytes;
-			st->kept++;
-			continue;
-		}
-		if (t->elements > cap) {
-			free(f), free(q);
-			cap = t->elements;
-			f = malloc(cap * 4), q = malloc(cap * 4);
-			if (!f || !q) {
-				rc = ev_error_set(EV_E_NOMEM, "out of memory (tensor '%s', %llu elements)", nm,
-				                  (unsigned long long)t->elements);
-				break;
-			}
-		}
-		eng_ggml_dequantize(f, t->data, t->type, t->elements);
-		size_t bytes = t->elements / (size_t)eng_ggml_type_block(to) * eng_ggml_type_size(to);
-		eng_ggml_quantize(q, f, to, t->elements);
-		rc = eng_gguf_put_tensor(w, nm, to, t->dims, t->ndim, q, bytes);
 		st->bytes_out += bytes;
-		st->converted++;
-		if (to != target && !(mix && to == ENG_GGML_Q6_K))
-			st->fallbacks++;
+		if (to == t->type)
+			st->kept++;
+		else {
+			st->converted++;
+			if (to != target && !(mix && to == ENG_GGML_Q6_K))
+				st->fallbacks++;
+		}
+		rc = eng_gguf_put_tensor_later(w, nm, to, t->dims, t->ndim, bytes);
 	}
-	free(f), free(q);
 	if (!rc)
-		rc = eng_gguf_write(w, out);
+		rc = eng_gguf_write_with(w, out, rq_fill, &j);
+	free(j.f), free(j.to);
 	eng_gguf_writer_free(w);
 	eng_gguf_close(g);
 	return rc;

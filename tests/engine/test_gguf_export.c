@@ -287,6 +287,65 @@ static bool same_value(const eng_gguf *a, const eng_gguf *b, const char *key)
 	return x->type == y->type && x->raw_len == y->raw_len && !memcmp(x->raw, y->raw, x->raw_len);
 }
 
+/* Every tensor of file a in file b as a has it (type, dims, bytes) and the
+ * keys listed value for value */
+static void same_tensors_and_keys(const char *pa, const char *pb, const char *const *keys, size_t nkeys)
+{
+	eng_gguf *a = NULL, *b = NULL;
+	assert_int_equal(eng_gguf_open(&a, pa), 0);
+	assert_int_equal(eng_gguf_open(&b, pb), 0);
+	assert_int_equal(a->n_t, b->n_t);
+	for (size_t i = 0; i < a->n_t; i++) {
+		const eng_gguf_tensor *x = &a->t[i];
+		char nm[96];
+		snprintf(nm, sizeof nm, "%.*s", (int)x->name.n, x->name.p);
+		const eng_gguf_tensor *y = eng_gguf_find_tensor(b, nm);
+		if (!y || y->type != x->type || y->ndim != x->ndim || y->bytes != x->bytes ||
+		    memcmp(y->dims, x->dims, (size_t)x->ndim * sizeof x->dims[0]) || memcmp(y->data, x->data, x->bytes))
+			fail_msg("%s: %s does not come back as the file has it", pb, nm);
+	}
+	for (size_t k = 0; k < nkeys; k++)
+		if (!same_value(a, b, keys[k]))
+			fail_msg("%s: %s does not come back as the file has it", pb, keys[k]);
+	eng_gguf_close(a), eng_gguf_close(b);
+}
+
+/* A file read into its folder (the engine's --model FILE.gguf) and written
+ * again as stored is the file: the block types' bytes copied, not
+ * quantized twice; q and k back in llama.cpp's order; stacked experts */
+static void files_come_back_through_their_folders(void **st)
+{
+	(void)st;
+	char *work = tu_tmpdir("exportrt"), *cache = tu_tmpdir("exportrtc");
+	setenv("EVALD_CACHE_DIR", cache, 1);
+	const char *keys[] = {"tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.merges",
+	                      "tokenizer.ggml.token_type", "tokenizer.ggml.eos_token_id", "tokenizer.chat_template",
+	                      "general.architecture"};
+	struct {
+		const char *arch, *type;
+	} cases[] = {{"llama", "Q4_K_M"}, {"qwen3_moe", "Q4_K"}, {"mixtral", "Q5_1"}};
+	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+		z.hidden = 256, z.intermediate = 512, z.vocab = 512, z.heads = 4, z.kv_heads = 2, z.layers = 3;
+		char *dir = et_mkmodel("exportrtm", cases[c].arch, &z, "f32", 11), *one = tu_path(work, "one.gguf"),
+		     *two = tu_path(work, "two.gguf"), *conv = NULL;
+		eng_gguf_export_opts o = {.type = cases[c].type};
+		eng_gguf_export_stats es, es2;
+		if (eng_gguf_export(dir, one, &o, &es))
+			fail_msg("%s: %s", cases[c].arch, ev_error_msg());
+		assert_int_equal(eng_model_path_resolve(one, &conv), 0);
+		eng_gguf_export_opts as = {.type = NULL};
+		if (eng_gguf_export(conv, two, &as, &es2))
+			fail_msg("%s again: %s", cases[c].arch, ev_error_msg());
+		assert_int_equal(es2.quantized, 0);
+		same_tensors_and_keys(one, two, keys, sizeof keys / sizeof keys[0]);
+		print_message("%s as %s: %zu tensors, through its folder and back byte for byte\n", cases[c].arch,
+		              cases[c].type, es.tensors);
+		free(one), free(two), free(conv), free(dir);
+	}
+	free(work), free(cache);
+}
+
 static void smollm2_file_comes_back(void **st)
 {
 	(void)st;
@@ -303,32 +362,15 @@ static void smollm2_file_comes_back(void **st)
 	eng_gguf_export_stats es;
 	if (eng_gguf_export(dir, out, &o, &es))
 		fail_msg("%s: %s", dir, ev_error_msg());
-	eng_gguf *a = NULL, *b = NULL;
-	assert_int_equal(eng_gguf_open(&a, file), 0);
-	assert_int_equal(eng_gguf_open(&b, out), 0);
-	/* every tensor as the file has it: type, dims, bytes (q and k back in llama.cpp's order) */
-	assert_int_equal(a->n_t, b->n_t);
-	for (size_t i = 0; i < a->n_t; i++) {
-		const eng_gguf_tensor *x = &a->t[i];
-		char nm[96];
-		snprintf(nm, sizeof nm, "%.*s", (int)x->name.n, x->name.p);
-		const eng_gguf_tensor *y = eng_gguf_find_tensor(b, nm);
-		if (!y || y->type != x->type || y->ndim != x->ndim || y->bytes != x->bytes ||
-		    memcmp(y->dims, x->dims, (size_t)x->ndim * sizeof x->dims[0]) || memcmp(y->data, x->data, x->bytes))
-			fail_msg("%s does not come back as the file has it", nm);
-	}
-	/* the tokenizer and template key for key */
+	/* every tensor as the file has it (q and k back in llama.cpp's order), the tokenizer, template and shape */
 	const char *keys[] = {"tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.merges",
 	                      "tokenizer.ggml.token_type", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
 	                      "tokenizer.chat_template", "llama.block_count", "llama.embedding_length",
 	                      "llama.feed_forward_length", "llama.attention.head_count", "llama.attention.head_count_kv",
 	                      "llama.rope.freq_base", "llama.attention.layer_norm_rms_epsilon", "llama.context_length"};
-	for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
-		if (!same_value(a, b, keys[k]))
-			fail_msg("%s does not come back as the file has it", keys[k]);
+	same_tensors_and_keys(file, out, keys, sizeof keys / sizeof keys[0]);
 	print_message("SmolLM2 written again from its folder: %zu tensors, %.1f MiB, pre-tokenizer %s\n", es.tensors,
 	              es.bytes_out / 1048576.0, es.pre);
-	eng_gguf_close(a), eng_gguf_close(b);
 	free(out), free(dir), free(work), free(cache);
 }
 
@@ -338,6 +380,7 @@ int main(void)
 		cmocka_unit_test(cli_writes_a_folder_as_gguf),
 		cmocka_unit_test(refusals_name_what_gguf_cannot_say),
 		cmocka_unit_test(llama3_words_whole_through_gguf),
+		cmocka_unit_test(files_come_back_through_their_folders),
 		cmocka_unit_test(smollm2_file_comes_back),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
