@@ -645,7 +645,12 @@ static int plan_tensors(exporter *e, eng_gguf_writer *w, bool apart)
 			dims[d] = (uint64_t)t->shape[nd - 1 - d];
 		if (strstr(gn, ".ffn_gate_inp_shexp.")) /* llama.cpp writes the shared expert's gate as a vector */
 			nd = 1;
-		if (heads && (nd != 2 || dims[1] % (uint64_t)(2 * heads)))
+		/* (the tokenizer's vocab_size tokens name the embedding's rows) */
+		bool table = !strcmp(gn, "token_embd.weight") || !strcmp(gn, "output.weight");
+		if (table && (nd != 2 || dims[1] != (uint64_t)c->vocab || dims[0] != (uint64_t)c->hidden))
+			rc = ev_error_set(EV_E_INVALID, "%s: tensor '%s' is not %d rows of %d (vocab_size by hidden_size)", e->dir,
+			                  t->name, c->vocab, c->hidden);
+		if (!rc && heads && (nd != 2 || dims[1] % (uint64_t)(2 * heads)))
 			rc = ev_error_set(EV_E_INVALID, "%s: tensor '%s': %llu rows for %d heads", e->dir, t->name,
 			                  (unsigned long long)(nd == 2 ? dims[1] : 0), heads);
 		planned pl = {t, 0, 0, heads, t->dtype, 0, elements(t)};

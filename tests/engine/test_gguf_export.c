@@ -188,6 +188,8 @@ static void refusals_name_what_gguf_cannot_say(void **st)
 		{"no tokenizer", "llama", "tokenizer.json", NULL, NULL, "tokenizer.json", NULL},
 		{"a tensor without a GGUF name", "llama", "model.safetensors", NULL, NULL, "model.layers.0.mystery.weight", NULL},
 		{"an unknown type", "llama", NULL, NULL, NULL, "Q3_K", "Q3_K"},
+		{"an embedding that is not vocab_size rows", "llama", "config.json", "\"vocab_size\":512", "\"vocab_size\":600",
+		 "is not 600 rows of 64", NULL},
 	};
 	for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
 		eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
