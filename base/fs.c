@@ -148,8 +148,8 @@ int ev_file_out_write(ev_file_out *f, const void *data, size_t len)
 
 int ev_file_out_commit(ev_file_out *f)
 {
-	int rc = 0;
-	if (fsync(f->fd) != 0 || close(f->fd) != 0 || rename(f->tmp, f->path) != 0) {
+	int rc = 0, synced = fsync(f->fd), closed = close(f->fd); /* (closed whatever fsync said) */
+	if (synced != 0 || closed != 0 || rename(f->tmp, f->path) != 0) {
 		rc = ev_error_set(EV_E_IO, "%s: %s", f->path, strerror(errno));
 		unlink(f->tmp);
 	}

@@ -692,16 +692,13 @@ int eng_gguf_export(const char *dir, const char *out, const eng_gguf_export_opts
 		            : ev_error_code();
 	}
 	snprintf(st->arch, sizeof st->arch, "%s", arch);
-	const char *base = strrchr(dir, '/');
-	while (base && !base[1] && base > dir) { /* "dir/" names dir */
-		const char *b = base - 1;
-		while (b > dir && *b != '/')
-			b--;
-		base = *b == '/' ? b : NULL;
-	}
-	char name[256];
-	snprintf(name, sizeof name, "%s", base ? base + 1 : dir);
-	name[strcspn(name, "/")] = 0;
+	/* general.name: the folder's own name ("a/b/" names b) */
+	char path[4096], name[256];
+	snprintf(path, sizeof path, "%s", dir);
+	for (size_t k = strlen(path); k > 1 && path[k - 1] == '/'; k--)
+		path[k - 1] = 0;
+	const char *slash = strrchr(path, '/');
+	snprintf(name, sizeof name, "%s", slash && slash[1] ? slash + 1 : path);
 	eng_gguf_writer *w = NULL;
 	eng_tensor_set ts;
 	memset(&ts, 0, sizeof ts);

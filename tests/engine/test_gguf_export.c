@@ -280,6 +280,62 @@ static void llama3_words_whole_through_gguf(void **st)
 	free(out), free(dir), free(work);
 }
 
+/* fills tensor i with the byte i + 1, and fails on the third */
+static int fill_test(void *ctx, size_t i, void *buf, size_t bytes)
+{
+	(void)ctx;
+	if (i == 2)
+		return ev_error_set(EV_E_IO, "the third tensor cannot be made");
+	memset(buf, (int)i + 1, bytes);
+	return 0;
+}
+
+/* The writer's tensors made as the file is written: in order, at their
+ * entries' offsets, between tensors given at once; a fill that fails
+ * leaves neither the file nor its temp file */
+static void tensors_made_as_the_file_is_written(void **st)
+{
+	(void)st;
+	char *work = tu_tmpdir("gguflater"), *ok = tu_path(work, "ok.gguf"), *bad = tu_path(work, "bad.gguf");
+	for (int fail = 0; fail < 2; fail++) {
+		eng_gguf_writer *w = NULL;
+		assert_int_equal(eng_gguf_writer_new(&w), 0);
+		assert_int_equal(eng_gguf_put_str(w, "general.architecture", "llama"), 0);
+		uint64_t d1[1] = {40}, d2[1] = {7};
+		static const float given[7] = {1, 2, 3, 4, 5, 6, 7};
+		assert_int_equal(eng_gguf_put_tensor_later(w, "a", ENG_GGML_F32, d1, 1, 160), 0);
+		assert_int_equal(eng_gguf_put_tensor(w, "b", ENG_GGML_F32, d2, 1, given, sizeof given), 0);
+		assert_int_equal(eng_gguf_put_tensor_later(w, "c", ENG_GGML_F32, d2, 1, 28), 0);
+		if (fail)
+			assert_int_equal(eng_gguf_put_tensor_later(w, "d", ENG_GGML_F32, d2, 1, 28), 0);
+		int rc = eng_gguf_write_with(w, fail ? bad : ok, fill_test, NULL);
+		eng_gguf_writer_free(w);
+		if (fail) {
+			assert_int_not_equal(rc, 0);
+			assert_non_null(strstr(ev_error_msg(), "third tensor"));
+			assert_int_not_equal(access(bad, F_OK), 0);
+			char *o = NULL, *e = NULL;
+			assert_int_equal(tu_sh(&o, &e, "ls -A '%s'", work), 0);
+			assert_string_equal(o, "ok.gguf\n"); /* no temp file left */
+			free(o), free(e);
+			continue;
+		}
+		assert_int_equal(rc, 0);
+		eng_gguf *g = NULL;
+		assert_int_equal(eng_gguf_open(&g, ok), 0);
+		const eng_gguf_tensor *a = eng_gguf_find_tensor(g, "a"), *b = eng_gguf_find_tensor(g, "b"),
+		                      *c = eng_gguf_find_tensor(g, "c");
+		assert_non_null(a), assert_non_null(b), assert_non_null(c);
+		for (int k = 0; k < 160; k++)
+			assert_int_equal(a->data[k], 1);
+		assert_memory_equal(b->data, given, sizeof given);
+		for (int k = 0; k < 28; k++)
+			assert_int_equal(c->data[k], 2);
+		eng_gguf_close(g);
+	}
+	free(ok), free(bad), free(work);
+}
+
 /* a metadata value's bytes in the file */
 static bool same_value(const eng_gguf *a, const eng_gguf *b, const char *key)
 {
@@ -382,6 +438,7 @@ int main(void)
 		cmocka_unit_test(cli_writes_a_folder_as_gguf),
 		cmocka_unit_test(refusals_name_what_gguf_cannot_say),
 		cmocka_unit_test(llama3_words_whole_through_gguf),
+		cmocka_unit_test(tensors_made_as_the_file_is_written),
 		cmocka_unit_test(files_come_back_through_their_folders),
 		cmocka_unit_test(smollm2_file_comes_back),
 	};
