@@ -612,26 +612,22 @@ void eng_model_get_info(const eng_model *m, eng_model_info *out)
 				el *= (uint64_t)m->ts.t[i].shape[d];
 			total += el;
 		}
+	/* the experts a layer does not choose: their parameters, and their bytes (expert 0's
+	 * each), which a decode step does not read; nor one of an embedding table that is not the
+	 * head but the token's row */
+	uint64_t skip = 0;
 	for (int i = 0; i < c->layers; i++) {
 		const eng_layer *L = &m->layers[i];
 		if (!L->moe)
 			continue;
 		out->moe_layers++;
-		uint64_t per = wsize(&L->experts[0].gate) + wsize(&L->experts[0].up) + wsize(&L->experts[0].down);
-		inactive += per * (uint64_t)(c->experts - c->top_k);
+		const eng_ffn *x = &L->experts[0];
+		inactive += (wsize(&x->gate) + wsize(&x->up) + wsize(&x->down)) * (uint64_t)(c->experts - c->top_k);
+		skip += (wbytes(&x->gate) + wbytes(&x->up) + wbytes(&x->down)) * (uint64_t)(c->experts - c->top_k);
 	}
 	out->params_total = total;
 	out->params_active = total - inactive;
 	out->weight_bytes = m->weight_bytes;
-	/* bytes a decode step reads: the chosen experts' (expert 0's bytes for each), and one row
-	 * of an embedding table that is not the head */
-	uint64_t skip = 0;
-	for (int i = 0; i < c->layers; i++) {
-		const eng_layer *L = &m->layers[i];
-		if (L->moe)
-			skip += (wbytes(&L->experts[0].gate) + wbytes(&L->experts[0].up) + wbytes(&L->experts[0].down)) *
-			        (uint64_t)(c->experts - c->top_k);
-	}
 	if (!c->tie && m->embed.data && m->embed.rows > 0)
 		skip += wbytes(&m->embed) - wbytes(&m->embed) / (uint64_t)m->embed.rows;
 	out->decode_weight_bytes = m->weight_bytes > skip ? m->weight_bytes - skip : 0;

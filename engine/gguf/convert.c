@@ -50,14 +50,9 @@ typedef struct {
 	int permute_heads;          /* > 0: undo the q/k row order over that many heads */
 } out_tensor;
 
-/* The MoE names: Mixtral's (llama files with experts) or Qwen3-MoE's. */
-typedef struct {
-	const char *block;               /* "block_sparse_moe" or "mlp" */
-	const char *gate, *up, *down;    /* an expert's three matrices */
-} moe_names;
-
-static const moe_names mixtral_names = {"block_sparse_moe", "w1", "w3", "w2"};
-static const moe_names qwen_moe_names = {"mlp", "gate_proj", "up_proj", "down_proj"};
+/* The MoE names (gguf_int.h) */
+const moe_names eng_gguf_mixtral_names = {"block_sparse_moe", "w1", "w3", "w2"};
+const moe_names eng_gguf_qwen_moe_names = {"mlp", "gate_proj", "up_proj", "down_proj"};
 
 /* GGUF's names beside Hugging Face's (gguf_int.h) */
 const char *const eng_gguf_top_names[][2] = {{"token_embd.weight", "model.embed_tokens.weight"},
@@ -712,7 +707,7 @@ int eng_gguf_convert(const char *path, const char *out_dir)
 			                  (unsigned long long)moe.experts);
 		else
 			rc = read_moe(g, a, &moe);
-		mn = !strcmp(a->arch, "llama") ? &mixtral_names : &qwen_moe_names;
+		mn = !strcmp(a->arch, "llama") ? &eng_gguf_mixtral_names : &eng_gguf_qwen_moe_names;
 	}
 	uint64_t vocab = 0;
 	long bos = -1, eos = -1;

@@ -489,14 +489,24 @@ static int room(exporter *e, size_t nf, size_t np)
 	return 0;
 }
 
+/* The model's MoE names, and an expert's matrix `leaf` (0 gate, 1 up, 2 down) by them */
+static const moe_names *moe_of(const eng_config *c)
+{
+	return c->arch == ENG_ARCH_MIXTRAL ? &eng_gguf_mixtral_names : &eng_gguf_qwen_moe_names;
+}
+
+static const char *leaf_name(const moe_names *mn, int leaf)
+{
+	return leaf == 0 ? mn->gate : leaf == 1 ? mn->up : mn->down;
+}
+
 /* The expert x's matrix `leaf` of a layer, or NULL */
 static const eng_tensor *expert_tensor(exporter *e, int layer, int leaf, int x)
 {
-	static const char *const qwen[3] = {"gate_proj", "up_proj", "down_proj"}, *mix[3] = {"w1", "w3", "w2"};
-	bool mixtral = e->c->arch == ENG_ARCH_MIXTRAL;
+	const moe_names *mn = moe_of(e->c);
 	char hn[160];
-	snprintf(hn, sizeof hn, "%slayers.%d.%s.experts.%d.%s.weight", e->c->prefix, layer,
-	         mixtral ? "block_sparse_moe" : "mlp", x, mixtral ? mix[leaf] : qwen[leaf]);
+	snprintf(hn, sizeof hn, "%slayers.%d.%s.experts.%d.%s.weight", e->c->prefix, layer, mn->block, x,
+	         leaf_name(mn, leaf));
 	return eng_st_find(e->ts, hn);
 }
 
@@ -537,19 +547,21 @@ static int fill_one(void *ctx, size_t i, void *buf, size_t bytes)
 	return 0;
 }
 
-/* An expert's matrix: its layer, expert and leaf (0 gate, 1 up, 2 down)
- * from a name after "model.layers.N." */
-static bool expert_of(const char *rest, int *x, int *leaf)
+/* Whether a name after "model.layers.N." is one of the model's expert
+ * matrices (plan_experts writes them, by layer) */
+static bool is_expert(const eng_config *c, const char *rest)
 {
-	static const char *const qwen[3] = {"gate_proj", "up_proj", "down_proj"}, *mix[3] = {"w1", "w3", "w2"};
-	char nm[16] = "";
-	int used = 0;
-	if ((sscanf(rest, "mlp.experts.%d.%15[a-z_].weight%n", x, nm, &used) == 2 ||
-	     sscanf(rest, "block_sparse_moe.experts.%d.%15[w0-9].weight%n", x, nm, &used) == 2) &&
-	    !rest[used] && *x >= 0)
-		for (*leaf = 0; *leaf < 3; (*leaf)++)
-			if (!strcmp(nm, qwen[*leaf]) || !strcmp(nm, mix[*leaf]))
-				return true;
+	const moe_names *mn = moe_of(c);
+	size_t nb = strlen(mn->block);
+	int x = -1, used = 0;
+	if (!c->experts || strncmp(rest, mn->block, nb) || sscanf(rest + nb, ".experts.%d.%n", &x, &used) != 1 ||
+	    used <= 0 || x < 0)
+		return false;
+	for (int leaf = 0; leaf < 3; leaf++) {
+		const char *ln = leaf_name(mn, leaf), *tail = rest + nb + used;
+		if (!strncmp(tail, ln, strlen(ln)) && !strcmp(tail + strlen(ln), ".weight"))
+			return true;
+	}
 	return false;
 }
 
@@ -598,12 +610,12 @@ static char *gguf_name(const eng_config *c, const char *hf, bool *skip, int *hea
 			*skip = c->tie && !strcmp(hf, "lm_head.weight"); /* tied: the embedding is the head */
 			return *skip ? NULL : ev_strdup(eng_gguf_top_names[i][0]);
 		}
-	int layer = -1, used = 0, x, leaf;
+	int layer = -1, used = 0;
 	if (sscanf(hf, "model.layers.%d.%n", &layer, &used) != 1 || used <= 0 || layer < 0 || layer >= c->layers)
 		return NULL;
 	const char *rest = hf + used;
-	if (!strcmp(rest, "self_attn.rotary_emb.inv_freq") || expert_of(rest, &x, &leaf)) {
-		*skip = true; /* (computed from the config; experts by layer, put_experts) */
+	if (!strcmp(rest, "self_attn.rotary_emb.inv_freq") || is_expert(c, rest)) {
+		*skip = true; /* (computed from the config; experts by layer, plan_experts) */
 		return NULL;
 	}
 	for (size_t i = 0; eng_gguf_layer_names[i][0]; i++)
@@ -615,7 +627,8 @@ static char *gguf_name(const eng_config *c, const char *hf, bool *skip, int *hea
 				*heads = c->kv_heads;
 			return ev_asprintf("blk.%d.%s", layer, eng_gguf_layer_names[i][0]);
 		}
-	if (c->experts && (!strcmp(rest, "mlp.gate.weight") || !strcmp(rest, "block_sparse_moe.gate.weight")))
+	const moe_names *mn = moe_of(c);
+	if (c->experts && !strncmp(rest, mn->block, strlen(mn->block)) && !strcmp(rest + strlen(mn->block), ".gate.weight"))
 		return ev_asprintf("blk.%d.ffn_gate_inp.weight", layer);
 	for (size_t i = 0; c->arch == ENG_ARCH_QWEN2_MOE && eng_gguf_shexp_names[i][0]; i++)
 		if (!strcmp(rest, eng_gguf_shexp_names[i][1]))

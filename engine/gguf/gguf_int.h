@@ -20,6 +20,15 @@ extern const char *const eng_gguf_top_names[][2];
 extern const char *const eng_gguf_layer_names[][2];
 extern const char *const eng_gguf_shexp_names[][2];
 
+/* A MoE layer's names in Hugging Face's folders: Mixtral's (GGUF's llama
+ * with experts), "model.layers.N.block_sparse_moe.experts.E.w1", or the
+ * Qwen MoE forms', "model.layers.N.mlp.experts.E.gate_proj" (convert.c) */
+typedef struct {
+	const char *block;            /* "block_sparse_moe" or "mlp" */
+	const char *gate, *up, *down; /* an expert's three matrices */
+} moe_names;
+extern const moe_names eng_gguf_mixtral_names, eng_gguf_qwen_moe_names;
+
 /* The tokenizer.json pre-tokenizer (JSON text) that llama.cpp's
  * tokenizer.ggml.pre name stands for, or NULL for a name evald does not
  * know (convert.c). */
