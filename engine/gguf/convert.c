@@ -546,7 +546,7 @@ static int add_out(ev_buf *hdr, out_tensor **ot, size_t *n, size_t *cap, size_t 
 		*ot = no, *cap = nc;
 	}
 	(*ot)[(*n)++] = *o;
-	uint64_t stored = eng_ggml_type_size(o->t->type) * (o->elements / (uint64_t)eng_ggml_type_block(o->t->type));
+	uint64_t stored = eng_ggml_bytes(o->t->type, o->elements);
 	*maxel = o->elements > *maxel ? o->elements : *maxel;
 	*maxel = stored / 4 + 1 > *maxel ? stored / 4 + 1 : *maxel;
 	int rc = ev_buf_puts(hdr, ",");

@@ -454,7 +454,7 @@ static int plan_one(exporter *e, eng_gguf_writer *w, const char *name, const pla
 	*p = *pl;
 	p->to = type_for(e, name, pl->from, dims, nd);
 	size_t in_bytes = eng_dtype_bytes(pl->from, pl->n);
-	size_t out_bytes = pl->n / (size_t)eng_ggml_type_block(p->to) * eng_ggml_type_size(p->to);
+	size_t out_bytes = eng_ggml_bytes(p->to, pl->n);
 	bool kept = p->to == eng_dtype_ggml(pl->from);
 	e->st->tensors++;
 	e->st->bytes_in += in_bytes;

@@ -58,6 +58,12 @@ size_t eng_ggml_type_size(uint32_t t)
 	return 0;
 }
 
+size_t eng_ggml_bytes(uint32_t t, uint64_t n)
+{
+	int b = eng_ggml_type_block(t);
+	return b ? (size_t)(n / (uint64_t)b) * eng_ggml_type_size(t) : 0;
+}
+
 float eng_ggml_h2f(const uint8_t *p)
 {
 	uint16_t h;

@@ -29,6 +29,8 @@ const char *eng_ggml_type_known_name(uint32_t t);
 /* Elements a block and bytes a block; 0 for types evald does not read. */
 int eng_ggml_type_block(uint32_t t);
 size_t eng_ggml_type_size(uint32_t t);
+/* Bytes of n elements of type t (n whole blocks; 0 for types evald does not read). */
+size_t eng_ggml_bytes(uint32_t t, uint64_t n);
 
 /* The little-endian f16 at p, as a float (a block's scales). */
 float eng_ggml_h2f(const uint8_t *p);

@@ -180,7 +180,7 @@ int eng_gguf_requantize(const char *in, const char *out, const char *type_name, 
 		snprintf(nm, sizeof nm, "%.*s", (int)t->name.n, t->name.p);
 		uint32_t to = eng_gguf_weight_type(nm, t->ndim, t->dims[0], t->type, target, mix, layers,
 		                                   eng_gguf_find_tensor(g, "output.weight") != NULL);
-		size_t bytes = to == t->type ? t->bytes : t->elements / (size_t)eng_ggml_type_block(to) * eng_ggml_type_size(to);
+		size_t bytes = to == t->type ? t->bytes : eng_ggml_bytes(to, t->elements);
 		j.to[i] = to;
 		st->bytes_in += t->bytes;
 		st->bytes_out += bytes;
