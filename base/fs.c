@@ -118,7 +118,8 @@ int ev_file_out_open(ev_file_out *f, const char *path)
 	}
 	f->fd = mkostemp(f->tmp, O_CLOEXEC);
 	if (f->fd < 0) {
-		int rc = ev_error_set(EV_E_IO, "%s: %s", f->tmp, strerror(errno));
+		/* (named by the file asked for: the temp name is ours) */
+		int rc = ev_error_set(EV_E_IO, "%s: cannot write it: %s", f->path, strerror(errno));
 		free(f->path), free(f->tmp);
 		f->path = f->tmp = NULL;
 		return rc;
@@ -138,7 +139,7 @@ int ev_file_out_write(ev_file_out *f, const void *data, size_t len)
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
-			return ev_error_set(EV_E_IO, "%s: %s", f->tmp, strerror(errno));
+			return ev_error_set(EV_E_IO, "%s: cannot write it: %s", f->path, strerror(errno));
 		}
 		p += w;
 		len -= (size_t)w;
