@@ -6,6 +6,7 @@
  *   evald engine gguf FILE --tensor NAME --out FILE
  *   evald engine gguf FILE --quantize TYPE --out FILE.gguf
  *   evald engine gguf FOLDER --out FILE.gguf [--quantize TYPE]
+ *   evald engine gguf --pre-tokenizers [--json]
  */
 #include <sys/stat.h>
 #include <stdio.h>
@@ -22,7 +23,7 @@ int ev_engine_gguf_main(const ev_cli *cli, int argc, char **argv);
 
 typedef struct {
 	const char *tensor, *out, *quantize;
-	bool json;
+	bool json, pre_tokenizers;
 } gguf_opts;
 
 #define T gguf_opts
@@ -34,6 +35,9 @@ static const ev_opt gguf_table[] = {
 	EV_O_STR("--quantize", T, quantize, "TYPE",
 	         "the weights in TYPE: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, or the mixes "
 	         "Q4_K_M, Q5_K_M (from a folder: as stored when not given)"),
+	EV_O_FLAG("--pre-tokenizers", T, pre_tokenizers,
+	          "the tokenizer.ggml.pre names evald reads and writes, each with the tokenizer.json pre_tokenizer it "
+	          "stands for (no FILE)"),
 	EV_O_FLAG("--json", T, json, "as JSON"),
 	EV_O_END,
 };
@@ -42,7 +46,8 @@ static const ev_opt gguf_table[] = {
 static const ev_cmd_spec gguf_spec = {
 	.name = "engine gguf",
 	.synopsis = "FILE [--json]  |  FILE --tensor NAME --out FILE  |  FILE --quantize TYPE --out FILE.gguf\n"
-	            "       evald engine gguf FOLDER --out FILE.gguf [--quantize TYPE]",
+	            "       evald engine gguf FOLDER --out FILE.gguf [--quantize TYPE]\n"
+	            "       evald engine gguf --pre-tokenizers [--json]",
 	.about = "What a GGUF file holds (version, alignment, metadata, tensors), validated as the engine\n"
 	         "reads it; --tensor NAME --out FILE writes one tensor dequantized to f32; --quantize TYPE\n"
 	         "--out FILE writes the file again with its weights dequantized and quantized to TYPE (rows\n"
@@ -53,9 +58,38 @@ static const ev_cmd_spec gguf_spec = {
 	         "itself (evaluate a quantized checkpoint: evald run --model FILE.gguf).",
 	.opts = gguf_table,
 	.positional = "FILE",
-	.min_pos = 1,
+	.min_pos = 0,
 	.max_pos = 1,
 };
+
+/* --pre-tokenizers: one line a pre-tokenizer (its names, whether words
+ * that are whole tokens are taken whole, its pre_tokenizer), or the JSON */
+static int list_pre_tokenizers(bool json)
+{
+	char *text = eng_gguf_pre_tokenizers_json();
+	cJSON *all = text ? cJSON_Parse(text) : NULL;
+	if (!all) {
+		free(text);
+		fprintf(stderr, "evald engine gguf: out of memory\n");
+		return 1;
+	}
+	if (json)
+		printf("%s\n", text);
+	const cJSON *p, *list = json ? NULL : all;
+	cJSON_ArrayForEach(p, list)
+	{
+		const cJSON *n;
+		int k = 0;
+		cJSON_ArrayForEach(n, cJSON_GetObjectItemCaseSensitive(p, "names")) printf("%s%s", k++ ? ", " : "", n->valuestring);
+		char *pt = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(p, "pre_tokenizer"));
+		printf("%s\n  %s\n", ev_json_bool(p, "ignore_merges", false) ? " (whole-token words kept whole)" : "",
+		       pt ? pt : "?");
+		free(pt);
+	}
+	cJSON_Delete(all);
+	free(text);
+	return 0;
+}
 
 /* a metadata value in short: scalars, strings cut at 60 bytes, arrays by type and count */
 static void show_value(ev_buf *b, const eng_gguf_value *v)
@@ -89,9 +123,21 @@ int ev_engine_gguf_main(const ev_cli *cli, int argc, char **argv)
 {
 	gguf_opts o = {.json = cli->json};
 	const char *pos[1];
-	int prc = ev_opt_parse(&gguf_spec, &o, argc, argv, pos, NULL);
+	int npos = 0;
+	int prc = ev_opt_parse(&gguf_spec, &o, argc, argv, pos, &npos);
 	if (prc)
 		return ev_opt_exit(prc);
+	if (o.pre_tokenizers) {
+		if (npos || o.out || o.tensor || o.quantize) {
+			fprintf(stderr, "evald engine gguf: --pre-tokenizers takes no FILE and no other option but --json\n");
+			return EV_EXIT_USAGE;
+		}
+		return list_pre_tokenizers(o.json);
+	}
+	if (!npos) {
+		fprintf(stderr, "evald engine gguf: a FILE (or FOLDER) is needed; see --help\n");
+		return EV_EXIT_USAGE;
+	}
 	struct stat sb;
 	if (stat(pos[0], &sb) == 0 && S_ISDIR(sb.st_mode)) { /* a checkpoint folder, written as a GGUF file */
 		if (!o.out || o.tensor) {

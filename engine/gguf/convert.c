@@ -284,36 +284,6 @@ static int write_config(const eng_gguf *g, const arch_map *a, const moe_cfg *moe
 	return rc;
 }
 
-/* Whether llama.cpp's tokenizer takes a word that is a whole token as that token, merges or not
- * (tokenizer.json's ignore_merges), for the pre-tokenizer name: Llama 3's (gguf_int.h) */
-bool eng_gguf_pre_ignores_merges(const char *pre)
-{
-	return pre && (!strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3"));
-}
-
-/* The pre-tokenizer llama.cpp's pre-tokenizer name stands for, as tokenizer.json spells it (gguf_int.h). */
-const char *eng_gguf_pre_json(const char *pre)
-{
-	static const char *const byte_level = "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,"
-	                                      "\"use_regex\":true}";
-	if (!pre || !strcmp(pre, "default") || !strcmp(pre, "gpt-2") || !strcmp(pre, "gpt2"))
-		return byte_level;
-	if (!strcmp(pre, "smollm") || !strcmp(pre, "starcoder") || !strcmp(pre, "refact"))
-		return "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\",\"individual_digits\":true},"
-		       "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":true}]}";
-	if (!strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3") || !strcmp(pre, "smaug-bpe"))
-		return "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
-		       "\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+"
-		       "[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":false},"
-		       "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":false}]}";
-	if (!strcmp(pre, "qwen2"))
-		return "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
-		       "\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+"
-		       "[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":false},"
-		       "{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":false}]}";
-	return NULL;
-}
-
 /* SentencePiece BPE as tokenizer.json spells it: the metaspace for spaces
  * (one put first unless add_space_prefix is false), characters outside
  * the vocabulary as their <0xXX> byte pieces, the decoder undoing both. */
@@ -345,12 +315,16 @@ static int write_tokenizer(const eng_gguf *g, const char *dir, uint64_t *vocab, 
 	bool space_prefix = !sp || sp->type != ENG_GGUF_BOOL || sp->v.u;
 	if (!spm && eng_gguf_get_str(g, "tokenizer.ggml.pre", &pre) == EV_E_NOTFOUND)
 		ev_error_clear();
-	const char *pt = spm ? "null" : eng_gguf_pre_json(pre);
+	const eng_gguf_pre *pg = spm ? NULL : eng_gguf_pre_find(pre);
+	char *ptj = pg ? eng_gguf_pre_json(pg) : NULL;
+	const char *pt = spm ? "null" : ptj;
 	if (!pt) {
-		rc = ev_error_set(EV_E_UNSUPPORTED, "%s: tokenizer.ggml.pre '%s': a pre-tokenizer evald does not know yet "
-		                                    "(default, gpt2, smollm, starcoder, refact, llama-bpe, qwen2)",
-		                  g->path, pre);
-		free(pre);
+		char known[512];
+		eng_gguf_pre_list(known, sizeof known);
+		rc = pg ? ev_error_set(EV_E_NOMEM, "out of memory")
+		        : ev_error_set(EV_E_UNSUPPORTED, "%s: tokenizer.ggml.pre '%s': a pre-tokenizer evald does not know yet "
+		                                         "(%s)", g->path, pre, known);
+		free(pre), free(ptj);
 		return rc;
 	}
 	const eng_gguf_value *toks = eng_gguf_find_key(g, "tokenizer.ggml.tokens"),
@@ -358,12 +332,12 @@ static int write_tokenizer(const eng_gguf *g, const char *dir, uint64_t *vocab, 
 	                     *types = eng_gguf_find_key(g, "tokenizer.ggml.token_type");
 	if (!toks || toks->type != ENG_GGUF_ARRAY || toks->elem_type != ENG_GGUF_STRING || !toks->count ||
 	    (!spm && (!merges || merges->type != ENG_GGUF_ARRAY || merges->elem_type != ENG_GGUF_STRING))) {
-		free(pre);
+		free(pre), free(ptj);
 		return ev_error_set(EV_E_INVALID, "%s: tokenizer.ggml.tokens and tokenizer.ggml.merges: expected lists of "
 		                                  "strings", g->path);
 	}
 	if (types && (types->type != ENG_GGUF_ARRAY || types->elem_type != ENG_GGUF_I32 || types->count != toks->count)) {
-		free(pre);
+		free(pre), free(ptj);
 		return ev_error_set(EV_E_INVALID, "%s: tokenizer.ggml.token_type: expected one i32 a token", g->path);
 	}
 	uint64_t u;
@@ -428,7 +402,7 @@ static int write_tokenizer(const eng_gguf *g, const char *dir, uint64_t *vocab, 
 		                       "\"use_regex\":true},\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":null,"
 		                       "\"continuing_subword_prefix\":null,\"end_of_word_suffix\":null,\"fuse_unk\":false,"
 		                       "\"byte_fallback\":false,\"ignore_merges\":%s,\"vocab\":{",
-		                   eng_gguf_pre_ignores_merges(pre) ? "true" : "false");
+		                   pg->ignore_merges ? "true" : "false");
 	if (!rc && spm) {
 		rc = ev_buf_puts(&b, "\"decoder\":");
 		if (!rc)
@@ -504,7 +478,7 @@ static int write_tokenizer(const eng_gguf *g, const char *dir, uint64_t *vocab, 
 		free(cp);
 	}
 	ev_buf_free(&b), ev_buf_free(&added);
-	free(pre), free(tmpl);
+	free(pre), free(ptj), free(tmpl);
 	return rc;
 }
 

@@ -141,56 +141,6 @@ static int put_config(eng_gguf_writer *w, const char *arch, const eng_config *c,
 
 /* ---- the tokenizer ------------------------------------------------------- */
 
-/* A byte-level pre-tokenizer in one of the three forms llama.cpp's names
- * stand for: the regex its words are split by (NULL: GPT-2's, which
- * ByteLevel applies itself) and whether digits are split one by one
- * first. False for anything else. */
-static bool pre_form(const cJSON *pt, const char **regex, bool *digits)
-{
-	*regex = NULL, *digits = false;
-	const char *ty = ev_json_str(pt, "type", "");
-	if (!strcmp(ty, "ByteLevel"))
-		return !ev_json_bool(pt, "add_prefix_space", false) && ev_json_bool(pt, "use_regex", true);
-	const cJSON *seq = cJSON_GetObjectItemCaseSensitive(pt, "pretokenizers");
-	if (strcmp(ty, "Sequence") || cJSON_GetArraySize(seq) != 2)
-		return false;
-	const cJSON *a = cJSON_GetArrayItem(seq, 0), *b = cJSON_GetArrayItem(seq, 1);
-	if (strcmp(ev_json_str(b, "type", ""), "ByteLevel") || ev_json_bool(b, "add_prefix_space", false))
-		return false;
-	const char *at = ev_json_str(a, "type", "");
-	if (!strcmp(at, "Digits"))
-		return (*digits = ev_json_bool(a, "individual_digits", false)) && ev_json_bool(b, "use_regex", true);
-	const cJSON *pat = cJSON_GetObjectItemCaseSensitive(a, "pattern");
-	const char *re = ev_json_str(pat, "Regex", NULL);
-	if (strcmp(at, "Split") || !re || strcmp(ev_json_str(a, "behavior", ""), "Isolated") ||
-	    ev_json_bool(a, "invert", false) || ev_json_bool(b, "use_regex", true))
-		return false;
-	*regex = strcmp(re, eng_tok_gpt2_pattern) ? re : NULL;
-	return true;
-}
-
-/* llama.cpp's name for the folder's pre-tokenizer: the one of the names
- * evald reads (convert.c) that stands for the same splits, or NULL */
-static const char *pre_name(const cJSON *pt)
-{
-	/* (llama.cpp's own spellings: it reads no "gpt2") */
-	static const char *const names[] = {"gpt-2", "smollm", "llama-bpe", "qwen2"};
-	const char *re;
-	bool digits;
-	if (!pre_form(pt, &re, &digits))
-		return NULL;
-	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-		cJSON *kn = cJSON_Parse(eng_gguf_pre_json(names[i]));
-		const char *kre;
-		bool kd, same = kn && pre_form(kn, &kre, &kd) && kd == digits &&
-		                ((!kre && !re) || (kre && re && !strcmp(kre, re)));
-		cJSON_Delete(kn);
-		if (same)
-			return names[i];
-	}
-	return NULL;
-}
-
 /* whether the post-processor puts a special token before each text (the BOS) */
 static bool adds_bos(const cJSON *pp)
 {
@@ -270,7 +220,9 @@ static int put_tokenizer(eng_gguf_writer *w, const char *dir, const eng_config *
 	}
 	const cJSON *model = cJSON_GetObjectItemCaseSensitive(tj, "model"), *norm = cJSON_GetObjectItemCaseSensitive(tj, "normalizer");
 	const char *mtype = ev_json_str(model, "type", "");
-	const char *pre = pre_name(cJSON_GetObjectItemCaseSensitive(tj, "pre_tokenizer"));
+	const cJSON *ptk = cJSON_GetObjectItemCaseSensitive(tj, "pre_tokenizer");
+	bool im = ev_json_bool(model, "ignore_merges", false);
+	const eng_gguf_pre *pg = NULL;
 	int V = c->vocab;
 	char **toks = calloc((size_t)V, sizeof *toks);
 	int32_t *types = malloc((size_t)V * sizeof *types);
@@ -288,11 +240,16 @@ static int put_tokenizer(eng_gguf_writer *w, const char *dir, const eng_config *
 	else if (norm && !cJSON_IsNull(norm) && strcmp(ev_json_str(norm, "type", ""), "NFC"))
 		rc = ev_error_set(EV_E_UNSUPPORTED, "%s/tokenizer.json: normalizer '%s': GGUF's byte-level tokenizers have none",
 		                  dir, ev_json_str(norm, "type", "?"));
-	else if (!pre)
-		rc = ev_error_set(EV_E_UNSUPPORTED, "%s/tokenizer.json: its pre_tokenizer is none of those llama.cpp names "
-		                                    "(gpt-2, smollm, llama-bpe, qwen2)", dir);
-	bool im = ev_json_bool(model, "ignore_merges", false);
-	if (!rc && im != eng_gguf_pre_ignores_merges(pre))
+	else if (!cJSON_IsObject(ptk))
+		rc = ev_error_set(EV_E_UNSUPPORTED, "%s/tokenizer.json: no pre_tokenizer; GGUF's byte-level tokenizers name "
+		                                    "one", dir);
+	else if ((rc = eng_gguf_pre_match(ptk, im, &pg)))
+		rc = ev_error_wrap(rc, "%s/tokenizer.json", dir);
+	else if (!pg)
+		rc = ev_error_set(EV_E_UNSUPPORTED, "%s/tokenizer.json: its pre_tokenizer splits text as none of the "
+		                                    "pre-tokenizers llama.cpp names (evald engine gguf --pre-tokenizers lists them)", dir);
+	const char *pre = pg ? pg->names[0] : NULL;
+	if (!rc && im != pg->ignore_merges)
 		ev_log_warn("%s/tokenizer.json: ignore_merges is %s, where llama.cpp's '%s' %s: a word that is a whole "
 		            "token the merges do not reach may split otherwise in the GGUF file", dir, im ? "true" : "false",
 		            pre, im ? "follows the merges" : "takes such words whole");

@@ -167,6 +167,13 @@ typedef struct {
  * refused by name; nothing is written then. */
 int eng_gguf_export(const char *dir, const char *out, const eng_gguf_export_opts *o, eng_gguf_export_stats *st);
 
+/* The byte-level pre-tokenizers evald reads from tokenizer.ggml.pre and
+ * writes there (engine/gguf/pretok.c), as a JSON array of {"names": [...]
+ * (llama.cpp's names for it, the one written first), "ignore_merges",
+ * "pre_tokenizer" (as tokenizer.json spells it)}; malloc'd, NULL when out
+ * of memory. */
+char *eng_gguf_pre_tokenizers_json(void);
+
 /* ---- checkpoints (convert.c) ------------------------------------------------ */
 
 /* Writes the folder the engine loads from a GGUF checkpoint (llama, qwen2,

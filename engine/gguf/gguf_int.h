@@ -29,14 +29,37 @@ typedef struct {
 } moe_names;
 extern const moe_names eng_gguf_mixtral_names, eng_gguf_qwen_moe_names;
 
-/* The tokenizer.json pre-tokenizer (JSON text) that llama.cpp's
- * tokenizer.ggml.pre name stands for, or NULL for a name evald does not
- * know (convert.c). */
-const char *eng_gguf_pre_json(const char *pre);
-/* Whether that name's tokenizer takes a word that is a whole token as
- * that token without its merges (tokenizer.json's ignore_merges; llama.cpp
- * does so for Llama 3's names). */
-bool eng_gguf_pre_ignores_merges(const char *pre);
+/* A byte-level pre-tokenizer llama.cpp names in tokenizer.ggml.pre
+ * (pretok.c): its names, whether a word that is a whole token is taken
+ * as that token without its merges (tokenizer.json's ignore_merges;
+ * llama.cpp does so for Llama 3's and Tekken's names), and its steps as
+ * tokenizer.json's pre_tokenizer spells them. */
+typedef struct {
+	int kind;       /* pretok.c's STEP_ */
+	const char *re; /* a split's regex */
+} eng_gguf_pre_step;
+typedef struct {
+	const char *const *names; /* NULL-terminated; the exporter writes the first */
+	bool ignore_merges;
+	eng_gguf_pre_step steps[8]; /* up to a STEP_END */
+} eng_gguf_pre;
+extern const eng_gguf_pre eng_gguf_pres[];
+extern const size_t eng_gguf_npres;
+/* The pre-tokenizer a tokenizer.ggml.pre name stands for (NULL, a file
+ * without the key: GPT-2's), or NULL for a name evald does not know. */
+const eng_gguf_pre *eng_gguf_pre_find(const char *name);
+/* Every name evald reads, comma-separated, into buf (cut with "..." when
+ * longer than n). */
+void eng_gguf_pre_list(char *buf, size_t n);
+/* Its tokenizer.json pre_tokenizer as JSON text (malloc'd; NULL when out
+ * of memory). */
+char *eng_gguf_pre_json(const eng_gguf_pre *p);
+/* The pre-tokenizer a folder's tokenizer.json pre_tokenizer is: the one
+ * that splits a probe text (of contractions, digits, case changes,
+ * scripts, punctuation and whitespace) into the same words, with the same
+ * ignore_merges where one does, else with the other; *out NULL where none
+ * does. Non-zero (the error set) where the pre_tokenizer cannot be read. */
+int eng_gguf_pre_match(const cJSON *pre_tokenizer, bool ignore_merges, const eng_gguf_pre **out);
 
 /* The type a tensor named `name` (ndim dims, rows of `row` elements,
  * stored as ggml type `stored`) gets in a file quantized to `target`

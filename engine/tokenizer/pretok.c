@@ -313,7 +313,7 @@ static int walk_step(eng_tok_enc *e, size_t k, const char *s, size_t len)
 	if (len == 0)
 		return 0;
 	if (k == tok->n_steps)
-		return eng_tok_bpe_word(e, s, len);
+		return e->word ? e->word(e->word_ctx, s, len) : eng_tok_bpe_word(e, s, len);
 	const eng_tok_step *st = &tok->steps[k];
 	char *copy = NULL;
 	int rc;
@@ -347,4 +347,18 @@ static int walk_piece(void *ctx, const char *s, size_t len)
 int eng_tok_encode_segment(eng_tok_enc *e, const char *s, size_t len)
 {
 	return walk_step(e, 0, s, len);
+}
+
+int eng_tok_words(const eng_tokenizer *tok, const char *s, size_t len, eng_tok_piece_fn fn, void *ctx)
+{
+	eng_tok_enc e;
+	int rc = eng_tok_enc_init(&e, tok);
+	if (!rc) {
+		e.word = fn;
+		e.word_ctx = ctx;
+		e.text_start = true;
+		rc = walk_step(&e, 0, s, len);
+	}
+	eng_tok_enc_free(&e);
+	return rc;
 }

@@ -179,6 +179,8 @@ typedef struct {
 	pcre2_match_context *mc;
 	pcre2_jit_stack *js;
 	bool text_start; /* the segment being encoded starts the text (Metaspace "first") */
+	eng_tok_piece_fn word; /* when set, each pre-token word goes here instead of to BPE */
+	void *word_ctx;
 } eng_tok_enc;
 
 int eng_tok_enc_init(eng_tok_enc *e, const eng_tokenizer *tok);
@@ -187,6 +189,9 @@ int eng_tok_emit(eng_tok_enc *e, int32_t id);
 /* Runs the pre-tokenizer steps on a segment free of added tokens and BPE
  * on every word. */
 int eng_tok_encode_segment(eng_tok_enc *e, const char *s, size_t len);
+/* The pre-tokenizer's words of s (raw bytes; no normalizer, no added
+ * tokens), each to fn in order: what BPE would meet. */
+int eng_tok_words(const eng_tokenizer *tok, const char *s, size_t len, eng_tok_piece_fn fn, void *ctx);
 /* BPE of one pre-token word (raw bytes). */
 int eng_tok_bpe_word(eng_tok_enc *e, const char *s, size_t len);
 void eng_tok_cache_clear(eng_tokenizer *tok);

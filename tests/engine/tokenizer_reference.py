@@ -6,6 +6,8 @@
 Tokenizers compared: GPT-2's tokenizer.json (from ../shared/data, when there)
 as it is and with each of the parts evald reads around BPE switched on (an
 NFC normalizer; NFKC; a Digits pre-tokenizer; a TemplateProcessing BOS),
+each pre-tokenizer a GGUF file may name (`evald engine gguf
+--pre-tokenizers`) on GPT-2's vocabulary,
 and the default tokenizers `evald engine mkmodel` writes (Llama-3's shape
 with its BOS post-processor, and Qwen's with NFC), and SentencePiece-converted BPE in three shapes
 trained here with HF's trainer (byte fallback, unk, Metaspace). The corpus: 3,000 seeded
@@ -143,6 +145,17 @@ def main():
                                               {"Sequence": {"id": "A", "type_id": 0}}],
                                    "pair": [], "special_tokens": {eot: {"id": eot, "ids": [50256], "tokens": [eot]}}}
         folders.append(("gpt2+TemplateProcessing", variant(base, "gpt2-bos", scratch, bos)))
+
+        # every pre-tokenizer a GGUF file may name (tokenizer.ggml.pre), as the
+        # folder evald makes of such a file spells it, on GPT-2's vocabulary
+        listing = subprocess.run([evald, "engine", "gguf", "--pre-tokenizers", "--json"], check=True,
+                                 capture_output=True, text=True).stdout
+        for p in json.loads(listing):
+            def pre(d, p=p):
+                d["pre_tokenizer"] = p["pre_tokenizer"]
+                d["model"]["ignore_merges"] = p["ignore_merges"]
+            name = p["names"][0]
+            folders.append(("gpt2 as GGUF's " + name, variant(base, "gpt2-pre-" + name, scratch, pre)))
     folders += sentencepiece_bpe(scratch)
     for arch, label in (("llama", "evald default (Llama-3 shape)"), ("qwen2", "evald default (Qwen shape, NFC)")):
         out = os.path.join(scratch, "mk-" + arch)
@@ -159,7 +172,7 @@ def main():
         want = [e.ids for e in hf.encode_batch(texts, add_special_tokens=True)]
         got = evald_ids(evald, folder, texts, scratch)
         same = sum(1 for a, b in zip(want, got) if a == b)
-        print("%-34s %4d/%d strings encode identically" % (label, same, len(texts)))
+        print("%-36s %4d/%d strings encode identically" % (label, same, len(texts)))
         for t, a, b in zip(texts, want, got):
             if a != b:
                 print("  first difference: %r\n    hf    %s\n    evald %s" % (t, a, b))
