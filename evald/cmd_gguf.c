@@ -54,8 +54,9 @@ static const ev_cmd_spec gguf_spec = {
 	         "that are not whole super-blocks fall back as llama.cpp's quantize does; norms as stored).\n"
 	         "Given a checkpoint folder, --out FILE.gguf writes it as one GGUF file as llama.cpp's\n"
 	         "converter would (llama, Mistral, Mixtral, Qwen2, Qwen3 and their MoE forms; a byte-level\n"
-	         "BPE tokenizer), its weights as stored or in --quantize TYPE, for llama.cpp or for evald\n"
-	         "itself (evaluate a quantized checkpoint: evald run --model FILE.gguf).",
+	         "BPE or SentencePiece's BPE tokenizer), its weights as stored or in --quantize TYPE, for\n"
+	         "llama.cpp or for evald itself (evaluate a quantized checkpoint: evald run --model\n"
+	         "FILE.gguf). --pre-tokenizers lists the tokenizer.ggml.pre names it reads and writes.",
 	.opts = gguf_table,
 	.positional = "FILE",
 	.min_pos = 0,
@@ -157,7 +158,10 @@ int ev_engine_gguf_main(const ev_cli *cli, int argc, char **argv)
 			ev_buf_puts(&j, ",\"architecture\":");
 			ev_json_buf_str(&j, st.arch);
 			ev_buf_puts(&j, ",\"pre_tokenizer\":");
-			ev_json_buf_str(&j, st.pre);
+			if (st.pre[0])
+				ev_json_buf_str(&j, st.pre);
+			else
+				ev_buf_puts(&j, "null"); /* SentencePiece's */
 			ev_buf_printf(&j, ",\"tensors\":%zu,\"converted\":%zu,\"fallbacks\":%zu,\"bytes_in\":%llu,"
 			                  "\"bytes_out\":%llu}",
 			              st.tensors, st.quantized, st.fallbacks, (unsigned long long)st.bytes_in,
@@ -165,9 +169,10 @@ int ev_engine_gguf_main(const ev_cli *cli, int argc, char **argv)
 			printf("%s\n", j.data ? j.data : "{}");
 			ev_buf_free(&j);
 		} else
-			printf("%s: %s (%s, pre-tokenizer %s), %zu tensors, %zu converted to another type (%zu in a fallback "
+			printf("%s: %s (%s, %s%s), %zu tensors, %zu converted to another type (%zu in a fallback "
 			       "type); tensor bytes %.1f MiB -> %.1f MiB\n",
-			       o.out, o.quantize ? o.quantize : "weights as stored", st.arch, st.pre, st.tensors, st.quantized,
+			       o.out, o.quantize ? o.quantize : "weights as stored", st.arch,
+			       st.pre[0] ? "pre-tokenizer " : "SentencePiece tokenizer", st.pre, st.tensors, st.quantized,
 			       st.fallbacks, st.bytes_in / 1048576.0, st.bytes_out / 1048576.0);
 		return 0;
 	}

@@ -210,6 +210,74 @@ static char *chat_template(const char *dir, const cJSON *tc, int *rc)
  * vocabulary by id (the model's vocab_size of them; ids the tokenizer
  * leaves out as "[PADn]", unused), added tokens as control (special) or
  * user-defined, the merges, BOS/EOS from config.json */
+#define META "\xe2\x96\x81" /* U+2581, SentencePiece's space */
+
+/* Whether a pre-tokenizer is Metaspace with SentencePiece's space, and
+ * whether it puts one first (*prefix) */
+static bool metaspace(const cJSON *m, bool *prefix)
+{
+	if (strcmp(ev_json_str(m, "type", ""), "Metaspace") || strcmp(ev_json_str(m, "replacement", META), META))
+		return false;
+	const char *scheme = ev_json_str(m, "prepend_scheme", NULL);
+	*prefix = scheme ? strcmp(scheme, "never") != 0 : ev_json_bool(m, "add_prefix_space", true);
+	return true;
+}
+
+/* Whether a normalizer replaces spaces with SentencePiece's (Replace ' '
+ * -> U+2581), after a Prepend of it (*prefix) or alone */
+static bool spm_normalizer(const cJSON *n, bool *prefix)
+{
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(n, "normalizers"), *rep = n;
+	*prefix = false;
+	if (!strcmp(ev_json_str(n, "type", ""), "Sequence")) {
+		int k = cJSON_GetArraySize(list);
+		const cJSON *first = cJSON_GetArrayItem(list, 0);
+		if (k == 2 && !strcmp(ev_json_str(first, "type", ""), "Prepend") && !strcmp(ev_json_str(first, "prepend", ""), META))
+			*prefix = true;
+		else if (k != 1)
+			return false;
+		rep = cJSON_GetArrayItem(list, k - 1);
+	}
+	return !strcmp(ev_json_str(rep, "type", ""), "Replace") &&
+	       !strcmp(ev_json_str(cJSON_GetObjectItemCaseSensitive(rep, "pattern"), "String", ""), " ") &&
+	       !strcmp(ev_json_str(rep, "content", ""), META);
+}
+
+/* A SentencePiece BPE as transformers converts one (byte_fallback): the
+ * space as U+2581 by a normalizer with no pre-tokenizer (Llama 2), or by
+ * a Metaspace pre-tokenizer; *prefix whether one is put first (GGUF's
+ * tokenizer.ggml.add_space_prefix). */
+static bool spm_form(const cJSON *norm, const cJSON *pre, bool *prefix)
+{
+	if ((!pre || cJSON_IsNull(pre)) && norm && !cJSON_IsNull(norm))
+		return spm_normalizer(norm, prefix);
+	return (!norm || cJSON_IsNull(norm)) && metaspace(pre, prefix);
+}
+
+/* GGUF's SentencePiece scores from a converted tokenizer's merges: those
+ * are every pair whose join is a piece, ordered by the join's score,
+ * highest first (transformers' conversion), so each join scores minus the
+ * rank of its first merge, the order the scores had; pieces no merge
+ * makes (characters, bytes, specials) score below every join, which
+ * SentencePiece never asks of them. */
+static int spm_scores(float *scores, char *const *toks, int V, char *const *merges, int nm)
+{
+	ev_strset *joins = NULL;
+	int rc = ev_strset_new(&joins);
+	for (int m = 0; m < nm && !rc; m++) {
+		const char *sp = strchr(merges[m], ' ');
+		char *join = sp ? ev_asprintf("%.*s%s", (int)(sp - merges[m]), merges[m], sp + 1) : NULL;
+		rc = !join ? ev_error_set(EV_E_NOMEM, "out of memory") : ev_strset_add(joins, join, strlen(join), NULL, NULL);
+		free(join);
+	}
+	for (int i = 0; i < V && !rc; i++) {
+		long at = ev_strset_find(joins, toks[i], strlen(toks[i]));
+		scores[i] = at >= 0 ? -(float)at : -(float)ev_strset_count(joins) - 1.0f;
+	}
+	ev_strset_free(joins);
+	return rc;
+}
+
 static int put_tokenizer(eng_gguf_writer *w, const char *dir, const eng_config *c, char pre_out[16])
 {
 	int rc = 0;
@@ -221,22 +289,34 @@ static int put_tokenizer(eng_gguf_writer *w, const char *dir, const eng_config *
 	const cJSON *model = cJSON_GetObjectItemCaseSensitive(tj, "model"), *norm = cJSON_GetObjectItemCaseSensitive(tj, "normalizer");
 	const char *mtype = ev_json_str(model, "type", "");
 	const cJSON *ptk = cJSON_GetObjectItemCaseSensitive(tj, "pre_tokenizer");
-	bool im = ev_json_bool(model, "ignore_merges", false);
+	bool im = ev_json_bool(model, "ignore_merges", false), spm = ev_json_bool(model, "byte_fallback", false),
+	     prefix = false;
 	const eng_gguf_pre *pg = NULL;
 	int V = c->vocab;
 	char **toks = calloc((size_t)V, sizeof *toks);
 	int32_t *types = malloc((size_t)V * sizeof *types);
+	float *scores = spm ? malloc((size_t)V * sizeof *scores) : NULL;
 	char **merges = NULL, *tmpl = NULL;
 	int nm = 0;
-	if (!toks || !types)
+	if (!toks || !types || (spm && !scores))
 		rc = ev_error_set(EV_E_NOMEM, "out of memory");
 	else if (strcmp(mtype, "BPE"))
-		rc = ev_error_set(EV_E_UNSUPPORTED, "%s/tokenizer.json: a %s model; only byte-level BPE tokenizers are written", dir,
+		rc = ev_error_set(EV_E_UNSUPPORTED, "%s/tokenizer.json: a %s model; only BPE tokenizers are written", dir,
 		                  *mtype ? mtype : "typeless");
-	else if (ev_json_bool(model, "byte_fallback", false))
-		rc = ev_error_set(EV_E_UNSUPPORTED, "%s/tokenizer.json: a SentencePiece-style BPE (byte_fallback); GGUF's "
-		                                    "'llama' tokenizer needs the scores of its tokenizer.model, which evald does "
-		                                    "not read", dir);
+	else if (spm && !spm_form(norm, ptk, &prefix))
+		rc = ev_error_set(EV_E_UNSUPPORTED, "%s/tokenizer.json: a SentencePiece-style BPE (byte_fallback) whose spaces "
+		                                    "are not U+2581 by a Replace normalizer (after a Prepend, or alone) or by a "
+		                                    "Metaspace pre-tokenizer: GGUF's 'llama' tokenizer has no other form", dir);
+	else if (spm && prefix && cJSON_IsObject(ptk))
+		ev_log_warn("%s/tokenizer.json: a Metaspace pre-tokenizer puts no U+2581 before a text that begins with a "
+		            "space; GGUF's 'llama' tokenizer (add_space_prefix) puts one before every text, so such texts "
+		            "tokenize otherwise in the GGUF file", dir);
+	else if (spm)
+		; /* no pre-tokenizer to name */
+	else if (spm_form(norm, ptk, &prefix))
+		rc = ev_error_set(EV_E_UNSUPPORTED, "%s/tokenizer.json: a SentencePiece-style BPE without byte_fallback: GGUF's "
+		                                    "'llama' tokenizer falls back to byte pieces (<0x00> ...) for what its "
+		                                    "pieces do not cover", dir);
 	else if (norm && !cJSON_IsNull(norm) && strcmp(ev_json_str(norm, "type", ""), "NFC"))
 		rc = ev_error_set(EV_E_UNSUPPORTED, "%s/tokenizer.json: normalizer '%s': GGUF's byte-level tokenizers have none",
 		                  dir, ev_json_str(norm, "type", "?"));
@@ -248,8 +328,8 @@ static int put_tokenizer(eng_gguf_writer *w, const char *dir, const eng_config *
 	else if (!pg)
 		rc = ev_error_set(EV_E_UNSUPPORTED, "%s/tokenizer.json: its pre_tokenizer splits text as none of the "
 		                                    "pre-tokenizers llama.cpp names (evald engine gguf --pre-tokenizers lists them)", dir);
-	const char *pre = pg ? pg->names[0] : NULL;
-	if (!rc && im != pg->ignore_merges)
+	const char *pre = spm ? "" : pg ? pg->names[0] : NULL;
+	if (!rc && !spm && im != pg->ignore_merges)
 		ev_log_warn("%s/tokenizer.json: ignore_merges is %s, where llama.cpp's '%s' %s: a word that is a whole "
 		            "token the merges do not reach may split otherwise in the GGUF file", dir, im ? "true" : "false",
 		            pre, im ? "follows the merges" : "takes such words whole");
@@ -306,16 +386,35 @@ static int put_tokenizer(eng_gguf_writer *w, const char *dir, const eng_config *
 			break;
 		}
 	}
+	long unk = -1;
+	if (!rc && spm) { /* the unknown piece, the byte pieces, and the scores in place of the merges */
+		const char *ut = ev_json_str(model, "unk_token", NULL);
+		for (int k = 0; k < V; k++) {
+			unsigned b;
+			char tail;
+			if (ut && types[k] != 5 && !strcmp(toks[k], ut))
+				types[k] = 2, unk = k;
+			else if (types[k] == 1 && strlen(toks[k]) == 6 && sscanf(toks[k], "<0x%2X%c", &b, &tail) == 2 && tail == '>')
+				types[k] = 6;
+		}
+		rc = spm_scores(scores, toks, V, merges, nm);
+	}
 	if (!rc)
-		rc = eng_gguf_put_str(w, "tokenizer.ggml.model", "gpt2");
-	if (!rc)
+		rc = eng_gguf_put_str(w, "tokenizer.ggml.model", spm ? "llama" : "gpt2");
+	if (!rc && !spm)
 		rc = eng_gguf_put_str(w, "tokenizer.ggml.pre", pre);
 	if (!rc)
 		rc = eng_gguf_put_strs(w, "tokenizer.ggml.tokens", (const char *const *)toks, (size_t)V);
+	if (!rc && spm)
+		rc = eng_gguf_put_f32s(w, "tokenizer.ggml.scores", scores, (size_t)V);
 	if (!rc)
 		rc = eng_gguf_put_i32s(w, "tokenizer.ggml.token_type", types, (size_t)V);
-	if (!rc)
+	if (!rc && !spm)
 		rc = eng_gguf_put_strs(w, "tokenizer.ggml.merges", (const char *const *)merges, (size_t)nm);
+	if (!rc && spm)
+		rc = eng_gguf_put_bool(w, "tokenizer.ggml.add_space_prefix", prefix);
+	if (!rc && unk >= 0)
+		rc = eng_gguf_put_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)unk);
 	/* (what tokenizer.json's post-processor does, as the folder's tokenizer does it) */
 	bool bos = c->bos_id >= 0 && c->bos_id < V && adds_bos(cJSON_GetObjectItemCaseSensitive(tj, "post_processor"));
 	if (!rc && c->bos_id >= 0 && c->bos_id < V)
@@ -332,7 +431,7 @@ static int put_tokenizer(eng_gguf_writer *w, const char *dir, const eng_config *
 		free(pads[k]);
 	for (int k = 0; k < nm && merges; k++)
 		free(merges[k]);
-	free(pads), free(merges), free(toks), free(types), free(tmpl);
+	free(pads), free(merges), free(toks), free(types), free(scores), free(tmpl);
 	cJSON_Delete(tj), cJSON_Delete(tc);
 	return rc;
 }

@@ -150,7 +150,7 @@ typedef struct {
 
 typedef struct {
 	char arch[16];                     /* general.architecture written */
-	char pre[16];                      /* tokenizer.ggml.pre written ("" with a caller's tokenizer) */
+	char pre[16]; /* tokenizer.ggml.pre written ("": none, for SentencePiece's BPE or a caller's tokenizer) */
 	size_t tensors, quantized, fallbacks; /* tensors written; of them converted to another type; in a fallback type */
 	uint64_t bytes_in, bytes_out;      /* tensor bytes read and written */
 } eng_gguf_export_stats;
@@ -158,13 +158,14 @@ typedef struct {
 /* Writes `out`, a GGUF file of the checkpoint folder `dir` as llama.cpp's
  * converter writes one: the architecture's keys from config.json (llama,
  * Mistral without a sliding window, qwen2, qwen3, Mixtral, qwen2moe,
- * qwen3moe), the byte-level BPE tokenizer of tokenizer.json with the
- * llama.cpp name of its pre-tokenizer and the chat template, the tensors
- * under GGUF's names (llama's q/k rows in llama.cpp's order, experts
- * stacked) in o->type by eng_gguf_requantize's rules, norms and biases
- * F32. What GGUF cannot say (another architecture, a sliding window, a
- * pre-tokenizer llama.cpp has no name for, a SentencePiece tokenizer) is
- * refused by name; nothing is written then. */
+ * qwen3moe), the tokenizer of tokenizer.json (a byte-level BPE with the
+ * llama.cpp name of its pre-tokenizer, or SentencePiece's BPE as GGUF's
+ * 'llama' model with scores made from its merges) and the chat template,
+ * the tensors under GGUF's names (llama's q/k rows in llama.cpp's order,
+ * experts stacked) in o->type by eng_gguf_requantize's rules, norms and
+ * biases F32. What GGUF cannot say (another architecture, a sliding
+ * window, a pre-tokenizer llama.cpp has no name for, SentencePiece without
+ * byte fallback) is refused by name; nothing is written then. */
 int eng_gguf_export(const char *dir, const char *out, const eng_gguf_export_opts *o, eng_gguf_export_stats *st);
 
 /* The byte-level pre-tokenizers evald reads from tokenizer.ggml.pre and

@@ -536,6 +536,97 @@ static void spm_free(spm_vocab *v)
 	free(v->pieces), free(v->scores), free(v->types), free(v);
 }
 
+/* The folder made of a SentencePiece GGUF file, written as GGUF again
+ * (eng_gguf_export): the same pieces and types (unused ones as normal),
+ * the flag for the space
+ * put first, scores in the order v's had for every piece a merge makes,
+ * and the folder made of that file tokenizing as tok does. */
+static void spm_comes_back(const char *conv, const spm_vocab *v, const eng_tokenizer *tok)
+{
+	char *work = tu_tmpdir("spmback"), *out = tu_path(work, "again.gguf"), *conv2 = NULL;
+	eng_gguf_export_opts o = {.type = NULL};
+	eng_gguf_export_stats es;
+	if (eng_gguf_export(conv, out, &o, &es))
+		fail_msg("%s", ev_error_msg());
+	eng_gguf *g = NULL;
+	assert_int_equal(eng_gguf_open(&g, out), 0);
+	char *model = NULL;
+	assert_int_equal(eng_gguf_get_str(g, "tokenizer.ggml.model", &model), 0);
+	assert_string_equal(model, "llama");
+	const eng_gguf_value *toks = eng_gguf_find_key(g, "tokenizer.ggml.tokens"),
+	                     *sc = eng_gguf_find_key(g, "tokenizer.ggml.scores"),
+	                     *ty = eng_gguf_find_key(g, "tokenizer.ggml.token_type"),
+	                     *sp = eng_gguf_find_key(g, "tokenizer.ggml.add_space_prefix");
+	assert_true(toks && sc && ty && sp && toks->count == (uint64_t)v->n && sc->count == toks->count);
+	assert_int_equal((int)sp->v.u, (int)v->space_prefix);
+	const uint8_t *at = toks->elems;
+	float *scores = malloc((size_t)v->n * sizeof *scores);
+	for (int i = 0; i < v->n; i++) {
+		eng_gguf_str t = eng_gguf_next_str(&at);
+		int32_t type;
+		memcpy(&type, ty->elems + 4 * (size_t)i, 4);
+		memcpy(&scores[i], sc->elems + 4 * (size_t)i, 4);
+		int want = v->types[i] == 5 ? 1 : v->types[i]; /* (tokenizer.json cannot say "unused": a normal piece) */
+		if (t.n != strlen(v->pieces[i]) || memcmp(t.p, v->pieces[i], t.n) || type != want)
+			fail_msg("piece %d: '%.*s' of type %d, not '%s' of type %d", i, (int)t.n, t.p, type, v->pieces[i], want);
+	}
+	int joins = 0;
+	for (int i = 267; i < v->n; i++) /* the trained pieces: each a join of two others */
+		for (int k = 267; k < v->n && v->types[i] == 1; k++)
+			if (v->types[k] == 1 && (v->scores[i] > v->scores[k]) != (scores[i] > scores[k]))
+				fail_msg("pieces %d and %d: scores %g, %g were %g, %g", i, k, scores[i], scores[k], v->scores[i],
+				         v->scores[k]);
+			else
+				joins += k == 267;
+	assert_true(joins > 100);
+	free(model), free(scores);
+	eng_gguf_close(g);
+	assert_int_equal(eng_model_path_resolve(out, &conv2), 0);
+	eng_tokenizer *t2 = NULL;
+	assert_int_equal(eng_tokenizer_load(&t2, conv2), 0);
+	ev_rng r;
+	ev_rng_seed(&r, 9);
+	const char *alpha[] = {"a", "b", "c", "d", "e", "\xc3\xa9", "\xe6\x97\xa5", "z", "\xe6\x9c\xac", " "};
+	for (int t = 0; t < 200; t++) {
+		char text[256] = "";
+		for (int k = 0, n = 1 + (int)ev_rng_below(&r, 30); k < n; k++)
+			strcat(text, alpha[ev_rng_below(&r, k < 3 ? 7 : 10)]);
+		int32_t *a = NULL, *b = NULL;
+		size_t na = 0, nb = 0;
+		assert_int_equal(eng_tokenize(tok, text, strlen(text), true, &a, &na), 0);
+		assert_int_equal(eng_tokenize(t2, text, strlen(text), true, &b, &nb), 0);
+		if (na != nb || memcmp(a, b, na * sizeof *a))
+			fail_msg("'%s': %zu ids from the first file, %zu from the one written again", text, na, nb);
+		free(a), free(b);
+	}
+	eng_tokenizer_free(t2);
+	/* without byte_fallback GGUF's 'llama' tokenizer could not say what becomes of uncovered text: refused */
+	char *bad = tu_path(work, "nofallback");
+	assert_int_equal(mkdir(bad, 0755), 0);
+	static const char *const files[] = {"config.json", "model.safetensors", "tokenizer.json"};
+	for (int f = 0; f < 3; f++) {
+		char *from = tu_path(conv, files[f]), *to = tu_path(bad, files[f]);
+		assert_int_equal(symlink(from, to), 0);
+		free(from), free(to);
+	}
+	char *tp = tu_path(bad, "tokenizer.json"), *text = NULL;
+	size_t len = 0;
+	assert_int_equal(ev_file_read(&text, &len, tp, 64 << 20), 0);
+	char *bf = strstr(text, "\"byte_fallback\":true");
+	assert_non_null(bf);
+	char *edited = ev_asprintf("%.*s\"byte_fallback\":false%s", (int)(bf - text), text,
+	                           bf + strlen("\"byte_fallback\":true"));
+	assert_int_equal(unlink(tp), 0);
+	assert_int_equal(ev_file_write(tp, edited, strlen(edited)), 0);
+	char *out2 = tu_path(work, "refused.gguf");
+	assert_int_not_equal(eng_gguf_export(bad, out2, &o, &es), 0);
+	assert_non_null(strstr(ev_error_msg(), "without byte_fallback"));
+	ev_error_clear();
+	assert_int_not_equal(access(out2, F_OK), 0);
+	free(out2), free(edited), free(text), free(tp), free(bad);
+	free(conv2), free(out), free(work);
+}
+
 /* tokenizer.ggml.model "llama" (SentencePiece BPE: scores, no merges):
  * the converted tokenizer segments 400 random texts exactly as the plain
  * SentencePiece algorithm does (characters outside the vocabulary as their
@@ -592,6 +683,7 @@ static void sentencepiece_gguf_tokenizes_as_sentencepiece(void **st)
 		print_message("space prefix %d: %d texts segmented as SentencePiece does (%d byte pieces among them)\n", sp,
 		              checked, bytes);
 		assert_true(bytes > 0);
+		spm_comes_back(conv, v, tok);
 		eng_tokenizer_free(tok);
 		spm_free(v);
 		free(g), free(conv), free(dir), free(cache);
