@@ -495,17 +495,26 @@ static void unpermute(void *dst, const void *src, int64_t rows, size_t rb, int h
 				       (const char *)src + (size_t)(h * hd + 2 * i + j) * rb, rb);
 }
 
-/* The engine's name of a type it keeps as stored, or NULL (converted to
- * F32): every type it reads, unless EVALD_GGUF_DEQUANTIZE=1 asks for the
- * plain path (everything but F32 dequantized). */
+/* The engine's name of the type it keeps a GGUF type as, or NULL
+ * (converted to F32): every type it reads as stored, and Q3_K as Q6_K
+ * (value for value: eng_ggml_q3k_to_q6k), unless EVALD_GGUF_DEQUANTIZE=1
+ * asks for the plain path (everything but F32 dequantized). */
 static const char *kept_type(uint32_t t)
 {
 	const char *e = getenv("EVALD_GGUF_DEQUANTIZE");
 	bool dequantize = e && !strcmp(e, "1");
-	int d = eng_dtype_from_ggml(t);
+	int d = t == ENG_GGML_Q3_K ? ENG_Q6_K : eng_dtype_from_ggml(t);
 	if (d < 0 || (dequantize && d != ENG_F32))
 		return NULL;
 	return eng_dtype_name((eng_dtype)d);
+}
+
+/* Bytes n elements of GGUF type t take in the folder */
+static size_t kept_bytes(uint32_t t, uint64_t n)
+{
+	if (!kept_type(t))
+		return (size_t)n * 4;
+	return eng_ggml_bytes(t == ENG_GGML_Q3_K ? ENG_GGML_Q6_K : t, n);
 }
 
 /* One tensor of the folder: its header entry and its place in ot. */
@@ -574,7 +583,7 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 				o.shape[0] = (int64_t)t->dims[1], o.shape[1] = (int64_t)t->dims[0];
 				const char *kept = kept_type(t->type);
 				o.dtype = kept ? kept : "F32";
-				o.bytes = kept ? pb : per * 4;
+				o.bytes = kept_bytes(t->type, per);
 				rc = o.hf ? add_out(&hdr, &ot, &n, &cap, &off, &maxel, &o) : ev_error_set(EV_E_NOMEM, "out of memory");
 				if (rc)
 					free(o.hf);
@@ -610,7 +619,7 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 			}
 		}
 		o.dtype = kept ? kept : "F32";
-		o.bytes = kept ? t->bytes : t->elements * 4;
+		o.bytes = kept_bytes(t->type, t->elements);
 		if ((rc = add_out(&hdr, &ot, &n, &cap, &off, &maxel, &o)))
 			free(hn);
 	}
@@ -629,7 +638,10 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 		for (size_t i = 0; i < n && ok; i++) {
 			const out_tensor *o = &ot[i];
 			const void *src = o->data;
-			if (!kept_type(o->t->type) || strcmp(kept_type(o->t->type), o->dtype)) { /* dequantized */
+			if (o->t->type == ENG_GGML_Q3_K && kept_type(o->t->type)) { /* Q3_K as Q6_K */
+				eng_ggml_q3k_to_q6k((uint8_t *)buf, o->data, (size_t)(o->elements / 256));
+				src = buf;
+			} else if (!kept_type(o->t->type) || strcmp(kept_type(o->t->type), o->dtype)) { /* dequantized */
 				eng_ggml_dequantize(buf, o->data, o->t->type, o->elements);
 				src = buf;
 			}

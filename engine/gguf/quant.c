@@ -21,7 +21,7 @@ static const struct {
 	{ENG_GGML_F32, "F32", 1, 4},         {ENG_GGML_F16, "F16", 1, 2},         {ENG_GGML_BF16, "BF16", 1, 2},
 	{ENG_GGML_Q4_0, "Q4_0", QK, 18},     {ENG_GGML_Q4_1, "Q4_1", QK, 20},     {ENG_GGML_Q5_0, "Q5_0", QK, 22},
 	{ENG_GGML_Q5_1, "Q5_1", QK, 24},     {ENG_GGML_Q8_0, "Q8_0", QK, 34},     {ENG_GGML_Q4_K, "Q4_K", QKK, 144},
-	{ENG_GGML_Q5_K, "Q5_K", QKK, 176},   {ENG_GGML_Q6_K, "Q6_K", QKK, 210},
+	{ENG_GGML_Q5_K, "Q5_K", QKK, 176},   {ENG_GGML_Q6_K, "Q6_K", QKK, 210},   {ENG_GGML_Q3_K, "Q3_K", QKK, 110},
 };
 #define NTYPES (sizeof types / sizeof types[0])
 
@@ -173,6 +173,18 @@ void eng_ggml_dequantize(float *y, const void *src, uint32_t t, size_t n)
 		}
 		return;
 	}
+	case ENG_GGML_Q3_K: /* hmask[32], qs[64] (2 bits), scales[12], d: element e = 32 c + l (c < 8, l < 32) takes
+	                      * bits 2 (c % 4) of qs[32 (c / 4) + l] and bit c of hmask[l] (0: minus 4) */
+		for (size_t k = 0; k < n / QKK; k++, b += 110, y += QKK) {
+			const uint8_t *hm = b, *qs = b + 32, *sc = b + 96;
+			float d = eng_ggml_h2f(b + 108);
+			for (int e = 0; e < QKK; e++) {
+				int c = e / 32, l = e % 32;
+				int q = ((qs[32 * (c / 4) + l] >> (2 * (c % 4))) & 3) - ((hm[l] >> c) & 1 ? 0 : 4);
+				y[e] = d * (float)eng_ggml_q3k_scale(e / 16, sc) * (float)q;
+			}
+		}
+		return;
 	case ENG_GGML_Q6_K:
 		for (size_t k = 0; k < n / QKK; k++, b += 210) {
 			const uint8_t *ql = b, *qh = b + 128;
@@ -192,6 +204,28 @@ void eng_ggml_dequantize(float *y, const void *src, uint32_t t, size_t n)
 				}
 		}
 		return;
+	}
+}
+
+void eng_ggml_q3k_to_q6k(uint8_t *dst, const uint8_t *src, size_t nblocks)
+{
+	for (size_t k = 0; k < nblocks; k++, src += 110, dst += 210) {
+		const uint8_t *hm = src, *qs = src + 32, *sc = src + 96;
+		uint8_t *ql = dst, *qh = dst + 128;
+		int8_t *s6 = (int8_t *)(dst + 192);
+		memset(dst, 0, 192);
+		for (int j = 0; j < 16; j++)
+			s6[j] = (int8_t)eng_ggml_q3k_scale(j, sc);
+		memcpy(dst + 208, src + 108, 2); /* d */
+		for (int e = 0; e < QKK; e++) {
+			int c = e / 32, l = e % 32;
+			int q = ((qs[32 * (c / 4) + l] >> (2 * (c % 4))) & 3) - ((hm[l] >> c) & 1 ? 0 : 4) + 32;
+			/* Q6_K: element 128 h + 32 r + l (r < 4) keeps its low four bits in ql[64 h + 32 (r % 2) + l]
+			 * (the high nibble for r >= 2) and its two high bits in qh[32 h + l] at bits 2 r */
+			int h = e / 128, r = e % 128 / 32;
+			ql[64 * h + 32 * (r % 2) + l] |= (uint8_t)((q & 0xF) << (r >= 2 ? 4 : 0));
+			qh[32 * h + l] |= (uint8_t)((q >> 4) << (2 * r));
+		}
 	}
 }
 
@@ -333,6 +367,36 @@ void eng_ggml_quantize(void *dst, const float *x, uint32_t t, size_t n)
 		}
 		return;
 	}
+	case ENG_GGML_Q3_K:
+		for (size_t k = 0; k < n / QKK; k++, b += 110, x += QKK) {
+			/* sixteen sub-blocks of 16: a signed 6-bit scale each over q in [-4, 3], each sub-block's
+			 * largest magnitude at -4 and the largest scale at -32 (signed, so that the wider end of
+			 * each range takes the extreme) */
+			float s[16], smax = 0;
+			for (int j = 0; j < 16; j++) {
+				float m = 0;
+				for (int l = 0; l < 16; l++)
+					m = fabsf(x[16 * j + l]) > fabsf(m) ? x[16 * j + l] : m;
+				s[j] = m / -4.0f;
+				smax = fabsf(s[j]) > fabsf(smax) ? s[j] : smax;
+			}
+			f2h(b + 108, smax / -32.0f);
+			float d = eng_ggml_h2f(b + 108);
+			memset(b, 0, 108);
+			for (int j = 0; j < 16; j++) {
+				int sc = d ? clampi((int)lrintf(s[j] / d), -32, 31) : 0, u = sc + 32;
+				b[96 + j % 8] |= (uint8_t)((u & 0xF) << (j < 8 ? 0 : 4));
+				b[104 + j % 4] |= (uint8_t)((u >> 4) << (2 * (j / 4)));
+				float ds = d * (float)sc;
+				for (int l = 0; l < 16; l++) {
+					int e = 16 * j + l, c = e / 32, i = e % 32;
+					int q = (ds ? clampi((int)lrintf(x[e] / ds), -4, 3) : 0) + 4;
+					b[32 + 32 * (c / 4) + i] |= (uint8_t)((q & 3) << (2 * (c % 4)));
+					b[i] |= (uint8_t)((q >> 2) << c);
+				}
+			}
+		}
+		return;
 	case ENG_GGML_Q6_K:
 		for (size_t k = 0; k < n / QKK; k++, b += 210, x += QKK) {
 			/* sixteen sub-blocks of 16: an 8-bit scale each over a 6-bit q in [-32, 31] */

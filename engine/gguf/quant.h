@@ -16,6 +16,7 @@ enum {
 	ENG_GGML_Q5_0 = 6,
 	ENG_GGML_Q5_1 = 7,
 	ENG_GGML_Q8_0 = 8,
+	ENG_GGML_Q3_K = 11,
 	ENG_GGML_Q4_K = 12,
 	ENG_GGML_Q5_K = 13,
 	ENG_GGML_Q6_K = 14,
@@ -48,6 +49,24 @@ static inline void eng_ggml_kscale_min(int j, const uint8_t *q, int *sc, int *m)
 		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
 	}
 }
+
+/* Q3_K: sub-block j's (j < 16) signed scale (-32 .. 31) from a
+ * super-block's 12 packed bytes q: the low four bits in byte j % 8
+ * (the high nibble from j = 8 on), the two high bits in byte 8 + j % 4
+ * (bits 2 (j / 4) and up). */
+static inline int eng_ggml_q3k_scale(int j, const uint8_t *q)
+{
+	int lo = (q[j % 8] >> (j < 8 ? 0 : 4)) & 0xF, hi = (q[8 + j % 4] >> (2 * (j / 4))) & 3;
+	return (lo | hi << 4) - 32;
+}
+
+/* nblocks Q3_K super-blocks of src as Q6_K super-blocks in dst, value for
+ * value: the same d, each 16-element sub-block's scale (Q3_K's, -32 ..
+ * 31, fits Q6_K's int8), each value q (-4 .. 3) as q + 32 of Q6_K's 0 ..
+ * 63. Both read d * scale * q for each element, so the two dequantize to
+ * the same floats; the engine, which keeps Q6_K and not Q3_K, runs Q3_K
+ * files this way. */
+void eng_ggml_q3k_to_q6k(uint8_t *dst, const uint8_t *src, size_t nblocks);
 
 /* n elements (a multiple of the type's block) of src to f32: the plain
  * reference reading of each block. */

@@ -53,6 +53,24 @@ static float elem(const uint8_t *b, uint32_t t, int e)
 			q |= ((b[16 + l] >> sub) & 1) << 4;
 		return h2f(b) * (float)sc * (float)q - h2f(b + 2) * (float)m;
 	}
+	case ENG_GGML_Q3_K: {
+		/* the 12 scale bytes unpacked four at a time as 32-bit words: the low nibbles of
+		 * words 0 and 1, then their high nibbles, each with two bits of word 2 on top */
+		uint32_t w[4], top;
+		memcpy(w, b + 96, 12);
+		top = w[2];
+		w[2] = ((w[0] >> 4) & 0x0f0f0f0fu) | (((top >> 4) & 0x03030303u) << 4);
+		w[3] = ((w[1] >> 4) & 0x0f0f0f0fu) | (((top >> 6) & 0x03030303u) << 4);
+		w[0] = (w[0] & 0x0f0f0f0fu) | ((top & 0x03030303u) << 4);
+		w[1] = (w[1] & 0x0f0f0f0fu) | (((top >> 2) & 0x03030303u) << 4);
+		int8_t sc[16];
+		memcpy(sc, w, 16);
+		/* halves of 128 use 32 bytes of 2-bit values each, four shifts a half;
+		 * the high mask's bit (4 half + shift) clear means minus 4 */
+		int half = e / 128, shift = (e % 128) / 32, l = e % 32;
+		int q = ((b[32 + 32 * half + l] >> (2 * shift)) & 3) - ((b[l] & (1 << (4 * half + shift))) ? 0 : 4);
+		return h2f(b + 108) * (float)(sc[e / 16] - 32) * (float)q;
+	}
 	case ENG_GGML_Q6_K: {
 		int h = e / 128, g = (e % 128) / 32, l = e % 32;
 		const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
@@ -73,7 +91,7 @@ static void types_round_trip(void **st)
 		double max_rms; /* relative to the data's RMS */
 	} cases[] = {{ENG_GGML_F16, 1e-3}, {ENG_GGML_BF16, 5e-3}, {ENG_GGML_Q8_0, 0.01}, {ENG_GGML_Q6_K, 0.04},
 	             {ENG_GGML_Q5_0, 0.06}, {ENG_GGML_Q5_1, 0.06}, {ENG_GGML_Q5_K, 0.08}, {ENG_GGML_Q4_0, 0.12},
-	             {ENG_GGML_Q4_1, 0.12}, {ENG_GGML_Q4_K, 0.15}};
+	             {ENG_GGML_Q4_1, 0.12}, {ENG_GGML_Q4_K, 0.15}, {ENG_GGML_Q3_K, 0.15}};
 	enum { N = 256 * 16 };
 	float *x = malloc(N * 4), *y = malloc(N * 4);
 	uint8_t *q = malloc(N * 4);
@@ -117,6 +135,42 @@ static void types_round_trip(void **st)
 			assert_true(y[i] == 0.0f);
 	}
 	free(x), free(y), free(q);
+}
+
+/* Q3_K, which the engine keeps as Q6_K (eng_ggml_q3k_to_q6k): blocks of
+ * random bytes (every bit pattern of the masks, the 2-bit values and the
+ * scales; d any finite f16), and the extremes, dequantize to the same
+ * floats both ways, and as the layout read element by element says */
+static void q3k_kept_as_q6k(void **st)
+{
+	(void)st;
+	enum { NB = 64 };
+	uint8_t q3[NB * 110], q6[NB * 210];
+	float a[NB * 256], c[NB * 256];
+	ev_rng r;
+	ev_rng_seed(&r, 11);
+	for (size_t i = 0; i < sizeof q3; i++)
+		q3[i] = (uint8_t)ev_rng_below(&r, 256);
+	for (int k = 0; k < NB; k++) {
+		uint16_t h;
+		do
+			h = (uint16_t)ev_rng_below(&r, 65536);
+		while (((h >> 10) & 0x1F) == 0x1F); /* not infinite, not NaN */
+		memcpy(q3 + 110 * k + 108, &h, 2);
+	}
+	memset(q3, 0xFF, 108);          /* block 0: every value +3 under scale +31 */
+	memset(q3 + 110, 0, 108);       /* block 1: every value -4 under scale -32 */
+	eng_ggml_dequantize(a, q3, ENG_GGML_Q3_K, NB * 256);
+	eng_ggml_q3k_to_q6k(q6, q3, NB);
+	eng_ggml_dequantize(c, q6, ENG_GGML_Q6_K, NB * 256);
+	for (int i = 0; i < NB * 256; i++) {
+		float want = elem(q3 + (size_t)(i / 256) * 110, ENG_GGML_Q3_K, i % 256),
+		      w6 = elem(q6 + (size_t)(i / 256) * 210, ENG_GGML_Q6_K, i % 256);
+		if (memcmp(&a[i], &want, 4) || memcmp(&c[i], &a[i], 4) || memcmp(&w6, &a[i], 4))
+			fail_msg("element %d: Q3_K %g (the layout says %g), as Q6_K %g (its layout %g)", i, a[i], want, c[i], w6);
+	}
+	float d0 = h2f(q3 + 108), d1 = h2f(q3 + 110 + 108);
+	assert_true(a[0] == d0 * 31.0f * 3.0f && a[256] == d1 * -32.0f * -4.0f);
 }
 
 static char *write_fixture(const char *dir, size_t *len_out, char **bytes)
@@ -298,6 +352,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(types_round_trip),
+		cmocka_unit_test(q3k_kept_as_q6k),
 		cmocka_unit_test(written_files_read_back),
 		cmocka_unit_test(crafted_bad_files),
 	};
