@@ -206,10 +206,6 @@ static char *chat_template(const char *dir, const cJSON *tc, int *rc)
 	return text;
 }
 
-/* tokenizer.ggml.* and tokenizer.chat_template from the folder: its BPE
- * vocabulary by id (the model's vocab_size of them; ids the tokenizer
- * leaves out as "[PADn]", unused), added tokens as control (special) or
- * user-defined, the merges, BOS/EOS from config.json */
 #define META "\xe2\x96\x81" /* U+2581, SentencePiece's space */
 
 /* Whether a pre-tokenizer is Metaspace with SentencePiece's space, and
@@ -278,6 +274,11 @@ static int spm_scores(float *scores, char *const *toks, int V, char *const *merg
 	return rc;
 }
 
+/* tokenizer.ggml.* and tokenizer.chat_template from the folder: its BPE
+ * vocabulary by id (the model's vocab_size of them; ids the tokenizer
+ * leaves out as "[PADn]", unused), added tokens as control (special) or
+ * user-defined, BOS/EOS from config.json; a byte-level BPE's merges and
+ * pre-tokenizer name, or SentencePiece's scores, types and space flag */
 static int put_tokenizer(eng_gguf_writer *w, const char *dir, const eng_config *c, char pre_out[16])
 {
 	int rc = 0;
