@@ -623,6 +623,11 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 		if ((rc = add_out(&hdr, &ot, &n, &cap, &off, &maxel, &o)))
 			free(hn);
 	}
+	size_t q3 = 0;
+	for (size_t i = 0; i < n; i++)
+		q3 += ot[i].t->type == ENG_GGML_Q3_K && kept_type(ENG_GGML_Q3_K);
+	if (!rc && q3)
+		ev_log_info("%s: %zu Q3_K tensors kept as Q6_K (the same values, 6.56 bits a weight in memory)", g->path, q3);
 	if (!rc)
 		rc = ev_buf_putc(&hdr, '}');
 	while (!rc && (8 + hdr.len) % 8)
