@@ -32,8 +32,8 @@ static int layer_of(const char *name)
 }
 
 /* A type for a row too short or long for its super-blocks (llama.cpp's
- * fallbacks): Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0; Q3_K -> Q4_0
- * (llama.cpp's is IQ4_NL, the same size, which evald does not write). */
+ * fallbacks, src/llama-quant.cpp): Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K ->
+ * Q5_1, Q6_K -> Q8_0. */
 static uint32_t fallback(uint32_t t)
 {
 	return t == ENG_GGML_Q3_K   ? ENG_GGML_Q4_0
