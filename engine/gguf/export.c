@@ -262,7 +262,11 @@ static int spm_scores(float *scores, char *const *toks, int V, char *const *merg
 	int rc = ev_strset_new(&joins);
 	for (int m = 0; m < nm && !rc; m++) {
 		const char *sp = strchr(merges[m], ' ');
-		char *join = sp ? ev_asprintf("%.*s%s", (int)(sp - merges[m]), merges[m], sp + 1) : NULL;
+		if (!sp) {
+			rc = ev_error_set(EV_E_INVALID, "merge %d ('%.40s') is not two pieces", m, merges[m]);
+			break;
+		}
+		char *join = ev_asprintf("%.*s%s", (int)(sp - merges[m]), merges[m], sp + 1);
 		rc = !join ? ev_error_set(EV_E_NOMEM, "out of memory") : ev_strset_add(joins, join, strlen(join), NULL, NULL);
 		free(join);
 	}
@@ -398,7 +402,8 @@ static int put_tokenizer(eng_gguf_writer *w, const char *dir, const eng_config *
 			else if (types[k] == 1 && strlen(toks[k]) == 6 && sscanf(toks[k], "<0x%2X%c", &b, &tail) == 2 && tail == '>')
 				types[k] = 6;
 		}
-		rc = spm_scores(scores, toks, V, merges, nm);
+		if ((rc = spm_scores(scores, toks, V, merges, nm)))
+			ev_error_wrap(rc, "%s/tokenizer.json", dir);
 	}
 	if (!rc)
 		rc = eng_gguf_put_str(w, "tokenizer.ggml.model", spm ? "llama" : "gpt2");

@@ -624,6 +624,18 @@ static void spm_comes_back(const char *conv, const spm_vocab *v, const eng_token
 	assert_non_null(strstr(ev_error_msg(), "without byte_fallback"));
 	ev_error_clear();
 	assert_int_not_equal(access(out2, F_OK), 0);
+	/* a merge that is not two pieces: refused by name, not taken for one */
+	char *ms = strstr(text, "\"merges\":[");
+	assert_non_null(ms);
+	ms += strlen("\"merges\":[");
+	char *bad2 = ev_asprintf("%.*s\"zz\",%s", (int)(ms - text), text, ms);
+	assert_int_equal(unlink(tp), 0);
+	assert_int_equal(ev_file_write(tp, bad2, strlen(bad2)), 0);
+	assert_int_not_equal(eng_gguf_export(bad, out2, &o, &es), 0);
+	assert_non_null(strstr(ev_error_msg(), "merge 0 ('zz') is not two pieces"));
+	ev_error_clear();
+	assert_int_not_equal(access(out2, F_OK), 0);
+	free(bad2);
 	free(out2), free(edited), free(text), free(tp), free(bad);
 	free(conv2), free(out), free(work);
 }
