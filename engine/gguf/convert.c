@@ -495,15 +495,23 @@ static void unpermute(void *dst, const void *src, int64_t rows, size_t rb, int h
 				       (const char *)src + (size_t)(h * hd + 2 * i + j) * rb, rb);
 }
 
-/* The engine's name of the type it keeps a GGUF type as, or NULL
- * (converted to F32): every type it reads as stored, and Q3_K as Q6_K
- * (value for value: eng_ggml_q3k_to_q6k), unless EVALD_GGUF_DEQUANTIZE=1
- * asks for the plain path (everything but F32 dequantized). */
+/* The GGUF type a type is kept as: Q3_K as Q6_K and IQ4_NL as Q8_0
+ * (value for value: eng_ggml_q3k_to_q6k, eng_ggml_iq4nl_to_q8_0), the
+ * others as themselves */
+static uint32_t kept_as(uint32_t t)
+{
+	return t == ENG_GGML_Q3_K ? ENG_GGML_Q6_K : t == ENG_GGML_IQ4_NL ? ENG_GGML_Q8_0 : t;
+}
+
+/* The engine's name of the type it keeps a GGUF type as (kept_as), or
+ * NULL (converted to F32): every type it reads, unless
+ * EVALD_GGUF_DEQUANTIZE=1 asks for the plain path (everything but F32
+ * dequantized). */
 static const char *kept_type(uint32_t t)
 {
 	const char *e = getenv("EVALD_GGUF_DEQUANTIZE");
 	bool dequantize = e && !strcmp(e, "1");
-	int d = t == ENG_GGML_Q3_K ? ENG_Q6_K : eng_dtype_from_ggml(t);
+	int d = eng_dtype_from_ggml(kept_as(t));
 	if (d < 0 || (dequantize && d != ENG_F32))
 		return NULL;
 	return eng_dtype_name((eng_dtype)d);
@@ -514,7 +522,7 @@ static size_t kept_bytes(uint32_t t, uint64_t n)
 {
 	if (!kept_type(t))
 		return (size_t)n * 4;
-	return eng_ggml_bytes(t == ENG_GGML_Q3_K ? ENG_GGML_Q6_K : t, n);
+	return eng_ggml_bytes(kept_as(t), n);
 }
 
 /* One tensor of the folder: its header entry and its place in ot. */
@@ -623,11 +631,15 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 		if ((rc = add_out(&hdr, &ot, &n, &cap, &off, &maxel, &o)))
 			free(hn);
 	}
-	size_t q3 = 0;
-	for (size_t i = 0; i < n; i++)
+	size_t q3 = 0, nl = 0;
+	for (size_t i = 0; i < n; i++) {
 		q3 += ot[i].t->type == ENG_GGML_Q3_K && kept_type(ENG_GGML_Q3_K);
+		nl += ot[i].t->type == ENG_GGML_IQ4_NL && kept_type(ENG_GGML_IQ4_NL);
+	}
 	if (!rc && q3)
 		ev_log_info("%s: %zu Q3_K tensors kept as Q6_K (the same values, 6.56 bits a weight in memory)", g->path, q3);
+	if (!rc && nl)
+		ev_log_info("%s: %zu IQ4_NL tensors kept as Q8_0 (the same values, 8.5 bits a weight in memory)", g->path, nl);
 	if (!rc)
 		rc = ev_buf_putc(&hdr, '}');
 	while (!rc && (8 + hdr.len) % 8)
@@ -645,6 +657,9 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 			const void *src = o->data;
 			if (o->t->type == ENG_GGML_Q3_K && kept_type(o->t->type)) { /* Q3_K as Q6_K */
 				eng_ggml_q3k_to_q6k((uint8_t *)buf, o->data, (size_t)(o->elements / 256));
+				src = buf;
+			} else if (o->t->type == ENG_GGML_IQ4_NL && kept_type(o->t->type)) { /* IQ4_NL as Q8_0 */
+				eng_ggml_iq4nl_to_q8_0((uint8_t *)buf, o->data, (size_t)(o->elements / 32));
 				src = buf;
 			} else if (!kept_type(o->t->type) || strcmp(kept_type(o->t->type), o->dtype)) { /* dequantized */
 				eng_ggml_dequantize(buf, o->data, o->t->type, o->elements);

@@ -306,7 +306,7 @@ int eng_gguf_parse(eng_gguf **out, const void *data, size_t len, const char *wha
 		if (!blk) {
 			const char *known = eng_ggml_type_known_name(t->type);
 			rc = ev_error_set(EV_E_UNSUPPORTED, "%s: %s: type %s%s%u is not read (F32, F16, BF16, Q4_0, Q4_1, Q5_0, "
-			                                    "Q5_1, Q8_0, Q3_K, Q4_K, Q5_K, Q6_K are)", what, nm, known ? known : "",
+			                                    "Q5_1, Q8_0, IQ4_NL, Q3_K, Q4_K, Q5_K, Q6_K are)", what, nm, known ? known : "",
 			                  known ? " = " : "", t->type);
 			goto fail;
 		}

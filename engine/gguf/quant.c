@@ -22,6 +22,7 @@ static const struct {
 	{ENG_GGML_Q4_0, "Q4_0", QK, 18},     {ENG_GGML_Q4_1, "Q4_1", QK, 20},     {ENG_GGML_Q5_0, "Q5_0", QK, 22},
 	{ENG_GGML_Q5_1, "Q5_1", QK, 24},     {ENG_GGML_Q8_0, "Q8_0", QK, 34},     {ENG_GGML_Q4_K, "Q4_K", QKK, 144},
 	{ENG_GGML_Q5_K, "Q5_K", QKK, 176},   {ENG_GGML_Q6_K, "Q6_K", QKK, 210},   {ENG_GGML_Q3_K, "Q3_K", QKK, 110},
+	{ENG_GGML_IQ4_NL, "IQ4_NL", QK, 18},
 };
 #define NTYPES (sizeof types / sizeof types[0])
 
@@ -148,6 +149,15 @@ void eng_ggml_dequantize(float *y, const void *src, uint32_t t, size_t n)
 				y[j] = (float)(int8_t)b[2 + j] * d;
 		}
 		return;
+	case ENG_GGML_IQ4_NL: /* {f16 d; u8 qs[16]}: low nibbles the first 16 elements, x = d * value[q] */
+		for (size_t k = 0; k < n / QK; k++, b += 18, y += QK) {
+			float d = eng_ggml_h2f(b);
+			for (int j = 0; j < 16; j++) {
+				y[j] = d * (float)eng_ggml_iq4nl_values[b[2 + j] & 0xF];
+				y[j + 16] = d * (float)eng_ggml_iq4nl_values[b[2 + j] >> 4];
+			}
+		}
+		return;
 	case ENG_GGML_Q4_K:
 	case ENG_GGML_Q5_K: {
 		bool five = t == ENG_GGML_Q5_K;
@@ -204,6 +214,19 @@ void eng_ggml_dequantize(float *y, const void *src, uint32_t t, size_t n)
 				}
 		}
 		return;
+	}
+}
+
+const int8_t eng_ggml_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+void eng_ggml_iq4nl_to_q8_0(uint8_t *dst, const uint8_t *src, size_t nblocks)
+{
+	for (size_t k = 0; k < nblocks; k++, src += 18, dst += 34) {
+		memcpy(dst, src, 2); /* d */
+		for (int j = 0; j < 16; j++) {
+			dst[2 + j] = (uint8_t)eng_ggml_iq4nl_values[src[2 + j] & 0xF];
+			dst[18 + j] = (uint8_t)eng_ggml_iq4nl_values[src[2 + j] >> 4];
+		}
 	}
 }
 
@@ -296,6 +319,26 @@ void eng_ggml_quantize(void *dst, const float *x, uint32_t t, size_t n)
 		}
 		return;
 	}
+	case ENG_GGML_IQ4_NL:
+		for (size_t k = 0; k < n / QK; k++, b += 18, x += QK) {
+			/* the largest magnitude at the table's -127, each value to its nearest entry */
+			float m = 0;
+			for (int j = 0; j < QK; j++)
+				m = fabsf(x[j]) > fabsf(m) ? x[j] : m;
+			f2h(b, m / -127.0f);
+			float d = eng_ggml_h2f(b);
+			memset(b + 2, 0, 16);
+			for (int j = 0; j < QK; j++) {
+				int best = 8; /* (1: the value nearest zero, for a zero block) */
+				for (int v = 0; v < 16 && d; v++)
+					best = fabsf(x[j] - d * (float)eng_ggml_iq4nl_values[v]) <
+					               fabsf(x[j] - d * (float)eng_ggml_iq4nl_values[best])
+					           ? v
+					           : best;
+				b[2 + j % 16] |= (uint8_t)(best << (j < 16 ? 0 : 4));
+			}
+		}
+		return;
 	case ENG_GGML_Q4_1:
 	case ENG_GGML_Q5_1: {
 		int bits = t == ENG_GGML_Q4_1 ? 4 : 5, top = (1 << bits) - 1;

@@ -20,6 +20,7 @@ enum {
 	ENG_GGML_Q4_K = 12,
 	ENG_GGML_Q5_K = 13,
 	ENG_GGML_Q6_K = 14,
+	ENG_GGML_IQ4_NL = 20,
 	ENG_GGML_BF16 = 30,
 };
 
@@ -67,6 +68,16 @@ static inline int eng_ggml_q3k_scale(int j, const uint8_t *q)
  * the same floats; the engine, which keeps Q6_K and not Q3_K, runs Q3_K
  * files this way. */
 void eng_ggml_q3k_to_q6k(uint8_t *dst, const uint8_t *src, size_t nblocks);
+
+/* IQ4_NL's sixteen values (ggml's kvalues_iq4nl): a 4-bit q stands for
+ * d times one of them. */
+extern const int8_t eng_ggml_iq4nl_values[16];
+
+/* nblocks IQ4_NL blocks of src as Q8_0 blocks in dst, value for value:
+ * the same d, each q as its table value (an int8). Both read d * value,
+ * so the two dequantize to the same floats; the engine keeps Q8_0 and
+ * not IQ4_NL, and runs IQ4_NL files this way. */
+void eng_ggml_iq4nl_to_q8_0(uint8_t *dst, const uint8_t *src, size_t nblocks);
 
 /* n elements (a multiple of the type's block) of src to f32: the plain
  * reference reading of each block. */

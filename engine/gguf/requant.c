@@ -51,15 +51,16 @@ int eng_gguf_quant_target(const char *name, uint32_t *type, int *mix)
 		return 0;
 	}
 	static const uint32_t all[] = {ENG_GGML_F32,  ENG_GGML_F16,  ENG_GGML_BF16, ENG_GGML_Q8_0, ENG_GGML_Q4_0, ENG_GGML_Q4_1,
-	                               ENG_GGML_Q5_0, ENG_GGML_Q5_1, ENG_GGML_Q3_K, ENG_GGML_Q4_K, ENG_GGML_Q5_K, ENG_GGML_Q6_K};
+	                               ENG_GGML_Q5_0, ENG_GGML_Q5_1, ENG_GGML_IQ4_NL, ENG_GGML_Q3_K, ENG_GGML_Q4_K,
+	                               ENG_GGML_Q5_K, ENG_GGML_Q6_K};
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
 		if (!strcmp(name, eng_ggml_type_name(all[i]))) {
 			*type = all[i];
 			return 0;
 		}
 	return ev_error_set(EV_E_INVALID,
-	                    "quantization type '%s' unknown (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K, Q4_K, "
-	                    "Q5_K, Q6_K, Q4_K_M, Q5_K_M)",
+	                    "quantization type '%s' unknown (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q3_K, "
+	                    "Q4_K, Q5_K, Q6_K, Q4_K_M, Q5_K_M)",
 	                    name);
 }
 
@@ -77,6 +78,7 @@ uint32_t eng_gguf_file_type(uint32_t target, int mix)
 	case ENG_GGML_Q5_0: return 8;
 	case ENG_GGML_Q5_1: return 9;
 	case ENG_GGML_Q3_K: return 11;
+	case ENG_GGML_IQ4_NL: return 25;
 	case ENG_GGML_Q4_K: return mix ? 15 : 14;
 	case ENG_GGML_Q5_K: return mix ? 17 : 16;
 	case ENG_GGML_Q6_K: return 18;

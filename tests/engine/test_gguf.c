@@ -42,6 +42,11 @@ static float elem(const uint8_t *b, uint32_t t, int e)
 	}
 	case ENG_GGML_Q8_0:
 		return (float)(int8_t)b[2 + e] * h2f(b);
+	case ENG_GGML_IQ4_NL: { /* ggml's non-linear table, written out here */
+		static const int kv[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+		int q = e < 16 ? b[2 + e] & 0xF : b[2 + e - 16] >> 4;
+		return h2f(b) * (float)kv[q];
+	}
 	case ENG_GGML_Q4_K:
 	case ENG_GGML_Q5_K: {
 		int five = t == ENG_GGML_Q5_K, c = e / 64, half = (e % 64) / 32, l = e % 32, sub = 2 * c + half;
@@ -91,7 +96,7 @@ static void types_round_trip(void **st)
 		double max_rms; /* relative to the data's RMS */
 	} cases[] = {{ENG_GGML_F16, 1e-3}, {ENG_GGML_BF16, 5e-3}, {ENG_GGML_Q8_0, 0.01}, {ENG_GGML_Q6_K, 0.04},
 	             {ENG_GGML_Q5_0, 0.06}, {ENG_GGML_Q5_1, 0.06}, {ENG_GGML_Q5_K, 0.08}, {ENG_GGML_Q4_0, 0.12},
-	             {ENG_GGML_Q4_1, 0.12}, {ENG_GGML_Q4_K, 0.15}, {ENG_GGML_Q3_K, 0.15}};
+	             {ENG_GGML_Q4_1, 0.12}, {ENG_GGML_Q4_K, 0.15}, {ENG_GGML_Q3_K, 0.15}, {ENG_GGML_IQ4_NL, 0.1}};
 	enum { N = 256 * 16 };
 	float *x = malloc(N * 4), *y = malloc(N * 4);
 	uint8_t *q = malloc(N * 4);
@@ -171,6 +176,37 @@ static void q3k_kept_as_q6k(void **st)
 	}
 	float d0 = h2f(q3 + 108), d1 = h2f(q3 + 110 + 108);
 	assert_true(a[0] == d0 * 31.0f * 3.0f && a[256] == d1 * -32.0f * -4.0f);
+}
+
+/* IQ4_NL, which the engine keeps as Q8_0 (eng_ggml_iq4nl_to_q8_0): random
+ * blocks (every nibble, d any finite f16) dequantize to the same floats
+ * both ways, and as each layout read element by element says */
+static void iq4nl_kept_as_q8_0(void **st)
+{
+	(void)st;
+	enum { NB = 64 };
+	uint8_t nl[NB * 18], q8[NB * 34];
+	float a[NB * 32], c[NB * 32];
+	ev_rng r;
+	ev_rng_seed(&r, 13);
+	for (size_t i = 0; i < sizeof nl; i++)
+		nl[i] = (uint8_t)ev_rng_below(&r, 256);
+	for (int k = 0; k < NB; k++) {
+		uint16_t h;
+		do
+			h = (uint16_t)ev_rng_below(&r, 65536);
+		while (((h >> 10) & 0x1F) == 0x1F);
+		memcpy(nl + 18 * k, &h, 2);
+	}
+	eng_ggml_dequantize(a, nl, ENG_GGML_IQ4_NL, NB * 32);
+	eng_ggml_iq4nl_to_q8_0(q8, nl, NB);
+	eng_ggml_dequantize(c, q8, ENG_GGML_Q8_0, NB * 32);
+	for (int i = 0; i < NB * 32; i++) {
+		float want = elem(nl + (size_t)(i / 32) * 18, ENG_GGML_IQ4_NL, i % 32),
+		      w8 = elem(q8 + (size_t)(i / 32) * 34, ENG_GGML_Q8_0, i % 32);
+		if (memcmp(&a[i], &want, 4) || memcmp(&c[i], &a[i], 4) || memcmp(&w8, &a[i], 4))
+			fail_msg("element %d: IQ4_NL %g (the layout says %g), as Q8_0 %g (its layout %g)", i, a[i], want, c[i], w8);
+	}
 }
 
 static char *write_fixture(const char *dir, size_t *len_out, char **bytes)
@@ -353,6 +389,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(types_round_trip),
 		cmocka_unit_test(q3k_kept_as_q6k),
+		cmocka_unit_test(iq4nl_kept_as_q8_0),
 		cmocka_unit_test(written_files_read_back),
 		cmocka_unit_test(crafted_bad_files),
 	};

@@ -91,7 +91,8 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch, bool
 	char *cache = tu_tmpdir("ggufcache");
 	setenv("EVALD_CACHE_DIR", cache, 1);
 	const uint32_t types[] = {ENG_GGML_F32,  ENG_GGML_F16,  ENG_GGML_BF16, ENG_GGML_Q8_0, ENG_GGML_Q4_0, ENG_GGML_Q4_1,
-	                          ENG_GGML_Q5_0, ENG_GGML_Q5_1, ENG_GGML_Q3_K, ENG_GGML_Q4_K, ENG_GGML_Q5_K, ENG_GGML_Q6_K};
+	                          ENG_GGML_Q5_0, ENG_GGML_Q5_1, ENG_GGML_IQ4_NL, ENG_GGML_Q3_K, ENG_GGML_Q4_K,
+	                          ENG_GGML_Q5_K, ENG_GGML_Q6_K};
 	enum { NTYPES = sizeof types / sizeof types[0] };
 	enum { N = 40 };
 	int32_t toks[N];
@@ -269,8 +270,9 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch, bool
 			assert_true(sum == mi.weight_bytes);
 			assert_true(elems == fi.params_total);
 			char lower[16];
-			/* (Q3_K is kept as Q6_K, value for value: eng_ggml_q3k_to_q6k) */
-			snprintf(lower, sizeof lower, "%s", eng_ggml_type_name(types[k] == ENG_GGML_Q3_K ? ENG_GGML_Q6_K : types[k]));
+			/* (Q3_K is kept as Q6_K and IQ4_NL as Q8_0, value for value) */
+			uint32_t kept = types[k] == ENG_GGML_Q3_K ? ENG_GGML_Q6_K : types[k] == ENG_GGML_IQ4_NL ? ENG_GGML_Q8_0 : types[k];
+			snprintf(lower, sizeof lower, "%s", eng_ggml_type_name(kept));
 			for (char *c = lower; *c; c++)
 				*c = (char)tolower((unsigned char)*c);
 			assert_string_equal(mi.weight_types[0].dtype, lower);
