@@ -332,7 +332,8 @@ static int put_tokenizer(eng_gguf_writer *w, const char *dir, const eng_config *
 		rc = ev_error_wrap(rc, "%s/tokenizer.json", dir);
 	else if (!pg)
 		rc = ev_error_set(EV_E_UNSUPPORTED, "%s/tokenizer.json: its pre_tokenizer splits text as none of the "
-		                                    "pre-tokenizers llama.cpp names (evald engine gguf --pre-tokenizers lists them)", dir);
+		                                    "pre-tokenizers llama.cpp names (evald engine gguf --pre-tokenizers lists "
+		                                    "them)", dir);
 	const char *pre = spm ? "" : pg ? pg->names[0] : NULL;
 	if (!rc && !spm && im != pg->ignore_merges)
 		ev_log_warn("%s/tokenizer.json: ignore_merges is %s, where llama.cpp's '%s' %s: a word that is a whole "

@@ -31,7 +31,8 @@ static const char re_qwen2[] = CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{
                                "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 static const char re_qwen35[] = CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+"
                                 "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char re_tekken[] = CASED_WORDS("") "|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char re_tekken[] = CASED_WORDS("") "|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|"
+                                "\\s+(?!\\S)|\\s+";
 static const char re_gpt4o[] = CASED_WORDS("(?i:'s|'t|'re|'ve|'m|'ll|'d)?") "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
                                "[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 static const char re_seed_coder[] = CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| ?[^\\s\\p{L}\\p{N}\\r\\n]+|"
@@ -186,10 +187,12 @@ char *eng_gguf_pre_tokenizers_json(void)
 static const char probe[] = "I'm sure they'RE here, isn't it? We'LL see: 1234567 + 89 = 1234656.\n"
                             "HelloWorld HTTPServer getHTTPResponse \xc3\x89" "cole\xc3\x89t\xc3\xa9 na\xc3\xafve "
                             "cafe\xcc\x81 \xce\xb1\xce\xb2\xce\xb3 \xd0\xbf\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82\n"
-                            "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe3\x83\x86\xe3\x82\xad\xe3\x82\xb9\xe3\x83\x88 "
+                            "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae"
+                            "\xe3\x83\x86\xe3\x82\xad\xe3\x82\xb9\xe3\x83\x88 "
                             "\xed\x95\x9c\xea\xb5\xad\xec\x96\xb4 \xef\xbc\x81\xef\xbc\x9f\xe3\x80\x82 "
                             "\xe2\x80\x9cquoted\xe2\x80\x9d\r\n"
-                            "#tag @user `code` a_b-c/d.e ...!!\n\n  x\t\ty  <a/>//\n$5 \xe2\x82\xac" "100 \xe2\x85\xab 3\xc2\xbd   \n"
+                            "#tag @user `code` a_b-c/d.e ...!!\n\n  x\t\ty  <a/>//\n"
+                            "$5 \xe2\x82\xac" "100 \xe2\x85\xab 3\xc2\xbd   \n"
                             "   end   ";
 
 typedef struct {
