@@ -517,6 +517,15 @@ static const char *kept_type(uint32_t t)
 	return eng_dtype_name((eng_dtype)d);
 }
 
+/* n elements of t's blocks at src rewritten as kept_as(t)'s, value for value */
+static void rewrite_kept(void *dst, const void *src, uint32_t t, uint64_t n)
+{
+	if (t == ENG_GGML_Q3_K)
+		eng_ggml_q3k_to_q6k(dst, src, (size_t)(n / 256));
+	else
+		eng_ggml_iq4nl_to_q8_0(dst, src, (size_t)(n / 32));
+}
+
 /* Bytes n elements of GGUF type t take in the folder */
 static size_t kept_bytes(uint32_t t, uint64_t n)
 {
@@ -631,15 +640,17 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 		if ((rc = add_out(&hdr, &ot, &n, &cap, &off, &maxel, &o)))
 			free(hn);
 	}
-	size_t q3 = 0, nl = 0;
-	for (size_t i = 0; i < n; i++) {
-		q3 += ot[i].t->type == ENG_GGML_Q3_K && kept_type(ENG_GGML_Q3_K);
-		nl += ot[i].t->type == ENG_GGML_IQ4_NL && kept_type(ENG_GGML_IQ4_NL);
+	static const uint32_t rewritten[] = {ENG_GGML_Q3_K, ENG_GGML_IQ4_NL};
+	for (size_t r = 0; r < sizeof rewritten / sizeof rewritten[0] && !rc; r++) {
+		uint32_t t = rewritten[r], k = kept_as(t);
+		size_t count = 0;
+		for (size_t i = 0; i < n && kept_type(t); i++)
+			count += ot[i].t->type == t;
+		if (count)
+			ev_log_info("%s: %zu %s tensors kept as %s (the same values, %.3g bits a weight in memory)", g->path,
+			            count, eng_ggml_type_name(t), eng_ggml_type_name(k),
+			            8.0 * (double)eng_ggml_type_size(k) / eng_ggml_type_block(k));
 	}
-	if (!rc && q3)
-		ev_log_info("%s: %zu Q3_K tensors kept as Q6_K (the same values, 6.56 bits a weight in memory)", g->path, q3);
-	if (!rc && nl)
-		ev_log_info("%s: %zu IQ4_NL tensors kept as Q8_0 (the same values, 8.5 bits a weight in memory)", g->path, nl);
 	if (!rc)
 		rc = ev_buf_putc(&hdr, '}');
 	while (!rc && (8 + hdr.len) % 8)
@@ -655,11 +666,8 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 		for (size_t i = 0; i < n && ok; i++) {
 			const out_tensor *o = &ot[i];
 			const void *src = o->data;
-			if (o->t->type == ENG_GGML_Q3_K && kept_type(o->t->type)) { /* Q3_K as Q6_K */
-				eng_ggml_q3k_to_q6k((uint8_t *)buf, o->data, (size_t)(o->elements / 256));
-				src = buf;
-			} else if (o->t->type == ENG_GGML_IQ4_NL && kept_type(o->t->type)) { /* IQ4_NL as Q8_0 */
-				eng_ggml_iq4nl_to_q8_0((uint8_t *)buf, o->data, (size_t)(o->elements / 32));
+			if (kept_type(o->t->type) && kept_as(o->t->type) != o->t->type) { /* Q3_K as Q6_K, IQ4_NL as Q8_0 */
+				rewrite_kept(buf, o->data, o->t->type, o->elements);
 				src = buf;
 			} else if (!kept_type(o->t->type) || strcmp(kept_type(o->t->type), o->dtype)) { /* dequantized */
 				eng_ggml_dequantize(buf, o->data, o->t->type, o->elements);

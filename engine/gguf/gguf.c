@@ -305,9 +305,10 @@ int eng_gguf_parse(eng_gguf **out, const void *data, size_t len, const char *wha
 		int blk = eng_ggml_type_block(t->type);
 		if (!blk) {
 			const char *known = eng_ggml_type_known_name(t->type);
-			rc = ev_error_set(EV_E_UNSUPPORTED, "%s: %s: type %s%s%u is not read (F32, F16, BF16, Q4_0, Q4_1, Q5_0, "
-			                                    "Q5_1, Q8_0, IQ4_NL, Q3_K, Q4_K, Q5_K, Q6_K are)", what, nm, known ? known : "",
-			                  known ? " = " : "", t->type);
+			char read[256];
+			eng_ggml_type_names(read, sizeof read);
+			rc = ev_error_set(EV_E_UNSUPPORTED, "%s: %s: type %s%s%u is not read (%s are)", what, nm, known ? known : "",
+			                  known ? " = " : "", t->type, read);
 			goto fail;
 		}
 		if (t->dims[0] % (uint64_t)blk) {

@@ -130,8 +130,8 @@ typedef struct {
 
 /* Writes `out`: `in` with its 2-D weights (names ending ".weight"; a MoE
  * file's 3-D stacked experts too) dequantized and quantized again to `type_name` (rows that are not whole
- * super-blocks fall back as llama.cpp's quantize does: Q4_K to Q5_0, Q5_K
- * to Q5_1, Q6_K to Q8_0); norms, biases and other tensors as stored;
+ * super-blocks fall back as llama.cpp's quantize does: Q3_K to Q4_0, Q4_K
+ * to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0); norms, biases and other tensors as stored;
  * metadata copied. */
 int eng_gguf_requantize(const char *in, const char *out, const char *type_name, eng_gguf_requant_stats *st);
 

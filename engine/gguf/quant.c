@@ -5,6 +5,7 @@
 #include "engine/gguf/quant.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "engine/backend.h"
@@ -19,10 +20,10 @@ static const struct {
 	size_t size;
 } types[] = {
 	{ENG_GGML_F32, "F32", 1, 4},         {ENG_GGML_F16, "F16", 1, 2},         {ENG_GGML_BF16, "BF16", 1, 2},
-	{ENG_GGML_Q4_0, "Q4_0", QK, 18},     {ENG_GGML_Q4_1, "Q4_1", QK, 20},     {ENG_GGML_Q5_0, "Q5_0", QK, 22},
-	{ENG_GGML_Q5_1, "Q5_1", QK, 24},     {ENG_GGML_Q8_0, "Q8_0", QK, 34},     {ENG_GGML_Q4_K, "Q4_K", QKK, 144},
-	{ENG_GGML_Q5_K, "Q5_K", QKK, 176},   {ENG_GGML_Q6_K, "Q6_K", QKK, 210},   {ENG_GGML_Q3_K, "Q3_K", QKK, 110},
-	{ENG_GGML_IQ4_NL, "IQ4_NL", QK, 18},
+	{ENG_GGML_Q8_0, "Q8_0", QK, 34},     {ENG_GGML_Q4_0, "Q4_0", QK, 18},     {ENG_GGML_Q4_1, "Q4_1", QK, 20},
+	{ENG_GGML_Q5_0, "Q5_0", QK, 22},     {ENG_GGML_Q5_1, "Q5_1", QK, 24},     {ENG_GGML_IQ4_NL, "IQ4_NL", QK, 18},
+	{ENG_GGML_Q3_K, "Q3_K", QKK, 110},   {ENG_GGML_Q4_K, "Q4_K", QKK, 144},   {ENG_GGML_Q5_K, "Q5_K", QKK, 176},
+	{ENG_GGML_Q6_K, "Q6_K", QKK, 210},
 };
 #define NTYPES (sizeof types / sizeof types[0])
 
@@ -32,6 +33,26 @@ const char *eng_ggml_type_name(uint32_t t)
 		if (types[i].t == t)
 			return types[i].name;
 	return "?";
+}
+
+bool eng_ggml_type_from_name(const char *name, uint32_t *t)
+{
+	for (size_t i = 0; i < NTYPES; i++)
+		if (!strcmp(name, types[i].name)) {
+			*t = types[i].t;
+			return true;
+		}
+	return false;
+}
+
+void eng_ggml_type_names(char *buf, size_t n)
+{
+	size_t at = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < NTYPES && at < n; i++) {
+		int k = snprintf(buf + at, n - at, "%s%s", i ? ", " : "", types[i].name);
+		at += k > 0 ? (size_t)k : 0;
+	}
 }
 
 const char *eng_ggml_type_known_name(uint32_t t)
@@ -91,6 +112,32 @@ static void pack_scale_min(uint8_t *q, const int *sc, const int *m)
 			q[j] |= (uint8_t)((m[j] >> 4) << 6);
 		}
 	}
+}
+
+/* Q3_K: element e's value (-4 .. 3) in the super-block b: element 32 c + l
+ * (c < 8, l < 32) takes bits 2 (c % 4) of qs[32 (c / 4) + l] and, where
+ * bit c of hmask[l] is clear, minus 4 (hmask[32], qs[64], scales[12], d) */
+static inline int q3k_value(const uint8_t *b, int e)
+{
+	int c = e / 32, l = e % 32;
+	return ((b[32 + 32 * (c / 4) + l] >> (2 * (c % 4))) & 3) - ((b[l] >> c) & 1 ? 0 : 4);
+}
+
+/* Q6_K: a super-block's 256 values q (0 .. 63, the offset 32 on) into its
+ * ql[128] and qh[64]: element 128 h + 32 r + l (r < 4) keeps its low four
+ * bits in ql[64 h + 32 (r % 2) + l] (the high nibble for r >= 2) and its
+ * two high bits in qh[32 h + l] at bits 2 r */
+static void q6k_pack(uint8_t *b, const int *q)
+{
+	uint8_t *ql = b, *qh = b + 128;
+	for (int h = 0; h < 2; h++)
+		for (int l = 0; l < 32; l++) {
+			const int *p = q + 128 * h;
+			ql[64 * h + l] = (uint8_t)((p[l] & 0xF) | ((p[l + 64] & 0xF) << 4));
+			ql[64 * h + l + 32] = (uint8_t)((p[l + 32] & 0xF) | ((p[l + 96] & 0xF) << 4));
+			qh[32 * h + l] = (uint8_t)(((p[l] >> 4) & 3) | (((p[l + 32] >> 4) & 3) << 2) |
+			                           (((p[l + 64] >> 4) & 3) << 4) | (((p[l + 96] >> 4) & 3) << 6));
+		}
 }
 
 void eng_ggml_dequantize(float *y, const void *src, uint32_t t, size_t n)
@@ -183,16 +230,11 @@ void eng_ggml_dequantize(float *y, const void *src, uint32_t t, size_t n)
 		}
 		return;
 	}
-	case ENG_GGML_Q3_K: /* hmask[32], qs[64] (2 bits), scales[12], d: element e = 32 c + l (c < 8, l < 32) takes
-	                      * bits 2 (c % 4) of qs[32 (c / 4) + l] and bit c of hmask[l] (0: minus 4) */
+	case ENG_GGML_Q3_K:
 		for (size_t k = 0; k < n / QKK; k++, b += 110, y += QKK) {
-			const uint8_t *hm = b, *qs = b + 32, *sc = b + 96;
 			float d = eng_ggml_h2f(b + 108);
-			for (int e = 0; e < QKK; e++) {
-				int c = e / 32, l = e % 32;
-				int q = ((qs[32 * (c / 4) + l] >> (2 * (c % 4))) & 3) - ((hm[l] >> c) & 1 ? 0 : 4);
-				y[e] = d * (float)eng_ggml_q3k_scale(e / 16, sc) * (float)q;
-			}
+			for (int e = 0; e < QKK; e++)
+				y[e] = d * (float)eng_ggml_q3k_scale(e / 16, b + 96) * (float)q3k_value(b, e);
 		}
 		return;
 	case ENG_GGML_Q6_K:
@@ -233,22 +275,13 @@ void eng_ggml_iq4nl_to_q8_0(uint8_t *dst, const uint8_t *src, size_t nblocks)
 void eng_ggml_q3k_to_q6k(uint8_t *dst, const uint8_t *src, size_t nblocks)
 {
 	for (size_t k = 0; k < nblocks; k++, src += 110, dst += 210) {
-		const uint8_t *hm = src, *qs = src + 32, *sc = src + 96;
-		uint8_t *ql = dst, *qh = dst + 128;
-		int8_t *s6 = (int8_t *)(dst + 192);
-		memset(dst, 0, 192);
+		int q[QKK];
+		for (int e = 0; e < QKK; e++)
+			q[e] = q3k_value(src, e) + 32;
+		q6k_pack(dst, q);
 		for (int j = 0; j < 16; j++)
-			s6[j] = (int8_t)eng_ggml_q3k_scale(j, sc);
+			dst[192 + j] = (uint8_t)(int8_t)eng_ggml_q3k_scale(j, src + 96);
 		memcpy(dst + 208, src + 108, 2); /* d */
-		for (int e = 0; e < QKK; e++) {
-			int c = e / 32, l = e % 32;
-			int q = ((qs[32 * (c / 4) + l] >> (2 * (c % 4))) & 3) - ((hm[l] >> c) & 1 ? 0 : 4) + 32;
-			/* Q6_K: element 128 h + 32 r + l (r < 4) keeps its low four bits in ql[64 h + 32 (r % 2) + l]
-			 * (the high nibble for r >= 2) and its two high bits in qh[32 h + l] at bits 2 r */
-			int h = e / 128, r = e % 128 / 32;
-			ql[64 * h + 32 * (r % 2) + l] |= (uint8_t)((q & 0xF) << (r >= 2 ? 4 : 0));
-			qh[32 * h + l] |= (uint8_t)((q >> 4) << (2 * r));
-		}
 	}
 }
 
@@ -458,17 +491,7 @@ void eng_ggml_quantize(void *dst, const float *x, uint32_t t, size_t n)
 				float ds = d * (float)sc[e / 16];
 				q[e] = (ds ? clampi((int)lrintf(x[e] / ds), -32, 31) : 0) + 32;
 			}
-			uint8_t *ql = b, *qh = b + 128;
-			memset(ql, 0, 128);
-			memset(qh, 0, 64);
-			for (int h = 0; h < 2; h++)
-				for (int l = 0; l < 32; l++) {
-					const int *p = q + 128 * h;
-					ql[64 * h + l] = (uint8_t)((p[l] & 0xF) | ((p[l + 64] & 0xF) << 4));
-					ql[64 * h + l + 32] = (uint8_t)((p[l + 32] & 0xF) | ((p[l + 96] & 0xF) << 4));
-					qh[32 * h + l] = (uint8_t)(((p[l] >> 4) & 3) | (((p[l + 32] >> 4) & 3) << 2) |
-					                           (((p[l + 64] >> 4) & 3) << 4) | (((p[l + 96] >> 4) & 3) << 6));
-				}
+			q6k_pack(b, q);
 		}
 		return;
 	}

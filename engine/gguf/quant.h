@@ -5,6 +5,7 @@
 #ifndef ENG_GGUF_QUANT_H
 #define ENG_GGUF_QUANT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,10 @@ enum {
 
 /* "Q4_K" and the like; "?" for a type evald does not read. */
 const char *eng_ggml_type_name(uint32_t t);
+/* The type a name ("Q4_K") stands for, among those evald reads; false where none. */
+bool eng_ggml_type_from_name(const char *name, uint32_t *t);
+/* The names of every type evald reads (and writes), comma-separated, into buf (n >= 128). */
+void eng_ggml_type_names(char *buf, size_t n);
 /* ggml's name of any type number (for errors naming what is not read), or NULL. */
 const char *eng_ggml_type_known_name(uint32_t t);
 /* Elements a block and bytes a block; 0 for types evald does not read. */

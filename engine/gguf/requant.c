@@ -50,18 +50,11 @@ int eng_gguf_quant_target(const char *name, uint32_t *type, int *mix)
 		*mix = 1;
 		return 0;
 	}
-	static const uint32_t all[] = {ENG_GGML_F32,  ENG_GGML_F16,  ENG_GGML_BF16, ENG_GGML_Q8_0, ENG_GGML_Q4_0, ENG_GGML_Q4_1,
-	                               ENG_GGML_Q5_0, ENG_GGML_Q5_1, ENG_GGML_IQ4_NL, ENG_GGML_Q3_K, ENG_GGML_Q4_K,
-	                               ENG_GGML_Q5_K, ENG_GGML_Q6_K};
-	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-		if (!strcmp(name, eng_ggml_type_name(all[i]))) {
-			*type = all[i];
-			return 0;
-		}
-	return ev_error_set(EV_E_INVALID,
-	                    "quantization type '%s' unknown (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q3_K, "
-	                    "Q4_K, Q5_K, Q6_K, Q4_K_M, Q5_K_M)",
-	                    name);
+	if (eng_ggml_type_from_name(name, type)) /* every type evald reads it also writes */
+		return 0;
+	char known[256];
+	eng_ggml_type_names(known, sizeof known);
+	return ev_error_set(EV_E_INVALID, "quantization type '%s' unknown (%s, Q4_K_M, Q5_K_M)", name, known);
 }
 
 /* general.file_type for a target: llama.cpp's llama_ftype numbers
