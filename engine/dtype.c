@@ -33,6 +33,7 @@ static const struct {
 	[ENG_Q4_K] = {"Q4_K", "q4_k", 256, 144, ENG_GGML_Q4_K},
 	[ENG_Q5_K] = {"Q5_K", "q5_k", 256, 176, ENG_GGML_Q5_K},
 	[ENG_Q6_K] = {"Q6_K", "q6_k", 256, 210, ENG_GGML_Q6_K},
+	[ENG_IQ4_XS] = {"IQ4_XS", "iq4_xs", 256, 136, ENG_GGML_IQ4_XS},
 };
 
 static bool known(eng_dtype t)

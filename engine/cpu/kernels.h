@@ -375,6 +375,20 @@ static inline __attribute__((always_inline)) void ld32_q(__m256 v[4], const uint
 		return;
 	}
 	int j = (i % 256) / 32; /* the sub-block */
+	if (t == 11) { /* IQ4_XS {f16 d; u16 scales_h; scales_l[4]; qs[128]}: d * the block's scale * IQ4_NL's values */
+		const uint8_t *b = row + (size_t)(i / 256) * 136;
+		__m256 dl = _mm256_set1_ps(q_h2f(b) * (float)eng_ggml_iq4xs_scale(j, b));
+		const __m128i tab = _mm_loadu_si128((const __m128i *)eng_ggml_iq4nl_values), m4 = _mm_set1_epi8(0x0F);
+		__m128i raw = _mm_loadu_si128((const __m128i *)(b + 8 + 16 * j));
+		__m128i val[2] = {_mm_shuffle_epi8(tab, _mm_and_si128(raw, m4)),
+		                  _mm_shuffle_epi8(tab, _mm_and_si128(_mm_srli_epi16(raw, 4), m4))};
+#pragma GCC unroll 4
+	for (int g = 0; g < 4; g++) {
+			__m128i e = g & 1 ? _mm_srli_si128(val[g / 2], 8) : val[g / 2];
+			v[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(e)), dl);
+		}
+		return;
+	}
 	if (t == 10) { /* Q6_K: {ql[128], qh[64], i8 scales[16], f16 d} */
 		const uint8_t *b = row + (size_t)(i / 256) * 210;
 		int h = j / 4, k = j % 4;
@@ -459,6 +473,7 @@ static inline void dot4_q(float out[4], const float *x, const uint8_t *w0, const
 	case 7: dot4_q_t(a, x, w, n, 7); break;
 	case 8: dot4_q_t(a, x, w, n, 8); break;
 	case 9: dot4_q_t(a, x, w, n, 9); break;
+	case 11: dot4_q_t(a, x, w, n, 11); break;
 	default: dot4_q_t(a, x, w, n, 10); break;
 	}
 	__m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);

@@ -101,6 +101,13 @@ static void unpack_ref(const uint8_t *row, int b, int t, int16_t q[32], float sc
 		return;
 	}
 	int j = b % 8;
+	if (t == ENG_IQ4_XS) {
+		const uint8_t *p = row + (size_t)(b / 8) * 136, *qs = p + 8 + 16 * j;
+		sc[0] = sc[1] = eng_ggml_h2f(p) * (float)eng_ggml_iq4xs_scale(j, p);
+		for (int e = 0; e < 32; e++)
+			q[e] = eng_ggml_iq4nl_values[e < 16 ? qs[e] & 0xF : qs[e - 16] >> 4];
+		return;
+	}
 	if (t == ENG_Q6_K) {
 		const uint8_t *p = row + (size_t)(b / 8) * 210;
 		int h = j / 4, k = j % 4;
@@ -371,7 +378,7 @@ void eng_qdot_rows(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint
                    int nq, int nb, int t)
 {
 #ifdef QD_X86
-	if ((xy || t < ENG_Q4_K) && eng_qdot_level() == 2) {
+	if ((xy || t < ENG_Q4_K || t == ENG_IQ4_XS) && eng_qdot_level() == 2) {
 		rows_vnni(y, x, xy, W, rb, r0, q4, nq, nb, t);
 		return;
 	}

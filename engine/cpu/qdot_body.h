@@ -24,6 +24,12 @@ QD_FN __m256i QD(nib16)(const uint8_t *qs)
 	return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), m), _mm_and_si128(x, m));
 }
 
+/* IQ4_NL's sixteen values in each 128-bit half, for a byte shuffle by nibble */
+QD_FN __m256i QD(iq4tab)(void)
+{
+	return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)eng_ggml_iq4nl_values));
+}
+
 /* byte e: 0x10 where bit e of qh is set, else 0 */
 QD_FN __m256i QD(bits16)(uint32_t qh)
 {
@@ -86,6 +92,10 @@ QD_FN void QD(unpack)(const uint8_t *row, int b, int t, __m256i *q)
 		*q = v;
 		return;
 	}
+	case 11: { /* IQ4_XS {f16 d; u16 scales_h; scales_l[4]; qs[128]}: IQ4_NL's values of block b's nibbles */
+		*q = _mm256_shuffle_epi8(QD(iq4tab)(), QD(nib16)(row + (size_t)(b / 8) * 136 + 8 + (size_t)(b % 8) * 16));
+		return;
+	}
 	default: { /* Q6_K {ql[128], qh[64], i8 scales[16], f16 d}: (6 bits) - 32 */
 		int j = b % 8, h = j / 4, k = j % 4;
 		const uint8_t *p = row + (size_t)(b / 8) * 210;
@@ -97,12 +107,20 @@ QD_FN void QD(unpack)(const uint8_t *row, int b, int t, __m256i *q)
 	}
 }
 
-/* Block b's scales of four rows of a 32-element type (lane r row r), s0
- * and s1 the same, and their minimum coefficients (m; Q4_1, Q5_1): the
- * definition's values (qdot.c's unpack_ref), the same bits. K-quants take
- * theirs a super-block at a time (kscales below). */
+/* Block b's scales of four rows of a 32-element type or IQ4_XS (lane r
+ * row r), s0 and s1 the same, and their minimum coefficients (m; Q4_1,
+ * Q5_1): the definition's values (qdot.c's unpack_ref), the same bits.
+ * K-quants take theirs a super-block at a time (kscales below). */
 QD_FN void QD(scales4)(const uint8_t *const w[4], int b, int t, __m128 *s0, __m128 *s1, __m128 *m)
 {
+	if (t == 11) { /* IQ4_XS: d * (block b's signed 6-bit scale) */
+		size_t sb = (size_t)(b / 8) * 136;
+		int j = b % 8;
+		__m128i ls = _mm_setr_epi32(eng_ggml_iq4xs_scale(j, w[0] + sb), eng_ggml_iq4xs_scale(j, w[1] + sb),
+		                            eng_ggml_iq4xs_scale(j, w[2] + sb), eng_ggml_iq4xs_scale(j, w[3] + sb));
+		*s0 = *s1 = _mm_mul_ps(eng_qs_f16x4(w, sb), _mm_cvtepi32_ps(ls));
+		return;
+	}
 	size_t at = (size_t)b * (size_t)qd_bsz[t];
 	*s0 = *s1 = eng_qs_f16x4(w, at);
 	if (t == 5 || t == 7)
@@ -240,7 +258,7 @@ QD_FN void QD(kern)(float *o, const eng_qxblk *const *x, int nx, const uint8_t *
 	for (int b = 0; b < nb; b++) {
 		/* the four rows' scales at once (scales4, kscales) */
 		__m128 vs0, vs1, vm = _mm_setzero_ps();
-		if (t >= 8) {
+		if (t >= 8 && t <= 10) {
 			if (b % 8 == 0)
 				QD(kscales)(w, b / 8, t, ks0, ks1, km);
 			vs0 = _mm_loadu_ps(ks0 + 4 * (b % 8)), vs1 = _mm_loadu_ps(ks1 + 4 * (b % 8)), vm = _mm_loadu_ps(km + 4 * (b % 8));
@@ -305,6 +323,7 @@ __attribute__((target(QD_TARGET))) static void QD(qdot)(float *o, const eng_qxbl
 		QD_CASE(7)
 		QD_CASE(8)
 		QD_CASE(9)
+		QD_CASE(11)
 	default:
 		QD_CASE(10)
 	}
@@ -340,6 +359,13 @@ QD_FN void QD(words2)(const uint8_t *ra, const uint8_t *rc, int b, int t, __m512
 		const uint8_t *a = ra + (size_t)b * 34 + 2, *c = rc + (size_t)b * 34 + 2;
 		*r1 = _mm512_cvtepi8_epi16(QD(bytes2)(a, c));
 		*r2 = _mm512_cvtepi8_epi16(QD(bytes2)(a + 16, c + 16));
+		return;
+	}
+	case 11: { /* IQ4_XS: the low nibbles elements 0-15, the high ones 16-31, through IQ4_NL's table */
+		size_t at = (size_t)(b / 8) * 136 + 8 + (size_t)(b % 8) * 16;
+		__m256i n = QD(bytes2)(ra + at, rc + at), lo4 = _mm256_set1_epi8(0x0F);
+		*r1 = _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(QD(iq4tab)(), _mm256_and_si256(n, lo4)));
+		*r2 = _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(QD(iq4tab)(), _mm256_and_si256(_mm256_srli_epi16(n, 4), lo4)));
 		return;
 	}
 	case 4:
@@ -856,8 +882,9 @@ __attribute__((target(QD_TARGET))) static void QD(qdotr)(float *o, const eng_qxb
 		default: QD(K)(o, x, xy, 6, w, nb, T); break;                                                          \
 		}                                                                                                      \
 		break;
-	if (!xy) { /* no bytes: the 32-element types on words (eng_qdot takes the K-quants elsewhere) */
+	if (!xy) { /* no bytes: the 32-element types and IQ4_XS on words (eng_qdot takes the K-quants elsewhere) */
 		switch (t) {
+			QD_R(11, kernr)
 			QD_R(4, kernr)
 			QD_R(5, kernr)
 			QD_R(6, kernr)
@@ -875,6 +902,7 @@ __attribute__((target(QD_TARGET))) static void QD(qdotr)(float *o, const eng_qxb
 		QD_R(7, kern4b)
 		QD_R(8, kern4k)
 		QD_R(9, kern4k)
+		QD_R(11, kernr) /* (IQ4_XS: words whether or not the call has bytes) */
 	default:
 		QD_R(10, kern6k)
 	}
@@ -902,8 +930,9 @@ __attribute__((target(QD_TARGET))) static void QD(rows)(float *y, const eng_qxbl
 				y[r0 + k + u * q4] = o[u];                                                             \
 		}                                                                                                      \
 		break;
-	if (!xy) { /* no bytes: the 32-element types on words, as qdotr */
+	if (!xy) { /* no bytes: the 32-element types and IQ4_XS on words, as qdotr */
 		switch (t) {
+			QD_W(11, kernr)
 			QD_W(4, kernr)
 			QD_W(5, kernr)
 			QD_W(6, kernr)
@@ -921,6 +950,7 @@ __attribute__((target(QD_TARGET))) static void QD(rows)(float *y, const eng_qxbl
 		QD_W(7, kern4b)
 		QD_W(8, kern4k)
 		QD_W(9, kern4k)
+		QD_W(11, kernr)
 	default:
 		QD_W(10, kern6k)
 	}
@@ -1015,11 +1045,11 @@ QD_FN void QD(group_kscales)(eng_qgroup *g, const uint8_t *const w[4], int b, in
 QD_FN void QD(group_scales)(eng_qgroup *g, const uint8_t *const w[ENG_QGROUP_ROWS], int nb, int t)
 {
 	for (int b = 0; b < nb; b++) {
-		if (t >= 8 && b % 8 == 0) {
+		if (t >= 8 && t <= 10 && b % 8 == 0) {
 #pragma GCC unroll 4
 			for (int q = 0; q < 4; q++)
 				QD(group_kscales)(g, w + 4 * q, b, q, t, 0);
-		} else if (t < 8) {
+		} else if (t < 8 || t == 11) {
 #pragma GCC unroll 4
 			for (int q = 0; q < 4; q++) {
 				__m128 s0, s1, m = _mm_setzero_ps();
@@ -1327,6 +1357,7 @@ __attribute__((target(QD_TARGET))) static void QD(group)(float *o, const eng_qxb
 		QD_G(7)
 		QD_G(8)
 		QD_G(9)
+		QD_G(11)
 	default:
 		QD_G(10)
 	}

@@ -23,7 +23,7 @@ static const struct {
 	{ENG_GGML_Q8_0, "Q8_0", QK, 34},     {ENG_GGML_Q4_0, "Q4_0", QK, 18},     {ENG_GGML_Q4_1, "Q4_1", QK, 20},
 	{ENG_GGML_Q5_0, "Q5_0", QK, 22},     {ENG_GGML_Q5_1, "Q5_1", QK, 24},     {ENG_GGML_IQ4_NL, "IQ4_NL", QK, 18},
 	{ENG_GGML_Q3_K, "Q3_K", QKK, 110},   {ENG_GGML_Q4_K, "Q4_K", QKK, 144},   {ENG_GGML_Q5_K, "Q5_K", QKK, 176},
-	{ENG_GGML_Q6_K, "Q6_K", QKK, 210},
+	{ENG_GGML_Q6_K, "Q6_K", QKK, 210},   {ENG_GGML_IQ4_XS, "IQ4_XS", QKK, 136},
 };
 #define NTYPES (sizeof types / sizeof types[0])
 
@@ -205,6 +205,17 @@ void eng_ggml_dequantize(float *y, const void *src, uint32_t t, size_t n)
 			}
 		}
 		return;
+	case ENG_GGML_IQ4_XS:
+		for (size_t k = 0; k < n / QKK; k++, b += 136)
+			for (int j = 0; j < 8; j++, y += QK) {
+				float dl = eng_ggml_h2f(b) * (float)eng_ggml_iq4xs_scale(j, b);
+				const uint8_t *qs = b + 8 + 16 * j;
+				for (int l = 0; l < 16; l++) {
+					y[l] = dl * (float)eng_ggml_iq4nl_values[qs[l] & 0xF];
+					y[l + 16] = dl * (float)eng_ggml_iq4nl_values[qs[l] >> 4];
+				}
+			}
+		return;
 	case ENG_GGML_Q4_K:
 	case ENG_GGML_Q5_K: {
 		bool five = t == ENG_GGML_Q5_K;
@@ -308,6 +319,27 @@ static void range_of(const float *x, int n, float *lo, float *hi)
 	}
 }
 
+/* The index of IQ4_NL's table entry whose d * value is nearest x (the
+ * first of a tie; 8, the value nearest zero, where d is zero). */
+static int iq4_nearest(float x, float d)
+{
+	int best = 8;
+	for (int v = 0; v < 16 && d; v++)
+		best = fabsf(x - d * (float)eng_ggml_iq4nl_values[v]) < fabsf(x - d * (float)eng_ggml_iq4nl_values[best])
+		           ? v
+		           : best;
+	return best;
+}
+
+/* The element of x[0..n) with the largest magnitude, its sign kept (the first of a tie) */
+static float signed_max(const float *x, int n)
+{
+	float m = 0;
+	for (int j = 0; j < n; j++)
+		m = fabsf(x[j]) > fabsf(m) ? x[j] : m;
+	return m;
+}
+
 void eng_ggml_quantize(void *dst, const float *x, uint32_t t, size_t n)
 {
 	uint8_t *b = dst;
@@ -355,20 +387,33 @@ void eng_ggml_quantize(void *dst, const float *x, uint32_t t, size_t n)
 	case ENG_GGML_IQ4_NL:
 		for (size_t k = 0; k < n / QK; k++, b += 18, x += QK) {
 			/* the largest magnitude at the table's -127, each value to its nearest entry */
-			float m = 0;
-			for (int j = 0; j < QK; j++)
-				m = fabsf(x[j]) > fabsf(m) ? x[j] : m;
-			f2h(b, m / -127.0f);
+			f2h(b, signed_max(x, QK) / -127.0f);
 			float d = eng_ggml_h2f(b);
 			memset(b + 2, 0, 16);
-			for (int j = 0; j < QK; j++) {
-				int best = 8; /* (1: the value nearest zero, for a zero block) */
-				for (int v = 0; v < 16 && d; v++)
-					best = fabsf(x[j] - d * (float)eng_ggml_iq4nl_values[v]) <
-					               fabsf(x[j] - d * (float)eng_ggml_iq4nl_values[best])
-					           ? v
-					           : best;
-				b[2 + j % 16] |= (uint8_t)(best << (j < 16 ? 0 : 4));
+			for (int j = 0; j < QK; j++)
+				b[2 + j % 16] |= (uint8_t)(iq4_nearest(x[j], d) << (j < 16 ? 0 : 4));
+		}
+		return;
+	case ENG_GGML_IQ4_XS:
+		for (size_t k = 0; k < n / QKK; k++, b += 136, x += QKK) {
+			/* each block's largest magnitude at the table's -127 (as IQ4_NL), the
+			 * block scales on a signed 6-bit grid whose -32 is the largest of them;
+			 * each value to its nearest entry under its block's d * scale */
+			float s[8], smax = 0;
+			for (int j = 0; j < 8; j++) {
+				s[j] = signed_max(x + QK * j, QK) / -127.0f;
+				smax = fabsf(s[j]) > fabsf(smax) ? s[j] : smax;
+			}
+			f2h(b, smax / -32.0f);
+			float d = eng_ggml_h2f(b);
+			memset(b + 2, 0, 134);
+			for (int j = 0; j < 8; j++) {
+				int u = (d ? clampi((int)lrintf(s[j] / d), -32, 31) : 0) + 32;
+				b[4 + j / 2] |= (uint8_t)((u & 0xF) << (4 * (j % 2)));
+				b[2 + j / 4] |= (uint8_t)((u >> 4) << (2 * (j % 4)));
+				float dl = d * (float)(u - 32);
+				for (int l = 0; l < QK; l++)
+					b[8 + 16 * j + l % 16] |= (uint8_t)(iq4_nearest(x[QK * j + l], dl) << (l < 16 ? 0 : 4));
 			}
 		}
 		return;

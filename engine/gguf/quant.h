@@ -22,6 +22,7 @@ enum {
 	ENG_GGML_Q5_K = 13,
 	ENG_GGML_Q6_K = 14,
 	ENG_GGML_IQ4_NL = 20,
+	ENG_GGML_IQ4_XS = 23,
 	ENG_GGML_BF16 = 30,
 };
 
@@ -77,6 +78,19 @@ void eng_ggml_q3k_to_q6k(uint8_t *dst, const uint8_t *src, size_t nblocks);
 /* IQ4_NL's sixteen values (ggml's kvalues_iq4nl): a 4-bit q stands for
  * d times one of them. */
 extern const int8_t eng_ggml_iq4nl_values[16];
+
+/* IQ4_XS {f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]}: block j's
+ * (j < 8, 32 elements) signed scale ls - 32 (-32 .. 31), its low four bits
+ * the nibble j % 2 of scales_l[j / 2] and its two high bits bits 2 j of
+ * scales_h (the layout's one definition: the reader, the quantizer and the
+ * CPU kernels' references take it). Its elements are d * scale * value[q],
+ * q the block's nibbles as IQ4_NL's (at qs + 16 j: the low nibbles the
+ * first 16 elements). */
+static inline int eng_ggml_iq4xs_scale(int j, const uint8_t *sb)
+{
+	int lo = (sb[4 + j / 2] >> (4 * (j % 2))) & 0xF, hi = (sb[2 + j / 4] >> (2 * (j % 4))) & 3;
+	return (lo | hi << 4) - 32;
+}
 
 /* nblocks IQ4_NL blocks of src as Q8_0 blocks in dst, value for value:
  * the same d, each q as its table value (an int8). Both read d * value,

@@ -47,6 +47,15 @@ static float elem(const uint8_t *b, uint32_t t, int e)
 		int q = e < 16 ? b[2 + e] & 0xF : b[2 + e - 16] >> 4;
 		return h2f(b) * (float)kv[q];
 	}
+	case ENG_GGML_IQ4_XS: { /* {f16 d; u16 scales_h; u8 scales_l[4]; qs[128]}, IQ4_NL's table */
+		static const int kv[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+		int sub = e / 32, l = e % 32;
+		uint16_t sh;
+		memcpy(&sh, b + 2, 2);
+		int ls = ((b[4 + sub / 2] >> (sub % 2 ? 4 : 0)) & 0xF) + 16 * ((sh >> (2 * sub)) & 3);
+		int q = l < 16 ? b[8 + 16 * sub + l] & 0xF : b[8 + 16 * sub + l - 16] >> 4;
+		return h2f(b) * (float)(ls - 32) * (float)kv[q];
+	}
 	case ENG_GGML_Q4_K:
 	case ENG_GGML_Q5_K: {
 		int five = t == ENG_GGML_Q5_K, c = e / 64, half = (e % 64) / 32, l = e % 32, sub = 2 * c + half;
@@ -96,7 +105,8 @@ static void types_round_trip(void **st)
 		double max_rms; /* relative to the data's RMS */
 	} cases[] = {{ENG_GGML_F16, 1e-3}, {ENG_GGML_BF16, 5e-3}, {ENG_GGML_Q8_0, 0.01}, {ENG_GGML_Q6_K, 0.04},
 	             {ENG_GGML_Q5_0, 0.06}, {ENG_GGML_Q5_1, 0.06}, {ENG_GGML_Q5_K, 0.08}, {ENG_GGML_Q4_0, 0.12},
-	             {ENG_GGML_Q4_1, 0.12}, {ENG_GGML_Q4_K, 0.15}, {ENG_GGML_Q3_K, 0.15}, {ENG_GGML_IQ4_NL, 0.1}};
+	             {ENG_GGML_Q4_1, 0.12}, {ENG_GGML_Q4_K, 0.15}, {ENG_GGML_Q3_K, 0.15}, {ENG_GGML_IQ4_NL, 0.1},
+	             {ENG_GGML_IQ4_XS, 0.1}};
 	enum { N = 256 * 16 };
 	float *x = malloc(N * 4), *y = malloc(N * 4);
 	uint8_t *q = malloc(N * 4);
@@ -207,6 +217,42 @@ static void iq4nl_kept_as_q8_0(void **st)
 		if (memcmp(&a[i], &want, 4) || memcmp(&c[i], &a[i], 4) || memcmp(&w8, &a[i], 4))
 			fail_msg("element %d: IQ4_NL %g (the layout says %g), as Q8_0 %g (its layout %g)", i, a[i], want, c[i], w8);
 	}
+}
+
+/* IQ4_XS on random bytes (every signed 6-bit scale, every nibble): the
+ * reader, the engine's dtype and the layout read element by element agree */
+static void iq4xs_read_by_layout(void **st)
+{
+	(void)st;
+	enum { NB = 64 };
+	uint8_t xs[NB * 136];
+	float a[NB * 256], c[NB * 256];
+	ev_rng r;
+	ev_rng_seed(&r, 17);
+	for (size_t i = 0; i < sizeof xs; i++)
+		xs[i] = (uint8_t)ev_rng_below(&r, 256);
+	for (int k = 0; k < NB; k++) {
+		uint16_t h;
+		do
+			h = (uint16_t)ev_rng_below(&r, 65536);
+		while (((h >> 10) & 0x1F) == 0x1F);
+		memcpy(xs + 136 * k, &h, 2);
+	}
+	eng_ggml_dequantize(a, xs, ENG_GGML_IQ4_XS, NB * 256);
+	eng_to_f32(c, xs, ENG_IQ4_XS, NB * 256);
+	bool seen[64] = {false};
+	for (int i = 0; i < NB * 256; i++) {
+		const uint8_t *b = xs + (size_t)(i / 256) * 136;
+		float want = elem(b, ENG_GGML_IQ4_XS, i % 256);
+		seen[eng_ggml_iq4xs_scale(i % 256 / 32, b) + 32] = true;
+		if (memcmp(&a[i], &want, 4) || memcmp(&c[i], &want, 4))
+			fail_msg("IQ4_XS element %d: %g, as the engine's dtype %g, the layout says %g", i, a[i], c[i], want);
+	}
+	for (int v = 0; v < 64; v++)
+		if (!seen[v])
+			fail_msg("scale %d never drawn: more blocks needed", v - 32);
+	assert_int_equal(eng_dtype_from_ggml(ENG_GGML_IQ4_XS), ENG_IQ4_XS);
+	assert_int_equal(eng_dtype_bytes(ENG_IQ4_XS, 512), 272);
 }
 
 static char *write_fixture(const char *dir, size_t *len_out, char **bytes)
@@ -390,6 +436,7 @@ int main(void)
 		cmocka_unit_test(types_round_trip),
 		cmocka_unit_test(q3k_kept_as_q6k),
 		cmocka_unit_test(iq4nl_kept_as_q8_0),
+		cmocka_unit_test(iq4xs_read_by_layout),
 		cmocka_unit_test(written_files_read_back),
 		cmocka_unit_test(crafted_bad_files),
 	};

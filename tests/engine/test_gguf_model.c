@@ -92,7 +92,7 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch, bool
 	setenv("EVALD_CACHE_DIR", cache, 1);
 	const uint32_t types[] = {ENG_GGML_F32,  ENG_GGML_F16,  ENG_GGML_BF16, ENG_GGML_Q8_0, ENG_GGML_Q4_0, ENG_GGML_Q4_1,
 	                          ENG_GGML_Q5_0, ENG_GGML_Q5_1, ENG_GGML_IQ4_NL, ENG_GGML_Q3_K, ENG_GGML_Q4_K,
-	                          ENG_GGML_Q5_K, ENG_GGML_Q6_K};
+	                          ENG_GGML_Q5_K, ENG_GGML_Q6_K, ENG_GGML_IQ4_XS};
 	enum { NTYPES = sizeof types / sizeof types[0] };
 	enum { N = 40 };
 	int32_t toks[N];
