@@ -107,20 +107,12 @@ QD_FN void QD(unpack)(const uint8_t *row, int b, int t, __m256i *q)
 	}
 }
 
-/* Block b's scales of four rows of a 32-element type or IQ4_XS (lane r
- * row r), s0 and s1 the same, and their minimum coefficients (m; Q4_1,
- * Q5_1): the definition's values (qdot.c's unpack_ref), the same bits.
- * K-quants take theirs a super-block at a time (kscales below). */
+/* Block b's scales of four rows of a 32-element type (lane r row r), s0
+ * and s1 the same, and their minimum coefficients (m; Q4_1, Q5_1): the
+ * definition's values (qdot.c's unpack_ref), the same bits. K-quants and
+ * IQ4_XS take theirs a super-block at a time (kscales below). */
 QD_FN void QD(scales4)(const uint8_t *const w[4], int b, int t, __m128 *s0, __m128 *s1, __m128 *m)
 {
-	if (t == 11) { /* IQ4_XS: d * (block b's signed 6-bit scale) */
-		size_t sb = (size_t)(b / 8) * 136;
-		int j = b % 8;
-		__m128i ls = _mm_setr_epi32(eng_ggml_iq4xs_scale(j, w[0] + sb), eng_ggml_iq4xs_scale(j, w[1] + sb),
-		                            eng_ggml_iq4xs_scale(j, w[2] + sb), eng_ggml_iq4xs_scale(j, w[3] + sb));
-		*s0 = *s1 = _mm_mul_ps(eng_qs_f16x4(w, sb), _mm_cvtepi32_ps(ls));
-		return;
-	}
 	size_t at = (size_t)b * (size_t)qd_bsz[t];
 	*s0 = *s1 = eng_qs_f16x4(w, at);
 	if (t == 5 || t == 7)
@@ -154,6 +146,36 @@ QD_FN void QD(put16)(float *dst, __m128i bytes, __m128 d4, int neg)
  * with a byte shuffle. */
 QD_FN void QD(kscalesx)(const uint8_t *const w[4], int sb, int t, float *s0, float *s1, float *m, int x4)
 {
+	if (t == 11) {
+		/* IQ4_XS: block j's scale d * ls_j, ls_j = (the nibble j % 2 of
+		 * scales_l[j / 2] | bits 2j, 2j + 1 of scales_h << 4) - 32, for two
+		 * blocks and four rows a vector (lane k: block 2p + k / 4, row k % 4);
+		 * s1 the same, m zero (eng_ggml_iq4xs_scale's definition, the same bits) */
+		const uint8_t *p[4];
+		for (int r = 0; r < 4; r++)
+			p[r] = w[r] + (size_t)sb * 136;
+		uint32_t l4[4];
+		for (int r = 0; r < 4; r++)
+			memcpy(&l4[r], p[r] + 4, 4);
+		__m256i L = _mm256_setr_epi32((int)l4[0], (int)l4[1], (int)l4[2], (int)l4[3], (int)l4[0], (int)l4[1], (int)l4[2], (int)l4[3]);
+		__m256i H = _mm256_setr_epi32(p[0][2] | p[0][3] << 8, p[1][2] | p[1][3] << 8, p[2][2] | p[2][3] << 8,
+		                              p[3][2] | p[3][3] << 8, p[0][2] | p[0][3] << 8, p[1][2] | p[1][3] << 8,
+		                              p[2][2] | p[2][3] << 8, p[3][2] | p[3][3] << 8);
+		__m128 d4 = eng_qs_f16x4(w, (size_t)sb * 136);
+		__m256 D = _mm256_set_m128(d4, d4);
+		const __m256i m4 = _mm256_set1_epi32(0xF), m2 = _mm256_set1_epi32(3), off = _mm256_set1_epi32(32);
+#pragma GCC unroll 4
+		for (int q = 0; q < 4; q++) {
+			__m256i shl = _mm256_setr_epi32(8 * q, 8 * q, 8 * q, 8 * q, 8 * q + 4, 8 * q + 4, 8 * q + 4, 8 * q + 4);
+			__m256i shh = _mm256_setr_epi32(4 * q, 4 * q, 4 * q, 4 * q, 4 * q + 2, 4 * q + 2, 4 * q + 2, 4 * q + 2);
+			__m256i ls = _mm256_or_si256(_mm256_and_si256(_mm256_srlv_epi32(L, shl), m4),
+			                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(H, shh), m2), 4));
+			__m256 v = _mm256_mul_ps(D, _mm256_cvtepi32_ps(_mm256_sub_epi32(ls, off)));
+			_mm256_storeu_ps(s0 + 8 * q, v), _mm256_storeu_ps(s1 + 8 * q, v);
+			_mm256_storeu_ps(m + 8 * q, _mm256_setzero_ps());
+		}
+		return;
+	}
 	if (t == 8 || t == 9) {
 		/* each row's 16-byte head {f16 d, dmin; scales[12]} in one load, the
 		 * four heads transposed to dwords: H0 lane r = row r's d | dmin,
@@ -258,7 +280,7 @@ QD_FN void QD(kern)(float *o, const eng_qxblk *const *x, int nx, const uint8_t *
 	for (int b = 0; b < nb; b++) {
 		/* the four rows' scales at once (scales4, kscales) */
 		__m128 vs0, vs1, vm = _mm_setzero_ps();
-		if (t >= 8 && t <= 10) {
+		if (t >= 8) {
 			if (b % 8 == 0)
 				QD(kscales)(w, b / 8, t, ks0, ks1, km);
 			vs0 = _mm_loadu_ps(ks0 + 4 * (b % 8)), vs1 = _mm_loadu_ps(ks1 + 4 * (b % 8)), vm = _mm_loadu_ps(km + 4 * (b % 8));
@@ -564,6 +586,7 @@ QD_FN void QD(kernrx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *cons
 #pragma GCC unroll 6
 	for (int i = 0; i < ENG_QDOT_X; i++)
 		acc[i] = mn[i] = _mm_setzero_ps();
+	float ks0[32], ks1[32], km[32]; /* IQ4_XS: a super-block's scales (kscales) */
 	for (int b = 0; b < nb; b += 2) {
 		const int two = b + 1 < nb; /* a second block (an odd row ends with one) */
 		__m128 s0, s1, m0 = _mm_setzero_ps(), t0 = _mm_setzero_ps(), t1, m1 = _mm_setzero_ps();
@@ -587,14 +610,23 @@ QD_FN void QD(kernrx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *cons
 				}
 			}
 		} else {
-			QD(scales4)(w, b, t, &s0, &s1, &m0);
+			if (t == 11) { /* IQ4_XS: a super-block's scales at its first block (kscales) */
+				if (b % 8 == 0)
+					QD(kscales)(w, b / 8, t, ks0, ks1, km);
+				s0 = s1 = _mm_loadu_ps(ks0 + 4 * (b % 8));
+			} else {
+				QD(scales4)(w, b, t, &s0, &s1, &m0);
+			}
 #pragma GCC unroll 2
 			for (int h = 0; h < 2; h++) {
 				QD(words2)(w[2 * h], w[2 * h + 1], b, t, &wa[h][0], &wa[h][1]);
 				wb[h][0] = wb[h][1] = _mm512_setzero_si512();
 			}
 			if (two) {
-				QD(scales4)(w, b + 1, t, &t0, &t1, &m1);
+				if (t == 11)
+					t0 = t1 = _mm_loadu_ps(ks0 + 4 * (b % 8 + 1));
+				else
+					QD(scales4)(w, b + 1, t, &t0, &t1, &m1);
 #pragma GCC unroll 2
 				for (int h = 0; h < 2; h++)
 					QD(words2)(w[2 * h], w[2 * h + 1], b + 1, t, &wb[h][0], &wb[h][1]);
@@ -1045,11 +1077,11 @@ QD_FN void QD(group_kscales)(eng_qgroup *g, const uint8_t *const w[4], int b, in
 QD_FN void QD(group_scales)(eng_qgroup *g, const uint8_t *const w[ENG_QGROUP_ROWS], int nb, int t)
 {
 	for (int b = 0; b < nb; b++) {
-		if (t >= 8 && t <= 10 && b % 8 == 0) {
+		if (t >= 8 && b % 8 == 0) {
 #pragma GCC unroll 4
 			for (int q = 0; q < 4; q++)
 				QD(group_kscales)(g, w + 4 * q, b, q, t, 0);
-		} else if (t < 8 || t == 11) {
+		} else if (t < 8) {
 #pragma GCC unroll 4
 			for (int q = 0; q < 4; q++) {
 				__m128 s0, s1, m = _mm_setzero_ps();
