@@ -62,14 +62,16 @@ void eng_qx_quantize_ref(eng_qxblk *out, const float *x, int n)
 void eng_qx_bytes_ref(eng_qxbyt *out, const eng_qxblk *in, int nb)
 {
 	for (int b = 0; b < nb; b++) {
-		int hs[2] = {0, 0};
+		int hs[2] = {0, 0}, hbs = 0;
 		for (int e = 0; e < 32; e++) {
 			int q = in[b].q[e];
 			out[b].lb[e] = (uint8_t)(q & 255);
 			out[b].hb[e] = (int8_t)((q - (q & 255)) / 256);
 			hs[e / 16] += q;
+			hbs += out[b].hb[e];
 		}
 		out[b].hs[0] = hs[0], out[b].hs[1] = hs[1];
+		out[b].hbs = hbs;
 	}
 }
 
@@ -263,9 +265,14 @@ __attribute__((target("avx2"))) static void qx_bytes_avx2(eng_qxbyt *out, const 
 	const __m256i ff = _mm256_set1_epi16(0xFF), one = _mm256_set1_epi16(1);
 	for (int b = 0; b < nb; b++) {
 		__m256i w0 = _mm256_loadu_si256((const __m256i *)in[b].q), w1 = _mm256_loadu_si256((const __m256i *)(in[b].q + 16));
+		__m256i h0 = _mm256_srai_epi16(w0, 8), h1 = _mm256_srai_epi16(w1, 8);
 		/* packs works within 128-bit halves: put the quarters back in order */
-		_mm256_storeu_si256((__m256i *)out[b].hb,
-		                    _mm256_permute4x64_epi64(_mm256_packs_epi16(_mm256_srai_epi16(w0, 8), _mm256_srai_epi16(w1, 8)), 0xD8));
+		_mm256_storeu_si256((__m256i *)out[b].hb, _mm256_permute4x64_epi64(_mm256_packs_epi16(h0, h1), 0xD8));
+		__m256i hh = _mm256_add_epi32(_mm256_madd_epi16(h0, one), _mm256_madd_epi16(h1, one));
+		__m128i hh4 = _mm_add_epi32(_mm256_castsi256_si128(hh), _mm256_extracti128_si256(hh, 1));
+		hh4 = _mm_add_epi32(hh4, _mm_shuffle_epi32(hh4, 0x4E));
+		hh4 = _mm_add_epi32(hh4, _mm_shuffle_epi32(hh4, 0xB1));
+		out[b].hbs = _mm_cvtsi128_si32(hh4);
 		_mm256_storeu_si256((__m256i *)out[b].lb,
 		                    _mm256_permute4x64_epi64(_mm256_packus_epi16(_mm256_and_si256(w0, ff), _mm256_and_si256(w1, ff)), 0xD8));
 		/* the halves' sums: w0's pairs in lanes 0-1 and 4-5, w1's in 2-3 and 6-7, then each total in lanes 0 and 2 */
@@ -398,7 +405,7 @@ void eng_qdot_rows(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint
 
 bool eng_qx4_type(int t)
 {
-	return (t >= ENG_Q8_0 && t <= ENG_Q5_1) || t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K;
+	return (t >= ENG_Q8_0 && t <= ENG_Q5_1) || t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K || t == ENG_IQ4_XS;
 }
 
 /* Block b of a Q8_0 quad to (pack) or from row u's block (at 34 bytes): its
@@ -443,6 +450,27 @@ static void q6_quad(uint8_t *quad, uint8_t *const row[4], bool pack)
 			memcpy(quad + 832 + 2 * r, row[r] + 208, 2);
 		else
 			memcpy(row[r] + 208, quad + 832 + 2 * r, 2);
+	}
+}
+
+/* One IQ4_XS super-block of four rows to (pack) or from a quad's: the
+ * rows' 8-byte heads {d, scales_h, scales_l} side by side (8 r), then for
+ * each pair of blocks p the four rows' 16 bytes of block 2p (at 32 + 128 p
+ * + 16 r), then of block 2p + 1 (64 bytes on). */
+static void iq4x_quad(uint8_t *quad, uint8_t *const row[4], bool pack)
+{
+	for (int r = 0; r < 4; r++) {
+		if (pack)
+			memcpy(quad + 8 * r, row[r], 8);
+		else
+			memcpy(row[r], quad + 8 * r, 8);
+		for (int j = 0; j < 8; j++) {
+			uint8_t *q = quad + 32 + 128 * (j / 2) + 64 * (j % 2) + 16 * r, *p = row[r] + 8 + 16 * j;
+			if (pack)
+				memcpy(q, p, 16);
+			else
+				memcpy(p, q, 16);
+		}
 	}
 }
 
@@ -493,13 +521,15 @@ static void x4_fields(int t, int *nh, int *qh)
 
 void eng_qx4_pack(uint8_t *dst, const uint8_t *const src[4], int nb, int t)
 {
-	if (t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K) {
+	if (t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K || t == ENG_IQ4_XS) {
 		size_t sbz = eng_dtype_bytes((eng_dtype)t, 256); /* a super-block's bytes */
 		for (int s = 0; s < nb / 8; s++) {
 			uint8_t *row[4];
 			for (int r = 0; r < 4; r++)
 				row[r] = (uint8_t *)(uintptr_t)(src[r] + (size_t)s * sbz);
-			if (t == ENG_Q6_K)
+			if (t == ENG_IQ4_XS)
+				iq4x_quad(dst + (size_t)s * 4 * sbz, row, true);
+			else if (t == ENG_Q6_K)
 				q6_quad(dst + (size_t)s * 4 * sbz, row, true);
 			else
 				k_quad(dst + (size_t)s * 4 * sbz, row, t, true);
@@ -540,14 +570,16 @@ void eng_qx4_pack_rows(uint8_t *dst, const uint8_t *src, int rows, int nb, int t
 
 void eng_qx4_row(uint8_t *dst, const uint8_t *quad, int u, int nb, int t)
 {
-	if (t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K) { /* the other rows' parts into a scratch row */
+	if (t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K || t == ENG_IQ4_XS) { /* the other rows' parts into a scratch row */
 		size_t sbz = eng_dtype_bytes((eng_dtype)t, 256); /* a super-block's bytes */
 		uint8_t other[210]; /* the widest super-block (Q6_K) */
 		for (int s = 0; s < nb / 8; s++) {
 			uint8_t *row[4] = {other, other, other, other};
 			row[u] = dst + (size_t)s * sbz;
 			uint8_t *q = (uint8_t *)(uintptr_t)(quad + (size_t)s * 4 * sbz);
-			if (t == ENG_Q6_K)
+			if (t == ENG_IQ4_XS)
+				iq4x_quad(q, row, false);
+			else if (t == ENG_Q6_K)
 				q6_quad(q, row, false);
 			else
 				k_quad(q, row, t, false);
@@ -620,7 +652,8 @@ void eng_qdot_group(float *o, const eng_qxblk *const *x, int nx, const eng_qgrou
 bool eng_qgroup_unpack_x4(eng_qgroup *dst, const uint8_t *const quads[4], int nb, int t)
 {
 #ifdef QD_X86
-	if (((t >= ENG_Q8_0 && t <= ENG_Q5_1) || t == ENG_Q4_K || t == ENG_Q5_K) && eng_qdot_level() == 2) {
+	if (((t >= ENG_Q8_0 && t <= ENG_Q5_1) || t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_IQ4_XS) &&
+	    eng_qdot_level() == 2) {
 		group_unpack4_vnni(dst, quads, nb, t);
 		return true;
 	}

@@ -43,15 +43,18 @@ typedef struct {
 } eng_qxblk;
 
 /* A block's q again as bytes, q = 256 * hb + lb (hb = q >> 8, lb = q &
- * 255), and the sums of q over its elements 0-15 and 16-31: what the
- * AVX512-VNNI decode kernels of every type but Q8_0 form the exact block
- * sums from, with 8-bit products (engine/README.md "K-quant decode on
- * bytes"). Kept apart from eng_qxblk so that prefill, which does not use
- * them, neither forms them nor carries them through its caches. */
+ * 255), the sums of q over its elements 0-15 and 16-31, and the sum of
+ * hb over the block: what the AVX512-VNNI decode kernels of every type
+ * but Q8_0 form the exact block sums from, with 8-bit products
+ * (engine/README.md "K-quant decode on bytes"; hbs for IQ4_XS, whose
+ * signed values meet hb as value + 128). Kept apart from eng_qxblk so
+ * that prefill, which does not use them, neither forms them nor carries
+ * them through its caches. */
 typedef struct {
 	int8_t hb[32];
 	uint8_t lb[32];
 	int32_t hs[2];
+	int32_t hbs;
 } eng_qxbyt;
 
 /* Weight rows unpacked a group of ENG_QGROUP_ROWS for many activation

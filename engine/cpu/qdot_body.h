@@ -151,9 +151,9 @@ QD_FN void QD(kscalesx)(const uint8_t *const w[4], int sb, int t, float *s0, flo
 		 * scales_l[j / 2] | bits 2j, 2j + 1 of scales_h << 4) - 32, for two
 		 * blocks and four rows a vector (lane k: block 2p + k / 4, row k % 4);
 		 * s1 the same, m zero (eng_ggml_iq4xs_scale's definition, the same bits) */
-		const uint8_t *p[4];
+		const uint8_t *p[4]; /* the rows' heads (a quad holds them side by side, eng_qx4_pack) */
 		for (int r = 0; r < 4; r++)
-			p[r] = w[r] + (size_t)sb * 136;
+			p[r] = x4 ? w[0] + (size_t)sb * 4 * 136 + 8 * r : w[r] + (size_t)sb * 136;
 		uint32_t l4[4];
 		for (int r = 0; r < 4; r++)
 			memcpy(&l4[r], p[r] + 4, 4);
@@ -161,7 +161,7 @@ QD_FN void QD(kscalesx)(const uint8_t *const w[4], int sb, int t, float *s0, flo
 		__m256i H = _mm256_setr_epi32(p[0][2] | p[0][3] << 8, p[1][2] | p[1][3] << 8, p[2][2] | p[2][3] << 8,
 		                              p[3][2] | p[3][3] << 8, p[0][2] | p[0][3] << 8, p[1][2] | p[1][3] << 8,
 		                              p[2][2] | p[2][3] << 8, p[3][2] | p[3][3] << 8);
-		__m128 d4 = eng_qs_f16x4(w, (size_t)sb * 136);
+		__m128 d4 = eng_qs_f16x4(p, 0);
 		__m256 D = _mm256_set_m128(d4, d4);
 		const __m256i m4 = _mm256_set1_epi32(0xF), m2 = _mm256_set1_epi32(3), off = _mm256_set1_epi32(32);
 #pragma GCC unroll 4
@@ -833,6 +833,80 @@ QD_FN void QD(kern4k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *cons
 	QD(kern4kx)(o, x, xy, nx, w, nb, t, 0);
 }
 
+/* Decode on raw rows of IQ4_XS, weights kept as bytes: blocks b (even)
+ * and b + 1 of the four rows, a row to 128 bits (their 16 bytes of
+ * nibbles side by side in each row, split as kquadx splits Q4_K's), the
+ * nibbles through IQ4_NL's table to signed values w. An activation
+ * element q = 256 hb + lb meets w in two dpbusd: w + 128 (w with its top
+ * bit flipped, unsigned) against hb, lb against w; so a lane holds sum w q
+ * + 32768 * sum hb, and the block's hbs takes the second term off: the
+ * exact block sums, then kernr's fmas in its order. */
+QD_FN void QD(kern4ix)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
+                       const uint8_t *const w[4], int nb, int t, int x4)
+{
+	__m128 acc[ENG_QDOT_X];
+#pragma GCC unroll 6
+	for (int i = 0; i < ENG_QDOT_X; i++)
+		acc[i] = _mm_setzero_ps();
+	float ks0[32], ks1[32], km[32]; /* a super-block's scales (kscales; ks1 and km unused) */
+	const __m512i f = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8((char)0x80);
+	const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)eng_ggml_iq4nl_values));
+	for (int b = 0; b < nb; b += 2) {
+		if (b % 8 == 0)
+			QD(kscalesx)(w, b / 8, t, ks0, ks1, km, x4);
+		__m512i v0, v1; /* the four rows' block b, a row to 128 bits, and their block b + 1 */
+		if (x4) { /* a quad holds them so (eng_qx4_pack) */
+			const uint8_t *q = w[0] + (size_t)(b / 8) * 4 * 136 + 32 + (size_t)(b % 8 / 2) * 128;
+			v0 = _mm512_loadu_si512((const void *)q), v1 = _mm512_loadu_si512((const void *)(q + 64));
+		} else { /* [row 0's block b, block b + 1, row 1's ...], then rows 2 and 3 */
+			size_t at = (size_t)(b / 8) * 136 + 8 + (size_t)(b % 8) * 16;
+			__m512i p01 = QD(bytes4)(w[0] + at, w[1] + at), p23 = QD(bytes4)(w[2] + at, w[3] + at);
+			v0 = _mm512_shuffle_i64x2(p01, p23, 0x88), v1 = _mm512_shuffle_i64x2(p01, p23, 0xDD);
+		}
+		__m512i s[2][2], u[2][2]; /* [block][elements 0-15, 16-31]: signed values, and + 128 */
+		s[0][0] = _mm512_shuffle_epi8(tab, _mm512_and_si512(v0, f));
+		s[0][1] = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(v0, 4), f));
+		s[1][0] = _mm512_shuffle_epi8(tab, _mm512_and_si512(v1, f));
+		s[1][1] = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(v1, 4), f));
+#pragma GCC unroll 2
+		for (int k = 0; k < 2; k++)
+			u[k][0] = _mm512_xor_si512(s[k][0], top), u[k][1] = _mm512_xor_si512(s[k][1], top);
+		__m256 sc = _mm256_loadu_ps(ks0 + 4 * (b % 8));
+#pragma GCC unroll 6
+		for (int i = 0; i < nx; i++) {
+			const eng_qxblk *x0 = x[i] + b;
+			const eng_qxbyt *y0 = xy[i] + b;
+			__m512i tt[2];
+#pragma GCC unroll 2
+			for (int k = 0; k < 2; k++) {
+				const eng_qxbyt *y = y0 + k;
+				__m512i xh0 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)y->hb));
+				__m512i xh1 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y->hb + 16)));
+				__m512i xl0 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)y->lb));
+				__m512i xl1 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y->lb + 16)));
+				__m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u[k][0], xh0), u[k][1], xh1);
+				p = _mm512_slli_epi32(p, 8);
+				tt[k] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(p, xl0, s[k][0]), xl1, s[k][1]);
+			}
+			__m256i is = _mm256_sub_epi32(QD(isum2q)(tt[0], tt[1]),
+			                              _mm256_set_m128i(_mm_set1_epi32(32768 * y0[1].hbs), _mm_set1_epi32(32768 * y0[0].hbs)));
+			__m256 fs = _mm256_cvtepi32_ps(is);
+			__m256 sd = _mm256_mul_ps(sc, _mm256_set_m128(_mm_set1_ps(x0[1].d), _mm_set1_ps(x0->d)));
+			acc[i] = _mm_fmadd_ps(_mm256_castps256_ps128(fs), _mm256_castps256_ps128(sd), acc[i]);
+			acc[i] = _mm_fmadd_ps(_mm256_extractf128_ps(fs, 1), _mm256_extractf128_ps(sd, 1), acc[i]);
+		}
+	}
+#pragma GCC unroll 6
+	for (int i = 0; i < nx; i++)
+		_mm_storeu_ps(o + i * 4, acc[i]);
+}
+
+QD_FN void QD(kern4i)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
+                      const uint8_t *const w[4], int nb, int t)
+{
+	QD(kern4ix)(o, x, xy, nx, w, nb, t, 0);
+}
+
 /* Decode on raw rows of Q6_K, weights kept as bytes: a register holds a
  * block of two rows ([a's 32 | c's 32], q6quadx's raw values), each
  * activation element q = 256 hb + lb meets it in two dpbusd (bdot), two
@@ -934,7 +1008,7 @@ __attribute__((target(QD_TARGET))) static void QD(qdotr)(float *o, const eng_qxb
 		QD_R(7, kern4b)
 		QD_R(8, kern4k)
 		QD_R(9, kern4k)
-		QD_R(11, kernr) /* (IQ4_XS: words whether or not the call has bytes) */
+		QD_R(11, kern4i)
 	default:
 		QD_R(10, kern6k)
 	}
@@ -982,7 +1056,7 @@ __attribute__((target(QD_TARGET))) static void QD(rows)(float *y, const eng_qxbl
 		QD_W(7, kern4b)
 		QD_W(8, kern4k)
 		QD_W(9, kern4k)
-		QD_W(11, kernr)
+		QD_W(11, kern4i)
 	default:
 		QD_W(10, kern6k)
 	}
@@ -1015,6 +1089,7 @@ __attribute__((target(QD_TARGET))) static void QD(quad4)(float *o, const eng_qxb
 		QD_Q4(7, kern4bx)
 		QD_Q4(8, kern4kx)
 		QD_Q4(9, kern4kx)
+		QD_Q4(11, kern4ix)
 	default:
 		QD_Q4(10, kern6kx)
 	}
@@ -1042,6 +1117,7 @@ __attribute__((target(QD_TARGET))) static void QD(rows4)(float *y, const eng_qxb
 		QD_W4(7, kern4bx)
 		QD_W4(8, kern4kx)
 		QD_W4(9, kern4kx)
+		QD_W4(11, kern4ix)
 	default:
 		QD_W4(10, kern6kx)
 	}
@@ -1155,7 +1231,7 @@ __attribute__((target(QD_TARGET))) static void QD(group_unpack)(eng_qgroup *g, c
 #define QD_ROW4(e, u) _mm256_set_m128i(_mm512_extracti32x4_epi32((e)[1], u), _mm512_extracti32x4_epi32((e)[0], u))
 
 /* group_unpack on four quads laid out four rows together (rows 4q .. 4q + 3
- * of the group at quads[q]; Q8_0 .. Q5_1, Q4_K, Q5_K): the values unpack
+ * of the group at quads[q]; Q8_0 .. Q5_1, Q4_K, Q5_K, IQ4_XS): the values unpack
  * and the scales group_scales give, read from the quads (bquad4's loads,
  * or kquadx's and kscalesx's) with no rows copied out. */
 __attribute__((target(QD_TARGET))) static void QD(group_unpack4)(eng_qgroup *g, const uint8_t *const quads[4], int nb,
@@ -1189,6 +1265,15 @@ __attribute__((target(QD_TARGET))) static void QD(group_unpack4)(eng_qgroup *g, 
 				QD(kquadx)(w4, b & ~1, t, e, o, 1);
 				if (b & 1)
 					e[0] = o[0], e[1] = o[1];
+			} else if (t == 11) { /* IQ4_XS: the scales as for K-quants; block b's 64 bytes through the table */
+				const uint8_t *w4[4] = {quads[q], NULL, NULL, NULL};
+				if (b % 8 == 0)
+					QD(group_kscales)(g, w4, b, q, t, 1);
+				const __m512i f = _mm512_set1_epi8(0x0F);
+				const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)eng_ggml_iq4nl_values));
+				__m512i raw = _mm512_loadu_si512((const void *)(quads[q] + (size_t)(b / 8) * 4 * 136 + 32 + (size_t)(b % 8) * 64));
+				e[0] = _mm512_shuffle_epi8(tab, _mm512_and_si512(raw, f));
+				e[1] = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(raw, 4), f));
 			} else { /* Q4_0 .. Q5_1: the stored values, less Q4_0's 8 and Q5_0's 16 as unpack takes them */
 				QD(bquad4)(blk, t, e, &s0, &s1, &m);
 				QD(group_put_scales)(g, b, q, s0, s1, m);

@@ -95,13 +95,15 @@ static void activation_bytes_by_definition(void **st)
 	}
 	eng_qdot_set_level(top);
 	for (int b = 0; b < NB; b++) {
-		int hs[2] = {0, 0};
+		int hs[2] = {0, 0}, hbs = 0;
 		for (int e = 0; e < 32; e++) {
 			assert_int_equal(256 * y[b].hb[e] + y[b].lb[e], q[b].q[e]);
 			hs[e / 16] += q[b].q[e];
+			hbs += y[b].hb[e];
 		}
 		assert_int_equal(y[b].hs[0], hs[0]);
 		assert_int_equal(y[b].hs[1], hs[1]);
+		assert_int_equal(y[b].hbs, hbs);
 	}
 	assert_int_equal(y[0].hb[0], -128), assert_int_equal(y[0].lb[0], 1);  /* -32767 */
 	assert_int_equal(y[0].hb[6], -1), assert_int_equal(y[0].lb[6], 255);  /* -1 */
@@ -235,6 +237,21 @@ static void block_types_dot_by_definition(void **st)
 									         y[k], in ? want[k] : sentinel);
 							}
 						}
+					/* a group unpacked from the four quads (where the level has
+					 * it) is the group unpacked from the rows as stored */
+					char *g4mem = malloc(ENG_QGROUP_BYTES(nb));
+					eng_qgroup g4;
+					eng_qgroup_place(&g4, g4mem, nb);
+					const uint8_t *quads[4] = {x4, x4 + 4 * rb, x4 + 8 * rb, x4 + 12 * rb};
+					memset(g4mem, 0x55, ENG_QGROUP_BYTES(nb));
+					if (eng_qgroup_unpack_x4(&g4, quads, nb, dt)) {
+						memset(gmem, 0x55, ENG_QGROUP_BYTES(nb));
+						eng_qgroup_unpack(&g, w, nb, dt);
+						if (memcmp(g4mem, gmem, ENG_QGROUP_BYTES(nb)))
+							fail_msg("%s at level %s: the group unpacked from quads is not the one from the rows",
+							         tn, ln);
+					}
+					free(g4mem);
 					free(x4), free(back), free(scratch);
 				}
 				/* a whole group, then one of 5 rows (the rest repeat row 3) */
