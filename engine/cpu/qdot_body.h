@@ -150,18 +150,24 @@ QD_FN void QD(kscalesx)(const uint8_t *const w[4], int sb, int t, float *s0, flo
 		/* IQ4_XS: block j's scale d * ls_j, ls_j = (the nibble j % 2 of
 		 * scales_l[j / 2] | bits 2j, 2j + 1 of scales_h << 4) - 32, for two
 		 * blocks and four rows a vector (lane k: block 2p + k / 4, row k % 4);
-		 * s1 the same, m zero (eng_ggml_iq4xs_scale's definition, the same bits) */
-		const uint8_t *p[4]; /* the rows' heads (a quad holds them side by side, eng_qx4_pack) */
-		for (int r = 0; r < 4; r++)
-			p[r] = x4 ? w[0] + (size_t)sb * 4 * 136 + 8 * r : w[r] + (size_t)sb * 136;
-		uint32_t l4[4];
-		for (int r = 0; r < 4; r++)
-			memcpy(&l4[r], p[r] + 4, 4);
-		__m256i L = _mm256_setr_epi32((int)l4[0], (int)l4[1], (int)l4[2], (int)l4[3], (int)l4[0], (int)l4[1], (int)l4[2], (int)l4[3]);
-		__m256i H = _mm256_setr_epi32(p[0][2] | p[0][3] << 8, p[1][2] | p[1][3] << 8, p[2][2] | p[2][3] << 8,
-		                              p[3][2] | p[3][3] << 8, p[0][2] | p[0][3] << 8, p[1][2] | p[1][3] << 8,
-		                              p[2][2] | p[2][3] << 8, p[3][2] | p[3][3] << 8);
-		__m128 d4 = eng_qs_f16x4(p, 0);
+		 * s1 the same, m zero (eng_ggml_iq4xs_scale's definition, the same
+		 * bits). The four rows' 8-byte heads {d, scales_h, scales_l} as one
+		 * vector of dwords [d | scales_h << 16, scales_l] a row (a quad holds
+		 * them so, eng_qx4_pack: one load). */
+		__m256i H;
+		if (x4) {
+			H = _mm256_loadu_si256((const __m256i *)(w[0] + (size_t)sb * 4 * 136));
+		} else {
+			long long h[4];
+			for (int r = 0; r < 4; r++)
+				memcpy(&h[r], w[r] + (size_t)sb * 136, 8);
+			H = _mm256_setr_epi64x(h[0], h[1], h[2], h[3]);
+		}
+		const __m256i ev = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6), od = _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7);
+		__m256i L = _mm256_permutevar8x32_epi32(H, od), E = _mm256_permutevar8x32_epi32(H, ev);
+		__m256i S = _mm256_srli_epi32(E, 16);
+		__m128i dh = _mm_packus_epi32(_mm_and_si128(_mm256_castsi256_si128(E), _mm_set1_epi32(0xFFFF)), _mm_setzero_si128());
+		__m128 d4 = _mm_cvtph_ps(dh);
 		__m256 D = _mm256_set_m128(d4, d4);
 		const __m256i m4 = _mm256_set1_epi32(0xF), m2 = _mm256_set1_epi32(3), off = _mm256_set1_epi32(32);
 #pragma GCC unroll 4
@@ -169,7 +175,7 @@ QD_FN void QD(kscalesx)(const uint8_t *const w[4], int sb, int t, float *s0, flo
 			__m256i shl = _mm256_setr_epi32(8 * q, 8 * q, 8 * q, 8 * q, 8 * q + 4, 8 * q + 4, 8 * q + 4, 8 * q + 4);
 			__m256i shh = _mm256_setr_epi32(4 * q, 4 * q, 4 * q, 4 * q, 4 * q + 2, 4 * q + 2, 4 * q + 2, 4 * q + 2);
 			__m256i ls = _mm256_or_si256(_mm256_and_si256(_mm256_srlv_epi32(L, shl), m4),
-			                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(H, shh), m2), 4));
+			                             _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(S, shh), m2), 4));
 			__m256 v = _mm256_mul_ps(D, _mm256_cvtepi32_ps(_mm256_sub_epi32(ls, off)));
 			_mm256_storeu_ps(s0 + 8 * q, v), _mm256_storeu_ps(s1 + 8 * q, v);
 			_mm256_storeu_ps(m + 8 * q, _mm256_setzero_ps());
