@@ -82,7 +82,7 @@ typedef struct {
 	                      ENG_DEFAULT_MAX_CONTEXT */
 	eng_attention_options attention;
 	eng_kv_dtype kv_dtype;  /* how K and V are stored (key sums stay f32) */
-	int activation_bits;    /* CPU: what K-quant weights (Q4_K, Q5_K, Q6_K) meet: activations
+	int activation_bits;    /* CPU: what K-quant and IQ4_XS weights (Q4_K, Q5_K, Q6_K, IQ4_XS) meet: activations
 	                           quantized to 16 bits a block of 32 (0 or 16, the default,
 	                           engine/cpu/qdot.h) or to 8 bits a super-block of 256 as
 	                           llama.cpp does (8, engine/cpu/q8k.h): faster, less precise */

@@ -353,6 +353,6 @@ const char *eng_options_usage(void)
 	return "attention: [--attention dense|msa] [--msa-selector indexer|mean] [--msa-block-size B] [--msa-top-k K] [--msa-sink-blocks S]\n"
 	       "           [--msa-local-blocks L] [--msa-dense-below N] [--msa-dense-layers 0,1]\n"
 	       "KV cache:  [--kv-dtype f32|f16|bf16] [--kv-max-bytes N[k|m|g]]\n"
-	       "CPU:       [--activation-bits 16|8] (K-quant weights against 16-bit activations, or 8-bit ones\n"
+	       "CPU:       [--activation-bits 16|8] (K-quant and IQ4_XS weights against 16-bit activations, or 8-bit ones\n"
 	       "           as llama.cpp: faster, less precise)\n";
 }

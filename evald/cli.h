@@ -112,7 +112,7 @@ int ev_engine_flags_from_json(ev_engine_flags *f, const cJSON *j);
 	EV_ENGINE_ROW("--msa-dense-layers", T, m, "0,1", "layers that always attend densely"),                 \
 	EV_ENGINE_ROW("--kv-dtype", T, m, "f32|f16|bf16", "how the KV cache stores keys and values (f32)"),    \
 	EV_ENGINE_ROW("--kv-max-bytes", T, m, "N[k|m|g]", "bound on the KV cache's bytes"),                    \
-	EV_ENGINE_ROW("--activation-bits", T, m, "16|8", "CPU: K-quant weights (Q4_K, Q5_K, Q6_K) against 16-bit activations (16), or 8-bit super-blocks as llama.cpp: faster, less precise")
+	EV_ENGINE_ROW("--activation-bits", T, m, "16|8", "CPU: K-quant and IQ4_XS weights (Q4_K, Q5_K, Q6_K, IQ4_XS) against 16-bit activations (16), or 8-bit super-blocks as llama.cpp: faster, less precise")
 
 /* The spec JSON for the flags (malloc'd), or NULL when no flag was given.
  * --pattern without --checker means the regex checker. */

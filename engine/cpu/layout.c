@@ -95,7 +95,7 @@ int eng_cpu_lay_out_quads(eng_model *m, bool kquants)
 		rc = ev_error_set(EV_E_NOMEM, "out of memory");
 	for (int i = 0; i < n && !rc; i++) {
 		eng_weight *x = w[i];
-		bool kq = x->dtype == ENG_Q4_K || x->dtype == ENG_Q5_K || x->dtype == ENG_Q6_K;
+		bool kq = eng_q8k_type((int)x->dtype); /* (kept as rows with 8-bit activations: their kernels read rows) */
 		if (!x->data || x->x4 || !eng_qx4_type((int)x->dtype) || (kq && !kquants) || x->rows % 4 ||
 		    x->cols % eng_dtype_block(x->dtype))
 			continue;

@@ -1,5 +1,5 @@
 /*
- * engine/cpu/q8k.c: K-quant weights against 8-bit super-block activations
+ * engine/cpu/q8k.c: K-quant and IQ4_XS weights against 8-bit super-block activations
  * (the definition is in q8k.h). The plain functions are the definition
  * element by element; the AVX2 and AVX512-VNNI kernels are compiled with
  * target attributes whatever the build's -march and picked by qdot's
@@ -24,7 +24,7 @@
 
 int eng_q8k_type(int t)
 {
-	return t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K;
+	return t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K || t == ENG_IQ4_XS;
 }
 
 void eng_q8k_quantize_ref(eng_q8kblk *out, const float *x, int n)
@@ -76,12 +76,19 @@ static int32_t qk_pair16(int lo, int hi)
 }
 
 /* Row super-block p's block scales (Q4_K/Q5_K: 8 of 32 elements, the
- * rest 0; Q6_K: 16 of 16), its minima (Q4_K/Q5_K; else 0) and its f16
- * scales as floats: the layouts of engine/gguf/quant.c. */
+ * rest 0; IQ4_XS: 8 signed ones of 32; Q6_K: 16 of 16), its minima
+ * (Q4_K/Q5_K; else 0) and its f16 scales as floats: the layouts of
+ * engine/gguf/quant.c. */
 static void qk_row_scales(const uint8_t *p, int t, int sc[16], int m[8], float *d, float *dmin)
 {
 	memset(sc, 0, 16 * sizeof *sc);
 	memset(m, 0, 8 * sizeof *m);
+	if (t == ENG_IQ4_XS) {
+		for (int j = 0; j < 8; j++)
+			sc[j] = eng_ggml_iq4xs_scale(j, p);
+		*d = eng_ggml_h2f(p), *dmin = 0.0f;
+		return;
+	}
 	if (t == ENG_Q6_K) {
 		for (int g = 0; g < 16; g++)
 			sc[g] = (int8_t)p[192 + g];
@@ -94,10 +101,19 @@ static void qk_row_scales(const uint8_t *p, int t, int sc[16], int m[8], float *
 }
 
 /* The same and the super-block's values in element order as unsigned
- * bytes (Q6_K's without the - 32), element by element. */
+ * bytes (Q6_K's without the - 32, IQ4_XS's table values + 128), element
+ * by element. */
 static void qk_row_values(const uint8_t *p, int t, uint8_t v[256], int sc[16], int m[8], float *d, float *dmin)
 {
 	qk_row_scales(p, t, sc, m, d, dmin);
+	if (t == ENG_IQ4_XS) {
+		for (int j = 0; j < 8; j++)
+			for (int e = 0; e < 32; e++) {
+				const uint8_t *qs = p + 8 + 16 * j;
+				v[32 * j + e] = (uint8_t)(eng_ggml_iq4nl_values[e < 16 ? qs[e] & 0xF : qs[e - 16] >> 4] + 128);
+			}
+		return;
+	}
 	if (t == ENG_Q6_K) {
 		for (int j = 0; j < 8; j++) { /* elements 128h + 32k + e */
 			int h = j / 4, k = j % 4;
@@ -120,20 +136,22 @@ static void qk_row_values(const uint8_t *p, int t, uint8_t v[256], int sc[16], i
 }
 
 /* Row r of a group's super-block s: its scales and 16-bit pairs (Q6_K:
- * scale pairs; Q4_K/Q5_K: minimum pairs, 4 of 8) in q8k.h's layout */
+ * scale pairs; IQ4_XS: each block's scale twice, one for each of its
+ * sums of 16; Q4_K/Q5_K: minimum pairs, 4 of 8) in q8k.h's layout */
 static void qk_group_scales(eng_q8kgroup *g, int s, int r, int t, const int sc[16], const int m[8])
 {
 	for (int j = 0; j < 16; j++)
 		g->sc[((size_t)s * 16 + j) * 16 + r] = sc[j];
 	for (int k = 0; k < 8; k++)
-		g->pr[((size_t)s * 8 + k) * 16 + r] = t == ENG_Q6_K ? qk_pair16(sc[2 * k], sc[2 * k + 1])
-		                                      : k < 4      ? qk_pair16(m[2 * k], m[2 * k + 1])
-		                                                   : 0;
+		g->pr[((size_t)s * 8 + k) * 16 + r] = t == ENG_Q6_K     ? qk_pair16(sc[2 * k], sc[2 * k + 1])
+		                                      : t == ENG_IQ4_XS ? qk_pair16(sc[k], sc[k])
+		                                      : k < 4           ? qk_pair16(m[2 * k], m[2 * k + 1])
+		                                                        : 0;
 }
 
 static size_t qk_bytes(int t)
 {
-	return t == ENG_Q6_K ? 210 : t == ENG_Q5_K ? 176 : 144;
+	return eng_dtype_bytes((eng_dtype)t, 256);
 }
 
 float eng_q8k_dot_ref(const eng_q8kblk *x, const uint8_t *w, int nsb, int t)
@@ -145,6 +163,16 @@ float eng_q8k_dot_ref(const eng_q8kblk *x, const uint8_t *w, int nsb, int t)
 		int sc[16], m[8], isum = 0, msum = 0;
 		float d, dmin;
 		qk_row_values(w + (size_t)s * qk_bytes(t), t, v, sc, m, &d, &dmin);
+		if (t == ENG_IQ4_XS) {
+			for (int j = 0; j < 8; j++) {
+				int sub = 0;
+				for (int e = 32 * j; e < 32 * j + 32; e++)
+					sub += (v[e] - 128) * xb->q[e];
+				isum += sc[j] * sub;
+			}
+			acc = fmaf((float)isum, d * xb->d, acc);
+			continue;
+		}
 		if (t == ENG_Q6_K) {
 			for (int g = 0; g < 16; g++) {
 				int sub = 0;
@@ -215,6 +243,21 @@ static inline void qk_scales8(const uint8_t *q, uint64_t *sc, uint64_t *mn)
 	uint32_t m_hi = ((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 2) & 0x30303030u);
 	*sc = s_lo | (uint64_t)s_hi << 32;
 	*mn = m_lo | (uint64_t)m_hi << 32;
+}
+
+/* An IQ4_XS super-block's eight signed block scales (eng_ggml_iq4xs_scale)
+ * as 32-bit lanes: each lane's nibble of scales_l and two bits of
+ * scales_h by per-lane shifts */
+QK_FN(QK_AVX2) __m256i qk_iq4xs_scales(const uint8_t *p)
+{
+	uint32_t l32;
+	uint16_t h16;
+	memcpy(&l32, p + 4, 4), memcpy(&h16, p + 2, 2);
+	__m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)l32), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+	                              _mm256_set1_epi32(0xF));
+	__m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(h16), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+	                              _mm256_set1_epi32(3));
+	return _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
 }
 
 /* the float step of the definition for four rows against activation
@@ -296,9 +339,10 @@ __attribute__((target(QK_AVX2))) static void q8k_quantize_avx2(eng_q8kblk *out, 
 QK_FN(QK_AVX2) void qk_kern_avx2(float *o, const eng_q8kblk *const *x, int NX, const uint8_t *const w[4], int nsb,
                                  int t)
 {
-	const int six = t == ENG_Q6_K, five = t == ENG_Q5_K, mins = !six;
+	const int six = t == ENG_Q6_K, five = t == ENG_Q5_K, iq = t == ENG_IQ4_XS, mins = !six && !iq;
 	const size_t bs = qk_bytes(t);
 	const __m256i lo4 = _mm256_set1_epi8(0x0F), lo2 = _mm256_set1_epi8(0x03), one = _mm256_set1_epi8(1);
+	const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)eng_ggml_iq4nl_values));
 	__m128 acc[2], mn[2];
 	for (int a = 0; a < NX; a++)
 		acc[a] = mn[a] = _mm_setzero_ps();
@@ -309,6 +353,22 @@ QK_FN(QK_AVX2) void qk_kern_avx2(float *o, const eng_q8kblk *const *x, int NX, c
 #pragma GCC unroll 2
 			for (int a = 0; a < NX; a++)
 				T[r][a] = MS[r][a] = _mm256_setzero_si256();
+			if (iq) { /* the table's signed values w: maddubs on |w| and q with w's sign (at most 2 * 127 * 127) */
+#pragma GCC unroll 8
+				for (int j = 0; j < 8; j++) {
+					__m128i raw = _mm_loadu_si128((const __m128i *)(p + 8 + 16 * j));
+					__m256i nib = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm256_castsi256_si128(lo4)),
+					                               _mm_and_si128(raw, _mm256_castsi256_si128(lo4)));
+					__m256i wv = _mm256_shuffle_epi8(tab, nib), aw = _mm256_abs_epi8(wv);
+					__m256i S = _mm256_set1_epi16((short)eng_ggml_iq4xs_scale(j, p));
+#pragma GCC unroll 2
+					for (int a = 0; a < NX; a++) {
+						__m256i xq = _mm256_loadu_si256((const __m256i *)(x[a][s].q + 32 * j));
+						T[r][a] = _mm256_add_epi32(T[r][a], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xq, wv)), S));
+					}
+				}
+				continue;
+			}
 			if (six) {
 				__m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 192)));
 				const int8_t *sc = (const int8_t *)(p + 192);
@@ -384,6 +444,7 @@ __attribute__((target(QK_AVX2))) static void q8k_avx2(float *o, const eng_q8kblk
 		switch (t) {
 			QK_A(ENG_Q4_K)
 			QK_A(ENG_Q5_K)
+			QK_A(ENG_IQ4_XS)
 		default:
 			QK_A(ENG_Q6_K)
 		}
@@ -412,9 +473,12 @@ QK_FN(QK_VNNI) __m128i qk_sum4_512(__m512i a, __m512i b, __m512i c, __m512i d)
 QK_FN(QK_VNNI) void qk_kern_vnni(float *o, const eng_q8kblk *const *x, int NX, const uint8_t *const w[4], int nsb,
                                  int t)
 {
-	const int six = t == ENG_Q6_K, five = t == ENG_Q5_K, mins = !six;
+	const int six = t == ENG_Q6_K, five = t == ENG_Q5_K, iq = t == ENG_IQ4_XS, mins = !six && !iq;
 	const size_t bs = qk_bytes(t);
 	const __m512i lo4 = _mm512_set1_epi8(0x0F), lo2 = _mm512_set1_epi8(0x03), low16 = _mm512_set1_epi32(0xFFFF);
+	/* IQ4_XS: the table's values + 128 (unsigned: their top bit flipped) */
+	const __m512i tabu = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *)eng_ggml_iq4nl_values),
+	                                                          _mm_set1_epi8((char)0x80)));
 	/* Q4_K/Q5_K pair i: the low nibbles in the low 256 bits, the high ones above */
 	const __m512i nsh = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
 	__m128 acc[ENG_Q8K_X], mn[ENG_Q8K_X];
@@ -430,6 +494,31 @@ QK_FN(QK_VNNI) void qk_kern_vnni(float *o, const eng_q8kblk *const *x, int NX, c
 			#pragma GCC unroll 4
 			for (int a = 0; a < NX; a++)
 				T[r][a] = _mm512_setzero_si512();
+			if (iq) {
+				/* a pair of blocks as 64 bytes of values + 128 (block 2i's low nibbles, its high
+				 * ones, block 2i + 1's); their sums of four (at most 4 * 241 * 127) times the
+				 * block's signed scale by vpmulld; the offset's 128 * sum_j sc_j (bsum 2j +
+				 * bsum 2j + 1) comes off after, through M as Q4_K's minima do */
+				__m512i scv = _mm512_zextsi256_si512(qk_iq4xs_scales(p));
+				__m128i s16 = _mm_packs_epi32(_mm512_castsi512_si128(scv), _mm512_extracti32x4_epi32(scv, 1));
+				M[r] = _mm256_set_m128i(_mm_unpackhi_epi16(s16, s16), _mm_unpacklo_epi16(s16, s16));
+#pragma GCC unroll 4
+				for (int i = 0; i < 4; i++) {
+					__m512i X = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p + 8 + 32 * i)));
+					__m512i R = _mm512_shuffle_i64x2(X, X, 0x50);
+					__m512i wv = _mm512_shuffle_epi8(tabu, _mm512_and_si512(_mm512_srlv_epi64(R, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), lo4));
+					__m512i S = _mm512_permutexvar_epi32(_mm512_setr_epi32(2 * i, 2 * i, 2 * i, 2 * i, 2 * i, 2 * i,
+						2 * i, 2 * i, 2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i + 1,
+						2 * i + 1), scv);
+					#pragma GCC unroll 4
+					for (int a = 0; a < NX; a++) {
+						__m512i P = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv,
+						                                _mm512_loadu_si512((const void *)(x[a][s].q + 64 * i)));
+						T[r][a] = _mm512_add_epi32(T[r][a], _mm512_mullo_epi32(P, S));
+					}
+				}
+				continue;
+			}
 			if (six) {
 				__m128i sc8 = _mm_loadu_si128((const __m128i *)(p + 192));
 				__m512i scv = _mm512_and_si512(_mm512_cvtepi8_epi32(sc8), low16);
@@ -502,11 +591,13 @@ QK_FN(QK_VNNI) void qk_kern_vnni(float *o, const eng_q8kblk *const *x, int NX, c
 		#pragma GCC unroll 4
 		for (int a = 0; a < NX; a++) {
 			__m128i is = qk_sum4_512(T[0][a], T[1][a], T[2][a], T[3][a]), ms = _mm_setzero_si128();
-			if (mins) {
+			if (mins || iq) {
 				__m256i b16 = _mm256_loadu_si256((const __m256i *)x[a][s].bsum);
 				ms = eng_qs_isum4(_mm256_madd_epi16(M[0], b16), _mm256_madd_epi16(M[1], b16),
 				                 _mm256_madd_epi16(M[2], b16), _mm256_madd_epi16(M[3], b16));
 			}
+			if (iq) /* the values' offset: 128 * sum_j sc_j (bsum 2j + bsum 2j + 1) */
+				is = _mm_sub_epi32(is, _mm_slli_epi32(ms, 7));
 			qk_step(&acc[a], &mn[a], is, ms, dw, dmin, x[a] + s, mins);
 		}
 	}
@@ -530,6 +621,7 @@ __attribute__((target(QK_VNNI))) static void q8k_vnni(float *o, const eng_q8kblk
 	switch (t) {
 		QK_V(ENG_Q4_K)
 		QK_V(ENG_Q5_K)
+		QK_V(ENG_IQ4_XS)
 	default:
 		QK_V(ENG_Q6_K)
 	}
@@ -543,7 +635,7 @@ __attribute__((target(QK_VNNI))) static void q8k_vnni(float *o, const eng_q8kblk
  * meet the activations' 16-bit sums in dpwssd. No horizontal sums. */
 QK_FN(QK_VNNI) void qk_gkern_vnni(float *o, const eng_q8kblk *const *x, int NX, const eng_q8kgroup *g, int nsb, int t)
 {
-	const int six = t == ENG_Q6_K;
+	const int six = t == ENG_Q6_K, iq = t == ENG_IQ4_XS;
 	__m512 acc[ENG_Q8K_GROUP_X], mn[ENG_Q8K_GROUP_X];
 #pragma GCC unroll 4
 	for (int a = 0; a < NX; a++)
@@ -581,13 +673,13 @@ QK_FN(QK_VNNI) void qk_gkern_vnni(float *o, const eng_q8kblk *const *x, int NX, 
 #pragma GCC unroll 4
 		for (int a = 0; a < NX; a++) {
 			const int16_t *bs = x[a][s].bsum;
-			if (six) { /* T -= 32 * sum_g sc_g bsum_g */
+			if (six || iq) { /* T -= 32 * sum_g sc_g bsum_g (IQ4_XS: 128 *, sc_g its block's) */
 				__m512i C = _mm512_setzero_si512();
 #pragma GCC unroll 8
 				for (int k = 0; k < 8; k++)
 					C = _mm512_dpwssd_epi32(C, _mm512_loadu_si512((const void *)(pr + k * 16)),
 					                        _mm512_set1_epi32(qk_pair16(bs[2 * k], bs[2 * k + 1])));
-				T[a] = _mm512_sub_epi32(T[a], _mm512_slli_epi32(C, 5));
+				T[a] = _mm512_sub_epi32(T[a], _mm512_slli_epi32(C, six ? 5 : 7));
 			} else { /* msum = sum_j m_j (bsum 2j + bsum 2j + 1) */
 #pragma GCC unroll 4
 				for (int k = 0; k < 4; k++)
@@ -601,7 +693,7 @@ QK_FN(QK_VNNI) void qk_gkern_vnni(float *o, const eng_q8kblk *const *x, int NX, 
 		for (int a = 0; a < NX; a++) {
 			__m512 xd = _mm512_set1_ps(x[a][s].d);
 			acc[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(T[a]), _mm512_mul_ps(dw, xd), acc[a]);
-			if (!six)
+			if (!six && !iq)
 				mn[a] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(M[a]), _mm512_mul_ps(dmin, xd), mn[a]);
 		}
 	}
@@ -650,15 +742,21 @@ QK_FN(QK_VNNI) void qk_transpose16(__m512i v[16])
 __attribute__((target(QK_VNNI))) static void q8k_group_unpack_vnni(eng_q8kgroup *g, const uint8_t *const w[16], int nsb,
                                                                    int t)
 {
-	const int six = t == ENG_Q6_K, five = t == ENG_Q5_K;
+	const int six = t == ENG_Q6_K, five = t == ENG_Q5_K, iq = t == ENG_IQ4_XS;
 	const size_t bs = qk_bytes(t);
 	const __m512i lo4 = _mm512_set1_epi8(0x0F), lo2 = _mm512_set1_epi8(0x03);
+	const __m512i tabu = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *)eng_ggml_iq4nl_values),
+	                                                          _mm_set1_epi8((char)0x80)));
 	for (int s = 0; s < nsb; s++) {
 		for (int kb = 0; kb < 4; kb++) {
 			__m512i v[16];
 			for (int r = 0; r < 16; r++) {
 				const uint8_t *p = w[r] + (size_t)s * bs;
-				if (six) {
+				if (iq) { /* blocks 2kb and 2kb + 1: each one's low nibbles, then its high ones, through the table */
+					__m512i X = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p + 8 + 32 * kb)));
+					__m512i R = _mm512_shuffle_i64x2(X, X, 0x50);
+					v[r] = _mm512_shuffle_epi8(tabu, _mm512_and_si512(_mm512_srlv_epi64(R, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), lo4));
+				} else if (six) {
 					int h = kb / 2, hi = kb % 2;
 					__m512i L = _mm512_loadu_si512((const void *)(p + 64 * h));
 					__m512i H = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h)));
@@ -684,7 +782,11 @@ __attribute__((target(QK_VNNI))) static void q8k_group_unpack_vnni(eng_q8kgroup 
 		for (int r = 0; r < 16; r++) { /* qk_row_scales' values, the 6-bit ones taken apart at once */
 			const uint8_t *p = w[r] + (size_t)s * bs;
 			int sc[16] = {0}, m[8] = {0};
-			if (six) {
+			if (iq) {
+				for (int j = 0; j < 8; j++)
+					sc[j] = eng_ggml_iq4xs_scale(j, p);
+				g->d[s * 16 + r] = eng_qs_h2f(p), g->dmin[s * 16 + r] = 0.0f;
+			} else if (six) {
 				for (int j = 0; j < 16; j++)
 					sc[j] = (int8_t)p[192 + j];
 				g->d[s * 16 + r] = eng_qs_h2f(p + 208), g->dmin[s * 16 + r] = 0.0f;
@@ -715,6 +817,7 @@ __attribute__((target(QK_VNNI))) static void q8k_group_vnni(float *o, const eng_
 	switch (t) {
 		QK_G(ENG_Q4_K)
 		QK_G(ENG_Q5_K)
+		QK_G(ENG_IQ4_XS)
 	default:
 		QK_G(ENG_Q6_K)
 	}
