@@ -19,7 +19,7 @@
 /* ---- tensors ------------------------------------------------------------ */
 
 /* A weight's stored type: f32, the two halves, or one of ggml's block
- * types (32-element blocks Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; 256-element
+ * types (32-element blocks Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL; 256-element
  * super-blocks Q4_K, Q5_K, Q6_K, IQ4_XS; layouts in engine/gguf/README.md), kept
  * as stored and read in place. */
 typedef enum {
@@ -35,8 +35,9 @@ typedef enum {
 	ENG_Q5_K = 9,
 	ENG_Q6_K = 10,
 	ENG_IQ4_XS = 11,
+	ENG_IQ4_NL = 12,
 } eng_dtype;
-#define ENG_DTYPE_COUNT 12
+#define ENG_DTYPE_COUNT 13
 
 /* The name as safetensors headers and GGUF write it ("F32", "Q4_K"), and
  * in lower case as the engine reports it ("f32", "q4_k"). */

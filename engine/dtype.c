@@ -34,6 +34,7 @@ static const struct {
 	[ENG_Q5_K] = {"Q5_K", "q5_k", 256, 176, ENG_GGML_Q5_K},
 	[ENG_Q6_K] = {"Q6_K", "q6_k", 256, 210, ENG_GGML_Q6_K},
 	[ENG_IQ4_XS] = {"IQ4_XS", "iq4_xs", 256, 136, ENG_GGML_IQ4_XS},
+	[ENG_IQ4_NL] = {"IQ4_NL", "iq4_nl", 32, 18, ENG_GGML_IQ4_NL},
 };
 
 static bool known(eng_dtype t)

@@ -355,6 +355,20 @@ static inline __attribute__((always_inline)) void ld32_q(__m256 v[4], const uint
 			                     d);
 		return;
 	}
+	if (t == 12) { /* IQ4_NL {f16 d; qs[16]}: d * the table's values, low nibbles the first 16 elements */
+		const uint8_t *b = row + (size_t)(i / 32) * 18;
+		__m256 d = _mm256_set1_ps(q_h2f(b));
+		const __m128i tab = _mm_loadu_si128((const __m128i *)eng_ggml_iq4nl_values), m4 = _mm_set1_epi8(0x0F);
+		__m128i raw = _mm_loadu_si128((const __m128i *)(b + 2));
+		__m128i val[2] = {_mm_shuffle_epi8(tab, _mm_and_si128(raw, m4)),
+		                  _mm_shuffle_epi8(tab, _mm_and_si128(_mm_srli_epi16(raw, 4), m4))};
+#pragma GCC unroll 4
+	for (int g = 0; g < 4; g++) {
+			__m128i e = g & 1 ? _mm_srli_si128(val[g / 2], 8) : val[g / 2];
+			v[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(e)), d);
+		}
+		return;
+	}
 	if (t <= 7) { /* Q4_0, Q4_1, Q5_0, Q5_1: low nibbles the first 16 elements */
 		static const uint8_t bsz[8] = {0, 0, 0, 34, 18, 20, 22, 24}, qso[8] = {0, 0, 0, 0, 2, 4, 6, 8};
 		const uint8_t *b = row + (size_t)(i / 32) * bsz[t];
@@ -474,6 +488,7 @@ static inline void dot4_q(float out[4], const float *x, const uint8_t *w0, const
 	case 8: dot4_q_t(a, x, w, n, 8); break;
 	case 9: dot4_q_t(a, x, w, n, 9); break;
 	case 11: dot4_q_t(a, x, w, n, 11); break;
+	case 12: dot4_q_t(a, x, w, n, 12); break;
 	default: dot4_q_t(a, x, w, n, 10); break;
 	}
 	__m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);

@@ -23,15 +23,22 @@
 #define QD_X86 1
 #endif
 
-/* Bytes a block of the 32-element types (Q8_0 .. Q5_1, by eng_dtype) and
- * where its nibbles start */
-static const int qd_bsz[8] = {0, 0, 0, 34, 18, 20, 22, 24};
+/* Bytes a block of the 32-element types (Q8_0 .. Q5_1 and IQ4_NL, by
+ * eng_dtype) and where its nibbles start */
+static const int qd_bsz[ENG_DTYPE_COUNT] = {0, 0, 0, 34, 18, 20, 22, 24, 0, 0, 0, 0, 18};
 #if defined(__x86_64__) && defined(__GNUC__)
-static const int qd_qs[8] = {0, 0, 0, 2, 2, 4, 6, 8};
+static const int qd_qs[ENG_DTYPE_COUNT] = {0, 0, 0, 2, 2, 4, 6, 8, 0, 0, 0, 0, 2};
 /* where the four rows' nibbles start in a block of a quad laid out four
  * rows together (qdot.h eng_qx4_pack) */
-static const int qd_x4qs[8] = {0, 0, 0, 0, 8, 16, 24, 32};
+static const int qd_x4qs[ENG_DTYPE_COUNT] = {0, 0, 0, 0, 8, 16, 24, 32, 0, 0, 0, 0, 8};
 #endif
+
+/* A type of 256-element super-blocks (Q4_K, Q5_K, Q6_K, IQ4_XS); the
+ * others here are 32-element blocks (Q8_0 .. Q5_1, IQ4_NL). */
+static inline int qd_super(int t)
+{
+	return t >= ENG_Q4_K && t <= ENG_IQ4_XS;
+}
 
 static inline int qd_has_min(int t)
 {
@@ -80,6 +87,13 @@ static void unpack_ref(const uint8_t *row, int b, int t, int16_t q[32], float sc
 {
 	*m = 0.0f;
 	float d = 0.0f;
+	if (t == ENG_IQ4_NL) {
+		const uint8_t *p = row + (size_t)b * 18;
+		sc[0] = sc[1] = eng_ggml_h2f(p);
+		for (int e = 0; e < 32; e++)
+			q[e] = eng_ggml_iq4nl_values[e < 16 ? p[2 + e] & 0xF : p[2 + e - 16] >> 4];
+		return;
+	}
 	if (t <= ENG_Q5_1) {
 		const uint8_t *p = row + (size_t)b * (size_t)qd_bsz[t];
 		d = eng_ggml_h2f(p);
@@ -385,7 +399,7 @@ void eng_qdot_rows(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint
                    int nq, int nb, int t)
 {
 #ifdef QD_X86
-	if ((xy || t < ENG_Q4_K || t == ENG_IQ4_XS) && eng_qdot_level() == 2) {
+	if ((xy || !qd_super(t) || t == ENG_IQ4_XS) && eng_qdot_level() == 2) {
 		rows_vnni(y, x, xy, W, rb, r0, q4, nq, nb, t);
 		return;
 	}
@@ -405,7 +419,7 @@ void eng_qdot_rows(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint
 
 bool eng_qx4_type(int t)
 {
-	return (t >= ENG_Q8_0 && t <= ENG_Q5_1) || t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K || t == ENG_IQ4_XS;
+	return t >= ENG_Q8_0 && t <= ENG_IQ4_NL;
 }
 
 /* Block b of a Q8_0 quad to (pack) or from row u's block (at 34 bytes): its
@@ -521,7 +535,7 @@ static void x4_fields(int t, int *nh, int *qh)
 
 void eng_qx4_pack(uint8_t *dst, const uint8_t *const src[4], int nb, int t)
 {
-	if (t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K || t == ENG_IQ4_XS) {
+	if (qd_super(t)) {
 		size_t sbz = eng_dtype_bytes((eng_dtype)t, 256); /* a super-block's bytes */
 		for (int s = 0; s < nb / 8; s++) {
 			uint8_t *row[4];
@@ -570,7 +584,7 @@ void eng_qx4_pack_rows(uint8_t *dst, const uint8_t *src, int rows, int nb, int t
 
 void eng_qx4_row(uint8_t *dst, const uint8_t *quad, int u, int nb, int t)
 {
-	if (t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K || t == ENG_IQ4_XS) { /* the other rows' parts into a scratch row */
+	if (qd_super(t)) { /* the other rows' parts into a scratch row */
 		size_t sbz = eng_dtype_bytes((eng_dtype)t, 256); /* a super-block's bytes */
 		uint8_t other[210]; /* the widest super-block (Q6_K) */
 		for (int s = 0; s < nb / 8; s++) {
@@ -652,8 +666,7 @@ void eng_qdot_group(float *o, const eng_qxblk *const *x, int nx, const eng_qgrou
 bool eng_qgroup_unpack_x4(eng_qgroup *dst, const uint8_t *const quads[4], int nb, int t)
 {
 #ifdef QD_X86
-	if (((t >= ENG_Q8_0 && t <= ENG_Q5_1) || t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_IQ4_XS) &&
-	    eng_qdot_level() == 2) {
+	if (t >= ENG_Q8_0 && t <= ENG_IQ4_NL && t != ENG_Q6_K && eng_qdot_level() == 2) {
 		group_unpack4_vnni(dst, quads, nb, t);
 		return true;
 	}

@@ -92,6 +92,10 @@ QD_FN void QD(unpack)(const uint8_t *row, int b, int t, __m256i *q)
 		*q = v;
 		return;
 	}
+	case 12: { /* IQ4_NL {f16 d; qs[16]}: the table's values of the nibbles */
+		*q = _mm256_shuffle_epi8(QD(iq4tab)(), QD(nib16)(row + (size_t)b * 18 + 2));
+		return;
+	}
 	case 11: { /* IQ4_XS {f16 d; u16 scales_h; scales_l[4]; qs[128]}: IQ4_NL's values of block b's nibbles */
 		*q = _mm256_shuffle_epi8(QD(iq4tab)(), QD(nib16)(row + (size_t)(b / 8) * 136 + 8 + (size_t)(b % 8) * 16));
 		return;
@@ -286,7 +290,7 @@ QD_FN void QD(kern)(float *o, const eng_qxblk *const *x, int nx, const uint8_t *
 	for (int b = 0; b < nb; b++) {
 		/* the four rows' scales at once (scales4, kscales) */
 		__m128 vs0, vs1, vm = _mm_setzero_ps();
-		if (t >= 8) {
+		if (qd_super(t)) {
 			if (b % 8 == 0)
 				QD(kscales)(w, b / 8, t, ks0, ks1, km);
 			vs0 = _mm_loadu_ps(ks0 + 4 * (b % 8)), vs1 = _mm_loadu_ps(ks1 + 4 * (b % 8)), vm = _mm_loadu_ps(km + 4 * (b % 8));
@@ -352,6 +356,7 @@ __attribute__((target(QD_TARGET))) static void QD(qdot)(float *o, const eng_qxbl
 		QD_CASE(8)
 		QD_CASE(9)
 		QD_CASE(11)
+		QD_CASE(12)
 	default:
 		QD_CASE(10)
 	}
@@ -389,8 +394,9 @@ QD_FN void QD(words2)(const uint8_t *ra, const uint8_t *rc, int b, int t, __m512
 		*r2 = _mm512_cvtepi8_epi16(QD(bytes2)(a + 16, c + 16));
 		return;
 	}
-	case 11: { /* IQ4_XS: the low nibbles elements 0-15, the high ones 16-31, through IQ4_NL's table */
-		size_t at = (size_t)(b / 8) * 136 + 8 + (size_t)(b % 8) * 16;
+	case 11:
+	case 12: { /* IQ4_XS, IQ4_NL: the low nibbles elements 0-15, the high ones 16-31, through IQ4_NL's table */
+		size_t at = t == 12 ? (size_t)b * 18 + 2 : (size_t)(b / 8) * 136 + 8 + (size_t)(b % 8) * 16;
 		__m256i n = QD(bytes2)(ra + at, rc + at), lo4 = _mm256_set1_epi8(0x0F);
 		*r1 = _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(QD(iq4tab)(), _mm256_and_si256(n, lo4)));
 		*r2 = _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(QD(iq4tab)(), _mm256_and_si256(_mm256_srli_epi16(n, 4), lo4)));
@@ -487,6 +493,24 @@ QD_FN __m512i QD(bdot4)(const __m512i v[2], const eng_qxbyt *y)
 		xl[k] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y->lb + 16 * k)));
 	}
 	__m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), v[0], xh[0]), v[1], xh[1]);
+	p = _mm512_slli_epi32(p, 8);
+	return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(p, xl[0], v[0]), xl[1], v[1]);
+}
+
+/* bdot4 on signed values v (IQ4_NL's table): hb meets v + 128 (its top
+ * bit flipped, unsigned), lb meets v, so a lane holds its sum of v q plus
+ * 32768 times its sum of hb, which the caller takes off (eng_qxbyt.hbs) */
+QD_FN __m512i QD(bdot4s)(const __m512i v[2], const eng_qxbyt *y)
+{
+	const __m512i top = _mm512_set1_epi8((char)0x80);
+	__m512i xh[2], xl[2];
+#pragma GCC unroll 2
+	for (int k = 0; k < 2; k++) {
+		xh[k] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y->hb + 16 * k)));
+		xl[k] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y->lb + 16 * k)));
+	}
+	__m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(v[0], top), xh[0]),
+	                                _mm512_xor_si512(v[1], top), xh[1]);
 	p = _mm512_slli_epi32(p, 8);
 	return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(p, xl[0], v[0]), xl[1], v[1]);
 }
@@ -725,16 +749,19 @@ QD_FN void QD(bquad4)(const uint8_t *blk, int t, __m512i v[2], __m128 *s0, __m12
 	}
 }
 
-/* Decode on raw rows of Q4_0 .. Q5_1, weights kept as bytes: kern4k's
- * way (bquad, bdot4, two blocks' totals in one isum2q), each block with
- * its own scales (scales4); Q4_0 and Q5_0 take 8 or 16 times the
- * activations' block sum off each sum. The fmas are kernr's, block by
- * block in order. With x4 (a constant) w[0] is a quad laid out four rows
- * together (bquad4) and w[1..3] are not read. */
+/* Decode on raw rows of Q4_0 .. Q5_1 and IQ4_NL, weights kept as bytes:
+ * kern4k's way (bquad, bdot4, two blocks' totals in one isum2q), each
+ * block with its own scales (scales4); Q4_0 and Q5_0 take 8 or 16 times
+ * the activations' block sum off each sum; IQ4_NL's nibbles go through
+ * the table to signed values (bdot4s), and 32768 times the block's sum of
+ * hb comes off. The fmas are kernr's, block by block in order. With x4 (a
+ * constant) w[0] is a quad laid out four rows together (bquad4) and
+ * w[1..3] are not read. */
 QD_FN void QD(kern4bx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
                        const uint8_t *const w[4], int nb, int t, int x4)
 {
-	const int mins = qd_has_min(t), off = t == 4 ? 8 : t == 6 ? 16 : 0;
+	const int mins = qd_has_min(t), iq = t == 12, off = t == 4 ? 8 : t == 6 ? 16 : 0;
+	const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)eng_ggml_iq4nl_values));
 	__m128 acc[ENG_QDOT_X], mn[ENG_QDOT_X];
 #pragma GCC unroll 6
 	for (int i = 0; i < ENG_QDOT_X; i++)
@@ -756,20 +783,24 @@ QD_FN void QD(kern4bx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *con
 				QD(scales4)(w, b + 1, t, &t0, &t1, &m1);
 			}
 		}
+		if (iq)
+#pragma GCC unroll 2
+			for (int k = 0; k < 2; k++)
+				e[k] = _mm512_shuffle_epi8(tab, e[k]), od[k] = _mm512_shuffle_epi8(tab, od[k]);
 		__m256 sc = _mm256_set_m128(t0, s0);
 #pragma GCC unroll 6
 		for (int i = 0; i < nx; i++) {
 			const eng_qxblk *x0 = x[i] + b;
 			const eng_qxbyt *y0 = xy[i] + b;
-			__m512i p0 = QD(bdot4)(e, y0), p1 = _mm512_setzero_si512();
-			int o0 = off * (y0->hs[0] + y0->hs[1]), o1 = 0;
+			__m512i p0 = iq ? QD(bdot4s)(e, y0) : QD(bdot4)(e, y0), p1 = _mm512_setzero_si512();
+			int o0 = iq ? 32768 * y0->hbs : off * (y0->hs[0] + y0->hs[1]), o1 = 0;
 			float d1 = 0.0f;
 			if (two) {
-				p1 = QD(bdot4)(od, y0 + 1);
-				o1 = off * (y0[1].hs[0] + y0[1].hs[1]), d1 = x0[1].d;
+				p1 = iq ? QD(bdot4s)(od, y0 + 1) : QD(bdot4)(od, y0 + 1);
+				o1 = iq ? 32768 * y0[1].hbs : off * (y0[1].hs[0] + y0[1].hs[1]), d1 = x0[1].d;
 			}
 			__m256i tot = QD(isum2q)(p0, p1);
-			if (off)
+			if (off || iq)
 				tot = _mm256_sub_epi32(tot, _mm256_set_m128i(_mm_set1_epi32(o1), _mm_set1_epi32(o0)));
 			__m256 f = _mm256_cvtepi32_ps(tot);
 			__m256 sd = _mm256_mul_ps(sc, _mm256_set_m128(_mm_set1_ps(d1), _mm_set1_ps(x0->d)));
@@ -997,6 +1028,7 @@ __attribute__((target(QD_TARGET))) static void QD(qdotr)(float *o, const eng_qxb
 	if (!xy) { /* no bytes: the 32-element types and IQ4_XS on words (eng_qdot takes the K-quants elsewhere) */
 		switch (t) {
 			QD_R(11, kernr)
+			QD_R(12, kernr)
 			QD_R(4, kernr)
 			QD_R(5, kernr)
 			QD_R(6, kernr)
@@ -1015,6 +1047,7 @@ __attribute__((target(QD_TARGET))) static void QD(qdotr)(float *o, const eng_qxb
 		QD_R(8, kern4k)
 		QD_R(9, kern4k)
 		QD_R(11, kern4i)
+		QD_R(12, kern4b)
 	default:
 		QD_R(10, kern6k)
 	}
@@ -1045,6 +1078,7 @@ __attribute__((target(QD_TARGET))) static void QD(rows)(float *y, const eng_qxbl
 	if (!xy) { /* no bytes: the 32-element types and IQ4_XS on words, as qdotr */
 		switch (t) {
 			QD_W(11, kernr)
+			QD_W(12, kernr)
 			QD_W(4, kernr)
 			QD_W(5, kernr)
 			QD_W(6, kernr)
@@ -1063,6 +1097,7 @@ __attribute__((target(QD_TARGET))) static void QD(rows)(float *y, const eng_qxbl
 		QD_W(8, kern4k)
 		QD_W(9, kern4k)
 		QD_W(11, kern4i)
+		QD_W(12, kern4b)
 	default:
 		QD_W(10, kern6k)
 	}
@@ -1096,6 +1131,7 @@ __attribute__((target(QD_TARGET))) static void QD(quad4)(float *o, const eng_qxb
 		QD_Q4(8, kern4kx)
 		QD_Q4(9, kern4kx)
 		QD_Q4(11, kern4ix)
+		QD_Q4(12, kern4bx)
 	default:
 		QD_Q4(10, kern6kx)
 	}
@@ -1124,6 +1160,7 @@ __attribute__((target(QD_TARGET))) static void QD(rows4)(float *y, const eng_qxb
 		QD_W4(8, kern4kx)
 		QD_W4(9, kern4kx)
 		QD_W4(11, kern4ix)
+		QD_W4(12, kern4bx)
 	default:
 		QD_W4(10, kern6kx)
 	}
@@ -1159,11 +1196,11 @@ QD_FN void QD(group_kscales)(eng_qgroup *g, const uint8_t *const w[4], int b, in
 QD_FN void QD(group_scales)(eng_qgroup *g, const uint8_t *const w[ENG_QGROUP_ROWS], int nb, int t)
 {
 	for (int b = 0; b < nb; b++) {
-		if (t >= 8 && b % 8 == 0) {
+		if (qd_super(t) && b % 8 == 0) {
 #pragma GCC unroll 4
 			for (int q = 0; q < 4; q++)
 				QD(group_kscales)(g, w + 4 * q, b, q, t, 0);
-		} else if (t < 8) {
+		} else if (!qd_super(t)) {
 #pragma GCC unroll 4
 			for (int q = 0; q < 4; q++) {
 				__m128 s0, s1, m = _mm_setzero_ps();
@@ -1243,7 +1280,7 @@ __attribute__((target(QD_TARGET))) static void QD(group_unpack)(eng_qgroup *g, c
 __attribute__((target(QD_TARGET))) static void QD(group_unpack4)(eng_qgroup *g, const uint8_t *const quads[4], int nb,
                                                                   int t)
 {
-	const size_t qb = t < 8 ? 4 * (size_t)qd_bsz[t] : 0; /* (a block of four rows of the 32-element types) */
+	const size_t qb = qd_super(t) ? 0 : 4 * (size_t)qd_bsz[t]; /* (a block of four rows of the 32-element types) */
 	const __m512i off = _mm512_set1_epi8((char)(t == 4 ? 8 : t == 6 ? 16 : 0));
 	for (int b = 0; b < nb; b++) {
 		__m512i v[16];
@@ -1280,10 +1317,16 @@ __attribute__((target(QD_TARGET))) static void QD(group_unpack4)(eng_qgroup *g, 
 				__m512i raw = _mm512_loadu_si512((const void *)(quads[q] + (size_t)(b / 8) * 4 * 136 + 32 + (size_t)(b % 8) * 64));
 				e[0] = _mm512_shuffle_epi8(tab, _mm512_and_si512(raw, f));
 				e[1] = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(raw, 4), f));
-			} else { /* Q4_0 .. Q5_1: the stored values, less Q4_0's 8 and Q5_0's 16 as unpack takes them */
+			} else { /* Q4_0 .. Q5_1: the stored values, less Q4_0's 8 and Q5_0's 16 as unpack takes them;
+				  * IQ4_NL: the table's values of the nibbles */
 				QD(bquad4)(blk, t, e, &s0, &s1, &m);
 				QD(group_put_scales)(g, b, q, s0, s1, m);
-				e[0] = _mm512_sub_epi8(e[0], off), e[1] = _mm512_sub_epi8(e[1], off);
+				if (t == 12) {
+					const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)eng_ggml_iq4nl_values));
+					e[0] = _mm512_shuffle_epi8(tab, e[0]), e[1] = _mm512_shuffle_epi8(tab, e[1]);
+				} else {
+					e[0] = _mm512_sub_epi8(e[0], off), e[1] = _mm512_sub_epi8(e[1], off);
+				}
 			}
 			v[4 * q] = _mm512_cvtepi8_epi16(QD_ROW4(e, 0));
 			v[4 * q + 1] = _mm512_cvtepi8_epi16(QD_ROW4(e, 1));
@@ -1481,6 +1524,7 @@ __attribute__((target(QD_TARGET))) static void QD(group)(float *o, const eng_qxb
 		QD_G(8)
 		QD_G(9)
 		QD_G(11)
+		QD_G(12)
 	default:
 		QD_G(10)
 	}

@@ -495,12 +495,11 @@ static void unpermute(void *dst, const void *src, int64_t rows, size_t rb, int h
 				       (const char *)src + (size_t)(h * hd + 2 * i + j) * rb, rb);
 }
 
-/* The GGUF type a type is kept as: Q3_K as Q6_K and IQ4_NL as Q8_0
- * (value for value: eng_ggml_q3k_to_q6k, eng_ggml_iq4nl_to_q8_0), the
- * others as themselves */
+/* The GGUF type a type is kept as: Q3_K as Q6_K (value for value:
+ * eng_ggml_q3k_to_q6k), the others as themselves */
 static uint32_t kept_as(uint32_t t)
 {
-	return t == ENG_GGML_Q3_K ? ENG_GGML_Q6_K : t == ENG_GGML_IQ4_NL ? ENG_GGML_Q8_0 : t;
+	return t == ENG_GGML_Q3_K ? ENG_GGML_Q6_K : t;
 }
 
 /* The engine's name of the type it keeps a GGUF type as (kept_as), or
@@ -520,10 +519,8 @@ static const char *kept_type(uint32_t t)
 /* n elements of t's blocks at src rewritten as kept_as(t)'s, value for value */
 static void rewrite_kept(void *dst, const void *src, uint32_t t, uint64_t n)
 {
-	if (t == ENG_GGML_Q3_K)
-		eng_ggml_q3k_to_q6k(dst, src, (size_t)(n / 256));
-	else
-		eng_ggml_iq4nl_to_q8_0(dst, src, (size_t)(n / 32));
+	(void)t; /* (Q3_K, the one type rewritten) */
+	eng_ggml_q3k_to_q6k(dst, src, (size_t)(n / 256));
 }
 
 /* Bytes n elements of GGUF type t take in the folder */
@@ -640,7 +637,7 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 		if ((rc = add_out(&hdr, &ot, &n, &cap, &off, &maxel, &o)))
 			free(hn);
 	}
-	static const uint32_t rewritten[] = {ENG_GGML_Q3_K, ENG_GGML_IQ4_NL};
+	static const uint32_t rewritten[] = {ENG_GGML_Q3_K};
 	for (size_t r = 0; r < sizeof rewritten / sizeof rewritten[0] && !rc; r++) {
 		uint32_t t = rewritten[r], k = kept_as(t);
 		size_t count = 0;
@@ -666,7 +663,7 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 		for (size_t i = 0; i < n && ok; i++) {
 			const out_tensor *o = &ot[i];
 			const void *src = o->data;
-			if (kept_type(o->t->type) && kept_as(o->t->type) != o->t->type) { /* Q3_K as Q6_K, IQ4_NL as Q8_0 */
+			if (kept_type(o->t->type) && kept_as(o->t->type) != o->t->type) { /* Q3_K as Q6_K */
 				rewrite_kept(buf, o->data, o->t->type, o->elements);
 				src = buf;
 			} else if (!kept_type(o->t->type) || strcmp(kept_type(o->t->type), o->dtype)) { /* dequantized */
@@ -771,8 +768,10 @@ int eng_gguf_resolve(const char *path, char **dir)
 	if ((size_t)st.st_size > 2 * part && fseek(f, -(long)part, SEEK_END) == 0)
 		got += fread(head + got, 1, part, f);
 	fclose(f);
-	/* the format version of the conversion and whether blocks are kept */
-	got += (size_t)snprintf(head + got, 64, "|%lld|v4|%s", (long long)st.st_size, kept_type(ENG_GGML_Q8_0) ? "q" : "f32");
+	/* the format version of the conversion (v5: IQ4_NL kept as itself, no
+	 * longer as Q8_0, so a folder converted before is made again) and
+	 * whether blocks are kept */
+	got += (size_t)snprintf(head + got, 64, "|%lld|v5|%s", (long long)st.st_size, kept_type(ENG_GGML_Q8_0) ? "q" : "f32");
 	char key[EV_SHA256_HEX];
 	ev_sha256_hex(key, head, got);
 	free(head);

@@ -272,16 +272,6 @@ void eng_ggml_dequantize(float *y, const void *src, uint32_t t, size_t n)
 
 const int8_t eng_ggml_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
-void eng_ggml_iq4nl_to_q8_0(uint8_t *dst, const uint8_t *src, size_t nblocks)
-{
-	for (size_t k = 0; k < nblocks; k++, src += 18, dst += 34) {
-		memcpy(dst, src, 2); /* d */
-		for (int j = 0; j < 16; j++) {
-			dst[2 + j] = (uint8_t)eng_ggml_iq4nl_values[src[2 + j] & 0xF];
-			dst[18 + j] = (uint8_t)eng_ggml_iq4nl_values[src[2 + j] >> 4];
-		}
-	}
-}
 
 void eng_ggml_q3k_to_q6k(uint8_t *dst, const uint8_t *src, size_t nblocks)
 {

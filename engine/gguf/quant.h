@@ -92,11 +92,6 @@ static inline int eng_ggml_iq4xs_scale(int j, const uint8_t *sb)
 	return (lo | hi << 4) - 32;
 }
 
-/* nblocks IQ4_NL blocks of src as Q8_0 blocks in dst, value for value:
- * the same d, each q as its table value (an int8). Both read d * value,
- * so the two dequantize to the same floats; the engine keeps Q8_0 and
- * not IQ4_NL, and runs IQ4_NL files this way. */
-void eng_ggml_iq4nl_to_q8_0(uint8_t *dst, const uint8_t *src, size_t nblocks);
 
 /* n elements (a multiple of the type's block) of src to f32: the plain
  * reference reading of each block. */

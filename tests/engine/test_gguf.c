@@ -188,14 +188,14 @@ static void q3k_kept_as_q6k(void **st)
 	assert_true(a[0] == d0 * 31.0f * 3.0f && a[256] == d1 * -32.0f * -4.0f);
 }
 
-/* IQ4_NL, which the engine keeps as Q8_0 (eng_ggml_iq4nl_to_q8_0): random
- * blocks (every nibble, d any finite f16) dequantize to the same floats
- * both ways, and as each layout read element by element says */
-static void iq4nl_kept_as_q8_0(void **st)
+/* IQ4_NL on random blocks (every nibble, d any finite f16): the reader
+ * and the engine's dtype read each element as the layout read element by
+ * element says */
+static void iq4nl_read_by_layout(void **st)
 {
 	(void)st;
 	enum { NB = 64 };
-	uint8_t nl[NB * 18], q8[NB * 34];
+	uint8_t nl[NB * 18];
 	float a[NB * 32], c[NB * 32];
 	ev_rng r;
 	ev_rng_seed(&r, 13);
@@ -209,14 +209,14 @@ static void iq4nl_kept_as_q8_0(void **st)
 		memcpy(nl + 18 * k, &h, 2);
 	}
 	eng_ggml_dequantize(a, nl, ENG_GGML_IQ4_NL, NB * 32);
-	eng_ggml_iq4nl_to_q8_0(q8, nl, NB);
-	eng_ggml_dequantize(c, q8, ENG_GGML_Q8_0, NB * 32);
+	eng_to_f32(c, nl, ENG_IQ4_NL, NB * 32);
 	for (int i = 0; i < NB * 32; i++) {
-		float want = elem(nl + (size_t)(i / 32) * 18, ENG_GGML_IQ4_NL, i % 32),
-		      w8 = elem(q8 + (size_t)(i / 32) * 34, ENG_GGML_Q8_0, i % 32);
-		if (memcmp(&a[i], &want, 4) || memcmp(&c[i], &a[i], 4) || memcmp(&w8, &a[i], 4))
-			fail_msg("element %d: IQ4_NL %g (the layout says %g), as Q8_0 %g (its layout %g)", i, a[i], want, c[i], w8);
+		float want = elem(nl + (size_t)(i / 32) * 18, ENG_GGML_IQ4_NL, i % 32);
+		if (memcmp(&a[i], &want, 4) || memcmp(&c[i], &want, 4))
+			fail_msg("element %d: IQ4_NL %g, as the engine's dtype %g, the layout says %g", i, a[i], c[i], want);
 	}
+	assert_int_equal(eng_dtype_from_ggml(ENG_GGML_IQ4_NL), ENG_IQ4_NL);
+	assert_int_equal(eng_dtype_bytes(ENG_IQ4_NL, 64), 36);
 }
 
 /* IQ4_XS on random bytes (every signed 6-bit scale, every nibble): the
@@ -435,7 +435,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(types_round_trip),
 		cmocka_unit_test(q3k_kept_as_q6k),
-		cmocka_unit_test(iq4nl_kept_as_q8_0),
+		cmocka_unit_test(iq4nl_read_by_layout),
 		cmocka_unit_test(iq4xs_read_by_layout),
 		cmocka_unit_test(written_files_read_back),
 		cmocka_unit_test(crafted_bad_files),

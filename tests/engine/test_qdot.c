@@ -127,7 +127,7 @@ static void block_types_dot_by_definition(void **st)
 	for (int dt = ENG_Q8_0; dt < ENG_DTYPE_COUNT; dt++) {
 		/* the 32-element types on an odd count of blocks (their decode
 		 * kernel takes blocks two at a time), K-quants on whole super-blocks */
-		int cols = dt >= ENG_Q4_K ? 512 : 544, nb = cols / 32;
+		int cols = eng_dtype_block((eng_dtype)dt) == 256 ? 512 : 544, nb = cols / 32;
 		float *wf = malloc((size_t)NR * cols * 4), *x = malloc((size_t)NXU * cols * 4), *wd = malloc((size_t)NR * cols * 4);
 		size_t rb = eng_dtype_bytes((eng_dtype)dt, (size_t)cols);
 		uint8_t *wq = malloc(NR * rb);
