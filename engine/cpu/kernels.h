@@ -342,6 +342,22 @@ static inline __m256i q_nib8(const uint8_t *p, int hi)
 	return hi ? _mm256_srli_epi32(v, 4) : _mm256_and_si256(v, _mm256_set1_epi32(0xF));
 }
 
+/* A block of 32 IQ4_NL nibbles qs[16] (the low nibbles the first 16
+ * elements) as four vectors of eight: scale * the table's values */
+static inline __attribute__((always_inline)) void ld32_iq4(__m256 v[4], const uint8_t *qs, float scale)
+{
+	const __m128i tab = _mm_loadu_si128((const __m128i *)eng_ggml_iq4nl_values), m4 = _mm_set1_epi8(0x0F);
+	__m128i raw = _mm_loadu_si128((const __m128i *)qs);
+	__m128i val[2] = {_mm_shuffle_epi8(tab, _mm_and_si128(raw, m4)),
+	                  _mm_shuffle_epi8(tab, _mm_and_si128(_mm_srli_epi16(raw, 4), m4))};
+	__m256 d = _mm256_set1_ps(scale);
+#pragma GCC unroll 4
+	for (int g = 0; g < 4; g++) {
+		__m128i e = g & 1 ? _mm_srli_si128(val[g / 2], 8) : val[g / 2];
+		v[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(e)), d);
+	}
+}
+
 /* Thirty-two elements (i a multiple of 32) as four vectors of eight: the
  * block's or sub-block's scales decoded once for all four. */
 static inline __attribute__((always_inline)) void ld32_q(__m256 v[4], const uint8_t *row, int i, int t)
@@ -355,18 +371,9 @@ static inline __attribute__((always_inline)) void ld32_q(__m256 v[4], const uint
 			                     d);
 		return;
 	}
-	if (t == 12) { /* IQ4_NL {f16 d; qs[16]}: d * the table's values, low nibbles the first 16 elements */
+	if (t == 12) { /* IQ4_NL {f16 d; qs[16]}: d * the table's values */
 		const uint8_t *b = row + (size_t)(i / 32) * 18;
-		__m256 d = _mm256_set1_ps(q_h2f(b));
-		const __m128i tab = _mm_loadu_si128((const __m128i *)eng_ggml_iq4nl_values), m4 = _mm_set1_epi8(0x0F);
-		__m128i raw = _mm_loadu_si128((const __m128i *)(b + 2));
-		__m128i val[2] = {_mm_shuffle_epi8(tab, _mm_and_si128(raw, m4)),
-		                  _mm_shuffle_epi8(tab, _mm_and_si128(_mm_srli_epi16(raw, 4), m4))};
-#pragma GCC unroll 4
-	for (int g = 0; g < 4; g++) {
-			__m128i e = g & 1 ? _mm_srli_si128(val[g / 2], 8) : val[g / 2];
-			v[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(e)), d);
-		}
+		ld32_iq4(v, b + 2, q_h2f(b));
 		return;
 	}
 	if (t <= 7) { /* Q4_0, Q4_1, Q5_0, Q5_1: low nibbles the first 16 elements */
@@ -389,18 +396,9 @@ static inline __attribute__((always_inline)) void ld32_q(__m256 v[4], const uint
 		return;
 	}
 	int j = (i % 256) / 32; /* the sub-block */
-	if (t == 11) { /* IQ4_XS {f16 d; u16 scales_h; scales_l[4]; qs[128]}: d * the block's scale * IQ4_NL's values */
+	if (t == 11) { /* IQ4_XS {f16 d; u16 scales_h; scales_l[4]; qs[128]}: d * the block's scale * the table's values */
 		const uint8_t *b = row + (size_t)(i / 256) * 136;
-		__m256 dl = _mm256_set1_ps(q_h2f(b) * (float)eng_ggml_iq4xs_scale(j, b));
-		const __m128i tab = _mm_loadu_si128((const __m128i *)eng_ggml_iq4nl_values), m4 = _mm_set1_epi8(0x0F);
-		__m128i raw = _mm_loadu_si128((const __m128i *)(b + 8 + 16 * j));
-		__m128i val[2] = {_mm_shuffle_epi8(tab, _mm_and_si128(raw, m4)),
-		                  _mm_shuffle_epi8(tab, _mm_and_si128(_mm_srli_epi16(raw, 4), m4))};
-#pragma GCC unroll 4
-	for (int g = 0; g < 4; g++) {
-			__m128i e = g & 1 ? _mm_srli_si128(val[g / 2], 8) : val[g / 2];
-			v[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(e)), dl);
-		}
+		ld32_iq4(v, b + 8 + 16 * j, q_h2f(b) * (float)eng_ggml_iq4xs_scale(j, b));
 		return;
 	}
 	if (t == 10) { /* Q6_K: {ql[128], qh[64], i8 scales[16], f16 d} */

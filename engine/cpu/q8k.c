@@ -108,10 +108,8 @@ static void qk_row_values(const uint8_t *p, int t, uint8_t v[256], int sc[16], i
 	qk_row_scales(p, t, sc, m, d, dmin);
 	if (t == ENG_IQ4_XS) {
 		for (int j = 0; j < 8; j++)
-			for (int e = 0; e < 32; e++) {
-				const uint8_t *qs = p + 8 + 16 * j;
-				v[32 * j + e] = (uint8_t)(eng_ggml_iq4nl_values[e < 16 ? qs[e] & 0xF : qs[e - 16] >> 4] + 128);
-			}
+			for (int e = 0; e < 32; e++)
+				v[32 * j + e] = (uint8_t)(eng_ggml_iq4_value(p + 8 + 16 * j, e) + 128);
 		return;
 	}
 	if (t == ENG_Q6_K) {
@@ -454,6 +452,14 @@ __attribute__((target(QK_AVX2))) static void q8k_avx2(float *o, const eng_q8kblk
 
 /* ---- AVX512-VNNI: a pair of blocks of 32 to a register --------------------- */
 
+/* IQ4_NL's table + 128 (unsigned: the values' top bit flipped) in each
+ * 128 bits, for a byte shuffle by nibble */
+QK_FN(QK_VNNI) __m512i qk_iq4tabu(void)
+{
+	return _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *)eng_ggml_iq4nl_values),
+	                                            _mm_set1_epi8((char)0x80)));
+}
+
 /* four rows' 16-lane sums as one vector of their totals, row r in lane r */
 QK_FN(QK_VNNI) __m128i qk_sum4_512(__m512i a, __m512i b, __m512i c, __m512i d)
 {
@@ -476,9 +482,7 @@ QK_FN(QK_VNNI) void qk_kern_vnni(float *o, const eng_q8kblk *const *x, int NX, c
 	const int six = t == ENG_Q6_K, five = t == ENG_Q5_K, iq = t == ENG_IQ4_XS, mins = !six && !iq;
 	const size_t bs = qk_bytes(t);
 	const __m512i lo4 = _mm512_set1_epi8(0x0F), lo2 = _mm512_set1_epi8(0x03), low16 = _mm512_set1_epi32(0xFFFF);
-	/* IQ4_XS: the table's values + 128 (unsigned: their top bit flipped) */
-	const __m512i tabu = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *)eng_ggml_iq4nl_values),
-	                                                          _mm_set1_epi8((char)0x80)));
+	const __m512i tabu = qk_iq4tabu();
 	/* Q4_K/Q5_K pair i: the low nibbles in the low 256 bits, the high ones above */
 	const __m512i nsh = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
 	__m128 acc[ENG_Q8K_X], mn[ENG_Q8K_X];
@@ -745,8 +749,7 @@ __attribute__((target(QK_VNNI))) static void q8k_group_unpack_vnni(eng_q8kgroup 
 	const int six = t == ENG_Q6_K, five = t == ENG_Q5_K, iq = t == ENG_IQ4_XS;
 	const size_t bs = qk_bytes(t);
 	const __m512i lo4 = _mm512_set1_epi8(0x0F), lo2 = _mm512_set1_epi8(0x03);
-	const __m512i tabu = _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *)eng_ggml_iq4nl_values),
-	                                                          _mm_set1_epi8((char)0x80)));
+	const __m512i tabu = qk_iq4tabu();
 	for (int s = 0; s < nsb; s++) {
 		for (int kb = 0; kb < 4; kb++) {
 			__m512i v[16];

@@ -91,7 +91,7 @@ static void unpack_ref(const uint8_t *row, int b, int t, int16_t q[32], float sc
 		const uint8_t *p = row + (size_t)b * 18;
 		sc[0] = sc[1] = eng_ggml_h2f(p);
 		for (int e = 0; e < 32; e++)
-			q[e] = eng_ggml_iq4nl_values[e < 16 ? p[2 + e] & 0xF : p[2 + e - 16] >> 4];
+			q[e] = (int16_t)eng_ggml_iq4_value(p + 2, e);
 		return;
 	}
 	if (t <= ENG_Q5_1) {
@@ -121,7 +121,7 @@ static void unpack_ref(const uint8_t *row, int b, int t, int16_t q[32], float sc
 		const uint8_t *p = row + (size_t)(b / 8) * 136, *qs = p + 8 + 16 * j;
 		sc[0] = sc[1] = eng_ggml_h2f(p) * (float)eng_ggml_iq4xs_scale(j, p);
 		for (int e = 0; e < 32; e++)
-			q[e] = eng_ggml_iq4nl_values[e < 16 ? qs[e] & 0xF : qs[e - 16] >> 4];
+			q[e] = (int16_t)eng_ggml_iq4_value(qs, e);
 		return;
 	}
 	if (t == ENG_Q6_K) {

@@ -30,6 +30,14 @@ QD_FN __m256i QD(iq4tab)(void)
 	return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)eng_ggml_iq4nl_values));
 }
 
+#if QD_VNNI
+/* the same in each 128 bits of 512 */
+QD_FN __m512i QD(iq4tab512)(void)
+{
+	return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)eng_ggml_iq4nl_values));
+}
+#endif
+
 /* byte e: 0x10 where bit e of qh is set, else 0 */
 QD_FN __m256i QD(bits16)(uint32_t qh)
 {
@@ -761,7 +769,7 @@ QD_FN void QD(kern4bx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *con
                        const uint8_t *const w[4], int nb, int t, int x4)
 {
 	const int mins = qd_has_min(t), iq = t == 12, off = t == 4 ? 8 : t == 6 ? 16 : 0;
-	const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)eng_ggml_iq4nl_values));
+	const __m512i tab = QD(iq4tab512)();
 	__m128 acc[ENG_QDOT_X], mn[ENG_QDOT_X];
 #pragma GCC unroll 6
 	for (int i = 0; i < ENG_QDOT_X; i++)
@@ -887,7 +895,7 @@ QD_FN void QD(kern4ix)(float *o, const eng_qxblk *const *x, const eng_qxbyt *con
 		acc[i] = _mm_setzero_ps();
 	float ks0[32], ks1[32], km[32]; /* a super-block's scales (kscales; ks1 and km unused) */
 	const __m512i f = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8((char)0x80);
-	const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)eng_ggml_iq4nl_values));
+	const __m512i tab = QD(iq4tab512)();
 	for (int b = 0; b < nb; b += 2) {
 		if (b % 8 == 0)
 			QD(kscalesx)(w, b / 8, t, ks0, ks1, km, x4);
@@ -1313,7 +1321,7 @@ __attribute__((target(QD_TARGET))) static void QD(group_unpack4)(eng_qgroup *g, 
 				if (b % 8 == 0)
 					QD(group_kscales)(g, w4, b, q, t, 1);
 				const __m512i f = _mm512_set1_epi8(0x0F);
-				const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)eng_ggml_iq4nl_values));
+				const __m512i tab = QD(iq4tab512)();
 				__m512i raw = _mm512_loadu_si512((const void *)(quads[q] + (size_t)(b / 8) * 4 * 136 + 32 + (size_t)(b % 8) * 64));
 				e[0] = _mm512_shuffle_epi8(tab, _mm512_and_si512(raw, f));
 				e[1] = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(raw, 4), f));
@@ -1322,7 +1330,7 @@ __attribute__((target(QD_TARGET))) static void QD(group_unpack4)(eng_qgroup *g, 
 				QD(bquad4)(blk, t, e, &s0, &s1, &m);
 				QD(group_put_scales)(g, b, q, s0, s1, m);
 				if (t == 12) {
-					const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)eng_ggml_iq4nl_values));
+					const __m512i tab = QD(iq4tab512)();
 					e[0] = _mm512_shuffle_epi8(tab, e[0]), e[1] = _mm512_shuffle_epi8(tab, e[1]);
 				} else {
 					e[0] = _mm512_sub_epi8(e[0], off), e[1] = _mm512_sub_epi8(e[1], off);

@@ -200,8 +200,8 @@ void eng_ggml_dequantize(float *y, const void *src, uint32_t t, size_t n)
 		for (size_t k = 0; k < n / QK; k++, b += 18, y += QK) {
 			float d = eng_ggml_h2f(b);
 			for (int j = 0; j < 16; j++) {
-				y[j] = d * (float)eng_ggml_iq4nl_values[b[2 + j] & 0xF];
-				y[j + 16] = d * (float)eng_ggml_iq4nl_values[b[2 + j] >> 4];
+				y[j] = d * (float)eng_ggml_iq4_value(b + 2, j);
+				y[j + 16] = d * (float)eng_ggml_iq4_value(b + 2, j + 16);
 			}
 		}
 		return;
@@ -211,8 +211,8 @@ void eng_ggml_dequantize(float *y, const void *src, uint32_t t, size_t n)
 				float dl = eng_ggml_h2f(b) * (float)eng_ggml_iq4xs_scale(j, b);
 				const uint8_t *qs = b + 8 + 16 * j;
 				for (int l = 0; l < 16; l++) {
-					y[l] = dl * (float)eng_ggml_iq4nl_values[qs[l] & 0xF];
-					y[l + 16] = dl * (float)eng_ggml_iq4nl_values[qs[l] >> 4];
+					y[l] = dl * (float)eng_ggml_iq4_value(qs, l);
+					y[l + 16] = dl * (float)eng_ggml_iq4_value(qs, l + 16);
 				}
 			}
 		return;

@@ -79,6 +79,14 @@ void eng_ggml_q3k_to_q6k(uint8_t *dst, const uint8_t *src, size_t nblocks);
  * d times one of them. */
 extern const int8_t eng_ggml_iq4nl_values[16];
 
+/* Element e (< 32) of a block of IQ4_NL nibbles qs[16] (IQ4_XS's blocks
+ * too): the table's value of the low nibble of qs[e], or from e = 16 on
+ * of the high nibble of qs[e - 16]. */
+static inline int eng_ggml_iq4_value(const uint8_t *qs, int e)
+{
+	return eng_ggml_iq4nl_values[e < 16 ? qs[e] & 0xF : qs[e - 16] >> 4];
+}
+
 /* IQ4_XS {f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]}: block j's
  * (j < 8, 32 elements) signed scale ls - 32 (-32 .. 31), its low four bits
  * the nibble j % 2 of scales_l[j / 2] and its two high bits bits 2 j of
