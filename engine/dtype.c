@@ -35,6 +35,7 @@ static const struct {
 	[ENG_Q6_K] = {"Q6_K", "q6_k", 256, 210, ENG_GGML_Q6_K},
 	[ENG_IQ4_XS] = {"IQ4_XS", "iq4_xs", 256, 136, ENG_GGML_IQ4_XS},
 	[ENG_IQ4_NL] = {"IQ4_NL", "iq4_nl", 32, 18, ENG_GGML_IQ4_NL},
+	[ENG_Q2_K] = {"Q2_K", "q2_k", 256, 84, ENG_GGML_Q2_K},
 };
 
 static bool known(eng_dtype t)

@@ -396,6 +396,18 @@ static inline __attribute__((always_inline)) void ld32_q(__m256 v[4], const uint
 		return;
 	}
 	int j = (i % 256) / 32; /* the sub-block */
+	if (t == 13) { /* Q2_K {scales[16]; qs[64]; f16 d, dmin}: d * sc * q - dmin * min, a scale and minimum a 16 */
+		const uint8_t *b = row + (size_t)(i / 256) * 84, *qs = b + 16 + 32 * (j / 4);
+		float d = q_h2f(b + 80), dm = q_h2f(b + 82);
+#pragma GCC unroll 4
+	for (int g = 0; g < 4; g++) {
+			int s = b[2 * j + g / 2];
+			__m256i q = _mm256_and_si256(_mm256_srli_epi32(q_u8x8(qs + 8 * g), 2 * (j % 4)), _mm256_set1_epi32(3));
+			v[g] = _mm256_sub_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(d * (float)(s & 0xF))),
+			                     _mm256_set1_ps(dm * (float)(s >> 4)));
+		}
+		return;
+	}
 	if (t == 11) { /* IQ4_XS {f16 d; u16 scales_h; scales_l[4]; qs[128]}: d * the block's scale * the table's values */
 		const uint8_t *b = row + (size_t)(i / 256) * 136;
 		ld32_iq4(v, b + 8 + 16 * j, q_h2f(b) * (float)eng_ggml_iq4xs_scale(j, b));
@@ -487,6 +499,7 @@ static inline void dot4_q(float out[4], const float *x, const uint8_t *w0, const
 	case 9: dot4_q_t(a, x, w, n, 9); break;
 	case 11: dot4_q_t(a, x, w, n, 11); break;
 	case 12: dot4_q_t(a, x, w, n, 12); break;
+	case 13: dot4_q_t(a, x, w, n, 13); break;
 	default: dot4_q_t(a, x, w, n, 10); break;
 	}
 	__m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);

@@ -25,19 +25,25 @@
 
 /* Bytes a block of the 32-element types (Q8_0 .. Q5_1 and IQ4_NL, by
  * eng_dtype) and where its nibbles start */
-static const int qd_bsz[ENG_DTYPE_COUNT] = {0, 0, 0, 34, 18, 20, 22, 24, 0, 0, 0, 0, 18};
+static const int qd_bsz[ENG_DTYPE_COUNT] = {0, 0, 0, 34, 18, 20, 22, 24, 0, 0, 0, 0, 18, 0};
 #if defined(__x86_64__) && defined(__GNUC__)
-static const int qd_qs[ENG_DTYPE_COUNT] = {0, 0, 0, 2, 2, 4, 6, 8, 0, 0, 0, 0, 2};
+static const int qd_qs[ENG_DTYPE_COUNT] = {0, 0, 0, 2, 2, 4, 6, 8, 0, 0, 0, 0, 2, 0};
 /* where the four rows' nibbles start in a block of a quad laid out four
  * rows together (qdot.h eng_qx4_pack) */
-static const int qd_x4qs[ENG_DTYPE_COUNT] = {0, 0, 0, 0, 8, 16, 24, 32, 0, 0, 0, 0, 8};
+static const int qd_x4qs[ENG_DTYPE_COUNT] = {0, 0, 0, 0, 8, 16, 24, 32, 0, 0, 0, 0, 8, 0};
 #endif
 
-/* A type of 256-element super-blocks (Q4_K, Q5_K, Q6_K, IQ4_XS); the
- * others here are 32-element blocks (Q8_0 .. Q5_1, IQ4_NL). */
+/* A type of 256-element super-blocks (Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K);
+ * the others here are 32-element blocks (Q8_0 .. Q5_1, IQ4_NL). */
 static inline int qd_super(int t)
 {
-	return t >= ENG_Q4_K && t <= ENG_IQ4_XS;
+	return (t >= ENG_Q4_K && t <= ENG_IQ4_XS) || t == ENG_Q2_K;
+}
+
+/* Whether a block's two halves take their own scales (Q6_K, Q2_K) */
+static inline int qd_two(int t)
+{
+	return t == ENG_Q6_K || t == ENG_Q2_K;
 }
 
 static inline int qd_has_min(int t)
@@ -82,10 +88,11 @@ void eng_qx_bytes_ref(eng_qxbyt *out, const eng_qxblk *in, int nb)
 	}
 }
 
-/* block b's integer values, its halves' scales and minimum coefficient */
-static void unpack_ref(const uint8_t *row, int b, int t, int16_t q[32], float sc[2], float *m)
+/* block b's integer values, its halves' scales and minimum coefficient
+ * (m[0]; Q2_K: each half's, m[0] and m[1]; m[1] 0 for the others) */
+static void unpack_ref(const uint8_t *row, int b, int t, int16_t q[32], float sc[2], float m[2])
 {
-	*m = 0.0f;
+	m[0] = m[1] = 0.0f;
 	float d = 0.0f;
 	if (t == ENG_IQ4_NL) {
 		const uint8_t *p = row + (size_t)b * 18;
@@ -106,7 +113,7 @@ static void unpack_ref(const uint8_t *row, int b, int t, int16_t q[32], float sc
 		uint32_t qh = 0;
 		const uint8_t *qs = p + 2;
 		if (t == ENG_Q4_1 || t == ENG_Q5_1)
-			*m = eng_ggml_h2f(p + 2), qs += 2;
+			m[0] = eng_ggml_h2f(p + 2), qs += 2;
 		if (t == ENG_Q5_0 || t == ENG_Q5_1)
 			memcpy(&qh, qs, 4), qs += 4;
 		for (int e = 0; e < 32; e++) {
@@ -117,6 +124,17 @@ static void unpack_ref(const uint8_t *row, int b, int t, int16_t q[32], float sc
 		return;
 	}
 	int j = b % 8;
+	if (t == ENG_Q2_K) { /* sub-blocks 2j and 2j + 1 of 16 */
+		const uint8_t *p = row + (size_t)(b / 8) * 84;
+		for (int h = 0; h < 2; h++) {
+			int s = p[2 * j + h];
+			sc[h] = eng_ggml_h2f(p + 80) * (float)(s & 0xF);
+			m[h] = -(eng_ggml_h2f(p + 82) * (float)(s >> 4));
+		}
+		for (int e = 0; e < 32; e++)
+			q[e] = (int16_t)eng_ggml_q2k_value(p, 32 * j + e);
+		return;
+	}
 	if (t == ENG_IQ4_XS) {
 		const uint8_t *p = row + (size_t)(b / 8) * 136, *qs = p + 8 + 16 * j;
 		sc[0] = sc[1] = eng_ggml_h2f(p) * (float)eng_ggml_iq4xs_scale(j, p);
@@ -139,7 +157,7 @@ static void unpack_ref(const uint8_t *row, int b, int t, int16_t q[32], float sc
 	const uint8_t *p = row + (size_t)(b / 8) * (five ? 176 : 144);
 	eng_ggml_kscale_min(j, p + 4, &s, &mn);
 	sc[0] = sc[1] = eng_ggml_h2f(p) * (float)s;
-	*m = -(eng_ggml_h2f(p + 2) * (float)mn);
+	m[0] = -(eng_ggml_h2f(p + 2) * (float)mn);
 	const uint8_t *qs = p + (five ? 48 : 16) + (j / 2) * 32;
 	for (int e = 0; e < 32; e++) {
 		int v = (qs[e] >> (4 * (j % 2))) & 0xF;
@@ -158,9 +176,21 @@ static float block_add(float acc, const int16_t *q, const float sc[2], const eng
 		lo += q[e] * xb->q[e];
 		hi += q[16 + e] * xb->q[16 + e];
 	}
-	if (t == ENG_Q6_K)
+	if (qd_two(t))
 		return fmaf((float)hi, sc[1] * xb->d, fmaf((float)lo, sc[0] * xb->d, acc));
 	return fmaf((float)(lo + hi), sc[0] * xb->d, acc);
+}
+
+/* one block's minima into the chain mins: m[0] * s, or Q2_K's halves' */
+static float block_mins(float mins, const float m[2], const eng_qxblk *xb, int t)
+{
+	if (t == ENG_Q2_K) {
+		int h[2] = {0, 0};
+		for (int e = 0; e < 32; e++)
+			h[e / 16] += xb->q[e];
+		return fmaf(m[1], xb->d * (float)h[1], fmaf(m[0], xb->d * (float)h[0], mins));
+	}
+	return qd_has_min(t) ? fmaf(m[0], xb->s, mins) : mins;
 }
 
 float eng_qdot_ref(const eng_qxblk *x, const uint8_t *w, int nb, int t)
@@ -168,11 +198,10 @@ float eng_qdot_ref(const eng_qxblk *x, const uint8_t *w, int nb, int t)
 	float acc = 0.0f, mins = 0.0f;
 	for (int b = 0; b < nb; b++) {
 		int16_t q[32];
-		float sc[2], m;
-		unpack_ref(w, b, t, q, sc, &m);
+		float sc[2], m[2];
+		unpack_ref(w, b, t, q, sc, m);
 		acc = block_add(acc, q, sc, &x[b], t);
-		if (qd_has_min(t))
-			mins = fmaf(m, x[b].s, mins);
+		mins = block_mins(mins, m, &x[b], t);
 	}
 	return acc + mins;
 }
@@ -189,8 +218,9 @@ static void group_unpack_plain(eng_qgroup *g, const uint8_t *const w[ENG_QGROUP_
 	for (int r = 0; r < ENG_QGROUP_ROWS; r++)
 		for (int b = 0; b < nb; b++) {
 			int16_t q[32];
-			float sc[2];
-			unpack_ref(w[r], b, t, q, sc, &g->m[b * 16 + r]);
+			float sc[2], m[2];
+			unpack_ref(w[r], b, t, q, sc, m);
+			g->m[b * 16 + r] = m[0], g->m2[b * 16 + r] = m[1];
 			for (int k = 0; k < 16; k++) {
 				g->q[((size_t)(b * 16 + k) * 16 + r) * 2] = q[2 * k];
 				g->q[((size_t)(b * 16 + k) * 16 + r) * 2 + 1] = q[2 * k + 1];
@@ -210,10 +240,9 @@ static float qdot_group_ref(const eng_qxblk *x, const eng_qgroup *g, int r, int 
 			q[2 * k] = g->q[((size_t)(b * 16 + k) * 16 + r) * 2];
 			q[2 * k + 1] = g->q[((size_t)(b * 16 + k) * 16 + r) * 2 + 1];
 		}
-		float sc[2] = {g->sc[(b * 2) * 16 + r], g->sc[(b * 2 + 1) * 16 + r]};
+		float sc[2] = {g->sc[(b * 2) * 16 + r], g->sc[(b * 2 + 1) * 16 + r]}, m[2] = {g->m[b * 16 + r], g->m2[b * 16 + r]};
 		acc = block_add(acc, q, sc, &x[b], t);
-		if (qd_has_min(t))
-			mins = fmaf(g->m[b * 16 + r], x[b].s, mins);
+		mins = block_mins(mins, m, &x[b], t);
 	}
 	return acc + mins;
 }
@@ -381,8 +410,8 @@ void eng_qdot(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, i
               int nb, int t)
 {
 	int l = eng_qdot_level();
-	if (l == 2 && !xy && (t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K))
-		l = 1; /* no bytes: the AVX2 kernel, the same bits */
+	if (l == 2 && ((!xy && (t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K)) || t == ENG_Q2_K))
+		l = 1; /* no bytes (Q2_K: in any call): the AVX2 kernel, the same bits */
 	switch (l) {
 #ifdef QD_X86
 	case 2: qdotr_vnni(o, x, xy, nx, w, nb, t); return;
@@ -399,7 +428,7 @@ void eng_qdot_rows(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint
                    int nq, int nb, int t)
 {
 #ifdef QD_X86
-	if ((xy || !qd_super(t) || t == ENG_IQ4_XS) && eng_qdot_level() == 2) {
+	if ((xy || !qd_super(t) || t == ENG_IQ4_XS) && t != ENG_Q2_K && eng_qdot_level() == 2) {
 		rows_vnni(y, x, xy, W, rb, r0, q4, nq, nb, t);
 		return;
 	}

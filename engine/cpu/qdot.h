@@ -9,15 +9,19 @@
  * 8-bit activations round at 1/254 and change SmolLM2's greedy answers;
  * those are an option for K-quants, engine/cpu/q8k.h).
  * A weight block of 32 (a K-quant's sub-block) is its integer values q_w
- * (offsets folded in: Q4_0 - 8, Q5_0 - 16, Q6_K - 32), a scale for its
- * first 16 elements and one for the last 16 (equal but for Q6_K) and a
- * minimum coefficient m (Q4_1, Q5_1: +m; Q4_K, Q5_K: -dmin * min). With
- * lo = sum of q_w[e] q_x[e] over e < 16 and hi the same over the last 16
- * (exact integers), an output is, over the row's blocks in order,
- *   one scale:  acc = fma((float)(lo + hi), sc * d, acc)
- *   Q6_K:       acc = fma((float)lo, sc_lo * d, acc);
- *               acc = fma((float)hi, sc_hi * d, acc)
+ * (offsets folded in: Q4_0 - 8, Q5_0 - 16, Q6_K - 32; IQ4_NL and IQ4_XS
+ * their table's values), a scale for its first 16 elements and one for
+ * the last 16 (equal but for Q6_K and Q2_K) and a minimum coefficient m
+ * (Q4_1, Q5_1: +m; Q4_K, Q5_K: -dmin * min; Q2_K one a half, m_lo and
+ * m_hi: -dmin * min). With lo = sum of q_w[e] q_x[e] over e < 16 and hi
+ * the same over the last 16, and h_lo, h_hi the sums of q_x over the two
+ * halves (exact integers), an output is, over the row's blocks in order,
+ *   one scale:    acc = fma((float)(lo + hi), sc * d, acc)
+ *   Q6_K, Q2_K:   acc = fma((float)lo, sc_lo * d, acc);
+ *                 acc = fma((float)hi, sc_hi * d, acc)
  *   mins = fma(m, s, mins)
+ *   Q2_K:         mins = fma(m_lo, d * (float)h_lo, mins);
+ *                 mins = fma(m_hi, d * (float)h_hi, mins)
  * and then acc + mins. A block's integer sum is one number however it is
  * formed (its conversion to float rounds to nearest, as every kernel's
  * does), so the vector kernels (AVX2's madd, AVX512-VNNI's dpwssd, or its
@@ -61,22 +65,25 @@ typedef struct {
  * rows (prefill), one row a lane: for block b, pair k < 16 (elements 2k,
  * 2k + 1) and row r, q[((b * 16 + k) * 16 + r) * 2 + {0, 1}]; the
  * halves' scales sc[(b * 2 + h) * 16 + r]; minimum coefficients
- * m[b * 16 + r]. */
+ * m[b * 16 + r] (Q2_K: its first halves'), m2[b * 16 + r] (Q2_K's second
+ * halves'; unused by the other types). */
 #define ENG_QGROUP_ROWS 16
 typedef struct {
 	int16_t *q;   /* nb * 512 */
 	float *sc;    /* nb * 32 */
 	float *m;     /* nb * 16 */
+	float *m2;    /* nb * 16 */
 } eng_qgroup;
 
-/* Bytes eng_qgroup needs for nb blocks (q, then sc, then m). */
-#define ENG_QGROUP_BYTES(nb) ((size_t)(nb) * (512 * sizeof(int16_t) + 48 * sizeof(float)))
+/* Bytes eng_qgroup needs for nb blocks (q, then sc, m and m2). */
+#define ENG_QGROUP_BYTES(nb) ((size_t)(nb) * (512 * sizeof(int16_t) + 64 * sizeof(float)))
 /* Lays a group for nb blocks out in mem (ENG_QGROUP_BYTES(nb) of them). */
 static inline void eng_qgroup_place(eng_qgroup *g, void *mem, int nb)
 {
 	g->q = (int16_t *)mem;
 	g->sc = (float *)((char *)mem + (size_t)nb * 512 * sizeof(int16_t));
 	g->m = g->sc + (size_t)nb * 32;
+	g->m2 = g->m + (size_t)nb * 16;
 }
 
 /* Quantizes x[0..n) (n a multiple of 32) into n/32 blocks. */

@@ -100,6 +100,11 @@ QD_FN void QD(unpack)(const uint8_t *row, int b, int t, __m256i *q)
 		*q = v;
 		return;
 	}
+	case 13: { /* Q2_K {scales[16]; qs[64]; f16 d, dmin}: block j's 2-bit values, bits 2 (j % 4) of its half's 32 bytes */
+		int j = b % 8;
+		*q = QD(bytes_shr)(row + (size_t)(b / 8) * 84 + 16 + 32 * (j / 4), 2 * (j % 4), 3);
+		return;
+	}
 	case 12: { /* IQ4_NL {f16 d; qs[16]}: the table's values of the nibbles */
 		*q = _mm256_shuffle_epi8(QD(iq4tab)(), QD(nib16)(row + (size_t)b * 18 + 2));
 		return;
@@ -282,6 +287,34 @@ QD_FN void QD(kscales)(const uint8_t *const w[4], int sb, int t, float *s0, floa
 	QD(kscalesx)(w, sb, t, s0, s1, m, 0);
 }
 
+/* Q2_K: a super-block's halves' scales d * sc (s0, s1) and minimum
+ * coefficients -(dmin * min) (m0, m1) of its 8 blocks and four rows, at
+ * j * 4 + r, as unpack_ref forms them */
+QD_FN void QD(q2scales)(const uint8_t *const w[4], int sb, float *s0, float *s1, float *m0, float *m1)
+{
+	for (int r = 0; r < 4; r++) {
+		const uint8_t *p = w[r] + (size_t)sb * 84;
+		float d = eng_qs_h2f(p + 80), dm = eng_qs_h2f(p + 82);
+		for (int j = 0; j < 8; j++) {
+			s0[4 * j + r] = d * (float)(p[2 * j] & 0xF), s1[4 * j + r] = d * (float)(p[2 * j + 1] & 0xF);
+			m0[4 * j + r] = -(dm * (float)(p[2 * j] >> 4)), m1[4 * j + r] = -(dm * (float)(p[2 * j + 1] >> 4));
+		}
+	}
+}
+
+/* The sums of an activation block's q over elements 0-15 (h[0]) and
+ * 16-31 (h[1]): Q2_K's minima meet them */
+QD_FN void QD(halfsums)(const int16_t *q, int h[2])
+{
+	const __m256i one = _mm256_set1_epi16(1);
+	__m256i a = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)q), one);
+	__m256i c = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(q + 16)), one);
+	__m256i s = _mm256_hadd_epi32(a, c); /* [a01 a23 c01 c23 | a45 a67 c45 c67] */
+	s = _mm256_hadd_epi32(s, s);
+	__m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+	h[0] = _mm_cvtsi128_si32(t), h[1] = _mm_extract_epi32(t, 1);
+}
+
 #if !QD_VNNI
 /* The kernel on four raw rows for one type and batch width known at
  * compile time: a block's integer sums of the four rows against one
@@ -289,19 +322,25 @@ QD_FN void QD(kscales)(const uint8_t *const w[4], int sb, int t, float *s0, floa
  * at once; lane r of acc and mn is row r's chain of qdot.h. */
 QD_FN void QD(kern)(float *o, const eng_qxblk *const *x, int nx, const uint8_t *const w[4], int nb, int t)
 {
-	const int two = t == 10, mins = qd_has_min(t);
+	const int two = t == 10 || t == 13, mins = qd_has_min(t), q2 = t == 13;
 	__m128 acc[3], mn[3];
 #pragma GCC unroll 3
 	for (int i = 0; i < 3; i++)
 		acc[i] = mn[i] = _mm_setzero_ps();
-	float ks0[32], ks1[32], km[32]; /* a K-quant super-block's scales (kscales) */
+	float ks0[32], ks1[32], km[32], km1[32]; /* a super-block's scales (kscales; Q2_K: q2scales) */
 	for (int b = 0; b < nb; b++) {
 		/* the four rows' scales at once (scales4, kscales) */
-		__m128 vs0, vs1, vm = _mm_setzero_ps();
+		__m128 vs0, vs1, vm = _mm_setzero_ps(), vm1 = _mm_setzero_ps();
 		if (qd_super(t)) {
-			if (b % 8 == 0)
-				QD(kscales)(w, b / 8, t, ks0, ks1, km);
+			if (b % 8 == 0) {
+				if (q2)
+					QD(q2scales)(w, b / 8, ks0, ks1, km, km1);
+				else
+					QD(kscales)(w, b / 8, t, ks0, ks1, km);
+			}
 			vs0 = _mm_loadu_ps(ks0 + 4 * (b % 8)), vs1 = _mm_loadu_ps(ks1 + 4 * (b % 8)), vm = _mm_loadu_ps(km + 4 * (b % 8));
+			if (q2)
+				vm1 = _mm_loadu_ps(km1 + 4 * (b % 8));
 		} else {
 			QD(scales4)(w, b, t, &vs0, &vs1, &vm);
 		}
@@ -336,6 +375,12 @@ QD_FN void QD(kern)(float *o, const eng_qxblk *const *x, int nx, const uint8_t *
 			}
 			if (mins)
 				mn[i] = _mm_fmadd_ps(vm, _mm_set1_ps(xb->s), mn[i]);
+			if (q2) {
+				int h[2];
+				QD(halfsums)(xb->q, h);
+				mn[i] = _mm_fmadd_ps(vm, _mm_set1_ps(xb->d * (float)h[0]), mn[i]);
+				mn[i] = _mm_fmadd_ps(vm1, _mm_set1_ps(xb->d * (float)h[1]), mn[i]);
+			}
 		}
 	}
 #pragma GCC unroll 3
@@ -365,6 +410,7 @@ __attribute__((target(QD_TARGET))) static void QD(qdot)(float *o, const eng_qxbl
 		QD_CASE(9)
 		QD_CASE(11)
 		QD_CASE(12)
+		QD_CASE(13)
 	default:
 		QD_CASE(10)
 	}
@@ -1204,7 +1250,16 @@ QD_FN void QD(group_kscales)(eng_qgroup *g, const uint8_t *const w[4], int b, in
 QD_FN void QD(group_scales)(eng_qgroup *g, const uint8_t *const w[ENG_QGROUP_ROWS], int nb, int t)
 {
 	for (int b = 0; b < nb; b++) {
-		if (qd_super(t) && b % 8 == 0) {
+		if (t == 13 && b % 8 == 0) { /* Q2_K: each half's scale and minimum coefficient */
+			for (int q = 0; q < 4; q++) {
+				float s0[32], s1[32], m0[32], m1[32];
+				QD(q2scales)(w + 4 * q, b / 8, s0, s1, m0, m1);
+				for (int j = 0; j < 8; j++) {
+					QD(group_put_scales)(g, b + j, q, _mm_loadu_ps(s0 + 4 * j), _mm_loadu_ps(s1 + 4 * j), _mm_loadu_ps(m0 + 4 * j));
+					_mm_storeu_ps(g->m2 + (b + j) * 16 + 4 * q, _mm_loadu_ps(m1 + 4 * j));
+				}
+			}
+		} else if (t != 13 && qd_super(t) && b % 8 == 0) {
 #pragma GCC unroll 4
 			for (int q = 0; q < 4; q++)
 				QD(group_kscales)(g, w + 4 * q, b, q, t, 0);
@@ -1408,7 +1463,7 @@ QD_FN int32_t QD(pair_at)(const int16_t *q, int k)
 #if QD_VNNI
 QD_FN void QD(gkern)(float *o, const eng_qxblk *const *x, int nx, const eng_qgroup *g, int nb, int t, int NX)
 {
-	const int two = t == 10, mins = qd_has_min(t);
+	const int two = t == 10 || t == 13, mins = qd_has_min(t), q2 = t == 13;
 	__m512 acc[6], mn[6];
 	const eng_qxblk *xr[6];
 #pragma GCC unroll 6
@@ -1442,6 +1497,12 @@ QD_FN void QD(gkern)(float *o, const eng_qxblk *const *x, int nx, const eng_qgro
 				acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi[i]), _mm512_mul_ps(sc1, xd), acc[i]);
 			if (mins)
 				mn[i] = _mm512_fmadd_ps(vm, _mm512_set1_ps(xr[i][b].s), mn[i]);
+			if (q2) {
+				int h[2];
+				QD(halfsums)(xr[i][b].q, h);
+				mn[i] = _mm512_fmadd_ps(vm, _mm512_set1_ps(xr[i][b].d * (float)h[0]), mn[i]);
+				mn[i] = _mm512_fmadd_ps(_mm512_loadu_ps(g->m2 + b * 16), _mm512_set1_ps(xr[i][b].d * (float)h[1]), mn[i]);
+			}
 		}
 	}
 #pragma GCC unroll 6
@@ -1452,7 +1513,7 @@ QD_FN void QD(gkern)(float *o, const eng_qxblk *const *x, int nx, const eng_qgro
 #else
 QD_FN void QD(gkern)(float *o, const eng_qxblk *const *x, int nx, const eng_qgroup *g, int nb, int t, int NX)
 {
-	const int two = t == 10, mins = qd_has_min(t);
+	const int two = t == 10 || t == 13, mins = qd_has_min(t), q2 = t == 13;
 	const eng_qxblk *xr[3];
 #pragma GCC unroll 3
 	for (int i = 0; i < NX; i++)
@@ -1491,6 +1552,13 @@ QD_FN void QD(gkern)(float *o, const eng_qxblk *const *x, int nx, const eng_qgro
 					acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi[i]), _mm256_mul_ps(sc1, xd), acc[i]);
 				if (mins)
 					mn[i] = _mm256_fmadd_ps(vm, _mm256_set1_ps(xr[i][b].s), mn[i]);
+				if (q2) {
+					int hh[2];
+					QD(halfsums)(xr[i][b].q, hh);
+					mn[i] = _mm256_fmadd_ps(vm, _mm256_set1_ps(xr[i][b].d * (float)hh[0]), mn[i]);
+					mn[i] = _mm256_fmadd_ps(_mm256_loadu_ps(g->m2 + b * 16 + h * 8), _mm256_set1_ps(xr[i][b].d * (float)hh[1]),
+					                        mn[i]);
+				}
 			}
 		}
 #pragma GCC unroll 3
@@ -1533,6 +1601,7 @@ __attribute__((target(QD_TARGET))) static void QD(group)(float *o, const eng_qxb
 		QD_G(9)
 		QD_G(11)
 		QD_G(12)
+		QD_G(13)
 	default:
 		QD_G(10)
 	}

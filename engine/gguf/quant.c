@@ -22,7 +22,7 @@ static const struct {
 	{ENG_GGML_F32, "F32", 1, 4},         {ENG_GGML_F16, "F16", 1, 2},         {ENG_GGML_BF16, "BF16", 1, 2},
 	{ENG_GGML_Q8_0, "Q8_0", QK, 34},     {ENG_GGML_Q4_0, "Q4_0", QK, 18},     {ENG_GGML_Q4_1, "Q4_1", QK, 20},
 	{ENG_GGML_Q5_0, "Q5_0", QK, 22},     {ENG_GGML_Q5_1, "Q5_1", QK, 24},     {ENG_GGML_IQ4_NL, "IQ4_NL", QK, 18},
-	{ENG_GGML_Q3_K, "Q3_K", QKK, 110},   {ENG_GGML_Q4_K, "Q4_K", QKK, 144},   {ENG_GGML_Q5_K, "Q5_K", QKK, 176},
+	{ENG_GGML_Q2_K, "Q2_K", QKK, 84},    {ENG_GGML_Q3_K, "Q3_K", QKK, 110},   {ENG_GGML_Q4_K, "Q4_K", QKK, 144},   {ENG_GGML_Q5_K, "Q5_K", QKK, 176},
 	{ENG_GGML_Q6_K, "Q6_K", QKK, 210},   {ENG_GGML_IQ4_XS, "IQ4_XS", QKK, 136},
 };
 #define NTYPES (sizeof types / sizeof types[0])
@@ -241,6 +241,15 @@ void eng_ggml_dequantize(float *y, const void *src, uint32_t t, size_t n)
 		}
 		return;
 	}
+	case ENG_GGML_Q2_K:
+		for (size_t k = 0; k < n / QKK; k++, b += 84, y += QKK) {
+			float d = eng_ggml_h2f(b + 80), dmin = eng_ggml_h2f(b + 82);
+			for (int e = 0; e < QKK; e++) {
+				int sc = b[e / 16] & 0xF, mn = b[e / 16] >> 4;
+				y[e] = d * (float)sc * (float)eng_ggml_q2k_value(b, e) - dmin * (float)mn;
+			}
+		}
+		return;
 	case ENG_GGML_Q3_K:
 		for (size_t k = 0; k < n / QKK; k++, b += 110, y += QKK) {
 			float d = eng_ggml_h2f(b + 108);
@@ -478,6 +487,36 @@ void eng_ggml_quantize(void *dst, const float *x, uint32_t t, size_t n)
 		}
 		return;
 	}
+	case ENG_GGML_Q2_K:
+		for (size_t k = 0; k < n / QKK; k++, b += 84, x += QKK) {
+			/* sixteen sub-blocks of 16: each one's range over q in [0, 3] (scale (hi - lo) / 3,
+			 * minimum -lo >= 0), the super-block's d and dmin putting the largest on 4 bits */
+			float s[16], m[16], smax = 0, mmax = 0;
+			for (int j = 0; j < 16; j++) {
+				float lo, hi;
+				range_of(x + 16 * j, 16, &lo, &hi);
+				if (lo > 0)
+					lo = 0;
+				s[j] = (hi - lo) / 3.0f, m[j] = -lo;
+				smax = s[j] > smax ? s[j] : smax;
+				mmax = m[j] > mmax ? m[j] : mmax;
+			}
+			f2h(b + 80, smax / 15.0f);
+			f2h(b + 82, mmax / 15.0f);
+			float d = eng_ggml_h2f(b + 80), dmin = eng_ggml_h2f(b + 82);
+			memset(b, 0, 80);
+			for (int j = 0; j < 16; j++) {
+				int sc = d ? clampi((int)lrintf(s[j] / d), 0, 15) : 0, mn = dmin ? clampi((int)lrintf(m[j] / dmin), 0, 15) : 0;
+				b[j] = (uint8_t)(sc | mn << 4);
+				float ds = d * (float)sc, dm = dmin * (float)mn;
+				for (int l = 0; l < 16; l++) {
+					int e = 16 * j + l;
+					int q = ds ? clampi((int)lrintf((x[e] + dm) / ds), 0, 3) : 0;
+					b[16 + 32 * (e / 128) + e % 32] |= (uint8_t)(q << (2 * (e % 128 / 32)));
+				}
+			}
+		}
+		return;
 	case ENG_GGML_Q3_K:
 		for (size_t k = 0; k < n / QKK; k++, b += 110, x += QKK) {
 			/* sixteen sub-blocks of 16: a signed 6-bit scale each over q in [-4, 3], each sub-block's

@@ -17,6 +17,7 @@ enum {
 	ENG_GGML_Q5_0 = 6,
 	ENG_GGML_Q5_1 = 7,
 	ENG_GGML_Q8_0 = 8,
+	ENG_GGML_Q2_K = 10,
 	ENG_GGML_Q3_K = 11,
 	ENG_GGML_Q4_K = 12,
 	ENG_GGML_Q5_K = 13,
@@ -55,6 +56,15 @@ static inline void eng_ggml_kscale_min(int j, const uint8_t *q, int *sc, int *m)
 		*sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
 		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
 	}
+}
+
+/* Q2_K {u8 scales[16]; u8 qs[64]; f16 d, dmin}: element e's 2-bit value,
+ * bits 2 (e % 128 / 32) of qs[32 (e / 128) + e % 32] (its sub-block of 16,
+ * e / 16, takes scale scales[e / 16] & 15 and minimum scales[e / 16] >> 4;
+ * x = d sc q - dmin m). */
+static inline int eng_ggml_q2k_value(const uint8_t *sb, int e)
+{
+	return (sb[16 + 32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32))) & 3;
 }
 
 /* Q3_K: sub-block j's (j < 16) signed scale (-32 .. 31) from a

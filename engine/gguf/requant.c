@@ -32,11 +32,11 @@ static int layer_of(const char *name)
 }
 
 /* A type for a row too short or long for its super-blocks (llama.cpp's
- * fallbacks, src/llama-quant.cpp): Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K ->
+ * fallbacks, src/llama-quant.cpp): Q2_K, Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K ->
  * Q5_1, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL. */
 static uint32_t fallback(uint32_t t)
 {
-	return t == ENG_GGML_Q3_K     ? ENG_GGML_Q4_0
+	return t == ENG_GGML_Q3_K || t == ENG_GGML_Q2_K ? ENG_GGML_Q4_0
 	       : t == ENG_GGML_IQ4_XS ? ENG_GGML_IQ4_NL
 	       : t == ENG_GGML_Q4_K ? ENG_GGML_Q5_0
 	       : t == ENG_GGML_Q5_K ? ENG_GGML_Q5_1
@@ -71,6 +71,7 @@ uint32_t eng_gguf_file_type(uint32_t target, int mix)
 	case ENG_GGML_Q8_0: return 7;
 	case ENG_GGML_Q5_0: return 8;
 	case ENG_GGML_Q5_1: return 9;
+	case ENG_GGML_Q2_K: return 10;
 	case ENG_GGML_Q3_K: return 11;
 	case ENG_GGML_IQ4_NL: return 25;
 	case ENG_GGML_IQ4_XS: return 30;

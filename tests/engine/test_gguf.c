@@ -67,6 +67,11 @@ static float elem(const uint8_t *b, uint32_t t, int e)
 			q |= ((b[16 + l] >> sub) & 1) << 4;
 		return h2f(b) * (float)sc * (float)q - h2f(b + 2) * (float)m;
 	}
+	case ENG_GGML_Q2_K: { /* {scales[16]; qs[64]; f16 d, dmin}: halves of 128, four 2-bit fields a byte */
+		int half = e / 128, field = (e % 128) / 32, l = e % 32, sub = e / 16;
+		int q = (b[16 + 32 * half + l] >> (2 * field)) & 3;
+		return h2f(b + 80) * (float)(b[sub] & 0xF) * (float)q - h2f(b + 82) * (float)(b[sub] >> 4);
+	}
 	case ENG_GGML_Q3_K: {
 		/* the 12 scale bytes unpacked four at a time as 32-bit words: the low nibbles of
 		 * words 0 and 1, then their high nibbles, each with two bits of word 2 on top */
@@ -106,7 +111,7 @@ static void types_round_trip(void **st)
 	} cases[] = {{ENG_GGML_F16, 1e-3}, {ENG_GGML_BF16, 5e-3}, {ENG_GGML_Q8_0, 0.01}, {ENG_GGML_Q6_K, 0.04},
 	             {ENG_GGML_Q5_0, 0.06}, {ENG_GGML_Q5_1, 0.06}, {ENG_GGML_Q5_K, 0.08}, {ENG_GGML_Q4_0, 0.12},
 	             {ENG_GGML_Q4_1, 0.12}, {ENG_GGML_Q4_K, 0.15}, {ENG_GGML_Q3_K, 0.15}, {ENG_GGML_IQ4_NL, 0.1},
-	             {ENG_GGML_IQ4_XS, 0.1}};
+	             {ENG_GGML_IQ4_XS, 0.1}, {ENG_GGML_Q2_K, 0.35}};
 	enum { N = 256 * 16 };
 	float *x = malloc(N * 4), *y = malloc(N * 4);
 	uint8_t *q = malloc(N * 4);
@@ -371,7 +376,7 @@ static void crafted_bad_files(void **st)
 		int nd;
 		const char *want;
 	} cases[] = {
-		{10, {256, 1}, 2, "type Q2_K = 10 is not read"},
+		{22, {256, 1}, 2, "type IQ2_S = 22 is not read"},
 		{ENG_GGML_Q8_0, {33, 1}, 2, "not whole Q8_0 blocks"},
 		{ENG_GGML_F32, {0, 1}, 2, "dimension 0 of 0"},
 		{99, {32, 1}, 2, "type 99 is not read"},
