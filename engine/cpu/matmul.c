@@ -507,8 +507,8 @@ static void mm_run_quant(cpu_ctx *cc, int nw, float *const *ys, const float *x, 
 		}
 		/* unpacked groups: tasks of whole groups of 16 rows */
 		bool groups = m >= ENG_CPU_UNPACK_ROWS && (k8 ? eng_q8k_group_level() : !bf);
-		/* raw rows (decode) of every type but Q8_0 and Q2_K also read
-		 * the activations as bytes, where the AVX512-VNNI kernels run */
+		/* raw rows (decode) of every type but Q8_0 also read the
+		 * activations as bytes, where the AVX512-VNNI kernels run */
 		bool bytes = !bf && !k8 && m < ENG_CPU_UNPACK_ROWS && eng_qdot_level() == 2, made = false;
 		mm_many_job mj;
 		mj.nw = nw;
@@ -519,7 +519,7 @@ static void mm_run_quant(cpu_ctx *cc, int nw, float *const *ys, const float *x, 
 			int qper = groups ? (per + ENG_QGROUP_ROWS - 1) / ENG_QGROUP_ROWS * ENG_QGROUP_ROWS : per;
 			mm_job sj = {cc, ys[k] + (size_t)i0 * w->rows, NULL, m, w, biases ? biases[k] : NULL, qper,
 			             bf || k8 ? NULL : cc->xq, bf ? cc->xbf : NULL, stride, k8 ? cc->xk : NULL, NULL};
-			if (bytes && w->dtype != ENG_Q8_0 && w->dtype != ENG_Q2_K) {
+			if (bytes && w->dtype != ENG_Q8_0) {
 				if (!made)
 					eng_qx_bytes(cc->xqb, cc->xq, m * nb), made = true;
 				sj.xqb = cc->xqb;

@@ -410,8 +410,8 @@ void eng_qdot(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, i
               int nb, int t)
 {
 	int l = eng_qdot_level();
-	if (l == 2 && ((!xy && (t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K)) || t == ENG_Q2_K))
-		l = 1; /* no bytes (Q2_K: in any call): the AVX2 kernel, the same bits */
+	if (l == 2 && !xy && (t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K || t == ENG_Q2_K))
+		l = 1; /* no bytes: the AVX2 kernel, the same bits */
 	switch (l) {
 #ifdef QD_X86
 	case 2: qdotr_vnni(o, x, xy, nx, w, nb, t); return;
@@ -428,7 +428,7 @@ void eng_qdot_rows(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint
                    int nq, int nb, int t)
 {
 #ifdef QD_X86
-	if ((xy || !qd_super(t) || t == ENG_IQ4_XS) && t != ENG_Q2_K && eng_qdot_level() == 2) {
+	if ((xy || !qd_super(t) || t == ENG_IQ4_XS) && eng_qdot_level() == 2) {
 		rows_vnni(y, x, xy, W, rb, r0, q4, nq, nb, t);
 		return;
 	}

@@ -289,16 +289,29 @@ QD_FN void QD(kscales)(const uint8_t *const w[4], int sb, int t, float *s0, floa
 
 /* Q2_K: a super-block's halves' scales d * sc (s0, s1) and minimum
  * coefficients -(dmin * min) (m0, m1) of its 8 blocks and four rows, at
- * j * 4 + r, as unpack_ref forms them */
+ * j * 4 + r, as unpack_ref forms them: the four rows' 16 scale bytes
+ * transposed (g[q] byte 4k + r: row r's byte 4q + k, as kscalesx takes
+ * Q6_K's), each 8 bytes (a block's two halves, four rows) widened once
+ * for the low nibbles and once for the high */
 QD_FN void QD(q2scales)(const uint8_t *const w[4], int sb, float *s0, float *s1, float *m0, float *m1)
 {
-	for (int r = 0; r < 4; r++) {
-		const uint8_t *p = w[r] + (size_t)sb * 84;
-		float d = eng_qs_h2f(p + 80), dm = eng_qs_h2f(p + 82);
-		for (int j = 0; j < 8; j++) {
-			s0[4 * j + r] = d * (float)(p[2 * j] & 0xF), s1[4 * j + r] = d * (float)(p[2 * j + 1] & 0xF);
-			m0[4 * j + r] = -(dm * (float)(p[2 * j] >> 4)), m1[4 * j + r] = -(dm * (float)(p[2 * j + 1] >> 4));
-		}
+	size_t at = (size_t)sb * 84;
+	__m128i r0 = _mm_loadu_si128((const __m128i *)(w[0] + at)), r1 = _mm_loadu_si128((const __m128i *)(w[1] + at));
+	__m128i r2 = _mm_loadu_si128((const __m128i *)(w[2] + at)), r3 = _mm_loadu_si128((const __m128i *)(w[3] + at));
+	__m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
+	__m128i c0 = _mm_unpacklo_epi8(r2, r3), c1 = _mm_unpackhi_epi8(r2, r3);
+	__m128i g[4] = {_mm_unpacklo_epi16(a0, c0), _mm_unpackhi_epi16(a0, c0), _mm_unpacklo_epi16(a1, c1),
+	                _mm_unpackhi_epi16(a1, c1)};
+	__m128 d4 = eng_qs_f16x4(w, at + 80), dm4 = eng_qs_f16x4(w, at + 82);
+	__m256 d = _mm256_set_m128(d4, d4), dm = _mm256_set_m128(dm4, dm4), neg = _mm256_set1_ps(-0.0f);
+	const __m128i lo4 = _mm_set1_epi8(0x0F);
+#pragma GCC unroll 8
+	for (int j = 0; j < 8; j++) { /* block j: bytes 8 (j % 2) .. of g[j / 2] */
+		__m128i bytes = j % 2 ? _mm_srli_si128(g[j / 2], 8) : g[j / 2];
+		__m256 s = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_and_si128(bytes, lo4))));
+		__m256 m = _mm256_xor_ps(_mm256_mul_ps(dm, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(bytes, 4), lo4)))), neg);
+		_mm_storeu_ps(s0 + 4 * j, _mm256_castps256_ps128(s)), _mm_storeu_ps(s1 + 4 * j, _mm256_extractf128_ps(s, 1));
+		_mm_storeu_ps(m0 + 4 * j, _mm256_castps256_ps128(m)), _mm_storeu_ps(m1 + 4 * j, _mm256_extractf128_ps(m, 1));
 	}
 }
 
@@ -1058,6 +1071,66 @@ QD_FN void QD(kern6kx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *con
 		_mm_storeu_ps(o + i * 4, acc[i]);
 }
 
+/* Decode on raw rows of Q2_K, weights kept as bytes: kern6k's way, a
+ * register [row a's 32 | row c's 32] of one block's 2-bit values (one
+ * 64-byte load of a pair's half super-block serves its four blocks, by
+ * shifts), bdot against the activations' two bytes, the halves' sums
+ * totalled by isum16 and met by their own scales; each half's minimum
+ * meets the activations' half sum (hs). The fmas are the definition's,
+ * block by block, lo then hi. */
+QD_FN void QD(kern2k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
+                      const uint8_t *const w[4], int nb, int t)
+{
+	(void)t;
+	__m128 acc[ENG_QDOT_X], mn[ENG_QDOT_X];
+#pragma GCC unroll 6
+	for (int i = 0; i < ENG_QDOT_X; i++)
+		acc[i] = mn[i] = _mm_setzero_ps();
+	float ks0[32], ks1[32], km0[32], km1[32]; /* a super-block's scales (q2scales) */
+	const __m512i three = _mm512_set1_epi8(3);
+	for (int b = 0; b < nb; b += 2) {
+		int j = b % 8;
+		if (j == 0)
+			QD(q2scales)(w, b / 8, ks0, ks1, km0, km1);
+		__m256 sc0 = _mm256_set_m128(_mm_loadu_ps(ks1 + 4 * j), _mm_loadu_ps(ks0 + 4 * j));
+		__m256 sc1 = _mm256_set_m128(_mm_loadu_ps(ks1 + 4 * j + 4), _mm_loadu_ps(ks0 + 4 * j + 4));
+		__m128 mb0 = _mm_loadu_ps(km0 + 4 * j), mb1 = _mm_loadu_ps(km1 + 4 * j);
+		__m128 mc0 = _mm_loadu_ps(km0 + 4 * j + 4), mc1 = _mm_loadu_ps(km1 + 4 * j + 4);
+		size_t at = (size_t)(b / 8) * 84 + 16 + 32 * (size_t)(j / 4);
+		__m512i v0[2], v1[2]; /* blocks b and b + 1, rows 0 and 1 (h 0), 2 and 3 (h 1) */
+#pragma GCC unroll 2
+		for (int h = 0; h < 2; h++) {
+			__m512i q = QD(bytes4)(w[2 * h] + at, w[2 * h + 1] + at);
+			v0[h] = _mm512_and_si512(_mm512_srli_epi16(q, 2 * (j % 4)), three);
+			v1[h] = _mm512_and_si512(_mm512_srli_epi16(q, 2 * (j % 4) + 2), three);
+		}
+#pragma GCC unroll 6
+		for (int i = 0; i < nx; i++) {
+			const eng_qxbyt *y0 = xy[i] + b, *y1 = y0 + 1;
+			__m512i xh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y0->hb));
+			__m512i xl = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y0->lb));
+			__m512i p0 = QD(bdot)(v0[0], xh, xl), p1 = QD(bdot)(v0[1], xh, xl);
+			xh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y1->hb));
+			xl = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y1->lb));
+			__m512i q0 = QD(bdot)(v1[0], xh, xl), q1 = QD(bdot)(v1[1], xh, xl);
+			__m512 f = _mm512_cvtepi32_ps(QD(isum16)(p0, p1, q0, q1));
+			float d0 = x[i][b].d, d1 = x[i][b + 1].d;
+			__m256 sd0 = _mm256_mul_ps(sc0, _mm256_set1_ps(d0)), sd1 = _mm256_mul_ps(sc1, _mm256_set1_ps(d1));
+			acc[i] = _mm_fmadd_ps(_mm512_castps512_ps128(f), _mm256_castps256_ps128(sd0), acc[i]);
+			acc[i] = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 1), _mm256_extractf128_ps(sd0, 1), acc[i]);
+			acc[i] = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 2), _mm256_castps256_ps128(sd1), acc[i]);
+			acc[i] = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 3), _mm256_extractf128_ps(sd1, 1), acc[i]);
+			mn[i] = _mm_fmadd_ps(mb0, _mm_set1_ps(d0 * (float)y0->hs[0]), mn[i]);
+			mn[i] = _mm_fmadd_ps(mb1, _mm_set1_ps(d0 * (float)y0->hs[1]), mn[i]);
+			mn[i] = _mm_fmadd_ps(mc0, _mm_set1_ps(d1 * (float)y1->hs[0]), mn[i]);
+			mn[i] = _mm_fmadd_ps(mc1, _mm_set1_ps(d1 * (float)y1->hs[1]), mn[i]);
+		}
+	}
+#pragma GCC unroll 6
+	for (int i = 0; i < nx; i++)
+		_mm_storeu_ps(o + i * 4, _mm_add_ps(acc[i], mn[i]));
+}
+
 QD_FN void QD(kern6k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
                       const uint8_t *const w[4], int nb, int t)
 {
@@ -1102,6 +1175,7 @@ __attribute__((target(QD_TARGET))) static void QD(qdotr)(float *o, const eng_qxb
 		QD_R(9, kern4k)
 		QD_R(11, kern4i)
 		QD_R(12, kern4b)
+		QD_R(13, kern2k)
 	default:
 		QD_R(10, kern6k)
 	}
@@ -1152,6 +1226,7 @@ __attribute__((target(QD_TARGET))) static void QD(rows)(float *y, const eng_qxbl
 		QD_W(9, kern4k)
 		QD_W(11, kern4i)
 		QD_W(12, kern4b)
+		QD_W(13, kern2k)
 	default:
 		QD_W(10, kern6k)
 	}
