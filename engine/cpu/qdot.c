@@ -448,7 +448,7 @@ void eng_qdot_rows(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint
 
 bool eng_qx4_type(int t)
 {
-	return t >= ENG_Q8_0 && t <= ENG_IQ4_NL;
+	return t >= ENG_Q8_0 && t <= ENG_Q2_K;
 }
 
 /* Block b of a Q8_0 quad to (pack) or from row u's block (at 34 bytes): its
@@ -517,6 +517,34 @@ static void iq4x_quad(uint8_t *quad, uint8_t *const row[4], bool pack)
 	}
 }
 
+/* One Q2_K super-block of four rows to (pack) or from a quad's: the rows'
+ * 16 scale bytes transposed (byte i of row r at 4 i + r), their f16 d (at
+ * 64 + 2 r) and dmin (72 + 2 r), then for each half of 128 elements h and
+ * pair of rows p the pair's 32 bytes of 2-bit values side by side (at 80
+ * + 128 h + 64 p + 32 (r % 2)). */
+static void q2_quad(uint8_t *quad, uint8_t *const row[4], bool pack)
+{
+	for (int r = 0; r < 4; r++) {
+		for (int i = 0; i < 16; i++)
+			if (pack)
+				quad[4 * i + r] = row[r][i];
+			else
+				row[r][i] = quad[4 * i + r];
+		for (int f = 0; f < 2; f++)
+			if (pack)
+				memcpy(quad + 64 + 8 * f + 2 * r, row[r] + 80 + 2 * f, 2);
+			else
+				memcpy(row[r] + 80 + 2 * f, quad + 64 + 8 * f + 2 * r, 2);
+		for (int h = 0; h < 2; h++) {
+			uint8_t *q = quad + 80 + 128 * h + 64 * (r / 2) + 32 * (r % 2), *p = row[r] + 16 + 32 * h;
+			if (pack)
+				memcpy(q, p, 32);
+			else
+				memcpy(p, q, 32);
+		}
+	}
+}
+
 /* Q4_K, Q5_K: a super-block's runs of 32 bytes (qh, then qs) as
  * {offset in the row's super-block, runs, offset in the quad's} */
 static int k_runs(int t, int run[2][3])
@@ -572,6 +600,8 @@ void eng_qx4_pack(uint8_t *dst, const uint8_t *const src[4], int nb, int t)
 				row[r] = (uint8_t *)(uintptr_t)(src[r] + (size_t)s * sbz);
 			if (t == ENG_IQ4_XS)
 				iq4x_quad(dst + (size_t)s * 4 * sbz, row, true);
+			else if (t == ENG_Q2_K)
+				q2_quad(dst + (size_t)s * 4 * sbz, row, true);
 			else if (t == ENG_Q6_K)
 				q6_quad(dst + (size_t)s * 4 * sbz, row, true);
 			else
@@ -622,6 +652,8 @@ void eng_qx4_row(uint8_t *dst, const uint8_t *quad, int u, int nb, int t)
 			uint8_t *q = (uint8_t *)(uintptr_t)(quad + (size_t)s * 4 * sbz);
 			if (t == ENG_IQ4_XS)
 				iq4x_quad(q, row, false);
+			else if (t == ENG_Q2_K)
+				q2_quad(q, row, false);
 			else if (t == ENG_Q6_K)
 				q6_quad(q, row, false);
 			else
@@ -695,7 +727,7 @@ void eng_qdot_group(float *o, const eng_qxblk *const *x, int nx, const eng_qgrou
 bool eng_qgroup_unpack_x4(eng_qgroup *dst, const uint8_t *const quads[4], int nb, int t)
 {
 #ifdef QD_X86
-	if (t >= ENG_Q8_0 && t <= ENG_IQ4_NL && t != ENG_Q6_K && eng_qdot_level() == 2) {
+	if (t >= ENG_Q8_0 && t <= ENG_Q2_K && t != ENG_Q6_K && eng_qdot_level() == 2) {
 		group_unpack4_vnni(dst, quads, nb, t);
 		return true;
 	}

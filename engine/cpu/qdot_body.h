@@ -293,16 +293,27 @@ QD_FN void QD(kscales)(const uint8_t *const w[4], int sb, int t, float *s0, floa
  * transposed (g[q] byte 4k + r: row r's byte 4q + k, as kscalesx takes
  * Q6_K's), each 8 bytes (a block's two halves, four rows) widened once
  * for the low nibbles and once for the high */
-QD_FN void QD(q2scales)(const uint8_t *const w[4], int sb, float *s0, float *s1, float *m0, float *m1)
+QD_FN void QD(q2scalesx)(const uint8_t *const w[4], int sb, float *s0, float *s1, float *m0, float *m1, int x4)
 {
 	size_t at = (size_t)sb * 84;
-	__m128i r0 = _mm_loadu_si128((const __m128i *)(w[0] + at)), r1 = _mm_loadu_si128((const __m128i *)(w[1] + at));
-	__m128i r2 = _mm_loadu_si128((const __m128i *)(w[2] + at)), r3 = _mm_loadu_si128((const __m128i *)(w[3] + at));
-	__m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
-	__m128i c0 = _mm_unpacklo_epi8(r2, r3), c1 = _mm_unpackhi_epi8(r2, r3);
-	__m128i g[4] = {_mm_unpacklo_epi16(a0, c0), _mm_unpackhi_epi16(a0, c0), _mm_unpacklo_epi16(a1, c1),
-	                _mm_unpackhi_epi16(a1, c1)};
-	__m128 d4 = eng_qs_f16x4(w, at + 80), dm4 = eng_qs_f16x4(w, at + 82);
+	__m128i g[4];
+	__m128 d4, dm4;
+	if (x4) { /* a quad holds them transposed, then the four d and the four dmin (eng_qx4_pack) */
+		const uint8_t *p = w[0] + 4 * at;
+#pragma GCC unroll 4
+		for (int q = 0; q < 4; q++)
+			g[q] = _mm_loadu_si128((const __m128i *)(p + 16 * q));
+		d4 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(p + 64)));
+		dm4 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(p + 72)));
+	} else {
+		__m128i r0 = _mm_loadu_si128((const __m128i *)(w[0] + at)), r1 = _mm_loadu_si128((const __m128i *)(w[1] + at));
+		__m128i r2 = _mm_loadu_si128((const __m128i *)(w[2] + at)), r3 = _mm_loadu_si128((const __m128i *)(w[3] + at));
+		__m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
+		__m128i c0 = _mm_unpacklo_epi8(r2, r3), c1 = _mm_unpackhi_epi8(r2, r3);
+		g[0] = _mm_unpacklo_epi16(a0, c0), g[1] = _mm_unpackhi_epi16(a0, c0);
+		g[2] = _mm_unpacklo_epi16(a1, c1), g[3] = _mm_unpackhi_epi16(a1, c1);
+		d4 = eng_qs_f16x4(w, at + 80), dm4 = eng_qs_f16x4(w, at + 82);
+	}
 	__m256 d = _mm256_set_m128(d4, d4), dm = _mm256_set_m128(dm4, dm4), neg = _mm256_set1_ps(-0.0f);
 	const __m128i lo4 = _mm_set1_epi8(0x0F);
 #pragma GCC unroll 8
@@ -313,6 +324,11 @@ QD_FN void QD(q2scales)(const uint8_t *const w[4], int sb, float *s0, float *s1,
 		_mm_storeu_ps(s0 + 4 * j, _mm256_castps256_ps128(s)), _mm_storeu_ps(s1 + 4 * j, _mm256_extractf128_ps(s, 1));
 		_mm_storeu_ps(m0 + 4 * j, _mm256_castps256_ps128(m)), _mm_storeu_ps(m1 + 4 * j, _mm256_extractf128_ps(m, 1));
 	}
+}
+
+QD_FN void QD(q2scales)(const uint8_t *const w[4], int sb, float *s0, float *s1, float *m0, float *m1)
+{
+	QD(q2scalesx)(w, sb, s0, s1, m0, m1, 0);
 }
 
 /* The sums of an activation block's q over elements 0-15 (h[0]) and
@@ -1078,8 +1094,8 @@ QD_FN void QD(kern6kx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *con
  * totalled by isum16 and met by their own scales; each half's minimum
  * meets the activations' half sum (hs). The fmas are the definition's,
  * block by block, lo then hi. */
-QD_FN void QD(kern2k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
-                      const uint8_t *const w[4], int nb, int t)
+QD_FN void QD(kern2kx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
+                       const uint8_t *const w[4], int nb, int t, int x4)
 {
 	(void)t;
 	__m128 acc[ENG_QDOT_X], mn[ENG_QDOT_X];
@@ -1091,7 +1107,7 @@ QD_FN void QD(kern2k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *cons
 	for (int b = 0; b < nb; b += 2) {
 		int j = b % 8;
 		if (j == 0)
-			QD(q2scales)(w, b / 8, ks0, ks1, km0, km1);
+			QD(q2scalesx)(w, b / 8, ks0, ks1, km0, km1, x4);
 		__m256 sc0 = _mm256_set_m128(_mm_loadu_ps(ks1 + 4 * j), _mm_loadu_ps(ks0 + 4 * j));
 		__m256 sc1 = _mm256_set_m128(_mm_loadu_ps(ks1 + 4 * j + 4), _mm_loadu_ps(ks0 + 4 * j + 4));
 		__m128 mb0 = _mm_loadu_ps(km0 + 4 * j), mb1 = _mm_loadu_ps(km1 + 4 * j);
@@ -1100,7 +1116,9 @@ QD_FN void QD(kern2k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *cons
 		__m512i v0[2], v1[2]; /* blocks b and b + 1, rows 0 and 1 (h 0), 2 and 3 (h 1) */
 #pragma GCC unroll 2
 		for (int h = 0; h < 2; h++) {
-			__m512i q = QD(bytes4)(w[2 * h] + at, w[2 * h + 1] + at);
+			/* a quad holds the pair's 32 bytes side by side (eng_qx4_pack) */
+			__m512i q = x4 ? _mm512_loadu_si512((const void *)(w[0] + (size_t)(b / 8) * 4 * 84 + 80 + 128 * (j / 4) + 64 * h))
+			               : QD(bytes4)(w[2 * h] + at, w[2 * h + 1] + at);
 			v0[h] = _mm512_and_si512(_mm512_srli_epi16(q, 2 * (j % 4)), three);
 			v1[h] = _mm512_and_si512(_mm512_srli_epi16(q, 2 * (j % 4) + 2), three);
 		}
@@ -1129,6 +1147,12 @@ QD_FN void QD(kern2k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *cons
 #pragma GCC unroll 6
 	for (int i = 0; i < nx; i++)
 		_mm_storeu_ps(o + i * 4, _mm_add_ps(acc[i], mn[i]));
+}
+
+QD_FN void QD(kern2k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
+                      const uint8_t *const w[4], int nb, int t)
+{
+	QD(kern2kx)(o, x, xy, nx, w, nb, t, 0);
 }
 
 QD_FN void QD(kern6k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
@@ -1261,6 +1285,7 @@ __attribute__((target(QD_TARGET))) static void QD(quad4)(float *o, const eng_qxb
 		QD_Q4(9, kern4kx)
 		QD_Q4(11, kern4ix)
 		QD_Q4(12, kern4bx)
+		QD_Q4(13, kern2kx)
 	default:
 		QD_Q4(10, kern6kx)
 	}
@@ -1290,6 +1315,7 @@ __attribute__((target(QD_TARGET))) static void QD(rows4)(float *y, const eng_qxb
 		QD_W4(9, kern4kx)
 		QD_W4(11, kern4ix)
 		QD_W4(12, kern4bx)
+		QD_W4(13, kern2kx)
 	default:
 		QD_W4(10, kern6kx)
 	}
@@ -1438,6 +1464,26 @@ __attribute__((target(QD_TARGET))) static void QD(group_unpack4)(eng_qgroup *g, 
 				continue;
 			}
 			__m512i e[2];
+			if (t == 13) { /* Q2_K: a super-block's scales at its first block; a pair of rows a register */
+				const uint8_t *w4[4] = {quads[q], NULL, NULL, NULL};
+				int j = b % 8;
+				if (j == 0) {
+					float qs0[32], qs1[32], qm0[32], qm1[32];
+					QD(q2scalesx)(w4, b / 8, qs0, qs1, qm0, qm1, 1);
+					for (int k = 0; k < 8; k++) {
+						QD(group_put_scales)(g, b + k, q, _mm_loadu_ps(qs0 + 4 * k), _mm_loadu_ps(qs1 + 4 * k), _mm_loadu_ps(qm0 + 4 * k));
+						_mm_storeu_ps(g->m2 + (b + k) * 16 + 4 * q, _mm_loadu_ps(qm1 + 4 * k));
+					}
+				}
+#pragma GCC unroll 2
+				for (int h = 0; h < 2; h++) {
+					__m512i raw = _mm512_loadu_si512((const void *)(quads[q] + (size_t)(b / 8) * 4 * 84 + 80 + 128 * (j / 4) + 64 * h));
+					__m512i vals = _mm512_and_si512(_mm512_srli_epi16(raw, 2 * (j % 4)), _mm512_set1_epi8(3));
+					v[4 * q + 2 * h] = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(vals));
+					v[4 * q + 2 * h + 1] = _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(vals, 1));
+				}
+				continue;
+			}
 			if (t == 8 || t == 9) { /* Q4_K, Q5_K: a super-block's scales at its first block; the pair b, b + 1 */
 				const uint8_t *w4[4] = {quads[q], NULL, NULL, NULL};
 				if (b % 8 == 0)
