@@ -59,9 +59,9 @@ static const ev_cmd_spec bk_spec = {
 	.about = "The dot-product kernels for quantized and BF16 weights at each instruction-set level this\n"
 	         "CPU has, beside the plain C definition (whose bits every level must equal), one thread:\n"
 	         "batch-1 decode (one activation row) and prefill (48 rows against unpacked weights);\n"
-	         "K-quants also against 8-bit activations (--activation-bits 8, engine/cpu/q8k.h); Q8_0 .. Q5_1,\n"
-	         "Q4_K, Q5_K, Q6_K, IQ4_XS and IQ4_NL decode also on rows laid out as quads of four (level \"... x4\", as the engine\n"
-	         "keeps them on AVX512-VNNI CPUs; EVALD_WEIGHT_LAYOUT=rows turns that off).",
+	         "K-quants and IQ4_XS also against 8-bit activations (--activation-bits 8, engine/cpu/q8k.h); every\n"
+	         "block type decodes also on rows laid out as quads of four (level \"... x4\", as the engine keeps\n"
+	         "them on AVX512-VNNI CPUs; EVALD_WEIGHT_LAYOUT=rows turns that off).",
 	.opts = bk_table,
 };
 
