@@ -40,6 +40,15 @@ static inline int qd_super(int t)
 	return (t >= ENG_Q4_K && t <= ENG_IQ4_XS) || t == ENG_Q2_K;
 }
 
+/* Whether the VNNI words kernel (kernr) takes calls of type t made
+ * without the activations' bytes (Q8_0 .. Q5_1); the others then run the
+ * AVX2 kernel, the same bits (production decode always brings the bytes
+ * where it reaches these kernels) */
+static inline int qd_words(int t)
+{
+	return t >= ENG_Q8_0 && t <= ENG_Q5_1;
+}
+
 /* Whether a block's two halves take their own scales (Q6_K, Q2_K) */
 static inline int qd_two(int t)
 {
@@ -410,7 +419,7 @@ void eng_qdot(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, i
               int nb, int t)
 {
 	int l = eng_qdot_level();
-	if (l == 2 && !xy && (t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K || t == ENG_Q2_K))
+	if (l == 2 && !xy && !qd_words(t))
 		l = 1; /* no bytes: the AVX2 kernel, the same bits */
 	switch (l) {
 #ifdef QD_X86
@@ -428,7 +437,7 @@ void eng_qdot_rows(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint
                    int nq, int nb, int t)
 {
 #ifdef QD_X86
-	if ((xy || !qd_super(t) || t == ENG_IQ4_XS) && eng_qdot_level() == 2) {
+	if ((xy || qd_words(t)) && eng_qdot_level() == 2) {
 		rows_vnni(y, x, xy, W, rb, r0, q4, nq, nb, t);
 		return;
 	}

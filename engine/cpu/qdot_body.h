@@ -478,14 +478,6 @@ QD_FN void QD(words2)(const uint8_t *ra, const uint8_t *rc, int b, int t, __m512
 		*r2 = _mm512_cvtepi8_epi16(QD(bytes2)(a + 16, c + 16));
 		return;
 	}
-	case 11:
-	case 12: { /* IQ4_XS, IQ4_NL: the low nibbles elements 0-15, the high ones 16-31, through IQ4_NL's table */
-		size_t at = t == 12 ? (size_t)b * 18 + 2 : (size_t)(b / 8) * 136 + 8 + (size_t)(b % 8) * 16;
-		__m256i n = QD(bytes2)(ra + at, rc + at), lo4 = _mm256_set1_epi8(0x0F);
-		*r1 = _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(QD(iq4tab)(), _mm256_and_si256(n, lo4)));
-		*r2 = _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(QD(iq4tab)(), _mm256_and_si256(_mm256_srli_epi16(n, 4), lo4)));
-		return;
-	}
 	case 4:
 	case 5:
 	case 6:
@@ -581,22 +573,27 @@ QD_FN __m512i QD(bdot4)(const __m512i v[2], const eng_qxbyt *y)
 	return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(p, xl[0], v[0]), xl[1], v[1]);
 }
 
-/* bdot4 on signed values v (IQ4_NL's table): hb meets v + 128 (its top
- * bit flipped, unsigned), lb meets v, so a lane holds its sum of v q plus
- * 32768 times its sum of hb, which the caller takes off (eng_qxbyt.hbs) */
-QD_FN __m512i QD(bdot4s)(const __m512i v[2], const eng_qxbyt *y)
+/* bdot4 on signed values v (IQ4_NL's table; u = v + 128, their top bit
+ * flipped, unsigned): hb meets u, lb meets v, so a lane holds its sum of
+ * v q plus 32768 times its sum of hb, which the caller takes off
+ * (eng_qxbyt.hbs) */
+QD_FN __m512i QD(bdot4u)(const __m512i v[2], const __m512i u[2], const eng_qxbyt *y)
 {
-	const __m512i top = _mm512_set1_epi8((char)0x80);
 	__m512i xh[2], xl[2];
 #pragma GCC unroll 2
 	for (int k = 0; k < 2; k++) {
 		xh[k] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y->hb + 16 * k)));
 		xl[k] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y->lb + 16 * k)));
 	}
-	__m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(v[0], top), xh[0]),
-	                                _mm512_xor_si512(v[1], top), xh[1]);
+	__m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], xh[0]), u[1], xh[1]);
 	p = _mm512_slli_epi32(p, 8);
 	return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(p, xl[0], v[0]), xl[1], v[1]);
+}
+
+/* a register of IQ4 table values with their top bit flipped: v + 128, unsigned */
+QD_FN __m512i QD(plus128)(__m512i v)
+{
+	return _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
 }
 
 /* Four lanes a row (a row to 128 bits) of t0 and of t1 as [t0's four row
@@ -700,7 +697,6 @@ QD_FN void QD(kernrx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *cons
 #pragma GCC unroll 6
 	for (int i = 0; i < ENG_QDOT_X; i++)
 		acc[i] = mn[i] = _mm_setzero_ps();
-	float ks0[32], ks1[32], km[32]; /* IQ4_XS: a super-block's scales (kscales) */
 	for (int b = 0; b < nb; b += 2) {
 		const int two = b + 1 < nb; /* a second block (an odd row ends with one) */
 		__m128 s0, s1, m0 = _mm_setzero_ps(), t0 = _mm_setzero_ps(), t1, m1 = _mm_setzero_ps();
@@ -724,23 +720,14 @@ QD_FN void QD(kernrx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *cons
 				}
 			}
 		} else {
-			if (t == 11) { /* IQ4_XS: a super-block's scales at its first block (kscales) */
-				if (b % 8 == 0)
-					QD(kscales)(w, b / 8, t, ks0, ks1, km);
-				s0 = s1 = _mm_loadu_ps(ks0 + 4 * (b % 8));
-			} else {
-				QD(scales4)(w, b, t, &s0, &s1, &m0);
-			}
+			QD(scales4)(w, b, t, &s0, &s1, &m0);
 #pragma GCC unroll 2
 			for (int h = 0; h < 2; h++) {
 				QD(words2)(w[2 * h], w[2 * h + 1], b, t, &wa[h][0], &wa[h][1]);
 				wb[h][0] = wb[h][1] = _mm512_setzero_si512();
 			}
 			if (two) {
-				if (t == 11)
-					t0 = t1 = _mm_loadu_ps(ks0 + 4 * (b % 8 + 1));
-				else
-					QD(scales4)(w, b + 1, t, &t0, &t1, &m1);
+				QD(scales4)(w, b + 1, t, &t0, &t1, &m1);
 #pragma GCC unroll 2
 				for (int h = 0; h < 2; h++)
 					QD(words2)(w[2 * h], w[2 * h + 1], b + 1, t, &wb[h][0], &wb[h][1]);
@@ -867,20 +854,23 @@ QD_FN void QD(kern4bx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *con
 				QD(scales4)(w, b + 1, t, &t0, &t1, &m1);
 			}
 		}
+		__m512i eu[2], odu[2]; /* IQ4_NL: the values + 128 (bdot4u) */
 		if (iq)
 #pragma GCC unroll 2
-			for (int k = 0; k < 2; k++)
+			for (int k = 0; k < 2; k++) {
 				e[k] = _mm512_shuffle_epi8(tab, e[k]), od[k] = _mm512_shuffle_epi8(tab, od[k]);
+				eu[k] = QD(plus128)(e[k]), odu[k] = QD(plus128)(od[k]);
+			}
 		__m256 sc = _mm256_set_m128(t0, s0);
 #pragma GCC unroll 6
 		for (int i = 0; i < nx; i++) {
 			const eng_qxblk *x0 = x[i] + b;
 			const eng_qxbyt *y0 = xy[i] + b;
-			__m512i p0 = iq ? QD(bdot4s)(e, y0) : QD(bdot4)(e, y0), p1 = _mm512_setzero_si512();
+			__m512i p0 = iq ? QD(bdot4u)(e, eu, y0) : QD(bdot4)(e, y0), p1 = _mm512_setzero_si512();
 			int o0 = iq ? 32768 * y0->hbs : off * (y0->hs[0] + y0->hs[1]), o1 = 0;
 			float d1 = 0.0f;
 			if (two) {
-				p1 = iq ? QD(bdot4s)(od, y0 + 1) : QD(bdot4)(od, y0 + 1);
+				p1 = iq ? QD(bdot4u)(od, odu, y0 + 1) : QD(bdot4)(od, y0 + 1);
 				o1 = iq ? 32768 * y0[1].hbs : off * (y0[1].hs[0] + y0[1].hs[1]), d1 = x0[1].d;
 			}
 			__m256i tot = QD(isum2q)(p0, p1);
@@ -970,7 +960,7 @@ QD_FN void QD(kern4ix)(float *o, const eng_qxblk *const *x, const eng_qxbyt *con
 	for (int i = 0; i < ENG_QDOT_X; i++)
 		acc[i] = _mm_setzero_ps();
 	float ks0[32], ks1[32], km[32]; /* a super-block's scales (kscales; ks1 and km unused) */
-	const __m512i f = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8((char)0x80);
+	const __m512i f = _mm512_set1_epi8(0x0F);
 	const __m512i tab = QD(iq4tab512)();
 	for (int b = 0; b < nb; b += 2) {
 		if (b % 8 == 0)
@@ -991,25 +981,13 @@ QD_FN void QD(kern4ix)(float *o, const eng_qxblk *const *x, const eng_qxbyt *con
 		s[1][1] = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(v1, 4), f));
 #pragma GCC unroll 2
 		for (int k = 0; k < 2; k++)
-			u[k][0] = _mm512_xor_si512(s[k][0], top), u[k][1] = _mm512_xor_si512(s[k][1], top);
+			u[k][0] = QD(plus128)(s[k][0]), u[k][1] = QD(plus128)(s[k][1]);
 		__m256 sc = _mm256_loadu_ps(ks0 + 4 * (b % 8));
 #pragma GCC unroll 6
 		for (int i = 0; i < nx; i++) {
 			const eng_qxblk *x0 = x[i] + b;
 			const eng_qxbyt *y0 = xy[i] + b;
-			__m512i tt[2];
-#pragma GCC unroll 2
-			for (int k = 0; k < 2; k++) {
-				const eng_qxbyt *y = y0 + k;
-				__m512i xh0 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)y->hb));
-				__m512i xh1 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y->hb + 16)));
-				__m512i xl0 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)y->lb));
-				__m512i xl1 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y->lb + 16)));
-				__m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u[k][0], xh0), u[k][1], xh1);
-				p = _mm512_slli_epi32(p, 8);
-				tt[k] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(p, xl0, s[k][0]), xl1, s[k][1]);
-			}
-			__m256i is = _mm256_sub_epi32(QD(isum2q)(tt[0], tt[1]),
+			__m256i is = _mm256_sub_epi32(QD(isum2q)(QD(bdot4u)(s[0], u[0], y0), QD(bdot4u)(s[1], u[1], y0 + 1)),
 			                              _mm256_set_m128i(_mm_set1_epi32(32768 * y0[1].hbs), _mm_set1_epi32(32768 * y0[0].hbs)));
 			__m256 fs = _mm256_cvtepi32_ps(is);
 			__m256 sd = _mm256_mul_ps(sc, _mm256_set_m128(_mm_set1_ps(x0[1].d), _mm_set1_ps(x0->d)));
@@ -1177,10 +1155,8 @@ __attribute__((target(QD_TARGET))) static void QD(qdotr)(float *o, const eng_qxb
 		default: QD(K)(o, x, xy, 6, w, nb, T); break;                                                          \
 		}                                                                                                      \
 		break;
-	if (!xy) { /* no bytes: the 32-element types and IQ4_XS on words (eng_qdot takes the K-quants elsewhere) */
+	if (!xy) { /* no bytes: Q8_0 .. Q5_1 on words (eng_qdot takes the others elsewhere: qd_words) */
 		switch (t) {
-			QD_R(11, kernr)
-			QD_R(12, kernr)
 			QD_R(4, kernr)
 			QD_R(5, kernr)
 			QD_R(6, kernr)
@@ -1228,10 +1204,8 @@ __attribute__((target(QD_TARGET))) static void QD(rows)(float *y, const eng_qxbl
 				y[r0 + k + u * q4] = o[u];                                                             \
 		}                                                                                                      \
 		break;
-	if (!xy) { /* no bytes: the 32-element types and IQ4_XS on words, as qdotr */
+	if (!xy) { /* no bytes: Q8_0 .. Q5_1 on words, as qdotr */
 		switch (t) {
-			QD_W(11, kernr)
-			QD_W(12, kernr)
 			QD_W(4, kernr)
 			QD_W(5, kernr)
 			QD_W(6, kernr)
@@ -1349,18 +1323,25 @@ QD_FN void QD(group_kscales)(eng_qgroup *g, const uint8_t *const w[4], int b, in
 		QD(group_put_scales)(g, b + j, q, _mm_loadu_ps(s0 + 4 * j), _mm_loadu_ps(h1 + 4 * j), _mm_loadu_ps(m + 4 * j));
 }
 
+/* Q2_K's: a super-block's scales and both halves' minimum coefficients of
+ * rows 4q .. 4q + 3 (q2scalesx, on rows or on a quad) into the group's 8
+ * blocks from b */
+QD_FN void QD(group_q2scales)(eng_qgroup *g, const uint8_t *const w[4], int b, int q, int x4)
+{
+	float s0[32], s1[32], m0[32], m1[32];
+	QD(q2scalesx)(w, b / 8, s0, s1, m0, m1, x4);
+	for (int j = 0; j < 8; j++) {
+		QD(group_put_scales)(g, b + j, q, _mm_loadu_ps(s0 + 4 * j), _mm_loadu_ps(s1 + 4 * j), _mm_loadu_ps(m0 + 4 * j));
+		_mm_storeu_ps(g->m2 + (b + j) * 16 + 4 * q, _mm_loadu_ps(m1 + 4 * j));
+	}
+}
+
 QD_FN void QD(group_scales)(eng_qgroup *g, const uint8_t *const w[ENG_QGROUP_ROWS], int nb, int t)
 {
 	for (int b = 0; b < nb; b++) {
 		if (t == 13 && b % 8 == 0) { /* Q2_K: each half's scale and minimum coefficient */
-			for (int q = 0; q < 4; q++) {
-				float s0[32], s1[32], m0[32], m1[32];
-				QD(q2scales)(w + 4 * q, b / 8, s0, s1, m0, m1);
-				for (int j = 0; j < 8; j++) {
-					QD(group_put_scales)(g, b + j, q, _mm_loadu_ps(s0 + 4 * j), _mm_loadu_ps(s1 + 4 * j), _mm_loadu_ps(m0 + 4 * j));
-					_mm_storeu_ps(g->m2 + (b + j) * 16 + 4 * q, _mm_loadu_ps(m1 + 4 * j));
-				}
-			}
+			for (int q = 0; q < 4; q++)
+				QD(group_q2scales)(g, w + 4 * q, b, q, 0);
 		} else if (t != 13 && qd_super(t) && b % 8 == 0) {
 #pragma GCC unroll 4
 			for (int q = 0; q < 4; q++)
@@ -1468,14 +1449,8 @@ __attribute__((target(QD_TARGET))) static void QD(group_unpack4)(eng_qgroup *g, 
 			if (t == 13) { /* Q2_K: a super-block's scales at its first block; a pair of rows a register */
 				const uint8_t *w4[4] = {quads[q], NULL, NULL, NULL};
 				int j = b % 8;
-				if (j == 0) {
-					float qs0[32], qs1[32], qm0[32], qm1[32];
-					QD(q2scalesx)(w4, b / 8, qs0, qs1, qm0, qm1, 1);
-					for (int k = 0; k < 8; k++) {
-						QD(group_put_scales)(g, b + k, q, _mm_loadu_ps(qs0 + 4 * k), _mm_loadu_ps(qs1 + 4 * k), _mm_loadu_ps(qm0 + 4 * k));
-						_mm_storeu_ps(g->m2 + (b + k) * 16 + 4 * q, _mm_loadu_ps(qm1 + 4 * k));
-					}
-				}
+				if (j == 0)
+					QD(group_q2scales)(g, w4, b, q, 1);
 #pragma GCC unroll 2
 				for (int h = 0; h < 2; h++) {
 					__m512i raw = _mm512_loadu_si512((const void *)(quads[q] + (size_t)(b / 8) * 4 * 84 + 80 + 128 * (j / 4) + 64 * h));
