@@ -460,6 +460,17 @@ QK_FN(QK_VNNI) __m512i qk_iq4tabu(void)
 	                                            _mm_set1_epi8((char)0x80)));
 }
 
+/* IQ4_XS blocks 2i and 2i + 1 of the super-block at p as 64 unsigned bytes
+ * of values + 128 in element order (block 2i's low nibbles, its high ones,
+ * block 2i + 1's), through tabu (qk_iq4tabu) */
+QK_FN(QK_VNNI) __m512i qk_iq4xs_pair(const uint8_t *p, int i, __m512i tabu)
+{
+	__m512i X = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p + 8 + 32 * i)));
+	__m512i R = _mm512_shuffle_i64x2(X, X, 0x50);
+	return _mm512_shuffle_epi8(tabu, _mm512_and_si512(_mm512_srlv_epi64(R, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)),
+	                                                  _mm512_set1_epi8(0x0F)));
+}
+
 /* four rows' 16-lane sums as one vector of their totals, row r in lane r */
 QK_FN(QK_VNNI) __m128i qk_sum4_512(__m512i a, __m512i b, __m512i c, __m512i d)
 {
@@ -508,9 +519,7 @@ QK_FN(QK_VNNI) void qk_kern_vnni(float *o, const eng_q8kblk *const *x, int NX, c
 				M[r] = _mm256_set_m128i(_mm_unpackhi_epi16(s16, s16), _mm_unpacklo_epi16(s16, s16));
 #pragma GCC unroll 4
 				for (int i = 0; i < 4; i++) {
-					__m512i X = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p + 8 + 32 * i)));
-					__m512i R = _mm512_shuffle_i64x2(X, X, 0x50);
-					__m512i wv = _mm512_shuffle_epi8(tabu, _mm512_and_si512(_mm512_srlv_epi64(R, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), lo4));
+					__m512i wv = qk_iq4xs_pair(p, i, tabu);
 					__m512i S = _mm512_permutexvar_epi32(_mm512_setr_epi32(2 * i, 2 * i, 2 * i, 2 * i, 2 * i, 2 * i,
 						2 * i, 2 * i, 2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i + 1,
 						2 * i + 1), scv);
@@ -756,9 +765,7 @@ __attribute__((target(QK_VNNI))) static void q8k_group_unpack_vnni(eng_q8kgroup 
 			for (int r = 0; r < 16; r++) {
 				const uint8_t *p = w[r] + (size_t)s * bs;
 				if (iq) { /* blocks 2kb and 2kb + 1: each one's low nibbles, then its high ones, through the table */
-					__m512i X = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p + 8 + 32 * kb)));
-					__m512i R = _mm512_shuffle_i64x2(X, X, 0x50);
-					v[r] = _mm512_shuffle_epi8(tabu, _mm512_and_si512(_mm512_srlv_epi64(R, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), lo4));
+					v[r] = qk_iq4xs_pair(p, kb, tabu);
 				} else if (six) {
 					int h = kb / 2, hi = kb % 2;
 					__m512i L = _mm512_loadu_si512((const void *)(p + 64 * h));

@@ -516,13 +516,6 @@ static const char *kept_type(uint32_t t)
 	return eng_dtype_name((eng_dtype)d);
 }
 
-/* n elements of t's blocks at src rewritten as kept_as(t)'s, value for value */
-static void rewrite_kept(void *dst, const void *src, uint32_t t, uint64_t n)
-{
-	(void)t; /* (Q3_K, the one type rewritten) */
-	eng_ggml_q3k_to_q6k(dst, src, (size_t)(n / 256));
-}
-
 /* Bytes n elements of GGUF type t take in the folder */
 static size_t kept_bytes(uint32_t t, uint64_t n)
 {
@@ -637,17 +630,12 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 		if ((rc = add_out(&hdr, &ot, &n, &cap, &off, &maxel, &o)))
 			free(hn);
 	}
-	static const uint32_t rewritten[] = {ENG_GGML_Q3_K};
-	for (size_t r = 0; r < sizeof rewritten / sizeof rewritten[0] && !rc; r++) {
-		uint32_t t = rewritten[r], k = kept_as(t);
-		size_t count = 0;
-		for (size_t i = 0; i < n && kept_type(t); i++)
-			count += ot[i].t->type == t;
-		if (count)
-			ev_log_info("%s: %zu %s tensors kept as %s (the same values, %.3g bits a weight in memory)", g->path,
-			            count, eng_ggml_type_name(t), eng_ggml_type_name(k),
-			            8.0 * (double)eng_ggml_type_size(k) / eng_ggml_type_block(k));
-	}
+	size_t rewritten = 0; /* (Q3_K's tensors, the one type kept as another) */
+	for (size_t i = 0; i < n && !rc && kept_type(ENG_GGML_Q3_K); i++)
+		rewritten += ot[i].t->type == ENG_GGML_Q3_K;
+	if (rewritten)
+		ev_log_info("%s: %zu Q3_K tensors kept as Q6_K (the same values, %.3g bits a weight in memory)", g->path,
+		            rewritten, 8.0 * (double)eng_ggml_type_size(ENG_GGML_Q6_K) / eng_ggml_type_block(ENG_GGML_Q6_K));
 	if (!rc)
 		rc = ev_buf_putc(&hdr, '}');
 	while (!rc && (8 + hdr.len) % 8)
@@ -664,7 +652,7 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 			const out_tensor *o = &ot[i];
 			const void *src = o->data;
 			if (kept_type(o->t->type) && kept_as(o->t->type) != o->t->type) { /* Q3_K as Q6_K */
-				rewrite_kept(buf, o->data, o->t->type, o->elements);
+				eng_ggml_q3k_to_q6k((uint8_t *)buf, o->data, (size_t)(o->elements / 256));
 				src = buf;
 			} else if (!kept_type(o->t->type) || strcmp(kept_type(o->t->type), o->dtype)) { /* dequantized */
 				eng_ggml_dequantize(buf, o->data, o->t->type, o->elements);

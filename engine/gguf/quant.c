@@ -281,7 +281,6 @@ void eng_ggml_dequantize(float *y, const void *src, uint32_t t, size_t n)
 
 const int8_t eng_ggml_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
-
 void eng_ggml_q3k_to_q6k(uint8_t *dst, const uint8_t *src, size_t nblocks)
 {
 	for (size_t k = 0; k < nblocks; k++, src += 110, dst += 210) {
