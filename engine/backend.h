@@ -20,7 +20,7 @@
 
 /* A weight's stored type: f32, the two halves, or one of ggml's block
  * types (32-element blocks Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL; 256-element
- * super-blocks Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K; layouts in engine/gguf/README.md), kept
+ * super-blocks Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K, Q3_K; layouts in engine/gguf/README.md), kept
  * as stored and read in place. */
 typedef enum {
 	ENG_F32 = 0,
@@ -37,8 +37,9 @@ typedef enum {
 	ENG_IQ4_XS = 11,
 	ENG_IQ4_NL = 12,
 	ENG_Q2_K = 13,
+	ENG_Q3_K = 14,
 } eng_dtype;
-#define ENG_DTYPE_COUNT 14
+#define ENG_DTYPE_COUNT 15
 
 /* The name as safetensors headers and GGUF write it ("F32", "Q4_K"), and
  * in lower case as the engine reports it ("f32", "q4_k"). */

@@ -36,6 +36,7 @@ static const struct {
 	[ENG_IQ4_XS] = {"IQ4_XS", "iq4_xs", 256, 136, ENG_GGML_IQ4_XS},
 	[ENG_IQ4_NL] = {"IQ4_NL", "iq4_nl", 32, 18, ENG_GGML_IQ4_NL},
 	[ENG_Q2_K] = {"Q2_K", "q2_k", 256, 84, ENG_GGML_Q2_K},
+	[ENG_Q3_K] = {"Q3_K", "q3_k", 256, 110, ENG_GGML_Q3_K},
 };
 
 static bool known(eng_dtype t)

@@ -408,6 +408,18 @@ static inline __attribute__((always_inline)) void ld32_q(__m256 v[4], const uint
 		}
 		return;
 	}
+	if (t == 14) { /* Q3_K {hmask[32]; qs[64]; scales[12]; f16 d}: d * scale * value, a signed scale a 16 */
+		const uint8_t *b = row + (size_t)(i / 256) * 110, *qs = b + 32 + 32 * (j / 4);
+		float d = q_h2f(b + 108);
+#pragma GCC unroll 4
+	for (int g = 0; g < 4; g++) {
+			__m256i q = _mm256_and_si256(_mm256_srli_epi32(q_u8x8(qs + 8 * g), 2 * (j % 4)), _mm256_set1_epi32(3));
+			__m256i h = _mm256_and_si256(_mm256_srli_epi32(q_u8x8(b + 8 * g), j), _mm256_set1_epi32(1));
+			q = _mm256_sub_epi32(_mm256_or_si256(q, _mm256_slli_epi32(h, 2)), _mm256_set1_epi32(4));
+			v[g] = _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(d * (float)eng_ggml_q3k_scale(2 * j + g / 2, b + 96)));
+		}
+		return;
+	}
 	if (t == 11) { /* IQ4_XS {f16 d; u16 scales_h; scales_l[4]; qs[128]}: d * the block's scale * the table's values */
 		const uint8_t *b = row + (size_t)(i / 256) * 136;
 		ld32_iq4(v, b + 8 + 16 * j, q_h2f(b) * (float)eng_ggml_iq4xs_scale(j, b));
@@ -500,6 +512,7 @@ static inline void dot4_q(float out[4], const float *x, const uint8_t *w0, const
 	case 11: dot4_q_t(a, x, w, n, 11); break;
 	case 12: dot4_q_t(a, x, w, n, 12); break;
 	case 13: dot4_q_t(a, x, w, n, 13); break;
+	case 14: dot4_q_t(a, x, w, n, 14); break;
 	default: dot4_q_t(a, x, w, n, 10); break;
 	}
 	__m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);

@@ -33,11 +33,11 @@ static const int qd_qs[ENG_DTYPE_COUNT] = {0, 0, 0, 2, 2, 4, 6, 8, 0, 0, 0, 0, 2
 static const int qd_x4qs[ENG_DTYPE_COUNT] = {0, 0, 0, 0, 8, 16, 24, 32, 0, 0, 0, 0, 8, 0};
 #endif
 
-/* A type of 256-element super-blocks (Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K);
- * the others here are 32-element blocks (Q8_0 .. Q5_1, IQ4_NL). */
+/* A type of 256-element super-blocks (Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K,
+ * Q3_K); the others here are 32-element blocks (Q8_0 .. Q5_1, IQ4_NL). */
 static inline int qd_super(int t)
 {
-	return (t >= ENG_Q4_K && t <= ENG_IQ4_XS) || t == ENG_Q2_K;
+	return (t >= ENG_Q4_K && t <= ENG_IQ4_XS) || t == ENG_Q2_K || t == ENG_Q3_K;
 }
 
 /* Whether the VNNI words kernel (kernr) takes calls of type t made
@@ -49,10 +49,10 @@ static inline int qd_words(int t)
 	return t >= ENG_Q8_0 && t <= ENG_Q5_1;
 }
 
-/* Whether a block's two halves take their own scales (Q6_K, Q2_K) */
+/* Whether a block's two halves take their own scales (Q6_K, Q2_K, Q3_K) */
 static inline int qd_two(int t)
 {
-	return t == ENG_Q6_K || t == ENG_Q2_K;
+	return t == ENG_Q6_K || t == ENG_Q2_K || t == ENG_Q3_K;
 }
 
 static inline int qd_has_min(int t)
@@ -142,6 +142,14 @@ static void unpack_ref(const uint8_t *row, int b, int t, int16_t q[32], float sc
 		}
 		for (int e = 0; e < 32; e++)
 			q[e] = (int16_t)eng_ggml_q2k_value(p, 32 * j + e);
+		return;
+	}
+	if (t == ENG_Q3_K) { /* sub-blocks 2j and 2j + 1 of 16, each its signed scale */
+		const uint8_t *p = row + (size_t)(b / 8) * 110;
+		d = eng_ggml_h2f(p + 108);
+		sc[0] = d * (float)eng_ggml_q3k_scale(2 * j, p + 96), sc[1] = d * (float)eng_ggml_q3k_scale(2 * j + 1, p + 96);
+		for (int e = 0; e < 32; e++)
+			q[e] = (int16_t)eng_ggml_q3k_value(p, 32 * j + e);
 		return;
 	}
 	if (t == ENG_IQ4_XS) {
@@ -457,7 +465,7 @@ void eng_qdot_rows(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint
 
 bool eng_qx4_type(int t)
 {
-	return t >= ENG_Q8_0 && t <= ENG_Q2_K;
+	return t >= ENG_Q8_0 && t <= ENG_Q3_K;
 }
 
 /* Block b of a Q8_0 quad to (pack) or from row u's block (at 34 bytes): its
@@ -554,6 +562,29 @@ static void q2_quad(uint8_t *quad, uint8_t *const row[4], bool pack)
 	}
 }
 
+/* One Q3_K super-block of four rows to (pack) or from a quad's: for each
+ * half of 128 elements h and pair of rows p, the pair's 32 bytes of 2-bit
+ * values side by side (at 128 h + 64 p + 32 (r % 2)); each pair's 32
+ * bytes of hmask side by side (256 + 64 p + 32 (r % 2)); the 12 bytes of
+ * scales as three dwords, transposed (dword k of row r at 384 + 16 k + 4
+ * r); the four f16 d (432 + 2 r). */
+static void q3_quad(uint8_t *quad, uint8_t *const row[4], bool pack)
+{
+	for (int r = 0; r < 4; r++) {
+		struct {
+			int q, w, n;
+		} part[] = {{128 * 0 + 64 * (r / 2) + 32 * (r % 2), 32, 32},  {128 * 1 + 64 * (r / 2) + 32 * (r % 2), 64, 32},
+		            {256 + 64 * (r / 2) + 32 * (r % 2), 0, 32},        {384 + 4 * r, 96, 4},
+		            {400 + 4 * r, 100, 4},                              {416 + 4 * r, 104, 4},
+		            {432 + 2 * r, 108, 2}};
+		for (size_t k = 0; k < sizeof part / sizeof part[0]; k++)
+			if (pack)
+				memcpy(quad + part[k].q, row[r] + part[k].w, (size_t)part[k].n);
+			else
+				memcpy(row[r] + part[k].w, quad + part[k].q, (size_t)part[k].n);
+	}
+}
+
 /* Q4_K, Q5_K: a super-block's runs of 32 bytes (qh, then qs) as
  * {offset in the row's super-block, runs, offset in the quad's} */
 static int k_runs(int t, int run[2][3])
@@ -611,6 +642,8 @@ void eng_qx4_pack(uint8_t *dst, const uint8_t *const src[4], int nb, int t)
 				iq4x_quad(dst + (size_t)s * 4 * sbz, row, true);
 			else if (t == ENG_Q2_K)
 				q2_quad(dst + (size_t)s * 4 * sbz, row, true);
+			else if (t == ENG_Q3_K)
+				q3_quad(dst + (size_t)s * 4 * sbz, row, true);
 			else if (t == ENG_Q6_K)
 				q6_quad(dst + (size_t)s * 4 * sbz, row, true);
 			else
@@ -663,6 +696,8 @@ void eng_qx4_row(uint8_t *dst, const uint8_t *quad, int u, int nb, int t)
 				iq4x_quad(q, row, false);
 			else if (t == ENG_Q2_K)
 				q2_quad(q, row, false);
+			else if (t == ENG_Q3_K)
+				q3_quad(q, row, false);
 			else if (t == ENG_Q6_K)
 				q6_quad(q, row, false);
 			else

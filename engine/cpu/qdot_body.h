@@ -106,6 +106,13 @@ QD_FN void QD(unpack)(const uint8_t *row, int b, int t, __m256i *q)
 		*q = QD(bytes_shr)(row + (size_t)(b / 8) * 84 + 16 + 32 * (j / 4), 2 * (j % 4), 3);
 		return;
 	}
+	case 14: { /* Q3_K {hmask[32]; qs[64]; scales[12]; f16 d}: Q2_K's 2-bit fields (at 32), + 4 where bit j of hmask is set, - 4 */
+		int j = b % 8;
+		const uint8_t *p = row + (size_t)(b / 8) * 110;
+		__m256i lo = QD(bytes_shr)(p + 32 + 32 * (j / 4), 2 * (j % 4), 3), hb = QD(bytes_shr)(p, j, 1);
+		*q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hb, 2)), _mm256_set1_epi8(4));
+		return;
+	}
 	case 12: { /* IQ4_NL {f16 d; qs[16]}: the table's values of the nibbles */
 		*q = _mm256_shuffle_epi8(QD(iq4tab)(), QD(nib16)(row + (size_t)b * 18 + 2));
 		return;
@@ -236,17 +243,49 @@ QD_FN void QD(kscalesx)(const uint8_t *const w[4], int sb, int t, float *s0, flo
 		QD(put16)(m, _mm_shuffle_epi8(mlo, tr), dm, 1), QD(put16)(m + 16, _mm_shuffle_epi8(mhi, tr), dm, 1);
 		return;
 	}
-	/* Q6_K: 16 int8 scales a row; block j's halves take scales 2j and 2j + 1 */
-	size_t at = (size_t)sb * 210;
+	/* Q6_K, Q3_K: 16 signed scales a row; block j's halves take scales 2j and 2j + 1 */
 	__m128i g[4]; /* [i: r0 r1 r2 r3] for i = 0-3, 4-7, 8-11, 12-15 */
 	__m128 d;
-	if (x4) { /* a quad holds them so, then the four d (eng_qx4_pack) */
-		const uint8_t *p = w[0] + 4 * at + 768;
+	if (t == 14) {
+		/* Q3_K's 12 bytes of scales as three dwords a row, the four rows
+		 * transposed (A[k] lane r: row r's dword k; a quad holds them so,
+		 * then the four d): the 6-bit scale i is byte i % 4 of dword i / 4
+		 * of {A0's low nibbles, A1's, A0's high, A1's high}, each with
+		 * two bits of A2 on top (eng_ggml_q3k_scale, four at a time) */
+		size_t at = (size_t)sb * 110;
+		__m128i A[3];
+		if (x4) {
+			const uint8_t *p = w[0] + 4 * at + 384;
+#pragma GCC unroll 3
+			for (int k = 0; k < 3; k++)
+				A[k] = _mm_loadu_si128((const __m128i *)(p + 16 * k));
+			d = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(p + 48)));
+		} else {
+			__m128i h[4];
+#pragma GCC unroll 4
+			for (int r = 0; r < 4; r++) /* bytes 94-109 (all within the super-block), scales to the bottom */
+				h[r] = _mm_srli_si128(_mm_loadu_si128((const __m128i *)(w[r] + at + 94)), 2);
+			__m128i t0 = _mm_unpacklo_epi32(h[0], h[1]), t1 = _mm_unpacklo_epi32(h[2], h[3]);
+			__m128i t2 = _mm_unpackhi_epi32(h[0], h[1]), t3 = _mm_unpackhi_epi32(h[2], h[3]);
+			A[0] = _mm_unpacklo_epi64(t0, t1), A[1] = _mm_unpackhi_epi64(t0, t1), A[2] = _mm_unpacklo_epi64(t2, t3);
+			d = eng_qs_f16x4(w, at + 108);
+		}
+		const __m128i m4 = _mm_set1_epi8(0x0F), m3 = _mm_set1_epi8(3), off = _mm_set1_epi8(32);
+		const __m128i tr = _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+#pragma GCC unroll 4
+		for (int k = 0; k < 4; k++) {
+			__m128i lo = _mm_and_si128(k < 2 ? A[k] : _mm_srli_epi32(A[k - 2], 4), m4);
+			__m128i hi = _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(A[2], 2 * k), m3), 4);
+			g[k] = _mm_sub_epi8(_mm_shuffle_epi8(_mm_or_si128(lo, hi), tr), off);
+		}
+	} else if (x4) { /* a quad holds them so, then the four d (eng_qx4_pack) */
+		const uint8_t *p = w[0] + (size_t)sb * 4 * 210 + 768;
 #pragma GCC unroll 4
 		for (int q = 0; q < 4; q++)
 			g[q] = _mm_loadu_si128((const __m128i *)(p + 16 * q));
 		d = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(p + 64)));
 	} else {
+		size_t at = (size_t)sb * 210;
 		__m128i r0 = _mm_loadu_si128((const __m128i *)(w[0] + at + 192)), r1 = _mm_loadu_si128((const __m128i *)(w[1] + at + 192));
 		__m128i r2 = _mm_loadu_si128((const __m128i *)(w[2] + at + 192)), r3 = _mm_loadu_si128((const __m128i *)(w[3] + at + 192));
 		__m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
@@ -352,7 +391,7 @@ QD_FN void QD(halfsums)(const int16_t *q, int h[2])
  * at once; lane r of acc and mn is row r's chain of qdot.h. */
 QD_FN void QD(kern)(float *o, const eng_qxblk *const *x, int nx, const uint8_t *const w[4], int nb, int t)
 {
-	const int two = t == 10 || t == 13, mins = qd_has_min(t), q2 = t == 13;
+	const int two = t == 10 || t == 13 || t == 14, mins = qd_has_min(t), q2 = t == 13;
 	__m128 acc[3], mn[3];
 #pragma GCC unroll 3
 	for (int i = 0; i < 3; i++)
@@ -441,6 +480,7 @@ __attribute__((target(QD_TARGET))) static void QD(qdot)(float *o, const eng_qxbl
 		QD_CASE(11)
 		QD_CASE(12)
 		QD_CASE(13)
+		QD_CASE(14)
 	default:
 		QD_CASE(10)
 	}
@@ -1128,6 +1168,81 @@ QD_FN void QD(kern2kx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *con
 		_mm_storeu_ps(o + i * 4, _mm_add_ps(acc[i], mn[i]));
 }
 
+/* Decode on raw rows of Q3_K, weights kept as bytes: kern2k's 2-bit
+ * fields (one 64-byte load of a pair's half super-block serves its four
+ * blocks) with the high bit added as 4 where hmask's bit j is set (a
+ * byte test of the pair's 32 bytes of hmask, loaded once a super-block),
+ * so a weight byte is its value + 4 (0..7); bdot against the activations'
+ * two bytes, the halves' sums totalled by isum16, 4 times the
+ * activations' half sums taken off, and each half met by its own scale
+ * (kscalesx), as kern6k. The fmas are the definition's, block by block,
+ * lo then hi. With x4 (a constant) w[0] is a quad laid out four rows
+ * together (qdot.h eng_qx4_pack) and w[1..3] are not read. */
+QD_FN void QD(kern3kx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
+                       const uint8_t *const w[4], int nb, int t, int x4)
+{
+	__m128 acc[ENG_QDOT_X];
+#pragma GCC unroll 6
+	for (int i = 0; i < ENG_QDOT_X; i++)
+		acc[i] = _mm_setzero_ps();
+	float ks0[32], ks1[32], km[32]; /* a super-block's scales (kscalesx; km unused) */
+	const __m512i three = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
+	const __m512i halves = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+	__m512i hm[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}; /* the pairs' hmask */
+	for (int b = 0; b < nb; b += 2) {
+		int j = b % 8;
+		const uint8_t *sb = w[0] + (size_t)(b / 8) * (x4 ? 4 * 110 : 110);
+		if (j == 0) {
+			QD(kscalesx)(w, b / 8, t, ks0, ks1, km, x4);
+#pragma GCC unroll 2
+			for (int h = 0; h < 2; h++) /* a quad holds each pair's 32 bytes side by side (eng_qx4_pack) */
+				hm[h] = x4 ? _mm512_loadu_si512((const void *)(sb + 256 + 64 * h))
+				           : QD(bytes4)(w[2 * h] + (size_t)(b / 8) * 110, w[2 * h + 1] + (size_t)(b / 8) * 110);
+		}
+		__m256 sc0 = _mm256_set_m128(_mm_loadu_ps(ks1 + 4 * j), _mm_loadu_ps(ks0 + 4 * j));
+		__m256 sc1 = _mm256_set_m128(_mm_loadu_ps(ks1 + 4 * j + 4), _mm_loadu_ps(ks0 + 4 * j + 4));
+		const __m512i be = _mm512_set1_epi8((char)(1 << j)), bo = _mm512_set1_epi8((char)(1 << (j + 1)));
+		size_t at = (size_t)(b / 8) * 110 + 32 + 32 * (size_t)(j / 4);
+		__m512i v0[2], v1[2]; /* blocks b and b + 1, rows 0 and 1 (h 0), 2 and 3 (h 1) */
+#pragma GCC unroll 2
+		for (int h = 0; h < 2; h++) {
+			__m512i q = x4 ? _mm512_loadu_si512((const void *)(sb + 128 * (j / 4) + 64 * h))
+			               : QD(bytes4)(w[2 * h] + at, w[2 * h + 1] + at);
+			v0[h] = _mm512_and_si512(_mm512_srli_epi16(q, 2 * (j % 4)), three);
+			v1[h] = _mm512_and_si512(_mm512_srli_epi16(q, 2 * (j % 4) + 2), three);
+			v0[h] = _mm512_mask_add_epi8(v0[h], _mm512_test_epi8_mask(hm[h], be), v0[h], four);
+			v1[h] = _mm512_mask_add_epi8(v1[h], _mm512_test_epi8_mask(hm[h], bo), v1[h], four);
+		}
+#pragma GCC unroll 6
+		for (int i = 0; i < nx; i++) {
+			const eng_qxbyt *y0 = xy[i] + b, *y1 = y0 + 1;
+			__m512i xh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y0->hb));
+			__m512i xl = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y0->lb));
+			__m512i p0 = QD(bdot)(v0[0], xh, xl), p1 = QD(bdot)(v0[1], xh, xl);
+			xh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y1->hb));
+			xl = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y1->lb));
+			__m512i q0 = QD(bdot)(v1[0], xh, xl), q1 = QD(bdot)(v1[1], xh, xl);
+			__m128i hs = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)y0->hs), _mm_loadl_epi64((const __m128i *)y1->hs));
+			__m512i off = _mm512_permutexvar_epi32(halves, _mm512_castsi128_si512(hs));
+			__m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(QD(isum16)(p0, p1, q0, q1), _mm512_slli_epi32(off, 2)));
+			__m256 sd0 = _mm256_mul_ps(sc0, _mm256_set1_ps(x[i][b].d)), sd1 = _mm256_mul_ps(sc1, _mm256_set1_ps(x[i][b + 1].d));
+			acc[i] = _mm_fmadd_ps(_mm512_castps512_ps128(f), _mm256_castps256_ps128(sd0), acc[i]);
+			acc[i] = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 1), _mm256_extractf128_ps(sd0, 1), acc[i]);
+			acc[i] = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 2), _mm256_castps256_ps128(sd1), acc[i]);
+			acc[i] = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 3), _mm256_extractf128_ps(sd1, 1), acc[i]);
+		}
+	}
+#pragma GCC unroll 6
+	for (int i = 0; i < nx; i++)
+		_mm_storeu_ps(o + i * 4, acc[i]);
+}
+
+QD_FN void QD(kern3k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
+                      const uint8_t *const w[4], int nb, int t)
+{
+	QD(kern3kx)(o, x, xy, nx, w, nb, t, 0);
+}
+
 QD_FN void QD(kern2k)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
                       const uint8_t *const w[4], int nb, int t)
 {
@@ -1177,6 +1292,7 @@ __attribute__((target(QD_TARGET))) static void QD(qdotr)(float *o, const eng_qxb
 		QD_R(11, kern4i)
 		QD_R(12, kern4b)
 		QD_R(13, kern2k)
+		QD_R(14, kern3k)
 	default:
 		QD_R(10, kern6k)
 	}
@@ -1226,6 +1342,7 @@ __attribute__((target(QD_TARGET))) static void QD(rows)(float *y, const eng_qxbl
 		QD_W(11, kern4i)
 		QD_W(12, kern4b)
 		QD_W(13, kern2k)
+		QD_W(14, kern3k)
 	default:
 		QD_W(10, kern6k)
 	}
@@ -1261,6 +1378,7 @@ __attribute__((target(QD_TARGET))) static void QD(quad4)(float *o, const eng_qxb
 		QD_Q4(11, kern4ix)
 		QD_Q4(12, kern4bx)
 		QD_Q4(13, kern2kx)
+		QD_Q4(14, kern3kx)
 	default:
 		QD_Q4(10, kern6kx)
 	}
@@ -1291,6 +1409,7 @@ __attribute__((target(QD_TARGET))) static void QD(rows4)(float *y, const eng_qxb
 		QD_W4(11, kern4ix)
 		QD_W4(12, kern4bx)
 		QD_W4(13, kern2kx)
+		QD_W4(14, kern3kx)
 	default:
 		QD_W4(10, kern6kx)
 	}
@@ -1312,13 +1431,13 @@ QD_FN void QD(group_put_scales)(eng_qgroup *g, int b, int q, __m128 s0, __m128 s
 
 /* A K-quant super-block's scales of rows 4q .. 4q + 3 (kscalesx, on rows
  * or on a quad) into the group's 8 blocks from b; a half's own scale is
- * Q6_K's alone (kscalesx leaves s1 unset for Q4_K and Q5_K, whose blocks
- * take s0 whole) */
+ * Q6_K's and Q3_K's alone (kscalesx leaves s1 unset for Q4_K and Q5_K,
+ * whose blocks take s0 whole) */
 QD_FN void QD(group_kscales)(eng_qgroup *g, const uint8_t *const w[4], int b, int q, int t, int x4)
 {
 	float s0[32], s1[32], m[32];
 	QD(kscalesx)(w, b / 8, t, s0, s1, m, x4);
-	const float *h1 = t == 10 ? s1 : s0;
+	const float *h1 = t == 10 || t == 14 ? s1 : s0;
 	for (int j = 0; j < 8; j++)
 		QD(group_put_scales)(g, b + j, q, _mm_loadu_ps(s0 + 4 * j), _mm_loadu_ps(h1 + 4 * j), _mm_loadu_ps(m + 4 * j));
 }
@@ -1560,7 +1679,7 @@ QD_FN int32_t QD(pair_at)(const int16_t *q, int k)
 #if QD_VNNI
 QD_FN void QD(gkern)(float *o, const eng_qxblk *const *x, int nx, const eng_qgroup *g, int nb, int t, int NX)
 {
-	const int two = t == 10 || t == 13, mins = qd_has_min(t), q2 = t == 13;
+	const int two = t == 10 || t == 13 || t == 14, mins = qd_has_min(t), q2 = t == 13;
 	__m512 acc[6], mn[6];
 	const eng_qxblk *xr[6];
 #pragma GCC unroll 6
@@ -1610,7 +1729,7 @@ QD_FN void QD(gkern)(float *o, const eng_qxblk *const *x, int nx, const eng_qgro
 #else
 QD_FN void QD(gkern)(float *o, const eng_qxblk *const *x, int nx, const eng_qgroup *g, int nb, int t, int NX)
 {
-	const int two = t == 10 || t == 13, mins = qd_has_min(t), q2 = t == 13;
+	const int two = t == 10 || t == 13 || t == 14, mins = qd_has_min(t), q2 = t == 13;
 	const eng_qxblk *xr[3];
 #pragma GCC unroll 3
 	for (int i = 0; i < NX; i++)

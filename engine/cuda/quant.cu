@@ -1,5 +1,5 @@
 // engine/cuda/quant.cu: weights of ggml's block types (Q8_0, Q4_0, Q4_1,
-// Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ4_NL, Q2_K; layouts in engine/gguf/README.md) read in
+// Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ4_NL, Q2_K, Q3_K; layouts in engine/gguf/README.md) read in
 // place on the device: the decode GEMV over them, and their dequantization
 // to f32 for the prefill GEMM. Every element is the value the format's
 // definition gives (engine/gguf/quant.c's eng_ggml_dequantize), computed
@@ -32,6 +32,7 @@ template <> struct qt<QT_Q6_K> { enum { elems = 256, bytes = 210 }; };
 template <> struct qt<QT_IQ4_XS> { enum { elems = 256, bytes = 136 }; };
 template <> struct qt<QT_IQ4_NL> { enum { elems = 32, bytes = 18 }; };
 template <> struct qt<QT_Q2_K> { enum { elems = 256, bytes = 84 }; };
+template <> struct qt<QT_Q3_K> { enum { elems = 256, bytes = 110 }; };
 
 // IQ4_NL's sixteen values (engine/gguf/quant.c's eng_ggml_iq4nl_values), which IQ4_NL's and IQ4_XS's nibbles index
 __constant__ int8_t iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
@@ -110,6 +111,16 @@ template <int DT> __device__ __forceinline__ void unit(const uint8_t *b, int j, 
 		for (int e = 0; e < 32; e++) {
 			int s = b[2 * j + e / 16], q = (qs[e] >> (2 * (j & 3))) & 3;
 			v[e] = __fsub_rn(__fmul_rn(__fmul_rn(d, (float)(s & 0xF)), (float)q), __fmul_rn(dmin, (float)(s >> 4)));
+		}
+	} else if (DT == QT_Q3_K) { // unit j: bits 2 (j % 4) of its half's 32 bytes, less 4 where bit j of hmask is clear
+		float d = h2f(b + 108);
+		const uint8_t *qs = b + 32 + 32 * (j / 4), *sc = b + 96;
+#pragma unroll
+		for (int e = 0; e < 32; e++) {
+			int k = 2 * j + e / 16; // the sub-block of 16 and its signed 6-bit scale (eng_ggml_q3k_scale)
+			int s = (((sc[k % 8] >> (k < 8 ? 0 : 4)) & 0xF) | (((sc[8 + k % 4] >> (2 * (k / 4))) & 3) << 4)) - 32;
+			int q = ((qs[e] >> (2 * (j & 3))) & 3) - ((b[e] >> j) & 1 ? 0 : 4);
+			v[e] = __fmul_rn(__fmul_rn(d, (float)s), (float)q);
 		}
 	} else if (DT == QT_IQ4_NL) { // d times the table's value of each nibble
 		float d = h2f(b);
@@ -198,15 +209,15 @@ typedef void (*qkernel)(float *, const float *, int, const uint8_t *, int, int, 
 #define QK(N)                                                                                                          \
 	{gemv_q_kernel<QT_Q8_0, N>, gemv_q_kernel<QT_Q4_0, N>, gemv_q_kernel<QT_Q4_1, N>, gemv_q_kernel<QT_Q5_0, N>,   \
 	 gemv_q_kernel<QT_Q5_1, N>, gemv_q_kernel<QT_Q4_K, N>, gemv_q_kernel<QT_Q5_K, N>, gemv_q_kernel<QT_Q6_K, N>,  \
-	 gemv_q_kernel<QT_IQ4_XS, N>, gemv_q_kernel<QT_IQ4_NL, N>, gemv_q_kernel<QT_Q2_K, N>}
+	 gemv_q_kernel<QT_IQ4_XS, N>, gemv_q_kernel<QT_IQ4_NL, N>, gemv_q_kernel<QT_Q2_K, N>, gemv_q_kernel<QT_Q3_K, N>}
 // [0]: up to QG_MAX_N x rows a launch; [1]: a launch over pairs
-static const qkernel qkernels[2][11] = {QK(QG_MAX_N), QK(1)};
+static const qkernel qkernels[2][12] = {QK(QG_MAX_N), QK(1)};
 #undef QK
 
 static int block_of(int dtype)
 {
 	return (dtype >= QT_Q8_0 && dtype <= QT_Q5_1) || dtype == QT_IQ4_NL                 ? 32
-	       : (dtype >= QT_Q4_K && dtype <= QT_IQ4_XS) || dtype == QT_Q2_K ? 256
+	       : (dtype >= QT_Q4_K && dtype <= QT_IQ4_XS) || dtype == QT_Q2_K || dtype == QT_Q3_K ? 256
 	                                                                       : 0;
 }
 
@@ -244,7 +255,7 @@ extern "C" int eng_cuda_dequantize(float *d_out, const void *d_w, int dtype, siz
 	static const kernel ks[] = {dequant_kernel<QT_Q8_0>, dequant_kernel<QT_Q4_0>, dequant_kernel<QT_Q4_1>,
 	                            dequant_kernel<QT_Q5_0>, dequant_kernel<QT_Q5_1>, dequant_kernel<QT_Q4_K>,
 	                            dequant_kernel<QT_Q5_K>, dequant_kernel<QT_Q6_K>, dequant_kernel<QT_IQ4_XS>,
-	                            dequant_kernel<QT_IQ4_NL>, dequant_kernel<QT_Q2_K>};
+	                            dequant_kernel<QT_IQ4_NL>, dequant_kernel<QT_Q2_K>, dequant_kernel<QT_Q3_K>};
 	ks[dtype - QT_Q8_0]<<<(unsigned)((units + 127) / 128), 128>>>(d_out, (const uint8_t *)d_w, units);
 	return launch_ok("dequantize");
 }

@@ -495,14 +495,7 @@ static void unpermute(void *dst, const void *src, int64_t rows, size_t rb, int h
 				       (const char *)src + (size_t)(h * hd + 2 * i + j) * rb, rb);
 }
 
-/* The GGUF type a type is kept as: Q3_K as Q6_K (value for value:
- * eng_ggml_q3k_to_q6k), the others as themselves */
-static uint32_t kept_as(uint32_t t)
-{
-	return t == ENG_GGML_Q3_K ? ENG_GGML_Q6_K : t;
-}
-
-/* The engine's name of the type it keeps a GGUF type as (kept_as), or
+/* The engine's name of the type it keeps a GGUF type as (itself), or
  * NULL (converted to F32): every type it reads, unless
  * EVALD_GGUF_DEQUANTIZE=1 asks for the plain path (everything but F32
  * dequantized). */
@@ -510,7 +503,7 @@ static const char *kept_type(uint32_t t)
 {
 	const char *e = getenv("EVALD_GGUF_DEQUANTIZE");
 	bool dequantize = e && !strcmp(e, "1");
-	int d = eng_dtype_from_ggml(kept_as(t));
+	int d = eng_dtype_from_ggml(t);
 	if (d < 0 || (dequantize && d != ENG_F32))
 		return NULL;
 	return eng_dtype_name((eng_dtype)d);
@@ -521,7 +514,7 @@ static size_t kept_bytes(uint32_t t, uint64_t n)
 {
 	if (!kept_type(t))
 		return (size_t)n * 4;
-	return eng_ggml_bytes(kept_as(t), n);
+	return eng_ggml_bytes(t, n);
 }
 
 /* One tensor of the folder: its header entry and its place in ot. */
@@ -630,12 +623,6 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 		if ((rc = add_out(&hdr, &ot, &n, &cap, &off, &maxel, &o)))
 			free(hn);
 	}
-	size_t rewritten = 0; /* (Q3_K's tensors, the one type kept as another) */
-	for (size_t i = 0; i < n && !rc && kept_type(ENG_GGML_Q3_K); i++)
-		rewritten += ot[i].t->type == ENG_GGML_Q3_K;
-	if (rewritten)
-		ev_log_info("%s: %zu Q3_K tensors kept as Q6_K (the same values, %.3g bits a weight in memory)", g->path,
-		            rewritten, 8.0 * (double)eng_ggml_type_size(ENG_GGML_Q6_K) / eng_ggml_type_block(ENG_GGML_Q6_K));
 	if (!rc)
 		rc = ev_buf_putc(&hdr, '}');
 	while (!rc && (8 + hdr.len) % 8)
@@ -651,10 +638,7 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 		for (size_t i = 0; i < n && ok; i++) {
 			const out_tensor *o = &ot[i];
 			const void *src = o->data;
-			if (kept_type(o->t->type) && kept_as(o->t->type) != o->t->type) { /* Q3_K as Q6_K */
-				eng_ggml_q3k_to_q6k((uint8_t *)buf, o->data, (size_t)(o->elements / 256));
-				src = buf;
-			} else if (!kept_type(o->t->type) || strcmp(kept_type(o->t->type), o->dtype)) { /* dequantized */
+			if (!kept_type(o->t->type) || strcmp(kept_type(o->t->type), o->dtype)) { /* dequantized */
 				eng_ggml_dequantize(buf, o->data, o->t->type, o->elements);
 				src = buf;
 			}
@@ -756,10 +740,10 @@ int eng_gguf_resolve(const char *path, char **dir)
 	if ((size_t)st.st_size > 2 * part && fseek(f, -(long)part, SEEK_END) == 0)
 		got += fread(head + got, 1, part, f);
 	fclose(f);
-	/* the format version of the conversion (v5: IQ4_NL kept as itself, no
-	 * longer as Q8_0, so a folder converted before is made again) and
-	 * whether blocks are kept */
-	got += (size_t)snprintf(head + got, 64, "|%lld|v5|%s", (long long)st.st_size, kept_type(ENG_GGML_Q8_0) ? "q" : "f32");
+	/* the format version of the conversion (v6: Q3_K kept as itself, no
+	 * longer as Q6_K; v5 had kept IQ4_NL as itself, no longer as Q8_0; so
+	 * a folder converted before is made again) and whether blocks are kept */
+	got += (size_t)snprintf(head + got, 64, "|%lld|v6|%s", (long long)st.st_size, kept_type(ENG_GGML_Q8_0) ? "q" : "f32");
 	char key[EV_SHA256_HEX];
 	ev_sha256_hex(key, head, got);
 	free(head);

@@ -114,15 +114,6 @@ static void pack_scale_min(uint8_t *q, const int *sc, const int *m)
 	}
 }
 
-/* Q3_K: element e's value (-4 .. 3) in the super-block b: element 32 c + l
- * (c < 8, l < 32) takes bits 2 (c % 4) of qs[32 (c / 4) + l] and, where
- * bit c of hmask[l] is clear, minus 4 (hmask[32], qs[64], scales[12], d) */
-static inline int q3k_value(const uint8_t *b, int e)
-{
-	int c = e / 32, l = e % 32;
-	return ((b[32 + 32 * (c / 4) + l] >> (2 * (c % 4))) & 3) - ((b[l] >> c) & 1 ? 0 : 4);
-}
-
 /* Q6_K: a super-block's 256 values q (0 .. 63, the offset 32 on) into its
  * ql[128] and qh[64]: element 128 h + 32 r + l (r < 4) keeps its low four
  * bits in ql[64 h + 32 (r % 2) + l] (the high nibble for r >= 2) and its
@@ -254,7 +245,7 @@ void eng_ggml_dequantize(float *y, const void *src, uint32_t t, size_t n)
 		for (size_t k = 0; k < n / QKK; k++, b += 110, y += QKK) {
 			float d = eng_ggml_h2f(b + 108);
 			for (int e = 0; e < QKK; e++)
-				y[e] = d * (float)eng_ggml_q3k_scale(e / 16, b + 96) * (float)q3k_value(b, e);
+				y[e] = d * (float)eng_ggml_q3k_scale(e / 16, b + 96) * (float)eng_ggml_q3k_value(b, e);
 		}
 		return;
 	case ENG_GGML_Q6_K:
@@ -280,19 +271,6 @@ void eng_ggml_dequantize(float *y, const void *src, uint32_t t, size_t n)
 }
 
 const int8_t eng_ggml_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-
-void eng_ggml_q3k_to_q6k(uint8_t *dst, const uint8_t *src, size_t nblocks)
-{
-	for (size_t k = 0; k < nblocks; k++, src += 110, dst += 210) {
-		int q[QKK];
-		for (int e = 0; e < QKK; e++)
-			q[e] = q3k_value(src, e) + 32;
-		q6k_pack(dst, q);
-		for (int j = 0; j < 16; j++)
-			dst[192 + j] = (uint8_t)(int8_t)eng_ggml_q3k_scale(j, src + 96);
-		memcpy(dst + 208, src + 108, 2); /* d */
-	}
-}
 
 static int clampi(int v, int lo, int hi)
 {

@@ -77,13 +77,16 @@ static inline int eng_ggml_q3k_scale(int j, const uint8_t *q)
 	return (lo | hi << 4) - 32;
 }
 
-/* nblocks Q3_K super-blocks of src as Q6_K super-blocks in dst, value for
- * value: the same d, each 16-element sub-block's scale (Q3_K's, -32 ..
- * 31, fits Q6_K's int8), each value q (-4 .. 3) as q + 32 of Q6_K's 0 ..
- * 63. Both read d * scale * q for each element, so the two dequantize to
- * the same floats; the engine, which keeps Q6_K and not Q3_K, runs Q3_K
- * files this way. */
-void eng_ggml_q3k_to_q6k(uint8_t *dst, const uint8_t *src, size_t nblocks);
+/* Q3_K {u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d}: element e's
+ * value (-4 .. 3): element 32 c + l (c < 8, l < 32) takes bits 2 (c % 4)
+ * of qs[32 (c / 4) + l] and, where bit c of hmask[l] is clear, minus 4
+ * (its sub-block of 16, e / 16, takes the scale eng_ggml_q3k_scale(e /
+ * 16, scales); x = d scale value). */
+static inline int eng_ggml_q3k_value(const uint8_t *sb, int e)
+{
+	int c = e / 32, l = e % 32;
+	return ((sb[32 + 32 * (c / 4) + l] >> (2 * (c % 4))) & 3) - ((sb[l] >> c) & 1 ? 0 : 4);
+}
 
 /* IQ4_NL's sixteen values (ggml's kvalues_iq4nl): a 4-bit q stands for
  * d times one of them. */

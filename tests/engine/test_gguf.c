@@ -157,15 +157,15 @@ static void types_round_trip(void **st)
 	free(x), free(y), free(q);
 }
 
-/* Q3_K, which the engine keeps as Q6_K (eng_ggml_q3k_to_q6k): blocks of
- * random bytes (every bit pattern of the masks, the 2-bit values and the
- * scales; d any finite f16), and the extremes, dequantize to the same
- * floats both ways, and as the layout read element by element says */
-static void q3k_kept_as_q6k(void **st)
+/* Q3_K on random blocks (every bit pattern of the masks, the 2-bit values
+ * and the scales; d any finite f16), and the extremes: the reader, the
+ * engine's dtype (kept as itself) and the layout read element by element
+ * agree */
+static void q3k_read_by_layout(void **st)
 {
 	(void)st;
 	enum { NB = 64 };
-	uint8_t q3[NB * 110], q6[NB * 210];
+	uint8_t q3[NB * 110];
 	float a[NB * 256], c[NB * 256];
 	ev_rng r;
 	ev_rng_seed(&r, 11);
@@ -181,16 +181,16 @@ static void q3k_kept_as_q6k(void **st)
 	memset(q3, 0xFF, 108);          /* block 0: every value +3 under scale +31 */
 	memset(q3 + 110, 0, 108);       /* block 1: every value -4 under scale -32 */
 	eng_ggml_dequantize(a, q3, ENG_GGML_Q3_K, NB * 256);
-	eng_ggml_q3k_to_q6k(q6, q3, NB);
-	eng_ggml_dequantize(c, q6, ENG_GGML_Q6_K, NB * 256);
+	eng_to_f32(c, q3, ENG_Q3_K, NB * 256);
 	for (int i = 0; i < NB * 256; i++) {
-		float want = elem(q3 + (size_t)(i / 256) * 110, ENG_GGML_Q3_K, i % 256),
-		      w6 = elem(q6 + (size_t)(i / 256) * 210, ENG_GGML_Q6_K, i % 256);
-		if (memcmp(&a[i], &want, 4) || memcmp(&c[i], &a[i], 4) || memcmp(&w6, &a[i], 4))
-			fail_msg("element %d: Q3_K %g (the layout says %g), as Q6_K %g (its layout %g)", i, a[i], want, c[i], w6);
+		float want = elem(q3 + (size_t)(i / 256) * 110, ENG_GGML_Q3_K, i % 256);
+		if (memcmp(&a[i], &want, 4) || memcmp(&c[i], &want, 4))
+			fail_msg("element %d: Q3_K %g, as the engine's dtype %g, the layout says %g", i, a[i], c[i], want);
 	}
 	float d0 = h2f(q3 + 108), d1 = h2f(q3 + 110 + 108);
 	assert_true(a[0] == d0 * 31.0f * 3.0f && a[256] == d1 * -32.0f * -4.0f);
+	assert_int_equal(eng_dtype_from_ggml(ENG_GGML_Q3_K), ENG_Q3_K);
+	assert_int_equal(eng_dtype_bytes(ENG_Q3_K, 512), 220);
 }
 
 /* IQ4_NL on random blocks (every nibble, d any finite f16): the reader
@@ -439,7 +439,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(types_round_trip),
-		cmocka_unit_test(q3k_kept_as_q6k),
+		cmocka_unit_test(q3k_read_by_layout),
 		cmocka_unit_test(iq4nl_read_by_layout),
 		cmocka_unit_test(iq4xs_read_by_layout),
 		cmocka_unit_test(written_files_read_back),

@@ -274,9 +274,7 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch, bool
 			assert_true(sum == mi.weight_bytes);
 			assert_true(elems == fi.params_total);
 			char lower[16];
-			/* (Q3_K is kept as Q6_K, value for value) */
-			uint32_t kept = types[k] == ENG_GGML_Q3_K ? ENG_GGML_Q6_K : types[k];
-			snprintf(lower, sizeof lower, "%s", eng_ggml_type_name(kept));
+			snprintf(lower, sizeof lower, "%s", eng_ggml_type_name(types[k]));
 			for (char *c = lower; *c; c++)
 				*c = (char)tolower((unsigned char)*c);
 			assert_string_equal(mi.weight_types[0].dtype, lower);
