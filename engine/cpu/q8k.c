@@ -24,7 +24,7 @@
 
 int eng_q8k_type(int t)
 {
-	return t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K || t == ENG_IQ4_XS;
+	return t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K || t == ENG_IQ4_XS || t == ENG_Q3_K;
 }
 
 void eng_q8k_quantize_ref(eng_q8kblk *out, const float *x, int n)
@@ -76,7 +76,7 @@ static int32_t qk_pair16(int lo, int hi)
 }
 
 /* Row super-block p's block scales (Q4_K/Q5_K: 8 of 32 elements, the
- * rest 0; IQ4_XS: 8 signed ones of 32; Q6_K: 16 of 16), its minima
+ * rest 0; IQ4_XS: 8 signed ones of 32; Q6_K, Q3_K: 16 of 16), its minima
  * (Q4_K/Q5_K; else 0) and its f16 scales as floats: the layouts of
  * engine/gguf/quant.c. */
 static void qk_row_scales(const uint8_t *p, int t, int sc[16], int m[8], float *d, float *dmin)
@@ -95,14 +95,20 @@ static void qk_row_scales(const uint8_t *p, int t, int sc[16], int m[8], float *
 		*d = eng_ggml_h2f(p + 208), *dmin = 0.0f;
 		return;
 	}
+	if (t == ENG_Q3_K) {
+		for (int g = 0; g < 16; g++)
+			sc[g] = eng_ggml_q3k_scale(g, p + 96);
+		*d = eng_ggml_h2f(p + 108), *dmin = 0.0f;
+		return;
+	}
 	for (int j = 0; j < 8; j++)
 		eng_ggml_kscale_min(j, p + 4, &sc[j], &m[j]);
 	*d = eng_ggml_h2f(p), *dmin = eng_ggml_h2f(p + 2);
 }
 
 /* The same and the super-block's values in element order as unsigned
- * bytes (Q6_K's without the - 32, IQ4_XS's table values + 128), element
- * by element. */
+ * bytes (Q6_K's without the - 32, Q3_K's + 4, IQ4_XS's table values +
+ * 128), element by element. */
 static void qk_row_values(const uint8_t *p, int t, uint8_t v[256], int sc[16], int m[8], float *d, float *dmin)
 {
 	qk_row_scales(p, t, sc, m, d, dmin);
@@ -110,6 +116,11 @@ static void qk_row_values(const uint8_t *p, int t, uint8_t v[256], int sc[16], i
 		for (int j = 0; j < 8; j++)
 			for (int e = 0; e < 32; e++)
 				v[32 * j + e] = (uint8_t)(eng_ggml_iq4_value(p + 8 + 16 * j, e) + 128);
+		return;
+	}
+	if (t == ENG_Q3_K) {
+		for (int e = 0; e < 256; e++)
+			v[e] = (uint8_t)(eng_ggml_q3k_value(p, e) + 4);
 		return;
 	}
 	if (t == ENG_Q6_K) {
@@ -133,15 +144,15 @@ static void qk_row_values(const uint8_t *p, int t, uint8_t v[256], int sc[16], i
 	}
 }
 
-/* Row r of a group's super-block s: its scales and 16-bit pairs (Q6_K:
- * scale pairs; IQ4_XS: each block's scale twice, one for each of its
+/* Row r of a group's super-block s: its scales and 16-bit pairs (Q6_K,
+ * Q3_K: scale pairs; IQ4_XS: each block's scale twice, one for each of its
  * sums of 16; Q4_K/Q5_K: minimum pairs, 4 of 8) in q8k.h's layout */
 static void qk_group_scales(eng_q8kgroup *g, int s, int r, int t, const int sc[16], const int m[8])
 {
 	for (int j = 0; j < 16; j++)
 		g->sc[((size_t)s * 16 + j) * 16 + r] = sc[j];
 	for (int k = 0; k < 8; k++)
-		g->pr[((size_t)s * 8 + k) * 16 + r] = t == ENG_Q6_K     ? qk_pair16(sc[2 * k], sc[2 * k + 1])
+		g->pr[((size_t)s * 8 + k) * 16 + r] = t == ENG_Q6_K || t == ENG_Q3_K ? qk_pair16(sc[2 * k], sc[2 * k + 1])
 		                                      : t == ENG_IQ4_XS ? qk_pair16(sc[k], sc[k])
 		                                      : k < 4           ? qk_pair16(m[2 * k], m[2 * k + 1])
 		                                                        : 0;
@@ -171,11 +182,12 @@ float eng_q8k_dot_ref(const eng_q8kblk *x, const uint8_t *w, int nsb, int t)
 			acc = fmaf((float)isum, d * xb->d, acc);
 			continue;
 		}
-		if (t == ENG_Q6_K) {
+		if (t == ENG_Q6_K || t == ENG_Q3_K) {
+			int off = t == ENG_Q6_K ? 32 : 4;
 			for (int g = 0; g < 16; g++) {
 				int sub = 0;
 				for (int e = 16 * g; e < 16 * g + 16; e++)
-					sub += (v[e] - 32) * xb->q[e];
+					sub += (v[e] - off) * xb->q[e];
 				isum += sc[g] * sub;
 			}
 			acc = fmaf((float)isum, d * xb->d, acc);
@@ -337,7 +349,9 @@ __attribute__((target(QK_AVX2))) static void q8k_quantize_avx2(eng_q8kblk *out, 
 QK_FN(QK_AVX2) void qk_kern_avx2(float *o, const eng_q8kblk *const *x, int NX, const uint8_t *const w[4], int nsb,
                                  int t)
 {
-	const int six = t == ENG_Q6_K, five = t == ENG_Q5_K, iq = t == ENG_IQ4_XS, mins = !six && !iq;
+	/* (Q3_K takes Q6_K's road: 16 signed scales, values stored + 4 where Q6_K's are + 32) */
+	const int three = t == ENG_Q3_K, six = t == ENG_Q6_K || three, five = t == ENG_Q5_K, iq = t == ENG_IQ4_XS,
+	          mins = !six && !iq;
 	const size_t bs = qk_bytes(t);
 	const __m256i lo4 = _mm256_set1_epi8(0x0F), lo2 = _mm256_set1_epi8(0x03), one = _mm256_set1_epi8(1);
 	const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)eng_ggml_iq4nl_values));
@@ -368,15 +382,25 @@ QK_FN(QK_AVX2) void qk_kern_avx2(float *o, const eng_q8kblk *const *x, int NX, c
 				continue;
 			}
 			if (six) {
-				__m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 192)));
-				const int8_t *sc = (const int8_t *)(p + 192);
+				int8_t q3s[16];
+				if (three)
+					eng_ggml_q3k_scales(p + 96, q3s);
+				const int8_t *sc = three ? q3s : (const int8_t *)(p + 192);
+				__m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
 #pragma GCC unroll 8
 				for (int j = 0; j < 8; j++) { /* block of 32 j = 4h + k */
 					int h = j / 4, k = j % 4;
-					__m256i lq = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32 * (k & 1)));
-					__m256i hq = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
-					__m256i wv = _mm256_or_si256(_mm256_and_si256(k >= 2 ? _mm256_srli_epi16(lq, 4) : lq, lo4),
-					                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hq, 2 * k), lo2), 4));
+					__m256i wv;
+					if (three) { /* Q2_K's 2-bit fields (at 32) and hmask's bit j as 4 */
+						__m256i q2 = _mm256_loadu_si256((const __m256i *)(p + 32 + 32 * h)), hm = _mm256_loadu_si256((const __m256i *)p);
+						wv = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q2, 2 * k), lo2),
+						                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, j), one), 2));
+					} else {
+						__m256i lq = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32 * (k & 1)));
+						__m256i hq = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
+						wv = _mm256_or_si256(_mm256_and_si256(k >= 2 ? _mm256_srli_epi16(lq, 4) : lq, lo4),
+						                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hq, 2 * k), lo2), 4));
+					}
 					__m256i S = _mm256_set_m128i(_mm_set1_epi16(sc[2 * j + 1]), _mm_set1_epi16(sc[2 * j]));
 #pragma GCC unroll 2
 					for (int a = 0; a < NX; a++) {
@@ -387,7 +411,7 @@ QK_FN(QK_AVX2) void qk_kern_avx2(float *o, const eng_q8kblk *const *x, int NX, c
 #pragma GCC unroll 2
 				for (int a = 0; a < NX; a++) {
 					__m256i c = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)x[a][s].bsum));
-					T[r][a] = _mm256_sub_epi32(T[r][a], _mm256_slli_epi32(c, 5));
+					T[r][a] = _mm256_sub_epi32(T[r][a], _mm256_slli_epi32(c, three ? 2 : 5));
 				}
 				continue;
 			}
@@ -415,7 +439,7 @@ QK_FN(QK_AVX2) void qk_kern_avx2(float *o, const eng_q8kblk *const *x, int NX, c
 				MS[r][a] = _mm256_madd_epi16(M, _mm256_loadu_si256((const __m256i *)x[a][s].bsum));
 		}
 		size_t at = (size_t)s * bs;
-		__m128 dw = eng_qs_f16x4(w, six ? at + 208 : at), dmin = mins ? eng_qs_f16x4(w, at + 2) : _mm_setzero_ps();
+		__m128 dw = eng_qs_f16x4(w, three ? at + 108 : six ? at + 208 : at), dmin = mins ? eng_qs_f16x4(w, at + 2) : _mm_setzero_ps();
 #pragma GCC unroll 2
 		for (int a = 0; a < NX; a++) {
 			__m128i is = eng_qs_isum4(T[0][a], T[1][a], T[2][a], T[3][a]);
@@ -443,6 +467,7 @@ __attribute__((target(QK_AVX2))) static void q8k_avx2(float *o, const eng_q8kblk
 			QK_A(ENG_Q4_K)
 			QK_A(ENG_Q5_K)
 			QK_A(ENG_IQ4_XS)
+			QK_A(ENG_Q3_K)
 		default:
 			QK_A(ENG_Q6_K)
 		}
@@ -490,7 +515,9 @@ QK_FN(QK_VNNI) __m128i qk_sum4_512(__m512i a, __m512i b, __m512i c, __m512i d)
 QK_FN(QK_VNNI) void qk_kern_vnni(float *o, const eng_q8kblk *const *x, int NX, const uint8_t *const w[4], int nsb,
                                  int t)
 {
-	const int six = t == ENG_Q6_K, five = t == ENG_Q5_K, iq = t == ENG_IQ4_XS, mins = !six && !iq;
+	/* (Q3_K takes Q6_K's road: 16 signed scales, values stored + 4 where Q6_K's are + 32) */
+	const int three = t == ENG_Q3_K, six = t == ENG_Q6_K || three, five = t == ENG_Q5_K, iq = t == ENG_IQ4_XS,
+	          mins = !six && !iq;
 	const size_t bs = qk_bytes(t);
 	const __m512i lo4 = _mm512_set1_epi8(0x0F), lo2 = _mm512_set1_epi8(0x03), low16 = _mm512_set1_epi32(0xFFFF);
 	const __m512i tabu = qk_iq4tabu();
@@ -533,20 +560,35 @@ QK_FN(QK_VNNI) void qk_kern_vnni(float *o, const eng_q8kblk *const *x, int NX, c
 				continue;
 			}
 			if (six) {
-				__m128i sc8 = _mm_loadu_si128((const __m128i *)(p + 192));
+				int8_t q3s[16];
+				if (three)
+					eng_ggml_q3k_scales(p + 96, q3s);
+				__m128i sc8 = _mm_loadu_si128((const __m128i *)(three ? (const uint8_t *)q3s : p + 192));
 				__m512i scv = _mm512_and_si512(_mm512_cvtepi8_epi32(sc8), low16);
 				__m256i sc16 = _mm256_cvtepi8_epi16(sc8);
 #pragma GCC unroll 2
 				for (int h = 0; h < 2; h++) {
-					__m512i L = _mm512_loadu_si512((const void *)(p + 64 * h));
-					__m512i H = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h)));
 					/* pairs (k 0, 1) and (k 2, 3) of half h: 64 elements each */
-					__m512i wA = _mm512_or_si512(_mm512_and_si512(L, lo4),
-					                             _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(H,
-					                                 _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2)), lo2), 4));
-					__m512i wB = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), lo4),
-					                             _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(H,
-					                                 _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6)), lo2), 4));
+					__m512i wA, wB;
+					if (three) { /* the half's 2-bit fields k at bits 2k, + 4 where hmask's bit 4h + k is set */
+						__m512i Q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 32 + 32 * h)));
+						__m512i HM = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
+						wA = _mm512_and_si512(_mm512_srlv_epi64(Q, _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2)), lo2);
+						wB = _mm512_and_si512(_mm512_srlv_epi64(Q, _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6)), lo2);
+						__m512i sA = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * h))), _mm256_set1_epi8((char)(2 << (4 * h))), 1);
+						__m512i sB = _mm512_inserti64x4(_mm512_set1_epi8((char)(4 << (4 * h))), _mm256_set1_epi8((char)(8 << (4 * h))), 1);
+						wA = _mm512_mask_add_epi8(wA, _mm512_test_epi8_mask(HM, sA), wA, _mm512_set1_epi8(4));
+						wB = _mm512_mask_add_epi8(wB, _mm512_test_epi8_mask(HM, sB), wB, _mm512_set1_epi8(4));
+					} else {
+						__m512i L = _mm512_loadu_si512((const void *)(p + 64 * h));
+						__m512i H = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h)));
+						wA = _mm512_or_si512(_mm512_and_si512(L, lo4),
+						                     _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(H,
+						                         _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2)), lo2), 4));
+						wB = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), lo4),
+						                     _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(H,
+						                         _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6)), lo2), 4));
+					}
 					/* lanes 4 at a time to groups 4p .. 4p + 3 */
 					int pa = 2 * h, pb = 2 * h + 1;
 					__m512i SA = _mm512_permutexvar_epi32(_mm512_setr_epi32(4 * pa, 4 * pa, 4 * pa, 4 * pa,
@@ -567,7 +609,7 @@ QK_FN(QK_VNNI) void qk_kern_vnni(float *o, const eng_q8kblk *const *x, int NX, c
 				#pragma GCC unroll 4
 				for (int a = 0; a < NX; a++) {
 					__m256i c = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)x[a][s].bsum));
-					T[r][a] = _mm512_sub_epi32(T[r][a], _mm512_zextsi256_si512(_mm256_slli_epi32(c, 5)));
+					T[r][a] = _mm512_sub_epi32(T[r][a], _mm512_zextsi256_si512(_mm256_slli_epi32(c, three ? 2 : 5)));
 				}
 				continue;
 			}
@@ -600,7 +642,7 @@ QK_FN(QK_VNNI) void qk_kern_vnni(float *o, const eng_q8kblk *const *x, int NX, c
 			}
 		}
 		size_t at = (size_t)s * bs;
-		__m128 dw = eng_qs_f16x4(w, six ? at + 208 : at), dmin = mins ? eng_qs_f16x4(w, at + 2) : _mm_setzero_ps();
+		__m128 dw = eng_qs_f16x4(w, three ? at + 108 : six ? at + 208 : at), dmin = mins ? eng_qs_f16x4(w, at + 2) : _mm_setzero_ps();
 		#pragma GCC unroll 4
 		for (int a = 0; a < NX; a++) {
 			__m128i is = qk_sum4_512(T[0][a], T[1][a], T[2][a], T[3][a]), ms = _mm_setzero_si128();
@@ -635,6 +677,7 @@ __attribute__((target(QK_VNNI))) static void q8k_vnni(float *o, const eng_q8kblk
 		QK_V(ENG_Q4_K)
 		QK_V(ENG_Q5_K)
 		QK_V(ENG_IQ4_XS)
+		QK_V(ENG_Q3_K)
 	default:
 		QK_V(ENG_Q6_K)
 	}
@@ -648,7 +691,7 @@ __attribute__((target(QK_VNNI))) static void q8k_vnni(float *o, const eng_q8kblk
  * meet the activations' 16-bit sums in dpwssd. No horizontal sums. */
 QK_FN(QK_VNNI) void qk_gkern_vnni(float *o, const eng_q8kblk *const *x, int NX, const eng_q8kgroup *g, int nsb, int t)
 {
-	const int six = t == ENG_Q6_K, iq = t == ENG_IQ4_XS;
+	const int three = t == ENG_Q3_K, six = t == ENG_Q6_K || three, iq = t == ENG_IQ4_XS;
 	__m512 acc[ENG_Q8K_GROUP_X], mn[ENG_Q8K_GROUP_X];
 #pragma GCC unroll 4
 	for (int a = 0; a < NX; a++)
@@ -686,13 +729,13 @@ QK_FN(QK_VNNI) void qk_gkern_vnni(float *o, const eng_q8kblk *const *x, int NX, 
 #pragma GCC unroll 4
 		for (int a = 0; a < NX; a++) {
 			const int16_t *bs = x[a][s].bsum;
-			if (six || iq) { /* T -= 32 * sum_g sc_g bsum_g (IQ4_XS: 128 *, sc_g its block's) */
+			if (six || iq) { /* T -= 32 * sum_g sc_g bsum_g (Q3_K: 4 *; IQ4_XS: 128 *, sc_g its block's) */
 				__m512i C = _mm512_setzero_si512();
 #pragma GCC unroll 8
 				for (int k = 0; k < 8; k++)
 					C = _mm512_dpwssd_epi32(C, _mm512_loadu_si512((const void *)(pr + k * 16)),
 					                        _mm512_set1_epi32(qk_pair16(bs[2 * k], bs[2 * k + 1])));
-				T[a] = _mm512_sub_epi32(T[a], _mm512_slli_epi32(C, six ? 5 : 7));
+				T[a] = _mm512_sub_epi32(T[a], _mm512_slli_epi32(C, three ? 2 : six ? 5 : 7));
 			} else { /* msum = sum_j m_j (bsum 2j + bsum 2j + 1) */
 #pragma GCC unroll 4
 				for (int k = 0; k < 4; k++)
@@ -755,7 +798,7 @@ QK_FN(QK_VNNI) void qk_transpose16(__m512i v[16])
 __attribute__((target(QK_VNNI))) static void q8k_group_unpack_vnni(eng_q8kgroup *g, const uint8_t *const w[16], int nsb,
                                                                    int t)
 {
-	const int six = t == ENG_Q6_K, five = t == ENG_Q5_K, iq = t == ENG_IQ4_XS;
+	const int three = t == ENG_Q3_K, six = t == ENG_Q6_K, five = t == ENG_Q5_K, iq = t == ENG_IQ4_XS;
 	const size_t bs = qk_bytes(t);
 	const __m512i lo4 = _mm512_set1_epi8(0x0F), lo2 = _mm512_set1_epi8(0x03);
 	const __m512i tabu = qk_iq4tabu();
@@ -766,6 +809,14 @@ __attribute__((target(QK_VNNI))) static void q8k_group_unpack_vnni(eng_q8kgroup 
 				const uint8_t *p = w[r] + (size_t)s * bs;
 				if (iq) { /* blocks 2kb and 2kb + 1: each one's low nibbles, then its high ones, through the table */
 					v[r] = qk_iq4xs_pair(p, kb, tabu);
+				} else if (three) { /* blocks 2kb and 2kb + 1: 2-bit fields of half kb / 2, + 4 where hmask says */
+					int h = kb / 2, k0 = 2 * (kb % 2);
+					__m512i Q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 32 + 32 * h)));
+					__m512i HM = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
+					__m512i sh = _mm512_setr_epi64(2 * k0, 2 * k0, 2 * k0, 2 * k0, 2 * k0 + 2, 2 * k0 + 2, 2 * k0 + 2, 2 * k0 + 2);
+					__m512i sel = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * kb))), _mm256_set1_epi8((char)(1 << (2 * kb + 1))), 1);
+					v[r] = _mm512_and_si512(_mm512_srlv_epi64(Q, sh), lo2);
+					v[r] = _mm512_mask_add_epi8(v[r], _mm512_test_epi8_mask(HM, sel), v[r], _mm512_set1_epi8(4));
 				} else if (six) {
 					int h = kb / 2, hi = kb % 2;
 					__m512i L = _mm512_loadu_si512((const void *)(p + 64 * h));
@@ -796,6 +847,12 @@ __attribute__((target(QK_VNNI))) static void q8k_group_unpack_vnni(eng_q8kgroup 
 				for (int j = 0; j < 8; j++)
 					sc[j] = eng_ggml_iq4xs_scale(j, p);
 				g->d[s * 16 + r] = eng_qs_h2f(p), g->dmin[s * 16 + r] = 0.0f;
+			} else if (three) {
+				int8_t q3s[16];
+				eng_ggml_q3k_scales(p + 96, q3s);
+				for (int j = 0; j < 16; j++)
+					sc[j] = q3s[j];
+				g->d[s * 16 + r] = eng_qs_h2f(p + 108), g->dmin[s * 16 + r] = 0.0f;
 			} else if (six) {
 				for (int j = 0; j < 16; j++)
 					sc[j] = (int8_t)p[192 + j];
@@ -828,6 +885,7 @@ __attribute__((target(QK_VNNI))) static void q8k_group_vnni(float *o, const eng_
 		QK_G(ENG_Q4_K)
 		QK_G(ENG_Q5_K)
 		QK_G(ENG_IQ4_XS)
+		QK_G(ENG_Q3_K)
 	default:
 		QK_G(ENG_Q6_K)
 	}

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 enum {
 	ENG_GGML_F32 = 0,
@@ -75,6 +76,20 @@ static inline int eng_ggml_q3k_scale(int j, const uint8_t *q)
 {
 	int lo = (q[j % 8] >> (j < 8 ? 0 : 4)) & 0xF, hi = (q[8 + j % 4] >> (2 * (j / 4))) & 3;
 	return (lo | hi << 4) - 32;
+}
+
+/* Q3_K: all 16 signed scales of a super-block's 12 packed bytes q at
+ * once (out[j] = eng_ggml_q3k_scale(j, q)): dword k of the low nibbles
+ * (k < 2) or high ones (k >= 2) of dword k % 2, with bits 2k, 2k + 1 of
+ * each byte of dword 2 on top. */
+static inline void eng_ggml_q3k_scales(const uint8_t *q, int8_t out[16])
+{
+	uint32_t a[3], v[4];
+	memcpy(a, q, 12);
+	for (int k = 0; k < 4; k++)
+		v[k] = (((k < 2 ? a[k] : a[k - 2] >> 4) & 0x0F0F0F0Fu) | (((a[2] >> (2 * k)) & 0x03030303u) << 4));
+	for (int j = 0; j < 16; j++)
+		out[j] = (int8_t)((int)((v[j / 4] >> (8 * (j % 4))) & 0xFF) - 32);
 }
 
 /* Q3_K {u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d}: element e's
