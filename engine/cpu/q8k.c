@@ -270,6 +270,19 @@ QK_FN(QK_AVX2) __m256i qk_iq4xs_scales(const uint8_t *p)
 	return _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
 }
 
+/* A Q3_K super-block's 16 signed scales (eng_ggml_q3k_scales) as the
+ * int8 lanes of one vector, taken apart in registers: its bytes 94-109
+ * (the 12 of scales at 2-13, all within the super-block) moved to the
+ * bottom, the low nibbles of dwords {0, 1} and the high ones, each byte
+ * with bits 2k, 2k + 1 of dword 2's on top, less 32 */
+QK_FN(QK_AVX2) __m128i qk_q3k_scales(const uint8_t *p)
+{
+	__m128i x = _mm_srli_si128(_mm_loadu_si128((const __m128i *)(p + 94)), 2);
+	__m128i lo = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(x, 0x44), _mm_setr_epi32(0, 0, 4, 4)), _mm_set1_epi8(0x0F));
+	__m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(x, 0xAA), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+	return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi32(hi, 4)), _mm_set1_epi8(32));
+}
+
 /* the float step of the definition for four rows against activation
  * super-block xb: acc += isum * (d_w * d), mins += msum * (dmin * d) */
 QK_FN(QK_AVX2) void qk_step(__m128 *acc, __m128 *mn, __m128i isum, __m128i msum, __m128 dw, __m128 dmin,
@@ -383,10 +396,11 @@ QK_FN(QK_AVX2) void qk_kern_avx2(float *o, const eng_q8kblk *const *x, int NX, c
 			}
 			if (six) {
 				int8_t q3s[16];
+				__m128i sc8 = three ? qk_q3k_scales(p) : _mm_loadu_si128((const __m128i *)(p + 192));
 				if (three)
-					eng_ggml_q3k_scales(p + 96, q3s);
+					_mm_storeu_si128((__m128i *)q3s, sc8);
 				const int8_t *sc = three ? q3s : (const int8_t *)(p + 192);
-				__m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+				__m256i sc16 = _mm256_cvtepi8_epi16(sc8);
 #pragma GCC unroll 8
 				for (int j = 0; j < 8; j++) { /* block of 32 j = 4h + k */
 					int h = j / 4, k = j % 4;
@@ -560,10 +574,7 @@ QK_FN(QK_VNNI) void qk_kern_vnni(float *o, const eng_q8kblk *const *x, int NX, c
 				continue;
 			}
 			if (six) {
-				int8_t q3s[16];
-				if (three)
-					eng_ggml_q3k_scales(p + 96, q3s);
-				__m128i sc8 = _mm_loadu_si128((const __m128i *)(three ? (const uint8_t *)q3s : p + 192));
+				__m128i sc8 = three ? qk_q3k_scales(p) : _mm_loadu_si128((const __m128i *)(p + 192));
 				__m512i scv = _mm512_and_si512(_mm512_cvtepi8_epi32(sc8), low16);
 				__m256i sc16 = _mm256_cvtepi8_epi16(sc8);
 #pragma GCC unroll 2
