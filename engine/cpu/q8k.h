@@ -1,5 +1,5 @@
 /*
- * engine/cpu/q8k.h: K-quant and IQ4_XS weight rows (Q4_K, Q5_K, Q6_K, IQ4_XS) against
+ * engine/cpu/q8k.h: K-quant and IQ4_XS weight rows (Q4_K, Q5_K, Q6_K, Q3_K, IQ4_XS) against
  * activations quantized to 8 bits a super-block of 256, in integers a
  * super-block at a time: the arithmetic llama.cpp uses for these types,
  * offered as an option (`--activation-bits 8`, eng_model_options) beside
@@ -24,13 +24,16 @@
  * layouts): Q4_K/Q5_K 8 blocks of 32, block j with an unsigned value
  * q_w (4 or 5 bits), a 6-bit scale sc_j and a 6-bit minimum m_j, the
  * super-block's d_w and dmin (f16); Q6_K 16 blocks of 16, block g with a
- * 6-bit value q_w - 32 and an int8 scale sc_g, and d_w; IQ4_XS 8 blocks
+ * 6-bit value q_w - 32 and an int8 scale sc_g, and d_w; Q3_K the same
+ * with a 3-bit value q_w - 4 (kept as q_w, 0 .. 7) and a signed 6-bit
+ * scale; IQ4_XS 8 blocks
  * of 32, block j with IQ4_NL's table values v (-127 .. 113; kept as v +
  * 128, unsigned, in a group), a signed 6-bit scale sc_j = ls_j - 32, and
  * d_w. With exact integers
  *   Q4_K, Q5_K:  isum = sum_j sc_j * sum_{e in j} q_w[e] q[e]
  *                msum = sum_j m_j * (bsum[2j] + bsum[2j + 1])
  *   Q6_K:        isum = sum_g sc_g * sum_{e in g} (q_w[e] - 32) q[e]
+ *   Q3_K:        isum = sum_g sc_g * sum_{e in g} (q_w[e] - 4) q[e]
  *   IQ4_XS:      isum = sum_j sc_j * sum_{e in j} v[e] q[e]
  * (all within 2^31), an output is, over the row's super-blocks in order,
  *   acc  = fma((float)isum, d_w * d, acc)
@@ -57,7 +60,7 @@ void eng_q8k_quantize(eng_q8kblk *out, const float *x, int n);
 /* The same by the definition, one element at a time (the oracle). */
 void eng_q8k_quantize_ref(eng_q8kblk *out, const float *x, int n);
 
-/* Whether eng_dtype t has a kernel here (Q4_K, Q5_K, Q6_K, IQ4_XS). */
+/* Whether eng_dtype t has a kernel here (Q4_K, Q5_K, Q6_K, Q3_K, IQ4_XS). */
 int eng_q8k_type(int t);
 
 /* o[i*4 + r] = weight row w[r] . activation row x[i], i < nx (at most

@@ -9,15 +9,16 @@
  * 8-bit activations round at 1/254 and change SmolLM2's greedy answers;
  * those are an option for K-quants, engine/cpu/q8k.h).
  * A weight block of 32 (a K-quant's sub-block) is its integer values q_w
- * (offsets folded in: Q4_0 - 8, Q5_0 - 16, Q6_K - 32; IQ4_NL and IQ4_XS
- * their table's values), a scale for its first 16 elements and one for
- * the last 16 (equal but for Q6_K and Q2_K) and a minimum coefficient m
+ * (offsets folded in: Q4_0 - 8, Q5_0 - 16, Q6_K - 32, Q3_K - 4 where
+ * hmask's bit is clear; IQ4_NL and IQ4_XS their table's values), a scale
+ * for its first 16 elements and one for the last 16 (equal but for Q6_K,
+ * Q3_K and Q2_K) and a minimum coefficient m
  * (Q4_1, Q5_1: +m; Q4_K, Q5_K: -dmin * min; Q2_K one a half, m_lo and
  * m_hi: -dmin * min). With lo = sum of q_w[e] q_x[e] over e < 16 and hi
  * the same over the last 16, and h_lo, h_hi the sums of q_x over the two
  * halves (exact integers), an output is, over the row's blocks in order,
  *   one scale:    acc = fma((float)(lo + hi), sc * d, acc)
- *   Q6_K, Q2_K:   acc = fma((float)lo, sc_lo * d, acc);
+ *   Q6_K, Q3_K, Q2_K: acc = fma((float)lo, sc_lo * d, acc);
  *                 acc = fma((float)hi, sc_hi * d, acc)
  *   mins = fma(m, s, mins)
  *   Q2_K:         mins = fma(m_lo, d * (float)h_lo, mins);
@@ -112,7 +113,8 @@ void eng_qdot(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, i
 void eng_qdot_rows(float *y, const eng_qxblk *x, const eng_qxbyt *xy, const uint8_t *W, size_t rb, int r0, int q4,
                    int nq, int nb, int t);
 /* Quads laid out four rows together, for decode of Q8_0 .. Q5_1, Q4_K,
- * Q5_K and Q6_K (eng_qx4_type): the rows 4k .. 4k + 3 of a weight keep their
+ * Q5_K, Q6_K, IQ4_XS, IQ4_NL, Q2_K and Q3_K (eng_qx4_type; the layouts of
+ * the last four are in qdot.c, q2_quad and q3_quad's comments): the rows 4k .. 4k + 3 of a weight keep their
  * 4 * rb bytes, but block b of the four (super-block for the K-quants;
  * 4 * its bytes from 4 * b times them) holds the four rows' parts side
  * by side, row 0's first.

@@ -4,10 +4,10 @@
  * target attribute, QD_VNNI 1 in the AVX512-VNNI copy). Decode reads raw
  * rows four at a time: the AVX2 copy's kern; the VNNI copy's kern4b
  * (Q4_0 .. Q5_1, IQ4_NL), kern4k (Q4_K, Q5_K), kern4i (IQ4_XS), kern6k
- * (Q6_K) and kern2k (Q2_K), the weights as bytes against the activations'
- * two bytes (eng_qxbyt), and its kernr (two rows to a 512-bit register, as
- * 16-bit words) for Q8_0 and for calls without those bytes (K-quants and
- * Q2_K then take the AVX2 kern). Prefill unpacks 16 rows into a group
+ * (Q6_K), kern2k (Q2_K) and kern3k (Q3_K), the weights as bytes against
+ * the activations' two bytes (eng_qxbyt), and its kernr (two rows to a
+ * 512-bit register, as 16-bit words) for Q8_0 and for calls without those
+ * bytes (of Q4_0 .. Q5_1; the other types then take the AVX2 kern). Prefill unpacks 16 rows into a group
  * (group_unpack) and runs gkern on it, one row a lane. The sums are
  * qdot.h's definition; only how a block's exact integer sum is formed
  * differs between the kernels, so all give the same bits.
