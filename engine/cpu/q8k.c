@@ -24,7 +24,7 @@
 
 int eng_q8k_type(int t)
 {
-	return t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K || t == ENG_IQ4_XS || t == ENG_Q3_K;
+	return t == ENG_Q4_K || t == ENG_Q5_K || t == ENG_Q6_K || t == ENG_IQ4_XS || t == ENG_Q3_K || t == ENG_Q2_K;
 }
 
 void eng_q8k_quantize_ref(eng_q8kblk *out, const float *x, int n)
@@ -76,13 +76,19 @@ static int32_t qk_pair16(int lo, int hi)
 }
 
 /* Row super-block p's block scales (Q4_K/Q5_K: 8 of 32 elements, the
- * rest 0; IQ4_XS: 8 signed ones of 32; Q6_K, Q3_K: 16 of 16), its minima
- * (Q4_K/Q5_K; else 0) and its f16 scales as floats: the layouts of
- * engine/gguf/quant.c. */
-static void qk_row_scales(const uint8_t *p, int t, int sc[16], int m[8], float *d, float *dmin)
+ * rest 0; IQ4_XS: 8 signed ones of 32; Q6_K, Q3_K, Q2_K: 16 of 16), its
+ * minima (Q4_K/Q5_K: 8 of 32; Q2_K: 16 of 16; else 0) and its f16 scales
+ * as floats: the layouts of engine/gguf/quant.c. */
+static void qk_row_scales(const uint8_t *p, int t, int sc[16], int m[16], float *d, float *dmin)
 {
 	memset(sc, 0, 16 * sizeof *sc);
-	memset(m, 0, 8 * sizeof *m);
+	memset(m, 0, 16 * sizeof *m);
+	if (t == ENG_Q2_K) {
+		for (int g = 0; g < 16; g++)
+			sc[g] = p[g] & 0xF, m[g] = p[g] >> 4;
+		*d = eng_ggml_h2f(p + 80), *dmin = eng_ggml_h2f(p + 82);
+		return;
+	}
 	if (t == ENG_IQ4_XS) {
 		for (int j = 0; j < 8; j++)
 			sc[j] = eng_ggml_iq4xs_scale(j, p);
@@ -109,9 +115,14 @@ static void qk_row_scales(const uint8_t *p, int t, int sc[16], int m[8], float *
 /* The same and the super-block's values in element order as unsigned
  * bytes (Q6_K's without the - 32, Q3_K's + 4, IQ4_XS's table values +
  * 128), element by element. */
-static void qk_row_values(const uint8_t *p, int t, uint8_t v[256], int sc[16], int m[8], float *d, float *dmin)
+static void qk_row_values(const uint8_t *p, int t, uint8_t v[256], int sc[16], int m[16], float *d, float *dmin)
 {
 	qk_row_scales(p, t, sc, m, d, dmin);
+	if (t == ENG_Q2_K) {
+		for (int e = 0; e < 256; e++)
+			v[e] = (uint8_t)eng_ggml_q2k_value(p, e);
+		return;
+	}
 	if (t == ENG_IQ4_XS) {
 		for (int j = 0; j < 8; j++)
 			for (int e = 0; e < 32; e++)
@@ -145,14 +156,15 @@ static void qk_row_values(const uint8_t *p, int t, uint8_t v[256], int sc[16], i
 }
 
 /* Row r of a group's super-block s: its scales and 16-bit pairs (Q6_K,
- * Q3_K: scale pairs; IQ4_XS: each block's scale twice, one for each of its
+ * Q3_K: scale pairs; Q2_K: minimum pairs, 8 of 16; IQ4_XS: each block's scale twice, one for each of its
  * sums of 16; Q4_K/Q5_K: minimum pairs, 4 of 8) in q8k.h's layout */
-static void qk_group_scales(eng_q8kgroup *g, int s, int r, int t, const int sc[16], const int m[8])
+static void qk_group_scales(eng_q8kgroup *g, int s, int r, int t, const int sc[16], const int m[16])
 {
 	for (int j = 0; j < 16; j++)
 		g->sc[((size_t)s * 16 + j) * 16 + r] = sc[j];
 	for (int k = 0; k < 8; k++)
 		g->pr[((size_t)s * 8 + k) * 16 + r] = t == ENG_Q6_K || t == ENG_Q3_K ? qk_pair16(sc[2 * k], sc[2 * k + 1])
+		                                      : t == ENG_Q2_K ? qk_pair16(m[2 * k], m[2 * k + 1])
 		                                      : t == ENG_IQ4_XS ? qk_pair16(sc[k], sc[k])
 		                                      : k < 4           ? qk_pair16(m[2 * k], m[2 * k + 1])
 		                                                        : 0;
@@ -169,7 +181,7 @@ float eng_q8k_dot_ref(const eng_q8kblk *x, const uint8_t *w, int nsb, int t)
 	for (int s = 0; s < nsb; s++) {
 		const eng_q8kblk *xb = x + s;
 		uint8_t v[256];
-		int sc[16], m[8], isum = 0, msum = 0;
+		int sc[16], m[16], isum = 0, msum = 0;
 		float d, dmin;
 		qk_row_values(w + (size_t)s * qk_bytes(t), t, v, sc, m, &d, &dmin);
 		if (t == ENG_IQ4_XS) {
@@ -180,6 +192,18 @@ float eng_q8k_dot_ref(const eng_q8kblk *x, const uint8_t *w, int nsb, int t)
 				isum += sc[j] * sub;
 			}
 			acc = fmaf((float)isum, d * xb->d, acc);
+			continue;
+		}
+		if (t == ENG_Q2_K) {
+			for (int g = 0; g < 16; g++) {
+				int sub = 0;
+				for (int e = 16 * g; e < 16 * g + 16; e++)
+					sub += v[e] * xb->q[e];
+				isum += sc[g] * sub;
+				msum += m[g] * xb->bsum[g];
+			}
+			acc = fmaf((float)isum, d * xb->d, acc);
+			mins = fmaf((float)msum, dmin * xb->d, mins);
 			continue;
 		}
 		if (t == ENG_Q6_K || t == ENG_Q3_K) {
@@ -229,7 +253,7 @@ void eng_q8k_group_unpack(eng_q8kgroup *g, const uint8_t *const w[ENG_Q8K_GROUP_
 	for (int r = 0; r < ENG_Q8K_GROUP_ROWS; r++)
 		for (int s = 0; s < nsb; s++) {
 			uint8_t v[256];
-			int sc[16], m[8];
+			int sc[16], m[16];
 			qk_row_values(w[r] + (size_t)s * qk_bytes(t), t, v, sc, m, &g->d[s * 16 + r], &g->dmin[s * 16 + r]);
 			for (int k = 0; k < 64; k++)
 				memcpy(g->q + (((size_t)s * 64 + k) * 16 + r) * 4, v + 4 * k, 4);
@@ -362,9 +386,10 @@ __attribute__((target(QK_AVX2))) static void q8k_quantize_avx2(eng_q8kblk *out, 
 QK_FN(QK_AVX2) void qk_kern_avx2(float *o, const eng_q8kblk *const *x, int NX, const uint8_t *const w[4], int nsb,
                                  int t)
 {
-	/* (Q3_K takes Q6_K's road: 16 signed scales, values stored + 4 where Q6_K's are + 32) */
-	const int three = t == ENG_Q3_K, six = t == ENG_Q6_K || three, five = t == ENG_Q5_K, iq = t == ENG_IQ4_XS,
-	          mins = !six && !iq;
+	/* (Q3_K takes Q6_K's road: 16 signed scales, values stored + 4 where Q6_K's are + 32; Q2_K
+	 * its own: 16 scales and 16 minima) */
+	const int three = t == ENG_Q3_K, six = t == ENG_Q6_K || three, two = t == ENG_Q2_K, five = t == ENG_Q5_K,
+	          iq = t == ENG_IQ4_XS, mins = !six && !iq;
 	const size_t bs = qk_bytes(t);
 	const __m256i lo4 = _mm256_set1_epi8(0x0F), lo2 = _mm256_set1_epi8(0x03), one = _mm256_set1_epi8(1);
 	const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)eng_ggml_iq4nl_values));
@@ -392,6 +417,27 @@ QK_FN(QK_AVX2) void qk_kern_avx2(float *o, const eng_q8kblk *const *x, int NX, c
 						T[r][a] = _mm256_add_epi32(T[r][a], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xq, wv)), S));
 					}
 				}
+				continue;
+			}
+			if (two) { /* blocks of 16: scale and minimum the low and high nibbles of byte g */
+				__m128i raw = _mm_loadu_si128((const __m128i *)p);
+				uint8_t sc[16];
+				_mm_storeu_si128((__m128i *)sc, _mm_and_si128(raw, _mm256_castsi256_si128(lo4)));
+				__m256i M16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm256_castsi256_si128(lo4)));
+#pragma GCC unroll 8
+				for (int j = 0; j < 8; j++) { /* block of 32 j: bits 2 (j % 4) of its half's 32 bytes */
+					__m256i q2 = _mm256_loadu_si256((const __m256i *)(p + 16 + 32 * (j / 4)));
+					__m256i wv = _mm256_and_si256(_mm256_srli_epi16(q2, 2 * (j % 4)), lo2);
+					__m256i S = _mm256_set_m128i(_mm_set1_epi16(sc[2 * j + 1]), _mm_set1_epi16(sc[2 * j]));
+#pragma GCC unroll 2
+					for (int a = 0; a < NX; a++) {
+						__m256i xq = _mm256_loadu_si256((const __m256i *)(x[a][s].q + 32 * j));
+						T[r][a] = _mm256_add_epi32(T[r][a], _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xq), S));
+					}
+				}
+#pragma GCC unroll 2
+				for (int a = 0; a < NX; a++)
+					MS[r][a] = _mm256_madd_epi16(M16, _mm256_loadu_si256((const __m256i *)x[a][s].bsum));
 				continue;
 			}
 			if (six) {
@@ -453,7 +499,8 @@ QK_FN(QK_AVX2) void qk_kern_avx2(float *o, const eng_q8kblk *const *x, int NX, c
 				MS[r][a] = _mm256_madd_epi16(M, _mm256_loadu_si256((const __m256i *)x[a][s].bsum));
 		}
 		size_t at = (size_t)s * bs;
-		__m128 dw = eng_qs_f16x4(w, three ? at + 108 : six ? at + 208 : at), dmin = mins ? eng_qs_f16x4(w, at + 2) : _mm_setzero_ps();
+		__m128 dw = eng_qs_f16x4(w, three ? at + 108 : six ? at + 208 : two ? at + 80 : at);
+		__m128 dmin = mins ? eng_qs_f16x4(w, two ? at + 82 : at + 2) : _mm_setzero_ps();
 #pragma GCC unroll 2
 		for (int a = 0; a < NX; a++) {
 			__m128i is = eng_qs_isum4(T[0][a], T[1][a], T[2][a], T[3][a]);
@@ -482,6 +529,7 @@ __attribute__((target(QK_AVX2))) static void q8k_avx2(float *o, const eng_q8kblk
 			QK_A(ENG_Q5_K)
 			QK_A(ENG_IQ4_XS)
 			QK_A(ENG_Q3_K)
+			QK_A(ENG_Q2_K)
 		default:
 			QK_A(ENG_Q6_K)
 		}
@@ -529,9 +577,10 @@ QK_FN(QK_VNNI) __m128i qk_sum4_512(__m512i a, __m512i b, __m512i c, __m512i d)
 QK_FN(QK_VNNI) void qk_kern_vnni(float *o, const eng_q8kblk *const *x, int NX, const uint8_t *const w[4], int nsb,
                                  int t)
 {
-	/* (Q3_K takes Q6_K's road: 16 signed scales, values stored + 4 where Q6_K's are + 32) */
-	const int three = t == ENG_Q3_K, six = t == ENG_Q6_K || three, five = t == ENG_Q5_K, iq = t == ENG_IQ4_XS,
-	          mins = !six && !iq;
+	/* (Q3_K takes Q6_K's road: 16 signed scales, values stored + 4 where Q6_K's are + 32; Q2_K
+	 * its pairs of blocks of 16 too, with 16 minima) */
+	const int three = t == ENG_Q3_K, six = t == ENG_Q6_K || three, two = t == ENG_Q2_K, five = t == ENG_Q5_K,
+	          iq = t == ENG_IQ4_XS, mins = !six && !iq;
 	const size_t bs = qk_bytes(t);
 	const __m512i lo4 = _mm512_set1_epi8(0x0F), lo2 = _mm512_set1_epi8(0x03), low16 = _mm512_set1_epi32(0xFFFF);
 	const __m512i tabu = qk_iq4tabu();
@@ -569,6 +618,36 @@ QK_FN(QK_VNNI) void qk_kern_vnni(float *o, const eng_q8kblk *const *x, int NX, c
 						__m512i P = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv,
 						                                _mm512_loadu_si512((const void *)(x[a][s].q + 64 * i)));
 						T[r][a] = _mm512_add_epi32(T[r][a], _mm512_mullo_epi32(P, S));
+					}
+				}
+				continue;
+			}
+			if (two) {
+				/* blocks of 16: the scales (low nibbles, under 16, so a lane's high 16 bits are 0
+				 * for dpwssd) and the minima (high nibbles, meeting bsum through M) */
+				__m128i raw = _mm_loadu_si128((const __m128i *)p);
+				__m512i scv = _mm512_cvtepu8_epi32(_mm_and_si128(raw, _mm_set1_epi8(0x0F)));
+				M[r] = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
+#pragma GCC unroll 2
+				for (int h = 0; h < 2; h++) {
+					/* blocks 4h, 4h + 1 (A) and 4h + 2, 4h + 3 (B): bits 2k of the half's 32 bytes */
+					__m512i Q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 16 + 32 * h)));
+					__m512i wA = _mm512_and_si512(_mm512_srlv_epi64(Q, _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2)), lo2);
+					__m512i wB = _mm512_and_si512(_mm512_srlv_epi64(Q, _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6)), lo2);
+					int pa = 2 * h, pb = 2 * h + 1;
+					__m512i SA = _mm512_permutexvar_epi32(_mm512_setr_epi32(4 * pa, 4 * pa, 4 * pa, 4 * pa,
+						4 * pa + 1, 4 * pa + 1, 4 * pa + 1, 4 * pa + 1, 4 * pa + 2, 4 * pa + 2, 4 * pa + 2,
+						4 * pa + 2, 4 * pa + 3, 4 * pa + 3, 4 * pa + 3, 4 * pa + 3), scv);
+					__m512i SB = _mm512_permutexvar_epi32(_mm512_setr_epi32(4 * pb, 4 * pb, 4 * pb, 4 * pb,
+						4 * pb + 1, 4 * pb + 1, 4 * pb + 1, 4 * pb + 1, 4 * pb + 2, 4 * pb + 2, 4 * pb + 2,
+						4 * pb + 2, 4 * pb + 3, 4 * pb + 3, 4 * pb + 3, 4 * pb + 3), scv);
+					#pragma GCC unroll 4
+					for (int a = 0; a < NX; a++) {
+						const int8_t *xq = x[a][s].q + 128 * h;
+						__m512i PA = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wA, _mm512_loadu_si512((const void *)xq));
+						__m512i PB = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wB,
+						                                 _mm512_loadu_si512((const void *)(xq + 64)));
+						T[r][a] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(T[r][a], PA, SA), PB, SB);
 					}
 				}
 				continue;
@@ -653,7 +732,8 @@ QK_FN(QK_VNNI) void qk_kern_vnni(float *o, const eng_q8kblk *const *x, int NX, c
 			}
 		}
 		size_t at = (size_t)s * bs;
-		__m128 dw = eng_qs_f16x4(w, three ? at + 108 : six ? at + 208 : at), dmin = mins ? eng_qs_f16x4(w, at + 2) : _mm_setzero_ps();
+		__m128 dw = eng_qs_f16x4(w, three ? at + 108 : six ? at + 208 : two ? at + 80 : at);
+		__m128 dmin = mins ? eng_qs_f16x4(w, two ? at + 82 : at + 2) : _mm_setzero_ps();
 		#pragma GCC unroll 4
 		for (int a = 0; a < NX; a++) {
 			__m128i is = qk_sum4_512(T[0][a], T[1][a], T[2][a], T[3][a]), ms = _mm_setzero_si128();
@@ -689,6 +769,7 @@ __attribute__((target(QK_VNNI))) static void q8k_vnni(float *o, const eng_q8kblk
 		QK_V(ENG_Q5_K)
 		QK_V(ENG_IQ4_XS)
 		QK_V(ENG_Q3_K)
+		QK_V(ENG_Q2_K)
 	default:
 		QK_V(ENG_Q6_K)
 	}
@@ -702,7 +783,7 @@ __attribute__((target(QK_VNNI))) static void q8k_vnni(float *o, const eng_q8kblk
  * meet the activations' 16-bit sums in dpwssd. No horizontal sums. */
 QK_FN(QK_VNNI) void qk_gkern_vnni(float *o, const eng_q8kblk *const *x, int NX, const eng_q8kgroup *g, int nsb, int t)
 {
-	const int three = t == ENG_Q3_K, six = t == ENG_Q6_K || three, iq = t == ENG_IQ4_XS;
+	const int three = t == ENG_Q3_K, six = t == ENG_Q6_K || three, two = t == ENG_Q2_K, iq = t == ENG_IQ4_XS;
 	__m512 acc[ENG_Q8K_GROUP_X], mn[ENG_Q8K_GROUP_X];
 #pragma GCC unroll 4
 	for (int a = 0; a < NX; a++)
@@ -715,7 +796,7 @@ QK_FN(QK_VNNI) void qk_gkern_vnni(float *o, const eng_q8kblk *const *x, int NX, 
 		for (int a = 0; a < NX; a++)
 			T[a] = M[a] = _mm512_setzero_si512();
 		/* blocks of 32 (Q6_K: 16) elements: 8 (4) dpbusd steps of four */
-		const int nblk = six ? 16 : 8, steps = six ? 4 : 8;
+		const int nblk = six || two ? 16 : 8, steps = six || two ? 4 : 8;
 		for (int j = 0; j < nblk; j++) {
 			__m512i P[ENG_Q8K_GROUP_X];
 #pragma GCC unroll 4
@@ -747,6 +828,11 @@ QK_FN(QK_VNNI) void qk_gkern_vnni(float *o, const eng_q8kblk *const *x, int NX, 
 					C = _mm512_dpwssd_epi32(C, _mm512_loadu_si512((const void *)(pr + k * 16)),
 					                        _mm512_set1_epi32(qk_pair16(bs[2 * k], bs[2 * k + 1])));
 				T[a] = _mm512_sub_epi32(T[a], _mm512_slli_epi32(C, three ? 2 : six ? 5 : 7));
+			} else if (two) { /* msum = sum_g m_g bsum_g */
+#pragma GCC unroll 8
+				for (int k = 0; k < 8; k++)
+					M[a] = _mm512_dpwssd_epi32(M[a], _mm512_loadu_si512((const void *)(pr + k * 16)),
+					                           _mm512_set1_epi32(qk_pair16(bs[2 * k], bs[2 * k + 1])));
 			} else { /* msum = sum_j m_j (bsum 2j + bsum 2j + 1) */
 #pragma GCC unroll 4
 				for (int k = 0; k < 4; k++)
@@ -809,7 +895,7 @@ QK_FN(QK_VNNI) void qk_transpose16(__m512i v[16])
 __attribute__((target(QK_VNNI))) static void q8k_group_unpack_vnni(eng_q8kgroup *g, const uint8_t *const w[16], int nsb,
                                                                    int t)
 {
-	const int three = t == ENG_Q3_K, six = t == ENG_Q6_K, five = t == ENG_Q5_K, iq = t == ENG_IQ4_XS;
+	const int three = t == ENG_Q3_K, two = t == ENG_Q2_K, six = t == ENG_Q6_K, five = t == ENG_Q5_K, iq = t == ENG_IQ4_XS;
 	const size_t bs = qk_bytes(t);
 	const __m512i lo4 = _mm512_set1_epi8(0x0F), lo2 = _mm512_set1_epi8(0x03);
 	const __m512i tabu = qk_iq4tabu();
@@ -820,6 +906,11 @@ __attribute__((target(QK_VNNI))) static void q8k_group_unpack_vnni(eng_q8kgroup 
 				const uint8_t *p = w[r] + (size_t)s * bs;
 				if (iq) { /* blocks 2kb and 2kb + 1: each one's low nibbles, then its high ones, through the table */
 					v[r] = qk_iq4xs_pair(p, kb, tabu);
+				} else if (two) { /* blocks 2kb and 2kb + 1: the 2-bit fields of half kb / 2 */
+					int h = kb / 2, k0 = 2 * (kb % 2);
+					__m512i Q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 16 + 32 * h)));
+					__m512i sh = _mm512_setr_epi64(2 * k0, 2 * k0, 2 * k0, 2 * k0, 2 * k0 + 2, 2 * k0 + 2, 2 * k0 + 2, 2 * k0 + 2);
+					v[r] = _mm512_and_si512(_mm512_srlv_epi64(Q, sh), lo2);
 				} else if (three) { /* blocks 2kb and 2kb + 1: 2-bit fields of half kb / 2, + 4 where hmask says */
 					int h = kb / 2, k0 = 2 * (kb % 2);
 					__m512i Q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 32 + 32 * h)));
@@ -853,11 +944,15 @@ __attribute__((target(QK_VNNI))) static void q8k_group_unpack_vnni(eng_q8kgroup 
 		}
 		for (int r = 0; r < 16; r++) { /* qk_row_scales' values, the 6-bit ones taken apart at once */
 			const uint8_t *p = w[r] + (size_t)s * bs;
-			int sc[16] = {0}, m[8] = {0};
+			int sc[16] = {0}, m[16] = {0};
 			if (iq) {
 				for (int j = 0; j < 8; j++)
 					sc[j] = eng_ggml_iq4xs_scale(j, p);
 				g->d[s * 16 + r] = eng_qs_h2f(p), g->dmin[s * 16 + r] = 0.0f;
+			} else if (two) {
+				for (int j = 0; j < 16; j++)
+					sc[j] = p[j] & 0xF, m[j] = p[j] >> 4;
+				g->d[s * 16 + r] = eng_qs_h2f(p + 80), g->dmin[s * 16 + r] = eng_qs_h2f(p + 82);
 			} else if (three) {
 				int8_t q3s[16];
 				eng_ggml_q3k_scales(p + 96, q3s);
@@ -897,6 +992,7 @@ __attribute__((target(QK_VNNI))) static void q8k_group_vnni(float *o, const eng_
 		QK_G(ENG_Q5_K)
 		QK_G(ENG_IQ4_XS)
 		QK_G(ENG_Q3_K)
+		QK_G(ENG_Q2_K)
 	default:
 		QK_G(ENG_Q6_K)
 	}

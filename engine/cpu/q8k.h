@@ -1,5 +1,5 @@
 /*
- * engine/cpu/q8k.h: K-quant and IQ4_XS weight rows (Q4_K, Q5_K, Q6_K, Q3_K, IQ4_XS) against
+ * engine/cpu/q8k.h: K-quant and IQ4_XS weight rows (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K, IQ4_XS) against
  * activations quantized to 8 bits a super-block of 256, in integers a
  * super-block at a time: the arithmetic llama.cpp uses for these types,
  * offered as an option (`--activation-bits 8`, eng_model_options) beside
@@ -26,7 +26,8 @@
  * super-block's d_w and dmin (f16); Q6_K 16 blocks of 16, block g with a
  * 6-bit value q_w - 32 and an int8 scale sc_g, and d_w; Q3_K the same
  * with a 3-bit value q_w - 4 (kept as q_w, 0 .. 7) and a signed 6-bit
- * scale; IQ4_XS 8 blocks
+ * scale; Q2_K 16 blocks of 16, block g with a 2-bit value q_w, a 4-bit
+ * scale sc_g and a 4-bit minimum m_g, and d_w, dmin; IQ4_XS 8 blocks
  * of 32, block j with IQ4_NL's table values v (-127 .. 113; kept as v +
  * 128, unsigned, in a group), a signed 6-bit scale sc_j = ls_j - 32, and
  * d_w. With exact integers
@@ -34,10 +35,12 @@
  *                msum = sum_j m_j * (bsum[2j] + bsum[2j + 1])
  *   Q6_K:        isum = sum_g sc_g * sum_{e in g} (q_w[e] - 32) q[e]
  *   Q3_K:        isum = sum_g sc_g * sum_{e in g} (q_w[e] - 4) q[e]
+ *   Q2_K:        isum = sum_g sc_g * sum_{e in g} q_w[e] q[e]
+ *                msum = sum_g m_g * bsum[g]
  *   IQ4_XS:      isum = sum_j sc_j * sum_{e in j} v[e] q[e]
  * (all within 2^31), an output is, over the row's super-blocks in order,
  *   acc  = fma((float)isum, d_w * d, acc)
- *   mins = fma((float)msum, dmin * d, mins)      (Q4_K, Q5_K)
+ *   mins = fma((float)msum, dmin * d, mins)      (Q4_K, Q5_K, Q2_K)
  * and then acc - mins. The integer sums are one number however a kernel
  * forms them, so the vector kernels (AVX2's maddubs, AVX512-VNNI's
  * dpbusd) give the plain definition's bits (eng_q8k_dot_ref), and an
@@ -60,7 +63,7 @@ void eng_q8k_quantize(eng_q8kblk *out, const float *x, int n);
 /* The same by the definition, one element at a time (the oracle). */
 void eng_q8k_quantize_ref(eng_q8kblk *out, const float *x, int n);
 
-/* Whether eng_dtype t has a kernel here (Q4_K, Q5_K, Q6_K, Q3_K, IQ4_XS). */
+/* Whether eng_dtype t has a kernel here (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K, IQ4_XS). */
 int eng_q8k_type(int t);
 
 /* o[i*4 + r] = weight row w[r] . activation row x[i], i < nx (at most

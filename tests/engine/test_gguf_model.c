@@ -207,7 +207,7 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch, bool
 				free(gk), free(gk1);
 				eng_model_free(mk);
 				if (types[k] == ENG_GGML_Q4_K || types[k] == ENG_GGML_Q5_K || types[k] == ENG_GGML_Q6_K ||
-				    types[k] == ENG_GGML_IQ4_XS || types[k] == ENG_GGML_Q3_K) {
+				    types[k] == ENG_GGML_IQ4_XS || types[k] == ENG_GGML_Q3_K || types[k] == ENG_GGML_Q2_K) {
 					/* --activation-bits 8 (cpu/q8k.h): every matrix here is whole
 					 * super-blocks; within 8-bit rounding of the F32 conversion,
 					 * other bits than the 16-bit path's, token by token = at once */

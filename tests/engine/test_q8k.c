@@ -108,7 +108,7 @@ static void make_rows(uint8_t *wq, float *wf, int rows, int cols, int dt, int ra
 		int nf = dt == ENG_Q6_K || dt == ENG_IQ4_XS || dt == ENG_Q3_K ? 1 : 2;
 		for (int f = 0; f < nf; f++) {
 			uint16_t h = (uint16_t)((ev_rng_next(r) & 0x83FF) | ((7 + ev_rng_next(r) % 8) << 10));
-			memcpy(p + (dt == ENG_Q6_K ? 208 : dt == ENG_Q3_K ? 108 : 2 * f), &h, 2);
+			memcpy(p + (dt == ENG_Q6_K ? 208 : dt == ENG_Q3_K ? 108 : dt == ENG_Q2_K ? 80 + 2 * f : 2 * f), &h, 2);
 		}
 	}
 }
@@ -121,7 +121,7 @@ static void kernels_give_the_definitions_bits(void **st)
 	ev_rng_seed(&r, 12);
 	int top = eng_qdot_level();
 	print_message("vector level on this CPU: %s\n", eng_qdot_level_name(top));
-	const int types[] = {ENG_Q4_K, ENG_Q5_K, ENG_Q6_K, ENG_IQ4_XS, ENG_Q3_K};
+	const int types[] = {ENG_Q4_K, ENG_Q5_K, ENG_Q6_K, ENG_IQ4_XS, ENG_Q3_K, ENG_Q2_K};
 	for (int ti = 0; ti < (int)(sizeof types / sizeof types[0]); ti++) {
 		int dt = types[ti], cols = 768, nsb = cols / 256;
 		assert_true(eng_q8k_type(dt));
