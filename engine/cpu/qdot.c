@@ -771,7 +771,7 @@ void eng_qdot_group(float *o, const eng_qxblk *const *x, int nx, const eng_qgrou
 bool eng_qgroup_unpack_x4(eng_qgroup *dst, const uint8_t *const quads[4], int nb, int t)
 {
 #ifdef QD_X86
-	if (t >= ENG_Q8_0 && t <= ENG_Q2_K && t != ENG_Q6_K && eng_qdot_level() == 2) {
+	if (eng_qx4_type(t) && eng_qdot_level() == 2) {
 		group_unpack4_vnni(dst, quads, nb, t);
 		return true;
 	}

@@ -160,7 +160,8 @@ bool eng_qdot_x4(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy
 void eng_qgroup_unpack(eng_qgroup *dst, const uint8_t *const w[ENG_QGROUP_ROWS], int nb, int t);
 /* The same from four quads laid out four rows together (rows 4q .. 4q + 3
  * of the group at quads[q]; repeat a quad to fill a group), where the
- * level reads quads (AVX512-VNNI) and t is Q8_0 .. Q5_1, Q4_K or Q5_K: true, dst as
+ * level reads quads (AVX512-VNNI) and t is a type laid out as quads
+ * (eng_qx4_type): true, dst as
  * eng_qgroup_unpack makes it of the rows as stored; otherwise false and
  * dst untouched (the caller takes the rows out, eng_qx4_row). */
 bool eng_qgroup_unpack_x4(eng_qgroup *dst, const uint8_t *const quads[4], int nb, int t);

@@ -1539,9 +1539,10 @@ __attribute__((target(QD_TARGET))) static void QD(group_unpack)(eng_qgroup *g, c
 #define QD_ROW4(e, u) _mm256_set_m128i(_mm512_extracti32x4_epi32((e)[1], u), _mm512_extracti32x4_epi32((e)[0], u))
 
 /* group_unpack on four quads laid out four rows together (rows 4q .. 4q + 3
- * of the group at quads[q]; Q8_0 .. Q5_1, Q4_K, Q5_K, IQ4_XS): the values unpack
- * and the scales group_scales give, read from the quads (bquad4's loads,
- * or kquadx's and kscalesx's) with no rows copied out. */
+ * of the group at quads[q]; every type laid out so, eng_qx4_type): the
+ * values unpack and the scales group_scales give, read from the quads
+ * (bquad4's loads, or kquadx's, q6quadx's, a pair of rows' bytes, and
+ * kscalesx's) with no rows copied out. */
 __attribute__((target(QD_TARGET))) static void QD(group_unpack4)(eng_qgroup *g, const uint8_t *const quads[4], int nb,
                                                                   int t)
 {
@@ -1574,6 +1575,32 @@ __attribute__((target(QD_TARGET))) static void QD(group_unpack4)(eng_qgroup *g, 
 				for (int h = 0; h < 2; h++) {
 					__m512i raw = _mm512_loadu_si512((const void *)(quads[q] + (size_t)(b / 8) * 4 * 84 + 80 + 128 * (j / 4) + 64 * h));
 					__m512i vals = _mm512_and_si512(_mm512_srli_epi16(raw, 2 * (j % 4)), _mm512_set1_epi8(3));
+					v[4 * q + 2 * h] = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(vals));
+					v[4 * q + 2 * h + 1] = _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(vals, 1));
+				}
+				continue;
+			}
+			if (t == 10 || t == 14) { /* Q6_K, Q3_K: a super-block's scales at its first block; a pair of rows a register */
+				const uint8_t *w4[4] = {quads[q], NULL, NULL, NULL};
+				int j = b % 8;
+				if (j == 0)
+					QD(group_kscales)(g, w4, b, q, t, 1);
+#pragma GCC unroll 2
+				for (int h = 0; h < 2; h++) {
+					__m512i vals;
+					if (t == 10) { /* q6quadx's raw values of the half's blocks, less 32 */
+						__m512i q6[4];
+						QD(q6quadx)(w4, h, b, q6, 1);
+						vals = _mm512_sub_epi8(q6[j % 4], _mm512_set1_epi8(32));
+					} else { /* the 2-bit fields, + 4 where hmask's bit j is set, less 4 */
+						const uint8_t *sb = quads[q] + (size_t)(b / 8) * 4 * 110;
+						__m512i raw = _mm512_loadu_si512((const void *)(sb + 128 * (j / 4) + 64 * h));
+						__m512i hm = _mm512_loadu_si512((const void *)(sb + 256 + 64 * h));
+						vals = _mm512_and_si512(_mm512_srli_epi16(raw, 2 * (j % 4)), _mm512_set1_epi8(3));
+						vals = _mm512_mask_add_epi8(vals, _mm512_test_epi8_mask(hm, _mm512_set1_epi8((char)(1 << j))), vals,
+						                            _mm512_set1_epi8(4));
+						vals = _mm512_sub_epi8(vals, _mm512_set1_epi8(4));
+					}
 					v[4 * q + 2 * h] = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(vals));
 					v[4 * q + 2 * h + 1] = _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(vals, 1));
 				}
