@@ -495,7 +495,14 @@ static void unpermute(void *dst, const void *src, int64_t rows, size_t rb, int h
 				       (const char *)src + (size_t)(h * hd + 2 * i + j) * rb, rb);
 }
 
-/* The engine's name of the type it keeps a GGUF type as (itself), or
+/* The GGUF type a type is kept as: IQ3_XXS and IQ3_S as Q6_K (value for
+ * value: eng_ggml_iq3_to_q6k), the others as themselves */
+static uint32_t kept_as(uint32_t t)
+{
+	return t == ENG_GGML_IQ3_XXS || t == ENG_GGML_IQ3_S ? ENG_GGML_Q6_K : t;
+}
+
+/* The engine's name of the type it keeps a GGUF type as (kept_as), or
  * NULL (converted to F32): every type it reads, unless
  * EVALD_GGUF_DEQUANTIZE=1 asks for the plain path (everything but F32
  * dequantized). */
@@ -503,18 +510,31 @@ static const char *kept_type(uint32_t t)
 {
 	const char *e = getenv("EVALD_GGUF_DEQUANTIZE");
 	bool dequantize = e && !strcmp(e, "1");
-	int d = eng_dtype_from_ggml(t);
+	int d = eng_dtype_from_ggml(kept_as(t));
 	if (d < 0 || (dequantize && d != ENG_F32))
 		return NULL;
 	return eng_dtype_name((eng_dtype)d);
 }
 
-/* Bytes n elements of GGUF type t take in the folder */
-static size_t kept_bytes(uint32_t t, uint64_t n)
+/* The same for one tensor's n elements at data: an IQ3_XXS tensor with a
+ * block whose d / 2 is not exact in f16 (eng_ggml_iq3_to_q6k) is F32 */
+static const char *tensor_kept(uint32_t t, const uint8_t *data, uint64_t n)
 {
-	if (!kept_type(t))
+	if (t == ENG_GGML_IQ3_XXS && kept_type(t))
+		for (uint64_t k = 0; k < n / 256; k++) {
+			uint8_t q6[210];
+			if (!eng_ggml_iq3_to_q6k(q6, data + k * 98, t, 1))
+				return NULL;
+		}
+	return kept_type(t);
+}
+
+/* Bytes n elements of GGUF type t take in the folder kept as kept (or F32) */
+static size_t kept_bytes(uint32_t t, const char *kept, uint64_t n)
+{
+	if (!kept)
 		return (size_t)n * 4;
-	return eng_ggml_bytes(t, n);
+	return eng_ggml_bytes(kept_as(t), n);
 }
 
 /* One tensor of the folder: its header entry and its place in ot. */
@@ -581,9 +601,9 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 				o.hf = ev_asprintf("model.layers.%d.%s.experts.%llu.%s.weight", layer, mn->block,
 				                   (unsigned long long)e, leaf);
 				o.shape[0] = (int64_t)t->dims[1], o.shape[1] = (int64_t)t->dims[0];
-				const char *kept = kept_type(t->type);
+				const char *kept = tensor_kept(t->type, o.data, per);
 				o.dtype = kept ? kept : "F32";
-				o.bytes = kept_bytes(t->type, per);
+				o.bytes = kept_bytes(t->type, kept, per);
 				rc = o.hf ? add_out(&hdr, &ot, &n, &cap, &off, &maxel, &o) : ev_error_set(EV_E_NOMEM, "out of memory");
 				if (rc)
 					free(o.hf);
@@ -606,7 +626,7 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 			o.shape[d] = (int64_t)t->dims[t->ndim - 1 - d];
 		if (t->ndim == 1 && strstr(gn, ".ffn_gate_inp_shexp.")) /* a vector in GGUF, a [1, hidden] Linear in HF */
 			o.ndim = 2, o.shape[0] = 1, o.shape[1] = (int64_t)t->dims[0];
-		const char *kept = kept_type(t->type);
+		const char *kept = tensor_kept(t->type, o.data, t->elements);
 		bool q = strstr(gn, ".attn_q.weight") != NULL, k = strstr(gn, ".attn_k.weight") != NULL;
 		free(gn);
 		if (a->permute_qk && (q || k)) {
@@ -619,10 +639,16 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 			}
 		}
 		o.dtype = kept ? kept : "F32";
-		o.bytes = kept_bytes(t->type, t->elements);
+		o.bytes = kept_bytes(t->type, kept, t->elements);
 		if ((rc = add_out(&hdr, &ot, &n, &cap, &off, &maxel, &o)))
 			free(hn);
 	}
+	size_t rewritten = 0; /* (IQ3_XXS's and IQ3_S's tensors, kept as Q6_K) */
+	for (size_t i = 0; i < n && !rc; i++)
+		rewritten += kept_as(ot[i].t->type) != ot[i].t->type && strcmp(ot[i].dtype, "F32");
+	if (rewritten)
+		ev_log_info("%s: %zu IQ3 tensors kept as Q6_K (the same values, %.3g bits a weight in memory)", g->path,
+		            rewritten, 8.0 * (double)eng_ggml_type_size(ENG_GGML_Q6_K) / eng_ggml_type_block(ENG_GGML_Q6_K));
 	if (!rc)
 		rc = ev_buf_putc(&hdr, '}');
 	while (!rc && (8 + hdr.len) % 8)
@@ -638,7 +664,13 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 		for (size_t i = 0; i < n && ok; i++) {
 			const out_tensor *o = &ot[i];
 			const void *src = o->data;
-			if (!kept_type(o->t->type) || strcmp(kept_type(o->t->type), o->dtype)) { /* dequantized */
+			if (kept_type(o->t->type) && kept_as(o->t->type) != o->t->type && strcmp(o->dtype, "F32")) { /* IQ3 as Q6_K */
+				if (!eng_ggml_iq3_to_q6k((uint8_t *)buf, o->data, o->t->type, (size_t)(o->elements / 256))) {
+					ok = false;
+					break;
+				}
+				src = buf;
+			} else if (!kept_type(o->t->type) || strcmp(kept_type(o->t->type), o->dtype)) { /* dequantized */
 				eng_ggml_dequantize(buf, o->data, o->t->type, o->elements);
 				src = buf;
 			}

@@ -23,7 +23,9 @@ enum {
 	ENG_GGML_Q4_K = 12,
 	ENG_GGML_Q5_K = 13,
 	ENG_GGML_Q6_K = 14,
+	ENG_GGML_IQ3_XXS = 18,
 	ENG_GGML_IQ4_NL = 20,
+	ENG_GGML_IQ3_S = 21,
 	ENG_GGML_IQ4_XS = 23,
 	ENG_GGML_BF16 = 30,
 };
@@ -102,6 +104,72 @@ static inline int eng_ggml_q3k_value(const uint8_t *sb, int e)
 	int c = e / 32, l = e % 32;
 	return ((sb[32 + 32 * (c / 4) + l] >> (2 * (c % 4))) & 3) - ((sb[l] >> c) & 1 ? 0 : 4);
 }
+
+/* IQ3_XXS's and IQ3_S's grids (ggml's iq3xxs_grid, iq3s_grid): entry i
+ * stands for four magnitudes, element j's level the three bits at 3 j of
+ * the code grid[i]; IQ3_XXS's levels 4, 12, 20, 28, 36, 44, 52, 62,
+ * IQ3_S's 1, 3, .., 15 (2 level + 1). */
+extern const uint16_t eng_ggml_iq3xxs_grid[256];
+extern const uint16_t eng_ggml_iq3s_grid[512];
+static inline int eng_ggml_iq3xxs_mag_of_level(int l)
+{
+	static const uint8_t lv[8] = {4, 12, 20, 28, 36, 44, 52, 62};
+	return lv[l];
+}
+static inline int eng_ggml_iq3xxs_mag(int i, int j)
+{
+	return eng_ggml_iq3xxs_mag_of_level((eng_ggml_iq3xxs_grid[i] >> (3 * j)) & 7);
+}
+static inline int eng_ggml_iq3s_mag(int i, int j)
+{
+	return 2 * ((eng_ggml_iq3s_grid[i] >> (3 * j)) & 7) + 1;
+}
+
+/* IQ3_XXS {f16 d; u8 qs[64]; u32 aux[8]} (98 bytes): block of 32 b has
+ * the scale d (0.5 + ls) 0.5, ls the top four bits of aux[b]; its group of
+ * four k (< 8) the grid entry qs[8 b + k], whose signs are those of the
+ * group of eight k / 2: seven bits at 7 (k / 2) of aux[b], the eighth
+ * their parity (an odd count of minus signs never occurs), bit 4 (k % 2)
+ * + j of them element j's. Element e's signed magnitude (the scale apart): */
+static inline int eng_ggml_iq3xxs_value(const uint8_t *sb, int e)
+{
+	int b = e / 32, k = e % 32 / 4, j = e % 4;
+	uint32_t aux;
+	memcpy(&aux, sb + 66 + 4 * b, 4);
+	int s7 = (int)(aux >> (7 * (k / 2))) & 127, signs = s7 | (__builtin_parity((unsigned)s7) << 7);
+	int m = eng_ggml_iq3xxs_mag(sb[2 + 8 * b + k], j);
+	return (signs >> (4 * (k % 2) + j)) & 1 ? -m : m;
+}
+/* its block b's scale multiplier ls (the scale is d (0.5 + ls) 0.5) */
+static inline int eng_ggml_iq3xxs_ls(const uint8_t *sb, int b)
+{
+	return sb[66 + 4 * b + 3] >> 4;
+}
+
+/* IQ3_S {f16 d; u8 qs[64]; u8 qh[8]; u8 signs[32]; u8 scales[4]} (110
+ * bytes): block of 32 b has the scale d (1 + 2 ls), ls the nibble b % 2 of
+ * scales[b / 2]; its group of four k (< 8) the grid entry qs[8 b + k] |
+ * (bit k of qh[b]) << 8, element j of it minus where bit 4 (k % 2) + j of
+ * signs[4 b + k / 2] is set. Element e's signed magnitude: */
+static inline int eng_ggml_iq3s_value(const uint8_t *sb, int e)
+{
+	int b = e / 32, k = e % 32 / 4, j = e % 4;
+	int m = eng_ggml_iq3s_mag(sb[2 + 8 * b + k] | (((sb[66 + b] >> k) & 1) << 8), j);
+	return (sb[74 + 4 * b + k / 2] >> (4 * (k % 2) + j)) & 1 ? -m : m;
+}
+static inline int eng_ggml_iq3s_ls(const uint8_t *sb, int b)
+{
+	return (sb[106 + b / 2] >> (4 * (b % 2))) & 0xF;
+}
+
+/* nblocks IQ3_XXS or IQ3_S super-blocks of src as Q6_K super-blocks in dst
+ * with the same values: sixteen sub-blocks of 16, each its block's scale
+ * as Q6_K's int8 (IQ3_S: 1 + 2 ls under the same d; IQ3_XXS: 1 + 2 ls
+ * under d / 2, the magnitudes halved, all even), each value + 32. Both
+ * read x = (d sc) q with one rounding of the same real numbers, so they
+ * dequantize to the same floats; false where d / 2 is not exact in f16 (a
+ * d below about 2^-13 with its last bit set), dst then unfinished. */
+bool eng_ggml_iq3_to_q6k(uint8_t *dst, const uint8_t *src, uint32_t t, size_t nblocks);
 
 /* IQ4_NL's sixteen values (ggml's kvalues_iq4nl): a 4-bit q stands for
  * d times one of them. */

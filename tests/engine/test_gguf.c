@@ -90,6 +90,28 @@ static float elem(const uint8_t *b, uint32_t t, int e)
 		int q = ((b[32 + 32 * half + l] >> (2 * shift)) & 3) - ((b[l] & (1 << (4 * half + shift))) ? 0 : 4);
 		return h2f(b + 108) * (float)(sc[e / 16] - 32) * (float)q;
 	}
+	case ENG_GGML_IQ3_XXS: {
+		/* eight blocks of 32: four groups of eight a block, each two grid entries of
+		 * four magnitudes (qs[8 block + 2 group], + 1) and seven sign bits at 7 group
+		 * of the block's u32 (the eighth sign their parity), the scale in its top 4 */
+		int blk = e / 32, grp = e % 32 / 8, half = e % 8 / 4;
+		uint32_t aux;
+		memcpy(&aux, b + 2 + 64 + 4 * blk, 4);
+		unsigned s7 = (aux >> (7 * grp)) & 127, sg = s7 | (unsigned)(__builtin_popcount(s7) & 1) << 7;
+		int m = eng_ggml_iq3xxs_mag(b[2 + 8 * blk + 2 * grp + half], e % 4);
+		float db = h2f(b) * (0.5f + (float)(aux >> 28)) * 0.5f;
+		return db * (float)m * ((sg >> (e % 8)) & 1 ? -1.0f : 1.0f);
+	}
+	case ENG_GGML_IQ3_S: {
+		/* {d; qs[64]; qh[8]; signs[32]; scales[4]}: block of 32 k's group of eight g
+		 * takes entries qs[8k + 2g], + 1 with bits 2g, 2g + 1 of qh[k] as their ninth,
+		 * signs[4k + g], and the scale d (1 + 2 nibble k % 2 of scales[k / 2]) */
+		int blk = e / 32, grp = e % 32 / 8, half = e % 8 / 4;
+		int idx = b[2 + 8 * blk + 2 * grp + half] | (((b[66 + blk] >> (2 * grp + half)) & 1) << 8);
+		int ls = (b[106 + blk / 2] >> (4 * (blk % 2))) & 0xF;
+		float db = h2f(b) * (float)(1 + 2 * ls);
+		return db * (float)eng_ggml_iq3s_mag(idx, e % 4) * ((b[74 + 4 * blk + grp] >> (e % 8)) & 1 ? -1.0f : 1.0f);
+	}
 	case ENG_GGML_Q6_K: {
 		int h = e / 128, g = (e % 128) / 32, l = e % 32;
 		const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
@@ -111,7 +133,7 @@ static void types_round_trip(void **st)
 	} cases[] = {{ENG_GGML_F16, 1e-3}, {ENG_GGML_BF16, 5e-3}, {ENG_GGML_Q8_0, 0.01}, {ENG_GGML_Q6_K, 0.04},
 	             {ENG_GGML_Q5_0, 0.06}, {ENG_GGML_Q5_1, 0.06}, {ENG_GGML_Q5_K, 0.08}, {ENG_GGML_Q4_0, 0.12},
 	             {ENG_GGML_Q4_1, 0.12}, {ENG_GGML_Q4_K, 0.15}, {ENG_GGML_Q3_K, 0.15}, {ENG_GGML_IQ4_NL, 0.1},
-	             {ENG_GGML_IQ4_XS, 0.1}, {ENG_GGML_Q2_K, 0.35}};
+	             {ENG_GGML_IQ4_XS, 0.1}, {ENG_GGML_Q2_K, 0.35}, {ENG_GGML_IQ3_XXS, 0.3}, {ENG_GGML_IQ3_S, 0.3}};
 	enum { N = 256 * 16 };
 	float *x = malloc(N * 4), *y = malloc(N * 4);
 	uint8_t *q = malloc(N * 4);
@@ -191,6 +213,59 @@ static void q3k_read_by_layout(void **st)
 	assert_true(a[0] == d0 * 31.0f * 3.0f && a[256] == d1 * -32.0f * -4.0f);
 	assert_int_equal(eng_dtype_from_ggml(ENG_GGML_Q3_K), ENG_Q3_K);
 	assert_int_equal(eng_dtype_bytes(ENG_Q3_K, 512), 220);
+}
+
+/* IQ3_XXS and IQ3_S on random blocks (every grid entry, sign and scale; d
+ * any finite f16): the reader and the layout read element by element
+ * agree, and so does the Q6_K the engine keeps them as; an IQ3_XXS d
+ * whose half is not an f16 is not rewritten, one at the edge of the
+ * normal range is */
+static void iq3_read_by_layout(void **st)
+{
+	(void)st;
+	enum { NB = 64 };
+	/* the grids as ggml has them: codes in ascending order, and entries at either end */
+	for (int i = 1; i < 512; i++)
+		assert_true(eng_ggml_iq3s_grid[i] > eng_ggml_iq3s_grid[i - 1] && (i >= 256 || eng_ggml_iq3xxs_grid[i] > eng_ggml_iq3xxs_grid[i - 1]));
+	const int ends[4][5] = {{1, 20, 4, 4, 4}, {255, 4, 28, 52, 62}, {1, 3, 1, 1, 1}, {511, 1, 1, 15, 15}};
+	for (int k = 0; k < 4; k++)
+		for (int j = 0; j < 4; j++)
+			assert_int_equal(k < 2 ? eng_ggml_iq3xxs_mag(ends[k][0], j) : eng_ggml_iq3s_mag(ends[k][0], j), ends[k][1 + j]);
+	const uint32_t ts[] = {ENG_GGML_IQ3_XXS, ENG_GGML_IQ3_S};
+	for (int ti = 0; ti < 2; ti++) {
+		uint32_t t = ts[ti];
+		size_t bs = eng_ggml_type_size(t);
+		uint8_t *q = malloc(NB * bs), q6[NB * 210];
+		float a[NB * 256], c[NB * 256];
+		ev_rng r;
+		ev_rng_seed(&r, 21 + ti);
+		for (size_t i = 0; i < NB * bs; i++)
+			q[i] = (uint8_t)ev_rng_below(&r, 256);
+		for (int k = 0; k < NB; k++) {
+			uint16_t h;
+			do
+				h = (uint16_t)ev_rng_below(&r, 65536);
+			while (((h >> 10) & 0x1F) == 0x1F || (((h >> 10) & 0x1F) < 2 && (h & 1))); /* finite; halves exactly */
+			memcpy(q + bs * k, &h, 2);
+		}
+		uint16_t edge = 0x0402; /* the smallest normal exponent, an even mantissa: its half a subnormal */
+		memcpy(q + bs, &edge, 2);
+		eng_ggml_dequantize(a, q, t, NB * 256);
+		assert_true(eng_ggml_iq3_to_q6k(q6, q, t, NB));
+		eng_ggml_dequantize(c, q6, ENG_GGML_Q6_K, NB * 256);
+		for (int i = 0; i < NB * 256; i++) {
+			float want = elem(q + (size_t)(i / 256) * bs, t, i % 256);
+			if (memcmp(&a[i], &want, 4) || memcmp(&c[i], &want, 4))
+				fail_msg("%s element %d: %g, as Q6_K %g, the layout says %g", eng_ggml_type_name(t), i, a[i], c[i],
+				         want);
+		}
+		if (t == ENG_GGML_IQ3_XXS) {
+			uint16_t odd = 0x0001; /* the smallest subnormal: no f16 is its half */
+			memcpy(q, &odd, 2);
+			assert_false(eng_ggml_iq3_to_q6k(q6, q, t, 1));
+		}
+		free(q);
+	}
 }
 
 /* IQ4_NL on random blocks (every nibble, d any finite f16): the reader
@@ -440,6 +515,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(types_round_trip),
 		cmocka_unit_test(q3k_read_by_layout),
+		cmocka_unit_test(iq3_read_by_layout),
 		cmocka_unit_test(iq4nl_read_by_layout),
 		cmocka_unit_test(iq4xs_read_by_layout),
 		cmocka_unit_test(written_files_read_back),

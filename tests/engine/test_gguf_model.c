@@ -92,7 +92,7 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch, bool
 	setenv("EVALD_CACHE_DIR", cache, 1);
 	const uint32_t types[] = {ENG_GGML_F32,  ENG_GGML_F16,  ENG_GGML_BF16, ENG_GGML_Q8_0, ENG_GGML_Q4_0, ENG_GGML_Q4_1,
 	                          ENG_GGML_Q5_0, ENG_GGML_Q5_1, ENG_GGML_IQ4_NL, ENG_GGML_Q3_K, ENG_GGML_Q4_K,
-	                          ENG_GGML_Q5_K, ENG_GGML_Q6_K, ENG_GGML_IQ4_XS, ENG_GGML_Q2_K};
+	                          ENG_GGML_Q5_K, ENG_GGML_Q6_K, ENG_GGML_IQ4_XS, ENG_GGML_Q2_K, ENG_GGML_IQ3_XXS, ENG_GGML_IQ3_S};
 	enum { NTYPES = sizeof types / sizeof types[0] };
 	enum { N = 40 };
 	int32_t toks[N];
@@ -157,8 +157,11 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch, bool
 			 * expert's width) */
 			assert_true(types[k] == ENG_GGML_F16 || types[k] == ENG_GGML_BF16 || types[k] == ENG_GGML_Q8_0
 			                    ? e < (few ? 0.04 : 0.03) && agree >= N * 3 / 4
-			                    : e < (types[k] == ENG_GGML_Q2_K ? 1.2 : types[k] == ENG_GGML_Q3_K ? 0.8 : 0.5));
-		/* (Q3_K: 0.51-0.54; Q2_K, 2 bits a weight: 0.94-0.97; the tensors
+			                    : e < (types[k] == ENG_GGML_Q2_K || types[k] == ENG_GGML_IQ3_XXS ? 1.2
+			                           : types[k] == ENG_GGML_Q3_K || types[k] == ENG_GGML_IQ3_S ? 0.8
+			                                                                                       : 0.5));
+		/* (Q3_K: 0.51-0.54; IQ3_S 0.55-0.58 and IQ3_XXS 0.72-0.77 through evald's
+		 * plain grid search; Q2_K, 2 bits a weight: 0.94-0.97; the tensors
 		 * equal the folder's through the type's blocks above, and the kernels
 		 * equal the type's F32 conversion below) */
 		/* the tokenizer from the metadata gives the folder's ids */
@@ -274,7 +277,9 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch, bool
 			assert_true(sum == mi.weight_bytes);
 			assert_true(elems == fi.params_total);
 			char lower[16];
-			snprintf(lower, sizeof lower, "%s", eng_ggml_type_name(types[k]));
+			/* (IQ3_XXS and IQ3_S are kept as Q6_K, value for value) */
+			uint32_t kept = types[k] == ENG_GGML_IQ3_XXS || types[k] == ENG_GGML_IQ3_S ? ENG_GGML_Q6_K : types[k];
+			snprintf(lower, sizeof lower, "%s", eng_ggml_type_name(kept));
 			for (char *c = lower; *c; c++)
 				*c = (char)tolower((unsigned char)*c);
 			assert_string_equal(mi.weight_types[0].dtype, lower);
