@@ -666,7 +666,8 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 			const void *src = o->data;
 			if (kept_type(o->t->type) && kept_as(o->t->type) != o->t->type && strcmp(o->dtype, "F32")) { /* IQ3 as Q6_K */
 				if (!eng_ggml_iq3_to_q6k((uint8_t *)buf, o->data, o->t->type, (size_t)(o->elements / 256))) {
-					ok = false;
+					/* (tensor_kept chose F32 for such a tensor: not reached) */
+					rc = ev_error_set(EV_E_INVALID, "%s: %s: a block's scale has no exact half in f16", g->path, o->hf);
 					break;
 				}
 				src = buf;
@@ -680,7 +681,7 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 			}
 			ok = fwrite(src, 1, o->bytes, f) == o->bytes;
 		}
-		if (fclose(f) != 0 || !ok)
+		if (fclose(f) != 0 || (!ok && !rc))
 			rc = ev_error_set(EV_E_IO, "%s: write failed: %s", path, strerror(errno));
 		f = NULL;
 	}

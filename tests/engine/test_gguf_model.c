@@ -859,6 +859,56 @@ static void requantized_files_follow_the_rules(void **st)
  * folder (through its converted folder in the cache): the engine's info,
  * logits, generate and tokenize, bench engine and bench attention, suites
  * gen long-context, and run (the main job's path). */
+/* An IQ3_XXS tensor one of whose blocks has a d with no f16 half (the
+ * smallest subnormal) cannot be kept as Q6_K value for value: that tensor
+ * alone is converted to F32, with the values the format gives, and the
+ * others stay Q6_K */
+static void iq3xxs_inexact_half_goes_f32(void **st)
+{
+	(void)st;
+	eng_mkmodel_sizes z = ENG_MKMODEL_SIZES_INIT;
+	z.hidden = 256, z.intermediate = 512, z.vocab = 512, z.heads = 4, z.kv_heads = 2, z.layers = 1; /* whole super-blocks */
+	char *dir = et_mkmodel("iq3odd", "llama", &z, "f32", 5), *cache = tu_tmpdir("iq3oddc");
+	setenv("EVALD_CACHE_DIR", cache, 1);
+	char *g = write_gguf(dir, "llama", ENG_GGML_IQ3_XXS, "odd");
+	eng_gguf *gg = NULL;
+	assert_int_equal(eng_gguf_open(&gg, g), 0);
+	const eng_gguf_tensor *t = eng_gguf_find_tensor(gg, "blk.0.ffn_up.weight");
+	assert_non_null(t);
+	assert_int_equal(t->type, ENG_GGML_IQ3_XXS);
+	long at = (long)(t->data - gg->map) + 98; /* its second block's d */
+	size_t n = (size_t)t->elements;
+	uint8_t *raw = malloc(t->bytes);
+	memcpy(raw, t->data, t->bytes);
+	eng_gguf_close(gg);
+	const uint8_t odd[2] = {1, 0};
+	memcpy(raw + 98, odd, 2);
+	FILE *f = fopen(g, "r+b");
+	assert_non_null(f);
+	assert_int_equal(fseek(f, at, SEEK_SET), 0);
+	assert_int_equal(fwrite(odd, 1, 2, f), 2);
+	fclose(f);
+	char *conv = NULL;
+	if (eng_model_path_resolve(g, &conv))
+		fail_msg("%s: %s", g, ev_error_msg());
+	eng_tensor_set sb;
+	memset(&sb, 0, sizeof sb);
+	assert_int_equal(eng_st_open(&sb, conv), 0);
+	const eng_tensor *up = eng_st_find(&sb, "model.layers.0.mlp.up_proj.weight"),
+	                 *gate = eng_st_find(&sb, "model.layers.0.mlp.gate_proj.weight");
+	assert_non_null(up), assert_non_null(gate);
+	assert_int_equal(up->dtype, ENG_F32);
+	assert_int_equal(gate->dtype, ENG_Q6_K);
+	float *want = malloc(n * 4);
+	eng_ggml_dequantize(want, raw, ENG_GGML_IQ3_XXS, n);
+	assert_memory_equal(want, up->data, n * 4);
+	eng_st_close(&sb);
+	eng_model *m = et_load(conv, ENG_BACKEND_CPU, 0); /* and it runs */
+	eng_model_free(m);
+	free(want), free(raw), free(conv), free(g), free(dir), free(cache);
+	unsetenv("EVALD_CACHE_DIR");
+}
+
 static void every_command_takes_a_gguf_file(void **st)
 {
 	(void)st;
@@ -975,6 +1025,7 @@ int main(void)
 		cmocka_unit_test(requantized_files_follow_the_rules),
 		cmocka_unit_test(sentencepiece_gguf_tokenizes_as_sentencepiece),
 		cmocka_unit_test(llama3_rope_freqs_as_factors),
+		cmocka_unit_test(iq3xxs_inexact_half_goes_f32),
 		cmocka_unit_test(every_command_takes_a_gguf_file),
 		cmocka_unit_test(watch_evaluates_gguf_files),
 	};
