@@ -568,6 +568,17 @@ QK_FN(QK_VNNI) __m128i qk_sum4_512(__m512i a, __m512i b, __m512i c, __m512i d)
 	return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
+/* The scales of the blocks of 16 of a quarter super-block p (groups 4p ..
+ * 4p + 3 of the 16 in scv), each four times: a register of 64 elements'
+ * sums of four meets them lane by lane in dpwssd */
+QK_FN(QK_VNNI) __m512i qk_scales16(__m512i scv, int p)
+{
+	return _mm512_permutexvar_epi32(_mm512_setr_epi32(4 * p, 4 * p, 4 * p, 4 * p, 4 * p + 1, 4 * p + 1, 4 * p + 1,
+	                                                  4 * p + 1, 4 * p + 2, 4 * p + 2, 4 * p + 2, 4 * p + 2, 4 * p + 3,
+	                                                  4 * p + 3, 4 * p + 3, 4 * p + 3),
+	                                scv);
+}
+
 /* Four weight rows against NX activation rows. A register holds two
  * blocks of 32 (Q6_K: four of 16) of one row as unsigned bytes; dpbusd
  * forms their products with the activations four to a lane (at most
@@ -634,13 +645,7 @@ QK_FN(QK_VNNI) void qk_kern_vnni(float *o, const eng_q8kblk *const *x, int NX, c
 					__m512i Q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 16 + 32 * h)));
 					__m512i wA = _mm512_and_si512(_mm512_srlv_epi64(Q, _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2)), lo2);
 					__m512i wB = _mm512_and_si512(_mm512_srlv_epi64(Q, _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6)), lo2);
-					int pa = 2 * h, pb = 2 * h + 1;
-					__m512i SA = _mm512_permutexvar_epi32(_mm512_setr_epi32(4 * pa, 4 * pa, 4 * pa, 4 * pa,
-						4 * pa + 1, 4 * pa + 1, 4 * pa + 1, 4 * pa + 1, 4 * pa + 2, 4 * pa + 2, 4 * pa + 2,
-						4 * pa + 2, 4 * pa + 3, 4 * pa + 3, 4 * pa + 3, 4 * pa + 3), scv);
-					__m512i SB = _mm512_permutexvar_epi32(_mm512_setr_epi32(4 * pb, 4 * pb, 4 * pb, 4 * pb,
-						4 * pb + 1, 4 * pb + 1, 4 * pb + 1, 4 * pb + 1, 4 * pb + 2, 4 * pb + 2, 4 * pb + 2,
-						4 * pb + 2, 4 * pb + 3, 4 * pb + 3, 4 * pb + 3, 4 * pb + 3), scv);
+					__m512i SA = qk_scales16(scv, 2 * h), SB = qk_scales16(scv, 2 * h + 1);
 					#pragma GCC unroll 4
 					for (int a = 0; a < NX; a++) {
 						const int8_t *xq = x[a][s].q + 128 * h;
@@ -679,14 +684,7 @@ QK_FN(QK_VNNI) void qk_kern_vnni(float *o, const eng_q8kblk *const *x, int NX, c
 						                     _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(H,
 						                         _mm512_setr_epi64(4, 4, 4, 4, 6, 6, 6, 6)), lo2), 4));
 					}
-					/* lanes 4 at a time to groups 4p .. 4p + 3 */
-					int pa = 2 * h, pb = 2 * h + 1;
-					__m512i SA = _mm512_permutexvar_epi32(_mm512_setr_epi32(4 * pa, 4 * pa, 4 * pa, 4 * pa,
-						4 * pa + 1, 4 * pa + 1, 4 * pa + 1, 4 * pa + 1, 4 * pa + 2, 4 * pa + 2, 4 * pa + 2,
-						4 * pa + 2, 4 * pa + 3, 4 * pa + 3, 4 * pa + 3, 4 * pa + 3), scv);
-					__m512i SB = _mm512_permutexvar_epi32(_mm512_setr_epi32(4 * pb, 4 * pb, 4 * pb, 4 * pb,
-						4 * pb + 1, 4 * pb + 1, 4 * pb + 1, 4 * pb + 1, 4 * pb + 2, 4 * pb + 2, 4 * pb + 2,
-						4 * pb + 2, 4 * pb + 3, 4 * pb + 3, 4 * pb + 3, 4 * pb + 3), scv);
+					__m512i SA = qk_scales16(scv, 2 * h), SB = qk_scales16(scv, 2 * h + 1);
 					#pragma GCC unroll 4
 					for (int a = 0; a < NX; a++) {
 						const int8_t *xq = x[a][s].q + 128 * h;

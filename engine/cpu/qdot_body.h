@@ -1046,6 +1046,41 @@ QD_FN void QD(kern4i)(float *o, const eng_qxblk *const *x, const eng_qxbyt *cons
 	QD(kern4ix)(o, x, xy, nx, w, nb, t, 0);
 }
 
+/* Blocks b and b + 1 of four rows held two rows a register (v0 block b:
+ * rows 0 and 1, then 2 and 3; v1 block b + 1) against the activations'
+ * bytes y0, y1: their 16 half sums in isum16's order as floats, less
+ * 2^sh times the activations' half sums where the weights are stored +
+ * 2^sh (Q6_K 5, Q3_K 2; sh < 0: no offset, Q2_K) */
+QD_FN __m512 QD(halves16)(const __m512i v0[2], const __m512i v1[2], const eng_qxbyt *y0, const eng_qxbyt *y1, int sh)
+{
+	__m512i xh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y0->hb));
+	__m512i xl = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y0->lb));
+	__m512i p0 = QD(bdot)(v0[0], xh, xl), p1 = QD(bdot)(v0[1], xh, xl);
+	xh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y1->hb));
+	xl = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y1->lb));
+	__m512i q0 = QD(bdot)(v1[0], xh, xl), q1 = QD(bdot)(v1[1], xh, xl);
+	__m512i s = QD(isum16)(p0, p1, q0, q1);
+	if (sh >= 0) { /* each half's activation sum four times: [block b's halves | block b + 1's] */
+		const __m512i halves = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+		__m128i hs = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)y0->hs), _mm_loadl_epi64((const __m128i *)y1->hs));
+		__m512i off = _mm512_permutexvar_epi32(halves, _mm512_castsi128_si512(hs));
+		s = _mm512_sub_epi32(s, _mm512_sll_epi32(off, _mm_cvtsi32_si128(sh)));
+	}
+	return _mm512_cvtepi32_ps(s);
+}
+
+/* The definition's four fmas of blocks b and b + 1 (halves16's f): each
+ * half's sum by its scale (sc0: block b's first halves of the four rows,
+ * then its second; sc1 block b + 1's) times the activation block's d */
+QD_FN __m128 QD(fma16)(__m128 acc, __m512 f, __m256 sc0, __m256 sc1, float d0, float d1)
+{
+	__m256 sd0 = _mm256_mul_ps(sc0, _mm256_set1_ps(d0)), sd1 = _mm256_mul_ps(sc1, _mm256_set1_ps(d1));
+	acc = _mm_fmadd_ps(_mm512_castps512_ps128(f), _mm256_castps256_ps128(sd0), acc);
+	acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 1), _mm256_extractf128_ps(sd0, 1), acc);
+	acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 2), _mm256_castps256_ps128(sd1), acc);
+	return _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 3), _mm256_extractf128_ps(sd1, 1), acc);
+}
+
 /* Decode on raw rows of Q6_K, weights kept as bytes: a register holds a
  * block of two rows ([a's 32 | c's 32], q6quadx's raw values), each
  * activation element q = 256 hb + lb meets it in two dpbusd (bdot), two
@@ -1065,8 +1100,6 @@ QD_FN void QD(kern6kx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *con
 #pragma GCC unroll 4
 	for (int k = 0; k < 4; k++)
 		q6[0][k] = q6[1][k] = _mm512_setzero_si512();
-	/* each half's activation sum four times: [block b's halves | block b + 1's] */
-	const __m512i halves = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
 	for (int b = 0; b < nb; b += 2) {
 		if (b % 8 == 0)
 			QD(kscalesx)(w, b / 8, t, ks0, ks1, km, x4);
@@ -1084,21 +1117,8 @@ QD_FN void QD(kern6kx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *con
 		}
 #pragma GCC unroll 6
 		for (int i = 0; i < nx; i++) {
-			const eng_qxbyt *y0 = xy[i] + b, *y1 = y0 + 1;
-			__m512i xh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y0->hb));
-			__m512i xl = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y0->lb));
-			__m512i p0 = QD(bdot)(v0[0], xh, xl), p1 = QD(bdot)(v0[1], xh, xl);
-			xh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y1->hb));
-			xl = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y1->lb));
-			__m512i q0 = QD(bdot)(v1[0], xh, xl), q1 = QD(bdot)(v1[1], xh, xl);
-			__m128i hs = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)y0->hs), _mm_loadl_epi64((const __m128i *)y1->hs));
-			__m512i off = _mm512_permutexvar_epi32(halves, _mm512_castsi128_si512(hs));
-			__m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(QD(isum16)(p0, p1, q0, q1), _mm512_slli_epi32(off, 5)));
-			__m256 sd0 = _mm256_mul_ps(sc0, _mm256_set1_ps(x[i][b].d)), sd1 = _mm256_mul_ps(sc1, _mm256_set1_ps(x[i][b + 1].d));
-			acc[i] = _mm_fmadd_ps(_mm512_castps512_ps128(f), _mm256_castps256_ps128(sd0), acc[i]);
-			acc[i] = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 1), _mm256_extractf128_ps(sd0, 1), acc[i]);
-			acc[i] = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 2), _mm256_castps256_ps128(sd1), acc[i]);
-			acc[i] = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 3), _mm256_extractf128_ps(sd1, 1), acc[i]);
+			const eng_qxbyt *y0 = xy[i] + b;
+			acc[i] = QD(fma16)(acc[i], QD(halves16)(v0, v1, y0, y0 + 1, 5), sc0, sc1, x[i][b].d, x[i][b + 1].d);
 		}
 	}
 #pragma GCC unroll 6
@@ -1144,19 +1164,8 @@ QD_FN void QD(kern2kx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *con
 #pragma GCC unroll 6
 		for (int i = 0; i < nx; i++) {
 			const eng_qxbyt *y0 = xy[i] + b, *y1 = y0 + 1;
-			__m512i xh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y0->hb));
-			__m512i xl = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y0->lb));
-			__m512i p0 = QD(bdot)(v0[0], xh, xl), p1 = QD(bdot)(v0[1], xh, xl);
-			xh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y1->hb));
-			xl = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y1->lb));
-			__m512i q0 = QD(bdot)(v1[0], xh, xl), q1 = QD(bdot)(v1[1], xh, xl);
-			__m512 f = _mm512_cvtepi32_ps(QD(isum16)(p0, p1, q0, q1));
 			float d0 = x[i][b].d, d1 = x[i][b + 1].d;
-			__m256 sd0 = _mm256_mul_ps(sc0, _mm256_set1_ps(d0)), sd1 = _mm256_mul_ps(sc1, _mm256_set1_ps(d1));
-			acc[i] = _mm_fmadd_ps(_mm512_castps512_ps128(f), _mm256_castps256_ps128(sd0), acc[i]);
-			acc[i] = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 1), _mm256_extractf128_ps(sd0, 1), acc[i]);
-			acc[i] = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 2), _mm256_castps256_ps128(sd1), acc[i]);
-			acc[i] = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 3), _mm256_extractf128_ps(sd1, 1), acc[i]);
+			acc[i] = QD(fma16)(acc[i], QD(halves16)(v0, v1, y0, y1, -1), sc0, sc1, d0, d1);
 			mn[i] = _mm_fmadd_ps(mb0, _mm_set1_ps(d0 * (float)y0->hs[0]), mn[i]);
 			mn[i] = _mm_fmadd_ps(mb1, _mm_set1_ps(d0 * (float)y0->hs[1]), mn[i]);
 			mn[i] = _mm_fmadd_ps(mc0, _mm_set1_ps(d1 * (float)y1->hs[0]), mn[i]);
@@ -1187,7 +1196,6 @@ QD_FN void QD(kern3kx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *con
 		acc[i] = _mm_setzero_ps();
 	float ks0[32], ks1[32], km[32]; /* a super-block's scales (kscalesx; km unused) */
 	const __m512i three = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
-	const __m512i halves = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
 	__m512i hm[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}; /* the pairs' hmask */
 	for (int b = 0; b < nb; b += 2) {
 		int j = b % 8;
@@ -1215,21 +1223,8 @@ QD_FN void QD(kern3kx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *con
 		}
 #pragma GCC unroll 6
 		for (int i = 0; i < nx; i++) {
-			const eng_qxbyt *y0 = xy[i] + b, *y1 = y0 + 1;
-			__m512i xh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y0->hb));
-			__m512i xl = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y0->lb));
-			__m512i p0 = QD(bdot)(v0[0], xh, xl), p1 = QD(bdot)(v0[1], xh, xl);
-			xh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y1->hb));
-			xl = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y1->lb));
-			__m512i q0 = QD(bdot)(v1[0], xh, xl), q1 = QD(bdot)(v1[1], xh, xl);
-			__m128i hs = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)y0->hs), _mm_loadl_epi64((const __m128i *)y1->hs));
-			__m512i off = _mm512_permutexvar_epi32(halves, _mm512_castsi128_si512(hs));
-			__m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(QD(isum16)(p0, p1, q0, q1), _mm512_slli_epi32(off, 2)));
-			__m256 sd0 = _mm256_mul_ps(sc0, _mm256_set1_ps(x[i][b].d)), sd1 = _mm256_mul_ps(sc1, _mm256_set1_ps(x[i][b + 1].d));
-			acc[i] = _mm_fmadd_ps(_mm512_castps512_ps128(f), _mm256_castps256_ps128(sd0), acc[i]);
-			acc[i] = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 1), _mm256_extractf128_ps(sd0, 1), acc[i]);
-			acc[i] = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 2), _mm256_castps256_ps128(sd1), acc[i]);
-			acc[i] = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 3), _mm256_extractf128_ps(sd1, 1), acc[i]);
+			const eng_qxbyt *y0 = xy[i] + b;
+			acc[i] = QD(fma16)(acc[i], QD(halves16)(v0, v1, y0, y0 + 1, 2), sc0, sc1, x[i][b].d, x[i][b + 1].d);
 		}
 	}
 #pragma GCC unroll 6
