@@ -571,12 +571,11 @@ static void q2_quad(uint8_t *quad, uint8_t *const row[4], bool pack)
 static void q3_quad(uint8_t *quad, uint8_t *const row[4], bool pack)
 {
 	for (int r = 0; r < 4; r++) {
+		int pair = 64 * (r / 2) + 32 * (r % 2); /* row r's place in its pair's 64 bytes */
 		struct {
-			int q, w, n;
-		} part[] = {{128 * 0 + 64 * (r / 2) + 32 * (r % 2), 32, 32},  {128 * 1 + 64 * (r / 2) + 32 * (r % 2), 64, 32},
-		            {256 + 64 * (r / 2) + 32 * (r % 2), 0, 32},        {384 + 4 * r, 96, 4},
-		            {400 + 4 * r, 100, 4},                              {416 + 4 * r, 104, 4},
-		            {432 + 2 * r, 108, 2}};
+			int q, w, n; /* at q in the quad, w in the row, n bytes */
+		} part[] = {{pair, 32, 32},        {128 + pair, 64, 32}, {256 + pair, 0, 32}, {384 + 4 * r, 96, 4},
+		            {400 + 4 * r, 100, 4}, {416 + 4 * r, 104, 4}, {432 + 2 * r, 108, 2}};
 		for (size_t k = 0; k < sizeof part / sizeof part[0]; k++)
 			if (pack)
 				memcpy(quad + part[k].q, row[r] + part[k].w, (size_t)part[k].n);
