@@ -294,7 +294,7 @@ QK_FN(QK_AVX2) __m256i qk_iq4xs_scales(const uint8_t *p)
 	return _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
 }
 
-/* A Q3_K super-block's 16 signed scales (eng_ggml_q3k_scales) as the
+/* A Q3_K super-block's 16 signed scales (eng_ggml_q3k_scale for each) as the
  * int8 lanes of one vector, taken apart in registers: its bytes 94-109
  * (the 12 of scales at 2-13, all within the super-block) moved to the
  * bottom, the low nibbles of dwords {0, 1} and the high ones, each byte
@@ -940,27 +940,11 @@ __attribute__((target(QK_VNNI))) static void q8k_group_unpack_vnni(eng_q8kgroup 
 			for (int k = 0; k < 16; k++)
 				_mm512_storeu_si512((void *)(g->q + ((size_t)s * 64 + kb * 16 + k) * 64), v[k]);
 		}
-		for (int r = 0; r < 16; r++) { /* qk_row_scales' values, the 6-bit ones taken apart at once */
+		for (int r = 0; r < 16; r++) { /* qk_row_scales' values (Q4_K/Q5_K's 6-bit ones taken apart at once) */
 			const uint8_t *p = w[r] + (size_t)s * bs;
 			int sc[16] = {0}, m[16] = {0};
-			if (iq) {
-				for (int j = 0; j < 8; j++)
-					sc[j] = eng_ggml_iq4xs_scale(j, p);
-				g->d[s * 16 + r] = eng_qs_h2f(p), g->dmin[s * 16 + r] = 0.0f;
-			} else if (two) {
-				for (int j = 0; j < 16; j++)
-					sc[j] = p[j] & 0xF, m[j] = p[j] >> 4;
-				g->d[s * 16 + r] = eng_qs_h2f(p + 80), g->dmin[s * 16 + r] = eng_qs_h2f(p + 82);
-			} else if (three) {
-				int8_t q3s[16];
-				eng_ggml_q3k_scales(p + 96, q3s);
-				for (int j = 0; j < 16; j++)
-					sc[j] = q3s[j];
-				g->d[s * 16 + r] = eng_qs_h2f(p + 108), g->dmin[s * 16 + r] = 0.0f;
-			} else if (six) {
-				for (int j = 0; j < 16; j++)
-					sc[j] = (int8_t)p[192 + j];
-				g->d[s * 16 + r] = eng_qs_h2f(p + 208), g->dmin[s * 16 + r] = 0.0f;
+			if (iq || two || three || six) {
+				qk_row_scales(p, t, sc, m, &g->d[s * 16 + r], &g->dmin[s * 16 + r]);
 			} else {
 				uint64_t scb, mnb;
 				qk_scales8(p + 4, &scb, &mnb);

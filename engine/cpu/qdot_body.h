@@ -1177,6 +1177,15 @@ QD_FN void QD(kern2kx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *con
 		_mm_storeu_ps(o + i * 4, _mm_add_ps(acc[i], mn[i]));
 }
 
+/* Q3_K's values + 4 (0 .. 7) of block j of a pair of rows: bits 2 (j % 4)
+ * of their half's 32 bytes of 2-bit fields raw, with 4 added where bit j
+ * of their bytes of hmask hm is set (kern3kx, and the groups from quads) */
+QD_FN __m512i QD(q3pair)(__m512i raw, __m512i hm, int j)
+{
+	__m512i v = _mm512_and_si512(_mm512_srli_epi16(raw, 2 * (j % 4)), _mm512_set1_epi8(3));
+	return _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(hm, _mm512_set1_epi8((char)(1 << j))), v, _mm512_set1_epi8(4));
+}
+
 /* Decode on raw rows of Q3_K, weights kept as bytes: kern2k's 2-bit
  * fields (one 64-byte load of a pair's half super-block serves its four
  * blocks) with the high bit added as 4 where hmask's bit j is set (a
@@ -1195,7 +1204,6 @@ QD_FN void QD(kern3kx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *con
 	for (int i = 0; i < ENG_QDOT_X; i++)
 		acc[i] = _mm_setzero_ps();
 	float ks0[32], ks1[32], km[32]; /* a super-block's scales (kscalesx; km unused) */
-	const __m512i three = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
 	__m512i hm[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}; /* the pairs' hmask */
 	for (int b = 0; b < nb; b += 2) {
 		int j = b % 8;
@@ -1209,17 +1217,13 @@ QD_FN void QD(kern3kx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *con
 		}
 		__m256 sc0 = _mm256_set_m128(_mm_loadu_ps(ks1 + 4 * j), _mm_loadu_ps(ks0 + 4 * j));
 		__m256 sc1 = _mm256_set_m128(_mm_loadu_ps(ks1 + 4 * j + 4), _mm_loadu_ps(ks0 + 4 * j + 4));
-		const __m512i be = _mm512_set1_epi8((char)(1 << j)), bo = _mm512_set1_epi8((char)(1 << (j + 1)));
 		size_t at = (size_t)(b / 8) * 110 + 32 + 32 * (size_t)(j / 4);
 		__m512i v0[2], v1[2]; /* blocks b and b + 1, rows 0 and 1 (h 0), 2 and 3 (h 1) */
 #pragma GCC unroll 2
 		for (int h = 0; h < 2; h++) {
 			__m512i q = x4 ? _mm512_loadu_si512((const void *)(sb + 128 * (j / 4) + 64 * h))
 			               : QD(bytes4)(w[2 * h] + at, w[2 * h + 1] + at);
-			v0[h] = _mm512_and_si512(_mm512_srli_epi16(q, 2 * (j % 4)), three);
-			v1[h] = _mm512_and_si512(_mm512_srli_epi16(q, 2 * (j % 4) + 2), three);
-			v0[h] = _mm512_mask_add_epi8(v0[h], _mm512_test_epi8_mask(hm[h], be), v0[h], four);
-			v1[h] = _mm512_mask_add_epi8(v1[h], _mm512_test_epi8_mask(hm[h], bo), v1[h], four);
+			v0[h] = QD(q3pair)(q, hm[h], j), v1[h] = QD(q3pair)(q, hm[h], j + 1);
 		}
 #pragma GCC unroll 6
 		for (int i = 0; i < nx; i++) {
@@ -1591,10 +1595,7 @@ __attribute__((target(QD_TARGET))) static void QD(group_unpack4)(eng_qgroup *g, 
 						const uint8_t *sb = quads[q] + (size_t)(b / 8) * 4 * 110;
 						__m512i raw = _mm512_loadu_si512((const void *)(sb + 128 * (j / 4) + 64 * h));
 						__m512i hm = _mm512_loadu_si512((const void *)(sb + 256 + 64 * h));
-						vals = _mm512_and_si512(_mm512_srli_epi16(raw, 2 * (j % 4)), _mm512_set1_epi8(3));
-						vals = _mm512_mask_add_epi8(vals, _mm512_test_epi8_mask(hm, _mm512_set1_epi8((char)(1 << j))), vals,
-						                            _mm512_set1_epi8(4));
-						vals = _mm512_sub_epi8(vals, _mm512_set1_epi8(4));
+						vals = _mm512_sub_epi8(QD(q3pair)(raw, hm, j), _mm512_set1_epi8(4));
 					}
 					v[4 * q + 2 * h] = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(vals));
 					v[4 * q + 2 * h + 1] = _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(vals, 1));

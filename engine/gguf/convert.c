@@ -521,9 +521,10 @@ static const char *kept_type(uint32_t t)
 static const char *tensor_kept(uint32_t t, const uint8_t *data, uint64_t n)
 {
 	if (t == ENG_GGML_IQ3_XXS && kept_type(t))
-		for (uint64_t k = 0; k < n / 256; k++) {
-			uint8_t q6[210];
-			if (!eng_ggml_iq3_to_q6k(q6, data + k * 98, t, 1))
+		for (uint64_t k = 0; k < n / 256; k++) { /* each block's d */
+			uint16_t h;
+			memcpy(&h, data + k * 98, 2);
+			if (!eng_ggml_f16_half(h, &h))
 				return NULL;
 		}
 	return kept_type(t);
@@ -643,12 +644,17 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 		if ((rc = add_out(&hdr, &ot, &n, &cap, &off, &maxel, &o)))
 			free(hn);
 	}
-	size_t rewritten = 0; /* (IQ3_XXS's and IQ3_S's tensors, kept as Q6_K) */
-	for (size_t i = 0; i < n && !rc; i++)
-		rewritten += kept_as(ot[i].t->type) != ot[i].t->type && strcmp(ot[i].dtype, "F32");
-	if (rewritten)
-		ev_log_info("%s: %zu IQ3 tensors kept as Q6_K (the same values, %.3g bits a weight in memory)", g->path,
-		            rewritten, 8.0 * (double)eng_ggml_type_size(ENG_GGML_Q6_K) / eng_ggml_type_block(ENG_GGML_Q6_K));
+	static const uint32_t rewritten[] = {ENG_GGML_IQ3_XXS, ENG_GGML_IQ3_S}; /* the types kept as another */
+	for (size_t r = 0; r < sizeof rewritten / sizeof rewritten[0] && !rc; r++) {
+		uint32_t t = rewritten[r], k = kept_as(t);
+		size_t count = 0;
+		for (size_t i = 0; i < n; i++)
+			count += ot[i].t->type == t && strcmp(ot[i].dtype, "F32");
+		if (count)
+			ev_log_info("%s: %zu %s tensors kept as %s (the same values, %.3g bits a weight in memory)", g->path,
+			            count, eng_ggml_type_name(t), eng_ggml_type_name(k),
+			            8.0 * (double)eng_ggml_type_size(k) / eng_ggml_type_block(k));
+	}
 	if (!rc)
 		rc = ev_buf_putc(&hdr, '}');
 	while (!rc && (8 + hdr.len) % 8)

@@ -344,6 +344,16 @@ const uint16_t eng_ggml_iq3s_grid[512] = {
 
 const int8_t eng_ggml_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
+bool eng_ggml_f16_half(uint16_t h, uint16_t *out)
+{
+	int ex = (h >> 10) & 0x1F, sign = h & 0x8000, mant = h & 0x3FF;
+	if (ex == 0x1F || (ex <= 1 && (h & 1)))
+		return false;
+	/* the exponent one lower, or a subnormal's bits shifted */
+	*out = ex > 1 ? (uint16_t)(sign | (ex - 1) << 10 | mant) : (uint16_t)(sign | ((h & 0x7FFF) >> 1));
+	return true;
+}
+
 bool eng_ggml_iq3_to_q6k(uint8_t *dst, const uint8_t *src, uint32_t t, size_t nblocks)
 {
 	const int xxs = t == ENG_GGML_IQ3_XXS;
@@ -351,17 +361,8 @@ bool eng_ggml_iq3_to_q6k(uint8_t *dst, const uint8_t *src, uint32_t t, size_t nb
 	for (size_t k = 0; k < nblocks; k++, src += bs, dst += 210) {
 		uint16_t h;
 		memcpy(&h, src, 2);
-		if (xxs) { /* d / 2: the exponent one lower, or a subnormal's bits shifted, exactly */
-			int ex = (h >> 10) & 0x1F, sign = h & 0x8000, mant = h & 0x3FF;
-			if (ex == 0x1F)
-				return false;
-			if (ex > 1)
-				h = (uint16_t)(sign | (ex - 1) << 10 | mant);
-			else if ((h & 0x7FFF) & 1)
-				return false;
-			else
-				h = (uint16_t)(sign | ((h & 0x7FFF) >> 1));
-		}
+		if (xxs && !eng_ggml_f16_half(h, &h))
+			return false;
 		int q[QKK];
 		for (int e = 0; e < QKK; e++)
 			q[e] = (xxs ? eng_ggml_iq3xxs_value(src, e) / 2 : eng_ggml_iq3s_value(src, e)) + 32;

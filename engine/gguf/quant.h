@@ -80,20 +80,6 @@ static inline int eng_ggml_q3k_scale(int j, const uint8_t *q)
 	return (lo | hi << 4) - 32;
 }
 
-/* Q3_K: all 16 signed scales of a super-block's 12 packed bytes q at
- * once (out[j] = eng_ggml_q3k_scale(j, q)): dword k of the low nibbles
- * (k < 2) or high ones (k >= 2) of dword k % 2, with bits 2k, 2k + 1 of
- * each byte of dword 2 on top. */
-static inline void eng_ggml_q3k_scales(const uint8_t *q, int8_t out[16])
-{
-	uint32_t a[3], v[4];
-	memcpy(a, q, 12);
-	for (int k = 0; k < 4; k++)
-		v[k] = (((k < 2 ? a[k] : a[k - 2] >> 4) & 0x0F0F0F0Fu) | (((a[2] >> (2 * k)) & 0x03030303u) << 4));
-	for (int j = 0; j < 16; j++)
-		out[j] = (int8_t)((int)((v[j / 4] >> (8 * (j % 4))) & 0xFF) - 32);
-}
-
 /* Q3_K {u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d}: element e's
  * value (-4 .. 3): element 32 c + l (c < 8, l < 32) takes bits 2 (c % 4)
  * of qs[32 (c / 4) + l] and, where bit c of hmask[l] is clear, minus 4
@@ -170,6 +156,9 @@ static inline int eng_ggml_iq3s_ls(const uint8_t *sb, int b)
  * dequantize to the same floats; false where d / 2 is not exact in f16 (a
  * d below about 2^-13 with its last bit set), dst then unfinished. */
 bool eng_ggml_iq3_to_q6k(uint8_t *dst, const uint8_t *src, uint32_t t, size_t nblocks);
+/* *out = the f16 h / 2 where that is exact (false for an infinity, a NaN,
+ * or a value near the bottom of the range whose last bit would be lost) */
+bool eng_ggml_f16_half(uint16_t h, uint16_t *out);
 
 /* IQ4_NL's sixteen values (ggml's kvalues_iq4nl): a 4-bit q stands for
  * d times one of them. */
