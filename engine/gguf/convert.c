@@ -495,11 +495,12 @@ static void unpermute(void *dst, const void *src, int64_t rows, size_t rb, int h
 				       (const char *)src + (size_t)(h * hd + 2 * i + j) * rb, rb);
 }
 
-/* The GGUF type a type is kept as: IQ3_XXS and IQ3_S as Q6_K (value for
- * value: eng_ggml_iq3_to_q6k), the others as themselves */
+/* The GGUF type a type is kept as: the grid types IQ3_XXS, IQ3_S, IQ1_S
+ * and IQ1_M as Q6_K (value for value: eng_ggml_grid_to_q6k), the others
+ * as themselves */
 static uint32_t kept_as(uint32_t t)
 {
-	return t == ENG_GGML_IQ3_XXS || t == ENG_GGML_IQ3_S ? ENG_GGML_Q6_K : t;
+	return eng_ggml_grid_type(t) ? ENG_GGML_Q6_K : t;
 }
 
 /* The engine's name of the type it keeps a GGUF type as (kept_as), or
@@ -516,15 +517,15 @@ static const char *kept_type(uint32_t t)
 	return eng_dtype_name((eng_dtype)d);
 }
 
-/* The same for one tensor's n elements at data: an IQ3_XXS tensor with a
- * block whose d / 2 is not exact in f16 (eng_ggml_iq3_to_q6k) is F32 */
+/* The same for one tensor's n elements at data: a grid type's tensor with
+ * a block whose Q6_K d would not be exact in f16 (eng_ggml_grid_q6k_d:
+ * IQ3_XXS's d / 2, IQ1's d / 8) is F32 */
 static const char *tensor_kept(uint32_t t, const uint8_t *data, uint64_t n)
 {
-	if (t == ENG_GGML_IQ3_XXS && kept_type(t))
-		for (uint64_t k = 0; k < n / 256; k++) { /* each block's d */
+	if (eng_ggml_grid_type(t) && kept_type(t))
+		for (uint64_t k = 0; k < n / 256; k++) {
 			uint16_t h;
-			memcpy(&h, data + k * 98, 2);
-			if (!eng_ggml_f16_half(h, &h))
+			if (!eng_ggml_grid_q6k_d(data + k * eng_ggml_type_size(t), t, &h))
 				return NULL;
 		}
 	return kept_type(t);
@@ -644,7 +645,7 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 		if ((rc = add_out(&hdr, &ot, &n, &cap, &off, &maxel, &o)))
 			free(hn);
 	}
-	static const uint32_t rewritten[] = {ENG_GGML_IQ3_XXS, ENG_GGML_IQ3_S}; /* the types kept as another */
+	static const uint32_t rewritten[] = {ENG_GGML_IQ3_XXS, ENG_GGML_IQ3_S, ENG_GGML_IQ1_S, ENG_GGML_IQ1_M}; /* kept as another */
 	for (size_t r = 0; r < sizeof rewritten / sizeof rewritten[0] && !rc; r++) {
 		uint32_t t = rewritten[r], k = kept_as(t);
 		size_t count = 0;
@@ -670,10 +671,10 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 		for (size_t i = 0; i < n && ok; i++) {
 			const out_tensor *o = &ot[i];
 			const void *src = o->data;
-			if (kept_type(o->t->type) && kept_as(o->t->type) != o->t->type && strcmp(o->dtype, "F32")) { /* IQ3 as Q6_K */
-				if (!eng_ggml_iq3_to_q6k((uint8_t *)buf, o->data, o->t->type, (size_t)(o->elements / 256))) {
+			if (kept_type(o->t->type) && kept_as(o->t->type) != o->t->type && strcmp(o->dtype, "F32")) { /* as Q6_K */
+				if (!eng_ggml_grid_to_q6k((uint8_t *)buf, o->data, o->t->type, (size_t)(o->elements / 256))) {
 					/* (tensor_kept chose F32 for such a tensor: not reached) */
-					rc = ev_error_set(EV_E_INVALID, "%s: %s: a block's scale has no exact half in f16", g->path, o->hf);
+					rc = ev_error_set(EV_E_INVALID, "%s: %s: a block's scale is not exact as Q6_K's", g->path, o->hf);
 					break;
 				}
 				src = buf;

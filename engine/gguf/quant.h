@@ -24,9 +24,11 @@ enum {
 	ENG_GGML_Q5_K = 13,
 	ENG_GGML_Q6_K = 14,
 	ENG_GGML_IQ3_XXS = 18,
+	ENG_GGML_IQ1_S = 19,
 	ENG_GGML_IQ4_NL = 20,
 	ENG_GGML_IQ3_S = 21,
 	ENG_GGML_IQ4_XS = 23,
+	ENG_GGML_IQ1_M = 29,
 	ENG_GGML_BF16 = 30,
 };
 
@@ -148,14 +150,71 @@ static inline int eng_ggml_iq3s_ls(const uint8_t *sb, int b)
 	return (sb[106 + b / 2] >> (4 * (b % 2))) & 0xF;
 }
 
-/* nblocks IQ3_XXS or IQ3_S super-blocks of src as Q6_K super-blocks in dst
- * with the same values: sixteen sub-blocks of 16, each its block's scale
- * as Q6_K's int8 (IQ3_S: 1 + 2 ls under the same d; IQ3_XXS: 1 + 2 ls
- * under d / 2, the magnitudes halved, all even), each value + 32. Both
- * read x = (d sc) q with one rounding of the same real numbers, so they
- * dequantize to the same floats; false where d / 2 is not exact in f16 (a
- * d below about 2^-13 with its last bit set), dst then unfinished. */
-bool eng_ggml_iq3_to_q6k(uint8_t *dst, const uint8_t *src, uint32_t t, size_t nblocks);
+/* IQ1_S's and IQ1_M's grid (ggml's iq1s_grid): entry i stands for eight
+ * levels -1, 0, 1, element j's the two bits at 2 j of the code grid[i],
+ * less 1. */
+extern const uint16_t eng_ggml_iq1s_grid[2048];
+static inline int eng_ggml_iq1_level(int i, int j)
+{
+	return ((eng_ggml_iq1s_grid[i] >> (2 * j)) & 3) - 1;
+}
+
+/* IQ1_S {f16 d; u8 qs[32]; u16 qh[8]} (50 bytes): block of 32 b has the
+ * scale d (1 + 2 ls), ls bits 12..14 of qh[b], and the shift delta, -1/8
+ * where bit 15 of qh[b] is set, else +1/8; its group of eight k (< 4) the
+ * grid entry qs[4 b + k] | (bits 3 k .. 3 k + 2 of qh[b]) << 8, and
+ * x = d (1 + 2 ls) (level + delta). Element e's value in eighths,
+ * 8 level + 8 delta (the scale apart): */
+static inline int eng_ggml_iq1s_value(const uint8_t *sb, int e)
+{
+	int b = e / 32, k = e % 32 / 8, qh = sb[34 + 2 * b] | sb[35 + 2 * b] << 8;
+	int i = sb[2 + 4 * b + k] | ((qh >> (3 * k)) & 7) << 8;
+	return 8 * eng_ggml_iq1_level(i, e % 8) + (qh & 0x8000 ? -1 : 1);
+}
+static inline int eng_ggml_iq1s_ls(const uint8_t *sb, int b)
+{
+	return (sb[35 + 2 * b] >> 4) & 7;
+}
+
+/* IQ1_M {u8 qs[32]; u8 qh[16]; u16 scales[4]} (56 bytes) has no d field:
+ * its f16 d is the top nibbles of scales[0..3], scales[0]'s the lowest.
+ * Sub-block of 16 s has the scale d (1 + 2 ls), ls the three bits at
+ * 3 (s % 4) of scales[s / 4]; group of eight g (< 32) the grid entry
+ * qs[g] | (the low three bits of nibble g % 2 of qh[g / 2]) << 8, and the
+ * shift -1/8 where that nibble's bit 3 is set, else +1/8. */
+static inline uint16_t eng_ggml_iq1m_d(const uint8_t *sb)
+{
+	return (uint16_t)(sb[49] >> 4 | (sb[51] & 0xF0) | (sb[53] >> 4) << 8 | (sb[55] & 0xF0) << 8);
+}
+/* element e's value in eighths (the scale apart) */
+static inline int eng_ggml_iq1m_value(const uint8_t *sb, int e)
+{
+	int g = e / 8, nib = (sb[32 + g / 2] >> (4 * (g % 2))) & 15;
+	return 8 * eng_ggml_iq1_level(sb[g] | (nib & 7) << 8, e % 8) + (nib & 8 ? -1 : 1);
+}
+static inline int eng_ggml_iq1m_ls(const uint8_t *sb, int s)
+{
+	int sc = sb[48 + 2 * (s / 4)] | sb[49 + 2 * (s / 4)] << 8;
+	return (sc >> (3 * (s % 4))) & 7;
+}
+
+/* The grid types the engine keeps as Q6_K, value for value: IQ3_XXS,
+ * IQ3_S, IQ1_S, IQ1_M (whose values all fit a signed 6-bit q under a
+ * scale of 16 elements). */
+bool eng_ggml_grid_type(uint32_t t);
+/* The f16 d the Q6_K super-block of such a block blk takes into *d: IQ3_S
+ * its own, IQ3_XXS its half (its magnitudes halved, all even), IQ1_S and
+ * IQ1_M their eighth (the values counted in eighths); false where that is
+ * not exact in f16 (an infinity, a NaN, or a d near the bottom of the
+ * range whose last bits would be lost). */
+bool eng_ggml_grid_q6k_d(const uint8_t *blk, uint32_t t, uint16_t *d);
+/* nblocks super-blocks of such a type t at src as Q6_K super-blocks in
+ * dst with the same values: sixteen sub-blocks of 16, each its scale's
+ * odd multiplier 1 + 2 ls as Q6_K's int8, each value + 32. Both read
+ * x = (d sc) q with one rounding of the same real numbers, so they
+ * dequantize to the same floats; false where eng_ggml_grid_q6k_d is,
+ * dst then unfinished. */
+bool eng_ggml_grid_to_q6k(uint8_t *dst, const uint8_t *src, uint32_t t, size_t nblocks);
 /* *out = the f16 h / 2 where that is exact (false for an infinity, a NaN,
  * or a value near the bottom of the range whose last bit would be lost) */
 bool eng_ggml_f16_half(uint16_t h, uint16_t *out);

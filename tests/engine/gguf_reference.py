@@ -24,10 +24,10 @@ except ImportError as e:
 EVALD, SCRATCH = sys.argv[1], sys.argv[2]
 Q = gguf.GGMLQuantizationType
 TYPES = ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "IQ4_NL", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
-         "Q6_K", "IQ4_XS", "IQ3_XXS", "IQ3_S"]
+         "Q6_K", "IQ4_XS", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M"]
 F16_FIELDS = {"Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "Q8_0": [0], "Q4_K": [0, 2],
               "Q5_K": [0, 2], "Q6_K": [208], "Q3_K": [108], "IQ4_NL": [0], "IQ4_XS": [0], "Q2_K": [80, 82],
-              "IQ3_XXS": [0], "IQ3_S": [0]}
+              "IQ3_XXS": [0], "IQ3_S": [0], "IQ1_S": [0]}
 
 
 def blocks(name, rows, cols, rnd):
@@ -45,9 +45,14 @@ def blocks(name, rows, cols, rnd):
     # no quantizer in gguf-py for this type: random blocks whose f16 scales are finite
     bsize, tsize = gguf.GGML_QUANT_SIZES[qt]
     raw = rnd.integers(0, 256, (rows, cols // bsize, tsize), dtype=np.uint8)
-    for off in F16_FIELDS[name]:
+    for off in F16_FIELDS.get(name, []):
         scale = (rnd.standard_normal((rows, cols // bsize)) * 0.05).astype(np.float16)
         raw[:, :, off:off + 2] = scale.view(np.uint8).reshape(rows, cols // bsize, 2)
+    if name == "IQ1_M":  # its f16 d is the top nibbles of the four scales, the first's lowest
+        d = (rnd.standard_normal((rows, cols // bsize)) * 0.05).astype(np.float16).view(np.uint16)
+        for k in range(4):
+            top = ((d >> (4 * k)) & 0xF).astype(np.uint8) << 4
+            raw[:, :, 49 + 2 * k] = (raw[:, :, 49 + 2 * k] & 0x0F) | top
     return raw.reshape(rows, cols // bsize * tsize), None
 
 

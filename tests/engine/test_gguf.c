@@ -112,6 +112,30 @@ static float elem(const uint8_t *b, uint32_t t, int e)
 		float db = h2f(b) * (float)(1 + 2 * ls);
 		return db * (float)eng_ggml_iq3s_mag(idx, e % 4) * ((b[74 + 4 * blk + grp] >> (e % 8)) & 1 ? -1.0f : 1.0f);
 	}
+	case ENG_GGML_IQ1_S: {
+		/* {d; qs[32]; u16 qh[8]}: block of 32 k's group of eight g takes the entry
+		 * qs[4k + g] with bits 3g .. 3g + 2 of qh[k] as its ninth to eleventh, the
+		 * multiplier 1 + 2 (bits 12 .. 14), the shift -1/8 with bit 15, else 1/8 */
+		int blk = e / 32, grp = e % 32 / 8;
+		unsigned qh = b[34 + 2 * blk] | (unsigned)b[35 + 2 * blk] << 8;
+		int idx = b[2 + 4 * blk + grp] | (int)((qh >> (3 * grp)) & 7) << 8;
+		float dl = h2f(b) * (float)(1 + 2 * ((qh >> 12) & 7));
+		return dl * ((float)eng_ggml_iq1_level(idx, e % 8) + (qh & 0x8000 ? -0.125f : 0.125f));
+	}
+	case ENG_GGML_IQ1_M: {
+		/* {qs[32]; qh[16]; u16 scales[4]}: the f16 d from the scales' top nibbles;
+		 * sixteen 3-bit multipliers 1 + 2 ls, four a u16 from its bottom; group of
+		 * eight g the entry qs[g] with nibble g % 2 of qh[g / 2]: three bits on top,
+		 * the fourth the shift's sign */
+		unsigned sc[4], grp = (unsigned)e / 8;
+		for (int k = 0; k < 4; k++)
+			sc[k] = b[48 + 2 * k] | (unsigned)b[49 + 2 * k] << 8;
+		uint16_t dh = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0xF0) | ((sc[2] >> 4) & 0xF00) | (sc[3] & 0xF000));
+		uint8_t d2[2] = {(uint8_t)dh, (uint8_t)(dh >> 8)};
+		unsigned nib = (b[32 + grp / 2] >> (4 * (grp % 2))) & 15, sub = (unsigned)e / 16;
+		float dl = h2f(d2) * (float)(1 + 2 * ((sc[sub / 4] >> (3 * (sub % 4))) & 7));
+		return dl * ((float)eng_ggml_iq1_level(b[grp] | (int)(nib & 7) << 8, e % 8) + (nib & 8 ? -0.125f : 0.125f));
+	}
 	case ENG_GGML_Q6_K: {
 		int h = e / 128, g = (e % 128) / 32, l = e % 32;
 		const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
@@ -133,7 +157,8 @@ static void types_round_trip(void **st)
 	} cases[] = {{ENG_GGML_F16, 1e-3}, {ENG_GGML_BF16, 5e-3}, {ENG_GGML_Q8_0, 0.01}, {ENG_GGML_Q6_K, 0.04},
 	             {ENG_GGML_Q5_0, 0.06}, {ENG_GGML_Q5_1, 0.06}, {ENG_GGML_Q5_K, 0.08}, {ENG_GGML_Q4_0, 0.12},
 	             {ENG_GGML_Q4_1, 0.12}, {ENG_GGML_Q4_K, 0.15}, {ENG_GGML_Q3_K, 0.15}, {ENG_GGML_IQ4_NL, 0.1},
-	             {ENG_GGML_IQ4_XS, 0.1}, {ENG_GGML_Q2_K, 0.35}, {ENG_GGML_IQ3_XXS, 0.3}, {ENG_GGML_IQ3_S, 0.3}};
+	             {ENG_GGML_IQ4_XS, 0.1}, {ENG_GGML_Q2_K, 0.35}, {ENG_GGML_IQ3_XXS, 0.3}, {ENG_GGML_IQ3_S, 0.3},
+	             {ENG_GGML_IQ1_S, 0.4}, {ENG_GGML_IQ1_M, 0.35}};
 	enum { N = 256 * 16 };
 	float *x = malloc(N * 4), *y = malloc(N * 4);
 	uint8_t *q = malloc(N * 4);
@@ -215,12 +240,24 @@ static void q3k_read_by_layout(void **st)
 	assert_int_equal(eng_dtype_bytes(ENG_Q3_K, 512), 220);
 }
 
-/* IQ3_XXS and IQ3_S on random blocks (every grid entry, sign and scale; d
- * any finite f16): the reader and the layout read element by element
- * agree, and so does the Q6_K the engine keeps them as; an IQ3_XXS d
- * whose half is not an f16 is not rewritten, one at the edge of the
- * normal range is */
-static void iq3_read_by_layout(void **st)
+/* the f16 d of a grid type's super-block at b: IQ1_M's in its scales' top nibbles */
+static void put_d(uint8_t *b, uint32_t t, uint16_t h)
+{
+	if (t != ENG_GGML_IQ1_M) {
+		memcpy(b, &h, 2);
+		return;
+	}
+	for (int k = 0; k < 4; k++)
+		b[49 + 2 * k] = (uint8_t)((b[49 + 2 * k] & 0x0F) | ((h >> (4 * k)) & 0xF) << 4);
+}
+
+/* The four grid types (IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) on random blocks
+ * (every grid entry, sign, shift and scale; d any finite f16 whose Q6_K d
+ * is exact): the reader and the layout read element by element agree, and
+ * so does the Q6_K the engine keeps them as; an IQ3_XXS d whose half is
+ * not an f16, or an IQ1 d whose eighth is not, is not rewritten; one at
+ * the edge of the normal range is */
+static void grid_read_by_layout(void **st)
 {
 	(void)st;
 	enum { NB = 64 };
@@ -231,9 +268,17 @@ static void iq3_read_by_layout(void **st)
 	for (int k = 0; k < 4; k++)
 		for (int j = 0; j < 4; j++)
 			assert_int_equal(k < 2 ? eng_ggml_iq3xxs_mag(ends[k][0], j) : eng_ggml_iq3s_mag(ends[k][0], j), ends[k][1 + j]);
-	const uint32_t ts[] = {ENG_GGML_IQ3_XXS, ENG_GGML_IQ3_S};
-	for (int ti = 0; ti < 2; ti++) {
+	for (int j = 1; j < 2048; j++)
+		assert_true(eng_ggml_iq1s_grid[j] > eng_ggml_iq1s_grid[j - 1]);
+	const int iq1_ends[3][9] = {{0, -1, -1, -1, -1, -1, -1, -1, -1}, {1, 1, -1, -1, -1, -1, -1, -1, -1},
+	                            {2047, 1, 1, 1, 1, 1, 1, 1, 1}};
+	for (int k = 0; k < 3; k++)
+		for (int j = 0; j < 8; j++)
+			assert_int_equal(eng_ggml_iq1_level(iq1_ends[k][0], j), iq1_ends[k][1 + j]);
+	const uint32_t ts[] = {ENG_GGML_IQ3_XXS, ENG_GGML_IQ3_S, ENG_GGML_IQ1_S, ENG_GGML_IQ1_M};
+	for (int ti = 0; ti < 4; ti++) {
 		uint32_t t = ts[ti];
+		const int iq1 = t == ENG_GGML_IQ1_S || t == ENG_GGML_IQ1_M, halvings = iq1 ? 3 : t == ENG_GGML_IQ3_XXS;
 		size_t bs = eng_ggml_type_size(t);
 		uint8_t *q = malloc(NB * bs), q6[NB * 210];
 		float a[NB * 256], c[NB * 256];
@@ -243,15 +288,16 @@ static void iq3_read_by_layout(void **st)
 			q[i] = (uint8_t)ev_rng_below(&r, 256);
 		for (int k = 0; k < NB; k++) {
 			uint16_t h;
-			do
-				h = (uint16_t)ev_rng_below(&r, 65536);
-			while (((h >> 10) & 0x1F) == 0x1F || (((h >> 10) & 0x1F) < 2 && (h & 1))); /* finite; halves exactly */
-			memcpy(q + bs * k, &h, 2);
+			int ex;
+			do /* finite; its Q6_K d exact: a normal f16 whose eighth (half) is one too, or ends in zeros */
+				h = (uint16_t)ev_rng_below(&r, 65536), ex = (h >> 10) & 0x1F;
+			while (ex == 0x1F || (ex <= halvings && (h & ((1 << (halvings + 1 - ex)) - 1))));
+			put_d(q + bs * k, t, h);
 		}
-		uint16_t edge = 0x0402; /* the smallest normal exponent, an even mantissa: its half a subnormal */
-		memcpy(q + bs, &edge, 2);
+		/* the smallest normal exponent, the last bits clear: its half or eighth a subnormal */
+		put_d(q + bs, t, t == ENG_GGML_IQ3_XXS ? 0x0402 : 0x0408);
 		eng_ggml_dequantize(a, q, t, NB * 256);
-		assert_true(eng_ggml_iq3_to_q6k(q6, q, t, NB));
+		assert_true(eng_ggml_grid_to_q6k(q6, q, t, NB));
 		eng_ggml_dequantize(c, q6, ENG_GGML_Q6_K, NB * 256);
 		for (int i = 0; i < NB * 256; i++) {
 			float want = elem(q + (size_t)(i / 256) * bs, t, i % 256);
@@ -259,11 +305,14 @@ static void iq3_read_by_layout(void **st)
 				fail_msg("%s element %d: %g, as Q6_K %g, the layout says %g", eng_ggml_type_name(t), i, a[i], c[i],
 				         want);
 		}
-		if (t == ENG_GGML_IQ3_XXS) {
-			uint16_t odd = 0x0001; /* the smallest subnormal: no f16 is its half */
-			memcpy(q, &odd, 2);
-			assert_false(eng_ggml_iq3_to_q6k(q6, q, t, 1));
+		if (halvings) {
+			put_d(q, t, iq1 ? 0x0404 : 0x0001); /* no f16 is this one's eighth (the smallest subnormal's half) */
+			assert_false(eng_ggml_grid_to_q6k(q6, q, t, 1));
+			uint16_t d6;
+			assert_false(eng_ggml_grid_q6k_d(q, t, &d6));
 		}
+		put_d(q, t, 0x7C00); /* an infinity: no Q6_K d */
+		assert_false(eng_ggml_grid_to_q6k(q6, q, t, 1));
 		free(q);
 	}
 }
@@ -515,7 +564,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(types_round_trip),
 		cmocka_unit_test(q3k_read_by_layout),
-		cmocka_unit_test(iq3_read_by_layout),
+		cmocka_unit_test(grid_read_by_layout),
 		cmocka_unit_test(iq4nl_read_by_layout),
 		cmocka_unit_test(iq4xs_read_by_layout),
 		cmocka_unit_test(written_files_read_back),

@@ -92,7 +92,8 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch, bool
 	setenv("EVALD_CACHE_DIR", cache, 1);
 	const uint32_t types[] = {ENG_GGML_F32,  ENG_GGML_F16,  ENG_GGML_BF16, ENG_GGML_Q8_0, ENG_GGML_Q4_0, ENG_GGML_Q4_1,
 	                          ENG_GGML_Q5_0, ENG_GGML_Q5_1, ENG_GGML_IQ4_NL, ENG_GGML_Q3_K, ENG_GGML_Q4_K,
-	                          ENG_GGML_Q5_K, ENG_GGML_Q6_K, ENG_GGML_IQ4_XS, ENG_GGML_Q2_K, ENG_GGML_IQ3_XXS, ENG_GGML_IQ3_S};
+	                          ENG_GGML_Q5_K, ENG_GGML_Q6_K, ENG_GGML_IQ4_XS, ENG_GGML_Q2_K, ENG_GGML_IQ3_XXS, ENG_GGML_IQ3_S,
+	                          ENG_GGML_IQ1_S, ENG_GGML_IQ1_M};
 	enum { NTYPES = sizeof types / sizeof types[0] };
 	enum { N = 40 };
 	int32_t toks[N];
@@ -157,11 +158,13 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch, bool
 			 * expert's width) */
 			assert_true(types[k] == ENG_GGML_F16 || types[k] == ENG_GGML_BF16 || types[k] == ENG_GGML_Q8_0
 			                    ? e < (few ? 0.04 : 0.03) && agree >= N * 3 / 4
-			                    : e < (types[k] == ENG_GGML_Q2_K || types[k] == ENG_GGML_IQ3_XXS ? 1.2
+			                    : e < (types[k] == ENG_GGML_IQ1_S || types[k] == ENG_GGML_IQ1_M ? 1.5
+			                           : types[k] == ENG_GGML_Q2_K || types[k] == ENG_GGML_IQ3_XXS ? 1.2
 			                           : types[k] == ENG_GGML_Q3_K || types[k] == ENG_GGML_IQ3_S ? 0.8
 			                                                                                       : 0.5));
 		/* (Q3_K: 0.51-0.54; IQ3_S 0.55-0.58 and IQ3_XXS 0.72-0.77 through evald's
-		 * plain grid search; Q2_K, 2 bits a weight: 0.94-0.97; the tensors
+		 * plain grid search; Q2_K, 2 bits a weight: 0.94-0.97; IQ1_S and IQ1_M,
+		 * under 2 bits on a random model: 1.2-1.3, no likeness left; the tensors
 		 * equal the folder's through the type's blocks above, and the kernels
 		 * equal the type's F32 conversion below) */
 		/* the tokenizer from the metadata gives the folder's ids */
@@ -277,8 +280,8 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch, bool
 			assert_true(sum == mi.weight_bytes);
 			assert_true(elems == fi.params_total);
 			char lower[16];
-			/* (IQ3_XXS and IQ3_S are kept as Q6_K, value for value) */
-			uint32_t kept = types[k] == ENG_GGML_IQ3_XXS || types[k] == ENG_GGML_IQ3_S ? ENG_GGML_Q6_K : types[k];
+			/* (the grid types IQ3_XXS, IQ3_S, IQ1_S, IQ1_M are kept as Q6_K, value for value) */
+			uint32_t kept = eng_ggml_grid_type(types[k]) ? ENG_GGML_Q6_K : types[k];
 			snprintf(lower, sizeof lower, "%s", eng_ggml_type_name(kept));
 			for (char *c = lower; *c; c++)
 				*c = (char)tolower((unsigned char)*c);
