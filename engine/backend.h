@@ -20,7 +20,7 @@
 
 /* A weight's stored type: f32, the two halves, or one of ggml's block
  * types (32-element blocks Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL; 256-element
- * super-blocks Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K, Q3_K; layouts in engine/gguf/README.md), kept
+ * super-blocks Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K, Q3_K, IQ2_XXS, IQ2_XS, IQ2_S; layouts in engine/gguf/README.md), kept
  * as stored and read in place. */
 typedef enum {
 	ENG_F32 = 0,
@@ -38,8 +38,11 @@ typedef enum {
 	ENG_IQ4_NL = 12,
 	ENG_Q2_K = 13,
 	ENG_Q3_K = 14,
+	ENG_IQ2_XXS = 15,
+	ENG_IQ2_XS = 16,
+	ENG_IQ2_S = 17,
 } eng_dtype;
-#define ENG_DTYPE_COUNT 15
+#define ENG_DTYPE_COUNT 18
 
 /* The name as safetensors headers and GGUF write it ("F32", "Q4_K"), and
  * in lower case as the engine reports it ("f32", "q4_k"). */

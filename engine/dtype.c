@@ -37,6 +37,9 @@ static const struct {
 	[ENG_IQ4_NL] = {"IQ4_NL", "iq4_nl", 32, 18, ENG_GGML_IQ4_NL},
 	[ENG_Q2_K] = {"Q2_K", "q2_k", 256, 84, ENG_GGML_Q2_K},
 	[ENG_Q3_K] = {"Q3_K", "q3_k", 256, 110, ENG_GGML_Q3_K},
+	[ENG_IQ2_XXS] = {"IQ2_XXS", "iq2_xxs", 256, 66, ENG_GGML_IQ2_XXS},
+	[ENG_IQ2_XS] = {"IQ2_XS", "iq2_xs", 256, 74, ENG_GGML_IQ2_XS},
+	[ENG_IQ2_S] = {"IQ2_S", "iq2_s", 256, 82, ENG_GGML_IQ2_S},
 };
 
 static bool known(eng_dtype t)

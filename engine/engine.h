@@ -150,7 +150,7 @@ typedef struct {
 	struct {
 		const char *dtype; /* as in dtypes */
 		uint64_t bytes, elems;
-	} weight_types[16];
+	} weight_types[24];
 	int block_size;
 	long max_context;
 	uint64_t kv_max_bytes;     /* the KV byte bound, 0 = none */

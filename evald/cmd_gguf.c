@@ -34,7 +34,8 @@ static const ev_opt gguf_table[] = {
 	         "a folder)"),
 	EV_O_STR("--quantize", T, quantize, "TYPE",
 	         "the weights in TYPE: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, "
-	         "IQ4_XS, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, or the mixes Q4_K_M, Q5_K_M (from a folder: as stored when not given)"),
+	         "IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M, or the mixes Q4_K_M, Q5_K_M (from a folder: as "
+	         "stored when not given)"),
 	EV_O_FLAG("--pre-tokenizers", T, pre_tokenizers,
 	          "the tokenizer.ggml.pre names evald reads and writes, each with the tokenizer.json pre_tokenizer it "
 	          "stands for (no FILE)"),

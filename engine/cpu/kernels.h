@@ -396,6 +396,18 @@ static inline __attribute__((always_inline)) void ld32_q(__m256 v[4], const uint
 		return;
 	}
 	int j = (i % 256) / 32; /* the sub-block */
+	if (t >= 15) { /* the IQ2s: each half's scale d (1 + 2 ls) / 8 * the signed magnitudes (grid lookups) */
+		uint32_t gt = t == 15 ? ENG_GGML_IQ2_XXS : t == 16 ? ENG_GGML_IQ2_XS : ENG_GGML_IQ2_S;
+		const uint8_t *b = row + (size_t)(i / 256) * eng_ggml_type_size(gt);
+		float d = q_h2f(b), f[32];
+		for (int e = 0; e < 32; e++)
+			f[e] = (float)eng_ggml_iq2_value(b, gt, 32 * j + e);
+#pragma GCC unroll 4
+		for (int g = 0; g < 4; g++)
+			v[g] = _mm256_mul_ps(_mm256_loadu_ps(f + 8 * g),
+			                     _mm256_set1_ps(eng_ggml_iq2_scale(d, eng_ggml_iq2_ls(b, gt, 32 * j + 8 * g))));
+		return;
+	}
 	if (t == 13) { /* Q2_K {scales[16]; qs[64]; f16 d, dmin}: d * sc * q - dmin * min, a scale and minimum a 16 */
 		const uint8_t *b = row + (size_t)(i / 256) * 84, *qs = b + 16 + 32 * (j / 4);
 		float d = q_h2f(b + 80), dm = q_h2f(b + 82);
@@ -513,6 +525,9 @@ static inline void dot4_q(float out[4], const float *x, const uint8_t *w0, const
 	case 12: dot4_q_t(a, x, w, n, 12); break;
 	case 13: dot4_q_t(a, x, w, n, 13); break;
 	case 14: dot4_q_t(a, x, w, n, 14); break;
+	case 15: dot4_q_t(a, x, w, n, 15); break;
+	case 16: dot4_q_t(a, x, w, n, 16); break;
+	case 17: dot4_q_t(a, x, w, n, 17); break;
 	default: dot4_q_t(a, x, w, n, 10); break;
 	}
 	__m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);

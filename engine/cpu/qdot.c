@@ -33,11 +33,19 @@ static const int qd_qs[ENG_DTYPE_COUNT] = {0, 0, 0, 2, 2, 4, 6, 8, 0, 0, 0, 0, 2
 static const int qd_x4qs[ENG_DTYPE_COUNT] = {0, 0, 0, 0, 8, 16, 24, 32, 0, 0, 0, 0, 8, 0};
 #endif
 
+/* The grid types IQ2_XXS, IQ2_XS, IQ2_S: each group of eight values a
+ * lookup */
+static inline int qd_iq2(int t)
+{
+	return t >= ENG_IQ2_XXS && t <= ENG_IQ2_S;
+}
+
 /* A type of 256-element super-blocks (Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K,
- * Q3_K); the others here are 32-element blocks (Q8_0 .. Q5_1, IQ4_NL). */
+ * Q3_K, the IQ2s); the others here are 32-element blocks (Q8_0 .. Q5_1,
+ * IQ4_NL). */
 static inline int qd_super(int t)
 {
-	return (t >= ENG_Q4_K && t <= ENG_IQ4_XS) || t == ENG_Q2_K || t == ENG_Q3_K;
+	return (t >= ENG_Q4_K && t <= ENG_IQ4_XS) || t == ENG_Q2_K || t == ENG_Q3_K || qd_iq2(t);
 }
 
 /* Whether the VNNI words kernel (kernr) takes calls of type t made
@@ -49,10 +57,11 @@ static inline int qd_words(int t)
 	return t >= ENG_Q8_0 && t <= ENG_Q5_1;
 }
 
-/* Whether a block's two halves take their own scales (Q6_K, Q2_K, Q3_K) */
+/* Whether a block's two halves take their own scales (Q6_K, Q2_K, Q3_K,
+ * IQ2_XS, IQ2_S) */
 static inline int qd_two(int t)
 {
-	return t == ENG_Q6_K || t == ENG_Q2_K || t == ENG_Q3_K;
+	return t == ENG_Q6_K || t == ENG_Q2_K || t == ENG_Q3_K || t == ENG_IQ2_XS || t == ENG_IQ2_S;
 }
 
 static inline int qd_has_min(int t)
@@ -133,6 +142,16 @@ static void unpack_ref(const uint8_t *row, int b, int t, int16_t q[32], float sc
 		return;
 	}
 	int j = b % 8;
+	if (qd_iq2(t)) { /* the signed magnitudes, each half's scale d (1 + 2 ls) / 8 */
+		uint32_t gt = eng_dtype_ggml((eng_dtype)t);
+		const uint8_t *p = row + (size_t)(b / 8) * eng_dtype_bytes((eng_dtype)t, 256);
+		d = eng_ggml_h2f(p);
+		for (int h = 0; h < 2; h++)
+			sc[h] = eng_ggml_iq2_scale(d, eng_ggml_iq2_ls(p, gt, 32 * j + 16 * h));
+		for (int e = 0; e < 32; e++)
+			q[e] = (int16_t)eng_ggml_iq2_value(p, gt, 32 * j + e);
+		return;
+	}
 	if (t == ENG_Q2_K) { /* sub-blocks 2j and 2j + 1 of 16 */
 		const uint8_t *p = row + (size_t)(b / 8) * 84;
 		for (int h = 0; h < 2; h++) {

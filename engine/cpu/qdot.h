@@ -10,15 +10,18 @@
  * those are an option for K-quants, engine/cpu/q8k.h).
  * A weight block of 32 (a K-quant's sub-block) is its integer values q_w
  * (offsets folded in: Q4_0 - 8, Q5_0 - 16, Q6_K - 32, Q3_K - 4 where
- * hmask's bit is clear; IQ4_NL and IQ4_XS their table's values), a scale
- * for its first 16 elements and one for the last 16 (equal but for Q6_K,
- * Q3_K and Q2_K) and a minimum coefficient m
+ * hmask's bit is clear; IQ4_NL and IQ4_XS their table's values; the IQ2s
+ * their grid entries' signed magnitudes, 8, 25, 43), a scale for its
+ * first 16 elements and one for the last 16 (equal but for Q6_K, Q3_K,
+ * Q2_K, IQ2_XS and IQ2_S; an IQ2's d (1 + 2 ls) / 8) and a minimum
+ * coefficient m
  * (Q4_1, Q5_1: +m; Q4_K, Q5_K: -dmin * min; Q2_K one a half, m_lo and
  * m_hi: -dmin * min). With lo = sum of q_w[e] q_x[e] over e < 16 and hi
  * the same over the last 16, and h_lo, h_hi the sums of q_x over the two
  * halves (exact integers), an output is, over the row's blocks in order,
  *   one scale:    acc = fma((float)(lo + hi), sc * d, acc)
- *   Q6_K, Q3_K, Q2_K: acc = fma((float)lo, sc_lo * d, acc);
+ *   Q6_K, Q3_K, Q2_K, IQ2_XS, IQ2_S:
+ *                 acc = fma((float)lo, sc_lo * d, acc);
  *                 acc = fma((float)hi, sc_hi * d, acc)
  *   mins = fma(m, s, mins)
  *   Q2_K:         mins = fma(m_lo, d * (float)h_lo, mins);

@@ -121,6 +121,40 @@ QD_FN void QD(unpack)(const uint8_t *row, int b, int t, __m256i *q)
 		*q = _mm256_shuffle_epi8(QD(iq4tab)(), QD(nib16)(row + (size_t)(b / 8) * 136 + 8 + (size_t)(b % 8) * 16));
 		return;
 	}
+	case 15:
+	case 16:
+	case 17: { /* the IQ2s: four groups of eight, each a grid entry's magnitudes and its signs (bytes +-1) */
+		int j = b % 8;
+		const uint64_t *g8 = eng_ggml_iq2_grid8_tab[t - 15];
+		uint64_t m[4], s[4];
+		if (t == 15) { /* IQ2_XXS: entries the bytes of the block's first u32, signs seven bits at 7 k of its second */
+			const uint8_t *p = row + (size_t)(b / 8) * 66 + 2 + 8 * j;
+			uint32_t aux;
+			memcpy(&aux, p + 4, 4);
+#pragma GCC unroll 4
+			for (int k = 0; k < 4; k++)
+				m[k] = g8[p[k]], s[k] = eng_ggml_iq2_ksign8_tab[(aux >> (7 * k)) & 127];
+		} else if (t == 16) { /* IQ2_XS: a u16 a group, nine bits of entry and seven of signs */
+			uint16_t v[4];
+			memcpy(v, row + (size_t)(b / 8) * 74 + 2 + 8 * j, 8);
+#pragma GCC unroll 4
+			for (int k = 0; k < 4; k++)
+				m[k] = g8[v[k] & 511], s[k] = eng_ggml_iq2_ksign8_tab[v[k] >> 9];
+		} else { /* IQ2_S: qs[g] and two bits of qh[g / 4] the entry, signs[g] the signs */
+			const uint8_t *sb = row + (size_t)(b / 8) * 82;
+			uint32_t lo, sg, qh = sb[66 + j];
+			memcpy(&lo, sb + 2 + 4 * j, 4), memcpy(&sg, sb + 34 + 4 * j, 4);
+			/* (word arithmetic: the compiler's vector form of these indices went through slow moves) */
+			m[0] = g8[(lo & 255) | (qh & 3) << 8], m[1] = g8[((lo >> 8) & 255) | (qh & 12) << 6];
+			m[2] = g8[((lo >> 16) & 255) | (qh & 48) << 4], m[3] = g8[(lo >> 24) | (qh & 192) << 2];
+#pragma GCC unroll 4
+			for (int k = 0; k < 4; k++)
+				s[k] = eng_ggml_iq2_sign8_tab[(sg >> (8 * k)) & 255];
+		}
+		*q = _mm256_sign_epi8(_mm256_setr_epi64x((long long)m[0], (long long)m[1], (long long)m[2], (long long)m[3]),
+		                      _mm256_setr_epi64x((long long)s[0], (long long)s[1], (long long)s[2], (long long)s[3]));
+		return;
+	}
 	default: { /* Q6_K {ql[128], qh[64], i8 scales[16], f16 d}: (6 bits) - 32 */
 		int j = b % 8, h = j / 4, k = j % 4;
 		const uint8_t *p = row + (size_t)(b / 8) * 210;
@@ -171,6 +205,46 @@ QD_FN void QD(put16)(float *dst, __m128i bytes, __m128 d4, int neg)
  * with a byte shuffle. */
 QD_FN void QD(kscalesx)(const uint8_t *const w[4], int sb, int t, float *s0, float *s1, float *m, int x4)
 {
+	if (t >= 15) {
+		/* the IQ2s (never in quads): each half's d (1 + 2 ls) / 8, as unpack_ref
+		 * forms it. The four rows' eight ls bytes (IQ2_XXS: each block's last
+		 * byte, its top nibble for both halves; the others' scales, a nibble a
+		 * half) interleaved to block-major order, a row a lane of four */
+		size_t at = (size_t)sb * (t == 15 ? 66 : t == 16 ? 74 : 82);
+		__m128i r8[4];
+		float d[4];
+#pragma GCC unroll 4
+		for (int r = 0; r < 4; r++) {
+			const uint8_t *p = w[r] + at;
+			uint64_t v = 0;
+			if (t == 15)
+				for (int j = 0; j < 8; j++)
+					v |= (uint64_t)(p[2 + 8 * j + 7] >> 4) << (8 * j);
+			else
+				memcpy(&v, p + (t == 16 ? 66 : 74), 8);
+			r8[r] = _mm_cvtsi64_si128((long long)v);
+			d[r] = eng_ggml_h2f(p);
+		}
+		__m128i a = _mm_unpacklo_epi8(r8[0], r8[1]), c = _mm_unpacklo_epi8(r8[2], r8[3]);
+		__m128i by[2] = {_mm_unpacklo_epi16(a, c), _mm_unpackhi_epi16(a, c)}; /* blocks 0-3, 4-7 */
+		const __m128 d4 = _mm_loadu_ps(d);
+		const __m256 d8 = _mm256_set_m128(d4, d4), eighth = _mm256_set1_ps(0.125f);
+		const __m128i lo4 = _mm_set1_epi8(0x0F);
+		for (int k = 0; k < 2; k++) {
+			float *dst = k ? s1 : s0;
+#pragma GCC unroll 4
+			for (int q = 0; q < 4; q++) { /* blocks 2q, 2q + 1: their bytes, the half's nibble */
+				__m128i nb = _mm_srli_si128(by[q / 2], 8 * (q % 2));
+				nb = k && t != 15 ? _mm_srli_epi16(nb, 4) : nb;
+				__m256i l = _mm256_cvtepu8_epi32(_mm_and_si128(nb, lo4));
+				__m256 mul = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_add_epi32(l, l), _mm256_set1_epi32(1)));
+				_mm256_storeu_ps(dst + 8 * q, _mm256_mul_ps(_mm256_mul_ps(d8, mul), eighth));
+			}
+		}
+		memset(m, 0, 32 * sizeof *m);
+		(void)x4;
+		return;
+	}
 	if (t == 11) {
 		/* IQ4_XS: block j's scale d * ls_j, ls_j = (the nibble j % 2 of
 		 * scales_l[j / 2] | bits 2j, 2j + 1 of scales_h << 4) - 32, for two
@@ -391,7 +465,7 @@ QD_FN void QD(halfsums)(const int16_t *q, int h[2])
  * at once; lane r of acc and mn is row r's chain of qdot.h. */
 QD_FN void QD(kern)(float *o, const eng_qxblk *const *x, int nx, const uint8_t *const w[4], int nb, int t)
 {
-	const int two = t == 10 || t == 13 || t == 14, mins = qd_has_min(t), q2 = t == 13;
+	const int two = qd_two(t), mins = qd_has_min(t), q2 = t == 13;
 	__m128 acc[3], mn[3];
 #pragma GCC unroll 3
 	for (int i = 0; i < 3; i++)
@@ -481,6 +555,9 @@ __attribute__((target(QD_TARGET))) static void QD(qdot)(float *o, const eng_qxbl
 		QD_CASE(12)
 		QD_CASE(13)
 		QD_CASE(14)
+		QD_CASE(15)
+		QD_CASE(16)
+		QD_CASE(17)
 	default:
 		QD_CASE(10)
 	}
@@ -1050,8 +1127,8 @@ QD_FN void QD(kern4i)(float *o, const eng_qxblk *const *x, const eng_qxbyt *cons
  * rows 0 and 1, then 2 and 3; v1 block b + 1) against the activations'
  * bytes y0, y1: their 16 half sums in isum16's order as floats, less
  * 2^sh times the activations' half sums where the weights are stored +
- * 2^sh (Q6_K 5, Q3_K 2; sh < 0: no offset, Q2_K) */
-QD_FN __m512 QD(halves16)(const __m512i v0[2], const __m512i v1[2], const eng_qxbyt *y0, const eng_qxbyt *y1, int sh)
+ * 2^sh (Q6_K 5, Q3_K 2, the IQ2s 6; sh < 0: no offset, Q2_K) */
+QD_FN __m512i QD(halves16i)(const __m512i v0[2], const __m512i v1[2], const eng_qxbyt *y0, const eng_qxbyt *y1, int sh)
 {
 	__m512i xh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y0->hb));
 	__m512i xl = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y0->lb));
@@ -1066,7 +1143,12 @@ QD_FN __m512 QD(halves16)(const __m512i v0[2], const __m512i v1[2], const eng_qx
 		__m512i off = _mm512_permutexvar_epi32(halves, _mm512_castsi128_si512(hs));
 		s = _mm512_sub_epi32(s, _mm512_sll_epi32(off, _mm_cvtsi32_si128(sh)));
 	}
-	return _mm512_cvtepi32_ps(s);
+	return s;
+}
+
+QD_FN __m512 QD(halves16)(const __m512i v0[2], const __m512i v1[2], const eng_qxbyt *y0, const eng_qxbyt *y1, int sh)
+{
+	return _mm512_cvtepi32_ps(QD(halves16i)(v0, v1, y0, y1, sh));
 }
 
 /* The definition's four fmas of blocks b and b + 1 (halves16's f): each
@@ -1119,6 +1201,64 @@ QD_FN void QD(kern6kx)(float *o, const eng_qxblk *const *x, const eng_qxbyt *con
 		for (int i = 0; i < nx; i++) {
 			const eng_qxbyt *y0 = xy[i] + b;
 			acc[i] = QD(fma16)(acc[i], QD(halves16)(v0, v1, y0, y0 + 1, 5), sc0, sc1, x[i][b].d, x[i][b + 1].d);
+		}
+	}
+#pragma GCC unroll 6
+	for (int i = 0; i < nx; i++)
+		_mm_storeu_ps(o + i * 4, acc[i]);
+}
+
+/* Decode on raw rows of the IQ2s, weights as bytes: each row's block
+ * (unpack's signed values, the grid lookups) + 64, a register [row a's
+ * 32 | row c's 32] of a pair of rows, against the activations' two bytes
+ * by halves16i, 64 times each half's activation sum off. IQ2_XS and
+ * IQ2_S meet each half's sum with its own scale (fma16); IQ2_XXS, one
+ * scale a block, adds its halves' integer sums first, as the definition. */
+QD_FN void QD(kerniq2)(float *o, const eng_qxblk *const *x, const eng_qxbyt *const *xy, int nx,
+                       const uint8_t *const w[4], int nb, int t)
+{
+	__m128 acc[ENG_QDOT_X];
+#pragma GCC unroll 6
+	for (int i = 0; i < ENG_QDOT_X; i++)
+		acc[i] = _mm_setzero_ps();
+	float ks0[32], ks1[32], km[32]; /* a super-block's scales (kscales; km unused) */
+	const __m512i off = _mm512_set1_epi8(64);
+	for (int b = 0; b < nb; b += 2) {
+		if (b % 8 == 0)
+			QD(kscalesx)(w, b / 8, t, ks0, ks1, km, 0);
+		int j = b % 8;
+		__m512i v[2][2]; /* [block b, b + 1][rows 0 and 1, 2 and 3] */
+#pragma GCC unroll 2
+		for (int k = 0; k < 2; k++)
+#pragma GCC unroll 2
+			for (int h = 0; h < 2; h++) {
+				__m256i qa, qc;
+				QD(unpack)(w[2 * h], b + k, t, &qa);
+				QD(unpack)(w[2 * h + 1], b + k, t, &qc);
+				v[k][h] = _mm512_add_epi8(_mm512_inserti64x4(_mm512_castsi256_si512(qa), qc, 1), off);
+			}
+		if (t == 15) {
+			__m256 sc = _mm256_loadu_ps(ks0 + 4 * j); /* blocks b and b + 1, four rows each */
+#pragma GCC unroll 6
+			for (int i = 0; i < nx; i++) {
+				const eng_qxbyt *y0 = xy[i] + b;
+				__m512i s = QD(halves16i)(v[0], v[1], y0, y0 + 1, 6);
+				/* [b lo, b hi, b + 1 lo, b + 1 hi] four rows each: each block's halves added, lanes 0 and 2 */
+				s = _mm512_add_epi32(s, _mm512_shuffle_i32x4(s, s, 0xB1));
+				__m256i sum = _mm512_castsi512_si256(_mm512_shuffle_i32x4(s, s, 0x08));
+				__m256 fs = _mm256_cvtepi32_ps(sum);
+				__m256 sd = _mm256_mul_ps(sc, _mm256_set_m128(_mm_set1_ps(x[i][b + 1].d), _mm_set1_ps(x[i][b].d)));
+				acc[i] = _mm_fmadd_ps(_mm256_castps256_ps128(fs), _mm256_castps256_ps128(sd), acc[i]);
+				acc[i] = _mm_fmadd_ps(_mm256_extractf128_ps(fs, 1), _mm256_extractf128_ps(sd, 1), acc[i]);
+			}
+		} else {
+			__m256 sc0 = _mm256_set_m128(_mm_loadu_ps(ks1 + 4 * j), _mm_loadu_ps(ks0 + 4 * j));
+			__m256 sc1 = _mm256_set_m128(_mm_loadu_ps(ks1 + 4 * j + 4), _mm_loadu_ps(ks0 + 4 * j + 4));
+#pragma GCC unroll 6
+			for (int i = 0; i < nx; i++) {
+				const eng_qxbyt *y0 = xy[i] + b;
+				acc[i] = QD(fma16)(acc[i], QD(halves16)(v[0], v[1], y0, y0 + 1, 6), sc0, sc1, x[i][b].d, x[i][b + 1].d);
+			}
 		}
 	}
 #pragma GCC unroll 6
@@ -1292,6 +1432,9 @@ __attribute__((target(QD_TARGET))) static void QD(qdotr)(float *o, const eng_qxb
 		QD_R(12, kern4b)
 		QD_R(13, kern2k)
 		QD_R(14, kern3k)
+		QD_R(15, kerniq2)
+		QD_R(16, kerniq2)
+		QD_R(17, kerniq2)
 	default:
 		QD_R(10, kern6k)
 	}
@@ -1342,6 +1485,9 @@ __attribute__((target(QD_TARGET))) static void QD(rows)(float *y, const eng_qxbl
 		QD_W(12, kern4b)
 		QD_W(13, kern2k)
 		QD_W(14, kern3k)
+		QD_W(15, kerniq2)
+		QD_W(16, kerniq2)
+		QD_W(17, kerniq2)
 	default:
 		QD_W(10, kern6k)
 	}
@@ -1436,7 +1582,7 @@ QD_FN void QD(group_kscales)(eng_qgroup *g, const uint8_t *const w[4], int b, in
 {
 	float s0[32], s1[32], m[32];
 	QD(kscalesx)(w, b / 8, t, s0, s1, m, x4);
-	const float *h1 = t == 10 || t == 14 ? s1 : s0;
+	const float *h1 = t == 10 || t == 14 || t >= 15 ? s1 : s0;
 	for (int j = 0; j < 8; j++)
 		QD(group_put_scales)(g, b + j, q, _mm_loadu_ps(s0 + 4 * j), _mm_loadu_ps(h1 + 4 * j), _mm_loadu_ps(m + 4 * j));
 }
@@ -1702,7 +1848,7 @@ QD_FN int32_t QD(pair_at)(const int16_t *q, int k)
 #if QD_VNNI
 QD_FN void QD(gkern)(float *o, const eng_qxblk *const *x, int nx, const eng_qgroup *g, int nb, int t, int NX)
 {
-	const int two = t == 10 || t == 13 || t == 14, mins = qd_has_min(t), q2 = t == 13;
+	const int two = qd_two(t), mins = qd_has_min(t), q2 = t == 13;
 	__m512 acc[6], mn[6];
 	const eng_qxblk *xr[6];
 #pragma GCC unroll 6
@@ -1752,7 +1898,7 @@ QD_FN void QD(gkern)(float *o, const eng_qxblk *const *x, int nx, const eng_qgro
 #else
 QD_FN void QD(gkern)(float *o, const eng_qxblk *const *x, int nx, const eng_qgroup *g, int nb, int t, int NX)
 {
-	const int two = t == 10 || t == 13 || t == 14, mins = qd_has_min(t), q2 = t == 13;
+	const int two = qd_two(t), mins = qd_has_min(t), q2 = t == 13;
 	const eng_qxblk *xr[3];
 #pragma GCC unroll 3
 	for (int i = 0; i < NX; i++)
@@ -1841,6 +1987,9 @@ __attribute__((target(QD_TARGET))) static void QD(group)(float *o, const eng_qxb
 		QD_G(11)
 		QD_G(12)
 		QD_G(13)
+		QD_G(15)
+		QD_G(16)
+		QD_G(17)
 	default:
 		QD_G(10)
 	}

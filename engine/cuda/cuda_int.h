@@ -10,7 +10,7 @@
 // of the block types (quant.cu)
 enum { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2 };
 enum { QT_Q8_0 = 3, QT_Q4_0 = 4, QT_Q4_1 = 5, QT_Q5_0 = 6, QT_Q5_1 = 7, QT_Q4_K = 8, QT_Q5_K = 9, QT_Q6_K = 10,
-       QT_IQ4_XS = 11, QT_IQ4_NL = 12, QT_Q2_K = 13, QT_Q3_K = 14 };
+       QT_IQ4_XS = 11, QT_IQ4_NL = 12, QT_Q2_K = 13, QT_Q3_K = 14, QT_IQ2_XXS = 15, QT_IQ2_XS = 16, QT_IQ2_S = 17 };
 
 __device__ __forceinline__ float bf16_to_f32(uint16_t h)
 {

@@ -1,5 +1,6 @@
 // engine/cuda/quant.cu: weights of ggml's block types (Q8_0, Q4_0, Q4_1,
-// Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ4_NL, Q2_K, Q3_K; layouts in engine/gguf/README.md) read in
+// Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ4_NL, Q2_K, Q3_K, IQ2_XXS, IQ2_XS, IQ2_S; layouts in
+// engine/gguf/README.md) read in
 // place on the device: the decode GEMV over them, and their dequantization
 // to f32 for the prefill GEMM. Every element is the value the format's
 // definition gives (engine/gguf/quant.c's eng_ggml_dequantize), computed
@@ -13,6 +14,10 @@
 extern "C" {
 #include "base/base.h"
 #include "engine/cuda/cuda.h"
+// the IQ2 grids (engine/gguf/quant.h), copied to the device once
+extern const uint16_t eng_ggml_iq2xxs_grid[256];
+extern const uint16_t eng_ggml_iq2xs_grid[512];
+extern const uint16_t eng_ggml_iq2s_grid[1024];
 }
 
 #include "engine/cuda/cuda_int.h"
@@ -33,6 +38,29 @@ template <> struct qt<QT_IQ4_XS> { enum { elems = 256, bytes = 136 }; };
 template <> struct qt<QT_IQ4_NL> { enum { elems = 32, bytes = 18 }; };
 template <> struct qt<QT_Q2_K> { enum { elems = 256, bytes = 84 }; };
 template <> struct qt<QT_Q3_K> { enum { elems = 256, bytes = 110 }; };
+template <> struct qt<QT_IQ2_XXS> { enum { elems = 256, bytes = 66 }; };
+template <> struct qt<QT_IQ2_XS> { enum { elems = 256, bytes = 74 }; };
+template <> struct qt<QT_IQ2_S> { enum { elems = 256, bytes = 82 }; };
+
+// The IQ2 grids' 16-bit codes (IQ2_XXS's at 0, IQ2_XS's at 256, IQ2_S's at
+// 768): entry i's element e the magnitude 8, 25 or 43 of its bits 2e, 2e + 1
+__constant__ uint16_t iq2_grid[256 + 512 + 1024];
+
+static int iq2_grids_up(void)
+{
+	static bool up = false;
+	if (up)
+		return 0;
+	cudaError_t e = cudaMemcpyToSymbol(iq2_grid, eng_ggml_iq2xxs_grid, 256 * 2, 0);
+	if (e == cudaSuccess)
+		e = cudaMemcpyToSymbol(iq2_grid, eng_ggml_iq2xs_grid, 512 * 2, 256 * 2);
+	if (e == cudaSuccess)
+		e = cudaMemcpyToSymbol(iq2_grid, eng_ggml_iq2s_grid, 1024 * 2, 768 * 2);
+	if (e != cudaSuccess)
+		return ev_error_set(EV_E_IO, "cuda: the IQ2 grids not copied: %s", cudaGetErrorString(e));
+	up = true;
+	return 0;
+}
 
 // IQ4_NL's sixteen values (engine/gguf/quant.c's eng_ggml_iq4nl_values), which IQ4_NL's and IQ4_XS's nibbles index
 __constant__ int8_t iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
@@ -138,6 +166,33 @@ template <int DT> __device__ __forceinline__ void unit(const uint8_t *b, int j, 
 			v[e] = __fmul_rn(dl, (float)iq4_values[qs[e] & 0xF]);
 			v[e + 16] = __fmul_rn(dl, (float)iq4_values[qs[e] >> 4]);
 		}
+	} else if (DT == QT_IQ2_XXS || DT == QT_IQ2_XS || DT == QT_IQ2_S) {
+		// unit j: groups of eight 4j .. 4j + 3, each a grid entry and eight signs; each half's
+		// scale d (1 + 2 ls) / 8 (IQ2_XXS: one ls a unit)
+		float d = h2f(b);
+#pragma unroll
+		for (int g = 0; g < 4; g++) {
+			int idx, sg, ls, off;
+			if (DT == QT_IQ2_XXS) {
+				const uint8_t *p = b + 2 + 8 * j;
+				uint32_t aux = p[4] | (p[5] << 8) | (p[6] << 16) | ((uint32_t)p[7] << 24);
+				int s7 = (aux >> (7 * g)) & 127;
+				idx = p[g], sg = s7 | ((__popc(s7) & 1) << 7), ls = aux >> 28, off = 0;
+			} else if (DT == QT_IQ2_XS) {
+				int q = b[2 + 8 * j + 2 * g] | (b[3 + 8 * j + 2 * g] << 8), s7 = q >> 9;
+				idx = q & 511, sg = s7 | ((__popc(s7) & 1) << 7), ls = (b[66 + j] >> (4 * (g / 2))) & 15, off = 256;
+			} else {
+				idx = b[2 + 4 * j + g] | (((b[66 + j] >> (2 * g)) & 3) << 8), sg = b[34 + 4 * j + g];
+				ls = (b[74 + j] >> (4 * (g / 2))) & 15, off = 768;
+			}
+			float sc = __fmul_rn(__fmul_rn(d, (float)(1 + 2 * ls)), 0.125f);
+			int code = iq2_grid[off + idx];
+#pragma unroll
+			for (int e = 0; e < 8; e++) {
+				int l = (code >> (2 * e)) & 3, m = l == 0 ? 8 : l == 1 ? 25 : 43;
+				v[8 * g + e] = __fmul_rn(sc, (float)((sg >> e) & 1 ? -m : m));
+			}
+		}
 	} else { // Q6_K: unit j is quarter j % 4 of half j / 4
 		int h = j >> 2, r = j & 3;
 		const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
@@ -209,15 +264,16 @@ typedef void (*qkernel)(float *, const float *, int, const uint8_t *, int, int, 
 #define QK(N)                                                                                                          \
 	{gemv_q_kernel<QT_Q8_0, N>, gemv_q_kernel<QT_Q4_0, N>, gemv_q_kernel<QT_Q4_1, N>, gemv_q_kernel<QT_Q5_0, N>,   \
 	 gemv_q_kernel<QT_Q5_1, N>, gemv_q_kernel<QT_Q4_K, N>, gemv_q_kernel<QT_Q5_K, N>, gemv_q_kernel<QT_Q6_K, N>,  \
-	 gemv_q_kernel<QT_IQ4_XS, N>, gemv_q_kernel<QT_IQ4_NL, N>, gemv_q_kernel<QT_Q2_K, N>, gemv_q_kernel<QT_Q3_K, N>}
+	 gemv_q_kernel<QT_IQ4_XS, N>, gemv_q_kernel<QT_IQ4_NL, N>, gemv_q_kernel<QT_Q2_K, N>, gemv_q_kernel<QT_Q3_K, N>,  \
+	 gemv_q_kernel<QT_IQ2_XXS, N>, gemv_q_kernel<QT_IQ2_XS, N>, gemv_q_kernel<QT_IQ2_S, N>}
 // [0]: up to QG_MAX_N x rows a launch; [1]: a launch over pairs
-static const qkernel qkernels[2][12] = {QK(QG_MAX_N), QK(1)};
+static const qkernel qkernels[2][15] = {QK(QG_MAX_N), QK(1)};
 #undef QK
 
 static int block_of(int dtype)
 {
 	return (dtype >= QT_Q8_0 && dtype <= QT_Q5_1) || dtype == QT_IQ4_NL                 ? 32
-	       : (dtype >= QT_Q4_K && dtype <= QT_IQ4_XS) || dtype == QT_Q2_K || dtype == QT_Q3_K ? 256
+	       : (dtype >= QT_Q4_K && dtype <= QT_IQ4_XS) || (dtype >= QT_Q2_K && dtype <= QT_IQ2_S) ? 256
 	                                                                       : 0;
 }
 
@@ -227,6 +283,9 @@ extern "C" int eng_cuda_gemv_q(float *d_y, const float *d_x, int n, const void *
 	if (!B || n < 1 || rows < 1 || cols < B || cols % B)
 		return ev_error_set(EV_E_INVALID, "cuda gemv: n %d, [%d, %d] of block type %d (cols a multiple of its block)",
 		                    n, rows, cols, dtype);
+	int grc = dtype >= QT_IQ2_XXS ? iq2_grids_up() : 0;
+	if (grc)
+		return grc;
 	for (int b0 = 0; b0 < n; b0 += QG_MAX_N) {
 		int nb = n - b0 < QG_MAX_N ? n - b0 : QG_MAX_N;
 		qkernels[0][dtype - QT_Q8_0]<<<(rows + QG_WARPS - 1) / QG_WARPS, QG_WARPS * 32>>>(
@@ -241,6 +300,9 @@ int eng_cuda_gemv_q_pick(float *d_y, const float *d_x, int rows, int cols, int d
 	if (!B || cols < B || cols % B)
 		return ev_error_set(EV_E_INVALID, "cuda gemv_sel: [%d, %d] of block type %d (cols a multiple of its block)", rows,
 		                    cols, dtype);
+	int grc = dtype >= QT_IQ2_XXS ? iq2_grids_up() : 0;
+	if (grc)
+		return grc;
 	qkernels[1][dtype - QT_Q8_0]<<<grid, QG_WARPS * 32>>>(d_y, d_x, 1, NULL, rows, cols, pick);
 	return launch_ok("gemv_sel (block type)");
 }
@@ -250,12 +312,16 @@ extern "C" int eng_cuda_dequantize(float *d_out, const void *d_w, int dtype, siz
 	int B = block_of(dtype);
 	if (!B || !n || n % B)
 		return ev_error_set(EV_E_INVALID, "cuda dequantize: %zu elements of block type %d", n, dtype);
+	int grc = dtype >= QT_IQ2_XXS ? iq2_grids_up() : 0;
+	if (grc)
+		return grc;
 	size_t units = n / 32;
 	typedef void (*kernel)(float *, const uint8_t *, size_t);
 	static const kernel ks[] = {dequant_kernel<QT_Q8_0>, dequant_kernel<QT_Q4_0>, dequant_kernel<QT_Q4_1>,
 	                            dequant_kernel<QT_Q5_0>, dequant_kernel<QT_Q5_1>, dequant_kernel<QT_Q4_K>,
 	                            dequant_kernel<QT_Q5_K>, dequant_kernel<QT_Q6_K>, dequant_kernel<QT_IQ4_XS>,
-	                            dequant_kernel<QT_IQ4_NL>, dequant_kernel<QT_Q2_K>, dequant_kernel<QT_Q3_K>};
+	                            dequant_kernel<QT_IQ4_NL>, dequant_kernel<QT_Q2_K>, dequant_kernel<QT_Q3_K>,
+	                            dequant_kernel<QT_IQ2_XXS>, dequant_kernel<QT_IQ2_XS>, dequant_kernel<QT_IQ2_S>};
 	ks[dtype - QT_Q8_0]<<<(unsigned)((units + 127) / 128), 128>>>(d_out, (const uint8_t *)d_w, units);
 	return launch_ok("dequantize");
 }

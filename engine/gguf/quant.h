@@ -23,10 +23,13 @@ enum {
 	ENG_GGML_Q4_K = 12,
 	ENG_GGML_Q5_K = 13,
 	ENG_GGML_Q6_K = 14,
+	ENG_GGML_IQ2_XXS = 16,
+	ENG_GGML_IQ2_XS = 17,
 	ENG_GGML_IQ3_XXS = 18,
 	ENG_GGML_IQ1_S = 19,
 	ENG_GGML_IQ4_NL = 20,
 	ENG_GGML_IQ3_S = 21,
+	ENG_GGML_IQ2_S = 22,
 	ENG_GGML_IQ4_XS = 23,
 	ENG_GGML_IQ1_M = 29,
 	ENG_GGML_BF16 = 30,
@@ -196,6 +199,100 @@ static inline int eng_ggml_iq1m_ls(const uint8_t *sb, int s)
 {
 	int sc = sb[48 + 2 * (s / 4)] | sb[49 + 2 * (s / 4)] << 8;
 	return (sc >> (3 * (s % 4))) & 7;
+}
+
+/* IQ2_XXS's, IQ2_XS's and IQ2_S's grids (ggml's iq2xxs_grid, iq2xs_grid,
+ * iq2s_grid): entry i stands for eight magnitudes 8, 25 or 43, element
+ * j's the two bits at 2 j of the code grid[i] (0, 1, 2 in that order). */
+extern const uint16_t eng_ggml_iq2xxs_grid[256];
+extern const uint16_t eng_ggml_iq2xs_grid[512];
+extern const uint16_t eng_ggml_iq2s_grid[1024];
+static inline int eng_ggml_iq2_mag(uint16_t code, int j)
+{
+	static const uint8_t mag[4] = {8, 25, 43, 0};
+	return mag[(code >> (2 * j)) & 3];
+}
+/* IQ2_XXS's and IQ2_XS's eight signs of a group from seven stored bits
+ * s7: the eighth is their parity (ggml's ksigns_iq2xs) */
+static inline int eng_ggml_iq2_signs(int s7)
+{
+	return s7 | __builtin_parity((unsigned)s7) << 7;
+}
+/* An IQ2 scale: d (0.5 + ls) / 4 as ggml forms it, here d (1 + 2 ls) / 8
+ * (the same real number, exact in f32 either way) */
+static inline float eng_ggml_iq2_scale(float d, int ls)
+{
+	return d * (float)(1 + 2 * ls) * 0.125f;
+}
+
+/* IQ2_XXS {f16 d; u8 qs[64]} (66 bytes): block of 32 b is two u32 at
+ * 2 + 8 b: the first its four groups of eight's grid entries (byte k
+ * group k's), the second their signs (seven bits at 7 k, eng_ggml_iq2_signs)
+ * and ls in its top four bits; x = d (0.5 + ls) / 4 m s. Element e's
+ * signed magnitude (the scale apart), and block b's ls: */
+static inline int eng_ggml_iq2xxs_value(const uint8_t *sb, int e)
+{
+	int b = e / 32, k = e % 32 / 8, j = e % 8;
+	uint32_t aux;
+	memcpy(&aux, sb + 2 + 8 * b + 4, 4);
+	int m = eng_ggml_iq2_mag(eng_ggml_iq2xxs_grid[sb[2 + 8 * b + k]], j);
+	return (eng_ggml_iq2_signs((int)(aux >> (7 * k)) & 127) >> j) & 1 ? -m : m;
+}
+static inline int eng_ggml_iq2xxs_ls(const uint8_t *sb, int b)
+{
+	return sb[2 + 8 * b + 7] >> 4;
+}
+
+/* IQ2_XS {f16 d; u16 qs[32]; u8 scales[8]} (74 bytes): group of eight g
+ * has qs[g]: its grid entry the low nine bits, its signs' seven bits the
+ * high seven; sub-block of 16 s has ls the nibble s % 2 of scales[s / 2]. */
+static inline int eng_ggml_iq2xs_value(const uint8_t *sb, int e)
+{
+	int g = e / 8, j = e % 8, q = sb[2 + 2 * g] | sb[3 + 2 * g] << 8;
+	int m = eng_ggml_iq2_mag(eng_ggml_iq2xs_grid[q & 511], j);
+	return (eng_ggml_iq2_signs(q >> 9) >> j) & 1 ? -m : m;
+}
+static inline int eng_ggml_iq2xs_ls(const uint8_t *sb, int s)
+{
+	return (sb[66 + s / 2] >> (4 * (s % 2))) & 15;
+}
+
+/* IQ2_S {f16 d; u8 qs[32]; u8 signs[32]; u8 qh[8]; u8 scales[8]} (82
+ * bytes): group of eight g has the grid entry qs[g] | (bits 2 (g % 4) of
+ * qh[g / 4]) << 8 and the eight signs of signs[g]; ls as IQ2_XS's. */
+static inline int eng_ggml_iq2s_value(const uint8_t *sb, int e)
+{
+	int g = e / 8, j = e % 8;
+	int m = eng_ggml_iq2_mag(eng_ggml_iq2s_grid[sb[2 + g] | ((sb[66 + g / 4] >> (2 * (g % 4))) & 3) << 8], j);
+	return (sb[34 + g] >> j) & 1 ? -m : m;
+}
+static inline int eng_ggml_iq2s_ls(const uint8_t *sb, int s)
+{
+	return (sb[74 + s / 2] >> (4 * (s % 2))) & 15;
+}
+
+/* The IQ2 grids (IQ2_XXS's, IQ2_XS's, IQ2_S's) as eight magnitude bytes
+ * an entry (element j's byte j), made as the program starts: the vector
+ * kernels' lookup */
+extern uint64_t eng_ggml_iq2_grid8_tab[3][1024];
+/* eight signs as bytes 1 or -1 (element j's byte j): of the bits of b
+ * (sign8), and of IQ2_XXS's and IQ2_XS's seven stored bits with their
+ * parity (ksign8, eng_ggml_iq2_signs) */
+extern uint64_t eng_ggml_iq2_sign8_tab[256], eng_ggml_iq2_ksign8_tab[128];
+
+/* Element e of an IQ2 super-block of type t (IQ2_XXS, IQ2_XS, IQ2_S): its
+ * signed magnitude, and the ls of its scale */
+static inline int eng_ggml_iq2_value(const uint8_t *sb, uint32_t t, int e)
+{
+	return t == ENG_GGML_IQ2_XXS ? eng_ggml_iq2xxs_value(sb, e)
+	       : t == ENG_GGML_IQ2_XS ? eng_ggml_iq2xs_value(sb, e)
+	                              : eng_ggml_iq2s_value(sb, e);
+}
+static inline int eng_ggml_iq2_ls(const uint8_t *sb, uint32_t t, int e)
+{
+	return t == ENG_GGML_IQ2_XXS ? eng_ggml_iq2xxs_ls(sb, e / 32)
+	       : t == ENG_GGML_IQ2_XS ? eng_ggml_iq2xs_ls(sb, e / 16)
+	                              : eng_ggml_iq2s_ls(sb, e / 16);
 }
 
 /* The grid types the engine keeps as Q6_K, value for value: IQ3_XXS,

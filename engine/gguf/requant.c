@@ -33,11 +33,11 @@ static int layer_of(const char *name)
 
 /* A type for a row too short or long for its super-blocks (llama.cpp's
  * fallbacks, src/llama-quant.cpp): Q2_K, Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K ->
- * Q5_1, Q6_K -> Q8_0, IQ4_XS, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M -> IQ4_NL. */
+ * Q5_1, Q6_K -> Q8_0, the IQ types (IQ4_XS, IQ3, IQ2, IQ1) -> IQ4_NL. */
 static uint32_t fallback(uint32_t t)
 {
 	return t == ENG_GGML_Q3_K || t == ENG_GGML_Q2_K ? ENG_GGML_Q4_0
-	       : t == ENG_GGML_IQ4_XS || eng_ggml_grid_type(t) ? ENG_GGML_IQ4_NL
+	       : !strncmp(eng_ggml_type_name(t), "IQ", 2) ? ENG_GGML_IQ4_NL /* every IQ type */
 	       : t == ENG_GGML_Q4_K ? ENG_GGML_Q5_0
 	       : t == ENG_GGML_Q5_K ? ENG_GGML_Q5_1
 	                            : ENG_GGML_Q8_0;
@@ -78,6 +78,9 @@ uint32_t eng_gguf_file_type(uint32_t target, int mix)
 	case ENG_GGML_IQ3_S: return 26;
 	case ENG_GGML_IQ1_S: return 24;
 	case ENG_GGML_IQ1_M: return 31;
+	case ENG_GGML_IQ2_XXS: return 19;
+	case ENG_GGML_IQ2_XS: return 20;
+	case ENG_GGML_IQ2_S: return 28;
 	case ENG_GGML_IQ4_XS: return 30;
 	case ENG_GGML_Q4_K: return mix ? 15 : 14;
 	case ENG_GGML_Q5_K: return mix ? 17 : 16;

@@ -24,10 +24,12 @@ except ImportError as e:
 EVALD, SCRATCH = sys.argv[1], sys.argv[2]
 Q = gguf.GGMLQuantizationType
 TYPES = ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "IQ4_NL", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
-         "Q6_K", "IQ4_XS", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M"]
+         "Q6_K", "IQ4_XS", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M",
+         "IQ2_XXS", "IQ2_XS", "IQ2_S"]
 F16_FIELDS = {"Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "Q8_0": [0], "Q4_K": [0, 2],
               "Q5_K": [0, 2], "Q6_K": [208], "Q3_K": [108], "IQ4_NL": [0], "IQ4_XS": [0], "Q2_K": [80, 82],
-              "IQ3_XXS": [0], "IQ3_S": [0], "IQ1_S": [0]}
+              "IQ3_XXS": [0], "IQ3_S": [0], "IQ1_S": [0], "IQ2_XXS": [0],
+              "IQ2_XS": [0], "IQ2_S": [0]}
 
 
 def blocks(name, rows, cols, rnd):

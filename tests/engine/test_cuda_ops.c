@@ -161,7 +161,8 @@ static void gemm_matches_the_product_of_rounded_rows(void **st)
 static void block_types_match_the_definition(void **st)
 {
 	(void)st;
-	static const int types[] = {ENG_Q8_0, ENG_Q4_0, ENG_Q4_1, ENG_Q5_0, ENG_Q5_1, ENG_Q4_K, ENG_Q5_K, ENG_Q6_K, ENG_IQ4_XS, ENG_IQ4_NL, ENG_Q2_K, ENG_Q3_K};
+	static const int types[] = {ENG_Q8_0, ENG_Q4_0, ENG_Q4_1, ENG_Q5_0, ENG_Q5_1, ENG_Q4_K, ENG_Q5_K, ENG_Q6_K, ENG_IQ4_XS, ENG_IQ4_NL, ENG_Q2_K, ENG_Q3_K,
+	                            ENG_IQ2_XXS, ENG_IQ2_XS, ENG_IQ2_S};
 	static const int ns[] = {1, 3, 8, 11};
 	int rows = 96, cols = 512;
 	size_t count = (size_t)rows * cols;

@@ -384,9 +384,9 @@ static void bench_kernels_checks_every_level_against_the_definition(void **state
 	cJSON_Delete(j);
 	free(out), free(err);
 	/* a type it does not have, and a shape the K-quants cannot take */
-	const char *bad[] = {ev, "bench", "kernels", "--types", "q4_1,iq2_xs", NULL};
+	const char *bad[] = {ev, "bench", "kernels", "--types", "q4_1,tq2_0", NULL};
 	assert_int_equal(tu_run(&out, &err, NULL, bad), 2);
-	assert_non_null(strstr(err, "'iq2_xs' is not bf16 or a block type"));
+	assert_non_null(strstr(err, "'tq2_0' is not bf16 or a block type"));
 	free(out), free(err);
 	const char *shape[] = {ev, "bench", "kernels", "--cols", "300", NULL};
 	assert_int_equal(tu_run(&out, &err, NULL, shape), 2);

@@ -112,6 +112,35 @@ static float elem(const uint8_t *b, uint32_t t, int e)
 		float db = h2f(b) * (float)(1 + 2 * ls);
 		return db * (float)eng_ggml_iq3s_mag(idx, e % 4) * ((b[74 + 4 * blk + grp] >> (e % 8)) & 1 ? -1.0f : 1.0f);
 	}
+	case ENG_GGML_IQ2_XXS:
+	case ENG_GGML_IQ2_XS:
+	case ENG_GGML_IQ2_S: {
+		/* XXS {d; u32 pairs[16]}: block of 32 k's pair: four entry bytes, then seven sign bits a
+		 * group (the eighth their parity) and the 4-bit scale on top; XS {d; u16 qs[32]; scales[8]}:
+		 * nine bits of entry under seven of signs a group, a nibble of scale a 16; S {d; qs[32];
+		 * signs[32]; qh[8]; scales[8]}: the entry's two top bits in qh, eight sign bits a group */
+		int grp = e / 8, j = e % 8, idx, ls;
+		unsigned sg;
+		const uint16_t *grid;
+		if (t == ENG_GGML_IQ2_XXS) {
+			uint32_t w2;
+			memcpy(&w2, b + 2 + 8 * (e / 32) + 4, 4);
+			idx = b[2 + 8 * (e / 32) + grp % 4], ls = (int)(w2 >> 28), grid = eng_ggml_iq2xxs_grid;
+			sg = (w2 >> (7 * (grp % 4))) & 127;
+			sg |= (unsigned)(__builtin_popcount(sg) & 1) << 7;
+		} else if (t == ENG_GGML_IQ2_XS) {
+			unsigned v = b[2 + 2 * grp] | (unsigned)b[3 + 2 * grp] << 8;
+			idx = (int)(v & 511), grid = eng_ggml_iq2xs_grid, ls = (b[66 + e / 32] >> (4 * (e / 16 % 2))) & 15;
+			sg = v >> 9;
+			sg |= (unsigned)(__builtin_popcount(sg) & 1) << 7;
+		} else {
+			idx = b[2 + grp] | ((b[66 + grp / 4] >> (2 * (grp % 4))) & 3) << 8, grid = eng_ggml_iq2s_grid;
+			ls = (b[74 + e / 32] >> (4 * (e / 16 % 2))) & 15, sg = b[34 + grp];
+		}
+		static const float lv[3] = {8.0f, 25.0f, 43.0f};
+		float db = h2f(b) * (0.5f + (float)ls) * 0.25f;
+		return db * lv[(grid[idx] >> (2 * j)) & 3] * ((sg >> j) & 1 ? -1.0f : 1.0f);
+	}
 	case ENG_GGML_IQ1_S: {
 		/* {d; qs[32]; u16 qh[8]}: block of 32 k's group of eight g takes the entry
 		 * qs[4k + g] with bits 3g .. 3g + 2 of qh[k] as its ninth to eleventh, the
@@ -158,7 +187,8 @@ static void types_round_trip(void **st)
 	             {ENG_GGML_Q5_0, 0.06}, {ENG_GGML_Q5_1, 0.06}, {ENG_GGML_Q5_K, 0.08}, {ENG_GGML_Q4_0, 0.12},
 	             {ENG_GGML_Q4_1, 0.12}, {ENG_GGML_Q4_K, 0.15}, {ENG_GGML_Q3_K, 0.15}, {ENG_GGML_IQ4_NL, 0.1},
 	             {ENG_GGML_IQ4_XS, 0.1}, {ENG_GGML_Q2_K, 0.35}, {ENG_GGML_IQ3_XXS, 0.3}, {ENG_GGML_IQ3_S, 0.3},
-	             {ENG_GGML_IQ1_S, 0.4}, {ENG_GGML_IQ1_M, 0.35}};
+	             {ENG_GGML_IQ1_S, 0.4}, {ENG_GGML_IQ1_M, 0.35}, {ENG_GGML_IQ2_XXS, 0.4}, {ENG_GGML_IQ2_XS, 0.3},
+	             {ENG_GGML_IQ2_S, 0.3}};
 	enum { N = 256 * 16 };
 	float *x = malloc(N * 4), *y = malloc(N * 4);
 	uint8_t *q = malloc(N * 4);
@@ -500,7 +530,7 @@ static void crafted_bad_files(void **st)
 		int nd;
 		const char *want;
 	} cases[] = {
-		{22, {256, 1}, 2, "type IQ2_S = 22 is not read"},
+		{15, {256, 1}, 2, "type Q8_K = 15 is not read"},
 		{ENG_GGML_Q8_0, {33, 1}, 2, "not whole Q8_0 blocks"},
 		{ENG_GGML_F32, {0, 1}, 2, "dimension 0 of 0"},
 		{99, {32, 1}, 2, "type 99 is not read"},

@@ -187,7 +187,7 @@ static void refusals_name_what_gguf_cannot_say(void **st)
 		{"a token past the vocabulary", "llama", "tokenizer.json", "\"\xc4\x81\": 1,", "\"\xc4\x81\": 600,", "has id 600", NULL},
 		{"no tokenizer", "llama", "tokenizer.json", NULL, NULL, "tokenizer.json", NULL},
 		{"a tensor without a GGUF name", "llama", "model.safetensors", NULL, NULL, "model.layers.0.mystery.weight", NULL},
-		{"an unknown type", "llama", NULL, NULL, NULL, "IQ2_S", "IQ2_S"},
+		{"an unknown type", "llama", NULL, NULL, NULL, "TQ2_0", "TQ2_0"},
 		{"an embedding that is not vocab_size rows", "llama", "config.json", "\"vocab_size\":512", "\"vocab_size\":600",
 		 "is not 600 rows of 64", NULL},
 	};

@@ -93,7 +93,7 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch, bool
 	const uint32_t types[] = {ENG_GGML_F32,  ENG_GGML_F16,  ENG_GGML_BF16, ENG_GGML_Q8_0, ENG_GGML_Q4_0, ENG_GGML_Q4_1,
 	                          ENG_GGML_Q5_0, ENG_GGML_Q5_1, ENG_GGML_IQ4_NL, ENG_GGML_Q3_K, ENG_GGML_Q4_K,
 	                          ENG_GGML_Q5_K, ENG_GGML_Q6_K, ENG_GGML_IQ4_XS, ENG_GGML_Q2_K, ENG_GGML_IQ3_XXS, ENG_GGML_IQ3_S,
-	                          ENG_GGML_IQ1_S, ENG_GGML_IQ1_M};
+	                          ENG_GGML_IQ1_S, ENG_GGML_IQ1_M, ENG_GGML_IQ2_XXS, ENG_GGML_IQ2_XS, ENG_GGML_IQ2_S};
 	enum { NTYPES = sizeof types / sizeof types[0] };
 	enum { N = 40 };
 	int32_t toks[N];
@@ -159,6 +159,8 @@ static void same_model_as_the_folder(const char *arch, const char *hf_arch, bool
 			assert_true(types[k] == ENG_GGML_F16 || types[k] == ENG_GGML_BF16 || types[k] == ENG_GGML_Q8_0
 			                    ? e < (few ? 0.04 : 0.03) && agree >= N * 3 / 4
 			                    : e < (types[k] == ENG_GGML_IQ1_S || types[k] == ENG_GGML_IQ1_M ? 1.5
+			                           : types[k] >= ENG_GGML_IQ2_XXS && types[k] <= ENG_GGML_IQ2_XS ? 1.5
+			                           : types[k] == ENG_GGML_IQ2_S ? 1.5
 			                           : types[k] == ENG_GGML_Q2_K || types[k] == ENG_GGML_IQ3_XXS ? 1.2
 			                           : types[k] == ENG_GGML_Q3_K || types[k] == ENG_GGML_IQ3_S ? 0.8
 			                                                                                       : 0.5));
@@ -852,8 +854,8 @@ static void requantized_files_follow_the_rules(void **st)
 	eng_gguf_close(a);
 	eng_gguf_requant_stats rs;
 	char *bad = ev_asprintf("%s/bad.gguf", dir);
-	assert_int_not_equal(eng_gguf_requantize(src, bad, "IQ2_S", &rs), 0);
-	assert_non_null(strstr(ev_error_msg(), "IQ2_S"));
+	assert_int_not_equal(eng_gguf_requantize(src, bad, "TQ2_0", &rs), 0);
+	assert_non_null(strstr(ev_error_msg(), "TQ2_0"));
 	assert_int_not_equal(access(bad, F_OK), 0);
 	free(bad), free(src), free(dir), free(cache);
 }
