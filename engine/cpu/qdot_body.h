@@ -127,7 +127,7 @@ QD_FN void QD(unpack)(const uint8_t *row, int b, int t, __m256i *q)
 		int j = b % 8;
 		const uint64_t *g8 = eng_ggml_iq2_grid8_tab[t - 15];
 		uint64_t m[4], s[4];
-		if (t == 15) { /* IQ2_XXS: entries the bytes of the block's first u32, signs seven bits at 7 k of its second */
+		if (t == 15) { /* IQ2_XXS: the entries the first u32's bytes, the signs seven bits at 7 k of the second */
 			const uint8_t *p = row + (size_t)(b / 8) * 66 + 2 + 8 * j;
 			uint32_t aux;
 			memcpy(&aux, p + 4, 4);
@@ -151,8 +151,8 @@ QD_FN void QD(unpack)(const uint8_t *row, int b, int t, __m256i *q)
 			for (int k = 0; k < 4; k++)
 				s[k] = eng_ggml_iq2_sign8_tab[(sg >> (8 * k)) & 255];
 		}
-		*q = _mm256_sign_epi8(_mm256_setr_epi64x((long long)m[0], (long long)m[1], (long long)m[2], (long long)m[3]),
-		                      _mm256_setr_epi64x((long long)s[0], (long long)s[1], (long long)s[2], (long long)s[3]));
+		__m256i mag = _mm256_setr_epi64x((long long)m[0], (long long)m[1], (long long)m[2], (long long)m[3]);
+		*q = _mm256_sign_epi8(mag, _mm256_setr_epi64x((long long)s[0], (long long)s[1], (long long)s[2], (long long)s[3]));
 		return;
 	}
 	default: { /* Q6_K {ql[128], qh[64], i8 scales[16], f16 d}: (6 bits) - 32 */
@@ -1243,7 +1243,7 @@ QD_FN void QD(kerniq2)(float *o, const eng_qxblk *const *x, const eng_qxbyt *con
 			for (int i = 0; i < nx; i++) {
 				const eng_qxbyt *y0 = xy[i] + b;
 				__m512i s = QD(halves16i)(v[0], v[1], y0, y0 + 1, 6);
-				/* [b lo, b hi, b + 1 lo, b + 1 hi] four rows each: each block's halves added, lanes 0 and 2 */
+				/* [b lo, b hi, b + 1 lo, b + 1 hi], four rows each: each block's halves added */
 				s = _mm512_add_epi32(s, _mm512_shuffle_i32x4(s, s, 0xB1));
 				__m256i sum = _mm512_castsi512_si256(_mm512_shuffle_i32x4(s, s, 0x08));
 				__m256 fs = _mm256_cvtepi32_ps(sum);

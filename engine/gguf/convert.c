@@ -645,7 +645,8 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 		if ((rc = add_out(&hdr, &ot, &n, &cap, &off, &maxel, &o)))
 			free(hn);
 	}
-	static const uint32_t rewritten[] = {ENG_GGML_IQ3_XXS, ENG_GGML_IQ3_S, ENG_GGML_IQ1_S, ENG_GGML_IQ1_M}; /* kept as another */
+	/* the types kept as another */
+	static const uint32_t rewritten[] = {ENG_GGML_IQ3_XXS, ENG_GGML_IQ3_S, ENG_GGML_IQ1_S, ENG_GGML_IQ1_M};
 	for (size_t r = 0; r < sizeof rewritten / sizeof rewritten[0] && !rc; r++) {
 		uint32_t t = rewritten[r], k = kept_as(t);
 		size_t count = 0;

@@ -266,7 +266,8 @@ void eng_ggml_dequantize(float *y, const void *src, uint32_t t, size_t n)
 		for (size_t k = 0; k < n / QKK; k++, b += eng_ggml_type_size(t), y += QKK) {
 			float d = eng_ggml_h2f(b);
 			for (int e = 0; e < QKK; e++)
-				y[e] = eng_ggml_iq2_scale(d, eng_ggml_iq2_ls(b, t, e)) * (float)eng_ggml_iq2_value(b, t, e);
+				y[e] = eng_ggml_iq2_scale(d, eng_ggml_iq2_ls(b, t, e)) *
+				       (float)eng_ggml_iq2_value(b, t, e);
 		}
 		return;
 	case ENG_GGML_IQ1_S:
@@ -276,8 +277,9 @@ void eng_ggml_dequantize(float *y, const void *src, uint32_t t, size_t n)
 			float d = m ? eng_f16_to_f32(eng_ggml_iq1m_d(b)) : eng_ggml_h2f(b);
 			for (int e = 0; e < QKK; e++) {
 				/* d (1 + 2 ls), then (level + delta) as ggml reads it: both exact */
-				float dl = d * (float)(1 + 2 * (m ? eng_ggml_iq1m_ls(b, e / 16) : eng_ggml_iq1s_ls(b, e / 32)));
-				y[e] = dl * ((float)(m ? eng_ggml_iq1m_value(b, e) : eng_ggml_iq1s_value(b, e)) * 0.125f);
+				int ls = m ? eng_ggml_iq1m_ls(b, e / 16) : eng_ggml_iq1s_ls(b, e / 32);
+				int v = m ? eng_ggml_iq1m_value(b, e) : eng_ggml_iq1s_value(b, e);
+				y[e] = (d * (float)(1 + 2 * ls)) * ((float)v * 0.125f);
 			}
 		}
 		return;
@@ -516,7 +518,12 @@ const uint16_t eng_ggml_iq2s_grid[1024] = {
 	0xaa88, 0xaaaa,
 };
 
-static const uint16_t *iq2_grid(int which, int *entries);
+/* IQ2 grid `which` (0 IQ2_XXS, 1 IQ2_XS, 2 IQ2_S) and its entries */
+static const uint16_t *iq2_grid(int which, int *entries)
+{
+	*entries = 256 << which;
+	return which == 0 ? eng_ggml_iq2xxs_grid : which == 1 ? eng_ggml_iq2xs_grid : eng_ggml_iq2s_grid;
+}
 
 uint64_t eng_ggml_iq2_grid8_tab[3][1024];
 uint64_t eng_ggml_iq2_sign8_tab[256], eng_ggml_iq2_ksign8_tab[128];
@@ -1021,12 +1028,6 @@ static void iq1_quantize_block(uint8_t *b, const float *x, int m)
 static uint16_t iq2_near[3][6561];
 static pthread_once_t iq2_once = PTHREAD_ONCE_INIT;
 
-static const uint16_t *iq2_grid(int which, int *entries)
-{
-	*entries = 256 << which;
-	return which == 0 ? eng_ggml_iq2xxs_grid : which == 1 ? eng_ggml_iq2xs_grid : eng_ggml_iq2s_grid;
-}
-
 static void iq2_near_init(void)
 {
 	static const int mag[3] = {8, 25, 43};
@@ -1099,7 +1100,8 @@ static void iq2_quantize_block(uint8_t *b, const float *x, uint32_t t)
 		for (int g = 0; g < n / 8; g++) {
 			const float *u = v + 8 * g;
 			double unused = 0;
-			int e = iq2_entry(u, eng_ggml_iq2_scale(d, ls), w, &unused), at = (n / 8) * s + g; /* the group's number */
+			int at = (n / 8) * s + g; /* the group's number */
+			int e = iq2_entry(u, eng_ggml_iq2_scale(d, ls), w, &unused);
 			int signs = 0, small = 0;
 			for (int j = 0; j < 8; j++) {
 				signs |= (u[j] < 0) << j;
