@@ -451,7 +451,7 @@ void eng_cpu_kernels(char *buf, size_t cap, int activation_bits)
 	}
 	int bl = eng_bfdot_level();
 	snprintf(buf, cap, "block weights: %s integer dot (%s); bf16 weights: bf16 activations, %s",
-	         activation_bits == 8 ? "16-bit activations (Q4_K, Q5_K, Q6_K: 8-bit a super-block)," : "16-bit activations,",
+	         activation_bits == 8 ? "16-bit activations (Q2_K .. Q6_K, IQ4_XS: 8-bit a super-block)," : "16-bit activations,",
 	         eng_qdot_level_name(eng_qdot_level()), bl == 2 ? "vdpbf16ps (avx512-bf16)" : bl == 1 ? "fma (avx2)" : "plain");
 }
 
