@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "engine/backend.h"
 #include "engine/gguf/quant.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -397,7 +398,7 @@ static inline __attribute__((always_inline)) void ld32_q(__m256 v[4], const uint
 	}
 	int j = (i % 256) / 32; /* the sub-block */
 	if (t >= 15) { /* the IQ2s: each half's scale d (1 + 2 ls) / 8 * the signed magnitudes (grid lookups) */
-		uint32_t gt = t == 15 ? ENG_GGML_IQ2_XXS : t == 16 ? ENG_GGML_IQ2_XS : ENG_GGML_IQ2_S;
+		uint32_t gt = eng_dtype_ggml((eng_dtype)t);
 		const uint8_t *b = row + (size_t)(i / 256) * eng_ggml_type_size(gt);
 		float d = q_h2f(b), f[32];
 		for (int e = 0; e < 32; e++)

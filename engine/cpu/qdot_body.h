@@ -205,7 +205,7 @@ QD_FN void QD(put16)(float *dst, __m128i bytes, __m128 d4, int neg)
  * with a byte shuffle. */
 QD_FN void QD(kscalesx)(const uint8_t *const w[4], int sb, int t, float *s0, float *s1, float *m, int x4)
 {
-	if (t >= 15) {
+	if (qd_iq2(t)) {
 		/* the IQ2s (never in quads): each half's d (1 + 2 ls) / 8, as unpack_ref
 		 * forms it. The four rows' eight ls bytes (IQ2_XXS: each block's last
 		 * byte, its top nibble for both halves; the others' scales, a nibble a
@@ -1237,7 +1237,7 @@ QD_FN void QD(kerniq2)(float *o, const eng_qxblk *const *x, const eng_qxbyt *con
 				QD(unpack)(w[2 * h + 1], b + k, t, &qc);
 				v[k][h] = _mm512_add_epi8(_mm512_inserti64x4(_mm512_castsi256_si512(qa), qc, 1), off);
 			}
-		if (t == 15) {
+		if (!qd_two(t)) {
 			__m256 sc = _mm256_loadu_ps(ks0 + 4 * j); /* blocks b and b + 1, four rows each */
 #pragma GCC unroll 6
 			for (int i = 0; i < nx; i++) {
@@ -1575,14 +1575,15 @@ QD_FN void QD(group_put_scales)(eng_qgroup *g, int b, int q, __m128 s0, __m128 s
 }
 
 /* A K-quant super-block's scales of rows 4q .. 4q + 3 (kscalesx, on rows
- * or on a quad) into the group's 8 blocks from b; a half's own scale is
- * Q6_K's and Q3_K's alone (kscalesx leaves s1 unset for Q4_K and Q5_K,
- * whose blocks take s0 whole) */
+ * or on a quad) into the group's 8 blocks from b; a half takes its own
+ * scale where the type's halves have their own (qd_two: Q6_K, Q3_K,
+ * IQ2_XS, IQ2_S; kscalesx leaves s1 unset for Q4_K and Q5_K, whose blocks
+ * take s0 whole) */
 QD_FN void QD(group_kscales)(eng_qgroup *g, const uint8_t *const w[4], int b, int q, int t, int x4)
 {
 	float s0[32], s1[32], m[32];
 	QD(kscalesx)(w, b / 8, t, s0, s1, m, x4);
-	const float *h1 = t == 10 || t == 14 || t >= 15 ? s1 : s0;
+	const float *h1 = qd_two(t) ? s1 : s0;
 	for (int j = 0; j < 8; j++)
 		QD(group_put_scales)(g, b + j, q, _mm_loadu_ps(s0 + 4 * j), _mm_loadu_ps(h1 + 4 * j), _mm_loadu_ps(m + 4 * j));
 }

@@ -645,18 +645,20 @@ static int write_weights(const eng_gguf *g, const arch_map *a, const moe_names *
 		if ((rc = add_out(&hdr, &ot, &n, &cap, &off, &maxel, &o)))
 			free(hn);
 	}
-	/* the types kept as another */
-	static const uint32_t rewritten[] = {ENG_GGML_IQ3_XXS, ENG_GGML_IQ3_S, ENG_GGML_IQ1_S, ENG_GGML_IQ1_M};
-	for (size_t r = 0; r < sizeof rewritten / sizeof rewritten[0] && !rc; r++) {
-		uint32_t t = rewritten[r], k = kept_as(t);
-		size_t count = 0;
-		for (size_t i = 0; i < n; i++)
-			count += ot[i].t->type == t && strcmp(ot[i].dtype, "F32");
-		if (count)
-			ev_log_info("%s: %zu %s tensors kept as %s (the same values, %.3g bits a weight in memory)", g->path,
-			            count, eng_ggml_type_name(t), eng_ggml_type_name(k),
-			            8.0 * (double)eng_ggml_type_size(k) / eng_ggml_type_block(k));
+	/* the tensors of each type kept as another (kept_as), counted by type */
+	size_t rewritten[32] = {0};
+	for (size_t i = 0; i < n && !rc; i++) {
+		uint32_t t = ot[i].t->type;
+		if (t < 32 && kept_as(t) != t && strcmp(ot[i].dtype, "F32"))
+			rewritten[t]++;
 	}
+	for (uint32_t t = 0; t < 32 && !rc; t++)
+		if (rewritten[t]) {
+			uint32_t k = kept_as(t);
+			ev_log_info("%s: %zu %s tensors kept as %s (the same values, %.3g bits a weight in memory)", g->path,
+			            rewritten[t], eng_ggml_type_name(t), eng_ggml_type_name(k),
+			            8.0 * (double)eng_ggml_type_size(k) / eng_ggml_type_block(k));
+		}
 	if (!rc)
 		rc = ev_buf_putc(&hdr, '}');
 	while (!rc && (8 + hdr.len) % 8)

@@ -797,6 +797,22 @@ static float signed_max(const float *x, int n)
 	return m;
 }
 
+/* The signs of a group of eight values v as bits (element j's bit j);
+ * with even, the count of minus signs made even as IQ3_XXS, IQ2_XXS and
+ * IQ2_XS store it (their eighth sign the parity of the seven), the
+ * smallest magnitude's sign given up where it is odd */
+static int group_signs(const float *v, bool even)
+{
+	int signs = 0, small = 0;
+	for (int j = 0; j < 8; j++) {
+		signs |= (v[j] < 0) << j;
+		small = fabsf(v[j]) < fabsf(v[small]) ? j : small;
+	}
+	if (even && __builtin_parity((unsigned)signs))
+		signs ^= 1 << small;
+	return signs;
+}
+
 /* IQ3's grids searched: for each of the 4096 codes of four 3-bit level
  * indices, the grid entry nearest to it (squared distance of the levels'
  * values; the first of equals), made once */
@@ -894,15 +910,8 @@ static void iq3_quantize_block(uint8_t *b, const float *x, int xxs)
 			}
 		}
 		for (int h = 0; h < 4; h++) { /* the signs of each group of eight */
-			const float *v = x + 32 * k + 8 * h;
-			int signs = 0, small = 0;
-			for (int j = 0; j < 8; j++) {
-				signs |= (v[j] < 0) << j;
-				small = fabsf(v[j]) < fabsf(v[small]) ? j : small;
-			}
+			int signs = group_signs(x + 32 * k + 8 * h, xxs);
 			if (xxs) {
-				if (__builtin_parity((unsigned)signs))
-					signs ^= 1 << small;
 				aux |= (uint32_t)(signs & 127) << (7 * h);
 			} else {
 				b[74 + 4 * k + h] = (uint8_t)signs;
@@ -1102,13 +1111,7 @@ static void iq2_quantize_block(uint8_t *b, const float *x, uint32_t t)
 			double unused = 0;
 			int at = (n / 8) * s + g; /* the group's number */
 			int e = iq2_entry(u, eng_ggml_iq2_scale(d, ls), w, &unused);
-			int signs = 0, small = 0;
-			for (int j = 0; j < 8; j++) {
-				signs |= (u[j] < 0) << j;
-				small = fabsf(u[j]) < fabsf(u[small]) ? j : small;
-			}
-			if (w < 2 && __builtin_parity((unsigned)signs))
-				signs ^= 1 << small;
+			int signs = group_signs(u, w < 2);
 			if (w == 0) { /* byte g of the block's first u32, seven sign bits at 7 g of its second */
 				b[2 + 8 * s + g] = (uint8_t)e;
 				uint32_t aux;
